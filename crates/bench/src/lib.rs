@@ -1,0 +1,2 @@
+//! Measurement library of offhost: machine floors, statistics, fits, tables and plots.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Network Block Device front end of offhost.
+#![forbid(unsafe_code)]

@@ -1,0 +1,3 @@
+//! Positron emission tomography acquisition for offhost: scanner geometry, list-mode
+//! formats, Monte Carlo source, sinograms and reconstruction.
+#![forbid(unsafe_code)]
