@@ -3,6 +3,11 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench_engine;
+mod engine_table;
+mod run_cmd;
+mod tasks_cmd;
+
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
 #[command(name = "offhost", version, about)]
@@ -15,6 +20,12 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Run a pipeline (.ion file) on the embedded engine.
+    Run(run_cmd::RunArgs),
+    /// List the tasks a pipeline may use, with their arguments.
+    Tasks(tasks_cmd::TasksArgs),
+    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    BenchEngine(bench_engine::BenchEngineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +39,8 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::BenchEngine(a) => bench_engine::run(a),
     }
 }

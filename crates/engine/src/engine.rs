@@ -239,6 +239,19 @@ pub enum RunError {
     },
 }
 
+/// Stops a running pipeline; clone it freely.
+#[derive(Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// Stops the sources, as [`Running::stop`].
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+}
+
 /// A running pipeline.
 pub struct Running {
     shared: Arc<Shared>,
@@ -296,6 +309,13 @@ impl Running {
             tasks: self.shared.tasks.iter().map(TaskSlot::stats).collect(),
             queues: self.queues.iter().map(|q| q.stats()).collect(),
             pools: self.pools.iter().map(Pool::stats).collect(),
+        }
+    }
+
+    /// A handle that can stop this pipeline from another thread (a signal handler, say).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: Arc::clone(&self.shared),
         }
     }
 

@@ -66,7 +66,7 @@ mod task;
 pub mod tasks;
 
 pub use buffer::{BufMut, Buffer, BufferError};
-pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats};
+pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
 pub use pool::{Pool, PoolConfig, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
