@@ -4,7 +4,11 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_engine;
 mod echo;
+mod engine_table;
+mod run_cmd;
+mod tasks_cmd;
 
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
@@ -22,6 +26,12 @@ enum Command {
     Echo(echo::EchoArgs),
     /// Benchmarks: floors, pingpong.
     Bench(bench::BenchArgs),
+    /// Run a pipeline (.ion file) on the embedded engine.
+    Run(run_cmd::RunArgs),
+    /// List the tasks a pipeline may use, with their arguments.
+    Tasks(tasks_cmd::TasksArgs),
+    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    BenchEngine(bench_engine::BenchEngineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +47,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::BenchEngine(a) => bench_engine::run(a),
     }
 }
