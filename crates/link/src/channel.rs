@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_proto::{CallError, ChannelOptions, Received, SendMode};
+use offhost_proto::{CallError, ChannelOptions, SendMode};
 
 use crate::driver::Deadline;
 use crate::error::LinkError;
@@ -123,14 +123,11 @@ impl Channel {
     }
 
     fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {
-        self.handle
+        let m = self
+            .handle
             .driver
-            .wait(deadline, |st| match st.conn.recv(self.id) {
-                Ok(Received::Message(m)) => Some(Ok(Some(m))),
-                Ok(Received::End) => Some(Ok(None)),
-                Ok(Received::Empty) => None,
-                Err(e) => Some(Err(st.call_error(e))),
-            })
+            .wait(deadline, |st| crate::loan::take_message(st, self.id))?;
+        Ok(m.map(crate::loan::Message::into_vec))
     }
 
     /// Ends this side's sending direction: the peer receives end of stream after the messages
@@ -175,6 +172,9 @@ pub fn select(channels: &[&Channel], timeout: Option<Duration>) -> Result<usize,
         return Err(LinkError::BadSelect);
     }
     first.handle.driver.wait(Deadline::after(timeout), |st| {
-        channels.iter().position(|c| st.conn.readable(c.id)).map(Ok)
+        channels
+            .iter()
+            .position(|c| st.conn.readable(c.id) || st.held.contains_key(&c.id))
+            .map(Ok)
     })
 }

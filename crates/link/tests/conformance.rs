@@ -307,4 +307,4 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(mem, tcp, unix);
+conformance!(mem, tcp, unix, shm);
