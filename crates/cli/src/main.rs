@@ -3,6 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod echo;
+
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
 #[command(name = "offhost", version, about)]
@@ -15,6 +18,10 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Echo engine: reflect every record back (the seed's nrate).
+    Echo(echo::EchoArgs),
+    /// Benchmarks: floors, pingpong.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +35,7 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Echo(args) => echo::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
