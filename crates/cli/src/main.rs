@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bench_engine;
+mod echo;
 mod engine_table;
 mod run_cmd;
 mod tasks_cmd;
@@ -20,12 +22,14 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Echo engine: reflect every record back (the seed's nrate).
+    Echo(echo::EchoArgs),
+    /// Benchmarks: floors, pingpong, engine.
+    Bench(bench::BenchArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
     Tasks(tasks_cmd::TasksArgs),
-    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
-    BenchEngine(bench_engine::BenchEngineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,8 +43,9 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Echo(args) => echo::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
-        Command::BenchEngine(a) => bench_engine::run(a),
     }
 }
