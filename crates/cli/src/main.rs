@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_engine;
 mod echo;
+mod engine_cmd;
 mod engine_table;
 mod run_cmd;
 mod tasks_cmd;
@@ -26,6 +27,10 @@ enum Command {
     Echo(echo::EchoArgs),
     /// Benchmarks: floors, pingpong, engine.
     Bench(bench::BenchArgs),
+    /// The engine daemon: hosts submit pipelines and connect to their channels.
+    Engine(engine_cmd::EngineArgs),
+    /// Submit a pipeline to an engine daemon (or query or stop one).
+    Submit(engine_cmd::SubmitArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
@@ -45,6 +50,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Engine(a) => engine_cmd::engine(a, offhost_engine::Registry::with_builtins()),
+        Command::Submit(a) => engine_cmd::submit(a),
         Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
     }
