@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_engine;
 mod echo;
+mod engine_cmd;
 mod engine_table;
 mod run_cmd;
 mod tasks_cmd;
@@ -24,14 +25,16 @@ enum Command {
     Version,
     /// Echo engine: reflect every record back (the seed's nrate).
     Echo(echo::EchoArgs),
-    /// Benchmarks: floors, pingpong.
+    /// Benchmarks: floors, pingpong, engine.
     Bench(bench::BenchArgs),
+    /// The engine daemon: hosts submit pipelines and connect to their channels.
+    Engine(engine_cmd::EngineArgs),
+    /// Submit a pipeline to an engine daemon (or query or stop one).
+    Submit(engine_cmd::SubmitArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
     Tasks(tasks_cmd::TasksArgs),
-    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
-    BenchEngine(bench_engine::BenchEngineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,8 +50,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Engine(a) => engine_cmd::engine(a, offhost_engine::Registry::with_builtins()),
+        Command::Submit(a) => engine_cmd::submit(a),
         Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
-        Command::BenchEngine(a) => bench_engine::run(a),
     }
 }

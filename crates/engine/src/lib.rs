@@ -53,6 +53,7 @@
 #![forbid(unsafe_code)]
 
 mod buffer;
+pub mod daemon;
 mod engine;
 mod error;
 mod graph;

@@ -11,7 +11,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_queue::ArrayQueue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Storage};
 use crate::sched::Waker;
@@ -89,7 +89,7 @@ pub struct Pool {
 }
 
 /// A snapshot of a pool's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolStats {
     /// Pool name.
     pub name: String,

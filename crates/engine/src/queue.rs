@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::Buffer;
 
@@ -48,7 +48,7 @@ pub(crate) struct Queue {
 }
 
 /// A snapshot of a queue's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
     /// Queue name.
     pub name: String,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::pool::Pool;
 use crate::queue::Queue;
@@ -49,7 +49,7 @@ pub(crate) struct TaskCounters {
 }
 
 /// A snapshot of one task's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskStats {
     /// Command name.
     pub name: String,

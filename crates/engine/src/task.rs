@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Buffer};
 use crate::pool::Pool;
@@ -25,7 +25,7 @@ pub enum Status {
 
 /// Scheduling class. Workers always take a runnable task of a higher class first; within a
 /// class tasks run in turn, each until it blocks or uses its batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// Tasks that serve devices and hosts and must respond first.

@@ -245,3 +245,30 @@ fn dup_shares_buffers_by_reference() {
     assert!(matches!(x.recv_timeout(Duration::from_secs(10)), Ok(None)));
     run.wait().unwrap();
 }
+
+#[test]
+fn tone_is_an_exact_sine_on_each_channel() {
+    let text = "tone rate=8000 channels=2 freq=1000 freq2=3000 amp=0.5 seconds=2 >a:p(4,1000)\nhost-out name=o <a\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(1))
+        .unwrap();
+    let out = run.host_output("o").unwrap();
+    let mut bytes = Vec::new();
+    while let Some(b) = out.recv_timeout(Duration::from_secs(10)).unwrap() {
+        bytes.extend_from_slice(&b);
+    }
+    run.wait().unwrap();
+    assert_eq!(bytes.len(), 2 * 8000 * 4);
+    for (n, f) in bytes.chunks_exact(4).enumerate() {
+        for (c, freq) in [(0, 1000.0), (1, 3000.0)] {
+            let got = i16::from_le_bytes([f[2 * c], f[2 * c + 1]]) as f64;
+            let want =
+                0.5 * 32767.0 * (2.0 * std::f64::consts::PI * freq * n as f64 / 8000.0).sin();
+            assert!(
+                (got - want).abs() <= 1.0,
+                "frame {n} channel {c}: {got} vs {want}"
+            );
+        }
+    }
+}

@@ -5,34 +5,41 @@ use crate::task::{Context, Priority, Status, Task, TaskError};
 use crate::tasks::convert::{converter, Convert, FrameCarry};
 use crate::tasks::g711;
 
-/// A sine generator per channel using a rotating phasor (no `sin` per sample).
+/// A sine generator per channel. Within a buffer each channel follows the recurrence
+/// `y[n] = 2 cos(w) y[n-1] - y[n-2]` (one multiply-add per sample); at the start of every
+/// buffer the state is recomputed exactly from the sample index, so no error accumulates
+/// however long the stream runs.
 struct Tone {
-    /// (cos, sin) state and (cos, sin) step per channel.
-    osc: Vec<(f64, f64, f64, f64)>,
+    /// Angular step per sample, per channel.
+    w: Vec<f64>,
     amp: f64,
+    /// Index of the next frame.
+    n: u64,
     frames_left: Option<u64>,
 }
 
 impl Tone {
     fn new(rate: u32, freqs: &[f64], amp: f64, seconds: Option<f64>) -> Tone {
-        let osc = freqs
-            .iter()
-            .map(|f| {
-                let w = 2.0 * std::f64::consts::PI * f / rate as f64;
-                (1.0, 0.0, w.cos(), w.sin())
-            })
-            .collect();
         Tone {
-            osc,
+            w: freqs
+                .iter()
+                .map(|f| 2.0 * std::f64::consts::PI * f / rate as f64)
+                .collect(),
             amp,
+            n: 0,
             frames_left: seconds.map(|s| (s * rate as f64).round() as u64),
         }
     }
 }
 
+/// Rounds to the nearest integer sample (halves away from zero), without a libm call.
+fn to_sample(x: f64) -> i16 {
+    (x + 0.5f64.copysign(x)) as i16
+}
+
 impl Task for Tone {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        let ch = self.osc.len();
+        let ch = self.w.len();
         let frame = 2 * ch;
         loop {
             if self.frames_left == Some(0) {
@@ -48,21 +55,20 @@ impl Task for Tone {
             }
             let amp = self.amp * 32767.0;
             let out = &mut b.unfilled()[..frames * frame];
-            for f in out.chunks_exact_mut(frame) {
-                for (c, o) in self.osc.iter_mut().enumerate() {
-                    let s = (o.1 * amp).round() as i16;
-                    f[2 * c..2 * c + 2].copy_from_slice(&s.to_le_bytes());
-                    let (re, im) = (o.0 * o.2 - o.1 * o.3, o.0 * o.3 + o.1 * o.2);
-                    o.0 = re;
-                    o.1 = im;
+            for (c, &w) in self.w.iter().enumerate() {
+                // Phase reduced modulo 2 pi in integer steps keeps precision for long streams.
+                let phase =
+                    |k: i64| ((self.n as i64 + k) as f64 * w) % (2.0 * std::f64::consts::PI);
+                let (mut y1, mut y2) = (amp * phase(-1).sin(), amp * phase(-2).sin());
+                let k = 2.0 * w.cos();
+                for f in out.chunks_exact_mut(frame) {
+                    let y = k * y1 - y2;
+                    f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y).to_le_bytes());
+                    y2 = y1;
+                    y1 = y;
                 }
             }
-            // Keep the phasors on the unit circle.
-            for o in &mut self.osc {
-                let n = (o.0 * o.0 + o.1 * o.1).sqrt();
-                o.0 /= n;
-                o.1 /= n;
-            }
+            self.n += frames as u64;
             b.commit(frames * frame);
             cx.put(0, b.freeze());
         }

@@ -123,7 +123,7 @@ impl Resampler {
             let phase = &self.phases[(self.t % l) as usize];
             let x = &self.hist[base + 1 - taps..=base];
             let y = dot(phase, x);
-            out.push(y.round().clamp(-32768.0, 32767.0) as i16);
+            out.push((y + 0.5f32.copysign(y)).clamp(-32768.0, 32767.0) as i16);
             self.t += m;
         }
         // Drop history no output needs any more.
