@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_engine;
+mod channel_cmds;
 mod echo;
 mod engine_cmd;
 mod engine_table;
@@ -35,6 +36,12 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
     Tasks(tasks_cmd::TasksArgs),
+    /// Send stdin to an engine's channel (like writing /dev/tlw0).
+    Send(channel_cmds::SendArgs),
+    /// Write an engine's channel to stdout (like reading /dev/tlr0).
+    Recv(channel_cmds::RecvArgs),
+    /// Stdin through an engine's channel to stdout, both ways at once.
+    Cat(channel_cmds::CatArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,5 +61,8 @@ fn main() -> anyhow::Result<()> {
         Command::Submit(a) => engine_cmd::submit(a),
         Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Send(args) => channel_cmds::send(args),
+        Command::Recv(args) => channel_cmds::recv(args),
+        Command::Cat(args) => channel_cmds::cat(args),
     }
 }

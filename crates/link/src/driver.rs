@@ -368,7 +368,8 @@ impl Driver {
         st
     }
 
-    /// Says goodbye to the peer and stops the flusher once everything is written.
+    /// Says goodbye to the peer, waits (boundedly) until everything is written, and stops the
+    /// flusher.
     pub(crate) fn close(&self) {
         let mut st = self.lock();
         if st.shutdown {
@@ -382,6 +383,16 @@ impl Driver {
         }
         self.flush_cond.notify_one();
         self.cond.notify_all();
+        // Let the goodbye and everything before it reach the transport, so a process may exit
+        // right after closing; a dead or stuck peer bounds the wait.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while (st.stuck || st.writing) && st.dead.is_none() && Instant::now() < give_up {
+            st = self
+                .cond
+                .wait_timeout(st, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Takes a buffer from the shared pool for a zero-copy message.
