@@ -3,6 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench_nbd;
+mod nbd_cmd;
+
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
 #[command(name = "offhost", version, about)]
@@ -15,6 +18,8 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
+    Nbd(nbd_cmd::NbdArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +33,6 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Nbd(a) => nbd_cmd::run(a),
     }
 }
