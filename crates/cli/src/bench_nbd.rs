@@ -96,10 +96,13 @@ impl Drop for Peer {
     }
 }
 
-fn wait_for_socket(p: &Path, child: &mut Child, what: &str) -> anyhow::Result<()> {
+/// Waits until `ready` exists (nbdkit's pid file, written once it listens; our server's
+/// socket, bound before `serve`). Probing by connecting would make nbdkit log a broken
+/// handshake.
+fn wait_ready(ready: &Path, child: &mut Child, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if std::os::unix::net::UnixStream::connect(p).is_ok() {
+        if ready.exists() {
             return Ok(());
         }
         if let Some(st) = child.try_wait()? {
@@ -107,16 +110,21 @@ fn wait_for_socket(p: &Path, child: &mut Child, what: &str) -> anyhow::Result<()
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    bail!("{what} did not listen on {} within 20 s", p.display())
+    bail!("{what} was not ready ({}) within 20 s", ready.display())
 }
 
-fn start(name: &'static str, mut cmd: Command, socket: PathBuf) -> anyhow::Result<Peer> {
+fn start(
+    name: &'static str,
+    mut cmd: Command,
+    socket: PathBuf,
+    ready: &Path,
+) -> anyhow::Result<Peer> {
     let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("cannot start {name} ({cmd:?})"))?;
-    wait_for_socket(&socket, &mut child, name)?;
+    wait_ready(ready, &mut child, name)?;
     Ok(Peer {
         name,
         child,
@@ -188,13 +196,16 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         &format!("bench=mem:{}", a.size),
     ]);
     let mut kit_cmd = Command::new(&a.nbdkit);
+    let kit_pid = dir.path().join("nbdkit.pid");
     kit_cmd
         .args(["-f", "-U"])
         .arg(&kit_sock)
+        .arg("-P")
+        .arg(&kit_pid)
         .args(["memory", &a.size]);
     let peers = [
-        start("offhost", ours_cmd, ours_sock)?,
-        start("nbdkit-memory", kit_cmd, kit_sock)
+        start("offhost", ours_cmd, ours_sock.clone(), &ours_sock)?,
+        start("nbdkit-memory", kit_cmd, kit_sock, &kit_pid)
             .context("nbdkit is the peer of this benchmark")?,
     ];
     let total = (a.rounds as usize * peers.len() * WORKLOADS.len()) as u64;

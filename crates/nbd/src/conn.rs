@@ -187,21 +187,22 @@ impl<W: Write> Ctx<'_, W> {
         None
     }
 
-    /// Runs a checked request on the backend.
-    fn execute(&self, req: &Request, payload: Vec<u8>) -> Outcome {
+    /// Runs a checked request on the backend. `payload` holds a write's data, or is the buffer
+    /// a read fills; a write leaves it in place for reuse.
+    fn execute(&self, req: &Request, payload: &mut Vec<u8>) -> Outcome {
         let b = &self.export.backend;
         let fua = req.flags & CMD_FLAG_FUA != 0;
         let len = u64::from(req.length);
         let r = match req.command {
             Command::Read => {
-                let mut buf = payload;
+                let mut buf = std::mem::take(payload);
                 buf.resize(req.length as usize, 0);
                 match b.read(req.offset, &mut buf) {
                     Ok(()) => return Outcome::Data(buf),
                     Err(e) => Err(e),
                 }
             }
-            Command::Write => b.write(req.offset, &payload, fua),
+            Command::Write => b.write(req.offset, payload, fua),
             Command::Trim => b.trim(req.offset, len, fua),
             Command::WriteZeroes => b.write_zeroes(req.offset, len, fua),
             Command::Flush => b.flush(),
@@ -332,8 +333,9 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                 gate.enter();
                 let (ctx, gate) = (&ctx, &gate);
                 scope.spawn(move || {
+                    let mut payload = payload;
                     let t = Instant::now();
-                    let outcome = ctx.execute(&req, payload);
+                    let outcome = ctx.execute(&req, &mut payload);
                     let service = t.elapsed().as_nanos() as u64;
                     if let Err(e) = ctx.reply(&req, &outcome, true, arrival, data_ns, service) {
                         tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
@@ -342,12 +344,13 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                 });
             } else {
                 let t = Instant::now();
-                let outcome = ctx.execute(&req, payload);
+                let outcome = ctx.execute(&req, &mut payload);
                 let service = t.elapsed().as_nanos() as u64;
                 ctx.reply(&req, &outcome, false, arrival, data_ns, service)?;
-                if let Outcome::Data(buf) = outcome {
-                    spare = buf;
-                }
+                spare = match outcome {
+                    Outcome::Data(buf) => buf,
+                    _ => payload,
+                };
             }
             // Keep at most a 1 MiB buffer around between requests.
             if spare.capacity() > 1 << 20 {
