@@ -11,8 +11,8 @@ use offhost_nbd::mem::MemDisk;
 use offhost_nbd::proto::*;
 use offhost_nbd::{Backend, Export, ListenAddr, Server};
 
-/// A backend whose reads at offset 0 wait until some write arrives: proves that later
-/// requests overtake a blocked one and replies leave out of order.
+/// A backend whose reads at offset 0 wait until a write at offset 8192 arrives: proves that
+/// later requests overtake a blocked one and replies leave out of order.
 struct Latch {
     mem: MemDisk,
     opened: Mutex<bool>,
@@ -38,8 +38,10 @@ impl Backend for Latch {
     }
     fn write(&self, off: u64, data: &[u8], fua: bool) -> Result<(), Errno> {
         self.mem.write(off, data, fua)?;
-        *self.opened.lock().unwrap() = true;
-        self.cv.notify_all();
+        if off == 8192 {
+            *self.opened.lock().unwrap() = true;
+            self.cv.notify_all();
+        }
         Ok(())
     }
     fn trim(&self, off: u64, len: u64, fua: bool) -> Result<(), Errno> {
@@ -300,12 +302,23 @@ fn a_blocked_request_is_overtaken_and_replies_leave_out_of_order() {
     let addr = start();
     let mut c = Client::connect(&addr);
     c.go("latch");
-    // Handle 1 blocks until a write arrives; handle 2 is that write.
+    // Handle 1 blocks until a write at 8192 arrives, so handle 2 must be answered first.
     c.request(0, 0, 1, 0, 8, &[]);
-    c.request(0, 1, 2, 4096, 4, b"open");
+    c.request(0, 1, 2, 4096, 4, b"next");
     assert_eq!(c.simple(), (0, 2));
-    assert_eq!(c.simple(), (0, 1));
-    assert_eq!(c.read(8), vec![0u8; 8]);
+    // Handle 3 opens the latch; 1 and 3 then finish in either order.
+    c.request(0, 1, 3, 8192, 4, b"open");
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (err, h) = c.simple();
+        assert_eq!(err, 0);
+        if h == 1 {
+            assert_eq!(c.read(8), vec![0u8; 8]);
+        }
+        seen.push(h);
+    }
+    seen.sort();
+    assert_eq!(seen, [1, 3]);
 }
 
 #[test]
