@@ -5,6 +5,10 @@ use clap::{Parser, Subcommand};
 
 mod bench_nbd;
 mod nbd_cmd;
+mod bench_engine;
+mod engine_table;
+mod run_cmd;
+mod tasks_cmd;
 
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
@@ -20,6 +24,12 @@ enum Command {
     Version,
     /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
     Nbd(nbd_cmd::NbdArgs),
+    /// Run a pipeline (.ion file) on the embedded engine.
+    Run(run_cmd::RunArgs),
+    /// List the tasks a pipeline may use, with their arguments.
+    Tasks(tasks_cmd::TasksArgs),
+    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    BenchEngine(bench_engine::BenchEngineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +44,8 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Nbd(a) => nbd_cmd::run(a),
+        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::BenchEngine(a) => bench_engine::run(a),
     }
 }
