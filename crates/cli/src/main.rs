@@ -3,10 +3,10 @@
 
 use clap::{Parser, Subcommand};
 
-mod bench_nbd;
-mod nbd_cmd;
 mod bench_engine;
+mod bench_nbd;
 mod engine_table;
+mod nbd_cmd;
 mod run_cmd;
 mod tasks_cmd;
 

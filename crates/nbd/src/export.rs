@@ -2,6 +2,10 @@
 //!
 //! Kinds:
 //! - `mem:SIZE` — sparse memory disk. SIZE takes K, M, G, T suffixes (powers of 1024).
+//! - `actions:FILE.ion` — a pipeline as a disk ([`crate::actions`]); options
+//!   `underrun=wait|poll` (what the plain data range does when nothing is ready, default
+//!   wait), `wait=DURATION` (longest a waiting read waits, default 30s), `channels=N` (host
+//!   channel regions, default 8).
 //!
 //! Options for every kind: `readonly` (or `ro`), `block=N` (minimum block size: a power of
 //! two from 1 to 65536; requests not aligned to it get `EINVAL`), `max=SIZE` (largest read or
@@ -13,6 +17,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use offhost_engine::Registry;
+
+use crate::actions::{ActionDisk, Underrun};
 use crate::backend::Backend;
 use crate::drive::{Cache, DriveParams, ModelledDisk};
 use crate::mem::{MemDisk, MAX_SIZE};
@@ -30,7 +37,7 @@ pub enum SpecError {
     #[error("export `{0}`: expected NAME=KIND:ARG[,OPTION...]")]
     NoName(String),
     /// The kind is not one this server knows.
-    #[error("export `{name}`: unknown kind `{kind}` (known: mem)")]
+    #[error("export `{name}`: unknown kind `{kind}` (known: mem, actions)")]
     UnknownKind {
         /// Export name.
         name: String,
@@ -162,20 +169,36 @@ impl Export {
             what: what.to_owned(),
             why,
         };
-        if kind != "mem" {
-            return Err(SpecError::UnknownKind {
-                name,
-                kind: kind.to_owned(),
-            });
-        }
-        let size = parse_size(arg).map_err(|e| bad("size", e))?;
-        if size == 0 || size > MAX_SIZE {
-            return Err(bad("size", format!("must be 1 byte to 64T, got {size}")));
-        }
+        let is_actions = match kind {
+            "mem" => false,
+            "actions" => true,
+            _ => {
+                return Err(SpecError::UnknownKind {
+                    name,
+                    kind: kind.to_owned(),
+                })
+            }
+        };
+        let size = if is_actions {
+            0
+        } else {
+            let size = parse_size(arg).map_err(|e| bad("size", e))?;
+            if size == 0 || size > MAX_SIZE {
+                return Err(bad("size", format!("must be 1 byte to 64T, got {size}")));
+            }
+            size
+        };
+        let mut underrun = Underrun::Wait;
+        let mut wait_limit = Duration::from_secs(30);
+        let mut channels = 8usize;
         let mut readonly = false;
         let mut min_block = 1u32;
         let mut max_payload = DEFAULT_MAX_PAYLOAD;
-        let mut description = format!("offhost memory disk, {arg}");
+        let mut description = if is_actions {
+            format!("offhost action disk, pipeline {arg}")
+        } else {
+            format!("offhost memory disk, {arg}")
+        };
         let mut drive = DriveParams::default();
         let mut modelled = false;
         for opt in parts {
@@ -201,6 +224,29 @@ impl Export {
                     max_payload = m as u32;
                 }
                 "desc" => description = v.to_owned(),
+                "underrun" if is_actions => {
+                    underrun = match v {
+                        "wait" => Underrun::Wait,
+                        "poll" => Underrun::Poll,
+                        _ => return Err(bad(k, format!("`{v}` is not wait or poll"))),
+                    }
+                }
+                "wait" if is_actions => {
+                    wait_limit = parse_duration(v).map_err(|e| bad(k, e))?;
+                }
+                "channels" if is_actions => {
+                    let n = num(v)?;
+                    if !(1..=1024).contains(&n) {
+                        return Err(bad(k, format!("{n} is outside 1 to 1024")));
+                    }
+                    channels = n as usize;
+                }
+                "rpm" | "seek" | "rate" | "spt" | "tpc" | "cache" if is_actions => {
+                    return Err(bad(
+                        k,
+                        "drive model options apply to mem exports only".into(),
+                    ))
+                }
                 "rpm" => {
                     drive.rpm = num(v)? as f64;
                     modelled = true;
@@ -250,7 +296,20 @@ impl Export {
         if max_payload < min_block {
             return Err(bad("max", "smaller than the block size".into()));
         }
-        let backend: Arc<dyn Backend> = if modelled {
+        let backend: Arc<dyn Backend> = if is_actions {
+            let text =
+                std::fs::read_to_string(arg).map_err(|e| bad("file", format!("{arg}: {e}")))?;
+            Arc::new(
+                ActionDisk::new(
+                    &text,
+                    Arc::new(Registry::with_builtins()),
+                    channels,
+                    underrun,
+                    wait_limit,
+                )
+                .map_err(|e| bad("pipeline", e.to_string()))?,
+            )
+        } else if modelled {
             Arc::new(ModelledDisk::new(size, drive))
         } else {
             Arc::new(MemDisk::new(size))

@@ -8,6 +8,7 @@
 //! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod backend;
 pub mod conn;
 pub mod drive;
