@@ -339,3 +339,43 @@ fn trace_report_characterises_a_client() {
     assert!(find("write", 65536)["transfer_mb_per_s"].as_f64().unwrap() > 0.0);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
 }
+
+#[test]
+fn drive_model_export_keeps_data_and_reports_rotational() {
+    let s = Served::start(&[
+        "--export",
+        "slow=mem:8M,rpm=15000,seek=1ms,rate=200M,spt=128,tpc=4,cache=write-behind",
+        "--export",
+        "ra=mem:8M,rpm=15000,seek=1ms,rate=200M,cache=read-ahead",
+    ]);
+    let out = ok(
+        tool("nbdinfo", "libnbd-bin")
+            .args(["--json"])
+            .arg(s.uri("slow"))
+            .output()
+            .unwrap(),
+        "nbdinfo",
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["exports"][0]["is_rotational"], true, "{out}");
+    for export in ["slow", "ra"] {
+        let mut c = tool("qemu-io", "qemu-utils");
+        c.args([
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x3c 0 256k",
+            "-c",
+            "write -P 0x4d 7M 64k",
+            "-c",
+            "flush",
+            "-c",
+            "read -P 0x3c 0 256k",
+            "-c",
+            "read -P 0x4d 7M 64k",
+        ])
+        .arg(s.uri(export));
+        let text = ok(c.output().unwrap(), "qemu-io on a modelled drive");
+        assert!(!text.contains("failed"), "{text}");
+    }
+}
