@@ -8,6 +8,7 @@
 //! leave out of order and later requests overtake slow ones. At most [`MAX_IN_FLIGHT`] such
 //! requests run at once per connection; `NBD_CMD_DISC` waits for all of them.
 
+use std::cell::Cell;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -249,6 +250,21 @@ impl Gate {
     }
 }
 
+/// A reader that remembers when its last `read` returned data: a request's arrival is when
+/// its bytes reached the server, even if they wait in the buffer behind earlier requests.
+struct Timed<'a, R> {
+    inner: R,
+    last: &'a Cell<Option<Instant>>,
+}
+
+impl<R: Read> Read for Timed<'_, R> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(b)?;
+        self.last.set(Some(Instant::now()));
+        Ok(n)
+    }
+}
+
 /// How the transmission phase ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum End {
@@ -270,7 +286,14 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
     tracer: Option<&Tracer>,
     conn: u32,
 ) -> io::Result<End> {
-    let mut rd = BufReader::with_capacity(256 * 1024, reader);
+    let filled = Cell::new(None);
+    let mut rd = BufReader::with_capacity(
+        256 * 1024,
+        Timed {
+            inner: reader,
+            last: &filled,
+        },
+    );
     let out = Out {
         w: Mutex::new(BufWriter::with_capacity(256 * 1024, writer)),
     };
@@ -303,7 +326,7 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(End::Closed),
                 Err(e) => return Err(e),
             }
-            let arrival = Instant::now();
+            let arrival = filled.get().unwrap_or_else(Instant::now);
             let req = match parse_request(&h) {
                 Ok(r) => r,
                 Err(e) => return Ok(End::Violation(e.to_string())),

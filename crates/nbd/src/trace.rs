@@ -7,7 +7,9 @@
 //!
 //! `conn export command offset length arrival_ns data_ns service_ns reply_ns error`
 //!
-//! - `arrival_ns`: when the 28-byte request header had been read (since the server started);
+//! - `arrival_ns`: when the bytes of the request header reached the server (the socket read
+//!   that delivered them, since the server started); requests a client pipelines arrive
+//!   together and then wait their turn, which is how a client's queue depth shows;
 //! - `data_ns`: time moving the payload: receiving a write's data, or sending a read's reply
 //!   (header and data, until the socket accepted the last byte); 0 for other commands;
 //! - `service_ns`: time the backend spent on the request;
