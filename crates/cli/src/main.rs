@@ -5,10 +5,12 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_engine;
+mod bench_nbd;
 mod channel_cmds;
 mod echo;
 mod engine_cmd;
 mod engine_table;
+mod nbd_cmd;
 mod run_cmd;
 mod tasks_cmd;
 
@@ -32,6 +34,8 @@ enum Command {
     Engine(engine_cmd::EngineArgs),
     /// Submit a pipeline to an engine daemon (or query or stop one).
     Submit(engine_cmd::SubmitArgs),
+    /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
+    Nbd(nbd_cmd::NbdArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
@@ -59,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Engine(a) => engine_cmd::engine(a, offhost_engine::Registry::with_builtins()),
         Command::Submit(a) => engine_cmd::submit(a),
+        Command::Nbd(a) => nbd_cmd::run(a),
         Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Send(args) => channel_cmds::send(args),
