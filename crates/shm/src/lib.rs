@@ -38,12 +38,13 @@
 //!
 //! # Records
 //!
-//! Each direction has one SPSC ring of variable-length records (8-byte header, payload padded to
-//! 8 bytes; a record never wraps). A record is either **inline** (its bytes are in the ring; at
-//! most [`Sender::max_record`] = `ring_bytes - 8` bytes, larger is
-//! [`ShmError::RecordTooLarge`] at the call) or a **descriptor** of a pool buffer (index, offset,
-//! length). Records are read in place: [`Receiver::recv`] returns a [`Record`] that borrows the
-//! ring and is consumed when dropped.
+//! Each direction has one SPSC ring of variable-length records (16-byte header, padded to 16
+//! bytes; a record never wraps). A record is published by a stamp in its header (its position
+//! plus one), so a waiting receiver polls the one cache line the next record will be in.
+//! A record is either **inline** (its bytes are in the ring; at most [`Sender::max_record`] =
+//! `ring_bytes - 16` bytes, larger is [`ShmError::RecordTooLarge`] at the call) or a
+//! **descriptor** of a pool buffer (index, offset, length). Records are read in place:
+//! [`Receiver::recv`] returns a [`Record`] that borrows the ring and is consumed when dropped.
 //!
 //! Publication is batched: [`Sender::write`], [`Sender::write_with`] and [`Sender::write_buf`]
 //! stage records; [`Sender::flush`] publishes them all with one store and at most one wake-up.

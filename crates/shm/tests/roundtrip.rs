@@ -76,7 +76,7 @@ fn ring_fills_then_drains_with_wraparound() {
 fn record_larger_than_ring_is_an_error_at_the_call() {
     let (mut host, _engine) = pair(&cfg(Mode::Block)).unwrap();
     let max = host.sender().max_record();
-    assert_eq!(max, 4096 - 8);
+    assert_eq!(max, 4096 - 16);
     let big = vec![0u8; max + 1];
     for r in [
         host.sender().send(&big, None).map(|_| ()),

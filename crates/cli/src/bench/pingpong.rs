@@ -132,7 +132,7 @@ fn config(args: &PingpongArgs) -> Config {
         .copied()
         .unwrap_or(64);
     Config {
-        ring_bytes: ((inline_max + 8).next_power_of_two() as u64).max(64 << 10),
+        ring_bytes: ((inline_max + 16).next_power_of_two() as u64).max(64 << 10),
         pool_buffers: 4,
         buffer_size: (loan_max.div_ceil(64) * 64).max(64) as u32,
         mode: args.mode,
