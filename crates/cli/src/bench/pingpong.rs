@@ -218,11 +218,12 @@ pub fn run(args: PingpongArgs) -> Result<()> {
         args.sizes.iter().all(|&s| s > 0),
         "--sizes: record sizes must be at least 1 byte"
     );
+    // Chosen before anything pins this thread (the echo engine inherits our affinity).
+    let cpus = affinity::cpu_pair();
     let floors = args
         .floors
         .then(|| super::floors::measure_with_progress(100_000));
     let config = config(&args);
-    let cpus = affinity::cpu_pair();
     let (ep, peer) = start_peer(&args, &config, cpus)?;
     if let Some((a, _)) = cpus {
         affinity::pin_current_thread(a);
