@@ -106,7 +106,7 @@ mod shared;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener};
-pub use echo::{echo, EchoStats};
+pub use echo::{echo, echo_with, EchoStats};
 pub use endpoint::{Endpoint, Receiver, Record, Sender, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use layout::{Layout, MAGIC, VERSION};

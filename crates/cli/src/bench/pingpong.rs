@@ -61,6 +61,9 @@ pub struct PingpongArgs {
     /// Seconds over which the idle echo engine's CPU use is measured (0: skip).
     #[arg(long, default_value_t = 1.0)]
     idle_secs: f64,
+    /// Have the echo engine read every byte of buffer records (so data crosses cores).
+    #[arg(long)]
+    touch: bool,
     /// Also measure the floors first and report ratios against them.
     #[arg(long)]
     floors: bool,
@@ -77,6 +80,8 @@ struct Row {
     mode: &'static str,
     size: usize,
     path: &'static str,
+    /// Whether the echo engine read buffer records (false: reflected descriptors only).
+    touch: bool,
     iters: usize,
     one_way_ns_median: f64,
     one_way_ns_p99: f64,
@@ -183,6 +188,9 @@ fn start_peer(
             if let Some((_, b)) = cpus {
                 cmd.args(["--pin", &b.to_string()]);
             }
+            if args.touch {
+                cmd.arg("--touch");
+            }
             let mut child = cmd.spawn().context("start the echo engine")?;
             match connect_retry(&addr, config, &mut child) {
                 Ok(ep) => Ok((ep, Peer::Process(child))),
@@ -194,6 +202,7 @@ fn start_peer(
             }
         }
         (Transport::Mem, None) => {
+            let touch = args.touch;
             let (host, engine) = offhost_shm::pair(config)?;
             let (tid_tx, tid_rx) = std::sync::mpsc::channel();
             let handle = std::thread::spawn(move || {
@@ -201,7 +210,7 @@ fn start_peer(
                     affinity::pin_current_thread(b);
                 }
                 let _ = tid_tx.send(cpu::current_tid());
-                if let Err(e) = offhost_shm::echo(engine) {
+                if let Err(e) = offhost_shm::echo_with(engine, touch) {
                     eprintln!("echo thread: {e}");
                 }
             });
@@ -249,6 +258,7 @@ pub fn run(args: PingpongArgs) -> Result<()> {
             mode: args.mode.name(),
             size,
             path: if loan { "loan" } else { "inline" },
+            touch: args.touch,
             iters,
             one_way_ns_median: s.median,
             one_way_ns_p99: s.p99,
