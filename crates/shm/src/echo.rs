@@ -57,8 +57,14 @@ fn forward(
     stats.bytes += rec.len() as u64;
     if rec.is_buf() {
         if touch {
-            let sum = rec.bytes().chunks(8).fold(0u64, |a, c| {
-                a ^ c.iter().fold(0u64, |x, &b| x << 8 | u64::from(b))
+            let bytes = rec.bytes();
+            let words = bytes.chunks_exact(8);
+            let tail = words
+                .remainder()
+                .iter()
+                .fold(0u64, |a, &b| a ^ u64::from(b));
+            let sum = words.fold(tail, |a, w| {
+                a ^ u64::from_ne_bytes(w.try_into().expect("8-byte chunk"))
             });
             std::hint::black_box(sum);
         }
