@@ -1,7 +1,9 @@
 //! The echo engine (the seed's `nrate`): reflects every record back to its sender.
 
-use crate::endpoint::{Endpoint, Receiver, Sender};
+use crate::endpoint::Endpoint;
 use crate::error::ShmError;
+use crate::receiver::Receiver;
+use crate::sender::Sender;
 
 /// What an echo run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -100,17 +100,21 @@ mod endpoint;
 mod error;
 mod layout;
 mod pool;
+mod receiver;
 mod ring;
 mod segment;
+mod sender;
 mod shared;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener};
 pub use echo::{echo, echo_with, EchoStats};
-pub use endpoint::{Endpoint, Receiver, Record, Sender, Side};
+pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
+pub use receiver::{Receiver, Record};
+pub use sender::Sender;
 
 /// How often a waiting side checks that its peer is still alive.
 pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

@@ -4,10 +4,10 @@
 use anyhow::{bail, ensure, Context, Result};
 use offhost_bench::{affinity, cpu, stats::Summary};
 use offhost_shm::{Config, Endpoint, Mode};
-use serde::Serialize;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::report::{print, Row};
 use crate::echo::Url;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
@@ -70,30 +70,6 @@ pub struct PingpongArgs {
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// One line of the report.
-#[derive(Debug, Serialize)]
-struct Row {
-    bench: &'static str,
-    transport: &'static str,
-    mode: &'static str,
-    size: usize,
-    path: &'static str,
-    /// Whether the echo engine read buffer records (false: reflected descriptors only).
-    touch: bool,
-    iters: usize,
-    one_way_ns_median: f64,
-    one_way_ns_p99: f64,
-    mb_per_s: f64,
-    /// CPU use of the idle echo engine, percent of one core (null when not measurable).
-    cpu_idle_pct: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_cacheline: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_futex: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_memcpy: Option<f64>,
 }
 
 /// The echo engine the bench talks to, and how to read its CPU time.
@@ -361,46 +337,4 @@ fn idle_cpu_pct(peer: &Peer, secs: f64) -> Option<f64> {
     std::thread::sleep(Duration::from_secs_f64(secs));
     let c1 = peer.cpu_time()?;
     Some((c1.saturating_sub(c0)).as_secs_f64() / t0.elapsed().as_secs_f64() * 100.0)
-}
-
-fn print(rows: &[Row], json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(rows)?);
-        return Ok(());
-    }
-    println!(
-        "{:<9} {:<9} {:>8} {:<6} {:>12} {:>12} {:>10} {:>9}",
-        "transport", "mode", "size", "path", "median ns", "p99 ns", "MB/s", "idle cpu"
-    );
-    for r in rows {
-        println!(
-            "{:<9} {:<9} {:>8} {:<6} {:>12.0} {:>12.0} {:>10.1} {:>8}",
-            r.transport,
-            r.mode,
-            r.size,
-            r.path,
-            r.one_way_ns_median,
-            r.one_way_ns_p99,
-            r.mb_per_s,
-            r.cpu_idle_pct
-                .map_or("-".to_owned(), |p| format!("{p:.2}%"))
-        );
-    }
-    if rows.iter().any(|r| r.vs_cacheline.is_some()) {
-        println!();
-        println!(
-            "{:>8} {:>14} {:>10} {:>10}",
-            "size", "x cache-line", "x futex", "x memcpy"
-        );
-        for r in rows {
-            println!(
-                "{:>8} {:>14.2} {:>10.3} {:>10.3}",
-                r.size,
-                r.vs_cacheline.unwrap_or(f64::NAN),
-                r.vs_futex.unwrap_or(f64::NAN),
-                r.vs_memcpy.unwrap_or(f64::NAN)
-            );
-        }
-    }
-    Ok(())
 }
