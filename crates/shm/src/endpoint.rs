@@ -97,6 +97,12 @@ impl Endpoint {
         self.sender.shared().set_mode(mode, spin);
     }
 
+    /// `Err(PeerGone)` once the peer has closed the link or died; `Err(CorruptPeer)` once this
+    /// side stopped using the segment. A non-blocking probe of the control connection.
+    pub fn check_peer(&self) -> Result<(), crate::ShmError> {
+        self.sender.check_peer()
+    }
+
     /// How this side waits: mode and adaptive spin budget.
     pub fn mode(&self) -> (Mode, Duration) {
         self.sender.shared().mode()

@@ -85,6 +85,12 @@ impl Receiver {
         self.record(raw)
     }
 
+    /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).
+    pub fn check_peer(&self) -> Result<(), ShmError> {
+        self.shared.check()?;
+        self.shared.check_alive()
+    }
+
     /// True when every published record has been received.
     pub fn is_empty(&mut self) -> Result<bool, ShmError> {
         self.ring.is_empty().map_err(|e| self.shared.latch(e))

@@ -37,6 +37,12 @@ impl Sender {
         }
     }
 
+    /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).
+    pub fn check_peer(&self) -> Result<(), ShmError> {
+        self.shared.check()?;
+        self.shared.check_alive()
+    }
+
     /// Largest payload of an inline record.
     pub fn max_record(&self) -> usize {
         self.ring.max_record()

@@ -185,7 +185,9 @@ fn alloc_waits_for_the_peer_to_release() {
 fn dropping_one_side_ends_the_other_after_pending_records() {
     let (mut host, mut engine) = pair(&cfg(Mode::Adaptive)).unwrap();
     host.sender().send(b"last words", T).unwrap();
+    engine.check_peer().unwrap();
     drop(host);
+    assert!(matches!(engine.check_peer(), Err(ShmError::PeerGone)));
     assert_eq!(engine.receiver().recv(T).unwrap().bytes(), b"last words");
     assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
 }
