@@ -5,6 +5,7 @@
 mod common;
 
 use common::{peek_u64, poke};
+
 use offhost_shm::{pair, Config, Mode, ShmError};
 use std::time::Duration;
 
@@ -36,26 +37,26 @@ fn random_ring_garbage_is_delivered_or_reported_never_out_of_bounds() {
     for round in 0..2000 {
         let (mut host, engine) = pair(&config()).unwrap();
         let l = host.layout().clone();
-        let (tail_off, _) = l.ring_index_offsets(1);
         let data = l.ring_data_offset(1);
-        // Scribble over the engine->host ring as a hostile engine would.
+        // Scribble over the engine->host ring as a hostile engine would: every 16-byte slot
+        // gets a stamp that is often right for its offset, and a plausible or noisy header.
         let mut bytes = vec![0u8; 1024];
-        for chunk in bytes.chunks_mut(8) {
+        for (i, slot) in bytes.chunks_mut(16).enumerate() {
             let v = rng.next();
-            // Mostly plausible headers (small lengths, kinds 0..4), sometimes raw noise.
-            let word = if v % 4 == 0 {
-                v
+            let stamp = if v % 3 != 0 {
+                i as u64 * 16 + 1
             } else {
-                (v % 300) | ((v >> 32) % 5) << 32
+                rng.next()
             };
-            chunk.copy_from_slice(&word.to_le_bytes());
+            let header = if v % 5 == 0 {
+                rng.next()
+            } else {
+                (rng.next() % 300) | ((rng.next() % 5) << 32)
+            };
+            slot[..8].copy_from_slice(&stamp.to_le_bytes());
+            slot[8..].copy_from_slice(&header.to_le_bytes());
         }
         poke(&engine, data, &bytes);
-        let tail = match rng.next() % 3 {
-            0 => rng.next(),
-            _ => rng.next() % 1100,
-        };
-        poke(&engine, tail_off, &tail.to_le_bytes());
         let end = l.total_size();
         let mut got = 0;
         let failed = loop {

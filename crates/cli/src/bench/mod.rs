@@ -2,6 +2,7 @@
 
 mod floors;
 mod pingpong;
+mod report;
 
 use anyhow::Result;
 use clap::Subcommand;
