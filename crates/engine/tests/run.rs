@@ -272,3 +272,44 @@ fn tone_is_an_exact_sine_on_each_channel() {
         }
     }
 }
+
+#[test]
+fn interrupt_class_runs_before_background_on_one_worker() {
+    let text = "fill bytes=64k priority=interrupt >hi:p(4,1k)\ncount priority=interrupt <hi\n\
+                fill bytes=64k priority=background >lo:q(4,1k)\ncount priority=background <lo\n";
+    let mut built = Pipeline::parse(text)
+        .unwrap()
+        .build(&Registry::with_builtins())
+        .unwrap();
+    let hi_puts = Arc::new(AtomicUsize::new(0));
+    let seen_at_first_lo = Arc::new(AtomicUsize::new(usize::MAX));
+    let h = Arc::clone(&hi_puts);
+    built
+        .set_put_hook("hi", move || {
+            h.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let (h, s) = (Arc::clone(&hi_puts), Arc::clone(&seen_at_first_lo));
+    built
+        .set_put_hook("lo", move || {
+            let _ = s.compare_exchange(
+                usize::MAX,
+                h.load(Ordering::SeqCst),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        })
+        .unwrap();
+    let stats = built.start(&cfg(1)).wait().unwrap();
+    // The put hook fires when a buffer lands on an empty queue. With one worker the interrupt
+    // chain is always runnable until it ends, so no 'hi' kick may come after the first 'lo'
+    // put (with a single FIFO class the sources would alternate batch by batch).
+    let hi_total = stats.queues.iter().find(|q| q.name == "hi").unwrap().puts;
+    assert_eq!(hi_total, 64);
+    let at_first_lo = seen_at_first_lo.load(Ordering::SeqCst);
+    let hi_kicks = hi_puts.load(Ordering::SeqCst);
+    assert_eq!(
+        at_first_lo, hi_kicks,
+        "a background buffer was put while interrupt work remained"
+    );
+}
