@@ -29,6 +29,10 @@ pub(crate) struct Waker {
 }
 
 impl Waker {
+    pub(crate) fn same_task(&self, other: &Waker) -> bool {
+        self.id == other.id && Weak::ptr_eq(&self.shared, &other.shared)
+    }
+
     pub(crate) fn wake(&self) {
         if let Some(s) = self.shared.upgrade() {
             s.wake(self.id);

@@ -313,3 +313,36 @@ fn interrupt_class_runs_before_background_on_one_worker() {
         "a background buffer was put while interrupt work remained"
     );
 }
+
+#[test]
+fn no_lost_wakeups_with_tight_pools_and_many_workers() {
+    // Two-buffer pools force constant waiting on pools and inputs across four workers; a lost
+    // wake-up would hang the run, which the bounded wait turns into a failure.
+    let mut text = String::from("fill bytes=2M >q0:p(2,64)\n");
+    for i in 0..8 {
+        text.push_str(&format!("count <q{i} >q{}\n", i + 1));
+    }
+    text.push_str("count <q8\n");
+    for round in 0..5 {
+        let run = Pipeline::parse(&text)
+            .unwrap()
+            .start(
+                &Registry::with_builtins(),
+                &EngineConfig {
+                    workers: 4,
+                    pin: false,
+                    batch: 3,
+                },
+            )
+            .unwrap();
+        assert!(
+            run.wait_timeout(Duration::from_secs(120)),
+            "round {round} hung"
+        );
+        let stats = run.wait().unwrap();
+        assert_eq!(
+            stats.tasks[9].report.as_deref(),
+            Some("32768 buffers, 2097152 bytes")
+        );
+    }
+}
