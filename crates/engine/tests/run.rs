@@ -346,3 +346,81 @@ fn no_lost_wakeups_with_tight_pools_and_many_workers() {
         );
     }
 }
+
+/// A task registered from outside the crate: prepends a 4-byte length header in the
+/// buffer's headroom, without copying the payload when it holds the only reference.
+struct Tag {
+    copies: u64,
+}
+
+impl offhost_engine::Task for Tag {
+    fn run(
+        &mut self,
+        cx: &mut offhost_engine::Context<'_>,
+    ) -> Result<offhost_engine::Status, offhost_engine::TaskError> {
+        use offhost_engine::{Get, Status};
+        loop {
+            match cx.get(0) {
+                Get::Buf(b) => {
+                    let len = (b.len() as u32).to_be_bytes();
+                    let before = b.offset();
+                    let tagged = match b.try_into_mut() {
+                        Ok(mut m) => {
+                            m.prepend(&len)
+                                .map_err(|e| offhost_engine::TaskError::Failed(e.to_string()))?;
+                            assert_eq!(
+                                m.headroom(),
+                                before - 4,
+                                "the header went into the headroom"
+                            );
+                            m.freeze()
+                        }
+                        Err(shared) => {
+                            self.copies += 1;
+                            let mut v = len.to_vec();
+                            v.extend_from_slice(&shared);
+                            Buffer::from_vec(v)
+                        }
+                    };
+                    cx.put(0, tagged);
+                }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+
+    fn report(&self) -> Option<String> {
+        Some(format!("{} copies", self.copies))
+    }
+}
+
+#[test]
+fn registered_task_prepends_headers_in_place() {
+    let mut reg = Registry::with_builtins();
+    reg.register(
+        offhost_engine::TaskInfo::new("tag", "prepends a 4-byte big-endian length"),
+        |_: &offhost_engine::Args, _: &mut offhost_engine::Build<'_>| {
+            Ok(Box::new(Tag { copies: 0 }))
+        },
+    );
+    let text = "host-in name=in >a:p(4,100)\ntag <a >b\nhost-out name=out <b\n";
+    let mut run = Pipeline::parse(text).unwrap().start(&reg, &cfg(2)).unwrap();
+    let input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    input.send(b"hello".to_vec()).unwrap();
+    let b = out.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(&b[..], b"\0\0\0\x05hello");
+    assert_eq!(
+        b.pool_name(),
+        Some("p"),
+        "still the pool's buffer: no copy was made"
+    );
+    drop((input, b));
+    assert!(matches!(
+        out.recv_timeout(Duration::from_secs(10)),
+        Ok(None)
+    ));
+    let stats = run.wait().unwrap();
+    assert_eq!(stats.tasks[1].report.as_deref(), Some("0 copies"));
+}
