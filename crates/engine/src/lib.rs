@@ -49,7 +49,16 @@
 //! ```
 //!
 //! See [`lang`] for the syntax and [`Registry::with_builtins`] / `offhost tasks` for the
-//! built-in tasks. Other crates add tasks with [`Registry::register`].
+//! built-in tasks. Other crates add tasks with [`Registry::register`] (a [`TaskInfo`] with
+//! argument docs and port counts, and a factory); [`tasks::convert::converter`] turns a
+//! byte-stream conversion into a task.
+//!
+//! # Hosts
+//!
+//! In process, [`Running::host_input`] and [`Running::host_output`] connect to the
+//! pipeline's `host-in` / `host-out` tasks by channel name. Across processes,
+//! [`daemon::Daemon`] serves pipelines over a link session (`offhost engine --listen URL`)
+//! and [`daemon::Client`] submits them and opens their channels (`offhost submit`).
 #![forbid(unsafe_code)]
 
 mod buffer;
