@@ -6,6 +6,7 @@
 //! already scheduled costs one atomic load. Workers take tasks from the highest class first
 //! and sleep on a condition variable when there is nothing to run.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -14,6 +15,16 @@ use crossbeam_queue::SegQueue;
 
 pub(crate) use crate::slot::{TaskSlot, TaskStats};
 use crate::task::{Context, Status, Task, TaskError};
+
+/// Turns a panic payload into a task error.
+fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".into());
+    TaskError::Failed(format!("panicked: {msg}"))
+}
 
 const IDLE: u8 = 0;
 pub(crate) const SCHEDULED: u8 = 1;
@@ -211,7 +222,10 @@ impl Shared {
                 bufs_out: 0,
                 bytes_out: 0,
             };
-            let r = task.run(&mut cx);
+            // A panicking task fails like one returning an error: the pipeline drains and
+            // ends instead of hanging with a dead worker.
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&mut cx)))
+                .unwrap_or_else(|p| Err(panicked(p.as_ref())));
             let c = &slot.counters;
             c.bufs_in.fetch_add(cx.bufs_in, Ordering::Relaxed);
             c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
@@ -257,7 +271,8 @@ impl Shared {
     ) {
         let slot = &self.tasks[id];
         let mut task = body.take().expect("a running task has a body");
-        let fin = task.finish();
+        let fin = std::panic::catch_unwind(AssertUnwindSafe(|| task.finish()))
+            .unwrap_or_else(|p| Err(panicked(p.as_ref())));
         *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
         drop(task);
         slot.state.store(DONE, Ordering::Release);

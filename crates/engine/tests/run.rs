@@ -424,3 +424,45 @@ fn registered_task_prepends_headers_in_place() {
     let stats = run.wait().unwrap();
     assert_eq!(stats.tasks[1].report.as_deref(), Some("0 copies"));
 }
+
+struct Boom;
+
+impl offhost_engine::Task for Boom {
+    fn run(
+        &mut self,
+        cx: &mut offhost_engine::Context<'_>,
+    ) -> Result<offhost_engine::Status, offhost_engine::TaskError> {
+        match cx.get(0) {
+            offhost_engine::Get::Buf(_) => panic!("boom on the first buffer"),
+            offhost_engine::Get::Empty => Ok(offhost_engine::Status::Blocked),
+            offhost_engine::Get::Closed => Ok(offhost_engine::Status::Done),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_task_fails_the_pipeline_instead_of_hanging_it() {
+    let mut reg = Registry::with_builtins();
+    reg.register(
+        offhost_engine::TaskInfo::new("boom", "panics").outputs(0, 0),
+        |_: &offhost_engine::Args, _: &mut offhost_engine::Build<'_>| Ok(Box::new(Boom)),
+    );
+    let run = Pipeline::parse("tone >a\nboom <a\n")
+        .unwrap()
+        .start(&reg, &cfg(2))
+        .unwrap();
+    assert!(
+        run.wait_timeout(Duration::from_secs(30)),
+        "pipeline hung after a panic"
+    );
+    match run.wait() {
+        Err(RunError::TaskFailed { task, message, .. }) => {
+            assert_eq!(task, "boom");
+            assert!(
+                message.contains("panicked: boom on the first buffer"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
