@@ -59,6 +59,9 @@ enum State {
     Finished(Value, Option<String>),
 }
 
+/// Finished pipelines whose results the daemon keeps for `status` and `wait`.
+pub const KEEP_FINISHED: usize = 256;
+
 /// Serves pipelines to hosts.
 pub struct Daemon {
     registry: Registry,
@@ -233,10 +236,25 @@ impl Daemon {
                 let (ins, outs) = (built.host_inputs(), built.host_outputs());
                 let id = self.next.fetch_add(1, Ordering::Relaxed);
                 let run = built.start(&self.config);
-                self.pipelines
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id, Arc::new(Mutex::new(State::Running(run))));
+                let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+                // Forget the oldest finished pipelines beyond KEEP_FINISHED.
+                let finished: Vec<u64> = table
+                    .iter()
+                    .filter(|(_, e)| {
+                        matches!(
+                            *e.lock().unwrap_or_else(|e| e.into_inner()),
+                            State::Finished(..)
+                        )
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                for old in finished
+                    .iter()
+                    .take(finished.len().saturating_sub(KEEP_FINISHED))
+                {
+                    table.remove(old);
+                }
+                table.insert(id, Arc::new(Mutex::new(State::Running(run))));
                 json!({"ok": true, "id": id, "host_in": ins, "host_out": outs})
             }
             ("status", Some(id), _) => self.state_of(id, false),

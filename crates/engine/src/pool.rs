@@ -175,7 +175,11 @@ impl Pool {
                 .waiters
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            w.push(waker());
+            let waker = waker();
+            // A task woken for another reason may find the pool still empty: register once.
+            if !w.iter().any(|x| x.same_task(&waker)) {
+                w.push(waker);
+            }
             self.shared.has_waiters.store(true, Ordering::Relaxed);
         }
         // Pairs with the fence in `release`.

@@ -6,9 +6,9 @@ use crate::tasks::convert::{converter, Convert, FrameCarry};
 use crate::tasks::g711;
 
 /// A sine generator per channel. Within a buffer each channel follows the recurrence
-/// `y[n] = 2 cos(w) y[n-1] - y[n-2]` (one multiply-add per sample); at the start of every
-/// buffer the state is recomputed exactly from the sample index, so no error accumulates
-/// however long the stream runs.
+/// `y[n] = 2 cos(Lw) y[n-L] - y[n-2L]` on L interleaved lanes (one multiply-add per sample);
+/// at the start of every buffer the state is recomputed exactly from the sample index, so no
+/// error accumulates however long the stream runs.
 struct Tone {
     /// Angular step per sample, per channel.
     w: Vec<f64>,
@@ -31,6 +31,9 @@ impl Tone {
         }
     }
 }
+
+/// Independent recurrences per channel in [`Tone`].
+const LANES: usize = 8;
 
 /// Rounds to the nearest integer sample (halves away from zero), without a libm call.
 fn to_sample(x: f64) -> i16 {
@@ -56,16 +59,31 @@ impl Task for Tone {
             let amp = self.amp * 32767.0;
             let out = &mut b.unfilled()[..frames * frame];
             for (c, &w) in self.w.iter().enumerate() {
-                // Phase reduced modulo 2 pi in integer steps keeps precision for long streams.
-                let phase =
-                    |k: i64| ((self.n as i64 + k) as f64 * w) % (2.0 * std::f64::consts::PI);
-                let (mut y1, mut y2) = (amp * phase(-1).sin(), amp * phase(-2).sin());
-                let k = 2.0 * w.cos();
-                for f in out.chunks_exact_mut(frame) {
-                    let y = k * y1 - y2;
-                    f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y).to_le_bytes());
+                // Phase reduced modulo 2 pi keeps precision for long streams.
+                let sin_at =
+                    |k: i64| amp * (((self.n as i64 + k) as f64 * w) % std::f64::consts::TAU).sin();
+                // LANES interleaved recurrences, each stepping LANES samples, so the chains
+                // are independent and the loop is not bound by one multiply-add's latency.
+                let mut y1: [f64; LANES] = std::array::from_fn(|j| sin_at(j as i64 - LANES as i64));
+                let mut y2: [f64; LANES] =
+                    std::array::from_fn(|j| sin_at(j as i64 - 2 * LANES as i64));
+                let k = 2.0 * (LANES as f64 * w).cos();
+                let mut groups = out.chunks_exact_mut(frame * LANES);
+                for g in &mut groups {
+                    let mut y = [0f64; LANES];
+                    for j in 0..LANES {
+                        y[j] = k * y1[j] - y2[j];
+                    }
+                    for (j, f) in g.chunks_exact_mut(frame).enumerate() {
+                        f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y[j]).to_le_bytes());
+                    }
                     y2 = y1;
                     y1 = y;
+                }
+                let done = (frames / LANES) * LANES;
+                for (i, f) in groups.into_remainder().chunks_exact_mut(frame).enumerate() {
+                    let y = sin_at((done + i) as i64);
+                    f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y).to_le_bytes());
                 }
             }
             self.n += frames as u64;
@@ -85,13 +103,25 @@ impl Convert for Mix {
     fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
         let ch = self.channels;
         self.frames.feed(input, |data| {
-            for f in data.chunks_exact(2 * ch) {
-                let sum: i32 = f
-                    .chunks_exact(2)
-                    .map(|s| i16::from_le_bytes([s[0], s[1]]) as i32)
-                    .sum();
-                let m = sum.div_euclid(ch as i32) as i16;
-                out.extend_from_slice(&m.to_le_bytes());
+            let frames = data.len() / (2 * ch);
+            let start = out.len();
+            out.resize(start + 2 * frames, 0);
+            let dst = &mut out[start..];
+            if ch == 2 {
+                // The common case, written so the compiler can vectorise it.
+                for (o, f) in dst.chunks_exact_mut(2).zip(data.chunks_exact(4)) {
+                    let l = i16::from_le_bytes([f[0], f[1]]) as i32;
+                    let r = i16::from_le_bytes([f[2], f[3]]) as i32;
+                    o.copy_from_slice(&(((l + r) >> 1) as i16).to_le_bytes());
+                }
+            } else {
+                for (o, f) in dst.chunks_exact_mut(2).zip(data.chunks_exact(2 * ch)) {
+                    let sum: i32 = f
+                        .chunks_exact(2)
+                        .map(|s| i16::from_le_bytes([s[0], s[1]]) as i32)
+                        .sum();
+                    o.copy_from_slice(&(sum.div_euclid(ch as i32) as i16).to_le_bytes());
+                }
             }
         });
         Ok(())
@@ -108,10 +138,11 @@ impl Convert for Companding {
     fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
         let t = self.table;
         self.frames.feed(input, |data| {
-            out.extend(
-                data.chunks_exact(2)
-                    .map(|s| t[u16::from_le_bytes([s[0], s[1]]) as usize]),
-            );
+            let start = out.len();
+            out.resize(start + data.len() / 2, 0);
+            for (o, s) in out[start..].iter_mut().zip(data.chunks_exact(2)) {
+                *o = t[u16::from_le_bytes([s[0], s[1]]) as usize];
+            }
         });
         Ok(())
     }
