@@ -49,6 +49,9 @@ pub struct Figure {
     pub ratio_vs_nbdkit: Option<f64>,
     /// IOPS of every round.
     pub rounds_iops: Vec<f64>,
+    /// Server CPU time (user + system) per I/O, microseconds (median round): on a shared
+    /// machine this compares the servers' efficiency independently of how much CPU each got.
+    pub server_cpu_us_per_io: f64,
     /// The fio job options used.
     pub fio_args: String,
 }
@@ -87,6 +90,26 @@ struct Peer {
     name: &'static str,
     child: Child,
     socket: PathBuf,
+}
+
+impl Peer {
+    /// CPU seconds (user + system) the server process has used so far, from /proc.
+    fn cpu_s(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which is in parentheses): utime is the 14th field
+        // of the line, stime the 15th, in clock ticks (100 per second on Linux).
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<f64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0.0))
+            .collect();
+        if f.len() > 12 {
+            (f[11] + f[12]) / 100.0
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Drop for Peer {
@@ -132,7 +155,7 @@ fn start(
     })
 }
 
-fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64, String)> {
+fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64, f64, String)> {
     let uri = format!("nbd+unix:///?socket={}", peer.socket.display());
     let mut args: Vec<String> = vec![
         "--name=bench".into(),
@@ -146,6 +169,7 @@ fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64
         args.push("--time_based".into());
         args.push(format!("--runtime={}", a.runtime));
     }
+    let cpu0 = peer.cpu_s();
     let out = Command::new(&a.fio)
         .args(&args)
         .output()
@@ -164,6 +188,9 @@ fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64
     let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio JSON")?;
     let job = &v["jobs"][0];
     let f = |dir: &str, k: &str| job[dir][k].as_f64().unwrap_or(0.0);
+    let cpu = peer.cpu_s() - cpu0;
+    let ios = f("read", "total_ios") + f("write", "total_ios");
+    let cpu_us_per_io = if ios > 0.0 { cpu * 1e6 / ios } else { 0.0 };
     let iops = f("read", "iops") + f("write", "iops");
     let mbps = (f("read", "bw_bytes") + f("write", "bw_bytes")) / 1e6;
     let shown = args[4..]
@@ -172,7 +199,7 @@ fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64
         .cloned()
         .collect::<Vec<_>>()
         .join(" ");
-    Ok((iops, mbps, shown))
+    Ok((iops, mbps, cpu_us_per_io, shown))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -211,8 +238,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let total = (a.rounds as usize * peers.len() * WORKLOADS.len()) as u64;
     let pb = ProgressBar::new(total);
     pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
-    // results[peer][workload] = (iops per round, MB/s per round, args)
-    let mut res = vec![vec![(Vec::new(), Vec::new(), String::new()); WORKLOADS.len()]; 2];
+    // results[peer][workload] = (iops per round, MB/s per round, cpu per io per round, args)
+    type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>, String);
+    let mut res: Vec<Vec<Rounds>> = vec![vec![Default::default(); WORKLOADS.len()]; 2];
     for round in 0..a.rounds {
         for (wi, w) in WORKLOADS.iter().enumerate() {
             if !w.time_based && round > 0 {
@@ -221,11 +249,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             }
             for (pi, p) in peers.iter().enumerate() {
                 pb.set_message(format!("round {} {} {}", round + 1, p.name, w.name));
-                let (iops, mbps, shown) = run_fio(&a, p, w)?;
+                let (iops, mbps, cpu, shown) = run_fio(&a, p, w)?;
                 let r = &mut res[pi][wi];
                 r.0.push(iops);
                 r.1.push(mbps);
-                r.2 = shown;
+                r.2.push(cpu);
+                r.3 = shown;
                 pb.inc(1);
             }
         }
@@ -235,7 +264,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     for (wi, w) in WORKLOADS.iter().enumerate() {
         let kit_iops = median(&mut res[1][wi].0.clone());
         for (pi, p) in peers.iter().enumerate() {
-            let (iops, mbps, shown) = &res[pi][wi];
+            let (iops, mbps, cpu, shown) = &res[pi][wi];
             let m = median(&mut iops.clone());
             figs.push(Figure {
                 server: p.name.to_owned(),
@@ -244,6 +273,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 mb_per_s: median(&mut mbps.clone()),
                 ratio_vs_nbdkit: (pi == 0 && kit_iops > 0.0).then(|| m / kit_iops),
                 rounds_iops: iops.clone(),
+                server_cpu_us_per_io: median(&mut cpu.clone()),
                 fio_args: shown.clone(),
             });
         }
@@ -252,19 +282,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&figs)?);
     } else {
         println!(
-            "{:<28} {:<14} {:>12} {:>10} {:>8}",
-            "workload", "server", "IOPS", "MB/s", "ratio"
+            "{:<28} {:<14} {:>12} {:>10} {:>8} {:>12}",
+            "workload", "server", "IOPS", "MB/s", "ratio", "cpu us/io"
         );
         for f in &figs {
             println!(
-                "{:<28} {:<14} {:>12.0} {:>10.1} {:>8}",
+                "{:<28} {:<14} {:>12.0} {:>10.1} {:>8} {:>12.2}",
                 f.workload,
                 f.server,
                 f.iops,
                 f.mb_per_s,
                 f.ratio_vs_nbdkit
                     .map(|r| format!("{r:.2}x"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                f.server_cpu_us_per_io
             );
         }
     }

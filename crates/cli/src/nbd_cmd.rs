@@ -43,6 +43,9 @@ struct ServeArgs {
     /// Record every request to this file (see `offhost nbd report`).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Microseconds a connection polls its socket before sleeping (0: always sleep).
+    #[arg(long, default_value_t = 0)]
+    spin_us: u64,
 }
 
 #[derive(Args, Debug)]
@@ -82,7 +85,8 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let server = Server::bind(&addr, exports, tracer)?;
+    let mut server = Server::bind(&addr, exports, tracer)?;
+    server.set_spin(std::time::Duration::from_micros(a.spin_us));
     for e in server.exports() {
         eprintln!(
             "export `{}`: {} bytes{}{}",

@@ -6,7 +6,8 @@
 //! flushed before the reader would block). Requests on backends that may block (modelled
 //! latency, waiting for data) run on their own scoped threads and reply when done, so replies
 //! leave out of order and later requests overtake slow ones. At most [`MAX_IN_FLIGHT`] such
-//! requests run at once per connection; `NBD_CMD_DISC` waits for all of them.
+//! requests run at once per connection; `NBD_CMD_DISC` waits for all of them. Reads and writes
+//! of at least [`BIG_REQUEST`] bytes take the threaded path too, so large copies overlap.
 
 use std::cell::Cell;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -19,6 +20,13 @@ use crate::trace::{Record, Tracer};
 
 /// Blocking requests running at once per connection.
 pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Payload buffers kept for reuse per connection.
+const POOL_BUFFERS: usize = 16;
+
+/// Requests of at least this many bytes run on their own thread even on a non-blocking
+/// export.
+pub const BIG_REQUEST: u32 = 256 * 1024;
 
 /// Output half of a connection, shared by the reader and the request threads.
 struct Out<W: Write> {
@@ -309,6 +317,7 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
         cv: Condvar::new(),
     };
     let blocking = export.backend.may_block();
+    let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let end = std::thread::scope(|scope| -> io::Result<End> {
         let mut spare: Vec<u8> = Vec::new();
         loop {
@@ -337,6 +346,13 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
             let problem = ctx.check(&req);
             let mut data_ns = 0;
             let mut payload = std::mem::take(&mut spare);
+            if payload.capacity() < req.length as usize {
+                // Large buffers circulate through a small pool instead of being allocated
+                // (and faulted in) for every request.
+                if let Some(b) = pool.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+                    spare = std::mem::replace(&mut payload, b);
+                }
+            }
             if req.command == Command::Write {
                 let t0 = Instant::now();
                 if problem.is_some() {
@@ -352,9 +368,11 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                 ctx.reply(&req, &fail, false, arrival, data_ns, 0)?;
                 continue;
             }
-            if blocking {
+            // Large transfers also get their own thread: copying a megabyte into the socket
+            // takes long enough for the next requests to be read and served meanwhile.
+            if blocking || req.length >= BIG_REQUEST {
                 gate.enter();
-                let (ctx, gate) = (&ctx, &gate);
+                let (ctx, gate, pool) = (&ctx, &gate, &pool);
                 scope.spawn(move || {
                     let mut payload = payload;
                     let t = Instant::now();
@@ -363,6 +381,15 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                     if let Err(e) = ctx.reply(&req, &outcome, true, arrival, data_ns, service) {
                         tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
                     }
+                    let buf = match outcome {
+                        Outcome::Data(b) => b,
+                        _ => payload,
+                    };
+                    let mut p = pool.lock().unwrap_or_else(|e| e.into_inner());
+                    if p.len() < POOL_BUFFERS && buf.capacity() <= export.max_payload as usize {
+                        p.push(buf);
+                    }
+                    drop(p);
                     gate.leave();
                 });
             } else {

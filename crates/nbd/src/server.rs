@@ -16,6 +16,10 @@ use crate::trace::Tracer;
 /// How long a client may take over the handshake before the server drops it.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Default time a connection polls its socket before sleeping: none (polling showed no gain
+/// on the shared 2-core machine; see docs/notes/nbd.md).
+pub const DEFAULT_SPIN: Duration = Duration::ZERO;
+
 /// Default listening address.
 pub const DEFAULT_LISTEN: &str = "tcp:127.0.0.1:10809";
 
@@ -137,6 +141,7 @@ pub struct Server {
     exports: Arc<Vec<Arc<Export>>>,
     tracer: Option<Arc<Tracer>>,
     next_conn: AtomicU32,
+    spin: Duration,
 }
 
 impl Drop for Server {
@@ -189,7 +194,13 @@ impl Server {
             exports: Arc::new(exports.into_iter().map(Arc::new).collect()),
             tracer: tracer.map(Arc::new),
             next_conn: AtomicU32::new(0),
+            spin: DEFAULT_SPIN,
         })
+    }
+
+    /// Sets how long a connection polls its socket before sleeping (0 = never polls).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
     }
 
     /// The address clients connect to, as `tcp:HOST:PORT` or `unix:PATH`.
@@ -232,9 +243,10 @@ impl Server {
             let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
             let exports = self.exports.clone();
             let tracer = self.tracer.clone();
+            let spin = self.spin;
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
-                .spawn(move || handle(stream, &exports, tracer.as_deref(), id));
+                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, spin));
             if let Err(e) = spawned {
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
@@ -243,7 +255,13 @@ impl Server {
 }
 
 /// Serves one connection from handshake to close.
-pub fn handle(mut stream: Stream, exports: &[Arc<Export>], tracer: Option<&Tracer>, id: u32) {
+pub fn handle(
+    mut stream: Stream,
+    exports: &[Arc<Export>],
+    tracer: Option<&Tracer>,
+    id: u32,
+    spin: Duration,
+) {
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let neg = match serve_handshake(&mut stream, exports) {
         Ok(n) => n,
@@ -271,7 +289,11 @@ pub fn handle(mut stream: Stream, exports: &[Arc<Export>], tracer: Option<&Trace
             return;
         }
     };
-    match serve_transmission(&stream, writer, &neg.export, neg.structured, tracer, id) {
+    let reader = SpinReader {
+        stream: &stream,
+        spin,
+    };
+    match serve_transmission(reader, writer, &neg.export, neg.structured, tracer, id) {
         Ok(End::Violation(why)) => tracing::info!("conn {id}: dropped: {why}"),
         Ok(end) => tracing::debug!("conn {id}: {end:?}"),
         Err(e) => tracing::debug!("conn {id}: i/o error: {e}"),
@@ -280,6 +302,40 @@ pub fn handle(mut stream: Stream, exports: &[Arc<Export>], tracer: Option<&Trace
         t.flush();
     }
     stream.shutdown();
+}
+
+/// The reading half of a connection: before sleeping in `read`, it polls the socket for up to
+/// `spin` (non-blocking `recv`), so a client that answers quickly finds the server awake. On a
+/// loaded machine a wake-up costs far more than a few microseconds of polling (seed 000's
+/// polled against interrupt-driven drivers).
+pub struct SpinReader<'a> {
+    stream: &'a Stream,
+    spin: Duration,
+}
+
+impl Read for SpinReader<'_> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        if !self.spin.is_zero() && !b.is_empty() {
+            let fd = match self.stream {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            let deadline = std::time::Instant::now() + self.spin;
+            loop {
+                match rustix::net::recv(fd, &mut *b, rustix::net::RecvFlags::DONTWAIT) {
+                    Ok((_, n)) => return Ok(n.min(b.len())),
+                    Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                if std::time::Instant::now() >= deadline {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let mut r: &Stream = self.stream;
+        r.read(b)
+    }
 }
 
 impl Read for &Stream {

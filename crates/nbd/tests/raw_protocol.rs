@@ -70,7 +70,9 @@ fn start() -> String {
         Export::from_spec("aligned=mem:1M,block=512,max=64K").unwrap(),
         Export::new("latch", latch),
     ];
-    let server = Server::bind(&ListenAddr::Tcp("127.0.0.1:0".into()), exports, None).unwrap();
+    let mut server = Server::bind(&ListenAddr::Tcp("127.0.0.1:0".into()), exports, None).unwrap();
+    // Exercise the polling reader here (the end-to-end tests run with the default, no polling).
+    server.set_spin(Duration::from_micros(20));
     let addr = server.local_addr();
     std::thread::spawn(move || server.serve());
     addr.strip_prefix("tcp:").unwrap().to_owned()
