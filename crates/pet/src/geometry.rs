@@ -59,7 +59,7 @@ impl Scanner {
             crystal_radius_mm: 250.0,
             radial_bins: 128,
             views: 128,
-            bin_size_mm: 3.0,
+            bin_size_mm: 3.068,
             max_ring_difference: 15,
             span: 1,
         }

@@ -45,7 +45,8 @@ pub fn build_table(s: &Scanner) -> Vec<u32> {
                 continue;
             }
             let (psi, dist, swap) = line_params(s, a, b);
-            let mut view = (psi / dpsi).round() as i64;
+            // Ties (odd detector sums) go up consistently despite rounding error in psi.
+            let mut view = (psi / dpsi + 1e-9).round() as i64;
             let mut dist = dist;
             let mut swap = swap;
             if view >= s.views as i64 {
