@@ -3,6 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench_pet;
+mod pet_cmd;
+
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
 #[command(name = "offhost", version, about)]
@@ -15,6 +18,8 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// PET acquisition: simulate, inspect, histogram, reconstruct, run, bench.
+    Pet(pet_cmd::PetArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +33,6 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Pet(a) => pet_cmd::run(a),
     }
 }

@@ -20,5 +20,7 @@ pub mod phantom;
 pub mod projector;
 pub mod recon;
 pub mod sim;
+pub mod sinofile;
 pub mod sinogram;
+pub mod tasks;
 pub mod volume;

@@ -126,10 +126,21 @@ impl Phantom {
     }
 }
 
-/// Centre of NEMA sphere `i` (0 = smallest) in the plane `z = 0`.
+/// Unit vectors at 30, 90, ..., 330 degrees: the directions of the sphere centres.
+const SPHERE_DIRS: [(f64, f64); 6] = [
+    (0.866_025_403_784_438_6, 0.5),
+    (0.0, 1.0),
+    (-0.866_025_403_784_438_6, 0.5),
+    (-0.866_025_403_784_438_6, -0.5),
+    (0.0, -1.0),
+    (0.866_025_403_784_438_6, -0.5),
+];
+
+/// Centre of NEMA sphere `i` (0 = smallest) in the plane `z = 0`: on a 57.2 mm circle at
+/// `30 + 60 i` degrees.
 pub fn nema_sphere_centre(i: usize) -> (f64, f64) {
-    let ang = (30.0 + 60.0 * i as f64).to_radians();
-    (57.2 * ang.cos(), 57.2 * ang.sin())
+    let (c, s) = SPHERE_DIRS[i];
+    (57.2 * c, 57.2 * s)
 }
 
 fn nema(x: f64, y: f64, z: f64) -> f64 {
@@ -147,6 +158,9 @@ fn nema(x: f64, y: f64, z: f64) -> f64 {
     }
     if x * x + y * y <= 25.0 * 25.0 {
         return 0.0;
+    }
+    if z.abs() > 18.5 {
+        return 1.0;
     }
     for (i, d) in NEMA_SPHERES_MM.iter().enumerate() {
         let (cx, cy) = nema_sphere_centre(i);

@@ -198,8 +198,10 @@ impl Source {
         [s * cp, s * sp, cz]
     }
 
-    /// Where the ray `p + t u`, `t > 0`, meets the cylinder; `None` through the ends.
-    fn hit(&self, p: [f64; 3], u: [f64; 3]) -> Option<Hit> {
+    /// Distance along the ray `p + t u`, `t > 0`, to the cylinder and the ring hit there;
+    /// `None` when the ray leaves through the ends.
+    #[inline]
+    fn reach(&self, p: [f64; 3], u: [f64; 3]) -> Option<(f64, u8)> {
         let a = u[0] * u[0] + u[1] * u[1];
         if a < 1e-12 {
             return None;
@@ -207,17 +209,30 @@ impl Source {
         let b = p[0] * u[0] + p[1] * u[1];
         let c = p[0] * p[0] + p[1] * p[1] - self.radius * self.radius;
         let t = (-b + (b * b - a * c).max(0.0).sqrt()) / a;
-        let (x, y, z) = (p[0] + t * u[0], p[1] + t * u[1], p[2] + t * u[2]);
-        let ring = ((z + self.half_len) / self.spacing).floor();
+        let ring = ((p[2] + t * u[2] + self.half_len) / self.spacing).floor();
         if !(0.0..self.rings as f64).contains(&ring) {
             return None;
         }
+        Some((t, ring as u8))
+    }
+
+    /// The detector where the ray reached the cylinder after `t`.
+    #[inline]
+    fn detector(&self, p: [f64; 3], u: [f64; 3], (t, ring): (f64, u8)) -> Hit {
+        let (x, y) = (p[0] + t * u[0], p[1] + t * u[1]);
         let det = (y.atan2(x) / TAU * self.dets).round().rem_euclid(self.dets);
-        Some(Hit {
+        Hit {
             det: det as u16 % self.dets as u16,
-            ring: ring as u8,
+            ring,
             dist: t,
-        })
+        }
+    }
+
+    /// Both photons' hits, or `None` when either misses the detector.
+    fn hits(&self, pa: [f64; 3], ua: [f64; 3], pb: [f64; 3], ub: [f64; 3]) -> Option<(Hit, Hit)> {
+        let ra = self.reach(pa, ua)?;
+        let rb = self.reach(pb, ub)?;
+        Some((self.detector(pa, ua, ra), self.detector(pb, ub, rb)))
     }
 
     fn energy(&mut self, kev: f64) -> u16 {
@@ -284,7 +299,7 @@ impl Source {
                 } else {
                     (u, 511.0)
                 };
-                let (Some(a), Some(b)) = (self.hit(p, ua), self.hit(p, back)) else {
+                let Some((a, b)) = self.hits(p, ua, p, back) else {
                     continue;
                 };
                 if a.det == b.det && a.ring == b.ring {
@@ -313,7 +328,7 @@ impl Source {
         loop {
             let (p1, u1) = (self.point(), self.direction());
             let (p2, u2) = (self.point(), self.direction());
-            let (Some(a), Some(b)) = (self.hit(p1, u1), self.hit(p2, u2)) else {
+            let Some((a, b)) = self.hits(p1, u1, p2, u2) else {
                 continue;
             };
             if a.det == b.det {
