@@ -143,20 +143,20 @@ pub fn nema_sphere_centre(i: usize) -> (f64, f64) {
     (57.2 * c, 57.2 * s)
 }
 
-fn nema(x: f64, y: f64, z: f64) -> f64 {
-    if z.abs() > 90.0 {
-        return 0.0;
-    }
+/// Whether `(x, y)` is inside the NEMA body outline and outside the lung insert (where the
+/// background activity is 1).
+pub fn nema_background(x: f64, y: f64) -> bool {
     let inside = if y >= 0.0 {
         x * x + y * y <= 147.0 * 147.0
     } else {
         let ax = x.abs();
         y >= -77.0 && ax <= 147.0 && (ax <= 70.0 || (ax - 70.0).powi(2) + y * y <= 77.0 * 77.0)
     };
-    if !inside {
-        return 0.0;
-    }
-    if x * x + y * y <= 25.0 * 25.0 {
+    inside && x * x + y * y > 25.0 * 25.0
+}
+
+fn nema(x: f64, y: f64, z: f64) -> f64 {
+    if z.abs() > 90.0 || !nema_background(x, y) {
         return 0.0;
     }
     if z.abs() > 18.5 {

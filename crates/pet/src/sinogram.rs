@@ -183,31 +183,52 @@ impl Histogrammer {
     }
 
     /// Adds a batch of events: prompts add one, delayeds subtract one.
+    ///
+    /// The loop is branch-free apart from the table bounds checks: rejected events
+    /// (energy, field of view, ring difference) go to a trash bin past the sinogram.
     pub fn add(&mut self, events: &[Event]) {
-        let trash = self.sino.data.len();
         let (lo, hi) = (self.window.lower, self.window.upper);
-        let mut st = self.stats;
+        let (nd, nr) = (self.n_det, self.n_rings);
+        let (lor, rings) = (&self.lor[..], &self.rings[..]);
+        let bins = &mut self.bins[..];
+        let trash = bins.len() - 1;
+        let (mut delayeds, mut e_rej, mut g_rej, mut acc_d) = (0u64, 0u64, 0u64, 0u64);
         for e in events {
             let in_window =
                 (lo <= e.energy_a) & (e.energy_a <= hi) & (lo <= e.energy_b) & (e.energy_b <= hi);
-            let idx = self.index(e);
+            let l = lor
+                .get(e.det_a as usize * nd + e.det_b as usize)
+                .copied()
+                .unwrap_or(OUTSIDE);
+            let swap = l & SWAP != 0;
+            let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
+            let (r1, r2) = if swap { (rb, ra) } else { (ra, rb) };
+            let r = rings.get(r1 * nr + r2).copied().unwrap_or(OUTSIDE);
+            let valid =
+                ((e.det_a as usize) < nd) & ((e.det_b as usize) < nd) & (ra < nr) & (rb < nr);
+            let inside = valid & (l != OUTSIDE) & (r != OUTSIDE);
+            let ok = in_window & inside;
+            let idx = if ok {
+                (r as usize + (l & !SWAP) as usize).min(trash)
+            } else {
+                trash
+            };
             let delayed = e.delayed;
-            st.delayeds += delayed as u64;
-            st.energy_rejected += (!in_window) as u64;
-            let ok = in_window & idx.is_some();
-            st.geometry_rejected += (in_window & idx.is_none()) as u64;
-            st.accepted_delayeds += (ok & delayed) as u64;
-            let target = if ok { idx.unwrap_or(trash) } else { trash };
-            let delta = if delayed { -1 } else { 1 };
-            if let Some(b) = self.bins.get_mut(target) {
-                *b += delta;
-            }
+            bins[idx] += if delayed { -1 } else { 1 };
+            delayeds += delayed as u64;
+            e_rej += (!in_window) as u64;
+            g_rej += (in_window & !inside) as u64;
+            acc_d += (ok & delayed) as u64;
         }
+        let st = &mut self.stats;
         st.events += events.len() as u64;
+        st.delayeds += delayeds;
         st.prompts = st.events - st.delayeds;
+        st.energy_rejected += e_rej;
+        st.geometry_rejected += g_rej;
+        st.accepted_delayeds += acc_d;
         st.accepted_prompts =
             st.events - st.energy_rejected - st.geometry_rejected - st.accepted_delayeds;
-        self.stats = st;
     }
 
     /// Statistics so far.

@@ -129,3 +129,24 @@ fn bad_magic_is_reported() {
     let e = read_err(b"NOTPETLM and some more bytes to fill a header....".to_vec());
     assert!(matches!(e, FormatError::BadMagic { .. }), "{e}");
 }
+
+#[test]
+fn events_outside_the_scanner_are_rejected_not_misfiled() {
+    let s = Scanner::demo();
+    let good = Event {
+        det_a: 0,
+        det_b: 128,
+        ring_a: 0,
+        ring_b: 0,
+        energy_a: 5110,
+        energy_b: 5110,
+        ..Event::default()
+    };
+    let bad_ring = Event { ring_b: 17, ..good };
+    let bad_det = Event { det_b: 300, ..good };
+    let mut h = Histogrammer::new(&s, EnergyWindow::open()).unwrap();
+    h.add(&[good, bad_ring, bad_det]);
+    let st = h.stats();
+    assert_eq!(st.geometry_rejected, 2);
+    assert_eq!(h.finish().0.total(), 1);
+}
