@@ -6,11 +6,13 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_engine;
 mod bench_nbd;
+mod bench_pet;
 mod channel_cmds;
 mod echo;
 mod engine_cmd;
 mod engine_table;
 mod nbd_cmd;
+mod pet_cmd;
 mod run_cmd;
 mod tasks_cmd;
 
@@ -46,6 +48,13 @@ enum Command {
     Recv(channel_cmds::RecvArgs),
     /// Stdin through an engine's channel to stdout, both ways at once.
     Cat(channel_cmds::CatArgs),
+    /// PET acquisition: simulate, inspect, histogram, reconstruct, run, bench.
+    Pet(pet_cmd::PetArgs),
+}
+
+/// The tasks every pipeline may use: the engine's built-ins and the PET tasks.
+fn registry() -> offhost_engine::Registry {
+    offhost_pet::tasks::registry()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,13 +70,14 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
-        Command::Engine(a) => engine_cmd::engine(a, offhost_engine::Registry::with_builtins()),
+        Command::Engine(a) => engine_cmd::engine(a, registry()),
         Command::Submit(a) => engine_cmd::submit(a),
         Command::Nbd(a) => nbd_cmd::run(a),
-        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
-        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Run(a) => run_cmd::run(a, &registry()),
+        Command::Tasks(a) => tasks_cmd::run(a, &registry()),
         Command::Send(args) => channel_cmds::send(args),
         Command::Recv(args) => channel_cmds::recv(args),
         Command::Cat(args) => channel_cmds::cat(args),
+        Command::Pet(a) => pet_cmd::run(a),
     }
 }
