@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 
 pub(crate) use crate::slot::{TaskSlot, TaskStats};
-use crate::task::{Context, Status, Task, TaskError};
+use crate::task::{Context, Status, Task, TaskError, OUT_COUNTS};
 
 /// Turns a panic payload into a task error.
 fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
@@ -221,11 +221,17 @@ impl Shared {
                 bytes_in: 0,
                 bufs_out: 0,
                 bytes_out: 0,
+                out_counts: [(0, 0); OUT_COUNTS],
             };
             // A panicking task fails like one returning an error: the pipeline drains and
             // ends instead of hanging with a dead worker.
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&mut cx)))
                 .unwrap_or_else(|p| Err(panicked(p.as_ref())));
+            for (q, &(puts, bytes)) in slot.outputs.iter().zip(&cx.out_counts) {
+                if puts > 0 {
+                    q.add_counts(puts, bytes);
+                }
+            }
             let c = &slot.counters;
             c.bufs_in.fetch_add(cx.bufs_in, Ordering::Relaxed);
             c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
