@@ -20,6 +20,8 @@ enum BenchCmd {
     Floors(floors::FloorsArgs),
     /// One-way latency and throughput against the echo engine, per record size.
     Pingpong(pingpong::PingpongArgs),
+    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    Engine(crate::bench_engine::BenchEngineArgs),
 }
 
 /// Runs `offhost bench`.
@@ -27,6 +29,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.cmd {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
+        BenchCmd::Engine(a) => crate::bench_engine::run(a),
     }
 }
 
