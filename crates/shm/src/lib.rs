@@ -10,19 +10,21 @@
 //! verdict; a mismatch is an [`AttachError`] that names the field, the expected and the found
 //! value, on both sides. The socket then stays open and silent as the control connection: when
 //! either process exits or dies, the other sees end of file, and a waiting side returns
-//! [`ShmError::PeerGone`] within [`LIVENESS`] (100 ms slices, well under a second).
+//! [`ShmError::PeerGone`] within [`LIVENESS`] (100 ms slices, well under a second);
+//! [`Endpoint::check_peer`] probes without waiting.
 //!
-//! ```no_run
+//! ```
 //! # fn main() -> Result<(), offhost_shm::ShmError> {
 //! use offhost_shm::{connect, Config, Listener};
 //! use std::time::Duration;
 //!
 //! // engine process
-//! let listener = Listener::bind("@my-engine")?; // or a path: "/run/user/1000/engine.sock"
+//! let addr = format!("@offhost-doc-{}", std::process::id()); // or a socket path
+//! let listener = Listener::bind(&addr)?;
 //! std::thread::spawn(move || offhost_shm::echo(listener.accept().unwrap()));
 //!
 //! // host process
-//! let mut ep = connect("@my-engine", &Config::default())?;
+//! let mut ep = connect(&addr, &Config::default())?;
 //! ep.sender().send(b"hello", Some(Duration::from_secs(1)))?;
 //! let rec = ep.receiver().recv(Some(Duration::from_secs(1)))?;
 //! assert_eq!(rec.bytes(), b"hello");
