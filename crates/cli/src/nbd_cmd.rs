@@ -46,6 +46,9 @@ struct ServeArgs {
     /// Microseconds a connection polls its socket before sleeping (0: always sleep).
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
+    /// Worker threads per connection, taking turns at the socket.
+    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    conn_threads: usize,
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +90,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     };
     let mut server = Server::bind(&addr, exports, tracer)?;
     server.set_spin(std::time::Duration::from_micros(a.spin_us));
+    anyhow::ensure!(
+        (1..=256).contains(&a.conn_threads),
+        "--conn-threads must be 1 to 256"
+    );
+    server.set_conn_threads(a.conn_threads);
     for e in server.exports() {
         eprintln!(
             "export `{}`: {} bytes{}{}",

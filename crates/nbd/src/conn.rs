@@ -9,8 +9,8 @@
 //! requests run at once per connection; `NBD_CMD_DISC` waits for all of them. Reads and writes
 //! of at least [`BIG_REQUEST`] bytes take the threaded path too, so large copies overlap.
 
-use std::cell::Cell;
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
@@ -23,6 +23,9 @@ pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Payload buffers kept for reuse per connection.
 const POOL_BUFFERS: usize = 16;
+
+/// Largest buffer kept in the pool.
+const POOL_MAX_BUFFER: usize = 4 << 20;
 
 /// Requests of at least this many bytes run on their own thread even on a non-blocking
 /// export.
@@ -260,17 +263,23 @@ impl Gate {
 
 /// A reader that remembers when its last `read` returned data: a request's arrival is when
 /// its bytes reached the server, even if they wait in the buffer behind earlier requests.
-struct Timed<'a, R> {
+struct Timed<R> {
     inner: R,
-    last: &'a Cell<Option<Instant>>,
+    last: Option<Instant>,
 }
 
-impl<R: Read> Read for Timed<'_, R> {
+impl<R: Read> Read for Timed<R> {
     fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(b)?;
-        self.last.set(Some(Instant::now()));
+        self.last = Some(Instant::now());
         Ok(n)
     }
+}
+
+/// The reading side, held by one worker at a time (leader/followers).
+struct Input<R> {
+    rd: BufReader<Timed<R>>,
+    done: Option<io::Result<End>>,
 }
 
 /// How the transmission phase ended.
@@ -284,9 +293,9 @@ pub enum End {
     Violation(String),
 }
 
-/// Serves requests until the client disconnects. `reader` and `writer` are the two halves of
-/// the connection's socket.
-pub fn serve_transmission<R: Read, W: Write + Send>(
+/// Serves requests until the client disconnects, with one thread. `reader` and `writer` are
+/// the two halves of the connection's socket.
+pub fn serve_transmission<R: Read + Send, W: Write + Send>(
     reader: R,
     writer: W,
     export: &Export,
@@ -294,14 +303,32 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
     tracer: Option<&Tracer>,
     conn: u32,
 ) -> io::Result<End> {
-    let filled = Cell::new(None);
-    let mut rd = BufReader::with_capacity(
-        256 * 1024,
-        Timed {
-            inner: reader,
-            last: &filled,
-        },
-    );
+    serve_transmission_threads(reader, writer, export, structured, tracer, conn, 1)
+}
+
+/// Serves requests until the client disconnects with `threads` workers taking turns at the
+/// socket (leader/followers): one reads a request while others execute and reply. Replies are
+/// flushed by whoever finds no complete request left in the input buffer, so a burst of
+/// requests still leaves in one `write`.
+pub fn serve_transmission_threads<R: Read + Send, W: Write + Send>(
+    reader: R,
+    writer: W,
+    export: &Export,
+    structured: bool,
+    tracer: Option<&Tracer>,
+    conn: u32,
+    threads: usize,
+) -> io::Result<End> {
+    let input = Mutex::new(Input {
+        rd: BufReader::with_capacity(
+            256 * 1024,
+            Timed {
+                inner: reader,
+                last: None,
+            },
+        ),
+        done: None,
+    });
     let out = Out {
         w: Mutex::new(BufWriter::with_capacity(256 * 1024, writer)),
     };
@@ -316,63 +343,183 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
         n: Mutex::new(0),
         cv: Condvar::new(),
     };
-    let blocking = export.backend.may_block();
     let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-    let end = std::thread::scope(|scope| -> io::Result<End> {
+    // Whether the input buffer held another complete request when a worker last took one:
+    // if so, a later worker will flush and this one need not.
+    let more = AtomicBool::new(false);
+    let shared = Shared {
+        ctx: &ctx,
+        input: &input,
+        gate: &gate,
+        pool: &pool,
+        more: &more,
+        blocking: export.backend.may_block(),
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.max(1) {
+            let sh = &shared;
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, move || sh.worker(scope))
+                .is_err()
+            {
+                tracing::warn!("conn {conn}: cannot start a worker thread; continuing with fewer");
+            }
+        }
+        shared.worker(scope);
+    });
+    // Every thread has finished: send what is left.
+    out.w.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
+    let done = input.into_inner().unwrap_or_else(|e| e.into_inner()).done;
+    done.unwrap_or(Ok(End::Closed))
+}
+
+/// What the workers of one connection share.
+struct Shared<'a, R, W: Write> {
+    ctx: &'a Ctx<'a, W>,
+    input: &'a Mutex<Input<R>>,
+    gate: &'a Gate,
+    pool: &'a Mutex<Vec<Vec<u8>>>,
+    more: &'a AtomicBool,
+    blocking: bool,
+}
+
+/// A request taken from the socket, with its payload.
+struct Taken {
+    req: Request,
+    payload: Vec<u8>,
+    problem: Option<Outcome>,
+    arrival: Instant,
+    data_ns: u64,
+}
+
+impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
+    fn flush(&self) -> io::Result<()> {
+        self.ctx
+            .out
+            .w
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .flush()
+    }
+
+    /// Takes the next request (under the input lock). `None`: the connection is over.
+    fn take(&self, spare: &mut Vec<u8>) -> Option<Taken> {
+        let mut inp = self.input.lock().unwrap_or_else(|e| e.into_inner());
+        if inp.done.is_some() {
+            return None;
+        }
+        match self.take_locked(&mut inp, spare) {
+            Ok(Ok(t)) => Some(t),
+            Ok(Err(end)) => {
+                inp.done = Some(Ok(end));
+                None
+            }
+            Err(e) => {
+                inp.done = Some(Err(e));
+                None
+            }
+        }
+    }
+
+    fn take_locked(
+        &self,
+        inp: &mut Input<R>,
+        spare: &mut Vec<u8>,
+    ) -> io::Result<Result<Taken, End>> {
+        let rd = &mut inp.rd;
+        if rd.buffer().len() < REQUEST_LEN {
+            // About to block on the socket: send every reply still buffered.
+            // Release: pairs with the Acquire load in `worker` after a reply is written.
+            self.more.store(false, Ordering::Release);
+            self.flush()?;
+        }
+        let mut h = [0u8; REQUEST_LEN];
+        match rd.read_exact(&mut h) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Err(End::Closed)),
+            Err(e) => return Err(e),
+        }
+        let arrival = rd.get_ref().last.unwrap_or_else(Instant::now);
+        let req = match parse_request(&h) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(End::Violation(e.to_string()))),
+        };
+        if req.command == Command::Disc {
+            return Ok(Err(End::Disconnect));
+        }
+        let problem = self.ctx.check(&req);
+        let mut data_ns = 0;
+        let mut payload = std::mem::take(spare);
+        if payload.capacity() < req.length as usize {
+            // Large buffers circulate through a small pool instead of being allocated (and
+            // faulted in) for every request.
+            if let Some(b) = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+                *spare = std::mem::replace(&mut payload, b);
+            }
+        }
+        if req.command == Command::Write {
+            if rd.buffer().len() < req.length as usize {
+                self.more.store(false, Ordering::Release);
+                self.flush()?;
+            }
+            let t0 = Instant::now();
+            if problem.is_some() {
+                drain(rd, u64::from(req.length))?;
+            } else {
+                payload.resize(req.length as usize, 0);
+                rd.read_exact(&mut payload)?;
+            }
+            data_ns = t0.elapsed().as_nanos() as u64;
+        }
+        // Release: pairs with the Acquire load in `worker`.
+        self.more
+            .store(rd.buffer().len() >= REQUEST_LEN, Ordering::Release);
+        Ok(Ok(Taken {
+            req,
+            payload,
+            problem,
+            arrival,
+            data_ns,
+        }))
+    }
+
+    fn fail(&self, e: io::Error) {
+        let mut inp = self.input.lock().unwrap_or_else(|e| e.into_inner());
+        if inp.done.is_none() {
+            inp.done = Some(Err(e));
+        }
+    }
+
+    /// One worker: take a request, serve it, repeat until the connection is over.
+    fn worker<'s>(&'s self, scope: &'s std::thread::Scope<'s, '_>)
+    where
+        'a: 's,
+    {
         let mut spare: Vec<u8> = Vec::new();
-        loop {
-            if rd.buffer().len() < REQUEST_LEN {
-                // About to block on the socket: send every reply still buffered.
-                ctx.out
-                    .w
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .flush()?;
-            }
-            let mut h = [0u8; REQUEST_LEN];
-            match rd.read_exact(&mut h) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(End::Closed),
-                Err(e) => return Err(e),
-            }
-            let arrival = filled.get().unwrap_or_else(Instant::now);
-            let req = match parse_request(&h) {
-                Ok(r) => r,
-                Err(e) => return Ok(End::Violation(e.to_string())),
-            };
-            if req.command == Command::Disc {
-                return Ok(End::Disconnect);
-            }
-            let problem = ctx.check(&req);
-            let mut data_ns = 0;
-            let mut payload = std::mem::take(&mut spare);
-            if payload.capacity() < req.length as usize {
-                // Large buffers circulate through a small pool instead of being allocated
-                // (and faulted in) for every request.
-                if let Some(b) = pool.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-                    spare = std::mem::replace(&mut payload, b);
-                }
-            }
-            if req.command == Command::Write {
-                let t0 = Instant::now();
-                if problem.is_some() {
-                    drain(&mut rd, u64::from(req.length))?;
-                } else {
-                    payload.resize(req.length as usize, 0);
-                    rd.read_exact(&mut payload)?;
-                }
-                data_ns = t0.elapsed().as_nanos() as u64;
-            }
+        while let Some(t) = self.take(&mut spare) {
+            let Taken {
+                req,
+                mut payload,
+                problem,
+                arrival,
+                data_ns,
+            } = t;
             if let Some(fail) = problem {
                 spare = payload;
-                ctx.reply(&req, &fail, false, arrival, data_ns, 0)?;
+                // Acquire: pairs with the Release stores in `take_locked`.
+                let flush = !self.more.load(Ordering::Acquire);
+                if let Err(e) = self.ctx.reply(&req, &fail, flush, arrival, data_ns, 0) {
+                    self.fail(e);
+                    return;
+                }
                 continue;
             }
-            // Large transfers also get their own thread: copying a megabyte into the socket
-            // takes long enough for the next requests to be read and served meanwhile.
-            if blocking || req.length >= BIG_REQUEST {
-                gate.enter();
-                let (ctx, gate, pool) = (&ctx, &gate, &pool);
+            // Slow backends and large transfers get their own thread, so later requests
+            // overtake them and large copies overlap.
+            if self.blocking || req.length >= BIG_REQUEST {
+                self.gate.enter();
+                let (ctx, gate, pool) = (self.ctx, self.gate, self.pool);
+                let max = ctx.export.max_payload as usize;
                 scope.spawn(move || {
                     let mut payload = payload;
                     let t = Instant::now();
@@ -386,29 +533,34 @@ pub fn serve_transmission<R: Read, W: Write + Send>(
                         _ => payload,
                     };
                     let mut p = pool.lock().unwrap_or_else(|e| e.into_inner());
-                    if p.len() < POOL_BUFFERS && buf.capacity() <= export.max_payload as usize {
+                    if p.len() < POOL_BUFFERS && buf.capacity() <= max.min(POOL_MAX_BUFFER) {
                         p.push(buf);
                     }
                     drop(p);
                     gate.leave();
                 });
-            } else {
-                let t = Instant::now();
-                let outcome = ctx.execute(&req, &mut payload);
-                let service = t.elapsed().as_nanos() as u64;
-                ctx.reply(&req, &outcome, false, arrival, data_ns, service)?;
-                spare = match outcome {
-                    Outcome::Data(buf) => buf,
-                    _ => payload,
-                };
+                continue;
             }
+            let t = Instant::now();
+            let outcome = self.ctx.execute(&req, &mut payload);
+            let service = t.elapsed().as_nanos() as u64;
+            // Acquire: pairs with the Release stores in `take_locked`.
+            let flush = !self.more.load(Ordering::Acquire);
+            if let Err(e) = self
+                .ctx
+                .reply(&req, &outcome, flush, arrival, data_ns, service)
+            {
+                self.fail(e);
+                return;
+            }
+            spare = match outcome {
+                Outcome::Data(buf) => buf,
+                _ => payload,
+            };
             // Keep at most a 1 MiB buffer around between requests.
             if spare.capacity() > 1 << 20 {
                 spare = Vec::new();
             }
         }
-    })?;
-    // Every request thread has finished (the scope joined them): send what is left.
-    out.w.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
-    Ok(end)
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn::{serve_transmission, End};
+use crate::conn::{serve_transmission_threads, End};
 use crate::export::Export;
 use crate::handshake::{serve_handshake, HandshakeError};
 use crate::trace::Tracer;
@@ -19,6 +19,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default time a connection polls its socket before sleeping: none (polling showed no gain
 /// on the shared 2-core machine; see docs/notes/nbd.md).
 pub const DEFAULT_SPIN: Duration = Duration::ZERO;
+
+/// Default worker threads per connection.
+pub const DEFAULT_CONN_THREADS: usize = 4;
 
 /// Default listening address.
 pub const DEFAULT_LISTEN: &str = "tcp:127.0.0.1:10809";
@@ -141,7 +144,25 @@ pub struct Server {
     exports: Arc<Vec<Arc<Export>>>,
     tracer: Option<Arc<Tracer>>,
     next_conn: AtomicU32,
-    spin: Duration,
+    opts: ConnOptions,
+}
+
+/// Per-connection tuning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnOptions {
+    /// How long a connection polls its socket before sleeping (0 = never polls).
+    pub spin: Duration,
+    /// Worker threads taking turns at the socket (at least 1).
+    pub threads: usize,
+}
+
+impl Default for ConnOptions {
+    fn default() -> Self {
+        Self {
+            spin: DEFAULT_SPIN,
+            threads: DEFAULT_CONN_THREADS,
+        }
+    }
 }
 
 impl Drop for Server {
@@ -194,13 +215,18 @@ impl Server {
             exports: Arc::new(exports.into_iter().map(Arc::new).collect()),
             tracer: tracer.map(Arc::new),
             next_conn: AtomicU32::new(0),
-            spin: DEFAULT_SPIN,
+            opts: ConnOptions::default(),
         })
     }
 
     /// Sets how long a connection polls its socket before sleeping (0 = never polls).
     pub fn set_spin(&mut self, spin: Duration) {
-        self.spin = spin;
+        self.opts.spin = spin;
+    }
+
+    /// Sets the worker threads per connection (at least 1).
+    pub fn set_conn_threads(&mut self, n: usize) {
+        self.opts.threads = n.max(1);
     }
 
     /// The address clients connect to, as `tcp:HOST:PORT` or `unix:PATH`.
@@ -243,10 +269,10 @@ impl Server {
             let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
             let exports = self.exports.clone();
             let tracer = self.tracer.clone();
-            let spin = self.spin;
+            let opts = self.opts;
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
-                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, spin));
+                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, opts));
             if let Err(e) = spawned {
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
@@ -260,7 +286,7 @@ pub fn handle(
     exports: &[Arc<Export>],
     tracer: Option<&Tracer>,
     id: u32,
-    spin: Duration,
+    opts: ConnOptions,
 ) {
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let neg = match serve_handshake(&mut stream, exports) {
@@ -291,9 +317,17 @@ pub fn handle(
     };
     let reader = SpinReader {
         stream: &stream,
-        spin,
+        spin: opts.spin,
     };
-    match serve_transmission(reader, writer, &neg.export, neg.structured, tracer, id) {
+    match serve_transmission_threads(
+        reader,
+        writer,
+        &neg.export,
+        neg.structured,
+        tracer,
+        id,
+        opts.threads,
+    ) {
         Ok(End::Violation(why)) => tracing::info!("conn {id}: dropped: {why}"),
         Ok(end) => tracing::debug!("conn {id}: {end:?}"),
         Err(e) => tracing::debug!("conn {id}: i/o error: {e}"),

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
 
-use offhost_nbd::conn::serve_transmission;
+use offhost_nbd::conn::serve_transmission_threads;
 use offhost_nbd::handshake::serve_handshake;
 use offhost_nbd::proto::*;
 use offhost_nbd::Export;
@@ -66,7 +66,11 @@ proptest! {
     }
 
     #[test]
-    fn every_reply_answers_a_request(reqs in proptest::collection::vec(request(), 1..40), ro in any::<bool>()) {
+    fn every_reply_answers_a_request(
+        reqs in proptest::collection::vec(request(), 1..40),
+        ro in any::<bool>(),
+        threads in 1usize..4,
+    ) {
         let ex = exports();
         let export = if ro { &ex[1] } else { &ex[0] };
         let mut input = Vec::new();
@@ -90,7 +94,7 @@ proptest! {
             }
         }
         let mut out = Vec::new();
-        let _ = serve_transmission(Cursor::new(input), &mut out, export, false, None, 0);
+        let _ = serve_transmission_threads(Cursor::new(input), &mut out, export, false, None, 0, threads);
         // Parse the simple replies back.
         let mut p = 0;
         while p < out.len() {
