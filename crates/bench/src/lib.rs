@@ -3,7 +3,9 @@
 
 pub mod cpu;
 pub mod fit;
+pub mod peers;
 pub mod plot;
 pub mod report;
+pub mod run;
 pub mod samples;
 pub mod sizes;
