@@ -13,7 +13,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -42,9 +42,11 @@ pub enum CpuError {
     CounterDied,
 }
 
-/// Number of cores this process may run on (at least 1).
+/// Number of cores this process may run on (at least 1), as seen by the first call: pinning
+/// a thread later narrows what the thread may use, not what the process has.
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The (host, engine) cores: 0 and 1, or 0 and 0 on a single-core machine.
@@ -54,6 +56,7 @@ pub fn host_engine_cores() -> (usize, usize) {
 
 /// Pins the calling thread to `core`.
 pub fn pin_current_thread(core: usize) -> Result<(), CpuError> {
+    let _ = cores(); // remember the process's cores before narrowing this thread's
     let mut set = rustix::thread::CpuSet::new();
     set.set(core);
     rustix::thread::sched_setaffinity(None, &set).map_err(|e| CpuError::Pin {

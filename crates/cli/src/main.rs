@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
 #[command(name = "offhost", version, about)]
@@ -15,6 +17,9 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Measure transports, modes and peers; rerun the seed papers' experiments.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +33,6 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Bench(cmd) => bench::run(cmd),
     }
 }
