@@ -49,14 +49,22 @@ pub fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// The (host, engine) cores: 0 and 1, or 0 and 0 on a single-core machine.
+/// The (host, engine) cores: the first two this process may use, or one core twice.
 pub fn host_engine_cores() -> (usize, usize) {
-    (0, if cores() > 1 { 1 } else { 0 })
+    static PAIR: OnceLock<(usize, usize)> = OnceLock::new();
+    *PAIR.get_or_init(|| {
+        let cpus = crate::affinity::allowed_cpus();
+        match cpus.as_slice() {
+            [a, b, ..] => (*a, *b),
+            [a] => (*a, *a),
+            [] => (0, 0),
+        }
+    })
 }
 
 /// Pins the calling thread to `core`.
 pub fn pin_current_thread(core: usize) -> Result<(), CpuError> {
-    let _ = cores(); // remember the process's cores before narrowing this thread's
+    let _ = (cores(), host_engine_cores()); // remember the process's cores before narrowing
     let mut set = rustix::thread::CpuSet::new();
     set.set(core);
     rustix::thread::sched_setaffinity(None, &set).map_err(|e| CpuError::Pin {
@@ -310,6 +318,36 @@ impl Account {
     }
 }
 
+/// CPU time consumed so far by the live threads of process `pid` (summed over its tasks).
+pub fn process_cpu_time(pid: u32) -> Option<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = Duration::ZERO;
+    for t in tasks.flatten() {
+        let path = t.path().join("schedstat");
+        // A thread may exit between listing and reading: skip it.
+        if let Some(d) = read_schedstat(path.to_str()?) {
+            total += d;
+        }
+    }
+    Some(total)
+}
+
+/// CPU time consumed so far by thread `tid` of this process.
+pub fn thread_cpu_time(tid: u32) -> Option<Duration> {
+    read_schedstat(&format!("/proc/self/task/{tid}/schedstat"))
+}
+
+fn read_schedstat(path: &str) -> Option<Duration> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// The calling thread's id, for [`thread_cpu_time`].
+pub fn current_tid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,5 +391,19 @@ mod tests {
     fn missing_process_is_a_clear_error() {
         let e = account(Some(u32::MAX - 7), &[]).unwrap_err();
         assert!(e.to_string().contains("/proc/"), "{e}");
+    }
+
+    #[test]
+    fn busy_thread_accumulates_cpu_time() {
+        let tid = current_tid();
+        let before = thread_cpu_time(tid).expect("schedstat readable");
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = thread_cpu_time(tid).unwrap();
+        assert!(after > before, "{before:?} -> {after:?}");
+        assert!(process_cpu_time(std::process::id()).unwrap() >= after);
     }
 }
