@@ -24,6 +24,13 @@ use crate::samples::Summary;
 pub trait Endpoint: Send {
     /// Sends one message.
     fn send(&mut self, msg: &[u8]) -> io::Result<()>;
+    /// Sends `msg` `count` times; transports that batch publication override this.
+    fn send_many(&mut self, msg: &[u8], count: usize) -> io::Result<()> {
+        for _ in 0..count {
+            self.send(msg)?;
+        }
+        Ok(())
+    }
     /// Receives one message of exactly `buf.len()` bytes.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<()>;
     /// Sends `out` while receiving into `inb`, both at once (for byte streams whose buffers
@@ -161,9 +168,7 @@ impl Host<'_> {
             }
             Pattern::Exchange => self.ep.exchange(&self.out, &mut self.inb),
             Pattern::Stream { window } => {
-                for _ in 0..window {
-                    self.ep.send(&self.out)?;
-                }
+                self.ep.send_many(&self.out, window)?;
                 self.ep.recv(&mut self.ack)
             }
         }

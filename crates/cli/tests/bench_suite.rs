@@ -41,12 +41,22 @@ fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
 fn every_suite_bench_emits_contract_rows_for_every_peer() {
     for bench in ["pingpong", "exchange", "stream", "rate"] {
         let rows = json_rows(bench, &[]);
-        for peer in ["pipe-raw", "unix-raw", "tcp-raw", "crossbeam"] {
+        let targets = [
+            ("shm", "poll"),
+            ("shm", "block"),
+            ("shm", "adaptive"),
+            ("pipe-raw", "-"),
+            ("unix-raw", "-"),
+            ("tcp-raw", "-"),
+            ("crossbeam", "-"),
+        ];
+        assert_eq!(rows.len(), targets.len() * 2, "{bench}: {rows:?}");
+        for (peer, mode) in targets {
             for size in [8, 64] {
                 let row = rows
                     .iter()
-                    .find(|r| r["transport"] == peer && r["size"] == size)
-                    .unwrap_or_else(|| panic!("{bench}: no row for {peer} {size}"));
+                    .find(|r| r["transport"] == peer && r["mode"] == mode && r["size"] == size)
+                    .unwrap_or_else(|| panic!("{bench}: no row for {peer} {mode} {size}"));
                 assert_eq!(row["bench"], bench);
                 for k in CONTRACT {
                     assert!(row.get(k).is_some(), "{bench} {peer}: missing {k}");
@@ -144,7 +154,7 @@ fn csv_table_and_plots() {
 
 #[test]
 fn bad_flags_say_what_is_wrong() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["bench", "pingpong", "--sizes", "8,x"], "bad size"),
         (&["bench", "pingpong", "--sizes", "6..64"], "bad range"),
         (
@@ -152,6 +162,10 @@ fn bad_flags_say_what_is_wrong() {
             "unknown",
         ),
         (&["bench", "rate", "--reps", "forever"], "--reps"),
+        (
+            &["bench", "stream", "--mode", "sometimes"],
+            "unknown doorbell mode",
+        ),
     ];
     for (args, want) in cases {
         let (ok, _, stderr) = offhost(args);

@@ -4,19 +4,28 @@
 use anyhow::{bail, Context};
 use offhost_bench::peers::{self, PeerKind, PeerRun};
 use offhost_bench::run::{Endpoint, Role};
+use offhost_shm::Mode;
+
+use super::shm_target::ShmRun;
 
 /// One transport and mode to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A raw peer (pipes, sockets, crossbeam) in a thread of this process.
     Peer(PeerKind),
+    /// The shared-memory rings, engine in a thread, both sides waiting in `Mode`.
+    Shm(Mode),
 }
+
+/// Doorbell modes, in report order.
+pub const MODES: [Mode; 3] = [Mode::Poll, Mode::Block, Mode::Adaptive];
 
 impl Target {
     /// Transport name in rows.
     pub fn transport(&self) -> &'static str {
         match self {
             Target::Peer(k) => k.name(),
+            Target::Shm(_) => "shm",
         }
     }
 
@@ -24,6 +33,7 @@ impl Target {
     pub fn mode(&self) -> &'static str {
         match self {
             Target::Peer(_) => "-",
+            Target::Shm(m) => m.name(),
         }
     }
 
@@ -33,6 +43,7 @@ impl Target {
             Target::Peer(k) => Ok(Running::Peer(
                 peers::start(*k, role, size).with_context(|| format!("starting {}", k.name()))?,
             )),
+            Target::Shm(m) => Ok(Running::Shm(ShmRun::start(*m, role, size)?)),
         }
     }
 }
@@ -41,6 +52,8 @@ impl Target {
 pub enum Running {
     /// A raw peer.
     Peer(PeerRun),
+    /// Shared-memory rings.
+    Shm(ShmRun),
 }
 
 impl Running {
@@ -48,44 +61,58 @@ impl Running {
     pub fn endpoint(&mut self) -> &mut dyn Endpoint {
         match self {
             Running::Peer(p) => p.endpoint(),
+            Running::Shm(s) => s.endpoint(),
         }
     }
 
     /// The engine's process id when it runs in another process.
     pub fn engine_pid(&self) -> Option<u32> {
         match self {
-            Running::Peer(_) => None,
+            Running::Peer(_) | Running::Shm(_) => None,
         }
     }
 }
 
 /// Every transport name this build knows.
 pub fn known() -> Vec<&'static str> {
-    PeerKind::ALL.iter().map(|k| k.name()).collect()
+    let mut v = vec!["shm"];
+    v.extend(PeerKind::ALL.iter().map(|k| k.name()));
+    v
 }
 
-/// The targets named by `--transport` and `--mode` (empty: all).
-pub fn select(transports: &[String], modes: &[String]) -> anyhow::Result<Vec<Target>> {
-    if !modes.is_empty() {
-        bail!(
-            "--mode {}: none of the transports in this build has modes",
-            modes.join(",")
-        );
+fn parse_modes(modes: &[String]) -> anyhow::Result<Vec<Mode>> {
+    if modes.is_empty() {
+        return Ok(MODES.to_vec());
     }
+    modes
+        .iter()
+        .map(|m| {
+            m.parse::<Mode>()
+                .map_err(|e| anyhow::anyhow!("--mode: {e}"))
+        })
+        .collect()
+}
+
+/// The targets named by `--transport` and `--mode` (empty: all transports, all modes).
+pub fn select(transports: &[String], modes: &[String]) -> anyhow::Result<Vec<Target>> {
+    let modes = parse_modes(modes)?;
     let names: Vec<String> = if transports.is_empty() {
         known().into_iter().map(String::from).collect()
     } else {
         transports.to_vec()
     };
-    names
-        .iter()
-        .map(|n| {
-            PeerKind::from_name(n).map(Target::Peer).with_context(|| {
-                format!(
-                    "--transport {n:?}: unknown; this build has {}",
-                    known().join(", ")
-                )
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for n in &names {
+        if n == "shm" {
+            out.extend(modes.iter().map(|&m| Target::Shm(m)));
+        } else if let Some(k) = PeerKind::from_name(n) {
+            out.push(Target::Peer(k));
+        } else {
+            bail!(
+                "--transport {n:?}: unknown; this build has {}",
+                known().join(", ")
+            );
+        }
+    }
+    Ok(out)
 }
