@@ -38,13 +38,16 @@ fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn every_suite_bench_emits_contract_rows_for_every_peer() {
+fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
     for bench in ["pingpong", "exchange", "stream", "rate"] {
         let rows = json_rows(bench, &[]);
         let targets = [
             ("shm", "poll"),
             ("shm", "block"),
             ("shm", "adaptive"),
+            ("tcp", "-"),
+            ("unix", "-"),
+            ("mem", "-"),
             ("pipe-raw", "-"),
             ("unix-raw", "-"),
             ("tcp-raw", "-"),

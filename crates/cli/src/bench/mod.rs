@@ -1,6 +1,7 @@
 //! `offhost bench`: measurements of this machine and of offhost against its peers.
 
 mod args;
+mod link_target;
 mod shm_target;
 mod suite;
 mod targets;

@@ -6,6 +6,7 @@ use offhost_bench::peers::{self, PeerKind, PeerRun};
 use offhost_bench::run::{Endpoint, Role};
 use offhost_shm::Mode;
 
+use super::link_target::{self, LinkRun};
 use super::shm_target::ShmRun;
 
 /// One transport and mode to measure.
@@ -15,7 +16,12 @@ pub enum Target {
     Peer(PeerKind),
     /// The shared-memory rings, engine in a thread, both sides waiting in `Mode`.
     Shm(Mode),
+    /// A channel of `offhost-link` over `tcp`, `unix` or `mem`, with this packet size.
+    Link(&'static str, usize),
 }
+
+/// Packet size of link channels unless told otherwise (the protocol's default).
+pub const DEFAULT_PACKET: usize = 16 * 1024;
 
 /// Doorbell modes, in report order.
 pub const MODES: [Mode; 3] = [Mode::Poll, Mode::Block, Mode::Adaptive];
@@ -26,13 +32,14 @@ impl Target {
         match self {
             Target::Peer(k) => k.name(),
             Target::Shm(_) => "shm",
+            Target::Link(t, _) => t,
         }
     }
 
     /// Mode name in rows (`-` where the transport has none).
     pub fn mode(&self) -> &'static str {
         match self {
-            Target::Peer(_) => "-",
+            Target::Peer(_) | Target::Link(..) => "-",
             Target::Shm(m) => m.name(),
         }
     }
@@ -44,6 +51,9 @@ impl Target {
                 peers::start(*k, role, size).with_context(|| format!("starting {}", k.name()))?,
             )),
             Target::Shm(m) => Ok(Running::Shm(ShmRun::start(*m, role, size)?)),
+            Target::Link(t, p) => Ok(Running::Link(
+                LinkRun::start(t, *p, role, size).with_context(|| format!("starting {t}"))?,
+            )),
         }
     }
 }
@@ -54,6 +64,8 @@ pub enum Running {
     Peer(PeerRun),
     /// Shared-memory rings.
     Shm(ShmRun),
+    /// A link channel.
+    Link(LinkRun),
 }
 
 impl Running {
@@ -62,13 +74,14 @@ impl Running {
         match self {
             Running::Peer(p) => p.endpoint(),
             Running::Shm(s) => s.endpoint(),
+            Running::Link(l) => l.endpoint(),
         }
     }
 
     /// The engine's process id when it runs in another process.
     pub fn engine_pid(&self) -> Option<u32> {
         match self {
-            Running::Peer(_) | Running::Shm(_) => None,
+            Running::Peer(_) | Running::Shm(_) | Running::Link(_) => None,
         }
     }
 }
@@ -76,6 +89,7 @@ impl Running {
 /// Every transport name this build knows.
 pub fn known() -> Vec<&'static str> {
     let mut v = vec!["shm"];
+    v.extend(link_target::TRANSPORTS);
     v.extend(PeerKind::ALL.iter().map(|k| k.name()));
     v
 }
@@ -105,6 +119,8 @@ pub fn select(transports: &[String], modes: &[String]) -> anyhow::Result<Vec<Tar
     for n in &names {
         if n == "shm" {
             out.extend(modes.iter().map(|&m| Target::Shm(m)));
+        } else if let Some(t) = link_target::TRANSPORTS.iter().find(|t| *t == n) {
+            out.push(Target::Link(t, DEFAULT_PACKET));
         } else if let Some(k) = PeerKind::from_name(n) {
             out.push(Target::Peer(k));
         } else {
