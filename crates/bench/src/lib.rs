@@ -12,6 +12,7 @@ pub mod floors;
 pub mod peers;
 pub mod plot;
 pub mod report;
+pub mod reproduce;
 pub mod run;
 pub mod samples;
 pub mod sizes;
