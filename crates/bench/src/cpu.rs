@@ -73,6 +73,23 @@ pub fn pin_current_thread(core: usize) -> Result<(), CpuError> {
     })
 }
 
+/// Pins process `pid` (its main thread, and the threads it starts later) to `core`.
+pub fn pin_process(pid: u32, core: usize) -> Result<(), CpuError> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| CpuError::Pin {
+            core,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad pid"),
+        })?;
+    rustix::thread::sched_setaffinity(Some(p), &set).map_err(|e| CpuError::Pin {
+        core,
+        source: e.into(),
+    })
+}
+
 /// A counting task running on one core.
 pub struct Counter {
     stop: Arc<AtomicBool>,

@@ -120,6 +120,8 @@ pub fn serve(ep: &mut dyn Endpoint, role: Role, size: usize) {
 pub struct Plan {
     /// Warm-up time before any sample (excluded from every statistic).
     pub warmup: Duration,
+    /// Fewest warm-up steps, however long they take.
+    pub warmup_steps: usize,
     /// Timed repetitions (samples).
     pub reps: usize,
     /// Target duration of one repetition; the steps per repetition follow from the warm-up.
@@ -128,6 +130,9 @@ pub struct Plan {
     pub max_steps: usize,
     /// Time of the extra pass with counting tasks for CPU load; `None`: no load pass.
     pub cpu_time: Option<Duration>,
+    /// Stop taking repetitions once they have taken this long (at least one is always
+    /// taken; the row's `samples` says how many were); `None`: all `reps`.
+    pub budget: Option<Duration>,
 }
 
 impl Plan {
@@ -142,10 +147,12 @@ impl Plan {
         };
         Some(Plan {
             warmup: Duration::from_millis(warm_ms),
+            warmup_steps: 3,
             reps,
             rep_time: Duration::from_micros(rep_us),
             max_steps: 1_000_000,
             cpu_time: None,
+            budget: None,
         })
     }
 }
@@ -236,7 +243,7 @@ pub fn measure(
         h.ep.set_exchange_mode(true)?;
         h.ep.send(&h.out)?; // prime: one message in flight from here on
     }
-    let result = measure_primed(&mut h, size, plan, probe, engine_pid);
+    let result = measure_primed(&mut h, plan, probe, engine_pid);
     if pattern == Pattern::Exchange {
         let drained = h.ep.recv(&mut h.inb);
         h.ep.set_exchange_mode(false)?;
@@ -247,16 +254,16 @@ pub fn measure(
 
 fn measure_primed(
     h: &mut Host<'_>,
-    size: usize,
     plan: &Plan,
     probe: Option<&LoadProbe>,
     engine_pid: Option<u32>,
 ) -> io::Result<Measured> {
     let per_step_msgs = h.pattern.messages_per_step();
-    // Warm-up: at least 3 steps and `plan.warmup`; it also sizes the repetitions.
+    // Warm-up: at least `warmup_steps` (and one) and `plan.warmup`; it also sizes the
+    // repetitions.
     let t = Instant::now();
     let mut warm = 0usize;
-    while warm < 3 || t.elapsed() < plan.warmup {
+    while warm < plan.warmup_steps.max(1) || t.elapsed() < plan.warmup {
         h.step()?;
         warm += 1;
     }
@@ -264,12 +271,16 @@ fn measure_primed(
     let steps = ((plan.rep_time.as_secs_f64() / per_step) as usize).clamp(1, plan.max_steps);
     let before = accounts(engine_pid);
     let mut samples = Vec::with_capacity(plan.reps);
-    for _ in 0..plan.reps {
+    let began = Instant::now();
+    for _ in 0..plan.reps.max(1) {
         let d = h.steps(steps)?;
         samples.push(d.as_nanos() as f64 / (steps as f64 * per_step_msgs));
+        if plan.budget.is_some_and(|b| began.elapsed() > b) {
+            break;
+        }
     }
     let after = accounts(engine_pid);
-    let msgs = (plan.reps * steps) as f64 * per_step_msgs;
+    let msgs = (samples.len() * steps) as f64 * per_step_msgs;
     let wakeups_per_msg = match (before, after) {
         (Some(b), Some(a)) => Some(a.since(&b).voluntary_switches as f64 / msgs),
         _ => None,
@@ -285,7 +296,6 @@ fn measure_primed(
         }
         _ => None,
     };
-    let _ = size;
     Ok(Measured {
         samples,
         steps_per_rep: steps,

@@ -54,29 +54,31 @@ fn word(b: &[u8]) -> u32 {
     u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// Moves `len` bytes (a multiple of 4) word by word in `style`; each word passes through
-/// `black_box`, so the compiler cannot turn the loop into a block copy.
+/// Moves `len` bytes (a multiple of 4) word by word in `style`. After each word the
+/// destination goes through `black_box` (a compiler barrier, no instruction), so every store
+/// happens in its own iteration and the loop cannot be turned into a block copy.
 fn words(style: Style, shared: &mut [u8], local: &mut [u8], len: usize) {
     let n = len / 4;
     match style {
         Style::WriteConst => {
+            let c = black_box(0x5a5a_5a5au32).to_ne_bytes();
             for w in shared[..n * 4].chunks_exact_mut(4) {
-                w.copy_from_slice(&black_box(0x5a5a_5a5au32).to_ne_bytes());
+                w.copy_from_slice(&c);
+                black_box(&mut *w);
             }
         }
         Style::ReadShared => {
-            let mut sink = 0u32;
             for w in shared[..n * 4].chunks_exact(4) {
-                sink = black_box(word(w));
+                black_box(word(w));
             }
-            local[..4].copy_from_slice(&sink.to_ne_bytes());
         }
         Style::CopyToShared => {
             for (d, s) in shared[..n * 4]
                 .chunks_exact_mut(4)
                 .zip(local[..n * 4].chunks_exact(4))
             {
-                d.copy_from_slice(&black_box(word(s)).to_ne_bytes());
+                d.copy_from_slice(s);
+                black_box(&mut *d);
             }
         }
         Style::CopyFromShared => {
@@ -84,7 +86,8 @@ fn words(style: Style, shared: &mut [u8], local: &mut [u8], len: usize) {
                 .chunks_exact_mut(4)
                 .zip(shared[..n * 4].chunks_exact(4))
             {
-                d.copy_from_slice(&black_box(word(s)).to_ne_bytes());
+                d.copy_from_slice(s);
+                black_box(&mut *d);
             }
         }
     }

@@ -2,6 +2,7 @@
 
 mod args;
 mod link_target;
+mod reproduce;
 mod shm_target;
 mod suite;
 mod targets;
@@ -21,6 +22,8 @@ pub enum BenchCmd {
     Stream(SuiteArgs),
     /// Short-message rate: a stream of small messages, in messages per second.
     Rate(SuiteArgs),
+    /// Rerun the seed papers' experiments; write a report with their figures beside today's.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 /// Runs a bench subcommand.
@@ -30,5 +33,6 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Exchange(a) => suite::run("exchange", &a),
         BenchCmd::Stream(a) => suite::run("stream", &a),
         BenchCmd::Rate(a) => suite::run("rate", &a),
+        BenchCmd::Reproduce(a) => reproduce::run(&a),
     }
 }
