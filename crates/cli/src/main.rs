@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod echo;
 
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
@@ -17,9 +18,10 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
-    /// Measure transports, modes and peers; rerun the seed papers' experiments.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
+    /// Echo engine: reflect every record back (the seed's nrate).
+    Echo(echo::EchoArgs),
+    /// Benchmarks: floors, pingpong.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,6 +35,7 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Bench(cmd) => bench::run(cmd),
+        Command::Echo(args) => echo::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -39,7 +39,7 @@ fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
 
 #[test]
 fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
-    for bench in ["pingpong", "exchange", "stream", "rate"] {
+    for bench in ["exchange", "stream", "rate"] {
         let rows = json_rows(bench, &[]);
         let targets = [
             ("shm", "poll"),
@@ -74,7 +74,7 @@ fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
 
 #[test]
 fn cpu_flag_adds_load_columns() {
-    let rows = json_rows("pingpong", &["--transport", "unix-raw", "--cpu"]);
+    let rows = json_rows("exchange", &["--transport", "unix-raw", "--cpu"]);
     assert_eq!(rows.len(), 2);
     for r in rows {
         for k in ["cpu_load_host", "cpu_load_engine"] {
@@ -88,7 +88,7 @@ fn cpu_flag_adds_load_columns() {
 fn fit_adds_t0_r_inf_n_half_per_transport() {
     let (ok, stdout, stderr) = offhost(&[
         "bench",
-        "pingpong",
+        "exchange",
         "--sizes",
         "8,64,4096",
         "--reps",
@@ -158,10 +158,10 @@ fn csv_table_and_plots() {
 #[test]
 fn bad_flags_say_what_is_wrong() {
     let cases: [(&[&str], &str); 5] = [
-        (&["bench", "pingpong", "--sizes", "8,x"], "bad size"),
-        (&["bench", "pingpong", "--sizes", "6..64"], "bad range"),
+        (&["bench", "exchange", "--sizes", "8,x"], "bad size"),
+        (&["bench", "stream", "--sizes", "6..64"], "bad range"),
         (
-            &["bench", "pingpong", "--transport", "carrier-pigeon"],
+            &["bench", "exchange", "--transport", "carrier-pigeon"],
             "unknown",
         ),
         (&["bench", "rate", "--reps", "forever"], "--reps"),

@@ -23,18 +23,21 @@ const BATCH: usize = 64;
 pub fn echo(endpoint: Endpoint) -> Result<EchoStats, ShmError> {
     let (mut tx, mut rx) = endpoint.split();
     let mut stats = EchoStats::default();
-    loop {
-        match reflect(&mut tx, &mut rx, &mut stats, None) {
-            Ok(()) => {}
-            Err(ShmError::PeerGone) => return Ok(stats),
-            Err(e) => return Err(e),
-        }
-        for _ in 1..BATCH {
-            if !reflect_ready(&mut tx, &mut rx, &mut stats)? {
-                break;
+    let mut serve = || -> Result<(), ShmError> {
+        loop {
+            reflect(&mut tx, &mut rx, &mut stats, None)?;
+            for _ in 1..BATCH {
+                if !reflect_ready(&mut tx, &mut rx, &mut stats)? {
+                    break;
+                }
             }
+            tx.flush()?;
         }
-        tx.flush()?;
+    };
+    match serve() {
+        Err(ShmError::PeerGone) => Ok(stats),
+        Err(e) => Err(e),
+        Ok(()) => Ok(stats),
     }
 }
 

@@ -312,6 +312,23 @@ impl Sender {
     }
 }
 
+impl Drop for Sender {
+    fn drop(&mut self) {
+        // Staged records are published rather than lost.
+        let _ = self.flush();
+        self.shared.half_dropped();
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if self.ring.publish() {
+            self.shared.wake_peer(false);
+        }
+        self.shared.half_dropped();
+    }
+}
+
 /// The receiving half: reads records from the incoming ring in place.
 pub struct Receiver {
     shared: Arc<Shared>,

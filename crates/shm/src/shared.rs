@@ -3,7 +3,7 @@
 
 use rustix::thread::futex;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     pub pool: Mutex<Pool>,
+    /// Endpoint halves still alive; the last one to go closes the control connection.
+    halves: AtomicUsize,
 }
 
 impl Shared {
@@ -48,6 +50,16 @@ impl Shared {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             pool: Mutex::new(pool),
+            halves: AtomicUsize::new(2),
+        }
+    }
+
+    /// Called when a sender or receiver half is dropped: when both are gone the peer is told
+    /// (end of file on the control connection), even while pool buffers are still held here.
+    pub(crate) fn half_dropped(&self) {
+        // AcqRel: the last half sees everything the other half did before it dropped.
+        if self.halves.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = self.sock.shutdown(std::net::Shutdown::Both);
         }
     }
 

@@ -189,3 +189,17 @@ fn dropping_one_side_ends_the_other_after_pending_records() {
     assert_eq!(engine.receiver().recv(T).unwrap().bytes(), b"last words");
     assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
 }
+
+#[test]
+fn peer_learns_of_hang_up_even_while_buffers_are_held() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let kept = host.sender().try_alloc().unwrap().unwrap();
+    host.sender().write(b"staged, not flushed").unwrap();
+    drop(host); // the sender's drop publishes what it staged
+    assert_eq!(
+        engine.receiver().recv(T).unwrap().bytes(),
+        b"staged, not flushed"
+    );
+    assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
+    drop(kept);
+}

@@ -1,38 +1,57 @@
-//! `offhost bench`: measurements of this machine and of offhost against its peers.
+//! `offhost bench ...`: measurements, each printed as a table or, with `--json`, as JSON.
 
 mod args;
+mod floors;
 mod link_target;
+mod pingpong;
 mod reproduce;
 mod shm_target;
 mod suite;
 mod targets;
 
+use anyhow::Result;
 use clap::Subcommand;
 
-pub use args::SuiteArgs;
+/// Arguments of `offhost bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
 
-/// The bench subcommands.
 #[derive(Subcommand, Debug)]
-pub enum BenchCmd {
-    /// Comms1 over the peers: one message bounces; one-way time = half the round trip.
-    Pingpong(SuiteArgs),
-    /// Comms2: both sides send at once; recorded time = a quarter of a two-step exchange.
-    Exchange(SuiteArgs),
+enum BenchCmd {
+    /// The machine's floors: cache-line and futex ping-pong one way, memcpy bandwidth.
+    Floors(floors::FloorsArgs),
+    /// One-way latency and throughput against the echo engine, per record size.
+    Pingpong(pingpong::PingpongArgs),
+    /// Comms2 over every transport and peer: both sides send at once; recorded time = a
+    /// quarter of a two-step exchange.
+    Exchange(args::SuiteArgs),
     /// A window of messages in flight, then an acknowledgement (like osu_bw).
-    Stream(SuiteArgs),
+    Stream(args::SuiteArgs),
     /// Short-message rate: a stream of small messages, in messages per second.
-    Rate(SuiteArgs),
+    Rate(args::SuiteArgs),
     /// Rerun the seed papers' experiments; write a report with their figures beside today's.
     Reproduce(reproduce::ReproduceArgs),
 }
 
-/// Runs a bench subcommand.
-pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
-    match cmd {
-        BenchCmd::Pingpong(a) => suite::run("pingpong", &a),
+/// Runs `offhost bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    match args.cmd {
+        BenchCmd::Floors(a) => floors::run(a),
+        BenchCmd::Pingpong(a) => pingpong::run(a),
         BenchCmd::Exchange(a) => suite::run("exchange", &a),
         BenchCmd::Stream(a) => suite::run("stream", &a),
         BenchCmd::Rate(a) => suite::run("rate", &a),
         BenchCmd::Reproduce(a) => reproduce::run(&a),
     }
+}
+
+/// A spinner on stderr that shows which phase runs.
+pub(crate) fn spinner() -> indicatif::ProgressBar {
+    let pb =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
 }
