@@ -1,4 +1,5 @@
-//! `offhost echo`: the echo engine (the seed's `nrate`) serving hosts over shared memory.
+//! `offhost echo`: the echo engine (the seed's `nrate`): channel sessions over any transport,
+//! or (`--raw`) bare records on the shared-memory rings.
 
 use anyhow::{bail, Context, Result};
 use offhost_shm::{Listener, Mode};
@@ -34,10 +35,13 @@ impl std::str::FromStr for Url {
 /// Arguments of `offhost echo`.
 #[derive(clap::Args, Debug)]
 pub struct EchoArgs {
-    /// Where to listen: shm:PATH (a Unix socket path, removed on exit) or shm:@name (abstract
-    /// socket, leaves no file).
+    /// Where to listen: tcp:HOST:PORT, unix:PATH, shm:PATH (a Unix socket path, removed on
+    /// exit) or shm:@name (abstract socket, leaves no file). With --raw, shm: only.
     #[arg(long)]
-    listen: Url,
+    listen: String,
+    /// Echo bare ring records (no channel protocol); shm: only.
+    #[arg(long)]
+    raw: bool,
     /// How this side waits: poll, block or adaptive. Default: what each host asks for.
     #[arg(long)]
     mode: Option<Mode>,
@@ -54,7 +58,14 @@ pub struct EchoArgs {
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
 pub fn run(args: EchoArgs) -> Result<()> {
-    let addr = match &args.listen {
+    if !args.raw {
+        if args.listen == "mem:" || args.listen.starts_with("mem:") {
+            bail!("mem: is in-process only; it has no listener (try tcp:, unix: or shm:)");
+        }
+        return crate::channel_cmds::serve_echo(&args.listen, args.once);
+    }
+    let listen: Url = args.listen.parse().map_err(anyhow::Error::msg)?;
+    let addr = match &listen {
         Url::Shm(addr) => addr.clone(),
         Url::Mem => bail!(
             "mem: is in-process only; it has no listener (try `offhost bench pingpong --transport mem`)"

@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod channel_cmds;
 mod echo;
 
 /// offhost: attach processing engines to applications.
@@ -22,6 +23,12 @@ enum Command {
     Echo(echo::EchoArgs),
     /// Benchmarks: floors, pingpong.
     Bench(bench::BenchArgs),
+    /// Send stdin to an engine's channel (like writing /dev/tlw0).
+    Send(channel_cmds::SendArgs),
+    /// Write an engine's channel to stdout (like reading /dev/tlr0).
+    Recv(channel_cmds::RecvArgs),
+    /// Stdin through an engine's channel to stdout, both ways at once.
+    Cat(channel_cmds::CatArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +44,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Send(args) => channel_cmds::send(args),
+        Command::Recv(args) => channel_cmds::recv(args),
+        Command::Cat(args) => channel_cmds::cat(args),
     }
 }

@@ -61,7 +61,7 @@ fn echo_serves_successive_hosts_then_exits_cleanly_with_once() {
     let addr = sock.to_str().unwrap().to_owned();
     // A long-running server: two hosts one after the other.
     let mut server = Command::new(BIN)
-        .args(["echo", "--listen", &format!("shm:{addr}")])
+        .args(["echo", "--raw", "--listen", &format!("shm:{addr}")])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -76,6 +76,7 @@ fn echo_serves_successive_hosts_then_exits_cleanly_with_once() {
     let server = Command::new(BIN)
         .args([
             "echo",
+            "--raw",
             "--listen",
             &format!("shm:{addr}"),
             "--once",
@@ -103,7 +104,7 @@ fn echo_rejects_bad_addresses_clearly() {
     let out = run(&["echo", "--listen", "mem:"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("in-process only"));
-    let out = run(&["echo", "--listen", "tcp:1"]);
+    let out = run(&["echo", "--raw", "--listen", "tcp:1"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown address"));
 }
@@ -202,7 +203,13 @@ fn bench_pingpong_mem_block_and_table() {
 fn bench_pingpong_connects_to_a_running_engine() {
     let addr = format!("@offhost-cli-test-{}", std::process::id());
     let mut server = Command::new(BIN)
-        .args(["echo", "--listen", &format!("shm:{addr}"), "--once"])
+        .args([
+            "echo",
+            "--raw",
+            "--listen",
+            &format!("shm:{addr}"),
+            "--once",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();

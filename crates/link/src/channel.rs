@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_proto::{CallError, ChannelOptions, Received, SendMode};
+use offhost_proto::{CallError, ChannelOptions, SendMode};
 
 use crate::driver::Deadline;
 use crate::error::LinkError;
@@ -107,6 +107,69 @@ impl Channel {
         Ok(())
     }
 
+    /// Sends several messages with one lock and one transport write per credit window
+    /// (buffered publication); waits for credit as [`send`](Self::send) does, and on a
+    /// synchronous channel for the last message's rendezvous.
+    pub fn send_batch(&self, msgs: &[&[u8]]) -> Result<(), LinkError> {
+        if let Some(m) = msgs
+            .iter()
+            .find(|m| m.len() as u64 > self.options.max_message)
+        {
+            return Err(LinkError::TooLarge {
+                len: m.len(),
+                max: self.options.max_message,
+            });
+        }
+        let d = &self.handle.driver;
+        let mut next = 0;
+        let mut seq = 0;
+        while next < msgs.len() {
+            seq = d.wait(Deadline::Never, |st| {
+                let mut last = None;
+                while next < msgs.len() {
+                    match st.conn.send(self.id, msgs[next]) {
+                        Ok(s) => {
+                            last = Some(s);
+                            next += 1;
+                        }
+                        Err(CallError::Blocked) => break,
+                        Err(e) => return Some(Err(st.call_error(e))),
+                    }
+                }
+                last.map(Ok)
+            })?;
+        }
+        if self.options.send_mode == SendMode::Sync && !msgs.is_empty() {
+            d.wait(Deadline::Never, |st| match st.conn.delivered(self.id) {
+                Ok(n) if n >= seq => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Waits for at least one message and appends up to `max` that are ready to `out` under
+    /// one lock; returns how many (0 once the peer ended the stream and all were taken).
+    /// Loans are copied out (use [`recv_message`](Self::recv_message) to read them in place).
+    pub fn recv_batch(&self, max: usize, out: &mut Vec<Vec<u8>>) -> Result<usize, LinkError> {
+        self.handle.driver.wait(Deadline::Never, |st| {
+            let mut n = 0;
+            while n < max.max(1) {
+                match crate::loan::take_message(st, self.id) {
+                    Some(Ok(Some(m))) => {
+                        out.push(m.into_vec());
+                        n += 1;
+                    }
+                    Some(Ok(None)) if n == 0 => return Some(Ok(0)),
+                    Some(Err(e)) if n == 0 => return Some(Err(e)),
+                    Some(_) | None => break,
+                }
+            }
+            (n > 0).then_some(Ok(n))
+        })
+    }
+
     /// Receives the next message, waiting for it; `None` once the peer ended the stream.
     pub fn recv(&self) -> Result<Option<Vec<u8>>, LinkError> {
         self.recv_until(Deadline::Never)
@@ -123,14 +186,11 @@ impl Channel {
     }
 
     fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {
-        self.handle
+        let m = self
+            .handle
             .driver
-            .wait(deadline, |st| match st.conn.recv(self.id) {
-                Ok(Received::Message(m)) => Some(Ok(Some(m))),
-                Ok(Received::End) => Some(Ok(None)),
-                Ok(Received::Empty) => None,
-                Err(e) => Some(Err(st.call_error(e))),
-            })
+            .wait(deadline, |st| crate::loan::take_message(st, self.id))?;
+        Ok(m.map(crate::loan::Message::into_vec))
     }
 
     /// Ends this side's sending direction: the peer receives end of stream after the messages
@@ -175,6 +235,9 @@ pub fn select(channels: &[&Channel], timeout: Option<Duration>) -> Result<usize,
         return Err(LinkError::BadSelect);
     }
     first.handle.driver.wait(Deadline::after(timeout), |st| {
-        channels.iter().position(|c| st.conn.readable(c.id)).map(Ok)
+        channels
+            .iter()
+            .position(|c| st.conn.readable(c.id) || st.held.contains_key(&c.id))
+            .map(Ok)
     })
 }

@@ -7,7 +7,7 @@
 //! *flusher* thread take over the writing, so a thread never blocks in a write while its peer
 //! waits for it to read.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,10 @@ pub(crate) struct State {
     shutdown: bool,
     dead: Option<Dead>,
     pub(crate) incoming: VecDeque<u32>,
+    /// Zero-copy buffers that arrived, by pool index, waiting for their `loan` frame's reader.
+    pub(crate) loans: HashMap<u32, offhost_shm::Buf>,
+    /// Loan messages taken from a channel whose buffer has not arrived yet: (len, token).
+    pub(crate) held: HashMap<u32, (u64, u64)>,
 }
 
 impl State {
@@ -132,6 +136,8 @@ impl Driver {
                 shutdown: false,
                 dead: None,
                 incoming: VecDeque::new(),
+                loans: HashMap::new(),
+                held: HashMap::new(),
             }),
             cond: Condvar::new(),
             flush_cond: Condvar::new(),
@@ -231,15 +237,11 @@ impl Driver {
             {
                 let mut w = lock(&self.writer);
                 while at < buf.len() {
-                    match w.write_nb(&buf[at..]) {
+                    match w.write_wait(&buf[at..], TICK) {
                         Ok(n) => at += n,
                         Err(e) if is_idle(&e) => {
                             if self.lock().shutdown && Instant::now() > give_up {
                                 failed = Some(std::io::Error::from(std::io::ErrorKind::TimedOut));
-                                break;
-                            }
-                            if let Err(e) = w.wait_writable(TICK) {
-                                failed = Some(e);
                                 break;
                             }
                         }
@@ -330,7 +332,12 @@ impl Driver {
         let mut rs = lock(&self.reader);
         let ReadSide { wire, buf } = &mut *rs;
         let r = wire.read(buf, slice);
+        let mut arrived = Vec::new();
+        wire.take_loans(&mut arrived);
         let mut st = self.lock();
+        for b in arrived {
+            st.loans.insert(b.index(), b);
+        }
         st.reading = false;
         match r {
             Ok(0) => {
@@ -361,7 +368,8 @@ impl Driver {
         st
     }
 
-    /// Says goodbye to the peer and stops the flusher once everything is written.
+    /// Says goodbye to the peer, waits (boundedly) until everything is written, and stops the
+    /// flusher.
     pub(crate) fn close(&self) {
         let mut st = self.lock();
         if st.shutdown {
@@ -375,5 +383,70 @@ impl Driver {
         }
         self.flush_cond.notify_one();
         self.cond.notify_all();
+        // Let the goodbye and everything before it reach the transport, so a process may exit
+        // right after closing; a dead or stuck peer bounds the wait.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while (st.stuck || st.writing) && st.dead.is_none() && Instant::now() < give_up {
+            st = self
+                .cond
+                .wait_timeout(st, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Takes a buffer from the shared pool for a zero-copy message.
+    pub(crate) fn alloc_loan(&self, deadline: Deadline) -> Result<offhost_shm::Buf, LinkError> {
+        loop {
+            let slice = match deadline {
+                Deadline::Now => Duration::ZERO,
+                Deadline::Never => TICK,
+                Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
+            };
+            let r = lock(&self.writer).alloc_loan(slice);
+            match r {
+                Ok(Some(b)) => return Ok(b),
+                Ok(None) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                    return Err(LinkError::NoLoans)
+                }
+                Err(e) => {
+                    let mut st = self.lock();
+                    self.kill(&mut st, &e);
+                    return Err(st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error));
+                }
+            }
+            {
+                let st = self.lock();
+                if let Some(d) = &st.dead {
+                    return Err(d.error());
+                }
+                if st.shutdown {
+                    return Err(LinkError::SessionClosed);
+                }
+            }
+            match deadline {
+                Deadline::Now => return Err(LinkError::WouldBlock),
+                Deadline::At(t) if Instant::now() >= t => return Err(LinkError::Timeout),
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes a loaned buffer to the transport (its `loan` frame is already queued).
+    pub(crate) fn write_loan(&self, buf: offhost_shm::Buf) -> Result<(), LinkError> {
+        let r = lock(&self.writer).send_loan(buf, Duration::from_secs(3600));
+        let mut st = self.lock();
+        match r {
+            Ok(()) => {
+                drop(self.flush(st));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Err(LinkError::NoLoans),
+            Err(e) => {
+                self.kill(&mut st, &e);
+                Err(st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error))
+            }
+        }
     }
 }

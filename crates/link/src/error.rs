@@ -6,7 +6,7 @@ use offhost_proto::{CallError, ProtoError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinkError {
-    /// The URL is not one of `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME`.
+    /// The URL is not one of `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME`, `shm:ADDR`.
     #[error("bad url {url:?}: {why}")]
     BadUrl {
         /// The URL given.
@@ -62,6 +62,12 @@ pub enum LinkError {
     /// The peer broke the protocol; the link was closed.
     #[error("protocol error: {0}")]
     Protocol(#[from] ProtoError),
+    /// The shared-memory layer failed.
+    #[error("shared memory: {0}")]
+    Shm(#[from] offhost_shm::ShmError),
+    /// Zero-copy loans need the `shm` transport.
+    #[error("loans need the shm transport")]
+    NoLoans,
     /// `select` was given no channels, or channels of different sessions.
     #[error("select needs one or more channels of one session")]
     BadSelect,

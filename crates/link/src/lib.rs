@@ -1,4 +1,4 @@
-//! Transports (tcp, unix, mem) and the Session/Channel host API of offhost.
+//! Transports (tcp, unix, mem, shm) and the Session/Channel host API of offhost.
 //!
 //! A [`Session`] is one link to a peer ([`Session::connect`] on the host, [`Server::accept`]
 //! on the engine); it carries many [`Channel`]s, each a two-way stream of messages with its own
@@ -14,6 +14,7 @@
 //! | synchronous / asynchronous    | [`SendMode::Sync`] (rendezvous) / [`SendMode::Async`] (buffered) |
 //! | active channel selection (ALT)| [`select`]                                            |
 //! | /dev/tlw0, /dev/tlr0          | [`Channel::writer`], [`Channel::reader`]              |
+//! | DMA-able message memory       | [`Channel::loan`], [`Channel::send_loan`], [`Channel::recv_message`] (shm) |
 //!
 //! A message over the channel's maximum is [`LinkError::TooLarge`] at the call. When the peer
 //! goes away every blocked call returns [`LinkError::PeerGone`] within a fraction of a second.
@@ -23,16 +24,20 @@ mod channel;
 mod driver;
 mod error;
 mod io;
+mod loan;
 mod mem;
 mod server;
 mod session;
+mod shm;
 mod url;
 mod wire;
 
 pub use channel::{select, Channel};
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
+pub use loan::{Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
 pub use server::{echo_channel, serve_echo, Server};
 pub use session::Session;
+pub use shm::default_config as default_shm_config;
 pub use url::Endpoint;

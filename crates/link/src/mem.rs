@@ -82,8 +82,8 @@ impl WireWrite for MemWrite {
         Ok(buf.len())
     }
 
-    fn wait_writable(&mut self, _timeout: Duration) -> io::Result<()> {
-        Ok(())
+    fn write_wait(&mut self, buf: &[u8], _timeout: Duration) -> io::Result<usize> {
+        self.write_nb(buf)
     }
 
     fn shutdown(&mut self) {

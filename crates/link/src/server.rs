@@ -15,6 +15,7 @@ enum Listener {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener, PathBuf),
     Mem(MemListener),
+    Shm(offhost_shm::Listener),
 }
 
 /// Accepts host sessions at one URL; each session carries many channels.
@@ -60,6 +61,10 @@ impl Server {
                     listener: Listener::Unix(l, path),
                 })
             }
+            Endpoint::Shm(addr) => Ok(Server {
+                listener: Listener::Shm(offhost_shm::Listener::bind(&addr)?),
+                url: format!("shm:{addr}"),
+            }),
             Endpoint::Mem(name) => Ok(Server {
                 listener: Listener::Mem(MemListener::bind(&name)?),
                 url: format!("mem:{name}"),
@@ -84,6 +89,10 @@ impl Server {
             Listener::Unix(l, _) => {
                 let (s, _) = l.accept().map_err(|e| LinkError::io("accept unix", e))?;
                 Session::over_socket(s.into(), Side::Server, "unix")
+            }
+            Listener::Shm(l) => {
+                let (r, w) = crate::shm::halves(l.accept()?);
+                Ok(Session::over(Box::new(r), Box::new(w), Side::Server, "shm"))
             }
             Listener::Mem(l) => {
                 let c = l.accept()?;
@@ -111,8 +120,12 @@ impl Drop for Server {
 /// Returns the number of messages echoed.
 pub fn echo_channel(ch: &Channel) -> Result<u64, LinkError> {
     let mut n = 0;
-    while let Some(m) = ch.recv()? {
-        ch.send(&m)?;
+    while let Some(m) = ch.recv_message()? {
+        match m {
+            // Forward a loan as it came: zero copies both ways.
+            crate::Message::Loan(l) => ch.send_loan(l)?,
+            crate::Message::Bytes(b) => ch.send(&b)?,
+        }
         n += 1;
     }
     ch.close()?;

@@ -41,7 +41,8 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Connects to an engine at `url`: `tcp:HOST:PORT`, `unix:PATH` or `mem:NAME`.
+    /// Connects to an engine at `url`: `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`
+    /// (shared memory with [`default_shm_config`](crate::default_shm_config)).
     pub fn connect(url: &str) -> Result<Session, LinkError> {
         match Endpoint::parse(url)? {
             Endpoint::Tcp(addr) => {
@@ -65,7 +66,16 @@ impl Session {
                     "mem",
                 ))
             }
+            Endpoint::Shm(addr) => Self::connect_shm(&addr, &crate::shm::default_config()),
         }
+    }
+
+    /// Connects over shared memory to the engine listening at `addr` (a socket path or
+    /// `@name`), creating the segment with `config` (ring and pool sizes, doorbell mode).
+    pub fn connect_shm(addr: &str, config: &offhost_shm::Config) -> Result<Session, LinkError> {
+        let ep = offhost_shm::connect(addr, config)?;
+        let (r, w) = crate::shm::halves(ep);
+        Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "shm"))
     }
 
     pub(crate) fn over_socket(

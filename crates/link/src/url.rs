@@ -13,10 +13,13 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// `mem:NAME`, in this process.
     Mem(String),
+    /// `shm:ADDR`: shared-memory rings, set up over the Unix socket at ADDR (a path, or
+    /// `@name` for an abstract socket).
+    Shm(String),
 }
 
 impl Endpoint {
-    /// Parses `tcp:HOST:PORT`, `unix:PATH` or `mem:NAME`.
+    /// Parses `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`.
     pub fn parse(url: &str) -> Result<Endpoint, LinkError> {
         let bad = |why| LinkError::BadUrl {
             url: url.to_owned(),
@@ -40,7 +43,8 @@ impl Endpoint {
             }
             "unix" => Ok(Endpoint::Unix(PathBuf::from(rest))),
             "mem" => Ok(Endpoint::Mem(rest.to_owned())),
-            _ => Err(bad("unknown scheme; use tcp, unix or mem")),
+            "shm" => Ok(Endpoint::Shm(rest.to_owned())),
+            _ => Err(bad("unknown scheme; use tcp, unix, mem or shm")),
         }
     }
 }
@@ -51,6 +55,7 @@ impl std::fmt::Display for Endpoint {
             Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
             Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
             Endpoint::Mem(n) => write!(f, "mem:{n}"),
+            Endpoint::Shm(a) => write!(f, "shm:{a}"),
         }
     }
 }
@@ -74,6 +79,10 @@ mod tests {
             Endpoint::Unix("/tmp/x".into())
         );
         assert_eq!(Endpoint::parse("mem:a").unwrap(), Endpoint::Mem("a".into()));
+        assert_eq!(
+            Endpoint::parse("shm:@e").unwrap(),
+            Endpoint::Shm("@e".into())
+        );
     }
 
     #[test]

@@ -13,16 +13,30 @@ pub(crate) trait WireRead: Send {
     /// `None` the call does not wait; otherwise it waits at most `timeout`. Nothing arriving in
     /// time is an error of kind `WouldBlock` or `TimedOut`.
     fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize>;
+
+    /// Moves the zero-copy buffers that arrived so far into `out` (shared memory only).
+    fn take_loans(&mut self, _out: &mut Vec<offhost_shm::Buf>) {}
 }
 
 /// The writing half of a transport.
 pub(crate) trait WireWrite: Send {
     /// Writes a prefix of `buf` without waiting; `WouldBlock` when nothing fits now.
     fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize>;
-    /// Waits until some bytes could be written, at most `timeout`.
-    fn wait_writable(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Writes a prefix of `buf`, waiting at most `timeout` for room; `WouldBlock` or `TimedOut`
+    /// when nothing fitted in time.
+    fn write_wait(&mut self, buf: &[u8], timeout: Duration) -> io::Result<usize>;
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
+
+    /// Takes a free buffer of the shared pool, waiting at most `timeout` (shared memory only).
+    fn alloc_loan(&mut self, _timeout: Duration) -> io::Result<Option<offhost_shm::Buf>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Sends a pool buffer by descriptor, waiting at most `timeout` for room (shared memory only).
+    fn send_loan(&mut self, _buf: offhost_shm::Buf, _timeout: Duration) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// True for the error kinds that mean "nothing yet".
@@ -79,17 +93,20 @@ impl WireWrite for SockWrite {
             .map_err(Into::into)
     }
 
-    fn wait_writable(&mut self, timeout: Duration) -> io::Result<()> {
-        let fd = self.fd.as_fd();
-        let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
-        let ts = Timespec::try_from(timeout).unwrap_or(Timespec {
-            tv_sec: 1,
-            tv_nsec: 0,
-        });
-        match rustix::event::poll(&mut fds, Some(&ts)) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
-            Err(e) => Err(e.into()),
+    fn write_wait(&mut self, buf: &[u8], timeout: Duration) -> io::Result<usize> {
+        {
+            let fd = self.fd.as_fd();
+            let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+            let ts = Timespec::try_from(timeout).unwrap_or(Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            });
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        self.write_nb(buf)
     }
 
     fn shutdown(&mut self) {

@@ -307,4 +307,28 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(mem, tcp, unix);
+conformance!(mem, tcp, unix, shm);
+
+#[test]
+fn batches_keep_order_and_respect_credit() {
+    for transport in ["mem", "tcp", "unix", "shm"] {
+        let (url, _dir) = echo_server(transport);
+        let s = Session::connect(&url).unwrap();
+        // A window of 4 KiB: a batch of 64 KiB must wait for credit several times.
+        let ch = s.open("batch", opts(64, 4096)).unwrap();
+        let msgs: Vec<Vec<u8>> = (0..1024u32).map(|i| i.to_le_bytes().repeat(16)).collect();
+        let refs: Vec<&[u8]> = msgs.iter().map(|m| m.as_slice()).collect();
+        std::thread::scope(|scope| {
+            scope.spawn(|| ch.send_batch(&refs).unwrap());
+            let mut got = Vec::new();
+            while got.len() < msgs.len() {
+                assert!(ch.recv_batch(100, &mut got).unwrap() > 0);
+            }
+            assert!(got == msgs, "{transport}: batch order");
+        });
+        assert!(matches!(
+            ch.send_batch(&[&[0; 4097]]),
+            Err(LinkError::TooLarge { .. })
+        ));
+    }
+}

@@ -114,3 +114,12 @@ fn killed_unix_peer() {
         &format!("unix:{}", dir.path().join("e.sock").display()),
     );
 }
+
+#[test]
+fn killed_shm_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_peer(
+        "shm",
+        &format!("shm:{}", dir.path().join("e.sock").display()),
+    );
+}

@@ -10,6 +10,24 @@ pub(crate) fn cost(len: usize) -> u64 {
     (len as u64).max(1)
 }
 
+/// A complete message waiting for the application.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// Bytes reassembled from packets.
+    Bytes(Vec<u8>),
+    /// A message carried outside the byte stream.
+    Loan { len: u64, token: u64 },
+}
+
+impl Msg {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Msg::Bytes(b) => b.len(),
+            Msg::Loan { len, .. } => *len as usize,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Chan {
     pub(crate) name: String,
@@ -37,7 +55,7 @@ pub(crate) struct Chan {
     /// Messages the application has taken.
     pub(crate) delivered: u64,
     /// Complete messages waiting for the application.
-    pub(crate) queue: VecDeque<Vec<u8>>,
+    pub(crate) queue: VecDeque<Msg>,
     /// Message being reassembled.
     pub(crate) partial: Vec<u8>,
     /// The peer sent end of stream.

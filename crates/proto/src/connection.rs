@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::channel::{cost, Chan};
+use crate::channel::{cost, Chan, Msg};
 use crate::error::{CallError, ProtoError};
 use crate::frame::Frame;
 use crate::options::{ChannelOptions, Config, SendMode, Side};
@@ -45,6 +45,14 @@ pub enum Event {
 pub enum Received {
     /// A complete message.
     Message(Vec<u8>),
+    /// A message carried outside the byte stream: `len` bytes in the buffer the transport
+    /// knows by `token`.
+    Loan {
+        /// Message length.
+        len: u64,
+        /// The token the sender gave [`Connection::send_loan`].
+        token: u64,
+    },
     /// Nothing yet.
     Empty,
     /// The peer closed its sending direction and every message has been taken.
@@ -246,6 +254,44 @@ impl Connection {
     /// Fails with [`CallError::Blocked`] when the channel's or the link's credit is too small
     /// right now (the peer is told, with a `blocked` frame, once per limit).
     pub fn send(&mut self, channel: u32, msg: &[u8]) -> Result<u64, CallError> {
+        let (seq, packet_size) = self.charge(channel, msg.len())?;
+        if msg.is_empty() {
+            Frame::Data {
+                channel,
+                last: true,
+                payload: &[],
+            }
+            .encode(&mut self.out);
+        } else {
+            let mut packets = msg.chunks(packet_size).peekable();
+            while let Some(payload) = packets.next() {
+                let last = packets.peek().is_none();
+                Frame::Data {
+                    channel,
+                    last,
+                    payload,
+                }
+                .encode(&mut self.out);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// Sends a message of `len` bytes that the transport carries outside the byte stream (a
+    /// shared-memory buffer named by `token`), with the same credit rules as [`send`](Self::send).
+    pub fn send_loan(&mut self, channel: u32, len: usize, token: u64) -> Result<u64, CallError> {
+        let (seq, _) = self.charge(channel, len)?;
+        Frame::Loan {
+            channel,
+            len: len as u64,
+            token,
+        }
+        .encode(&mut self.out);
+        Ok(seq)
+    }
+
+    /// Checks a message of `len` bytes against state, size and credit, and takes the credit.
+    fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
         self.check_open()?;
         let link_room = self.link.send_limit - self.link.sent;
         if self.retired(channel) {
@@ -264,13 +310,13 @@ impl Connection {
         if ch.send_closed {
             return Err(CallError::Closed);
         }
-        if msg.len() as u64 > ch.opts.max_message {
+        if len as u64 > ch.opts.max_message {
             return Err(CallError::TooLarge {
-                len: msg.len(),
+                len,
                 max: ch.opts.max_message,
             });
         }
-        let c = cost(msg.len());
+        let c = cost(len);
         if ch.sent + c > ch.send_limit {
             if ch.blocked_at != Some(ch.send_limit) {
                 ch.blocked_at = Some(ch.send_limit);
@@ -296,26 +342,7 @@ impl Connection {
         ch.sent += c;
         ch.sent_msgs += 1;
         self.link.sent += c;
-        if msg.is_empty() {
-            Frame::Data {
-                channel,
-                last: true,
-                payload: &[],
-            }
-            .encode(&mut self.out);
-        } else {
-            let mut packets = msg.chunks(ch.opts.packet_size).peekable();
-            while let Some(payload) = packets.next() {
-                let last = packets.peek().is_none();
-                Frame::Data {
-                    channel,
-                    last,
-                    payload,
-                }
-                .encode(&mut self.out);
-            }
-        }
-        Ok(ch.sent_msgs)
+        Ok((ch.sent_msgs, ch.opts.packet_size))
     }
 
     /// Messages the peer's application has taken from `channel` (for rendezvous sends).
@@ -348,6 +375,10 @@ impl Connection {
             });
         };
         let c = cost(msg.len());
+        let msg = match msg {
+            Msg::Bytes(b) => Received::Message(b),
+            Msg::Loan { len, token } => Received::Loan { len, token },
+        };
         ch.consumed += c;
         ch.delivered += 1;
         let grant = (!ch.recv_closed && ch.wants_grant()).then(|| {
@@ -367,7 +398,7 @@ impl Connection {
             self.grant_link(false);
         }
         self.maybe_retire(channel);
-        Ok(Received::Message(msg))
+        Ok(msg)
     }
 
     /// Ends this side's sending direction of `channel` (end of stream for the peer).
@@ -567,6 +598,11 @@ impl Connection {
                 last,
                 payload,
             } => self.on_data(channel, last, payload)?,
+            Frame::Loan {
+                channel,
+                len,
+                token,
+            } => self.on_loan(channel, len, token)?,
             Frame::Credit {
                 channel: 0, limit, ..
             } => {
@@ -732,9 +768,52 @@ impl Connection {
                 m.extend_from_slice(payload);
                 m
             };
-            ch.queue.push_back(msg);
+            ch.queue.push_back(Msg::Bytes(msg));
         } else {
             ch.partial.extend_from_slice(payload);
+        }
+        Ok(())
+    }
+
+    fn on_loan(&mut self, channel: u32, len: u64, token: u64) -> Result<(), ProtoError> {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(if self.retired(channel) {
+                ProtoError::DataAfterClose(channel)
+            } else {
+                ProtoError::UnknownChannel(channel)
+            });
+        };
+        if ch.recv_closed || !ch.partial.is_empty() {
+            return Err(ProtoError::DataAfterClose(channel));
+        }
+        if len > ch.opts.max_message {
+            return Err(ProtoError::MessageTooLong {
+                channel,
+                max: ch.opts.max_message,
+            });
+        }
+        let charge = cost(len as usize);
+        if ch.received + charge > ch.granted {
+            return Err(ProtoError::CreditOverrun {
+                channel,
+                offset: ch.received + charge,
+                limit: ch.granted,
+            });
+        }
+        if self.link.received + charge > self.link.granted {
+            return Err(ProtoError::CreditOverrun {
+                channel: 0,
+                offset: self.link.received + charge,
+                limit: self.link.granted,
+            });
+        }
+        ch.received += charge;
+        self.link.received += charge;
+        if ch.reset.is_some() {
+            ch.consumed += charge;
+            self.link.consumed += charge;
+        } else {
+            ch.queue.push_back(Msg::Loan { len, token });
         }
         Ok(())
     }

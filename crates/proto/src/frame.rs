@@ -4,7 +4,7 @@
 //!
 //! | offset | size | field    | meaning                                                      |
 //! |-------:|-----:|----------|--------------------------------------------------------------|
-//! | 0      | 1    | kind     | 1 open, 2 data, 3 credit, 4 blocked, 5 close, 6 ping, 7 error |
+//! | 0      | 1    | kind     | 1 open, 2 data, 3 credit, 4 blocked, 5 close, 6 ping, 7 error, 8 loan |
 //! | 1      | 1    | flags    | per kind (data: bit 0 = last packet of the message; ping: bit 0 = reply) |
 //! | 2      | 2    | reserved | zero                                                         |
 //! | 4      | 4    | channel  | channel id; 0 is the link itself                             |
@@ -21,6 +21,7 @@
 //! | close   | id or 0 | empty: end of stream in the sender's direction (0: the whole link)     |
 //! | ping    | 0       | `token: u64`; flag bit 0 marks the reply                               |
 //! | error   | id or 0 | `code: u32`, reason (UTF-8): channel refused/reset, or fatal link error |
+//! | loan    | id      | `len: u64`, `token: u64`: a whole message of `len` bytes carried outside the byte stream (a shared-memory buffer named by `token`) |
 
 use crate::error::FrameError;
 
@@ -38,6 +39,7 @@ const KIND_BLOCKED: u8 = 4;
 const KIND_CLOSE: u8 = 5;
 const KIND_PING: u8 = 6;
 const KIND_ERROR: u8 = 7;
+const KIND_LOAN: u8 = 8;
 const FLAG_LAST: u8 = 1;
 const FLAG_REPLY: u8 = 1;
 const OPEN_FIXED: usize = 16;
@@ -96,6 +98,15 @@ pub enum Frame<'a> {
         token: u64,
         /// True for the reply.
         reply: bool,
+    },
+    /// A whole message carried outside the byte stream (zero-copy).
+    Loan {
+        /// Channel.
+        channel: u32,
+        /// Message length.
+        len: u64,
+        /// Names the out-of-band buffer for the transport.
+        token: u64,
     },
     /// Channel refused/reset, or fatal link error (channel 0).
     Error {
@@ -157,7 +168,7 @@ impl<'a> Frame<'a> {
         let reserved = u16::from_le_bytes([buf[2], buf[3]]);
         let channel = u32_at(buf, 4);
         let len = u32_at(buf, 8);
-        if !(KIND_OPEN..=KIND_ERROR).contains(&kind) {
+        if !(KIND_OPEN..=KIND_LOAN).contains(&kind) {
             return Err(FrameError::UnknownKind(kind));
         }
         if reserved != 0 {
@@ -233,6 +244,22 @@ impl<'a> Frame<'a> {
                 Frame::Ping {
                     token: u64_at(body, 0),
                     reply: flags & FLAG_REPLY != 0,
+                }
+            }
+            KIND_LOAN => {
+                no_flags("loan", flags)?;
+                want("loan", body, 16, "16")?;
+                if channel == 0 {
+                    return Err(FrameError::BadField {
+                        kind: "loan",
+                        field: "channel",
+                        why: "loan on channel 0",
+                    });
+                }
+                Frame::Loan {
+                    channel,
+                    len: u64_at(body, 0),
+                    token: u64_at(body, 8),
                 }
             }
             _ => {
@@ -375,6 +402,15 @@ impl<'a> Frame<'a> {
                 header(out, KIND_PING, if reply { FLAG_REPLY } else { 0 }, 0, 8);
                 out.extend_from_slice(&token.to_le_bytes());
             }
+            Frame::Loan {
+                channel,
+                len,
+                token,
+            } => {
+                header(out, KIND_LOAN, 0, channel, 16);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&token.to_le_bytes());
+            }
             Frame::Error {
                 channel,
                 code,
@@ -467,11 +503,18 @@ mod tests {
             code: 7,
             reason: "no such service",
         });
+        roundtrip(Frame::Loan {
+            channel: 2,
+            len: 1 << 20,
+            token: 3,
+        });
     }
 
     #[test]
     fn unknown_kind_is_an_error() {
         let mut b = [0u8; 12];
+        b[0] = 9;
+        assert_eq!(Frame::decode(&b), Err(FrameError::UnknownKind(9)));
         b[0] = 0x42;
         assert_eq!(Frame::decode(&b), Err(FrameError::UnknownKind(0x42)));
         b[0] = 0;

@@ -393,3 +393,66 @@ fn goodbye_ends_every_channel() {
     assert_eq!(message(p.b.recv(id).unwrap()), b"bye");
     assert_eq!(p.b.recv(id).unwrap(), Received::End);
 }
+
+#[test]
+fn loans_travel_by_token_and_cost_credit() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("loan", small(64, 4096)).unwrap();
+    p.a.send(ch, b"inline first").unwrap();
+    p.a.send_loan(ch, 4000, 17).unwrap();
+    assert_eq!(p.a.send_loan(ch, 200, 18), Err(CallError::Blocked));
+    assert!(matches!(
+        p.a.send_loan(ch, 5000, 19),
+        Err(CallError::TooLarge { .. })
+    ));
+    p.settle();
+    let id = opened(&mut p.b);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"inline first");
+    assert_eq!(
+        p.b.recv(id).unwrap(),
+        Received::Loan {
+            len: 4000,
+            token: 17
+        }
+    );
+    p.settle();
+    p.a.send_loan(ch, 4000, 18).unwrap();
+}
+
+#[test]
+fn loan_beyond_credit_fails_the_link() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 3,
+        sync: false,
+        recv_buffer: 16,
+        max_message: 16,
+        name: "x",
+    };
+    let (_, r) = server_fed(&[
+        open.clone(),
+        Frame::Loan {
+            channel: 1,
+            len: 17,
+            token: 0,
+        },
+    ]);
+    assert_eq!(
+        r,
+        Err(ProtoError::MessageTooLong {
+            channel: 1,
+            max: 16
+        })
+    );
+    let loan = Frame::Loan {
+        channel: 1,
+        len: 16,
+        token: 0,
+    };
+    let (_, r) = server_fed(&[open, loan.clone(), loan]);
+    assert!(matches!(
+        r,
+        Err(ProtoError::CreditOverrun { channel: 1, .. })
+    ));
+}

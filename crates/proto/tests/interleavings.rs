@@ -119,6 +119,7 @@ proptest! {
                 Received::Message(m) => { assert!(!*ended, "message after end"); got.push(m) }
                 Received::End => *ended = true,
                 Received::Empty => {}
+                Received::Loan { .. } => panic!("no loans were sent"),
             }
         };
 

@@ -1,4 +1,5 @@
-//! The channels of `offhost-link` (`tcp`, `unix`, `mem`) as suite targets: a [`Server`] and an
+//! The channels of `offhost-link` (`tcp`, `unix`, `mem`, and `shm-link`: channels over the
+//! shared-memory rings, named apart from the raw rings `shm`) as suite targets: a [`Server`] and an
 //! engine thread serving one channel, the host on a [`Session`] channel with a chosen packet
 //! size.
 
@@ -11,7 +12,7 @@ use offhost_bench::run::{serve, Endpoint, Role};
 use offhost_link::{Channel, ChannelOptions, LinkError, Server, Session};
 
 /// Link transports the suite measures.
-pub const TRANSPORTS: [&str; 3] = ["tcp", "unix", "mem"];
+pub const TRANSPORTS: [&str; 4] = ["tcp", "unix", "mem", "shm-link"];
 
 /// One side of a channel as a suite endpoint.
 pub struct LinkEndpoint {
@@ -25,6 +26,12 @@ fn io_err(e: LinkError) -> io::Error {
 impl Endpoint for LinkEndpoint {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.ch.send(msg).map_err(io_err)
+    }
+
+    fn send_many(&mut self, msg: &[u8], count: usize) -> io::Result<()> {
+        // One lock and one write per credit window (the channel's batched send).
+        let batch = vec![msg; count];
+        self.ch.send_batch(&batch).map_err(io_err)
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<()> {
@@ -64,6 +71,7 @@ fn listen_url(transport: &str) -> String {
     match transport {
         "tcp" => "tcp:127.0.0.1:0".into(),
         "unix" => format!("unix:{}", std::env::temp_dir().join(tag).display()),
+        "shm-link" => format!("shm:@{tag}"),
         _ => format!("mem:{tag}"),
     }
 }

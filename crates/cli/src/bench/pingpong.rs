@@ -174,12 +174,18 @@ fn start_peer(
         (Transport::Shm, None) => {
             let addr = format!("@offhost-bench-{}", std::process::id());
             let mut cmd = Command::new(std::env::current_exe()?);
-            cmd.args(["echo", "--listen", &format!("shm:{addr}"), "--once"])
-                .args(["--mode", args.mode.name()])
-                .args(["--spin-us", &args.spin_us.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
+            cmd.args([
+                "echo",
+                "--raw",
+                "--listen",
+                &format!("shm:{addr}"),
+                "--once",
+            ])
+            .args(["--mode", args.mode.name()])
+            .args(["--spin-us", &args.spin_us.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
             if let Some((_, b)) = cpus {
                 cmd.args(["--pin", &b.to_string()]);
             }

@@ -16,6 +16,7 @@ pub fn fresh_url(transport: &str) -> (String, tempfile::TempDir) {
         "tcp" => "tcp:127.0.0.1:0".to_owned(),
         "unix" => format!("unix:{}", dir.path().join("engine.sock").display()),
         "mem" => format!("mem:test-{}-{n}", std::process::id()),
+        "shm" => format!("shm:{}", dir.path().join("engine.sock").display()),
         other => panic!("unknown transport {other}"),
     };
     (url, dir)

@@ -22,7 +22,7 @@ use super::Settings;
 /// Sizes of the transfer tables.
 pub fn transfer_sizes(quick: bool) -> Vec<usize> {
     if quick {
-        vec![4, 64, 1024, 4096, 65536]
+        vec![4, 1024, 4096, 65536]
     } else {
         seeds::SIZES_000.to_vec()
     }

@@ -23,7 +23,7 @@ use crate::bench::shm_target::ShmRun;
 /// Message lengths of the figures.
 pub fn lengths(quick: bool) -> Vec<usize> {
     if quick {
-        vec![1, 16, 256, 4096, 65536]
+        vec![1, 256, 65536]
     } else {
         vec![1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144]
     }
@@ -41,7 +41,16 @@ pub fn figure_packets(quick: bool) -> Vec<usize> {
 /// Packet sizes of the CPU-load table.
 pub fn load_packets(quick: bool) -> Vec<usize> {
     if quick {
-        vec![8, 64, 512, 4096]
+        vec![8, 512, 1024, 2048, 4096]
+    } else {
+        seeds::PACKETS_002.to_vec()
+    }
+}
+
+/// Packet sizes of the minimal-latency check.
+pub fn latency_packets(quick: bool) -> Vec<usize> {
+    if quick {
+        vec![8, 512, 4096]
     } else {
         seeds::PACKETS_002.to_vec()
     }
@@ -198,7 +207,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
         }
     }
     let mut min_latency = Vec::new();
-    for &pk in &seeds::PACKETS_002 {
+    for &pk in &latency_packets(s.quick) {
         bar.set_message(format!("seed 002: 1-byte latency packet {pk}"));
         let m = one(t, pk, Pattern::PingPong, 1, &s.plan, None)?;
         min_latency.extend(m.row("comms1", t, &format!("pkt{pk}"), 1));

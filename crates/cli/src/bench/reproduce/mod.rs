@@ -65,6 +65,13 @@ fn machine() -> String {
     format!("{cpu}, {} cores usable, Linux {kernel}", cpu::cores())
 }
 
+/// The 1, 5 and 15 minute load averages: how busy the machine was (other users' work too).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// Runs the reproduction.
 pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     if !super::link_target::TRANSPORTS.contains(&args.transport.as_str()) {
@@ -83,6 +90,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let start = Instant::now();
+    let load_before = loadavg();
     let plan = Plan {
         warmup: Duration::from_millis(if args.quick { 2 } else { 10 }),
         warmup_steps: 1,
@@ -122,6 +130,9 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
          - run time: {:.0} s; up to {} repetitions per point after warm-up, fewer where a \
          point ran past its time budget (median shown; sample counts, p99 and outliers in \
          results.json)\n\
+         - load average (1/5/15 min) at start: {}; at end: {} (with {} cores: a load above \
+         the core count means other work shared the cores, and busy-waiting transfers then \
+         wait for whole scheduler time slices)\n\
          - figures are from one run on a machine that may be shared: treat them as noisy.\n\
          - seed 000: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); seed 002: \
          Pentium Pro PCs with DSNIC boards. Their figures are quoted from the papers' tables.\n",
@@ -131,7 +142,10 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
         args.transport,
         machine(),
         elapsed.as_secs_f64(),
-        s.plan.reps
+        s.plan.reps,
+        load_before,
+        loadavg(),
+        cpu::cores()
     );
     let _ = writeln!(
         report,
