@@ -495,14 +495,17 @@ fn findings_002(
 ) -> Vec<Finding> {
     let t = s.transport.as_str();
     let mut f = Vec::new();
-    let big = *lengths(s.quick).last().unwrap_or(&65536);
-    let at = |b: &str, m: &str| {
+    // The top throughput over all lengths (the seed read its maxima off the curves); a single
+    // length is too exposed to a noisy repetition.
+    let top = |b: &str, m: &str| {
         d.figures
             .iter()
-            .find(|r| r.bench == b && r.mode == m && r.size == big)
-            .map_or(f64::NAN, |r| r.mb_per_s)
+            .filter(|r| r.bench == b && r.mode == m)
+            .map(|r| r.mb_per_s)
+            .fold(f64::NAN, f64::max)
     };
-    let two = at("comms2", "pkt4096") / at("comms1", "pkt4096");
+    let (t1, t2) = (top("comms1", "pkt4096"), top("comms2", "pkt4096"));
+    let two = t2 / t1;
     f.push(Finding {
         source: "002 §8.1, Figures 6-7",
         claim: "Comms2 (both directions) reaches twice the Comms1 throughput".into(),
@@ -512,7 +515,10 @@ fn findings_002(
             seeds::COMMS2_MAX_MB_S,
             seeds::COMMS1_MAX_MB_S
         ),
-        here: format!("{}x at {} (packet 4096, {t})", ratio(two), format_size(big)),
+        here: format!(
+            "{}x ({t2:.0} vs {t1:.0} MB/s at best, packet 4096, {t})",
+            ratio(two)
+        ),
         holds: if two >= 1.7 {
             "yes"
         } else if two >= 1.2 {
