@@ -37,8 +37,10 @@ pub struct Floors {
     pub cpus: Option<(usize, usize)>,
 }
 
-/// Measures all three floors.
+/// Measures all three floors. The calling thread is pinned while it measures and may run on
+/// all its CPUs again afterwards.
 pub fn measure(plan: Plan, progress: &mut dyn FnMut(&str)) -> Floors {
+    let allowed = affinity::allowed_cpus();
     let cpus = affinity::cpu_pair();
     progress("cache-line ping-pong");
     let c = cacheline_one_way_ns(plan, cpus);
@@ -58,6 +60,7 @@ pub fn measure(plan: Plan, progress: &mut dyn FnMut(&str)) -> Floors {
             samples: 200,
         },
     );
+    affinity::unpin_current_thread(&allowed);
     Floors {
         cacheline_ns: c.median,
         cacheline_ns_p99: c.p99,
@@ -198,8 +201,19 @@ mod tests {
         let f = futex_one_way_ns(TINY, cpus);
         let m = memcpy_gb_per_s(1 << 16, TINY);
         assert_eq!((c.n, f.n, m.n), (200, 200, 200));
+
         for s in [c, f, m] {
             assert!(s.min > 0.0 && s.median <= s.p99 && s.p99 <= s.max, "{s:?}");
         }
+    }
+
+    #[test]
+    fn measuring_leaves_the_caller_unpinned() {
+        let before = affinity::allowed_cpus();
+        let mut phases = Vec::new();
+        let f = measure(TINY, &mut |p| phases.push(p.to_owned()));
+        assert_eq!(affinity::allowed_cpus(), before);
+        assert_eq!(phases.len(), 3);
+        assert!(f.cacheline_ns > 0.0 && f.futex_ns > 0.0 && f.memcpy_gb_per_s > 0.0);
     }
 }

@@ -38,12 +38,13 @@
 //!
 //! # Records
 //!
-//! Each direction has one SPSC ring of variable-length records (8-byte header, payload padded to
-//! 8 bytes; a record never wraps). A record is either **inline** (its bytes are in the ring; at
-//! most [`Sender::max_record`] = `ring_bytes - 8` bytes, larger is
-//! [`ShmError::RecordTooLarge`] at the call) or a **descriptor** of a pool buffer (index, offset,
-//! length). Records are read in place: [`Receiver::recv`] returns a [`Record`] that borrows the
-//! ring and is consumed when dropped.
+//! Each direction has one SPSC ring of variable-length records (16-byte header, padded to 16
+//! bytes; a record never wraps). A record is published by a stamp in its header (its position
+//! plus one), so a waiting receiver polls the one cache line the next record will be in.
+//! A record is either **inline** (its bytes are in the ring; at most [`Sender::max_record`] =
+//! `ring_bytes - 16` bytes, larger is [`ShmError::RecordTooLarge`] at the call) or a
+//! **descriptor** of a pool buffer (index, offset, length). Records are read in place:
+//! [`Receiver::recv`] returns a [`Record`] that borrows the ring and is consumed when dropped.
 //!
 //! Publication is batched: [`Sender::write`], [`Sender::write_with`] and [`Sender::write_buf`]
 //! stage records; [`Sender::flush`] publishes them all with one store and at most one wake-up.
@@ -99,17 +100,21 @@ mod endpoint;
 mod error;
 mod layout;
 mod pool;
+mod receiver;
 mod ring;
 mod segment;
+mod sender;
 mod shared;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener};
-pub use echo::{echo, EchoStats};
-pub use endpoint::{Endpoint, Receiver, Record, Sender, Side};
+pub use echo::{echo, echo_with, EchoStats};
+pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
+pub use receiver::{Receiver, Record};
+pub use sender::Sender;
 
 /// How often a waiting side checks that its peer is still alive.
 pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

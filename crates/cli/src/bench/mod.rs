@@ -4,6 +4,7 @@ mod args;
 mod floors;
 mod link_target;
 mod pingpong;
+mod report;
 mod reproduce;
 mod shm_target;
 mod suite;
@@ -34,6 +35,8 @@ enum BenchCmd {
     Rate(args::SuiteArgs),
     /// Rerun the seed papers' experiments; write a report with their figures beside today's.
     Reproduce(reproduce::ReproduceArgs),
+    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    Engine(crate::bench_engine::BenchEngineArgs),
 }
 
 /// Runs `offhost bench`.
@@ -45,6 +48,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Stream(a) => suite::run("stream", &a),
         BenchCmd::Rate(a) => suite::run("rate", &a),
         BenchCmd::Reproduce(a) => reproduce::run(&a),
+        BenchCmd::Engine(a) => crate::bench_engine::run(a),
     }
 }
 

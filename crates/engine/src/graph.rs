@@ -1,0 +1,368 @@
+//! Checking a parsed description against the registry and building the task graph.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::PipelineError;
+use crate::graph_checks::{check_cycles, check_pool_sizes};
+use crate::host::HostPorts;
+use crate::lang::{QueueRef, Spec, TaskLine};
+use crate::pool::PoolConfig;
+use crate::registry::{Args, Build, Registry, TaskInfo};
+use crate::task::{Priority, Task};
+
+/// One task of a checked graph.
+pub(crate) struct NodeTask {
+    pub(crate) name: String,
+    pub(crate) line: usize,
+    pub(crate) prio: Priority,
+    pub(crate) task: Box<dyn Task>,
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) outputs: Vec<usize>,
+    pub(crate) pools: Vec<Option<usize>>,
+}
+
+/// One queue of a checked graph.
+pub(crate) struct NodeQueue {
+    pub(crate) name: String,
+    pub(crate) reader: usize,
+    pub(crate) writers: Vec<usize>,
+}
+
+/// A checked graph, ready to start.
+pub(crate) struct Graph {
+    pub(crate) tasks: Vec<NodeTask>,
+    pub(crate) queues: Vec<NodeQueue>,
+    pub(crate) pools: Vec<PoolConfig>,
+    pub(crate) host: HostPorts,
+}
+
+pub(crate) struct QueueUse<'a> {
+    pub(crate) writers: Vec<(usize, &'a QueueRef)>,
+    pub(crate) reader: Option<(usize, &'a QueueRef)>,
+}
+
+struct PoolDecl {
+    shape: Option<(usize, usize)>,
+    line: usize,
+    col: usize,
+}
+
+fn check_ports(t: &TaskLine, info: &TaskInfo) -> Result<(), PipelineError> {
+    let check = |n: usize, (lo, hi): (usize, usize), what: &str| {
+        if n < lo || n > hi {
+            let want = if lo == hi {
+                format!("{lo}")
+            } else if hi == usize::MAX {
+                format!("at least {lo}")
+            } else {
+                format!("{lo} to {hi}")
+            };
+            Err(PipelineError::Ports {
+                line: t.line,
+                col: t.col,
+                task: t.command.clone(),
+                message: format!("takes {want} {what}, got {n}"),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    check(t.inputs.len(), info.inputs, "input queue(s) ('<name')")?;
+    check(t.outputs.len(), info.outputs, "output queue(s) ('>name')")
+}
+
+/// Bound arguments, the line's priority override and each argument's column.
+type Bound = (Args, Option<Priority>, HashMap<String, usize>);
+
+fn bind_args(t: &TaskLine, info: &TaskInfo) -> Result<Bound, PipelineError> {
+    let mut args = Args::default();
+    let mut cols = HashMap::new();
+    let mut prio = None;
+    let mut positional = info.args.iter();
+    let bad = |col: usize, message: String| PipelineError::BadArgument {
+        line: t.line,
+        col,
+        task: t.command.clone(),
+        message,
+    };
+    for a in &t.args {
+        let name = match &a.key {
+            Some(k) if k == "priority" => {
+                prio = Some(
+                    a.value
+                        .parse::<Priority>()
+                        .map_err(|e| bad(a.col, format!("priority={}: {e}", a.value)))?,
+                );
+                continue;
+            }
+            Some(k) => {
+                if !info.args.iter().any(|d| &d.name == k) {
+                    let known: Vec<_> = info.args.iter().map(|d| d.name.as_str()).collect();
+                    return Err(bad(
+                        a.col,
+                        format!(
+                            "unknown argument '{k}'; it takes: {}",
+                            if known.is_empty() {
+                                "no arguments".to_string()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    ));
+                }
+                k.clone()
+            }
+            None => match positional.next() {
+                Some(d) => d.name.clone(),
+                None => {
+                    return Err(bad(
+                        a.col,
+                        format!(
+                            "too many positional arguments ('{}'); it takes {}",
+                            a.value,
+                            info.args.len()
+                        ),
+                    ))
+                }
+            },
+        };
+        if cols.insert(name.clone(), a.col).is_some() {
+            return Err(bad(a.col, format!("argument '{name}' given twice")));
+        }
+        args.insert(name, a.value.clone());
+    }
+    for d in &info.args {
+        if args.get(&d.name).is_none() {
+            if let Some(def) = &d.default {
+                args.insert(d.name.clone(), def.clone());
+            } else if d.required {
+                return Err(bad(
+                    t.col,
+                    format!("missing argument {}=... ({})", d.name, d.doc),
+                ));
+            }
+        }
+    }
+    Ok((args, prio, cols))
+}
+
+/// Checks `spec` and builds the graph; nothing runs yet.
+pub(crate) fn build(spec: &Spec, registry: &Registry) -> Result<Graph, PipelineError> {
+    let mut infos = Vec::new();
+    for t in &spec.tasks {
+        let Some((info, _)) = registry.get(&t.command) else {
+            return Err(PipelineError::UnknownTask {
+                line: t.line,
+                col: t.col,
+                name: t.command.clone(),
+                known: registry.names(),
+            });
+        };
+        check_ports(t, info)?;
+        infos.push(info);
+    }
+
+    // Queues: one reader, at least one writer.
+    let mut uses: BTreeMap<&str, QueueUse> = BTreeMap::new();
+    for (i, t) in spec.tasks.iter().enumerate() {
+        for q in &t.outputs {
+            let u = uses.entry(&q.name).or_insert(QueueUse {
+                writers: vec![],
+                reader: None,
+            });
+            u.writers.push((i, q));
+        }
+        for q in &t.inputs {
+            let u = uses.entry(&q.name).or_insert(QueueUse {
+                writers: vec![],
+                reader: None,
+            });
+            if let Some((r, _)) = u.reader {
+                return Err(PipelineError::TwoReaders {
+                    line: q.line,
+                    col: q.col,
+                    queue: q.name.clone(),
+                    first: spec.tasks[r].line,
+                });
+            }
+            u.reader = Some((i, q));
+        }
+    }
+    // Report problems in text order.
+    let mut problems: Vec<PipelineError> = Vec::new();
+    for (name, u) in &uses {
+        if u.reader.is_none() {
+            let q = u.writers[0].1;
+            problems.push(PipelineError::NoReader {
+                line: q.line,
+                col: q.col,
+                queue: name.to_string(),
+            });
+        }
+        if u.writers.is_empty() {
+            let q = u.reader.expect("a queue is mentioned").1;
+            problems.push(PipelineError::NoWriter {
+                line: q.line,
+                col: q.col,
+                queue: name.to_string(),
+            });
+        }
+    }
+    if let Some(p) = problems.into_iter().min_by_key(|p| p.position()) {
+        return Err(p);
+    }
+    let qnames: Vec<&str> = uses.keys().copied().collect();
+    let qindex: HashMap<&str, usize> = qnames.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+
+    check_cycles(spec, &uses, &qindex)?;
+
+    // Free lists: declared once with a shape, possibly referenced elsewhere.
+    let mut decls: BTreeMap<String, PoolDecl> = BTreeMap::new();
+    let mut queue_pool: HashMap<&str, (String, usize, usize)> = HashMap::new();
+    for t in &spec.tasks {
+        for q in t.inputs.iter().chain(&t.outputs) {
+            let Some(p) = &q.pool else { continue };
+            if let Some((other, l, _)) = queue_pool.get(q.name.as_str()) {
+                if other != &p.name {
+                    return Err(PipelineError::PoolDeclaration {
+                        line: p.line,
+                        col: p.col,
+                        pool: p.name.clone(),
+                        message: format!(
+                            "queue '{}' already uses free list '{other}' (line {l})",
+                            q.name
+                        ),
+                    });
+                }
+            }
+            queue_pool.insert(&q.name, (p.name.clone(), p.line, p.col));
+            let d = decls.entry(p.name.clone()).or_insert(PoolDecl {
+                shape: None,
+                line: p.line,
+                col: p.col,
+            });
+            if let Some(s) = p.shape {
+                match d.shape {
+                    Some(old) if old != s => {
+                        return Err(PipelineError::PoolDeclaration {
+                            line: p.line,
+                            col: p.col,
+                            pool: p.name.clone(),
+                            message: format!(
+                                "declared as ({},{}) on line {} and as ({},{}) here",
+                                old.0, old.1, d.line, s.0, s.1
+                            ),
+                        })
+                    }
+                    Some(_) => {}
+                    None => {
+                        d.shape = Some(s);
+                        d.line = p.line;
+                        d.col = p.col;
+                    }
+                }
+            }
+        }
+    }
+    for (name, d) in &decls {
+        if d.shape.is_none() {
+            return Err(PipelineError::PoolDeclaration {
+                line: d.line,
+                col: d.col,
+                pool: name.clone(),
+                message: format!("never given a size; write {name}(count,size) once"),
+            });
+        }
+    }
+    let mut pools: Vec<(PoolConfig, usize, usize)> = decls
+        .iter()
+        .map(|(n, d)| {
+            let (c, s) = d.shape.expect("checked above");
+            (PoolConfig::new(n.clone(), c, s), d.line, d.col)
+        })
+        .collect();
+    let mut pool_index: HashMap<String, usize> = pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.0.name.clone(), i))
+        .collect();
+
+    // Pools of each task's outputs: allocating tasks get the declared one or a default.
+    let mut task_pools: Vec<Vec<Option<usize>>> = Vec::new();
+    for (i, t) in spec.tasks.iter().enumerate() {
+        let info = infos[i];
+        let mut v = Vec::new();
+        for q in &t.outputs {
+            let p = match queue_pool.get(q.name.as_str()) {
+                Some((pn, _, _)) => Some(pool_index[pn]),
+                None if info.allocates => {
+                    let name = format!("{}.pool", q.name);
+                    let idx = *pool_index.entry(name.clone()).or_insert_with(|| {
+                        pools.push((
+                            PoolConfig::new(name, info.default_pool.0, info.default_pool.1),
+                            q.line,
+                            q.col,
+                        ));
+                        pools.len() - 1
+                    });
+                    Some(idx)
+                }
+                None => None,
+            };
+            v.push(if info.allocates { p } else { None });
+        }
+        task_pools.push(v);
+    }
+    check_pool_sizes(spec, &infos, &task_pools, &pools, &uses)?;
+
+    // Build the tasks.
+    let mut host = HostPorts::default();
+    let mut tasks = Vec::new();
+    for (i, t) in spec.tasks.iter().enumerate() {
+        let info = infos[i];
+        let (args, prio, cols) = bind_args(t, info)?;
+        let (_, factory) = registry.get(&t.command).expect("looked up above");
+        let mut b = Build {
+            inputs: t.inputs.len(),
+            outputs: t.outputs.len(),
+            task_id: i,
+            host: &mut host,
+        };
+        let task = factory(&args, &mut b).map_err(|e| PipelineError::BadArgument {
+            line: t.line,
+            col: e
+                .arg
+                .as_ref()
+                .and_then(|a| cols.get(a).copied())
+                .unwrap_or(t.col),
+            task: t.command.clone(),
+            message: e.message,
+        })?;
+        tasks.push(NodeTask {
+            name: t.command.clone(),
+            line: t.line,
+            prio: prio.unwrap_or(info.priority),
+            task,
+            inputs: t.inputs.iter().map(|q| qindex[q.name.as_str()]).collect(),
+            outputs: t.outputs.iter().map(|q| qindex[q.name.as_str()]).collect(),
+            pools: task_pools[i].clone(),
+        });
+    }
+    let queues = qnames
+        .iter()
+        .map(|n| {
+            let u = &uses[n];
+            NodeQueue {
+                name: n.to_string(),
+                reader: u.reader.expect("checked").0,
+                writers: u.writers.iter().map(|w| w.0).collect(),
+            }
+        })
+        .collect();
+    Ok(Graph {
+        tasks,
+        queues,
+        pools: pools.into_iter().map(|p| p.0).collect(),
+        host,
+    })
+}

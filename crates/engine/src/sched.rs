@@ -1,0 +1,339 @@
+//! The scheduler: a few worker threads run many tasks.
+//!
+//! Each task has a small state machine (idle, scheduled, running, running-and-notified,
+//! done). Waking a task that is idle puts it on the run queue of its priority class; waking
+//! one that is running marks it notified so it runs again after its turn; waking one that is
+//! already scheduled costs one atomic load. Workers take tasks from the highest class first
+//! and sleep on a condition variable when there is nothing to run.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::SegQueue;
+
+pub(crate) use crate::slot::{TaskSlot, TaskStats};
+use crate::task::{Context, Status, Task, TaskError};
+
+/// Turns a panic payload into a task error.
+fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".into());
+    TaskError::Failed(format!("panicked: {msg}"))
+}
+
+const IDLE: u8 = 0;
+pub(crate) const SCHEDULED: u8 = 1;
+const RUNNING: u8 = 2;
+const NOTIFIED: u8 = 3;
+pub(crate) const DONE: u8 = 4;
+
+/// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer.
+#[derive(Clone)]
+pub(crate) struct Waker {
+    shared: Weak<Shared>,
+    id: usize,
+}
+
+impl Waker {
+    pub(crate) fn same_task(&self, other: &Waker) -> bool {
+        self.id == other.id && Weak::ptr_eq(&self.shared, &other.shared)
+    }
+
+    pub(crate) fn wake(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.wake(self.id);
+        }
+    }
+}
+
+/// The first task failure of a pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) task: String,
+    pub(crate) line: usize,
+    pub(crate) message: String,
+}
+
+pub(crate) struct Shared {
+    pub(crate) tasks: Vec<TaskSlot>,
+    runq: [SegQueue<usize>; 3],
+    sleepers: AtomicUsize,
+    idle_lock: Mutex<()>,
+    idle_cv: Condvar,
+    live: AtomicUsize,
+    finished: AtomicBool,
+    done_lock: Mutex<bool>,
+    done_cv: Condvar,
+    stop: AtomicBool,
+    pub(crate) failure: Mutex<Option<Failure>>,
+    batch: usize,
+}
+
+impl Shared {
+    pub(crate) fn new(tasks: Vec<TaskSlot>, batch: usize) -> Arc<Shared> {
+        let n = tasks.len();
+        let s = Arc::new(Shared {
+            tasks,
+            runq: [SegQueue::new(), SegQueue::new(), SegQueue::new()],
+            sleepers: AtomicUsize::new(0),
+            idle_lock: Mutex::new(()),
+            idle_cv: Condvar::new(),
+            live: AtomicUsize::new(n),
+            finished: AtomicBool::new(n == 0),
+            done_lock: Mutex::new(n == 0),
+            done_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            batch: batch.max(1),
+        });
+        for (id, t) in s.tasks.iter().enumerate() {
+            s.runq[t.prio as usize].push(id);
+        }
+        s
+    }
+
+    pub(crate) fn waker(self: &Arc<Self>, id: usize) -> Waker {
+        Waker {
+            shared: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Makes task `id` runnable if it is not already.
+    pub(crate) fn wake(&self, id: usize) {
+        let st = &self.tasks[id].state;
+        let mut s = st.load(Ordering::Acquire);
+        loop {
+            let next = match s {
+                IDLE => SCHEDULED,
+                RUNNING => NOTIFIED,
+                _ => return,
+            };
+            // AcqRel pairs with the CAS RUNNING->IDLE in `run_task`: either the worker sees
+            // NOTIFIED and runs the task again, or we see IDLE and schedule it.
+            match st.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    if next == SCHEDULED {
+                        self.push(id);
+                    }
+                    return;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    fn push(&self, id: usize) {
+        self.runq[self.tasks[id].prio as usize].push(id);
+        // Pairs with the SeqCst increment of `sleepers` in `worker`: either the sleeper sees
+        // the task on its last look, or we see it counted and notify it.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.idle_cv.notify_one();
+        }
+    }
+
+    fn pop(&self) -> Option<usize> {
+        self.runq.iter().find_map(|q| q.pop())
+    }
+
+    fn has_work(&self) -> bool {
+        self.runq.iter().any(|q| !q.is_empty())
+    }
+
+    /// Stops the sources: each ends its stream on its next turn, and end of stream flows
+    /// down the graph.
+    pub(crate) fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for (id, t) in self.tasks.iter().enumerate() {
+            if t.is_source() {
+                self.wake(id);
+            }
+        }
+    }
+
+    pub(crate) fn run_worker(self: &Arc<Self>) {
+        loop {
+            if let Some(id) = self.pop() {
+                self.run_task(id);
+                continue;
+            }
+            let mut spins = 0;
+            while spins < 200 && !self.has_work() && !self.is_finished() {
+                std::hint::spin_loop();
+                spins += 1;
+            }
+            if self.has_work() {
+                continue;
+            }
+            if self.is_finished() {
+                return;
+            }
+            let g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if !self.has_work() && !self.is_finished() {
+                let _ = self.idle_cv.wait_timeout(g, Duration::from_millis(200));
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn run_task(self: &Arc<Self>, id: usize) {
+        let slot = &self.tasks[id];
+        if slot
+            .state
+            .compare_exchange(SCHEDULED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return; // done meanwhile
+        }
+        let mut body = slot.body.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(task) = body.as_mut() else {
+            return;
+        };
+        let t0 = Instant::now();
+        let ends = (self.stopping() && slot.is_source())
+            || (!slot.outputs.is_empty() && slot.outputs.iter().all(|q| q.is_abandoned()));
+        let result = if ends {
+            Ok(Status::Done)
+        } else {
+            let mut cx = Context {
+                shared: self,
+                slot,
+                id,
+                budget: self.batch,
+                yielded: false,
+                bufs_in: 0,
+                bytes_in: 0,
+                bufs_out: 0,
+                bytes_out: 0,
+            };
+            // A panicking task fails like one returning an error: the pipeline drains and
+            // ends instead of hanging with a dead worker.
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&mut cx)))
+                .unwrap_or_else(|p| Err(panicked(p.as_ref())));
+            let c = &slot.counters;
+            c.bufs_in.fetch_add(cx.bufs_in, Ordering::Relaxed);
+            c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
+            c.bufs_out.fetch_add(cx.bufs_out, Ordering::Relaxed);
+            c.bytes_out.fetch_add(cx.bytes_out, Ordering::Relaxed);
+            match r {
+                Ok(Status::Blocked) if cx.yielded => Ok(Status::Progress),
+                r => r,
+            }
+        };
+        slot.counters.runs.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(Status::Progress) => {
+                drop(body);
+                slot.counters.add_busy(t0);
+                slot.state.store(SCHEDULED, Ordering::Release);
+                self.push(id);
+            }
+            Ok(Status::Blocked) => {
+                drop(body);
+                slot.counters.add_busy(t0);
+                if slot
+                    .state
+                    .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // NOTIFIED while running: run again.
+                    slot.state.store(SCHEDULED, Ordering::Release);
+                    self.push(id);
+                }
+            }
+            Ok(Status::Done) => self.finish(id, body, None, t0),
+            Err(e) => self.finish(id, body, Some(e), t0),
+        }
+    }
+
+    fn finish(
+        self: &Arc<Self>,
+        id: usize,
+        mut body: std::sync::MutexGuard<'_, Option<Box<dyn Task>>>,
+        err: Option<TaskError>,
+        t0: Instant,
+    ) {
+        let slot = &self.tasks[id];
+        let mut task = body.take().expect("a running task has a body");
+        let fin = std::panic::catch_unwind(AssertUnwindSafe(|| task.finish()))
+            .unwrap_or_else(|p| Err(panicked(p.as_ref())));
+        *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
+        drop(task);
+        slot.state.store(DONE, Ordering::Release);
+        drop(body);
+        slot.counters.add_busy(t0);
+        if let Some(e) = err.or(fin.err()) {
+            tracing::warn!(task = %slot.name, line = slot.line, error = %e, "task failed");
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.is_none() {
+                *f = Some(Failure {
+                    task: slot.name.clone(),
+                    line: slot.line,
+                    message: e.to_string(),
+                });
+            }
+            drop(f);
+            self.request_stop();
+        }
+        for q in &slot.outputs {
+            if q.close_writer() {
+                self.wake(q.reader);
+            }
+        }
+        for q in &slot.inputs {
+            q.abandon();
+            for &w in &q.writers {
+                self.wake(w);
+            }
+        }
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finished.store(true, Ordering::Release);
+            {
+                let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.idle_cv.notify_all();
+            }
+            let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+            *d = true;
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// Waits until every task has finished, or `timeout` passes; returns whether finished.
+    pub(crate) fn wait_finished(&self, timeout: Option<Duration>) -> bool {
+        let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        while !*d {
+            match deadline {
+                None => d = self.done_cv.wait(d).unwrap_or_else(|e| e.into_inner()),
+                Some(dl) => {
+                    let now = Instant::now();
+                    if now >= dl {
+                        return false;
+                    }
+                    d = self
+                        .done_cv
+                        .wait_timeout(d, dl - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        true
+    }
+}
