@@ -14,6 +14,7 @@ use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
@@ -233,7 +234,16 @@ impl FifoRun {
         // was started for) makes its receive fail and its loop return.
         let f = &*self.host.tx;
         let slot = &f.slots[self.host.w];
-        f.wait(|| slot.count.load(Ordering::Acquire) == 0);
+        // A peer stuck elsewhere (it never is in a finished run) must not hang the host:
+        // give it a second to drain the slot, else leave the thread detached.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while slot.count.load(Ordering::Acquire) != 0 {
+            if Instant::now() > deadline {
+                self.thread.take();
+                return;
+            }
+            std::thread::yield_now();
+        }
         slot.count.store(usize::MAX, Ordering::Release);
         f.wake(&f.reader);
         if let Some(t) = self.thread.take() {
