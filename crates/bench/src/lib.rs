@@ -7,5 +7,13 @@
 
 pub mod affinity;
 pub mod cpu;
+pub mod fit;
 pub mod floors;
+pub mod peers;
+pub mod plot;
+pub mod report;
+pub mod reproduce;
+pub mod run;
+pub mod samples;
+pub mod sizes;
 pub mod stats;

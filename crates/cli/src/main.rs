@@ -30,7 +30,7 @@ enum Command {
     Version,
     /// Echo engine: reflect every record back (the seed's nrate).
     Echo(echo::EchoArgs),
-    /// Benchmarks: floors, pingpong, engine.
+    /// Benchmarks: floors, pingpong, exchange, stream, rate, reproduce, engine.
     Bench(bench::BenchArgs),
     /// The engine daemon: hosts submit pipelines and connect to their channels.
     Engine(engine_cmd::EngineArgs),

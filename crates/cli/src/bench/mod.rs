@@ -1,8 +1,14 @@
 //! `offhost bench ...`: measurements, each printed as a table or, with `--json`, as JSON.
 
+mod args;
 mod floors;
+mod link_target;
 mod pingpong;
 mod report;
+mod reproduce;
+mod shm_target;
+mod suite;
+mod targets;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -20,6 +26,15 @@ enum BenchCmd {
     Floors(floors::FloorsArgs),
     /// One-way latency and throughput against the echo engine, per record size.
     Pingpong(pingpong::PingpongArgs),
+    /// Comms2 over every transport and peer: both sides send at once; recorded time = a
+    /// quarter of a two-step exchange.
+    Exchange(args::SuiteArgs),
+    /// A window of messages in flight, then an acknowledgement (like osu_bw).
+    Stream(args::SuiteArgs),
+    /// Short-message rate: a stream of small messages, in messages per second.
+    Rate(args::SuiteArgs),
+    /// Rerun the seed papers' experiments; write a report with their figures beside today's.
+    Reproduce(reproduce::ReproduceArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(crate::bench_engine::BenchEngineArgs),
 }
@@ -29,6 +44,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.cmd {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
+        BenchCmd::Exchange(a) => suite::run("exchange", &a),
+        BenchCmd::Stream(a) => suite::run("stream", &a),
+        BenchCmd::Rate(a) => suite::run("rate", &a),
+        BenchCmd::Reproduce(a) => reproduce::run(&a),
         BenchCmd::Engine(a) => crate::bench_engine::run(a),
     }
 }

@@ -1,0 +1,179 @@
+//! End-to-end runs of the bench suite's subcommands on tiny sizes: each emits the contract
+//! keys. No test asserts a timing.
+
+use std::process::Command;
+
+fn offhost(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_offhost"))
+        .args(args)
+        .output()
+        .expect("run offhost");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const CONTRACT: [&str; 7] = [
+    "bench",
+    "transport",
+    "mode",
+    "size",
+    "one_way_ns_median",
+    "one_way_ns_p99",
+    "mb_per_s",
+];
+
+fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec![
+        "bench", bench, "--sizes", "8,64", "--reps", "small", "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = offhost(&args);
+    assert!(ok, "{bench} failed: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{bench}: not JSON ({e}): {stdout}"));
+    v.as_array().expect("array of rows").clone()
+}
+
+#[test]
+fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
+    for bench in ["exchange", "stream", "rate"] {
+        let rows = json_rows(bench, &[]);
+        let targets = [
+            ("shm", "poll"),
+            ("shm", "block"),
+            ("shm", "adaptive"),
+            ("tcp", "-"),
+            ("unix", "-"),
+            ("mem", "-"),
+            ("shm-link", "-"),
+            ("pipe-raw", "-"),
+            ("unix-raw", "-"),
+            ("tcp-raw", "-"),
+            ("crossbeam", "-"),
+        ];
+        assert_eq!(rows.len(), targets.len() * 2, "{bench}: {rows:?}");
+        for (peer, mode) in targets {
+            for size in [8, 64] {
+                let row = rows
+                    .iter()
+                    .find(|r| r["transport"] == peer && r["mode"] == mode && r["size"] == size)
+                    .unwrap_or_else(|| panic!("{bench}: no row for {peer} {mode} {size}"));
+                assert_eq!(row["bench"], bench);
+                for k in CONTRACT {
+                    assert!(row.get(k).is_some(), "{bench} {peer}: missing {k}");
+                }
+                assert!(row["one_way_ns_median"].as_f64().unwrap() > 0.0);
+                assert!(row["msgs_per_s"].as_f64().unwrap() > 0.0);
+                assert!(row.get("wakeups_per_msg").is_some());
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_flag_adds_load_columns() {
+    let rows = json_rows("exchange", &["--transport", "unix-raw", "--cpu"]);
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        for k in ["cpu_load_host", "cpu_load_engine"] {
+            let v = r[k].as_f64().unwrap_or_else(|| panic!("missing {k}: {r}"));
+            assert!((0.0..=1.0).contains(&v), "{k} = {v}");
+        }
+    }
+}
+
+#[test]
+fn fit_adds_t0_r_inf_n_half_per_transport() {
+    let (ok, stdout, stderr) = offhost(&[
+        "bench",
+        "exchange",
+        "--sizes",
+        "8,64,4096",
+        "--reps",
+        "small",
+        "--transport",
+        "crossbeam,tcp-raw",
+        "--fit",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 6);
+    let fits = v["fit"].as_array().unwrap();
+    assert_eq!(fits.len(), 2);
+    for f in fits {
+        assert!(
+            f.get("t0_ns").is_some() && f.get("n_half_bytes").is_some(),
+            "{f}"
+        );
+        assert!(f.get("r_inf_mb_per_s").is_some(), "{f}");
+    }
+}
+
+#[test]
+fn csv_table_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let (ok, stdout, stderr) = offhost(&[
+        "bench",
+        "stream",
+        "--sizes",
+        "8,64",
+        "--reps",
+        "small",
+        "--transport",
+        "pipe-raw",
+        "--csv",
+        "--plot",
+        plots.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("bench,transport,mode,size,"),
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 3);
+    for f in ["stream-throughput.svg", "stream-latency.svg"] {
+        let svg = std::fs::read_to_string(plots.join(f)).unwrap();
+        assert!(svg.contains("pipe-raw"), "{f}");
+    }
+    let (ok, table, _) = offhost(&[
+        "bench",
+        "exchange",
+        "--sizes",
+        "8",
+        "--reps",
+        "small",
+        "--transport",
+        "crossbeam",
+    ]);
+    assert!(ok);
+    assert!(table.starts_with("bench"), "{table}");
+    assert!(table.contains("exchange  crossbeam"), "{table}");
+}
+
+#[test]
+fn bad_flags_say_what_is_wrong() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["bench", "exchange", "--sizes", "8,x"], "bad size"),
+        (&["bench", "stream", "--sizes", "6..64"], "bad range"),
+        (
+            &["bench", "exchange", "--transport", "carrier-pigeon"],
+            "unknown",
+        ),
+        (&["bench", "rate", "--reps", "forever"], "--reps"),
+        (
+            &["bench", "stream", "--mode", "sometimes"],
+            "unknown doorbell mode",
+        ),
+    ];
+    for (args, want) in cases {
+        let (ok, _, stderr) = offhost(args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
