@@ -132,7 +132,7 @@ struct ReconArgs {
     /// Output PNG.
     #[arg(long)]
     png: PathBuf,
-    /// fbp or mlem.
+    /// fbp, fbp-hann or mlem.
     #[arg(long, default_value = "fbp")]
     method: String,
     /// MLEM iterations.
@@ -400,8 +400,9 @@ fn recon_cmd(a: ReconArgs) -> anyhow::Result<()> {
     let (sino, flags) = sinofile::decode(&bytes).with_context(|| a.sino.display().to_string())?;
     let method = match a.method.as_str() {
         "fbp" => Method::Fbp,
+        "fbp-hann" => Method::FbpHann,
         "mlem" => Method::Mlem(a.iterations),
-        other => bail!("--method {other}: expected fbp or mlem"),
+        other => bail!("--method {other}: expected fbp, fbp-hann or mlem"),
     };
     let t = Instant::now();
     let vol = recon::reconstruct(&sino, method, flags.detector_pairs);

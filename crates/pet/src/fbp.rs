@@ -25,6 +25,12 @@ pub fn ramp_kernel(len: usize) -> Vec<f64> {
 /// transform of the spatial kernel wrapped circularly, as `iradon` does; since the padding is
 /// at least twice the data, this equals the direct linear convolution with [`ramp_kernel`].
 pub fn ramp_filter(sino: &[f32], views: usize, bins: usize) -> Vec<f32> {
+    filter(sino, views, bins, false)
+}
+
+/// [`ramp_filter`], optionally apodised by a Hann window (`0.5 + 0.5 cos(2 pi f)` over the
+/// padded frequencies, as `iradon`'s `filter_name="hann"`), which trades resolution for noise.
+pub fn filter(sino: &[f32], views: usize, bins: usize, hann: bool) -> Vec<f32> {
     use rustfft::num_complex::Complex;
     let size = (2 * bins).next_power_of_two().max(64);
     let mut planner = rustfft::FftPlanner::<f64>::new();
@@ -35,6 +41,12 @@ pub fn ramp_filter(sino: &[f32], views: usize, bins: usize) -> Vec<f32> {
         .map(|k| Complex::new(h[k.min(size - k)], 0.0))
         .collect();
     fwd.process(&mut kernel);
+    if hann {
+        for (k, c) in kernel.iter_mut().enumerate() {
+            let f = k.min(size - k) as f64 / size as f64;
+            *c *= 0.5 + 0.5 * (2.0 * std::f64::consts::PI * f).cos();
+        }
+    }
     let mut out = vec![0f32; views * bins];
     let mut buf = vec![Complex::new(0.0, 0.0); size];
     for v in 0..views {
@@ -80,8 +92,13 @@ pub fn ramp_filter_direct(sino: &[f32], views: usize, bins: usize) -> Vec<f32> {
 
 /// Reconstructs one `views x bins` sinogram into an `n x n` image (pixel = bin size).
 pub fn fbp(sino: &[f32], views: usize, bins: usize, n: usize) -> Vec<f32> {
+    fbp_with(sino, views, bins, n, false)
+}
+
+/// [`fbp`] with the ramp optionally apodised by a Hann window.
+pub fn fbp_with(sino: &[f32], views: usize, bins: usize, n: usize, hann: bool) -> Vec<f32> {
     assert_eq!(sino.len(), views * bins, "sinogram is views x bins");
-    let filtered = ramp_filter(sino, views, bins);
+    let filtered = filter(sino, views, bins, hann);
     let p = Projector::new(n, views, bins);
     let mut img = vec![0f32; n * n];
     p.back(&filtered, &mut img);

@@ -11,6 +11,8 @@ use crate::volume::Volume;
 pub enum Method {
     /// Filtered backprojection (ramp filter).
     Fbp,
+    /// Filtered backprojection with a Hann-apodised ramp (smoother, for display).
+    FbpHann,
     /// MLEM with the given number of iterations.
     Mlem(usize),
 }
@@ -69,6 +71,7 @@ pub fn reconstruct_planes(planes: &[Vec<f32>], s: &Scanner, method: Method) -> V
                 for (p, o) in ps.iter().zip(os.iter_mut()) {
                     *o = match method {
                         Method::Fbp => crate::fbp::fbp(p, views, bins, n),
+                        Method::FbpHann => crate::fbp::fbp_with(p, views, bins, n, true),
                         Method::Mlem(it) => crate::mlem::mlem(p, views, bins, n, it),
                     };
                 }

@@ -55,7 +55,16 @@ impl Volume {
         let mip_h = (self.slices as f64 * stretch).round() as usize;
         let width = cols * n;
         let height = rows * n + 4 + mip_h;
-        let max = self.data.iter().cloned().fold(0f32, f32::max).max(1e-12);
+        // Grey levels up to the 99.9th percentile of the positive values, so a few noisy
+        // voxels (edge slices, where few ring pairs contribute) do not darken the rest.
+        let mut pos: Vec<f32> = self.data.iter().copied().filter(|v| *v > 0.0).collect();
+        let max = if pos.is_empty() {
+            1.0
+        } else {
+            let k = ((pos.len() - 1) as f64 * 0.999) as usize;
+            *pos.select_nth_unstable_by(k, f32::total_cmp).1
+        }
+        .max(1e-12);
         let grey = |v: f32| ((v.max(0.0) / max).min(1.0) * 255.0).round() as u8;
         let mut px = vec![0u8; width * height];
         for k in 0..self.slices {

@@ -77,7 +77,7 @@ pub(super) fn register(r: &mut Registry) {
             "recon",
             "reconstructs the last sinogram it receives (single-slice rebinning, then 2D FBP or MLEM) and writes a PNG of the slices and a maximum-intensity projection",
         )
-        .arg("method", "fbp", "fbp or mlem")
+        .arg("method", "fbp", "fbp, fbp-hann or mlem")
         .arg("iterations", "10", "MLEM iterations")
         .arg("columns", "8", "slices per row in the PNG")
         .required("png", "output PNG path")
@@ -85,11 +85,12 @@ pub(super) fn register(r: &mut Registry) {
         |a: &Args, _: &mut Build<'_>| {
             let method = match a.get("method").unwrap_or("fbp") {
                 "fbp" => Method::Fbp,
+                "fbp-hann" => Method::FbpHann,
                 "mlem" => Method::Mlem(a.parse("iterations")?),
                 other => {
                     return Err(ArgError::new(
                         "method",
-                        format!("method={other}: expected fbp or mlem"),
+                        format!("method={other}: expected fbp, fbp-hann or mlem"),
                     ))
                 }
             };
