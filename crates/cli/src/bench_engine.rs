@@ -7,7 +7,8 @@
 //!   `null` over 64 KiB buffers; `memcpy_gb_per_s` copies the same bytes between 64 KiB
 //!   buffers of a working set the size of the pool.
 //! - `audio_*`: `examples/audio.ion` over a long stream (default 600 s of audio): real-time
-//!   factor and resident memory sampled while it runs.
+//!   factor by wall clock and by CPU time (user + system of the whole process, which on a
+//!   shared machine is the steadier figure), and resident memory sampled while it runs.
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ struct Report {
     audio_seconds: f64,
     audio_elapsed_s: f64,
     audio_realtime_factor: f64,
+    audio_cpu_s: f64,
+    audio_realtime_factor_cpu: f64,
     audio_rss_kib_start: u64,
     audio_rss_kib_max: u64,
     audio_rss_kib_end: u64,
@@ -64,6 +67,22 @@ fn rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+/// CPU time (user + system) of this process so far, in seconds, from /proc/self/stat
+/// (clock ticks of 1/100 s).
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which may contain spaces) start at ')'.
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = f.get(11)?.parse().ok()?;
+            let stime: f64 = f.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn time_pipeline(text: &str, cfg: &EngineConfig) -> anyhow::Result<f64> {
@@ -105,11 +124,10 @@ fn memcpy_gb_per_s(bytes: u64, size: usize, count: usize) -> f64 {
     bytes as f64 / dt / 1e9
 }
 
-fn audio(
-    seconds: f64,
-    cfg: &EngineConfig,
-    bar: &ProgressBar,
-) -> anyhow::Result<(f64, u64, u64, u64)> {
+/// Wall seconds, CPU seconds, RSS at start, max and end (KiB).
+type AudioRun = (f64, f64, u64, u64, u64);
+
+fn audio(seconds: f64, cfg: &EngineConfig, bar: &ProgressBar) -> anyhow::Result<AudioRun> {
     let dir = tempfile::tempdir()?;
     let wav = dir.path().join("loudspeaker.wav");
     let text = AUDIO_ION
@@ -133,6 +151,7 @@ fn audio(
     });
     let rss_start = rss_kib();
     let mut rss_max = rss_start;
+    let cpu0 = cpu_s();
     let t0 = Instant::now();
     while !run.wait_timeout(Duration::from_millis(50)) {
         rss_max = rss_max.max(rss_kib());
@@ -141,9 +160,10 @@ fn audio(
     let dt = t0.elapsed().as_secs_f64();
     run.wait().map_err(|e| anyhow!("{e}"))?;
     let bytes = sink.join().map_err(|_| anyhow!("host reader panicked"))?;
+    let cpu = cpu_s() - cpu0;
     anyhow::ensure!(bytes > 0, "no mu-law output");
     let rss_end = rss_kib();
-    Ok((dt, rss_start, rss_max.max(rss_end), rss_end))
+    Ok((dt, cpu, rss_start, rss_max.max(rss_end), rss_end))
 }
 
 /// Runs the benchmark and prints the figures.
@@ -184,7 +204,7 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
         .fold(0.0, f64::max);
     bar.inc(1);
     bar.set_message(format!("audio, {} s of stream", args.audio_seconds));
-    let (dt, rs, rm, re) = audio(args.audio_seconds, &cfg, &bar)?;
+    let (dt, cpu, rs, rm, re) = audio(args.audio_seconds, &cfg, &bar)?;
     bar.inc(1);
     bar.finish_and_clear();
 
@@ -199,6 +219,8 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
         audio_seconds: args.audio_seconds,
         audio_elapsed_s: dt,
         audio_realtime_factor: args.audio_seconds / dt,
+        audio_cpu_s: cpu,
+        audio_realtime_factor_cpu: args.audio_seconds / cpu.max(0.01),
         audio_rss_kib_start: rs,
         audio_rss_kib_max: rm,
         audio_rss_kib_end: re,
@@ -217,6 +239,10 @@ pub fn run(args: BenchEngineArgs) -> anyhow::Result<()> {
         println!(
             "audio example           {:.0}x real time ({} s of audio in {:.2} s)",
             r.audio_realtime_factor, r.audio_seconds, r.audio_elapsed_s
+        );
+        println!(
+            "audio, per CPU second   {:.0}x real time ({:.2} s of CPU)",
+            r.audio_realtime_factor_cpu, r.audio_cpu_s
         );
         println!(
             "resident memory         start {} KiB, max {} KiB, end {} KiB",

@@ -3,10 +3,16 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bench_engine;
 mod bench_nbd;
+mod bench_pet;
+mod channel_cmds;
+mod echo;
+mod engine_cmd;
 mod engine_table;
 mod nbd_cmd;
+mod pet_cmd;
 mod run_cmd;
 mod tasks_cmd;
 
@@ -22,14 +28,33 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
+    /// Echo engine: reflect every record back (the seed's nrate).
+    Echo(echo::EchoArgs),
+    /// Benchmarks: floors, pingpong, engine.
+    Bench(bench::BenchArgs),
+    /// The engine daemon: hosts submit pipelines and connect to their channels.
+    Engine(engine_cmd::EngineArgs),
+    /// Submit a pipeline to an engine daemon (or query or stop one).
+    Submit(engine_cmd::SubmitArgs),
     /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
     Nbd(nbd_cmd::NbdArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
     /// List the tasks a pipeline may use, with their arguments.
     Tasks(tasks_cmd::TasksArgs),
-    /// Measure the engine: hop cost, 4-stage chain vs memcpy, the audio example.
-    BenchEngine(bench_engine::BenchEngineArgs),
+    /// Send stdin to an engine's channel (like writing /dev/tlw0).
+    Send(channel_cmds::SendArgs),
+    /// Write an engine's channel to stdout (like reading /dev/tlr0).
+    Recv(channel_cmds::RecvArgs),
+    /// Stdin through an engine's channel to stdout, both ways at once.
+    Cat(channel_cmds::CatArgs),
+    /// PET acquisition: simulate, inspect, histogram, reconstruct, run, bench.
+    Pet(pet_cmd::PetArgs),
+}
+
+/// The tasks every pipeline may use: the engine's built-ins and the PET tasks.
+fn registry() -> offhost_engine::Registry {
+    offhost_pet::tasks::registry()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,9 +68,16 @@ fn main() -> anyhow::Result<()> {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
+        Command::Echo(args) => echo::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Engine(a) => engine_cmd::engine(a, registry()),
+        Command::Submit(a) => engine_cmd::submit(a),
         Command::Nbd(a) => nbd_cmd::run(a),
-        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
-        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
-        Command::BenchEngine(a) => bench_engine::run(a),
+        Command::Run(a) => run_cmd::run(a, &registry()),
+        Command::Tasks(a) => tasks_cmd::run(a, &registry()),
+        Command::Send(args) => channel_cmds::send(args),
+        Command::Recv(args) => channel_cmds::recv(args),
+        Command::Cat(args) => channel_cmds::cat(args),
+        Command::Pet(a) => pet_cmd::run(a),
     }
 }

@@ -234,14 +234,20 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         ),
         Err(e) => return Err(e.into()),
     };
+    // Write errors (a closed pipe, say) end the command with an error, not a panic.
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        writeln!(
+            std::io::stdout(),
+            "{}",
+            serde_json::to_string_pretty(&stats)?
+        )?;
     } else if stdout_data == 1 {
-        eprint!("{}", render(&stats));
+        write!(std::io::stderr(), "{}", render(&stats))?;
     } else {
-        print!("{}", render(&stats));
+        let mut o = std::io::stdout().lock();
+        write!(o, "{}", render(&stats))?;
         for (n, p) in &outs {
-            println!("host-out '{n}' -> {p}");
+            writeln!(o, "host-out '{n}' -> {p}")?;
         }
     }
     match failure {

@@ -227,3 +227,78 @@ fn tasks_lists_builtins_with_arguments() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("known tasks"));
 }
+
+/// Kills the daemon child when the test ends, however it ends.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn engine_daemon_runs_submitted_pipelines() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("tcp:127.0.0.1:{port}");
+    let _d = Daemon(
+        offhost()
+            .current_dir(dir.path())
+            .args(["engine", "--listen", &url])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ion = repo_root().join("examples/audio.ion");
+    // The daemon needs a moment to listen; retry the connection for a bounded time.
+    let mut o = None;
+    for _ in 0..50 {
+        let r = run_in(
+            dir.path(),
+            &[
+                "submit",
+                "--engine",
+                &url,
+                ion.to_str().unwrap(),
+                "--out",
+                "host=phone.ul",
+            ],
+        );
+        if r.status.success() || !text(&r.stderr).contains("connect to") {
+            o = Some(r);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let o = o.expect("the daemon never accepted a connection");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("finished"), "{}", text(&o.stdout));
+    let ul = std::fs::metadata(dir.path().join("phone.ul"))
+        .unwrap()
+        .len();
+    assert!((80_000..80_100).contains(&ul), "{ul}");
+    // A bad pipeline is refused with its position; the daemon keeps serving.
+    let bad = write(dir.path(), "bad.ion", "tone >a\nnull <b\n");
+    let o = run_in(
+        dir.path(),
+        &["submit", "--engine", &url, bad.to_str().unwrap()],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("line 1, column 7: queue 'a' is written but no task reads it"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run_in(dir.path(), &["submit", "--engine", &url, "--list"]);
+    assert!(
+        o.status.success() && text(&o.stdout).contains("\"finished\""),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::PipelineError;
 use crate::graph::{self, Graph};
@@ -207,7 +207,7 @@ impl Built {
 }
 
 /// Statistics of a pipeline at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
     /// Seconds since start.
     pub elapsed_s: f64,

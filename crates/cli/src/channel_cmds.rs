@@ -1,0 +1,161 @@
+//! `offhost send`, `offhost recv`, `offhost cat` (the seed's /dev/tlw0 and /dev/tlr0 in shell
+//! pipelines) and the channel echo engine behind `offhost echo`.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use offhost_link::{ChannelOptions, SendMode, Server, Session};
+
+/// Channel options shared by the three commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChannelFlags {
+    /// Channel name (1 to 255 bytes).
+    #[arg(long)]
+    channel: String,
+    /// Packet size in bytes: a power of two from 8 to 65536.
+    #[arg(long, default_value_t = 16384)]
+    packet_size: usize,
+    /// Receive buffer per direction, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    buffer: u32,
+    /// Largest message in bytes (at most the receive buffer); input is cut into messages of
+    /// this size.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_message: u64,
+    /// Synchronous sends: each message waits until the engine has taken it.
+    #[arg(long)]
+    sync: bool,
+}
+
+impl ChannelFlags {
+    fn options(&self) -> ChannelOptions {
+        ChannelOptions {
+            packet_size: self.packet_size,
+            recv_buffer: self.buffer,
+            max_message: self.max_message,
+            send_mode: if self.sync {
+                SendMode::Sync
+            } else {
+                SendMode::Async
+            },
+        }
+    }
+}
+
+/// Arguments of `offhost send`.
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    #[arg(long)]
+    to: String,
+    #[command(flatten)]
+    flags: ChannelFlags,
+}
+
+/// Arguments of `offhost recv`.
+#[derive(clap::Args, Debug)]
+pub struct RecvArgs {
+    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    #[arg(long)]
+    from: String,
+    #[command(flatten)]
+    flags: ChannelFlags,
+}
+
+/// Arguments of `offhost cat`.
+#[derive(clap::Args, Debug)]
+pub struct CatArgs {
+    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    #[arg(long)]
+    via: String,
+    #[command(flatten)]
+    flags: ChannelFlags,
+}
+
+fn open(url: &str, flags: &ChannelFlags) -> Result<(Session, offhost_link::Channel)> {
+    let session = Session::connect(url).with_context(|| format!("connect to {url}"))?;
+    let ch = session
+        .open(&flags.channel, flags.options())
+        .with_context(|| format!("open channel {:?} on {url}", flags.channel))?;
+    Ok((session, ch))
+}
+
+/// Copies stdin into the channel as messages, then ends the stream.
+fn pump_in(ch: &offhost_link::Channel) -> Result<u64> {
+    let mut w = ch.writer();
+    let n =
+        std::io::copy(&mut std::io::stdin().lock(), &mut w).context("send stdin to the channel")?;
+    w.finish().context("end the channel's stream")?;
+    Ok(n)
+}
+
+/// `offhost send`: stdin to the channel; whatever the engine sends back is discarded.
+pub fn send(args: SendArgs) -> Result<()> {
+    let (session, ch) = open(&args.to, &args.flags)?;
+    std::thread::scope(|s| {
+        // Drain the other direction so the engine never waits on us.
+        let drain = s.spawn(|| while let Ok(Some(_)) = ch.recv() {});
+        let r = pump_in(&ch);
+        session.close();
+        let _ = drain.join();
+        r
+    })?;
+    Ok(())
+}
+
+/// `offhost recv`: the channel's messages to stdout until the engine ends the stream.
+pub fn recv(args: RecvArgs) -> Result<()> {
+    let (session, ch) = open(&args.from, &args.flags)?;
+    ch.close().context("end our direction of the channel")?;
+    let mut out = std::io::stdout().lock();
+    while let Some(m) = ch.recv().context("receive from the channel")? {
+        out.write_all(&m).context("write stdout")?;
+    }
+    out.flush().context("write stdout")?;
+    session.close();
+    Ok(())
+}
+
+/// `offhost cat`: stdin to the channel and the channel to stdout, at the same time.
+pub fn cat(args: CatArgs) -> Result<()> {
+    let (session, ch) = open(&args.via, &args.flags)?;
+    std::thread::scope(|s| -> Result<()> {
+        let input = s.spawn(|| pump_in(&ch));
+        let mut out = std::io::stdout().lock();
+        let mut r = ch.reader();
+        let copied = std::io::copy(&mut r, &mut out).context("copy the channel to stdout");
+        out.flush().context("write stdout")?;
+        input
+            .join()
+            .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
+        copied?;
+        Ok(())
+    })?;
+    session.close();
+    Ok(())
+}
+
+/// Serves the channel echo at `url`: every message of every channel of every host comes back
+/// on the same channel; with `once`, after the first host leaves, exit.
+pub fn serve_echo(url: &str, once: bool) -> Result<()> {
+    let server = Server::bind(url).with_context(|| format!("listen on {url}"))?;
+    eprintln!("echo: serving channels on {}", server.url());
+    if !once {
+        offhost_link::serve_echo(&server)?;
+        return Ok(());
+    }
+    let session = server.accept().context("accept a host")?;
+    let mut n = 0;
+    std::thread::scope(|s| {
+        while let Ok(ch) = session.accept() {
+            n += 1;
+            s.spawn(move || {
+                if let Err(e) = offhost_link::echo_channel(&ch) {
+                    eprintln!("echo: channel {:?}: {e}", ch.name());
+                }
+            });
+        }
+    });
+    eprintln!("echo: host left after {n} channels");
+    Ok(())
+}

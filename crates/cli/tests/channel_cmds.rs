@@ -1,0 +1,229 @@
+//! End-to-end tests of `offhost send`, `offhost recv`, `offhost cat` and the channel echo,
+//! running the real binary against real engines over tcp, unix and shm.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use offhost_link::{Server, Session};
+
+const BIN: &str = env!("CARGO_BIN_EXE_offhost");
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    // xorshift: deterministic, no extra dependency
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// `offhost echo --listen URL`; returns the child and the URL it reports.
+fn echo_engine(url: &str) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args(["echo", "--listen", url])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start offhost echo");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let served = line
+        .trim()
+        .strip_prefix("echo: serving channels on ")
+        .unwrap_or_else(|| panic!("unexpected first line from echo: {line:?}"))
+        .to_owned();
+    (child, served)
+}
+
+fn run_with_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&input).unwrap();
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn urls(dir: &std::path::Path) -> Vec<String> {
+    vec![
+        "tcp:127.0.0.1:0".to_owned(),
+        format!("unix:{}", dir.join("echo.sock").display()),
+        format!("shm:{}", dir.join("echo-shm.sock").display()),
+    ]
+}
+
+#[test]
+fn cat_through_the_echo_engine_is_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in urls(dir.path()) {
+        let (mut engine, served) = echo_engine(&url);
+        for (len, seed) in [(0usize, 1u64), (1, 2), (5 << 20 | 777, 3)] {
+            let data = random(len, seed);
+            let out = run_with_stdin(&["cat", "--via", &served, "--channel", "cat"], &data);
+            assert!(
+                out.status.success(),
+                "{served}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                out.stdout.len(),
+                data.len(),
+                "{served}: length for {len} bytes"
+            );
+            assert!(out.stdout == data, "{served}: bytes differ for {len} bytes");
+        }
+        // Small packets and messages, and synchronous sends, carry the same bytes.
+        let data = random(100_000, 4);
+        let out = run_with_stdin(
+            &[
+                "cat",
+                "--via",
+                &served,
+                "--channel",
+                "small",
+                "--packet-size",
+                "8",
+                "--buffer",
+                "4096",
+                "--max-message",
+                "1000",
+                "--sync",
+            ],
+            &data,
+        );
+        assert!(
+            out.status.success(),
+            "{served}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout == data, "{served}: small-packet bytes differ");
+        engine.kill().unwrap();
+        engine.wait().unwrap();
+    }
+}
+
+#[test]
+fn send_delivers_stdin_to_the_engines_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in urls(dir.path()) {
+        let server = Server::bind(&url).unwrap();
+        let served = server.url().to_owned();
+        let data = random(3 << 20 | 5, 7);
+        let engine = std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            let ch = s.accept().unwrap();
+            assert_eq!(ch.name(), "in");
+            let mut got = Vec::new();
+            ch.reader().read_to_end(&mut got).unwrap();
+            got
+        });
+        let out = run_with_stdin(&["send", "--to", &served, "--channel", "in"], &data);
+        assert!(
+            out.status.success(),
+            "{served}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            engine.join().unwrap() == data,
+            "{served}: engine got other bytes"
+        );
+    }
+}
+
+#[test]
+fn recv_writes_the_engines_channel_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in urls(dir.path()) {
+        let server = Server::bind(&url).unwrap();
+        let served = server.url().to_owned();
+        let data = random(2 << 20 | 3, 9);
+        let expect = data.clone();
+        let engine = std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            let ch = s.accept().unwrap();
+            assert_eq!(ch.name(), "out");
+            let mut w = ch.writer();
+            w.write_all(&data).unwrap();
+            w.finish().unwrap();
+            // Keep the session until the host has everything.
+            assert_eq!(ch.recv_timeout(Duration::from_secs(30)).unwrap(), None);
+            drop(s);
+        });
+        let out = run_with_stdin(&["recv", "--from", &served, "--channel", "out"], b"");
+        assert!(
+            out.status.success(),
+            "{served}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout == expect, "{served}: stdout differs");
+        engine.join().unwrap();
+    }
+}
+
+#[test]
+fn bad_urls_and_options_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("unix:{}", dir.path().join("nobody").display());
+    let out = run_with_stdin(&["cat", "--via", &missing, "--channel", "x"], b"");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("connect to unix:"),
+        "{out:?}"
+    );
+    let out = run_with_stdin(&["send", "--to", "ftp:x", "--channel", "x"], b"");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown scheme"),
+        "{out:?}"
+    );
+    let (mut engine, served) = echo_engine("tcp:127.0.0.1:0");
+    let out = run_with_stdin(
+        &[
+            "cat",
+            "--via",
+            &served,
+            "--channel",
+            "x",
+            "--packet-size",
+            "100",
+        ],
+        b"",
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("power of two"),
+        "{out:?}"
+    );
+    // The engine still serves after that.
+    let s = Session::connect(&served).unwrap();
+    let ch = s
+        .open("still", offhost_link::ChannelOptions::default())
+        .unwrap();
+    ch.send(b"up").unwrap();
+    assert_eq!(
+        ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        b"up"
+    );
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    let out = run_with_stdin(&["echo", "--listen", "mem:x"], b"");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in-process only"),
+        "{out:?}"
+    );
+}

@@ -1,0 +1,189 @@
+//! End-to-end tests of `offhost pet ...` with the real binary.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn offhost() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_offhost"))
+}
+
+/// `<workspace root>/../shared/data/petlink` (a nested worktree looks one level further up).
+fn petlink_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap_or(root);
+    root.ancestors()
+        .skip(1)
+        .take(3)
+        .map(|a| a.join("shared/data/petlink"))
+        .find(|d| d.join("small_listmode_file.l").is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "test data missing: expected {}/../shared/data/petlink/small_listmode_file.l",
+                root.display()
+            )
+        })
+}
+
+fn json_of(out: std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "offhost failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// Counts computed by python's struct module, independently of the reader.
+const COUNT_PY: &str = r#"
+import struct, sys, json
+d = open(sys.argv[1], 'rb').read()
+w = struct.unpack('<%dI' % (len(d) // 4), d[:len(d) // 4 * 4])
+ev = [x for x in w if x >> 31 == 0]
+pr = sum(1 for x in ev if (x >> 30) & 1)
+tt = [x & 0x1FFFFFFF for x in w if x >> 29 == 4]
+print(json.dumps({"words": len(w), "events": len(ev), "prompts": pr, "delayeds": len(ev) - pr,
+  "time_tags": len(tt), "duration_ms": tt[-1] - tt[0]}))
+"#;
+
+#[test]
+fn stat_petlink_json_matches_an_independent_count() {
+    let data = petlink_dir().join("small_listmode_file.l");
+    let got = json_of(
+        offhost()
+            .args([
+                "pet",
+                "stat",
+                data.to_str().unwrap(),
+                "--format",
+                "petlink",
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let py = Command::new("python3")
+        .args(["-c", COUNT_PY, data.to_str().unwrap()])
+        .output()
+        .expect("python3 is required for this test");
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let want: serde_json::Value = serde_json::from_slice(&py.stdout).unwrap();
+    for key in [
+        "words",
+        "events",
+        "prompts",
+        "delayeds",
+        "time_tags",
+        "duration_ms",
+    ] {
+        assert_eq!(got[key], want[key], "{key}");
+    }
+}
+
+#[test]
+fn stat_petlink_truncated_file_names_the_byte_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = petlink_dir();
+    let cut = dir.path().join("cut.l");
+    let mut d = std::fs::read(src.join("small_listmode_file.l")).unwrap();
+    d.truncate(4 * 5000 + 1);
+    std::fs::write(&cut, d).unwrap();
+    let hdr = src.join("PET_ACQ_small.l.hdr");
+    let out = offhost()
+        .args([
+            "pet",
+            "stat",
+            cut.to_str().unwrap(),
+            "--format",
+            "petlink",
+            "--header",
+        ])
+        .arg(&hdr)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("truncated word at byte offset 20000"), "{err}");
+}
+
+#[test]
+fn sim_then_stat_then_hist_then_recon() {
+    let dir = tempfile::tempdir().unwrap();
+    let lm = dir.path().join("scan.lm");
+    let sim = json_of(
+        offhost()
+            .args([
+                "pet", "sim", "--events", "30000", "--seed", "9", "--json", "-o",
+            ])
+            .arg(&lm)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(sim["events"], 30000);
+    let st = json_of(
+        offhost()
+            .args(["pet", "stat", "--json"])
+            .arg(&lm)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(st["events"], 30000);
+    assert_eq!(st["delayeds"], sim["delayeds"]);
+    assert_eq!(
+        st["prompts"].as_u64().unwrap(),
+        30000 - sim["delayeds"].as_u64().unwrap()
+    );
+    let sino = dir.path().join("scan.sino");
+    let h = json_of(
+        offhost()
+            .args(["pet", "hist", "--json", "--span", "ssrb", "-o"])
+            .arg(&sino)
+            .arg(&lm)
+            .output()
+            .unwrap(),
+    );
+    let accepted_p = h["accepted_prompts"].as_i64().unwrap();
+    let accepted_d = h["accepted_delayeds"].as_i64().unwrap();
+    assert_eq!(h["net_counts"].as_i64().unwrap(), accepted_p - accepted_d);
+    assert_eq!(
+        h["energy_rejected"].as_u64().unwrap()
+            + h["geometry_rejected"].as_u64().unwrap()
+            + (accepted_p + accepted_d) as u64,
+        30000
+    );
+    let png = dir.path().join("scan.png");
+    let out = offhost()
+        .args(["pet", "recon", "--png"])
+        .arg(&png)
+        .arg(&sino)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+}
+
+#[test]
+fn stat_of_a_corrupt_own_file_names_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let lm = dir.path().join("scan.lm");
+    let out = offhost()
+        .args(["pet", "sim", "--events", "100", "-o"])
+        .arg(&lm)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut d = std::fs::read(&lm).unwrap();
+    d.truncate(32 + 16 * 50 + 7);
+    std::fs::write(&lm, d).unwrap();
+    let out = offhost().args(["pet", "stat"]).arg(&lm).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("truncated record at byte offset 832"), "{err}");
+}

@@ -1,0 +1,143 @@
+//! A small reader for the Interfile headers (`.hdr`) that come with PETLINK list-mode files.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::FormatError;
+use crate::geometry::Scanner;
+
+/// The fields of a PETLINK Interfile header that the readers use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PetlinkHeader {
+    /// Scanner geometry from the header (detectors per ring = 2 x views).
+    pub scanner: Scanner,
+    /// Byte offset of the first list-mode word in the data file.
+    pub data_offset: u64,
+    /// Total list-mode words of the full acquisition, when given.
+    pub total_words: Option<u64>,
+    /// Data file name given by the header, when present.
+    pub data_file: Option<String>,
+    /// The header's segment table (sinograms per segment), when given.
+    pub segment_table: Vec<u32>,
+    /// Energy window in keV, when given.
+    pub energy_window_kev: Option<(f64, f64)>,
+}
+
+/// Normalises an Interfile key: drops `!` and `%`, lowercases, collapses spaces.
+fn norm_key(k: &str) -> String {
+    let k = k.trim().trim_start_matches(['!', '%']);
+    k.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Centimetres to millimetres, rounded to a nanometre so decimal values compare exactly.
+fn mm(cm: f64) -> f64 {
+    (cm * 1e7).round() / 1e6
+}
+
+impl PetlinkHeader {
+    /// Reads and parses a header file.
+    pub fn read(path: &Path) -> Result<Self, FormatError> {
+        let text = std::fs::read_to_string(path)?;
+        Self::parse(&text)
+    }
+
+    /// Parses header text.
+    pub fn parse(text: &str) -> Result<Self, FormatError> {
+        let mut map: HashMap<String, (usize, String)> = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            if let Some((k, v)) = line.split_once(":=") {
+                map.insert(norm_key(k), (i + 1, v.trim().to_string()));
+            }
+        }
+        let get = |key: &str| map.get(key);
+        let num = |key: &str| -> Result<f64, FormatError> {
+            let (line, v) = get(key).ok_or_else(|| FormatError::Interfile {
+                line: 0,
+                what: format!("missing key {key:?}"),
+            })?;
+            v.parse::<f64>().map_err(|_| FormatError::Interfile {
+                line: *line,
+                what: format!("{key:?} is not a number: {v:?}"),
+            })
+        };
+        let opt_num = |key: &str| -> Result<Option<f64>, FormatError> {
+            if get(key).is_some() {
+                num(key).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let int = |key: &str| -> Result<u32, FormatError> {
+            let v = num(key)?;
+            if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 {
+                return Err(FormatError::Interfile {
+                    line: get(key).map(|x| x.0).unwrap_or(0),
+                    what: format!("{key:?} must be a non-negative integer, got {v}"),
+                });
+            }
+            Ok(v as u32)
+        };
+        let views = int("number of views")?;
+        let scanner = Scanner {
+            name: get("originating system")
+                .map(|x| x.1.clone())
+                .unwrap_or_else(|| "petlink".into()),
+            rings: int("number of rings")?,
+            detectors_per_ring: 2 * views,
+            ring_spacing_mm: mm(num("distance between rings (cm)")?),
+            crystal_radius_mm: mm(num("gantry crystal radius (cm)")?),
+            radial_bins: int("number of projections")?,
+            views,
+            bin_size_mm: mm(num("bin size (cm)")?),
+            max_ring_difference: int("maximum ring difference")?,
+            span: opt_num("axial compression")?.map(|v| v as u32).unwrap_or(1),
+        };
+        scanner.validate().map_err(|e| FormatError::Interfile {
+            line: 0,
+            what: e.to_string(),
+        })?;
+        let segment_table = match get("segment table") {
+            None => Vec::new(),
+            Some((line, v)) => v
+                .trim_matches(['{', '}', ' '])
+                .split(',')
+                .map(|x| {
+                    x.trim().parse::<u32>().map_err(|_| FormatError::Interfile {
+                        line: *line,
+                        what: format!("bad segment table entry {x:?}"),
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let lo = opt_num("energy window lower level (kev) [1]")?;
+        let hi = opt_num("energy window upper level (kev) [1]")?;
+        Ok(PetlinkHeader {
+            scanner,
+            data_offset: opt_num("data offset in bytes")?.unwrap_or(0.0) as u64,
+            total_words: opt_num("total listmode word counts")?.map(|v| v as u64),
+            data_file: get("name of data file").map(|x| x.1.clone()),
+            segment_table,
+            energy_window_kev: lo.zip(hi),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_key_is_named() {
+        let e = PetlinkHeader::parse("number of rings:=64\n").unwrap_err();
+        assert!(e.to_string().contains("number of views"), "{e}");
+    }
+
+    #[test]
+    fn bad_number_names_line() {
+        let e = PetlinkHeader::parse("a:=1\n%number of views:=abc\n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+    }
+}

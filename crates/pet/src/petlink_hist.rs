@@ -1,0 +1,114 @@
+//! Histogramming PETLINK words into span-1 or compressed sinograms.
+
+use crate::error::GeometryError;
+use crate::geometry::Scanner;
+use crate::layout::Layout;
+use crate::petlink::PetlinkStats;
+use crate::sinogram::{HistStats, Sinogram};
+
+/// Histograms PETLINK 32-bit words (span-1 bin addresses) into a sinogram of any span.
+#[derive(Clone, Debug)]
+pub struct PetlinkHistogrammer {
+    /// span-1 sinogram index -> target sinogram offset in bins.
+    map: Vec<u32>,
+    plane: u32,
+    bins: Vec<i32>,
+    sino: Sinogram,
+    stats: HistStats,
+    words: PetlinkStats,
+}
+
+impl PetlinkHistogrammer {
+    /// A histogrammer for the PETLINK scanner `scanner` (its span is ignored: PETLINK bin
+    /// addresses are span 1) into a sinogram of span `span`.
+    pub fn new(scanner: &Scanner, span: u32) -> Result<Self, GeometryError> {
+        let src = Layout::new(&scanner.with_span(1))?;
+        let sino = Sinogram::new(&scanner.with_span(span))?;
+        let plane = scanner.plane_size() as u32;
+        let map = (0..src.total_sinograms())
+            .map(|i| {
+                let (seg, sum) = src.locate(i).expect("index in range");
+                let d = seg.min_rd;
+                let ra = ((sum as i32 - d) / 2) as u32;
+                let rb = ((sum as i32 + d) / 2) as u32;
+                let t = sino
+                    .layout
+                    .sinogram(ra, rb)
+                    .expect("kept in span 1 is kept");
+                t * plane
+            })
+            .collect();
+        Ok(PetlinkHistogrammer {
+            map,
+            plane,
+            bins: vec![0; sino.data.len() + 1],
+            sino,
+            stats: HistStats::default(),
+            words: PetlinkStats::default(),
+        })
+    }
+
+    /// Adds raw words; events go to the sinogram, tags are counted.
+    pub fn add_words(&mut self, words: &[u32]) {
+        let trash = self.sino.data.len();
+        let (mut events, mut delayeds) = (0u64, 0u64);
+        let (mut rej_p, mut rej_d) = (0u64, 0u64);
+        for &w in words {
+            if w >> 31 == 0 {
+                let addr = w & 0x3FFF_FFFF;
+                let idx = match self.map.get((addr / self.plane) as usize) {
+                    Some(&base) => (base + addr % self.plane) as usize,
+                    None => trash,
+                };
+                let delayed = (w >> 30) & 1 == 0;
+                let rejected = idx == trash;
+                events += 1;
+                delayeds += delayed as u64;
+                rej_p += (rejected & !delayed) as u64;
+                rej_d += (rejected & delayed) as u64;
+                if let Some(b) = self.bins.get_mut(idx) {
+                    *b += if delayed { -1 } else { 1 };
+                }
+            } else {
+                self.words.add(crate::petlink::Word::decode(w));
+                self.words.words -= 1;
+            }
+        }
+        self.words.words += words.len() as u64;
+        self.words.events += events;
+        self.words.delayeds += delayeds;
+        self.words.prompts += events - delayeds;
+        let st = &mut self.stats;
+        st.events += events;
+        st.delayeds += delayeds;
+        st.prompts += events - delayeds;
+        st.geometry_rejected += rej_p + rej_d;
+        st.accepted_prompts += events - delayeds - rej_p;
+        st.accepted_delayeds += delayeds - rej_d;
+    }
+
+    /// Histogram statistics so far.
+    pub fn stats(&self) -> HistStats {
+        self.stats
+    }
+
+    /// Word counts so far (events, prompts, delayeds, tags, duration).
+    pub fn word_stats(&self) -> &PetlinkStats {
+        &self.words
+    }
+
+    /// A copy of the sinogram so far.
+    pub fn snapshot(&self) -> Sinogram {
+        let mut s = self.sino.clone();
+        let n = s.data.len();
+        s.data.copy_from_slice(&self.bins[..n]);
+        s
+    }
+
+    /// The final sinogram and statistics.
+    pub fn finish(mut self) -> (Sinogram, HistStats, PetlinkStats) {
+        self.bins.truncate(self.sino.data.len());
+        self.sino.data = self.bins;
+        (self.sino, self.stats, self.words)
+    }
+}

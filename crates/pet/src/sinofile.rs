@@ -1,0 +1,134 @@
+//! A flat binary encoding of a [`Sinogram`], used for snapshots passed between engine tasks
+//! and for `.sino` files.
+//!
+//! | offset | size | field |
+//! |-------:|-----:|-------|
+//! | 0      | 8    | magic `OHSINO01` |
+//! | 8      | 4x6  | rings, detectors per ring, radial bins, views, max ring difference, span (u32) |
+//! | 32     | 8x3  | ring spacing, crystal radius, bin size in mm (f64) |
+//! | 56     | 4    | flags: bit 0 = final (not a snapshot), bit 1 = detector-pair data (normalise by lines of response) |
+//! | 60     | 4    | reserved (0) |
+//! | 64     | 4n   | net counts (i32), `[sinogram][view][bin]` |
+
+use crate::error::FormatError;
+use crate::geometry::Scanner;
+use crate::sinogram::Sinogram;
+
+/// Magic of an encoded sinogram.
+pub const MAGIC: &[u8; 8] = b"OHSINO01";
+/// Header length.
+pub const HEADER_LEN: usize = 64;
+
+/// Flags stored with an encoded sinogram.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SinoFlags {
+    /// The acquisition has ended (this is not an intermediate snapshot).
+    pub last: bool,
+    /// Bins hold detector-pair data (reconstruct with line-of-response normalisation).
+    pub detector_pairs: bool,
+}
+
+/// Encodes a sinogram.
+pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
+    let sc = &s.scanner;
+    let mut b = Vec::with_capacity(HEADER_LEN + 4 * s.data.len());
+    b.extend_from_slice(MAGIC);
+    for v in [
+        sc.rings,
+        sc.detectors_per_ring,
+        sc.radial_bins,
+        sc.views,
+        sc.max_ring_difference,
+        sc.span,
+    ] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [sc.ring_spacing_mm, sc.crystal_radius_mm, sc.bin_size_mm] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    let f = u32::from(flags.last) | u32::from(flags.detector_pairs) << 1;
+    b.extend_from_slice(&f.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    for v in &s.data {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+/// Decodes a sinogram, checking the header and the length.
+pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
+    if b.len() < HEADER_LEN {
+        return Err(FormatError::Truncated {
+            what: "sinogram header",
+            offset: 0,
+            have: b.len(),
+            need: HEADER_LEN,
+        });
+    }
+    if &b[..8] != MAGIC {
+        return Err(FormatError::BadMagic {
+            expected: String::from_utf8_lossy(MAGIC).into(),
+            found: String::from_utf8_lossy(&b[..8]).into(),
+        });
+    }
+    let u = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let f = |i: usize| f64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let scanner = Scanner {
+        name: "file".into(),
+        rings: u(8),
+        detectors_per_ring: u(12),
+        radial_bins: u(16),
+        views: u(20),
+        max_ring_difference: u(24),
+        span: u(28),
+        ring_spacing_mm: f(32),
+        crystal_radius_mm: f(40),
+        bin_size_mm: f(48),
+    };
+    let mut s = Sinogram::new(&scanner).map_err(|e| FormatError::BadHeader {
+        offset: 8,
+        what: e.to_string(),
+    })?;
+    let need = HEADER_LEN + 4 * s.data.len();
+    if b.len() != need {
+        return Err(FormatError::Mismatch {
+            offset: b.len().min(need) as u64,
+            what: format!("header implies {need} bytes, data has {}", b.len()),
+        });
+    }
+    for (d, c) in s.data.iter_mut().zip(b[HEADER_LEN..].chunks_exact(4)) {
+        *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
+    }
+    let fl = u(56);
+    Ok((
+        s,
+        SinoFlags {
+            last: fl & 1 != 0,
+            detector_pairs: fl & 2 != 0,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_length_check() {
+        let mut s = Sinogram::new(&Scanner::demo().with_span(31)).unwrap();
+        s.data[12345] = -7;
+        s.data[0] = 3;
+        let fl = SinoFlags {
+            last: true,
+            detector_pairs: true,
+        };
+        let b = encode(&s, fl);
+        let (d, f) = decode(&b).unwrap();
+        assert_eq!(f, fl);
+        assert_eq!(d.data, s.data);
+        assert!(matches!(
+            decode(&b[..b.len() - 4]),
+            Err(FormatError::Mismatch { .. })
+        ));
+    }
+}

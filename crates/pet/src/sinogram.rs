@@ -1,0 +1,253 @@
+//! Sinograms and the histogramming hot loop.
+//!
+//! A [`Sinogram`] holds net counts (prompts minus delayeds, so randoms are subtracted) as
+//! `i32` in the order `sinogram, view, radial bin`. A [`Histogrammer`] adds events to it
+//! through precomputed lookup tables: one for the detector pair within a ring, one for the
+//! ring pair, so the per-event work is two table reads, an add and a compare.
+
+use serde::Serialize;
+
+use crate::error::GeometryError;
+use crate::geometry::Scanner;
+use crate::layout::Layout;
+use crate::listmode::Event;
+use crate::lor::{self, OUTSIDE, SWAP};
+
+/// A stack of sinograms with net counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sinogram {
+    /// The scanner (its span gives the layout).
+    pub scanner: Scanner,
+    /// The layout of the sinograms.
+    pub layout: Layout,
+    /// Net counts, `[sinogram][view][bin]`.
+    pub data: Vec<i32>,
+}
+
+impl Sinogram {
+    /// An empty sinogram for a scanner and its span.
+    pub fn new(scanner: &Scanner) -> Result<Self, GeometryError> {
+        let layout = Layout::new(scanner)?;
+        let len = layout.total_sinograms() as usize * scanner.plane_size();
+        Ok(Sinogram {
+            scanner: scanner.clone(),
+            layout,
+            data: vec![0; len],
+        })
+    }
+
+    /// Sum of all bins.
+    pub fn total(&self) -> i64 {
+        self.data.iter().map(|&v| v as i64).sum()
+    }
+
+    /// One sinogram plane (`views * radial_bins` values).
+    pub fn plane(&self, sino: usize) -> &[i32] {
+        let p = self.scanner.plane_size();
+        &self.data[sino * p..(sino + 1) * p]
+    }
+
+    /// Single-slice rebinning: `2 * rings - 1` planes, plane `k` summing every sinogram whose
+    /// rings add up to `k`, as `f32`.
+    pub fn ssrb(&self) -> Vec<Vec<f32>> {
+        let p = self.scanner.plane_size();
+        let mut out = vec![vec![0f32; p]; 2 * self.scanner.rings as usize - 1];
+        for s in 0..self.layout.total_sinograms() {
+            let (_, sum) = self.layout.locate(s).expect("index in range");
+            for (o, &v) in out[sum as usize].iter_mut().zip(self.plane(s as usize)) {
+                *o += v as f32;
+            }
+        }
+        out
+    }
+}
+
+/// Energy window in units of 0.1 keV (the list-mode unit), inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EnergyWindow {
+    /// Lower level, 0.1 keV.
+    pub lower: u16,
+    /// Upper level, 0.1 keV.
+    pub upper: u16,
+}
+
+impl EnergyWindow {
+    /// A window from keV levels.
+    pub fn kev(lower: f64, upper: f64) -> Self {
+        EnergyWindow {
+            lower: (lower * 10.0).round().clamp(0.0, 65535.0) as u16,
+            upper: (upper * 10.0).round().clamp(0.0, 65535.0) as u16,
+        }
+    }
+
+    /// The mMR window, 430-610 keV.
+    pub fn mmr() -> Self {
+        Self::kev(430.0, 610.0)
+    }
+
+    /// Accepts everything.
+    pub fn open() -> Self {
+        EnergyWindow {
+            lower: 0,
+            upper: u16::MAX,
+        }
+    }
+}
+
+/// What happened to the events given to a histogrammer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HistStats {
+    /// Events seen.
+    pub events: u64,
+    /// Prompts seen.
+    pub prompts: u64,
+    /// Delayeds seen.
+    pub delayeds: u64,
+    /// Events with a photon outside the energy window.
+    pub energy_rejected: u64,
+    /// Events inside the window whose line is outside the field of view or ring difference.
+    pub geometry_rejected: u64,
+    /// Prompts added to the sinogram.
+    pub accepted_prompts: u64,
+    /// Delayeds subtracted from the sinogram.
+    pub accepted_delayeds: u64,
+}
+
+impl HistStats {
+    /// Events added or subtracted.
+    pub fn accepted(&self) -> u64 {
+        self.accepted_prompts + self.accepted_delayeds
+    }
+}
+
+/// Histograms events into a [`Sinogram`].
+#[derive(Clone, Debug)]
+pub struct Histogrammer {
+    /// `a * n + b` -> in-plane offset | SWAP, or OUTSIDE.
+    lor: Vec<u32>,
+    /// `r_first * rings + r_second` -> sinogram offset in bins, or OUTSIDE.
+    rings: Vec<u32>,
+    n_det: usize,
+    n_rings: usize,
+    window: EnergyWindow,
+    /// Net counts plus one trash bin at the end for rejected events.
+    bins: Vec<i32>,
+    sino: Sinogram,
+    stats: HistStats,
+}
+
+impl Histogrammer {
+    /// A histogrammer for a scanner (span from the scanner) and an energy window.
+    pub fn new(scanner: &Scanner, window: EnergyWindow) -> Result<Self, GeometryError> {
+        let sino = Sinogram::new(scanner)?;
+        let plane = scanner.plane_size() as u32;
+        let rings = sino
+            .layout
+            .ring_pair_table()
+            .iter()
+            .map(|&s| if s == u32::MAX { OUTSIDE } else { s * plane })
+            .collect();
+        let mut bins = vec![0; sino.data.len() + 1];
+        bins.shrink_to_fit();
+        Ok(Histogrammer {
+            lor: lor::build_table(scanner),
+            rings,
+            n_det: scanner.detectors_per_ring as usize,
+            n_rings: scanner.rings as usize,
+            window,
+            bins,
+            sino,
+            stats: HistStats::default(),
+        })
+    }
+
+    /// Bin index of an event's line, or `None` when outside the field of view.
+    pub fn bin_of(&self, e: &Event) -> Option<usize> {
+        self.index(e).filter(|&i| i < self.sino.data.len())
+    }
+
+    #[inline(always)]
+    fn index(&self, e: &Event) -> Option<usize> {
+        let (a, b) = (e.det_a as usize, e.det_b as usize);
+        let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
+        let l = *self.lor.get(a * self.n_det + b)?;
+        if l == OUTSIDE {
+            return None;
+        }
+        let (r1, r2) = if l & SWAP != 0 { (rb, ra) } else { (ra, rb) };
+        let r = *self.rings.get(r1 * self.n_rings + r2)?;
+        if r == OUTSIDE {
+            return None;
+        }
+        Some((r + (l & !SWAP)) as usize)
+    }
+
+    /// Adds a batch of events: prompts add one, delayeds subtract one.
+    ///
+    /// The loop is branch-free apart from the table bounds checks: rejected events
+    /// (energy, field of view, ring difference) go to a trash bin past the sinogram.
+    pub fn add(&mut self, events: &[Event]) {
+        let (lo, hi) = (self.window.lower, self.window.upper);
+        let (nd, nr) = (self.n_det, self.n_rings);
+        let (lor, rings) = (&self.lor[..], &self.rings[..]);
+        let bins = &mut self.bins[..];
+        let trash = bins.len() - 1;
+        let (mut delayeds, mut e_rej, mut g_rej, mut acc_d) = (0u64, 0u64, 0u64, 0u64);
+        for e in events {
+            let in_window =
+                (lo <= e.energy_a) & (e.energy_a <= hi) & (lo <= e.energy_b) & (e.energy_b <= hi);
+            let l = lor
+                .get(e.det_a as usize * nd + e.det_b as usize)
+                .copied()
+                .unwrap_or(OUTSIDE);
+            let swap = l & SWAP != 0;
+            let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
+            let (r1, r2) = if swap { (rb, ra) } else { (ra, rb) };
+            let r = rings.get(r1 * nr + r2).copied().unwrap_or(OUTSIDE);
+            let valid =
+                ((e.det_a as usize) < nd) & ((e.det_b as usize) < nd) & (ra < nr) & (rb < nr);
+            let inside = valid & (l != OUTSIDE) & (r != OUTSIDE);
+            let ok = in_window & inside;
+            let idx = if ok {
+                (r as usize + (l & !SWAP) as usize).min(trash)
+            } else {
+                trash
+            };
+            let delayed = e.delayed;
+            bins[idx] += if delayed { -1 } else { 1 };
+            delayeds += delayed as u64;
+            e_rej += (!in_window) as u64;
+            g_rej += (in_window & !inside) as u64;
+            acc_d += (ok & delayed) as u64;
+        }
+        let st = &mut self.stats;
+        st.events += events.len() as u64;
+        st.delayeds += delayeds;
+        st.prompts = st.events - st.delayeds;
+        st.energy_rejected += e_rej;
+        st.geometry_rejected += g_rej;
+        st.accepted_delayeds += acc_d;
+        st.accepted_prompts =
+            st.events - st.energy_rejected - st.geometry_rejected - st.accepted_delayeds;
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> HistStats {
+        self.stats
+    }
+
+    /// A copy of the sinogram so far (acquisition can go on).
+    pub fn snapshot(&self) -> Sinogram {
+        let mut s = self.sino.clone();
+        let n = s.data.len();
+        s.data.copy_from_slice(&self.bins[..n]);
+        s
+    }
+
+    /// The final sinogram and statistics.
+    pub fn finish(mut self) -> (Sinogram, HistStats) {
+        self.bins.truncate(self.sino.data.len());
+        self.sino.data = self.bins;
+        (self.sino, self.stats)
+    }
+}

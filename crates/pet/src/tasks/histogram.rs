@@ -1,0 +1,200 @@
+//! `sinogram`: histograms list-mode records or PETLINK words, with periodic snapshots.
+
+use std::time::Instant;
+
+use offhost_engine::{
+    ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
+};
+
+use super::records::{decode_into, Carry};
+use crate::listmode::{Event, RECORD_LEN};
+use crate::petlink_hist::PetlinkHistogrammer;
+use crate::sinofile::{self, SinoFlags};
+use crate::sinogram::{EnergyWindow, HistStats, Histogrammer};
+
+enum Hist {
+    Records {
+        h: Box<Histogrammer>,
+        carry: Carry<RECORD_LEN>,
+        events: Vec<Event>,
+    },
+    Words {
+        h: Box<PetlinkHistogrammer>,
+        carry: Carry<4>,
+        words: Vec<u32>,
+    },
+}
+
+struct SinogramTask {
+    hist: Hist,
+    every: u64,
+    next: u64,
+    closed: Vec<bool>,
+    snapshots: u64,
+    started: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl SinogramTask {
+    fn stats(&self) -> HistStats {
+        match &self.hist {
+            Hist::Records { h, .. } => h.stats(),
+            Hist::Words { h, .. } => h.stats(),
+        }
+    }
+
+    fn add(&mut self, b: &[u8]) {
+        match &mut self.hist {
+            Hist::Records { h, carry, events } => carry.feed(b, |whole| {
+                events.clear();
+                decode_into(whole, events);
+                h.add(events);
+            }),
+            Hist::Words { h, carry, words } => carry.feed(b, |whole| {
+                words.clear();
+                words.extend(
+                    whole
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+                );
+                h.add_words(words);
+            }),
+        }
+    }
+
+    fn encode(&self, last: bool) -> Buffer {
+        let (sino, pairs) = match &self.hist {
+            Hist::Records { h, .. } => (h.snapshot(), true),
+            Hist::Words { h, .. } => (h.snapshot(), false),
+        };
+        let flags = SinoFlags {
+            last,
+            detector_pairs: pairs,
+        };
+        Buffer::from_vec(sinofile::encode(&sino, flags))
+    }
+}
+
+impl Task for SinogramTask {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        for i in 0..self.closed.len() {
+            while !self.closed[i] {
+                match cx.get(i) {
+                    Get::Buf(b) => {
+                        self.started.get_or_insert_with(Instant::now);
+                        self.add(&b);
+                        self.last = Some(Instant::now());
+                        let seen = self.stats().events;
+                        if self.every > 0 && seen >= self.next && cx.outputs() > 0 {
+                            self.next = seen + self.every;
+                            self.snapshots += 1;
+                            let snap = self.encode(false);
+                            cx.put(0, snap);
+                        }
+                    }
+                    Get::Empty => break,
+                    Get::Closed => self.closed[i] = true,
+                }
+            }
+        }
+        if !self.closed.iter().all(|c| *c) {
+            return Ok(Status::Blocked);
+        }
+        let left = match &self.hist {
+            Hist::Records { carry, .. } => carry.leftover(),
+            Hist::Words { carry, .. } => carry.leftover(),
+        };
+        if left != 0 {
+            return Err(TaskError::BadInput(format!(
+                "stream ends with {left} bytes of an unfinished record"
+            )));
+        }
+        if cx.outputs() > 0 {
+            let fin = self.encode(true);
+            cx.put(0, fin);
+        }
+        Ok(Status::Done)
+    }
+
+    fn report(&self) -> Option<String> {
+        let st = self.stats();
+        let wall = match (self.started, self.last) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        };
+        Some(format!(
+            "{} events ({} prompts, {} delayeds): {} energy-rejected, {} outside the field of view, {} accepted; {} snapshots; {:.2} M events/s",
+            st.events,
+            st.prompts,
+            st.delayeds,
+            st.energy_rejected,
+            st.geometry_rejected,
+            st.accepted(),
+            self.snapshots,
+            st.events as f64 / wall.max(1e-9) / 1e6,
+        ))
+    }
+}
+
+fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let scanner = super::scanner_arg(a)?;
+    let span = super::span_arg(a, &scanner)?;
+    let hist = match a.get("format").unwrap_or("offhost") {
+        "offhost" => {
+            let window = match (a.parse_opt::<f64>("lower")?, a.parse_opt::<f64>("upper")?) {
+                (None, None) => EnergyWindow::open(),
+                (lo, hi) => EnergyWindow::kev(lo.unwrap_or(0.0), hi.unwrap_or(6553.5)),
+            };
+            let h = Histogrammer::new(&scanner.with_span(span), window)
+                .map_err(|e| ArgError::task(e.to_string()))?;
+            Hist::Records {
+                h: Box::new(h),
+                carry: Carry::default(),
+                events: Vec::new(),
+            }
+        }
+        "petlink" => {
+            let h = PetlinkHistogrammer::new(&scanner, span)
+                .map_err(|e| ArgError::task(e.to_string()))?;
+            Hist::Words {
+                h: Box::new(h),
+                carry: Carry::default(),
+                words: Vec::new(),
+            }
+        }
+        other => {
+            return Err(ArgError::new(
+                "format",
+                format!("format={other}: expected offhost or petlink"),
+            ))
+        }
+    };
+    let every: u64 = a.parse("snapshot")?;
+    Ok(Box::new(SinogramTask {
+        hist,
+        every,
+        next: every,
+        closed: vec![false; b.inputs()],
+        snapshots: 0,
+        started: None,
+        last: None,
+    }))
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.register(
+        TaskInfo::new(
+            "sinogram",
+            "histograms list-mode records (or PETLINK words) into sinograms, prompts minus delayeds; sends snapshots while acquiring and the final sinogram at the end",
+        )
+        .arg("scanner", "demo", "scanner preset: demo or mmr")
+        .arg("format", "offhost", "input: offhost records or petlink words")
+        .arg("span", "1", "axial compression: 1, an odd span, or ssrb")
+        .optional("lower", "energy window lower level, keV (records only)")
+        .optional("upper", "energy window upper level, keV (records only)")
+        .arg("snapshot", "0", "send a snapshot every this many events (0 = only at the end)")
+        .inputs(1, 2)
+        .outputs(0, 1),
+        sinogram,
+    );
+}

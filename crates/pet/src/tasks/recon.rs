@@ -1,0 +1,106 @@
+//! `recon`: reconstructs the last sinogram received and writes a PNG.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use offhost_engine::{
+    ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
+};
+
+use crate::recon::{self, Method};
+use crate::sinofile;
+
+struct Recon {
+    method: Method,
+    png: PathBuf,
+    columns: usize,
+    latest: Option<Buffer>,
+    received: u64,
+    summary: Option<String>,
+}
+
+impl Recon {
+    fn reconstruct(&mut self) -> Result<(), TaskError> {
+        let Some(buf) = self.latest.take() else {
+            return Err(TaskError::BadInput("no sinogram arrived".into()));
+        };
+        let (sino, flags) =
+            sinofile::decode(&buf).map_err(|e| TaskError::BadInput(format!("sinogram: {e}")))?;
+        let t = Instant::now();
+        let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
+        let secs = t.elapsed().as_secs_f64();
+        vol.write_png(&self.png, self.columns)
+            .map_err(|e| TaskError::Failed(format!("{}: {e}", self.png.display())))?;
+        self.summary = Some(format!(
+            "{:?}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
+            self.method,
+            vol.slices,
+            vol.n,
+            vol.n,
+            sino.total(),
+            secs,
+            self.png.display()
+        ));
+        Ok(())
+    }
+}
+
+impl Task for Recon {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        loop {
+            match cx.get(0) {
+                // Keep only the newest snapshot: reconstruction follows the acquisition.
+                Get::Buf(b) => {
+                    self.received += 1;
+                    self.latest = Some(b);
+                }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => {
+                    self.reconstruct()?;
+                    return Ok(Status::Done);
+                }
+            }
+        }
+    }
+
+    fn report(&self) -> Option<String> {
+        Some(match &self.summary {
+            Some(s) => format!("{} sinograms received; {s}", self.received),
+            None => format!("{} sinograms received", self.received),
+        })
+    }
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.register(
+        TaskInfo::new(
+            "recon",
+            "reconstructs the last sinogram it receives (single-slice rebinning, then 2D FBP or MLEM) and writes a PNG of the slices and a maximum-intensity projection",
+        )
+        .arg("method", "fbp", "fbp or mlem")
+        .arg("iterations", "10", "MLEM iterations")
+        .arg("columns", "8", "slices per row in the PNG")
+        .required("png", "output PNG path")
+        .outputs(0, 0),
+        |a: &Args, _: &mut Build<'_>| {
+            let method = match a.get("method").unwrap_or("fbp") {
+                "fbp" => Method::Fbp,
+                "mlem" => Method::Mlem(a.parse("iterations")?),
+                other => {
+                    return Err(ArgError::new(
+                        "method",
+                        format!("method={other}: expected fbp or mlem"),
+                    ))
+                }
+            };
+            Ok(Box::new(Recon {
+                method,
+                png: PathBuf::from(a.required("png")?),
+                columns: a.parse("columns")?,
+                latest: None,
+                received: 0,
+                summary: None,
+            }))
+        },
+    );
+}

@@ -1,0 +1,105 @@
+//! The PET tasks run as engine pipelines.
+
+mod common;
+
+use offhost_engine::{EngineConfig, Pipeline};
+
+fn run(text: &str) -> offhost_engine::Stats {
+    let reg = offhost_pet::tasks::registry();
+    let running = Pipeline::parse(text)
+        .unwrap()
+        .start(&reg, &EngineConfig::default())
+        .unwrap();
+    running.wait().unwrap()
+}
+
+fn report(stats: &offhost_engine::Stats, task: usize) -> String {
+    stats.tasks[task].report.clone().unwrap_or_default()
+}
+
+#[test]
+fn demo_pipeline_simulates_histograms_and_writes_a_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("pet.png");
+    let text = format!(
+        "pet-sim scanner=demo phantom=nema events=60000 seed=3 >ev:lm(8,64k)\n\
+         energy-window lower=435 upper=650 <ev >win\n\
+         sinogram scanner=demo snapshot=15000 <win >sino\n\
+         recon method=fbp png={} <sino\n",
+        png.display()
+    );
+    let st = run(&text);
+    assert!(st.finished);
+    let sim = report(&st, 0);
+    let win = report(&st, 1);
+    let hist = report(&st, 2);
+    let rec = report(&st, 3);
+    eprintln!("{sim}\n{win}\n{hist}\n{rec}");
+    assert!(sim.starts_with("60000 events"), "{sim}");
+    // The window's survivors are exactly what the sinogram task saw.
+    let rejected: u64 = win
+        .split(", ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rejected > 0);
+    assert!(
+        hist.starts_with(&format!("{} events", 60_000 - rejected)),
+        "{hist}"
+    );
+    assert!(hist.contains("0 energy-rejected"), "{hist}");
+    // 60000 - rejected >= 3 snapshots of 15000, plus the final sinogram.
+    assert!(
+        rec.starts_with("4 sinograms received") || rec.starts_with("5 sinograms received"),
+        "{rec}"
+    );
+    let dec = png::Decoder::new(std::fs::File::open(&png).unwrap());
+    let reader = dec.read_info().unwrap();
+    assert_eq!(reader.info().width, 8 * 128);
+}
+
+#[test]
+fn petlink_pipeline_histograms_the_mmr_file() {
+    let data = common::petlink_dir().join("small_listmode_file.l");
+    let text = format!(
+        "petlink-read path={} >w:lmw(8,64k)\n\
+         sinogram scanner=mmr format=petlink span=ssrb <w >sino\n\
+         null <sino\n",
+        data.display(),
+    );
+    let st = run(&text);
+    assert_eq!(report(&st, 0), "254816 words read");
+    let hist = report(&st, 1);
+    assert!(
+        hist.starts_with("254201 events (218881 prompts, 35320 delayeds)"),
+        "{hist}"
+    );
+}
+
+#[test]
+fn corrupt_petlink_input_fails_the_pipeline_with_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = common::petlink_dir();
+    let data = dir.path().join("cut.l");
+    let mut bytes = std::fs::read(src.join("small_listmode_file.l")).unwrap();
+    bytes.truncate(1001 * 4 + 2);
+    std::fs::write(&data, bytes).unwrap();
+    let text = format!(
+        "petlink-read path={} header={} >w:lmw(8,64k)\n\
+         sinogram scanner=mmr format=petlink span=ssrb <w\n",
+        data.display(),
+        src.join("PET_ACQ_small.l.hdr").display()
+    );
+    let reg = offhost_pet::tasks::registry();
+    let err = Pipeline::parse(&text)
+        .unwrap()
+        .start(&reg, &EngineConfig::default())
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.to_string().contains("byte offset 4004"), "{err}");
+}

@@ -1,0 +1,357 @@
+//! Single-producer single-consumer rings of variable-length records over shared memory.
+//!
+//! A record is a 16-byte header (`stamp: u64`, `len: u32`, `kind: u32`) followed by `len`
+//! payload bytes, padded to 16 bytes. A record never wraps: when it does not fit before the end
+//! of the ring, the producer writes a `PAD` record over the rest and starts again at offset 0.
+//!
+//! Positions count bytes ever written (`tail`, the producer's) and consumed (`head`, the
+//! consumer's). A record is published by its **stamp**: the producer stores `position + 1` into
+//! the record's first word (release) after writing the rest, and the consumer polls the stamp at
+//! its `head` (acquire). So a waiting consumer touches one cache line, the one the record is
+//! in, and a small record costs one cache-line transfer per hop. Stale bytes from earlier laps
+//! never carry the current stamp, because positions only grow.
+//!
+//! Publication is batched: the stamp of the first record of a batch is stored last, at
+//! [`Producer::publish`], so the consumer sees the whole batch at once. The producer also stores
+//! its `tail` there, for diagnostics only; the consumer never reads it. The consumer publishes
+//! `head` on its own cache line when it runs dry or has consumed a quarter of the ring; the
+//! producer caches it and rereads it only when the cached value says the ring is full.
+//!
+//! Nothing read from the ring is trusted: the peer's head must stay within one ring of our tail
+//! and never move backwards, and every record header must describe a record that ends inside
+//! the ring. Anything else is [`ShmError::CorruptPeer`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::ShmError;
+use crate::layout::RingCtl;
+
+/// Bytes of a record header.
+pub(crate) const HEADER: usize = 16;
+/// Record kind: payload bytes follow the header.
+pub(crate) const KIND_INLINE: u32 = 1;
+/// Record kind: a buffer descriptor follows the header.
+pub(crate) const KIND_BUF: u32 = 2;
+/// Record kind: skip to the end of the ring.
+const KIND_PAD: u32 = 3;
+
+/// Ring bytes taken by a record of `len` payload bytes: records start 16-aligned, so a header
+/// always fits before the ring's end.
+fn padded(len: usize) -> u64 {
+    ((HEADER + len + 15) & !15) as u64
+}
+
+fn corrupt(msg: String) -> ShmError {
+    ShmError::CorruptPeer(msg)
+}
+
+/// The producer end of a ring.
+pub(crate) struct Producer {
+    ctl: *const RingCtl,
+    data: *mut u8,
+    cap: u64,
+    tail: u64,
+    cached_head: u64,
+    published: u64,
+    /// Position of the first record staged since the last publication (its stamp waits).
+    first_staged: Option<u64>,
+}
+
+/// The stamp word of the record at ring offset `pos` (8-aligned, inside the ring).
+///
+/// # Safety
+/// `data + pos .. data + pos + 8` must lie in a live shared mapping and be 8-aligned.
+unsafe fn stamp<'a>(data: *const u8, pos: u64) -> &'a AtomicU64 {
+    debug_assert!(pos % 16 == 0);
+    // SAFETY: in bounds and aligned (caller); shared memory is only accessed atomically here.
+    unsafe { &*data.add(pos as usize).cast::<AtomicU64>() }
+}
+
+// SAFETY: the pointers refer to a mapping kept alive by the `Arc<Shared>` that every owner of a
+// `Producer` also holds; the producer end itself is used by one thread at a time (`&mut self`).
+unsafe impl Send for Producer {}
+
+impl Producer {
+    /// # Safety
+    /// `ctl` and `data..data+cap` must point into a live shared mapping that outlives the
+    /// producer, `cap` must be a power of two, and no other producer may exist for this ring.
+    pub(crate) unsafe fn new(ctl: *const RingCtl, data: *mut u8, cap: u64) -> Producer {
+        // SAFETY: the caller guarantees `ctl` is valid.
+        let tail = unsafe { &*ctl }.tail.load(Ordering::Relaxed);
+        Producer {
+            ctl,
+            data,
+            cap,
+            tail,
+            cached_head: tail,
+            published: tail,
+            first_staged: None,
+        }
+    }
+
+    fn ctl(&self) -> &RingCtl {
+        // SAFETY: valid for the producer's life (see `new`).
+        unsafe { &*self.ctl }
+    }
+
+    /// Largest payload a record can have.
+    pub(crate) fn max_record(&self) -> usize {
+        self.cap as usize - HEADER
+    }
+
+    /// Rereads the consumer's index, checking it is plausible.
+    fn refresh_head(&mut self) -> Result<(), ShmError> {
+        // Acquire: pairs with the consumer's Release store in `Consumer::publish`, so the bytes
+        // it consumed are no longer read when we overwrite them.
+        let head = self.ctl().head.load(Ordering::Acquire);
+        if head.wrapping_sub(self.cached_head) > self.cap || self.tail.wrapping_sub(head) > self.cap
+        {
+            return Err(corrupt(format!(
+                "ring head {head} is outside [{}, {}]",
+                self.cached_head, self.tail
+            )));
+        }
+        self.cached_head = head;
+        Ok(())
+    }
+
+    /// Reserves a record of `len` payload bytes of `kind`, or `None` when the ring is full.
+    /// The record becomes visible at the next [`Producer::publish`].
+    pub(crate) fn reserve(&mut self, len: usize, kind: u32) -> Result<Option<&mut [u8]>, ShmError> {
+        if len > self.max_record() {
+            return Err(ShmError::RecordTooLarge {
+                len,
+                max: self.max_record(),
+            });
+        }
+        let need = padded(len);
+        let pos = self.tail & (self.cap - 1);
+        let contiguous = self.cap - pos;
+        let total = if need > contiguous {
+            contiguous + need
+        } else {
+            need
+        };
+        if self.cap - (self.tail - self.cached_head) < total {
+            self.refresh_head()?;
+            if self.cap - (self.tail - self.cached_head) < total {
+                return Ok(None);
+            }
+        }
+        if need > contiguous {
+            self.write_header(contiguous as u32 - HEADER as u32, KIND_PAD);
+            self.tail += contiguous;
+            self.clear_next();
+        }
+        let pos = self.tail & (self.cap - 1);
+        self.write_header(len as u32, kind);
+        self.tail += need;
+        self.clear_next();
+        // SAFETY: `pos + need <= cap` (a record never wraps), and the bytes between the
+        // consumer's head and our tail + need are ours until we publish them.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts_mut(self.data.add(pos as usize + HEADER), len)
+        }))
+    }
+
+    /// Zeroes the stamp word at `tail` when that slot is free, so that stale payload bytes of
+    /// an earlier lap can never look like the stamp of the next record. (When the slot is not
+    /// free it holds the header of the unconsumed record at the consumer's head, whose stamp is
+    /// from the previous lap.) Ordered before the batch's publishing stamp (release).
+    fn clear_next(&mut self) {
+        if self.tail - self.cached_head < self.cap {
+            // SAFETY: the slot is 16-aligned in the ring and free, so only we access it.
+            unsafe { stamp(self.data, self.tail & (self.cap - 1)) }.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the header of the record at `tail`; stamps it unless it opens a batch.
+    fn write_header(&mut self, len: u32, kind: u32) {
+        let pos = self.tail & (self.cap - 1);
+        debug_assert!(pos + HEADER as u64 <= self.cap && pos % 8 == 0);
+        // SAFETY: `pos` is 16-aligned and `pos + 16 <= cap` (records are 16-aligned and the ring
+        // a multiple of 16); the bytes lie between the consumer's head and our tail + need, so
+        // the consumer does not read them until they are stamped.
+        unsafe {
+            let p = self.data.add(pos as usize + 8).cast::<u32>();
+            p.write_volatile(len);
+            p.add(1).write_volatile(kind);
+        }
+        if self.first_staged.is_none() {
+            self.first_staged = Some(self.tail);
+        } else {
+            // Release: the header and payload stores above happen before this stamp; the
+            // consumer reads this record only after acquiring the batch's first stamp anyway.
+            // SAFETY: as above.
+            unsafe { stamp(self.data, pos) }.store(self.tail + 1, Ordering::Release);
+        }
+    }
+
+    /// True when a record of `len` payload bytes would fit now (rereads the head if needed).
+    pub(crate) fn has_room(&mut self, len: usize) -> Result<bool, ShmError> {
+        let need = padded(len);
+        let pos = self.tail & (self.cap - 1);
+        let contiguous = self.cap - pos;
+        let total = if need > contiguous {
+            contiguous + need
+        } else {
+            need
+        };
+        if self.cap - (self.tail - self.cached_head) < total {
+            self.refresh_head()?;
+        }
+        Ok(self.cap - (self.tail - self.cached_head) >= total)
+    }
+
+    /// Makes every reserved record visible; returns false when there was nothing new.
+    pub(crate) fn publish(&mut self) -> bool {
+        let Some(first) = self.first_staged.take() else {
+            return false;
+        };
+        // Release: pairs with the consumer's Acquire load of the stamp in `Consumer::peek`,
+        // making every record of the batch (written before this store) visible at once.
+        // SAFETY: `first` is the position of a staged record, so its offset is in the ring.
+        unsafe { stamp(self.data, first & (self.cap - 1)) }.store(first + 1, Ordering::Release);
+        // Diagnostics only: the consumer never reads the tail.
+        self.ctl().tail.store(self.tail, Ordering::Relaxed);
+        self.published = self.tail;
+        true
+    }
+
+    /// True when unpublished records are pending.
+    pub(crate) fn pending(&self) -> bool {
+        self.published != self.tail
+    }
+}
+
+/// A record as seen by the consumer: validated kind, payload position and length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawRecord {
+    pub kind: u32,
+    pub len: usize,
+    payload: *const u8,
+    size: u64,
+}
+
+impl RawRecord {
+    /// # Safety
+    /// The record must still be unconsumed in a live ring (the returned slice aliases shared
+    /// memory that only a misbehaving peer would write concurrently).
+    pub(crate) unsafe fn payload<'a>(&self) -> &'a [u8] {
+        // SAFETY: bounds were checked when the record was read; liveness by the caller.
+        unsafe { std::slice::from_raw_parts(self.payload, self.len) }
+    }
+}
+
+/// The consumer end of a ring.
+pub(crate) struct Consumer {
+    ctl: *const RingCtl,
+    data: *const u8,
+    cap: u64,
+    head: u64,
+    published: u64,
+}
+
+// SAFETY: see `Producer`.
+unsafe impl Send for Consumer {}
+
+impl Consumer {
+    /// # Safety
+    /// As [`Producer::new`], for the single consumer of the ring.
+    pub(crate) unsafe fn new(ctl: *const RingCtl, data: *const u8, cap: u64) -> Consumer {
+        // SAFETY: the caller guarantees `ctl` is valid.
+        let head = unsafe { &*ctl }.head.load(Ordering::Relaxed);
+        Consumer {
+            ctl,
+            data,
+            cap,
+            head,
+            published: head,
+        }
+    }
+
+    fn ctl(&self) -> &RingCtl {
+        // SAFETY: valid for the consumer's life (see `new`).
+        unsafe { &*self.ctl }
+    }
+
+    /// True when the record at `head` is published (its stamp is `head + 1`).
+    fn ready(&self) -> bool {
+        // Acquire: pairs with the producer's Release store of the stamp in `publish` (or in
+        // `write_header` for later records of a batch): the header and payload are visible.
+        // SAFETY: `head & (cap - 1)` is 16-aligned and at least 16 bytes before the ring's end.
+        unsafe { stamp(self.data, self.head & (self.cap - 1)) }.load(Ordering::Acquire)
+            == self.head.wrapping_add(1)
+    }
+
+    /// True when no published record is waiting.
+    pub(crate) fn is_empty(&mut self) -> Result<bool, ShmError> {
+        Ok(!self.ready())
+    }
+
+    /// The next record, validated, or `None` when the ring is empty.
+    pub(crate) fn peek(&mut self) -> Result<Option<RawRecord>, ShmError> {
+        loop {
+            if !self.ready() {
+                return Ok(None);
+            }
+            let pos = self.head & (self.cap - 1);
+            let contiguous = self.cap - pos;
+            // SAFETY: `pos + 16 <= cap`; the record is stamped and not yet consumed, so the
+            // producer does not write it (a misbehaving one could: we copy the header once).
+            let (len, kind) = unsafe {
+                let p = self.data.add(pos as usize + 8).cast::<u32>();
+                (p.read_volatile(), p.add(1).read_volatile())
+            };
+            let size = padded(len as usize);
+            match kind {
+                KIND_PAD => {
+                    if u64::from(len) + HEADER as u64 != contiguous {
+                        return Err(corrupt(format!(
+                            "pad record of {len} bytes at ring offset {pos} does not end the ring"
+                        )));
+                    }
+                    self.head += contiguous;
+                }
+                KIND_INLINE | KIND_BUF => {
+                    if size > contiguous {
+                        return Err(corrupt(format!(
+                            "record of {len} bytes at ring offset {pos} overruns the ring end \
+                             ({contiguous} bytes left)"
+                        )));
+                    }
+                    return Ok(Some(RawRecord {
+                        kind,
+                        len: len as usize,
+                        // SAFETY: `pos + size <= cap`, checked just above.
+                        payload: unsafe { self.data.add(pos as usize + HEADER) },
+                        size,
+                    }));
+                }
+                other => {
+                    return Err(corrupt(format!(
+                        "unknown record kind {other} at ring offset {pos}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Consumes the record last returned by [`Consumer::peek`].
+    pub(crate) fn consume(&mut self, rec: &RawRecord) -> bool {
+        self.head += rec.size;
+        self.head - self.published >= self.cap / 4 && self.publish()
+    }
+
+    /// Publishes the consumed position; returns false when it had not moved.
+    pub(crate) fn publish(&mut self) -> bool {
+        if self.published == self.head {
+            return false;
+        }
+        // Release: pairs with the producer's Acquire load in `Producer::refresh_head`; our reads
+        // of the consumed bytes happen before the producer may overwrite them.
+        self.ctl().head.store(self.head, Ordering::Release);
+        self.published = self.head;
+        true
+    }
+}
