@@ -1,13 +1,16 @@
 //! The transmission phase of one connection.
 //!
-//! The reader parses requests from a buffered socket. Requests on exports whose backend never
-//! blocks are served inline, and their replies are left in the output buffer while more
-//! requests are already buffered, so one `write` carries many replies (the reply socket is
-//! flushed before the reader would block). Requests on backends that may block (modelled
-//! latency, waiting for data) run on their own scoped threads and reply when done, so replies
-//! leave out of order and later requests overtake slow ones. At most [`MAX_IN_FLIGHT`] such
-//! requests run at once per connection; `NBD_CMD_DISC` waits for all of them. Reads and writes
-//! of at least [`BIG_REQUEST`] bytes take the threaded path too, so large copies overlap.
+//! A few workers per connection take turns at the socket (leader/followers): the one holding
+//! the input lock parses the next request from the buffered socket, releases the lock, and
+//! serves the request while another worker reads the next. Requests on exports whose backend
+//! never blocks are served by the worker itself, and replies are left in the output buffer
+//! while more complete requests are buffered, so one `write` carries a burst of replies (the
+//! worker that finds no complete request left, or is about to block on the socket, flushes).
+//! Requests on backends that may block (modelled latency, waiting for data) and reads and
+//! writes of at least [`BIG_REQUEST`] bytes run on their own scoped threads and reply when
+//! done, so replies leave out of order and later requests overtake slow ones. At most
+//! [`MAX_IN_FLIGHT`] such requests run at once per connection; `NBD_CMD_DISC` waits for all
+//! of them.
 
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
