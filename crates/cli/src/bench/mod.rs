@@ -1,7 +1,9 @@
 //! `offhost bench ...`: measurements, each printed as a table or, with `--json`, as JSON.
 
+mod channels;
 mod floors;
 mod pingpong;
+mod rate;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -19,6 +21,8 @@ enum BenchCmd {
     Floors(floors::FloorsArgs),
     /// One-way latency and throughput against the echo engine, per record size.
     Pingpong(pingpong::PingpongArgs),
+    /// Message rate of a one-way stream through a channel (batched), copies or loans.
+    Rate(rate::RateArgs),
 }
 
 /// Runs `offhost bench`.
@@ -26,6 +30,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.cmd {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
+        BenchCmd::Rate(a) => rate::run(a),
     }
 }
 
