@@ -71,8 +71,9 @@ pub(crate) struct State {
     pub(crate) incoming: VecDeque<u32>,
     /// Threads waiting in `wait` for channel data (not passive).
     active: usize,
-    /// Threads asleep on a condition variable.
+    /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
     sleepers: usize,
+    passive_sleepers: usize,
     /// Zero-copy buffers that arrived, by pool index, waiting for their `loan` frame's reader.
     pub(crate) loans: HashMap<u32, offhost_shm::Buf>,
     /// Loan messages taken from a channel whose buffer has not arrived yet: (len, token).
@@ -143,6 +144,7 @@ impl Driver {
                 incoming: VecDeque::new(),
                 active: 0,
                 sleepers: 0,
+                passive_sleepers: 0,
                 loans: HashMap::new(),
                 held: HashMap::new(),
             }),
@@ -340,10 +342,23 @@ impl Driver {
             match (defer, slice) {
                 (true, None) => break Err(LinkError::WouldBlock),
                 (true, Some(s)) => {
-                    let cv = if passive { &self.accept_cond } else { &self.cond };
-                    st.sleepers += 1;
-                    st = cv.wait_timeout(st, s).unwrap_or_else(|e| e.into_inner()).0;
-                    st.sleepers -= 1;
+                    if passive {
+                        st.passive_sleepers += 1;
+                        st = self
+                            .accept_cond
+                            .wait_timeout(st, s)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                        st.passive_sleepers -= 1;
+                    } else {
+                        st.sleepers += 1;
+                        st = self
+                            .cond
+                            .wait_timeout(st, s)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                        st.sleepers -= 1;
+                    }
                 }
                 (false, _) => st = self.read_once(st, slice),
             }
@@ -361,9 +376,10 @@ impl Driver {
     fn wake(&self, st: &State) {
         if st.sleepers > 0 {
             self.cond.notify_all();
-            if !st.incoming.is_empty() || st.dead.is_some() || st.shutdown {
-                self.accept_cond.notify_all();
-            }
+        }
+        if st.passive_sleepers > 0 && (!st.incoming.is_empty() || st.dead.is_some() || st.shutdown)
+        {
+            self.accept_cond.notify_all();
         }
     }
 

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use offhost_bench::stats::Summary;
+use offhost_bench::{affinity, stats::Summary};
 use offhost_link::{ChannelOptions, SendMode, Server, Session};
 use offhost_shm::Mode;
 
@@ -54,18 +54,36 @@ pub(super) fn pingpong(
     iters: usize,
 ) -> Result<(&'static str, Summary)> {
     let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+    // As in the raw-ring bench: the measuring thread on one CPU, the echo side (thread or
+    // process, and the threads it starts) on another, when two are allowed.
+    let cpus = affinity::cpu_pair();
+    if let Some((a, _)) = cpus {
+        affinity::pin_current_thread(a);
+    }
+    let pin_echo = move || {
+        if let Some((_, b)) = cpus {
+            affinity::pin_current_thread(b);
+        }
+    };
     match t {
-        Transport::Tcp => Ok(("tcp", channel_in_thread("tcp:127.0.0.1:0", &data, iters)?)),
+        Transport::Tcp => Ok((
+            "tcp",
+            channel_in_thread("tcp:127.0.0.1:0", &data, iters, pin_echo)?,
+        )),
         Transport::Unix => {
             let dir = tempfile::tempdir()?;
             let url = format!("unix:{}", dir.path().join("bench.sock").display());
-            Ok(("unix", channel_in_thread(&url, &data, iters)?))
+            Ok(("unix", channel_in_thread(&url, &data, iters, pin_echo)?))
         }
-        Transport::ShmChan => Ok(("shm-chan", channel_over_shm(mode, &data, iters)?)),
+        Transport::ShmChan => Ok((
+            "shm-chan",
+            channel_over_shm(mode, &data, iters, cpus.map(|c| c.1))?,
+        )),
         Transport::TcpRaw => {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             let addr = l.local_addr()?;
             let echo = std::thread::spawn(move || -> Result<()> {
+                pin_echo();
                 let (mut s, _) = l.accept()?;
                 s.set_nodelay(true)?;
                 raw_echo(&mut s.try_clone()?, &mut s, size)
@@ -79,7 +97,10 @@ pub(super) fn pingpong(
         }
         Transport::UnixRaw => {
             let (mut a, mut b) = std::os::unix::net::UnixStream::pair()?;
-            let echo = std::thread::spawn(move || raw_echo(&mut b.try_clone()?, &mut b, size));
+            let echo = std::thread::spawn(move || {
+                pin_echo();
+                raw_echo(&mut b.try_clone()?, &mut b, size)
+            });
             let r = raw_pingpong(&mut a.try_clone()?, &mut a, &data, iters);
             drop(a);
             join(echo)?;
@@ -90,7 +111,10 @@ pub(super) fn pingpong(
             let (r2, w2) = rustix::pipe::pipe()?;
             let (mut r1, mut w1) = (std::fs::File::from(r1), std::fs::File::from(w1));
             let (mut r2, mut w2) = (std::fs::File::from(r2), std::fs::File::from(w2));
-            let echo = std::thread::spawn(move || raw_echo(&mut r1, &mut w2, size));
+            let echo = std::thread::spawn(move || {
+                pin_echo();
+                raw_echo(&mut r1, &mut w2, size)
+            });
             let r = raw_pingpong(&mut r2, &mut w1, &data, iters);
             drop(w1);
             join(echo)?;
@@ -146,10 +170,16 @@ fn channel_pingpong(session: &Session, data: &[u8], iters: usize) -> Result<Summ
 }
 
 /// Channels with the echo service on threads of this process.
-fn channel_in_thread(url: &str, data: &[u8], iters: usize) -> Result<Summary> {
+fn channel_in_thread(
+    url: &str,
+    data: &[u8],
+    iters: usize,
+    pin_echo: impl FnOnce() + Send + 'static,
+) -> Result<Summary> {
     let server = Server::bind(url)?;
     let url = server.url().to_owned();
     let echo = std::thread::spawn(move || -> Result<()> {
+        pin_echo();
         let session = server.accept()?;
         let ch = session.accept()?;
         offhost_link::echo_channel(&ch)?;
@@ -163,10 +193,16 @@ fn channel_in_thread(url: &str, data: &[u8], iters: usize) -> Result<Summary> {
 }
 
 /// Channels over shared memory with `offhost echo` in another process (as the raw ring bench).
-fn channel_over_shm(mode: Mode, data: &[u8], iters: usize) -> Result<Summary> {
+fn channel_over_shm(mode: Mode, data: &[u8], iters: usize, pin: Option<usize>) -> Result<Summary> {
     let addr = format!("@offhost-bench-chan-{}", std::process::id());
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["echo", "--listen", &format!("shm:{addr}"), "--once"])
+        .arg("echo")
+        .args(
+            pin.map(|c| ["--pin".to_owned(), c.to_string()])
+                .into_iter()
+                .flatten(),
+        )
+        .args(["--listen", &format!("shm:{addr}"), "--once"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -261,15 +261,13 @@ pub fn run(args: PingpongArgs) -> Result<()> {
                         .with_context(|| {
                             format!("pingpong of {size}-byte messages over {other:?}")
                         })?;
-                    rows.push(row(
-                        name,
-                        args.mode,
-                        size,
-                        "copy",
-                        iters,
-                        &s,
-                        floors.as_ref(),
-                    ));
+                    // Doorbell modes apply to shared memory only; sockets and pipes block.
+                    let mode = if other == Transport::ShmChan {
+                        args.mode
+                    } else {
+                        Mode::Block
+                    };
+                    rows.push(row(name, mode, size, "copy", iters, &s, floors.as_ref()));
                 }
             }
         }
