@@ -71,6 +71,8 @@ pub(crate) struct State {
     pub(crate) incoming: VecDeque<u32>,
     /// Threads waiting in `wait` for channel data (not passive).
     active: usize,
+    /// When the last data waiter left.
+    last_active: Option<Instant>,
     /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
     sleepers: usize,
     passive_sleepers: usize,
@@ -143,6 +145,7 @@ impl Driver {
                 dead: None,
                 incoming: VecDeque::new(),
                 active: 0,
+                last_active: None,
                 sleepers: 0,
                 passive_sleepers: 0,
                 loans: HashMap::new(),
@@ -338,7 +341,13 @@ impl Driver {
                 }
             };
             looked = true;
-            let defer = st.reading || (passive && st.active > 0);
+            // A passive waiter leaves the transport to data waiters while there are any, and
+            // for a tick after the last one left: between two messages there is none for a
+            // moment, and a passive reader spinning then would take the CPU of the data waiter
+            // it has to wake.
+            let defer = st.reading
+                || (passive
+                    && (st.active > 0 || st.last_active.is_some_and(|t| t.elapsed() < TICK)));
             match (defer, slice) {
                 (true, None) => break Err(LinkError::WouldBlock),
                 (true, Some(s)) => {
@@ -367,6 +376,9 @@ impl Driver {
             // A passive waiter notices the end of the active ones at its next tick; waking it
             // now would make it race the data waiters for the transport between messages.
             st.active -= 1;
+            if st.active == 0 {
+                st.last_active = Some(Instant::now());
+            }
         }
         r
     }
