@@ -52,11 +52,11 @@ pub(super) fn pingpong(
     mode: Mode,
     size: usize,
     iters: usize,
+    cpus: Option<(usize, usize)>,
 ) -> Result<(&'static str, Summary)> {
     let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
     // As in the raw-ring bench: the measuring thread on one CPU, the echo side (thread or
     // process, and the threads it starts) on another, when two are allowed.
-    let cpus = affinity::cpu_pair();
     if let Some((a, _)) = cpus {
         affinity::pin_current_thread(a);
     }

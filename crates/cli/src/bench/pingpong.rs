@@ -250,14 +250,18 @@ pub fn run(args: PingpongArgs) -> Result<()> {
     let floors = args
         .floors
         .then(|| super::floors::measure_with_progress(100_000));
+    // Chosen once, before this thread is pinned: afterwards it would see one allowed CPU.
+    let cpus = affinity::cpu_pair();
     let mut rows = Vec::new();
     for &t in &args.transport {
         match t {
-            Transport::Shm | Transport::Mem => rows.extend(ring_rows(&args, t, floors.as_ref())?),
+            Transport::Shm | Transport::Mem => {
+                rows.extend(ring_rows(&args, t, floors.as_ref(), cpus)?)
+            }
             other => {
                 for &size in &args.sizes {
                     let iters = iters_for(&args, size);
-                    let (name, s) = super::channels::pingpong(other, args.mode, size, iters)
+                    let (name, s) = super::channels::pingpong(other, args.mode, size, iters, cpus)
                         .with_context(|| {
                             format!("pingpong of {size}-byte messages over {other:?}")
                         })?;
@@ -315,9 +319,9 @@ fn ring_rows(
     args: &PingpongArgs,
     transport: Transport,
     floors: Option<&offhost_bench::floors::Floors>,
+    cpus: Option<(usize, usize)>,
 ) -> Result<Vec<Row>> {
     let config = config(args);
-    let cpus = affinity::cpu_pair();
     let (ep, peer) = start_peer(args, transport, &config, cpus)?;
     if let Some((a, _)) = cpus {
         affinity::pin_current_thread(a);
