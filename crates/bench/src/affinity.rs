@@ -22,3 +22,12 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     set.set(cpu);
     sched_setaffinity(None, &set).is_ok()
 }
+
+/// Lets the calling thread run on every CPU in `cpus` again (after [`pin_current_thread`]).
+pub fn unpin_current_thread(cpus: &[usize]) -> bool {
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    !cpus.is_empty() && sched_setaffinity(None, &set).is_ok()
+}

@@ -33,12 +33,17 @@ pub struct Floors {
     pub futex_ns_p99: f64,
     /// Copy bandwidth of 1 MiB buffers, median, GB/s (10^9 bytes per second).
     pub memcpy_gb_per_s: f64,
+    /// Bandwidth of reading 1 MiB that another core has just written, median, GB/s: what
+    /// moving data (not a descriptor) from one core to the other costs.
+    pub cross_core_read_gb_per_s: f64,
     /// CPUs the two ping-pong ends were pinned to, if pinning was possible.
     pub cpus: Option<(usize, usize)>,
 }
 
-/// Measures all three floors.
+/// Measures all three floors. The calling thread is pinned while it measures and may run on
+/// all its CPUs again afterwards.
 pub fn measure(plan: Plan, progress: &mut dyn FnMut(&str)) -> Floors {
+    let allowed = affinity::allowed_cpus();
     let cpus = affinity::cpu_pair();
     progress("cache-line ping-pong");
     let c = cacheline_one_way_ns(plan, cpus);
@@ -58,12 +63,23 @@ pub fn measure(plan: Plan, progress: &mut dyn FnMut(&str)) -> Floors {
             samples: 200,
         },
     );
+    progress("cross-core read 1 MiB");
+    let x = cross_core_read_gb_per_s(
+        1 << 20,
+        Plan {
+            warmup: 5,
+            samples: 50,
+        },
+        cpus,
+    );
+    affinity::unpin_current_thread(&allowed);
     Floors {
         cacheline_ns: c.median,
         cacheline_ns_p99: c.p99,
         futex_ns: f.median,
         futex_ns_p99: f.p99,
         memcpy_gb_per_s: m.median,
+        cross_core_read_gb_per_s: x.median,
         cpus,
     }
 }
@@ -182,6 +198,48 @@ pub fn memcpy_gb_per_s(size: usize, plan: Plan) -> Summary {
     Summary::of(&mut samples).expect("samples")
 }
 
+/// Bandwidth of one thread reading `size` bytes that a thread on the other CPU has just
+/// written (the lines move between the cores' caches), in GB/s.
+pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
+    let words = size / 8;
+    let buf: Arc<Vec<AtomicU64>> = Arc::new((0..words).map(|_| AtomicU64::new(0)).collect());
+    let turn = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let total = (plan.warmup + plan.samples) as u64;
+    let writer = {
+        let (buf, turn) = (buf.clone(), turn.clone());
+        std::thread::spawn(move || {
+            if let Some((a, _)) = cpus {
+                affinity::pin_current_thread(a);
+            }
+            for k in 0..total {
+                spin_until(|| turn.load(Ordering::Acquire) == 2 * k);
+                for w in buf.iter() {
+                    w.store(k, Ordering::Relaxed);
+                }
+                // Release: the reader sees every word written above.
+                turn.store(2 * k + 1, Ordering::Release);
+            }
+        })
+    };
+    if let Some((_, b)) = cpus {
+        affinity::pin_current_thread(b);
+    }
+    let mut samples = Vec::with_capacity(plan.samples);
+    for k in 0..total {
+        spin_until(|| turn.load(Ordering::Acquire) == 2 * k + 1);
+        let t0 = Instant::now();
+        let sum = buf.iter().fold(0u64, |a, w| a ^ w.load(Ordering::Relaxed));
+        let dt = t0.elapsed().as_nanos().max(1) as f64;
+        std::hint::black_box(sum);
+        turn.store(2 * k + 2, Ordering::Release);
+        if k as usize >= plan.warmup {
+            samples.push((words * 8) as f64 / dt);
+        }
+    }
+    writer.join().expect("writer");
+    Summary::of(&mut samples).expect("samples")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,8 +256,19 @@ mod tests {
         let f = futex_one_way_ns(TINY, cpus);
         let m = memcpy_gb_per_s(1 << 16, TINY);
         assert_eq!((c.n, f.n, m.n), (200, 200, 200));
+
         for s in [c, f, m] {
             assert!(s.min > 0.0 && s.median <= s.p99 && s.p99 <= s.max, "{s:?}");
         }
+    }
+
+    #[test]
+    fn measuring_leaves_the_caller_unpinned() {
+        let before = affinity::allowed_cpus();
+        let mut phases = Vec::new();
+        let f = measure(TINY, &mut |p| phases.push(p.to_owned()));
+        assert_eq!(affinity::allowed_cpus(), before);
+        assert_eq!(phases.len(), 4);
+        assert!(f.cacheline_ns > 0.0 && f.futex_ns > 0.0 && f.memcpy_gb_per_s > 0.0);
     }
 }

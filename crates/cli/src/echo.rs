@@ -54,6 +54,10 @@ pub struct EchoArgs {
     /// Serve one host, then exit.
     #[arg(long)]
     once: bool,
+    /// Read every byte of every buffer record before reflecting it (default: reflect the
+    /// descriptor only, zero-copy).
+    #[arg(long)]
+    touch: bool,
 }
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
@@ -90,7 +94,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
             Ok(ep) => {
                 let (m, _) = ep.mode();
                 eprintln!("echo: host connected ({m})");
-                match offhost_shm::echo(ep) {
+                match offhost_shm::echo_with(ep, args.touch) {
                     Ok(s) => eprintln!(
                         "echo: host left after {} records, {} bytes",
                         s.records, s.bytes

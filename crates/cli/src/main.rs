@@ -4,8 +4,15 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_engine;
+mod bench_nbd;
 mod channel_cmds;
 mod echo;
+mod engine_cmd;
+mod engine_table;
+mod nbd_cmd;
+mod run_cmd;
+mod tasks_cmd;
 
 /// offhost: attach processing engines to applications.
 #[derive(Parser, Debug)]
@@ -21,8 +28,18 @@ enum Command {
     Version,
     /// Echo engine: reflect every record back (the seed's nrate).
     Echo(echo::EchoArgs),
-    /// Benchmarks: floors, pingpong.
+    /// Benchmarks: floors, pingpong, engine.
     Bench(bench::BenchArgs),
+    /// The engine daemon: hosts submit pipelines and connect to their channels.
+    Engine(engine_cmd::EngineArgs),
+    /// Submit a pipeline to an engine daemon (or query or stop one).
+    Submit(engine_cmd::SubmitArgs),
+    /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
+    Nbd(nbd_cmd::NbdArgs),
+    /// Run a pipeline (.ion file) on the embedded engine.
+    Run(run_cmd::RunArgs),
+    /// List the tasks a pipeline may use, with their arguments.
+    Tasks(tasks_cmd::TasksArgs),
     /// Send stdin to an engine's channel (like writing /dev/tlw0).
     Send(channel_cmds::SendArgs),
     /// Write an engine's channel to stdout (like reading /dev/tlr0).
@@ -44,6 +61,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Engine(a) => engine_cmd::engine(a, offhost_engine::Registry::with_builtins()),
+        Command::Submit(a) => engine_cmd::submit(a),
+        Command::Nbd(a) => nbd_cmd::run(a),
+        Command::Run(a) => run_cmd::run(a, &offhost_engine::Registry::with_builtins()),
+        Command::Tasks(a) => tasks_cmd::run(a, &offhost_engine::Registry::with_builtins()),
         Command::Send(args) => channel_cmds::send(args),
         Command::Recv(args) => channel_cmds::recv(args),
         Command::Cat(args) => channel_cmds::cat(args),

@@ -1,3 +1,77 @@
-//! The offhost engine: filter tasks joined by queues, closed-loop buffer pools,
-//! the pipeline description language and the built-in tasks.
+//! The offhost engine: filter tasks joined by queues, closed-loop buffer pools, the
+//! pipeline description language and the built-in tasks (the ION data engine of the seed
+//! papers, built for today).
+//!
+//! # Model
+//!
+//! - A [`Task`] is a filter with numbered input and output queues. Each turn it takes
+//!   buffers from its inputs ([`Context::get`]), allocates buffers from the pools of its
+//!   outputs ([`Context::alloc`]) and puts buffers on its outputs ([`Context::put`]). It
+//!   returns [`Status::Progress`], [`Status::Blocked`] (no input or no buffer: it is woken
+//!   when one arrives) or [`Status::Done`].
+//! - Putting never blocks. A task waits only on an empty input or an empty pool.
+//! - Buffers come from [`Pool`]s of preallocated buffers (the seed's free lists). A
+//!   [`Buffer`] goes back to its pool when its last reference drops; [`Buffer::clone`]
+//!   duplicates by reference. Buffers keep headroom and tailroom ([`BufMut::prepend`]) and
+//!   are offset/length views ([`Buffer::slice`]). Memory is flat however long a pipeline runs.
+//! - A few worker threads ([`EngineConfig::workers`], optionally pinned) run all tasks, in
+//!   three [`Priority`] classes; each turn is limited to [`EngineConfig::batch`] gets and
+//!   allocs so no task starves the others.
+//! - End of stream: when a task finishes its output queues close once all their writers are
+//!   done; readers see [`Get::Closed`] after draining. When a reader finishes early its input
+//!   queues are *abandoned*: puts drop the buffer, and a task whose outputs are all
+//!   abandoned is finished too, so the graph tears down in order both ways.
+//!   [`Running::stop`] stops the sources; a failing task stops the sources as well and its
+//!   error is returned by [`Running::wait`].
+//!
+//! # Pipelines
+//!
+//! ```
+//! use offhost_engine::{EngineConfig, Pipeline, Registry};
+//! let text = "
+//!     ## a stereo tone, mixed to mono and mu-law encoded, to the host
+//!     tone seconds=0.1 >stereo:audio(8,4096)
+//!     mix <stereo >mono:pcm(8,4096)
+//!     mulaw <mono >ulaw:law(8,2048)
+//!     host-out name=speech <ulaw
+//! ";
+//! let registry = Registry::with_builtins();
+//! let mut run = Pipeline::parse(text)?.start(&registry, &EngineConfig::default())?;
+//! let out = run.host_output("speech").unwrap();
+//! let mut bytes = 0;
+//! while let Some(buf) = out.recv() {
+//!     bytes += buf.len();
+//! }
+//! let stats = run.wait()?;
+//! assert_eq!(bytes, 4410); // 0.1 s at 44.1 kHz, one byte per sample
+//! assert!(stats.finished);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! See [`lang`] for the syntax and [`Registry::with_builtins`] / `offhost tasks` for the
+//! built-in tasks. Other crates add tasks with [`Registry::register`].
 #![forbid(unsafe_code)]
+
+mod buffer;
+pub mod daemon;
+mod engine;
+mod error;
+mod graph;
+mod host;
+pub mod lang;
+mod pool;
+mod queue;
+mod registry;
+mod sched;
+mod task;
+pub mod tasks;
+
+pub use buffer::{BufMut, Buffer, BufferError};
+pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
+pub use error::PipelineError;
+pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
+pub use pool::{Pool, PoolConfig, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
+pub use queue::{Get, GetHook, PutHook, QueueStats};
+pub use registry::{parse_size, ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
+pub use sched::TaskStats;
+pub use task::{Context, Priority, Status, Task, TaskError};

@@ -1,2 +1,25 @@
-//! Network Block Device front end of offhost.
+//! Network Block Device front end of offhost: ordinary programs reach an engine as a disk.
+//!
+//! - [`proto`]: sans-IO encoding and decoding of NBD messages;
+//! - [`handshake`], [`conn`], [`server`]: the server (fixed newstyle, structured replies,
+//!   many requests in flight, several connections and exports, TCP and Unix sockets);
+//! - [`mem`], [`drive`]: the sparse memory pseudo-disk and its optional drive model;
+//! - [`export`]: export specifications (`NAME=KIND:ARG,OPTION...`);
+//! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
 #![forbid(unsafe_code)]
+
+pub mod actions;
+pub mod backend;
+pub mod conn;
+pub mod drive;
+pub mod export;
+pub mod handshake;
+pub mod mem;
+pub mod proto;
+pub mod report;
+pub mod server;
+pub mod trace;
+
+pub use backend::Backend;
+pub use export::{Export, SpecError};
+pub use server::{ListenAddr, Server, ServerError};

@@ -71,7 +71,7 @@ impl std::fmt::Display for Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Bytes of each of the two rings (power of two, 256 B to 1 GiB). The largest inline
-    /// record is `ring_bytes - 8` bytes.
+    /// record is `ring_bytes - 16` bytes.
     pub ring_bytes: u64,
     /// Pool buffers owned by each side (0 for no pool). The segment holds twice this many.
     pub pool_buffers: u32,

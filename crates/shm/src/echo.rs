@@ -1,9 +1,9 @@
 //! The echo engine (the seed's `nrate`): reflects every record back to its sender.
 
-use std::time::Duration;
-
-use crate::endpoint::{Endpoint, Receiver, Sender};
+use crate::endpoint::Endpoint;
 use crate::error::ShmError;
+use crate::receiver::Receiver;
+use crate::sender::Sender;
 
 /// What an echo run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -19,15 +19,23 @@ const BATCH: usize = 64;
 
 /// Reflects every record back until the peer hangs up (then returns `Ok`) or an error occurs.
 /// Inline records are copied into the outgoing ring; buffer records are sent back by
-/// descriptor, without copying. Consecutive ready records go back in one publication.
+/// descriptor, without copying or reading them. Consecutive ready records go back in one
+/// publication.
 pub fn echo(endpoint: Endpoint) -> Result<EchoStats, ShmError> {
+    echo_with(endpoint, false)
+}
+
+/// As [`echo`]; with `touch`, the engine also reads every byte of every buffer record before
+/// sending it back (as an engine that consumes its input would), so the data really crosses
+/// between the cores instead of only its descriptor.
+pub fn echo_with(endpoint: Endpoint, touch: bool) -> Result<EchoStats, ShmError> {
     let (mut tx, mut rx) = endpoint.split();
     let mut stats = EchoStats::default();
     let mut serve = || -> Result<(), ShmError> {
         loop {
-            reflect(&mut tx, &mut rx, &mut stats, None)?;
+            reflect(&mut tx, &mut rx, &mut stats, touch)?;
             for _ in 1..BATCH {
-                if !reflect_ready(&mut tx, &mut rx, &mut stats)? {
+                if !reflect_ready(&mut tx, &mut rx, &mut stats, touch)? {
                     break;
                 }
             }
@@ -41,10 +49,27 @@ pub fn echo(endpoint: Endpoint) -> Result<EchoStats, ShmError> {
     }
 }
 
-fn forward(tx: &mut Sender, rec: crate::Record<'_>, stats: &mut EchoStats) -> Result<(), ShmError> {
+fn forward(
+    tx: &mut Sender,
+    rec: crate::Record<'_>,
+    stats: &mut EchoStats,
+    touch: bool,
+) -> Result<(), ShmError> {
     stats.records += 1;
     stats.bytes += rec.len() as u64;
     if rec.is_buf() {
+        if touch {
+            let bytes = rec.bytes();
+            let words = bytes.chunks_exact(8);
+            let tail = words
+                .remainder()
+                .iter()
+                .fold(0u64, |a, &b| a ^ u64::from(b));
+            let sum = words.fold(tail, |a, w| {
+                a ^ u64::from_ne_bytes(w.try_into().expect("8-byte chunk"))
+            });
+            std::hint::black_box(sum);
+        }
         let buf = rec.take_buf().expect("buffer record");
         return match tx.write_buf(buf)? {
             Ok(()) => Ok(()),
@@ -61,19 +86,20 @@ fn reflect(
     tx: &mut Sender,
     rx: &mut Receiver,
     stats: &mut EchoStats,
-    timeout: Option<Duration>,
+    touch: bool,
 ) -> Result<(), ShmError> {
-    let rec = rx.recv(timeout)?;
-    forward(tx, rec, stats)
+    let rec = rx.recv(None)?;
+    forward(tx, rec, stats, touch)
 }
 
 fn reflect_ready(
     tx: &mut Sender,
     rx: &mut Receiver,
     stats: &mut EchoStats,
+    touch: bool,
 ) -> Result<bool, ShmError> {
     match rx.try_recv()? {
-        Some(rec) => forward(tx, rec, stats).map(|()| true),
+        Some(rec) => forward(tx, rec, stats, touch).map(|()| true),
         None => Ok(false),
     }
 }

@@ -42,7 +42,8 @@ pub(crate) struct Header {
 /// Producer and consumer index of one ring, each on its own cache line.
 #[repr(C)]
 pub(crate) struct RingCtl {
-    /// Bytes (or slots) ever published by the producer.
+    /// Bytes (or slots) ever published by the producer. Data-ring consumers never read it
+    /// (records carry their own publication stamp); it is kept for diagnostics.
     pub tail: CachePadded<AtomicU64>,
     /// Bytes (or slots) ever consumed by the consumer.
     pub head: CachePadded<AtomicU64>,

@@ -10,19 +10,21 @@
 //! verdict; a mismatch is an [`AttachError`] that names the field, the expected and the found
 //! value, on both sides. The socket then stays open and silent as the control connection: when
 //! either process exits or dies, the other sees end of file, and a waiting side returns
-//! [`ShmError::PeerGone`] within [`LIVENESS`] (100 ms slices, well under a second).
+//! [`ShmError::PeerGone`] within [`LIVENESS`] (100 ms slices, well under a second);
+//! [`Endpoint::check_peer`] probes without waiting.
 //!
-//! ```no_run
+//! ```
 //! # fn main() -> Result<(), offhost_shm::ShmError> {
 //! use offhost_shm::{connect, Config, Listener};
 //! use std::time::Duration;
 //!
 //! // engine process
-//! let listener = Listener::bind("@my-engine")?; // or a path: "/run/user/1000/engine.sock"
+//! let addr = format!("@offhost-doc-{}", std::process::id()); // or a socket path
+//! let listener = Listener::bind(&addr)?;
 //! std::thread::spawn(move || offhost_shm::echo(listener.accept().unwrap()));
 //!
 //! // host process
-//! let mut ep = connect("@my-engine", &Config::default())?;
+//! let mut ep = connect(&addr, &Config::default())?;
 //! ep.sender().send(b"hello", Some(Duration::from_secs(1)))?;
 //! let rec = ep.receiver().recv(Some(Duration::from_secs(1)))?;
 //! assert_eq!(rec.bytes(), b"hello");
@@ -38,12 +40,13 @@
 //!
 //! # Records
 //!
-//! Each direction has one SPSC ring of variable-length records (8-byte header, payload padded to
-//! 8 bytes; a record never wraps). A record is either **inline** (its bytes are in the ring; at
-//! most [`Sender::max_record`] = `ring_bytes - 8` bytes, larger is
-//! [`ShmError::RecordTooLarge`] at the call) or a **descriptor** of a pool buffer (index, offset,
-//! length). Records are read in place: [`Receiver::recv`] returns a [`Record`] that borrows the
-//! ring and is consumed when dropped.
+//! Each direction has one SPSC ring of variable-length records (16-byte header, padded to 16
+//! bytes; a record never wraps). A record is published by a stamp in its header (its position
+//! plus one), so a waiting receiver polls the one cache line the next record will be in.
+//! A record is either **inline** (its bytes are in the ring; at most [`Sender::max_record`] =
+//! `ring_bytes - 16` bytes, larger is [`ShmError::RecordTooLarge`] at the call) or a
+//! **descriptor** of a pool buffer (index, offset, length). Records are read in place:
+//! [`Receiver::recv`] returns a [`Record`] that borrows the ring and is consumed when dropped.
 //!
 //! Publication is batched: [`Sender::write`], [`Sender::write_with`] and [`Sender::write_buf`]
 //! stage records; [`Sender::flush`] publishes them all with one store and at most one wake-up.
@@ -99,17 +102,21 @@ mod endpoint;
 mod error;
 mod layout;
 mod pool;
+mod receiver;
 mod ring;
 mod segment;
+mod sender;
 mod shared;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener};
-pub use echo::{echo, EchoStats};
-pub use endpoint::{Endpoint, Receiver, Record, Sender, Side};
+pub use echo::{echo, echo_with, EchoStats};
+pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
+pub use receiver::{Receiver, Record};
+pub use sender::Sender;
 
 /// How often a waiting side checks that its peer is still alive.
 pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

@@ -1,26 +1,33 @@
 //! Single-producer single-consumer rings of variable-length records over shared memory.
 //!
-//! A record is an 8-byte header (`len: u32`, `kind: u32`) followed by `len` payload bytes,
-//! padded to 8 bytes. A record never wraps: when it does not fit before the end of the ring,
-//! the producer writes a `PAD` record over the rest and starts again at offset 0.
+//! A record is a 16-byte header (`stamp: u64`, `len: u32`, `kind: u32`) followed by `len`
+//! payload bytes, padded to 16 bytes. A record never wraps: when it does not fit before the end
+//! of the ring, the producer writes a `PAD` record over the rest and starts again at offset 0.
 //!
-//! The indices `tail` (producer) and `head` (consumer) count bytes ever written and consumed;
-//! each sits on its own cache line. Each side keeps a private copy of its own index and a cached
-//! copy of the other's, and rereads the other's only when the cached one says "full" or
-//! "empty". The producer publishes `tail` once per batch; the consumer publishes `head` when it
-//! runs dry or has consumed a quarter of the ring.
+//! Positions count bytes ever written (`tail`, the producer's) and consumed (`head`, the
+//! consumer's). A record is published by its **stamp**: the producer stores `position + 1` into
+//! the record's first word (release) after writing the rest, and the consumer polls the stamp at
+//! its `head` (acquire). So a waiting consumer touches one cache line, the one the record is
+//! in, and a small record costs one cache-line transfer per hop. Stale bytes from earlier laps
+//! never carry the current stamp, because positions only grow.
 //!
-//! Nothing read from the ring is trusted: the peer's index must stay within one ring of ours
-//! and never move backwards, and every record header must describe a record that lies inside
-//! the published bytes and inside the ring. Anything else is [`ShmError::CorruptPeer`].
+//! Publication is batched: the stamp of the first record of a batch is stored last, at
+//! [`Producer::publish`], so the consumer sees the whole batch at once. The producer also stores
+//! its `tail` there, for diagnostics only; the consumer never reads it. The consumer publishes
+//! `head` on its own cache line when it runs dry or has consumed a quarter of the ring; the
+//! producer caches it and rereads it only when the cached value says the ring is full.
+//!
+//! Nothing read from the ring is trusted: the peer's head must stay within one ring of our tail
+//! and never move backwards, and every record header must describe a record that ends inside
+//! the ring. Anything else is [`ShmError::CorruptPeer`].
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::ShmError;
 use crate::layout::RingCtl;
 
 /// Bytes of a record header.
-pub(crate) const HEADER: usize = 8;
+pub(crate) const HEADER: usize = 16;
 /// Record kind: payload bytes follow the header.
 pub(crate) const KIND_INLINE: u32 = 1;
 /// Record kind: a buffer descriptor follows the header.
@@ -28,8 +35,10 @@ pub(crate) const KIND_BUF: u32 = 2;
 /// Record kind: skip to the end of the ring.
 const KIND_PAD: u32 = 3;
 
+/// Ring bytes taken by a record of `len` payload bytes: records start 16-aligned, so a header
+/// always fits before the ring's end.
 fn padded(len: usize) -> u64 {
-    ((HEADER + len + 7) & !7) as u64
+    ((HEADER + len + 15) & !15) as u64
 }
 
 fn corrupt(msg: String) -> ShmError {
@@ -44,6 +53,18 @@ pub(crate) struct Producer {
     tail: u64,
     cached_head: u64,
     published: u64,
+    /// Position of the first record staged since the last publication (its stamp waits).
+    first_staged: Option<u64>,
+}
+
+/// The stamp word of the record at ring offset `pos` (8-aligned, inside the ring).
+///
+/// # Safety
+/// `data + pos .. data + pos + 8` must lie in a live shared mapping and be 8-aligned.
+unsafe fn stamp<'a>(data: *const u8, pos: u64) -> &'a AtomicU64 {
+    debug_assert!(pos % 16 == 0);
+    // SAFETY: in bounds and aligned (caller); shared memory is only accessed atomically here.
+    unsafe { &*data.add(pos as usize).cast::<AtomicU64>() }
 }
 
 // SAFETY: the pointers refer to a mapping kept alive by the `Arc<Shared>` that every owner of a
@@ -64,6 +85,7 @@ impl Producer {
             tail,
             cached_head: tail,
             published: tail,
+            first_staged: None,
         }
     }
 
@@ -117,12 +139,14 @@ impl Producer {
             }
         }
         if need > contiguous {
-            self.write_header(pos, contiguous as u32 - HEADER as u32, KIND_PAD);
+            self.write_header(contiguous as u32 - HEADER as u32, KIND_PAD);
             self.tail += contiguous;
+            self.clear_next();
         }
         let pos = self.tail & (self.cap - 1);
-        self.write_header(pos, len as u32, kind);
+        self.write_header(len as u32, kind);
         self.tail += need;
+        self.clear_next();
         // SAFETY: `pos + need <= cap` (a record never wraps), and the bytes between the
         // consumer's head and our tail + need are ours until we publish them.
         Ok(Some(unsafe {
@@ -130,14 +154,36 @@ impl Producer {
         }))
     }
 
-    fn write_header(&mut self, pos: u64, len: u32, kind: u32) {
+    /// Zeroes the stamp word at `tail` when that slot is free, so that stale payload bytes of
+    /// an earlier lap can never look like the stamp of the next record. (When the slot is not
+    /// free it holds the header of the unconsumed record at the consumer's head, whose stamp is
+    /// from the previous lap.) Ordered before the batch's publishing stamp (release).
+    fn clear_next(&mut self) {
+        if self.tail - self.cached_head < self.cap {
+            // SAFETY: the slot is 16-aligned in the ring and free, so only we access it.
+            unsafe { stamp(self.data, self.tail & (self.cap - 1)) }.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the header of the record at `tail`; stamps it unless it opens a batch.
+    fn write_header(&mut self, len: u32, kind: u32) {
+        let pos = self.tail & (self.cap - 1);
         debug_assert!(pos + HEADER as u64 <= self.cap && pos % 8 == 0);
-        // SAFETY: `pos` is 8-aligned and `pos + 8 <= cap`; the bytes are unpublished, so the
-        // consumer does not read them.
+        // SAFETY: `pos` is 16-aligned and `pos + 16 <= cap` (records are 16-aligned and the ring
+        // a multiple of 16); the bytes lie between the consumer's head and our tail + need, so
+        // the consumer does not read them until they are stamped.
         unsafe {
-            let p = self.data.add(pos as usize).cast::<u32>();
+            let p = self.data.add(pos as usize + 8).cast::<u32>();
             p.write_volatile(len);
             p.add(1).write_volatile(kind);
+        }
+        if self.first_staged.is_none() {
+            self.first_staged = Some(self.tail);
+        } else {
+            // Release: the header and payload stores above happen before this stamp; the
+            // consumer reads this record only after acquiring the batch's first stamp anyway.
+            // SAFETY: as above.
+            unsafe { stamp(self.data, pos) }.store(self.tail + 1, Ordering::Release);
         }
     }
 
@@ -159,12 +205,15 @@ impl Producer {
 
     /// Makes every reserved record visible; returns false when there was nothing new.
     pub(crate) fn publish(&mut self) -> bool {
-        if self.published == self.tail {
+        let Some(first) = self.first_staged.take() else {
             return false;
-        }
-        // Release: pairs with the consumer's Acquire load in `Consumer::refresh_tail`, making
-        // the record bytes written before it visible.
-        self.ctl().tail.store(self.tail, Ordering::Release);
+        };
+        // Release: pairs with the consumer's Acquire load of the stamp in `Consumer::peek`,
+        // making every record of the batch (written before this store) visible at once.
+        // SAFETY: `first` is the position of a staged record, so its offset is in the ring.
+        unsafe { stamp(self.data, first & (self.cap - 1)) }.store(first + 1, Ordering::Release);
+        // Diagnostics only: the consumer never reads the tail.
+        self.ctl().tail.store(self.tail, Ordering::Relaxed);
         self.published = self.tail;
         true
     }
@@ -200,7 +249,6 @@ pub(crate) struct Consumer {
     data: *const u8,
     cap: u64,
     head: u64,
-    cached_tail: u64,
     published: u64,
 }
 
@@ -218,7 +266,6 @@ impl Consumer {
             data,
             cap,
             head,
-            cached_tail: head,
             published: head,
         }
     }
@@ -228,57 +275,38 @@ impl Consumer {
         unsafe { &*self.ctl }
     }
 
-    fn refresh_tail(&mut self) -> Result<(), ShmError> {
-        // Acquire: pairs with the producer's Release store in `Producer::publish`.
-        let tail = self.ctl().tail.load(Ordering::Acquire);
-        if tail.wrapping_sub(self.cached_tail) > self.cap || tail.wrapping_sub(self.head) > self.cap
-        {
-            return Err(corrupt(format!(
-                "ring tail {tail} is outside [{}, {}]",
-                self.cached_tail,
-                self.head.wrapping_add(self.cap)
-            )));
-        }
-        self.cached_tail = tail;
-        Ok(())
+    /// True when the record at `head` is published (its stamp is `head + 1`).
+    fn ready(&self) -> bool {
+        // Acquire: pairs with the producer's Release store of the stamp in `publish` (or in
+        // `write_header` for later records of a batch): the header and payload are visible.
+        // SAFETY: `head & (cap - 1)` is 16-aligned and at least 16 bytes before the ring's end.
+        unsafe { stamp(self.data, self.head & (self.cap - 1)) }.load(Ordering::Acquire)
+            == self.head.wrapping_add(1)
     }
 
-    /// True when the consumer has seen every published record (rereads the tail).
+    /// True when no published record is waiting.
     pub(crate) fn is_empty(&mut self) -> Result<bool, ShmError> {
-        if self.head != self.cached_tail {
-            return Ok(false);
-        }
-        self.refresh_tail()?;
-        Ok(self.head == self.cached_tail)
+        Ok(!self.ready())
     }
 
     /// The next record, validated, or `None` when the ring is empty.
     pub(crate) fn peek(&mut self) -> Result<Option<RawRecord>, ShmError> {
         loop {
-            if self.head == self.cached_tail {
-                self.refresh_tail()?;
-                if self.head == self.cached_tail {
-                    return Ok(None);
-                }
+            if !self.ready() {
+                return Ok(None);
             }
             let pos = self.head & (self.cap - 1);
-            let avail = self.cached_tail - self.head;
             let contiguous = self.cap - pos;
-            if avail < HEADER as u64 {
-                return Err(corrupt(format!(
-                    "ring holds {avail} bytes at offset {pos}, less than a record header"
-                )));
-            }
-            // SAFETY: `pos` is 8-aligned (all records are) and `pos + 8 <= cap`; the bytes are
-            // published and not yet consumed, so the producer does not write them.
+            // SAFETY: `pos + 16 <= cap`; the record is stamped and not yet consumed, so the
+            // producer does not write it (a misbehaving one could: we copy the header once).
             let (len, kind) = unsafe {
-                let p = self.data.add(pos as usize).cast::<u32>();
+                let p = self.data.add(pos as usize + 8).cast::<u32>();
                 (p.read_volatile(), p.add(1).read_volatile())
             };
             let size = padded(len as usize);
             match kind {
                 KIND_PAD => {
-                    if u64::from(len) + HEADER as u64 != contiguous || contiguous > avail {
+                    if u64::from(len) + HEADER as u64 != contiguous {
                         return Err(corrupt(format!(
                             "pad record of {len} bytes at ring offset {pos} does not end the ring"
                         )));
@@ -286,11 +314,10 @@ impl Consumer {
                     self.head += contiguous;
                 }
                 KIND_INLINE | KIND_BUF => {
-                    if size > contiguous || size > avail {
+                    if size > contiguous {
                         return Err(corrupt(format!(
-                            "record of {len} bytes at ring offset {pos} overruns the {} published \
-                             bytes or the ring end",
-                            avail.min(contiguous)
+                            "record of {len} bytes at ring offset {pos} overruns the ring end \
+                             ({contiguous} bytes left)"
                         )));
                     }
                     return Ok(Some(RawRecord {

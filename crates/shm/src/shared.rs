@@ -17,6 +17,9 @@ use crate::segment::Segment;
 
 /// How often a waiting side checks that its peer is still alive.
 pub(crate) const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+/// After spinning this long without progress, a spinning side yields the CPU between checks,
+/// so that a peer (or anyone else) waiting for this CPU gets to run.
+const YIELD_AFTER: Duration = Duration::from_micros(20);
 
 pub(crate) struct Shared {
     pub seg: Segment,
@@ -156,6 +159,9 @@ impl Shared {
                     }
                     if spin_until.is_some_and(|s| now >= s) {
                         break;
+                    }
+                    if now - start >= YIELD_AFTER {
+                        std::thread::yield_now();
                     }
                 }
                 std::hint::spin_loop();

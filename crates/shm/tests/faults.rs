@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{abstract_addr, connect_retry, peek_u64, poke, spawn_child, wait_child, ADDR, ROLE};
+use common::{
+    abstract_addr, connect_retry, forge_record, peek_u64, spawn_child, wait_child, ADDR, ROLE,
+};
 use offhost_shm::{Config, Endpoint, Listener, Mode, ShmError};
 use std::time::{Duration, Instant};
 
@@ -80,14 +82,14 @@ fn echo_child(mode: Mode) -> (std::process::Child, Endpoint) {
     (child, ep)
 }
 
-/// Corrupts the host->engine ring with `write` (given the ring's tail and data offsets) and
-/// checks the engine child reports `expect` and stops.
-fn engine_detects(expect: &str, write: impl FnOnce(&Endpoint, u64, u64, u64)) {
+/// Forges a record in the host->engine ring with `write` (given the ring's data offset and the
+/// position of the next record) and checks the engine child reports `expect` and stops.
+fn engine_detects(expect: &str, write: impl FnOnce(&Endpoint, u64, u64)) {
     let (child, mut ep) = echo_child(Mode::Block);
     let (tail_off, _) = ep.layout().ring_index_offsets(0);
     let data_off = ep.layout().ring_data_offset(0);
     let tail = peek_u64(&ep, tail_off);
-    write(&ep, tail_off, data_off, tail);
+    write(&ep, data_off, tail);
     let (code, stderr) = wait_child(child, Duration::from_secs(10));
     assert_eq!(code, Some(3), "engine should fail; stderr: {stderr}");
     assert!(stderr.contains("corrupt peer"), "{stderr}");
@@ -102,91 +104,65 @@ fn engine_detects(expect: &str, write: impl FnOnce(&Endpoint, u64, u64, u64)) {
     ));
 }
 
-fn record_header(len: u32, kind: u32) -> [u8; 8] {
-    let mut h = [0u8; 8];
-    h[..4].copy_from_slice(&len.to_le_bytes());
-    h[4..].copy_from_slice(&kind.to_le_bytes());
-    h
+fn desc(index: u32, offset: u32, len: u32) -> [u8; 16] {
+    let mut d = [0u8; 16];
+    d[..4].copy_from_slice(&index.to_le_bytes());
+    d[4..8].copy_from_slice(&offset.to_le_bytes());
+    d[8..12].copy_from_slice(&len.to_le_bytes());
+    d
 }
 
 #[test]
-fn garbage_tail_index_is_a_corrupt_peer() {
-    engine_detects("ring tail", |ep, tail_off, _, tail| {
-        poke(ep, tail_off, &(tail + (1 << 40)).to_le_bytes());
+fn pad_record_that_does_not_end_the_ring_is_a_corrupt_peer() {
+    engine_detects("pad record of 5 bytes", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 5, 3, &[]);
     });
 }
 
 #[test]
 fn garbage_record_length_is_a_corrupt_peer() {
-    engine_detects("overruns", |ep, tail_off, data_off, tail| {
-        poke(ep, data_off + (tail & 4095), &record_header(0x7fff_fff0, 1));
-        poke(ep, tail_off, &(tail + 8).to_le_bytes());
+    engine_detects("overruns the ring end", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 0x7fff_fff0, 1, &[]);
     });
 }
 
 #[test]
 fn unknown_record_kind_is_a_corrupt_peer() {
-    engine_detects("unknown record kind 77", |ep, tail_off, data_off, tail| {
-        poke(ep, data_off + (tail & 4095), &record_header(0, 77));
-        poke(ep, tail_off, &(tail + 8).to_le_bytes());
+    engine_detects("unknown record kind 77", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 0, 77, &[]);
     });
 }
 
 #[test]
 fn descriptor_out_of_pool_is_a_corrupt_peer() {
-    engine_detects(
-        "descriptor names buffer 9999",
-        |ep, tail_off, data_off, tail| {
-            let at = data_off + (tail & 4095);
-            poke(ep, at, &record_header(16, 2));
-            let mut desc = [0u8; 16];
-            desc[..4].copy_from_slice(&9999u32.to_le_bytes());
-            poke(ep, at + 8, &desc);
-            poke(ep, tail_off, &(tail + 24).to_le_bytes());
-        },
-    );
+    engine_detects("descriptor names buffer 9999", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 16, 2, &desc(9999, 0, 0));
+    });
 }
 
 #[test]
 fn descriptor_of_a_buffer_the_host_does_not_hold_is_a_corrupt_peer() {
     // Buffer 5 is homed at the engine and free there: the host cannot be sending it.
-    engine_detects(
-        "which the peer does not hold",
-        |ep, tail_off, data_off, tail| {
-            let at = data_off + (tail & 4095);
-            poke(ep, at, &record_header(16, 2));
-            let mut desc = [0u8; 16];
-            desc[..4].copy_from_slice(&5u32.to_le_bytes());
-            poke(ep, at + 8, &desc);
-            poke(ep, tail_off, &(tail + 24).to_le_bytes());
-        },
-    );
+    engine_detects("which the peer does not hold", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 16, 2, &desc(5, 0, 0));
+    });
 }
 
 #[test]
 fn descriptor_range_beyond_buffer_is_a_corrupt_peer() {
-    engine_detects(
-        "exceeds the buffer size 1024",
-        |ep, tail_off, data_off, tail| {
-            let at = data_off + (tail & 4095);
-            poke(ep, at, &record_header(16, 2));
-            let mut desc = [0u8; 16];
-            desc[4..8].copy_from_slice(&1000u32.to_le_bytes());
-            desc[8..12].copy_from_slice(&100u32.to_le_bytes());
-            poke(ep, at + 8, &desc);
-            poke(ep, tail_off, &(tail + 24).to_le_bytes());
-        },
-    );
+    engine_detects("exceeds the buffer size 1024", |ep, data_off, tail| {
+        forge_record(ep, data_off, 4096, tail, 16, 2, &desc(0, 1000, 100));
+    });
 }
 
 #[test]
 fn corruption_is_latched_in_process_too() {
     let (mut host, engine) = offhost_shm::pair(&config(Mode::Poll)).unwrap();
-    let (tail_off, _) = host.layout().ring_index_offsets(1);
-    poke(&engine, tail_off, &u64::MAX.to_le_bytes());
+    let data_off = host.layout().ring_data_offset(1);
+    forge_record(&engine, data_off, 4096, 0, 0, 77, &[]);
     for _ in 0..3 {
         match host.receiver().try_recv() {
-            Err(ShmError::CorruptPeer(m)) => assert!(m.contains("ring tail"), "{m}"),
+            Err(ShmError::CorruptPeer(m)) => assert!(m.contains("unknown record kind 77"), "{m}"),
             other => panic!("expected CorruptPeer, got {:?}", other.map(|r| r.is_some())),
         }
     }

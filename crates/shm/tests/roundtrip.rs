@@ -76,7 +76,7 @@ fn ring_fills_then_drains_with_wraparound() {
 fn record_larger_than_ring_is_an_error_at_the_call() {
     let (mut host, _engine) = pair(&cfg(Mode::Block)).unwrap();
     let max = host.sender().max_record();
-    assert_eq!(max, 4096 - 8);
+    assert_eq!(max, 4096 - 16);
     let big = vec![0u8; max + 1];
     for r in [
         host.sender().send(&big, None).map(|_| ()),
@@ -185,7 +185,9 @@ fn alloc_waits_for_the_peer_to_release() {
 fn dropping_one_side_ends_the_other_after_pending_records() {
     let (mut host, mut engine) = pair(&cfg(Mode::Adaptive)).unwrap();
     host.sender().send(b"last words", T).unwrap();
+    engine.check_peer().unwrap();
     drop(host);
+    assert!(matches!(engine.check_peer(), Err(ShmError::PeerGone)));
     assert_eq!(engine.receiver().recv(T).unwrap().bytes(), b"last words");
     assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
 }

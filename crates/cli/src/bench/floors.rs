@@ -49,6 +49,10 @@ pub fn run(args: FloorsArgs) -> Result<()> {
         f.futex_ns_p99 / 1e3
     );
     println!("memcpy 1 MiB         {:>10.2} GB/s", f.memcpy_gb_per_s);
+    println!(
+        "cross-core read 1 MiB{:>10.2} GB/s",
+        f.cross_core_read_gb_per_s
+    );
     println!("({cpus})");
     Ok(())
 }

@@ -4,6 +4,7 @@ mod channels;
 mod floors;
 mod pingpong;
 mod rate;
+mod report;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -23,6 +24,8 @@ enum BenchCmd {
     Pingpong(pingpong::PingpongArgs),
     /// Message rate of a one-way stream through a channel (batched), copies or loans.
     Rate(rate::RateArgs),
+    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    Engine(crate::bench_engine::BenchEngineArgs),
 }
 
 /// Runs `offhost bench`.
@@ -31,6 +34,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
         BenchCmd::Rate(a) => rate::run(a),
+        BenchCmd::Engine(a) => crate::bench_engine::run(a),
     }
 }
 

@@ -4,10 +4,10 @@
 use anyhow::{bail, ensure, Context, Result};
 use offhost_bench::{affinity, cpu, stats::Summary};
 use offhost_shm::{Config, Endpoint, Mode};
-use serde::Serialize;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::report::{print, Row};
 use crate::echo::Url;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
@@ -74,34 +74,15 @@ pub struct PingpongArgs {
     /// Seconds over which the idle echo engine's CPU use is measured (0: skip).
     #[arg(long, default_value_t = 1.0)]
     idle_secs: f64,
+    /// Have the echo engine read every byte of buffer records (so data crosses cores).
+    #[arg(long)]
+    touch: bool,
     /// Also measure the floors first and report ratios against them.
     #[arg(long)]
     floors: bool,
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// One line of the report.
-#[derive(Debug, Serialize)]
-pub(super) struct Row {
-    bench: &'static str,
-    transport: &'static str,
-    mode: &'static str,
-    size: usize,
-    path: &'static str,
-    iters: usize,
-    one_way_ns_median: f64,
-    one_way_ns_p99: f64,
-    mb_per_s: f64,
-    /// CPU use of the idle echo engine, percent of one core (null when not measurable).
-    cpu_idle_pct: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_cacheline: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_futex: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vs_memcpy: Option<f64>,
 }
 
 /// The echo engine the bench talks to, and how to read its CPU time.
@@ -145,7 +126,7 @@ fn config(args: &PingpongArgs) -> Config {
         .copied()
         .unwrap_or(64);
     Config {
-        ring_bytes: ((inline_max + 8).next_power_of_two() as u64).max(64 << 10),
+        ring_bytes: ((inline_max + 16).next_power_of_two() as u64).max(64 << 10),
         pool_buffers: 4,
         buffer_size: (loan_max.div_ceil(64) * 64).max(64) as u32,
         mode: args.mode,
@@ -212,6 +193,9 @@ fn start_peer(
             if let Some((_, b)) = cpus {
                 cmd.args(["--pin", &b.to_string()]);
             }
+            if args.touch {
+                cmd.arg("--touch");
+            }
             let mut child = cmd.spawn().context("start the echo engine")?;
             match connect_retry(&addr, config, &mut child) {
                 Ok(ep) => Ok((ep, Peer::Process(child))),
@@ -223,6 +207,7 @@ fn start_peer(
             }
         }
         (Transport::Mem, None) => {
+            let touch = args.touch;
             let (host, engine) = offhost_shm::pair(config)?;
             let (tid_tx, tid_rx) = std::sync::mpsc::channel();
             let handle = std::thread::spawn(move || {
@@ -230,7 +215,7 @@ fn start_peer(
                     affinity::pin_current_thread(b);
                 }
                 let _ = tid_tx.send(cpu::current_tid());
-                if let Err(e) = offhost_shm::echo(engine) {
+                if let Err(e) = offhost_shm::echo_with(engine, touch) {
                     eprintln!("echo thread: {e}");
                 }
             });
@@ -247,11 +232,11 @@ pub fn run(args: PingpongArgs) -> Result<()> {
         args.sizes.iter().all(|&s| s > 0),
         "--sizes: record sizes must be at least 1 byte"
     );
+    // Chosen before anything pins this thread (the echo engine inherits our affinity).
+    let cpus = affinity::cpu_pair();
     let floors = args
         .floors
         .then(|| super::floors::measure_with_progress(100_000));
-    // Chosen once, before this thread is pinned: afterwards it would see one allowed CPU.
-    let cpus = affinity::cpu_pair();
     let mut rows = Vec::new();
     for &t in &args.transport {
         match t {
@@ -271,7 +256,9 @@ pub fn run(args: PingpongArgs) -> Result<()> {
                     } else {
                         Mode::Block
                     };
-                    rows.push(row(name, mode, size, "copy", iters, &s, floors.as_ref()));
+                    let mut r = row(name, mode, size, "copy", iters, &s, floors.as_ref());
+                    r.touch = true;
+                    rows.push(r);
                 }
             }
         }
@@ -287,7 +274,7 @@ fn iters_for(args: &PingpongArgs, size: usize) -> usize {
 }
 
 /// A report line from one-way times `s` (ns).
-pub(super) fn row(
+fn row(
     transport: &'static str,
     mode: Mode,
     size: usize,
@@ -303,6 +290,7 @@ pub(super) fn row(
         mode: mode.name(),
         size,
         path,
+        touch: false,
         iters,
         one_way_ns_median: s.median,
         one_way_ns_p99: s.p99,
@@ -339,7 +327,9 @@ fn ring_rows(
         let s = measure(&mut ep, size, loan, iters)
             .with_context(|| format!("pingpong of {size}-byte records"))?;
         let path = if loan { "loan" } else { "inline" };
-        rows.push(row(transport, args.mode, size, path, iters, &s, floors));
+        let mut r = row(transport, args.mode, size, path, iters, &s, floors);
+        r.touch = args.touch;
+        rows.push(r);
     }
     let idle = idle_cpu_pct(&peer, args.idle_secs);
     for r in &mut rows {
@@ -431,46 +421,4 @@ fn idle_cpu_pct(peer: &Peer, secs: f64) -> Option<f64> {
     std::thread::sleep(Duration::from_secs_f64(secs));
     let c1 = peer.cpu_time()?;
     Some((c1.saturating_sub(c0)).as_secs_f64() / t0.elapsed().as_secs_f64() * 100.0)
-}
-
-fn print(rows: &[Row], json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(rows)?);
-        return Ok(());
-    }
-    println!(
-        "{:<9} {:<9} {:>8} {:<6} {:>12} {:>12} {:>10} {:>9}",
-        "transport", "mode", "size", "path", "median ns", "p99 ns", "MB/s", "idle cpu"
-    );
-    for r in rows {
-        println!(
-            "{:<9} {:<9} {:>8} {:<6} {:>12.0} {:>12.0} {:>10.1} {:>8}",
-            r.transport,
-            r.mode,
-            r.size,
-            r.path,
-            r.one_way_ns_median,
-            r.one_way_ns_p99,
-            r.mb_per_s,
-            r.cpu_idle_pct
-                .map_or("-".to_owned(), |p| format!("{p:.2}%"))
-        );
-    }
-    if rows.iter().any(|r| r.vs_cacheline.is_some()) {
-        println!();
-        println!(
-            "{:>8} {:>14} {:>10} {:>10}",
-            "size", "x cache-line", "x futex", "x memcpy"
-        );
-        for r in rows {
-            println!(
-                "{:>8} {:>14.2} {:>10.3} {:>10.3}",
-                r.size,
-                r.vs_cacheline.unwrap_or(f64::NAN),
-                r.vs_futex.unwrap_or(f64::NAN),
-                r.vs_memcpy.unwrap_or(f64::NAN)
-            );
-        }
-    }
-    Ok(())
 }

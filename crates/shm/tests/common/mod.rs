@@ -94,3 +94,23 @@ pub fn dir_entries(dir: &str) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Writes a record header (and payload) at ring position `pos` of the ring whose data starts
+/// at `data_off`, then its stamp, as a producer publishing it would (`ring_bytes` to wrap).
+pub fn forge_record(
+    ep: &Endpoint,
+    data_off: u64,
+    ring_bytes: u64,
+    pos: u64,
+    len: u32,
+    kind: u32,
+    payload: &[u8],
+) {
+    let at = data_off + (pos & (ring_bytes - 1));
+    let mut h = [0u8; 8];
+    h[..4].copy_from_slice(&len.to_le_bytes());
+    h[4..].copy_from_slice(&kind.to_le_bytes());
+    poke(ep, at + 8, &h);
+    poke(ep, at + 16, payload);
+    poke(ep, at, &(pos + 1).to_le_bytes());
+}

@@ -1,0 +1,71 @@
+//! The pingpong report: one row per record size, as an aligned table or as JSON.
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// One line of the report.
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
+    pub(crate) bench: &'static str,
+    pub(crate) transport: &'static str,
+    pub(crate) mode: &'static str,
+    pub(crate) size: usize,
+    pub(crate) path: &'static str,
+    /// Whether the echo engine read buffer records (false: reflected descriptors only).
+    pub(crate) touch: bool,
+    pub(crate) iters: usize,
+    pub(crate) one_way_ns_median: f64,
+    pub(crate) one_way_ns_p99: f64,
+    pub(crate) mb_per_s: f64,
+    /// CPU use of the idle echo engine, percent of one core (null when not measurable).
+    pub(crate) cpu_idle_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vs_cacheline: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vs_futex: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vs_memcpy: Option<f64>,
+}
+
+/// Prints the rows as a JSON array or an aligned table (with floor ratios when measured).
+pub(crate) fn print(rows: &[Row], json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<9} {:<9} {:>8} {:<6} {:>12} {:>12} {:>10} {:>9}",
+        "transport", "mode", "size", "path", "median ns", "p99 ns", "MB/s", "idle cpu"
+    );
+    for r in rows {
+        println!(
+            "{:<9} {:<9} {:>8} {:<6} {:>12.0} {:>12.0} {:>10.1} {:>8}",
+            r.transport,
+            r.mode,
+            r.size,
+            r.path,
+            r.one_way_ns_median,
+            r.one_way_ns_p99,
+            r.mb_per_s,
+            r.cpu_idle_pct
+                .map_or("-".to_owned(), |p| format!("{p:.2}%"))
+        );
+    }
+    if rows.iter().any(|r| r.vs_cacheline.is_some()) {
+        println!();
+        println!(
+            "{:>8} {:>14} {:>10} {:>10}",
+            "size", "x cache-line", "x futex", "x memcpy"
+        );
+        for r in rows {
+            println!(
+                "{:>8} {:>14.2} {:>10.3} {:>10.3}",
+                r.size,
+                r.vs_cacheline.unwrap_or(f64::NAN),
+                r.vs_futex.unwrap_or(f64::NAN),
+                r.vs_memcpy.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    Ok(())
+}

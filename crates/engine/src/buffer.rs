@@ -1,0 +1,312 @@
+//! Buffers: views (offset and length) into preallocated storage that returns to its pool
+//! when the last reference is dropped.
+//!
+//! A [`BufMut`] is the single, writable reference a task gets from [`Pool::alloc`]. Freezing it
+//! gives a [`Buffer`], the shared, read-only form that travels on queues; cloning a `Buffer`
+//! duplicates by reference (the seed's buffer duplication), never by copy. Both keep
+//! *headroom* in front of the data and *tailroom* behind it, so a header or trailer can be
+//! added by moving the offset or the length, without copying the data.
+
+use std::fmt;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use crate::pool::PoolShared;
+
+/// What went wrong when growing a buffer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BufferError {
+    /// There is not enough headroom in front of the data for the bytes to prepend.
+    #[error("not enough headroom: need {need} bytes, have {have}")]
+    NoHeadroom {
+        /// Bytes asked for.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// There is not enough room behind the data for the bytes to append.
+    #[error("not enough room: need {need} bytes, have {have}")]
+    NoRoom {
+        /// Bytes asked for.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+}
+
+/// Storage shared by the views of one buffer; goes back to its pool on drop.
+pub(crate) struct Storage {
+    pub(crate) bytes: Vec<u8>,
+    /// End of the ordinary data area (headroom + buffer size); the tailroom lies beyond.
+    pub(crate) data_end: usize,
+    pub(crate) pool: Option<Arc<PoolShared>>,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.release(std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// A shared, read-only buffer: a view (offset, length) into pooled storage.
+///
+/// Clone is cheap (a reference count); the storage returns to its pool when the last clone
+/// is dropped.
+#[derive(Clone)]
+pub struct Buffer {
+    st: Arc<Storage>,
+    off: usize,
+    len: usize,
+}
+
+impl Buffer {
+    /// A buffer that belongs to no pool, holding `data` (for tests and host messages).
+    pub fn from_vec(data: Vec<u8>) -> Buffer {
+        let len = data.len();
+        Buffer {
+            st: Arc::new(Storage {
+                bytes: data,
+                data_end: len,
+                pool: None,
+            }),
+            off: 0,
+            len,
+        }
+    }
+
+    /// Length of the data in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offset of the data within the storage (the headroom in front of it).
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// A view of part of this buffer's data, sharing the storage (no copy).
+    ///
+    /// # Panics
+    /// If `range` is not within `0..self.len()`.
+    pub fn slice(&self, range: Range<usize>) -> Buffer {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "slice {range:?} out of 0..{}",
+            self.len
+        );
+        Buffer {
+            st: Arc::clone(&self.st),
+            off: self.off + range.start,
+            len: range.end - range.start,
+        }
+    }
+
+    /// Drops `n` bytes from the front of this view (clamped to the length).
+    pub fn advance(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.off += n;
+        self.len -= n;
+    }
+
+    /// Shortens this view to `len` bytes (no effect if it is already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// How many views share this buffer's storage.
+    pub fn ref_count(&self) -> usize {
+        Arc::strong_count(&self.st)
+    }
+
+    /// Name of the pool the storage belongs to, if any.
+    pub fn pool_name(&self) -> Option<&str> {
+        self.st.pool.as_ref().map(|p| p.name.as_str())
+    }
+
+    /// Turns this view back into a writable buffer if it is the only reference.
+    pub fn try_into_mut(self) -> Result<BufMut, Buffer> {
+        if Arc::strong_count(&self.st) == 1 && Arc::weak_count(&self.st) == 0 {
+            let data_end = self.st.data_end;
+            Ok(BufMut {
+                st: self.st,
+                off: self.off,
+                len: self.len,
+                data_end,
+            })
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.st.bytes[self.off..self.off + self.len]
+    }
+}
+
+impl AsRef<[u8]> for Buffer {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("pool", &self.pool_name())
+            .field("offset", &self.off)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// A writable buffer held by one task, obtained from a pool. Freeze it to put it on a queue.
+pub struct BufMut {
+    st: Arc<Storage>,
+    off: usize,
+    len: usize,
+    /// End of the ordinary data area; beyond it lies the tailroom.
+    data_end: usize,
+}
+
+impl BufMut {
+    pub(crate) fn new(st: Arc<Storage>, headroom: usize) -> BufMut {
+        let data_end = st.data_end;
+        BufMut {
+            st,
+            off: headroom,
+            len: 0,
+            data_end,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        // A BufMut is the only reference to its storage by construction (fresh from the pool,
+        // or `try_into_mut` checked the counts), so this cannot fail.
+        &mut Arc::get_mut(&mut self.st)
+            .expect("a BufMut is the only reference to its storage")
+            .bytes
+    }
+
+    /// Length of the data in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes free in front of the data.
+    pub fn headroom(&self) -> usize {
+        self.off
+    }
+
+    /// Bytes free behind the data in the ordinary data area (the pool's buffer size).
+    pub fn remaining(&self) -> usize {
+        self.data_end.saturating_sub(self.off + self.len)
+    }
+
+    /// Bytes free behind the data including the tailroom.
+    pub fn tailroom(&self) -> usize {
+        self.st.bytes.len() - (self.off + self.len)
+    }
+
+    /// The data.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.st.bytes[self.off..self.off + self.len]
+    }
+
+    /// The data, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let (o, l) = (self.off, self.len);
+        &mut self.bytes_mut()[o..o + l]
+    }
+
+    /// The free part of the data area behind the data; fill it, then call [`BufMut::commit`].
+    pub fn unfilled(&mut self) -> &mut [u8] {
+        let (start, end) = (self.off + self.len, self.data_end.max(self.off + self.len));
+        &mut self.bytes_mut()[start..end]
+    }
+
+    /// Marks `n` more bytes behind the data as written (after filling [`BufMut::unfilled`]).
+    ///
+    /// # Panics
+    /// If `n` exceeds [`BufMut::tailroom`].
+    pub fn commit(&mut self, n: usize) {
+        assert!(n <= self.tailroom(), "commit {n} beyond the buffer");
+        self.len += n;
+    }
+
+    /// Appends bytes behind the data (may use the tailroom).
+    pub fn extend_from_slice(&mut self, data: &[u8]) -> Result<(), BufferError> {
+        let have = self.tailroom();
+        if data.len() > have {
+            return Err(BufferError::NoRoom {
+                need: data.len(),
+                have,
+            });
+        }
+        let start = self.off + self.len;
+        self.bytes_mut()[start..start + data.len()].copy_from_slice(data);
+        self.len += data.len();
+        Ok(())
+    }
+
+    /// Prepends bytes in front of the data using the headroom, without moving the data.
+    pub fn prepend(&mut self, header: &[u8]) -> Result<(), BufferError> {
+        if header.len() > self.off {
+            return Err(BufferError::NoHeadroom {
+                need: header.len(),
+                have: self.off,
+            });
+        }
+        let start = self.off - header.len();
+        self.bytes_mut()[start..start + header.len()].copy_from_slice(header);
+        self.off = start;
+        self.len += header.len();
+        Ok(())
+    }
+
+    /// Drops `n` bytes from the front of the data (clamped), growing the headroom.
+    pub fn advance(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.off += n;
+        self.len -= n;
+    }
+
+    /// Shortens the data to `len` bytes (no effect if it is already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Makes the buffer shareable and read-only, ready to be put on a queue.
+    pub fn freeze(self) -> Buffer {
+        Buffer {
+            st: self.st,
+            off: self.off,
+            len: self.len,
+        }
+    }
+}
+
+impl fmt::Debug for BufMut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufMut")
+            .field("offset", &self.off)
+            .field("len", &self.len)
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}

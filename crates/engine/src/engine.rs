@@ -1,0 +1,377 @@
+//! Starting, watching and stopping pipelines.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PipelineError;
+use crate::graph::{self, Graph};
+use crate::host::{self, HostInput, HostOutput};
+use crate::lang::{self, Spec};
+use crate::pool::{Pool, PoolStats};
+use crate::queue::{GetHook, PutHook, Queue, QueueStats};
+use crate::registry::Registry;
+use crate::sched::{Shared, TaskSlot, TaskStats};
+
+/// How a pipeline is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Worker threads (at least one).
+    pub workers: usize,
+    /// Pin worker `i` to core `i` (modulo the number of cores).
+    pub pin: bool,
+    /// Most `get`s and `alloc`s a task may do in one turn.
+    pub batch: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
+            pin: false,
+            batch: 64,
+        }
+    }
+}
+
+/// A pipeline description, parsed but not yet checked against a registry.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    spec: Spec,
+}
+
+impl Pipeline {
+    /// Parses pipeline text (see [`crate::lang`] for the syntax).
+    pub fn parse(text: &str) -> Result<Pipeline, PipelineError> {
+        Ok(Pipeline {
+            spec: lang::parse(text)?,
+        })
+    }
+
+    /// The parsed lines.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// Checks the graph against `registry` (tasks, arguments, queues, free lists, cycles)
+    /// and creates the tasks; nothing runs yet.
+    pub fn build(&self, registry: &Registry) -> Result<Built, PipelineError> {
+        Ok(Built {
+            graph: graph::build(&self.spec, registry)?,
+            put_hooks: HashMap::new(),
+            get_hooks: HashMap::new(),
+        })
+    }
+
+    /// Builds and starts in one step.
+    pub fn start(
+        &self,
+        registry: &Registry,
+        config: &EngineConfig,
+    ) -> Result<Running, PipelineError> {
+        Ok(self.build(registry)?.start(config))
+    }
+}
+
+/// A checked pipeline, ready to start.
+pub struct Built {
+    graph: Graph,
+    put_hooks: HashMap<String, PutHook>,
+    get_hooks: HashMap<String, GetHook>,
+}
+
+/// A hook named a queue the pipeline does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no queue named '{0}'")]
+pub struct NoSuchQueue(pub String);
+
+impl Built {
+    /// Names of the `host-in` channels.
+    pub fn host_inputs(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.graph.host.inputs.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Names of the `host-out` channels.
+    pub fn host_outputs(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.graph.host.outputs.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    fn has_queue(&self, q: &str) -> Result<(), NoSuchQueue> {
+        if self.graph.queues.iter().any(|n| n.name == q) {
+            Ok(())
+        } else {
+            Err(NoSuchQueue(q.into()))
+        }
+    }
+
+    /// Calls `hook` each time a buffer is placed on queue `q` while it was empty (the
+    /// seed's "kick" of an idle device).
+    pub fn set_put_hook(
+        &mut self,
+        q: &str,
+        hook: impl Fn() + Send + Sync + 'static,
+    ) -> Result<(), NoSuchQueue> {
+        self.has_queue(q)?;
+        self.put_hooks.insert(q.into(), Arc::new(hook));
+        Ok(())
+    }
+
+    /// Calls `hook` before a dequeue from queue `q` while it is empty; a buffer it returns is
+    /// dequeued (the seed's "status queue").
+    pub fn set_get_hook(
+        &mut self,
+        q: &str,
+        hook: impl Fn() -> Option<crate::Buffer> + Send + Sync + 'static,
+    ) -> Result<(), NoSuchQueue> {
+        self.has_queue(q)?;
+        self.get_hooks.insert(q.into(), Arc::new(hook));
+        Ok(())
+    }
+
+    /// Creates the pools and queues and starts the worker threads.
+    pub fn start(mut self, config: &EngineConfig) -> Running {
+        let g = self.graph;
+        let pools: Vec<Pool> = g.pools.iter().cloned().map(Pool::new).collect();
+        let queues: Vec<Arc<Queue>> = g
+            .queues
+            .iter()
+            .map(|q| {
+                Arc::new(Queue::new(
+                    q.name.clone(),
+                    q.reader,
+                    q.writers.clone(),
+                    self.put_hooks.remove(&q.name),
+                    self.get_hooks.remove(&q.name),
+                ))
+            })
+            .collect();
+        let slots = g
+            .tasks
+            .into_iter()
+            .map(|t| {
+                TaskSlot::new(
+                    t.name,
+                    t.line,
+                    t.prio,
+                    t.task,
+                    t.inputs.iter().map(|&i| Arc::clone(&queues[i])).collect(),
+                    t.outputs.iter().map(|&i| Arc::clone(&queues[i])).collect(),
+                    t.pools
+                        .iter()
+                        .map(|p| p.map(|i| pools[i].clone()))
+                        .collect(),
+                )
+            })
+            .collect();
+        let shared = Shared::new(slots, config.batch);
+        let host = g.host;
+        for (_, waker, id) in host.inputs.values() {
+            let _ = waker.set(shared.waker(*id));
+        }
+        let cores = if config.pin {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let workers = (0..config.workers.max(1))
+            .map(|i| {
+                let s = Arc::clone(&shared);
+                let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+                std::thread::Builder::new()
+                    .name(format!("offhost-worker-{i}"))
+                    .spawn(move || {
+                        if let Some(c) = core {
+                            core_affinity::set_for_current(c);
+                        }
+                        s.run_worker();
+                    })
+                    .expect("spawn a worker thread")
+            })
+            .collect();
+        Running {
+            shared,
+            workers,
+            host,
+            pools,
+            queues,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Statistics of a pipeline at one moment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stats {
+    /// Seconds since start.
+    pub elapsed_s: f64,
+    /// Whether every task has finished.
+    pub finished: bool,
+    /// Per task, in pipeline order.
+    pub tasks: Vec<TaskStats>,
+    /// Per queue, by name.
+    pub queues: Vec<QueueStats>,
+    /// Per pool, by name.
+    pub pools: Vec<PoolStats>,
+}
+
+/// Why a pipeline did not finish cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A task failed; the rest of the pipeline was stopped and drained.
+    #[error("task '{task}' (line {line}) failed: {message}")]
+    TaskFailed {
+        /// Command name.
+        task: String,
+        /// Line in the pipeline text.
+        line: usize,
+        /// The error.
+        message: String,
+        /// Statistics at the end.
+        stats: Box<Stats>,
+    },
+}
+
+/// Stops a running pipeline; clone it freely.
+#[derive(Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// Stops the sources, as [`Running::stop`].
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+}
+
+/// A running pipeline.
+pub struct Running {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    host: host::HostPorts,
+    pools: Vec<Pool>,
+    queues: Vec<Arc<Queue>>,
+    started: Instant,
+}
+
+impl Running {
+    /// The host's end of `host-in name=NAME` (once; later calls return `None`).
+    pub fn host_input(&mut self, name: &str) -> Option<HostInput> {
+        self.host
+            .inputs
+            .remove(name)
+            .map(|(tx, waker, _)| HostInput::new(tx, waker))
+    }
+
+    /// The host's end of `host-out name=NAME` (once; later calls return `None`).
+    pub fn host_output(&mut self, name: &str) -> Option<HostOutput> {
+        host::take_output(&mut self.host, name)
+    }
+
+    /// Names of the host-in channels not yet taken.
+    pub fn open_host_inputs(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.host.inputs.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Names of the host-out channels not yet taken.
+    pub fn open_host_outputs(&self) -> Vec<String> {
+        let mut v: Vec<_> = self.host.outputs.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Closes the host channels nobody took: inputs end their stream, outputs discard.
+    fn close_untaken(&mut self) {
+        for (_, (tx, waker, _)) in self.host.inputs.drain() {
+            drop(tx);
+            if let Some(w) = waker.get() {
+                w.wake();
+            }
+        }
+        self.host.outputs.clear();
+    }
+
+    /// Current statistics.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            finished: self.shared.is_finished(),
+            tasks: self.shared.tasks.iter().map(TaskSlot::stats).collect(),
+            queues: self.queues.iter().map(|q| q.stats()).collect(),
+            pools: self.pools.iter().map(Pool::stats).collect(),
+        }
+    }
+
+    /// A handle that can stop this pipeline from another thread (a signal handler, say).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Stops the sources; end of stream flows through the graph and it finishes in order.
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+
+    /// Whether every task has finished.
+    pub fn is_finished(&self) -> bool {
+        self.shared.is_finished()
+    }
+
+    /// Waits up to `timeout` for the pipeline to finish; returns whether it did.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        self.shared.wait_finished(Some(timeout))
+    }
+
+    /// Waits for the pipeline to finish and returns the final statistics, or the first task
+    /// failure.
+    pub fn wait(mut self) -> Result<Stats, RunError> {
+        self.close_untaken();
+        self.shared.wait_finished(None);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        let stats = self.stats();
+        let failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match failure {
+            None => Ok(stats),
+            Some(f) => Err(RunError::TaskFailed {
+                task: f.task,
+                line: f.line,
+                message: f.message,
+                stats: Box::new(stats),
+            }),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.workers.is_empty() {
+            self.close_untaken();
+            self.shared.request_stop();
+            self.shared.wait_finished(Some(Duration::from_secs(5)));
+            if self.shared.is_finished() {
+                for w in self.workers.drain(..) {
+                    let _ = w.join();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Host ports: how the application talks to a running pipeline's `host-in` and `host-out`
+//! tasks, in process. (The engine daemon bridges these to network channels.)
+//!
+//! A [`HostInput`] sends byte messages into a pipeline; the `host-in` task copies them into
+//! buffers of its output pool. A [`HostOutput`] receives the buffers that reach a `host-out`
+//! task, without copying; holding them holds pool buffers, so a slow host slows the
+//! pipeline down instead of growing memory (the closed loop extends into the host).
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
+
+use crate::buffer::Buffer;
+use crate::queue::Get;
+use crate::registry::{ArgError, Args, Build};
+use crate::sched::Waker;
+use crate::task::{Context, Status, Task, TaskError};
+
+/// Messages a host may queue for a `host-in` task before `send` waits.
+pub const HOST_IN_DEPTH: usize = 64;
+
+/// Errors on a host port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// Nothing arrived within the timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The pipeline's task for this port has finished; nothing more can be sent.
+    #[error("the pipeline no longer reads this channel")]
+    Closed,
+}
+
+/// A host-in channel before the host takes it: sender, the task's waker (set at start), task id.
+pub(crate) type InPort = (Sender<Vec<u8>>, Arc<OnceLock<Waker>>, usize);
+
+#[derive(Default)]
+pub(crate) struct HostPorts {
+    pub(crate) inputs: HashMap<String, InPort>,
+    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, usize)>,
+}
+
+/// The host's end of a `host-in` task.
+pub struct HostInput {
+    tx: Option<Sender<Vec<u8>>>,
+    waker: Arc<OnceLock<Waker>>,
+}
+
+impl HostInput {
+    pub(crate) fn new(tx: Sender<Vec<u8>>, waker: Arc<OnceLock<Waker>>) -> HostInput {
+        HostInput {
+            tx: Some(tx),
+            waker,
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.get() {
+            w.wake();
+        }
+    }
+
+    /// Sends one message; waits while the task has [`HOST_IN_DEPTH`] messages pending.
+    pub fn send(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
+        let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
+        let mut msg = data.into();
+        loop {
+            match tx.send_timeout(msg, Duration::from_millis(50)) {
+                Ok(()) => {
+                    self.wake();
+                    return Ok(());
+                }
+                Err(crossbeam_channel::SendTimeoutError::Timeout(m)) => {
+                    // Make sure the task is not asleep on a stale notion of an empty channel.
+                    self.wake();
+                    msg = m;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {
+                    return Err(HostError::Closed)
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: the task finishes once it has passed on what was sent.
+    pub fn close(&mut self) {
+        self.tx = None;
+        self.wake();
+    }
+}
+
+impl Drop for HostInput {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The host's end of a `host-out` task.
+pub struct HostOutput {
+    rx: Receiver<Buffer>,
+}
+
+impl HostOutput {
+    /// The next buffer; `Ok(None)` at end of stream; [`HostError::Timeout`] if nothing came.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Buffer>, HostError> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(b) => Ok(Some(b)),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => Err(HostError::Timeout),
+        }
+    }
+
+    /// The next buffer, waiting as long as it takes; `None` at end of stream.
+    pub fn recv(&self) -> Option<Buffer> {
+        self.rx.recv().ok()
+    }
+}
+
+pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutput> {
+    ports.outputs.remove(name).map(|(rx, _)| HostOutput { rx })
+}
+
+struct HostIn {
+    rx: Receiver<Vec<u8>>,
+    pending: Option<(Vec<u8>, usize)>,
+}
+
+impl Task for HostIn {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        loop {
+            if self.pending.is_none() {
+                match self.rx.try_recv() {
+                    Ok(m) => self.pending = Some((m, 0)),
+                    Err(TryRecvError::Empty) => return Ok(Status::Blocked),
+                    Err(TryRecvError::Disconnected) => return Ok(Status::Done),
+                }
+            }
+            let (msg, off) = self.pending.as_mut().expect("set above");
+            if msg.is_empty() {
+                self.pending = None;
+                continue;
+            }
+            let Some(mut b) = cx.alloc(0) else {
+                return Ok(Status::Blocked);
+            };
+            let n = (msg.len() - *off).min(b.remaining());
+            b.unfilled()[..n].copy_from_slice(&msg[*off..*off + n]);
+            b.commit(n);
+            *off += n;
+            if *off == msg.len() {
+                self.pending = None;
+            }
+            cx.put(0, b.freeze());
+        }
+    }
+}
+
+struct HostOut {
+    tx: Sender<Buffer>,
+}
+
+impl Task for HostOut {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        loop {
+            match cx.get(0) {
+                Get::Buf(b) => match self.tx.try_send(b) {
+                    Ok(()) => {}
+                    // The host went away: stop reading, which ends the branch feeding us.
+                    Err(TrySendError::Disconnected(_)) => return Ok(Status::Done),
+                    Err(TrySendError::Full(_)) => unreachable!("the channel is unbounded"),
+                },
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+}
+
+fn channel_name(args: &Args) -> Result<String, ArgError> {
+    let n = args.required("name")?;
+    if n.is_empty() {
+        return Err(ArgError::new("name", "name must not be empty"));
+    }
+    Ok(n.to_string())
+}
+
+pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let name = channel_name(args)?;
+    if b.host.inputs.contains_key(&name) {
+        return Err(ArgError::new(
+            "name",
+            format!("host-in channel '{name}' is already used"),
+        ));
+    }
+    let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
+    b.host
+        .inputs
+        .insert(name, (tx, Arc::new(OnceLock::new()), b.task_id));
+    Ok(Box::new(HostIn { rx, pending: None }))
+}
+
+pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let name = channel_name(args)?;
+    if b.host.outputs.contains_key(&name) {
+        return Err(ArgError::new(
+            "name",
+            format!("host-out channel '{name}' is already used"),
+        ));
+    }
+    let (tx, rx) = crossbeam_channel::unbounded();
+    b.host.outputs.insert(name, (rx, b.task_id));
+    Ok(Box::new(HostOut { tx }))
+}

@@ -1,0 +1,291 @@
+//! Pools (the seed's free lists): a fixed number of preallocated buffers of one size.
+//!
+//! Buffers circulate in a closed loop: a producer takes one with [`Pool::alloc`], the last
+//! consumer drops it, and the storage goes back to the free list. Nothing is allocated or
+//! freed while a pipeline runs (apart from a small reference-count cell per buffer), so
+//! memory stays flat, and a producer that runs ahead of its consumers waits for a buffer
+//! to come back instead of growing a queue.
+
+use std::fmt;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_queue::ArrayQueue;
+use serde::{Deserialize, Serialize};
+
+use crate::buffer::{BufMut, Storage};
+use crate::sched::Waker;
+
+/// Bytes kept free in front of the data of every pooled buffer unless configured otherwise.
+pub const DEFAULT_HEADROOM: usize = 64;
+/// Bytes kept free behind the data area of every pooled buffer unless configured otherwise.
+pub const DEFAULT_TAILROOM: usize = 64;
+
+/// The shape of a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolConfig {
+    /// Name, as written in the pipeline.
+    pub name: String,
+    /// Number of buffers.
+    pub count: usize,
+    /// Size of each buffer's data area in bytes.
+    pub size: usize,
+    /// Bytes free in front of the data area.
+    pub headroom: usize,
+    /// Bytes free behind the data area.
+    pub tailroom: usize,
+}
+
+impl PoolConfig {
+    /// A pool of `count` buffers of `size` bytes with the default head- and tailroom.
+    pub fn new(name: impl Into<String>, count: usize, size: usize) -> PoolConfig {
+        PoolConfig {
+            name: name.into(),
+            count,
+            size,
+            headroom: DEFAULT_HEADROOM,
+            tailroom: DEFAULT_TAILROOM,
+        }
+    }
+}
+
+pub(crate) struct PoolShared {
+    pub(crate) name: String,
+    free: ArrayQueue<Vec<u8>>,
+    has_waiters: AtomicBool,
+    waiters: Mutex<Vec<Waker>>,
+    min_free: AtomicUsize,
+    allocs: AtomicU64,
+    empty_hits: AtomicU64,
+}
+
+impl PoolShared {
+    /// Puts storage back on the free list and wakes the tasks waiting for it.
+    pub(crate) fn release(&self, bytes: Vec<u8>) {
+        // The free list has room for every buffer of the pool and only the pool's own
+        // storage comes back, so this push cannot fail.
+        let _ = self.free.push(bytes);
+        // Pairs with the fence in `alloc_or_wait`: either the waiter sees the buffer we
+        // just pushed on its second look, or we see its `has_waiters` flag here.
+        fence(Ordering::SeqCst);
+        if self.has_waiters.load(Ordering::Relaxed) {
+            let waiters = {
+                let mut w = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+                self.has_waiters.store(false, Ordering::Relaxed);
+                std::mem::take(&mut *w)
+            };
+            for w in waiters {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// A named pool of preallocated buffers. Cloning gives another handle to the same pool.
+#[derive(Clone)]
+pub struct Pool {
+    shared: Arc<PoolShared>,
+    config: Arc<PoolConfig>,
+}
+
+/// A snapshot of a pool's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStats {
+    /// Pool name.
+    pub name: String,
+    /// Number of buffers.
+    pub count: usize,
+    /// Size of each buffer's data area.
+    pub size: usize,
+    /// Buffers on the free list now.
+    pub free: usize,
+    /// Fewest buffers ever on the free list.
+    pub min_free: usize,
+    /// Buffers handed out so far.
+    pub allocs: u64,
+    /// Times a task found the pool empty and had to wait.
+    pub empty: u64,
+}
+
+impl Pool {
+    /// Allocates `config.count` buffers now; none are allocated later.
+    pub fn new(config: PoolConfig) -> Pool {
+        let count = config.count.max(1);
+        let total = config.headroom + config.size + config.tailroom;
+        let free = ArrayQueue::new(count);
+        for _ in 0..config.count {
+            let _ = free.push(vec![0u8; total]);
+        }
+        Pool {
+            shared: Arc::new(PoolShared {
+                name: config.name.clone(),
+                free,
+                has_waiters: AtomicBool::new(false),
+                waiters: Mutex::new(Vec::new()),
+                min_free: AtomicUsize::new(config.count),
+                allocs: AtomicU64::new(0),
+                empty_hits: AtomicU64::new(0),
+            }),
+            config: Arc::new(config),
+        }
+    }
+
+    /// The pool's shape.
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// Name of the pool.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Size of each buffer's data area in bytes.
+    pub fn buffer_size(&self) -> usize {
+        self.config.size
+    }
+
+    /// Buffers on the free list now.
+    pub fn free(&self) -> usize {
+        self.shared.free.len()
+    }
+
+    /// Takes a buffer from the free list, or `None` if all are in use.
+    pub fn alloc(&self) -> Option<BufMut> {
+        match self.shared.free.pop() {
+            Some(bytes) => Some(self.wrap(bytes)),
+            None => {
+                self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Like [`Pool::alloc`], but when the pool is empty registers `waker` to be woken when a
+    /// buffer comes back. No wake-up is lost: the free list is checked again after
+    /// registering.
+    pub(crate) fn alloc_or_wait(&self, waker: impl FnOnce() -> Waker) -> Option<BufMut> {
+        if let Some(b) = self.shared.free.pop() {
+            return Some(self.wrap(b));
+        }
+        self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut w = self
+                .shared
+                .waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            w.push(waker());
+            self.shared.has_waiters.store(true, Ordering::Relaxed);
+        }
+        // Pairs with the fence in `release`.
+        fence(Ordering::SeqCst);
+        self.shared.free.pop().map(|b| self.wrap(b))
+    }
+
+    fn wrap(&self, bytes: Vec<u8>) -> BufMut {
+        self.shared.allocs.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .min_free
+            .fetch_min(self.shared.free.len(), Ordering::Relaxed);
+        let st = Arc::new(Storage {
+            bytes,
+            data_end: self.config.headroom + self.config.size,
+            pool: Some(Arc::clone(&self.shared)),
+        });
+        BufMut::new(st, self.config.headroom)
+    }
+
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            name: self.config.name.clone(),
+            count: self.config.count,
+            size: self.config.size,
+            free: self.free(),
+            min_free: self.shared.min_free.load(Ordering::Relaxed),
+            allocs: self.shared.allocs.load(Ordering::Relaxed),
+            empty: self.shared.empty_hits.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("name", &self.config.name)
+            .field("count", &self.config.count)
+            .field("size", &self.config.size)
+            .field("free", &self.free())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_return_when_last_reference_drops() {
+        let pool = Pool::new(PoolConfig::new("p", 2, 16));
+        let mut a = pool.alloc().unwrap();
+        a.extend_from_slice(b"hello").unwrap();
+        let a = a.freeze();
+        let dup = a.clone();
+        let _b = pool.alloc().unwrap();
+        assert!(pool.alloc().is_none());
+        drop(a);
+        assert_eq!(pool.free(), 0, "a duplicate still holds the storage");
+        assert_eq!(&dup[..], b"hello");
+        drop(dup);
+        assert_eq!(pool.free(), 1);
+        assert_eq!(pool.stats().min_free, 0);
+    }
+
+    #[test]
+    fn header_is_prepended_in_place() {
+        let pool = Pool::new(PoolConfig::new("p", 1, 32));
+        let mut b = pool.alloc().unwrap();
+        b.extend_from_slice(b"payload").unwrap();
+        let before = b.headroom();
+        b.prepend(b"HDR:").unwrap();
+        assert_eq!(b.as_slice(), b"HDR:payload");
+        assert_eq!(b.headroom(), before - 4);
+        let err = b.prepend(&[0u8; 1000]).unwrap_err();
+        assert!(matches!(err, crate::BufferError::NoHeadroom { .. }));
+        // Tailroom lets a trailer go past the data area.
+        let room = b.remaining();
+        b.extend_from_slice(&vec![1u8; room + 8]).unwrap();
+        let frozen = b.freeze();
+        let view = frozen.slice(4..11);
+        assert_eq!(&view[..], b"payload");
+        assert_eq!(view.ref_count(), 2);
+    }
+
+    #[test]
+    fn unique_buffer_becomes_writable_again() {
+        let pool = Pool::new(PoolConfig::new("p", 1, 8));
+        let b = pool.alloc().unwrap().freeze();
+        let c = b.clone();
+        let b = b.try_into_mut().unwrap_err();
+        drop(c);
+        let mut m = b.try_into_mut().unwrap();
+        m.extend_from_slice(b"x").unwrap();
+        assert_eq!(m.as_slice(), b"x");
+    }
+
+    #[test]
+    fn memory_stays_flat_over_many_cycles() {
+        let pool = Pool::new(PoolConfig::new("p", 4, 64));
+        for i in 0..100_000u32 {
+            let mut b = pool.alloc().expect("a buffer is always back");
+            b.extend_from_slice(&i.to_le_bytes()).unwrap();
+            let f = b.freeze();
+            let g = f.clone();
+            drop(f);
+            drop(g);
+        }
+        assert_eq!(pool.free(), 4);
+        assert_eq!(pool.stats().allocs, 100_000);
+    }
+}

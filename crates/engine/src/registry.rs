@@ -1,0 +1,316 @@
+//! The task registry: the commands a pipeline may name, their documentation and factories.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::host::HostPorts;
+use crate::task::{Priority, Task};
+
+/// An argument a task rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct ArgError {
+    /// The argument at fault, if one is (the error then points at its column).
+    pub arg: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ArgError {
+    /// An error about argument `arg`.
+    pub fn new(arg: impl Into<String>, message: impl Into<String>) -> ArgError {
+        ArgError {
+            arg: Some(arg.into()),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the task as a whole (its ports, say).
+    pub fn task(message: impl Into<String>) -> ArgError {
+        ArgError {
+            arg: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// The arguments of one task line, with defaults filled in from the task's [`ArgDoc`]s.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    values: BTreeMap<String, String>,
+}
+
+impl Args {
+    /// Arguments from `(name, value)` pairs (for building tasks in code).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Args {
+        Args {
+            values: pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, k: String, v: String) {
+        self.values.insert(k, v);
+    }
+
+    /// The raw value of `name`, if given or defaulted.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// The value of `name`, which must be present.
+    pub fn required(&self, name: &str) -> Result<&str, ArgError> {
+        self.get(name)
+            .ok_or_else(|| ArgError::new(name, format!("missing argument {name}=...")))
+    }
+
+    /// Parses `name` as `T`; `Ok(None)` if absent.
+    pub fn parse_opt<T: FromStr>(&self, name: &str) -> Result<Option<T>, ArgError>
+    where
+        T::Err: fmt::Display,
+    {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<T>()
+                .map(Some)
+                .map_err(|e| ArgError::new(name, format!("{name}={v}: {e}"))),
+        }
+    }
+
+    /// Parses `name` as `T`, which must be present (or have a default).
+    pub fn parse<T: FromStr>(&self, name: &str) -> Result<T, ArgError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.parse_opt(name)?
+            .ok_or_else(|| ArgError::new(name, format!("missing argument {name}=...")))
+    }
+
+    /// Parses `name` as a byte count with an optional suffix (`k`, `M`, `G`, `KiB`...);
+    /// `Ok(None)` if absent.
+    pub fn size_opt(&self, name: &str) -> Result<Option<u64>, ArgError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => parse_size(v).map(Some).ok_or_else(|| {
+                ArgError::new(
+                    name,
+                    format!("{name}={v}: expected a size like 4096, 64k or 1M"),
+                )
+            }),
+        }
+    }
+}
+
+/// Parses `4096`, `64k`, `64K`, `64KiB`, `1M`, `1MiB`, `2G` (binary multiples).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    if digits == 0 {
+        return None;
+    }
+    let n: u64 = s[..digits].parse().ok()?;
+    let mult = match &s[digits..] {
+        "" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "m" | "M" | "MiB" => 1 << 20,
+        "g" | "G" | "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// Documentation of one argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgDoc {
+    /// Name, as in `name=value`.
+    pub name: String,
+    /// Default value, if any.
+    pub default: Option<String>,
+    /// Whether the pipeline must give it.
+    pub required: bool,
+    /// One line of documentation.
+    pub doc: String,
+}
+
+/// What a command is, what it takes and how it connects.
+#[derive(Debug, Clone)]
+pub struct TaskInfo {
+    /// Command name.
+    pub name: String,
+    /// One line saying what it does.
+    pub summary: String,
+    /// Arguments, in the order positional arguments fill them.
+    pub args: Vec<ArgDoc>,
+    /// Fewest and most inputs.
+    pub inputs: (usize, usize),
+    /// Fewest and most outputs.
+    pub outputs: (usize, usize),
+    /// Whether it creates buffers for its outputs (and so needs a pool on each).
+    pub allocates: bool,
+    /// Pool (count, size) used when an output of an allocating task names no free list.
+    pub default_pool: (usize, usize),
+    /// Smallest buffer size it can work with.
+    pub min_buffer: usize,
+    /// Default scheduling class (a line may override it with `priority=`).
+    pub priority: Priority,
+}
+
+impl TaskInfo {
+    /// A task with no arguments, one input and one output, that does not allocate.
+    pub fn new(name: impl Into<String>, summary: impl Into<String>) -> TaskInfo {
+        TaskInfo {
+            name: name.into(),
+            summary: summary.into(),
+            args: Vec::new(),
+            inputs: (1, 1),
+            outputs: (1, 1),
+            allocates: false,
+            default_pool: (16, 4096),
+            min_buffer: 1,
+            priority: Priority::Normal,
+        }
+    }
+
+    /// Adds an optional argument with a default value.
+    pub fn arg(mut self, name: &str, default: &str, doc: &str) -> Self {
+        self.args.push(ArgDoc {
+            name: name.into(),
+            default: Some(default.into()),
+            required: false,
+            doc: doc.into(),
+        });
+        self
+    }
+
+    /// Adds an optional argument with no default.
+    pub fn optional(mut self, name: &str, doc: &str) -> Self {
+        self.args.push(ArgDoc {
+            name: name.into(),
+            default: None,
+            required: false,
+            doc: doc.into(),
+        });
+        self
+    }
+
+    /// Adds a required argument.
+    pub fn required(mut self, name: &str, doc: &str) -> Self {
+        self.args.push(ArgDoc {
+            name: name.into(),
+            default: None,
+            required: true,
+            doc: doc.into(),
+        });
+        self
+    }
+
+    /// Sets the allowed number of inputs.
+    pub fn inputs(mut self, min: usize, max: usize) -> Self {
+        self.inputs = (min, max);
+        self
+    }
+
+    /// Sets the allowed number of outputs.
+    pub fn outputs(mut self, min: usize, max: usize) -> Self {
+        self.outputs = (min, max);
+        self
+    }
+
+    /// Marks it as creating buffers, with the default pool for outputs that name none.
+    pub fn allocates(mut self, count: usize, size: usize) -> Self {
+        self.allocates = true;
+        self.default_pool = (count, size);
+        self
+    }
+
+    /// Sets the smallest buffer size it accepts.
+    pub fn min_buffer(mut self, bytes: usize) -> Self {
+        self.min_buffer = bytes;
+        self
+    }
+
+    /// Sets the default scheduling class.
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+}
+
+/// What a factory knows about the task it builds.
+pub struct Build<'a> {
+    pub(crate) inputs: usize,
+    pub(crate) outputs: usize,
+    pub(crate) task_id: usize,
+    pub(crate) host: &'a mut HostPorts,
+}
+
+impl Build<'_> {
+    /// Number of input queues of this line.
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    /// Number of output queues of this line.
+    pub fn outputs(&self) -> usize {
+        self.outputs
+    }
+}
+
+/// Makes a task from its arguments.
+pub type Factory =
+    Arc<dyn Fn(&Args, &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> + Send + Sync>;
+
+/// The commands a pipeline may use.
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: BTreeMap<String, (TaskInfo, Factory)>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// A registry holding the built-in tasks.
+    pub fn with_builtins() -> Registry {
+        let mut r = Registry::new();
+        crate::tasks::register_builtins(&mut r);
+        r
+    }
+
+    /// Adds a command (replacing one of the same name).
+    pub fn register<F>(&mut self, info: TaskInfo, factory: F)
+    where
+        F: Fn(&Args, &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> + Send + Sync + 'static,
+    {
+        self.entries
+            .insert(info.name.clone(), (info, Arc::new(factory)));
+    }
+
+    /// Looks a command up.
+    pub fn get(&self, name: &str) -> Option<(&TaskInfo, &Factory)> {
+        self.entries.get(name).map(|(i, f)| (i, f))
+    }
+
+    /// All commands, by name.
+    pub fn infos(&self) -> impl Iterator<Item = &TaskInfo> {
+        self.entries.values().map(|(i, _)| i)
+    }
+
+    /// The names of all commands, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.entries.keys()).finish()
+    }
+}

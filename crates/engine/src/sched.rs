@@ -1,0 +1,433 @@
+//! The scheduler: a few worker threads run many tasks.
+//!
+//! Each task has a small state machine (idle, scheduled, running, running-and-notified,
+//! done). Waking a task that is idle puts it on the run queue of its priority class; waking
+//! one that is running marks it notified so it runs again after its turn; waking one that is
+//! already scheduled costs one atomic load. Workers take tasks from the highest class first
+//! and sleep on a condition variable when there is nothing to run.
+
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::SegQueue;
+use serde::{Deserialize, Serialize};
+
+use crate::pool::Pool;
+use crate::queue::Queue;
+use crate::task::{Context, Priority, Status, Task, TaskError};
+
+const IDLE: u8 = 0;
+const SCHEDULED: u8 = 1;
+const RUNNING: u8 = 2;
+const NOTIFIED: u8 = 3;
+const DONE: u8 = 4;
+
+/// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer.
+#[derive(Clone)]
+pub(crate) struct Waker {
+    shared: Weak<Shared>,
+    id: usize,
+}
+
+impl Waker {
+    pub(crate) fn wake(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.wake(self.id);
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct TaskCounters {
+    runs: AtomicU64,
+    bufs_in: AtomicU64,
+    bytes_in: AtomicU64,
+    bufs_out: AtomicU64,
+    bytes_out: AtomicU64,
+    busy_ns: AtomicU64,
+}
+
+/// A snapshot of one task's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStats {
+    /// Command name.
+    pub name: String,
+    /// Line of the pipeline text that created it.
+    pub line: usize,
+    /// Scheduling class.
+    pub priority: Priority,
+    /// Turns run.
+    pub runs: u64,
+    /// Buffers taken from inputs.
+    pub buffers_in: u64,
+    /// Bytes taken from inputs.
+    pub bytes_in: u64,
+    /// Buffers put to outputs.
+    pub buffers_out: u64,
+    /// Bytes put to outputs.
+    pub bytes_out: u64,
+    /// Time spent running, in nanoseconds.
+    pub busy_ns: u64,
+    /// Whether the task has finished.
+    pub done: bool,
+    /// The task's own short result, if it gives one.
+    pub report: Option<String>,
+}
+
+pub(crate) struct TaskSlot {
+    pub(crate) name: String,
+    pub(crate) line: usize,
+    pub(crate) prio: Priority,
+    pub(crate) inputs: Vec<Arc<Queue>>,
+    pub(crate) outputs: Vec<Arc<Queue>>,
+    pub(crate) pools: Vec<Option<Pool>>,
+    state: AtomicU8,
+    body: Mutex<Option<Box<dyn Task>>>,
+    counters: TaskCounters,
+    report: Mutex<Option<String>>,
+}
+
+impl TaskSlot {
+    pub(crate) fn new(
+        name: String,
+        line: usize,
+        prio: Priority,
+        task: Box<dyn Task>,
+        inputs: Vec<Arc<Queue>>,
+        outputs: Vec<Arc<Queue>>,
+        pools: Vec<Option<Pool>>,
+    ) -> TaskSlot {
+        TaskSlot {
+            name,
+            line,
+            prio,
+            inputs,
+            outputs,
+            pools,
+            state: AtomicU8::new(SCHEDULED),
+            body: Mutex::new(Some(task)),
+            counters: TaskCounters::default(),
+            report: Mutex::new(None),
+        }
+    }
+
+    fn is_source(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    pub(crate) fn stats(&self) -> TaskStats {
+        let c = &self.counters;
+        let done = self.state.load(Ordering::Acquire) == DONE;
+        let report = match self.body.try_lock() {
+            Ok(b) => match b.as_ref() {
+                Some(t) => t.report(),
+                None => self.report.lock().ok().and_then(|r| r.clone()),
+            },
+            Err(_) => self.report.lock().ok().and_then(|r| r.clone()),
+        };
+        TaskStats {
+            name: self.name.clone(),
+            line: self.line,
+            priority: self.prio,
+            runs: c.runs.load(Ordering::Relaxed),
+            buffers_in: c.bufs_in.load(Ordering::Relaxed),
+            bytes_in: c.bytes_in.load(Ordering::Relaxed),
+            buffers_out: c.bufs_out.load(Ordering::Relaxed),
+            bytes_out: c.bytes_out.load(Ordering::Relaxed),
+            busy_ns: c.busy_ns.load(Ordering::Relaxed),
+            done,
+            report,
+        }
+    }
+}
+
+/// The first task failure of a pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) task: String,
+    pub(crate) line: usize,
+    pub(crate) message: String,
+}
+
+pub(crate) struct Shared {
+    pub(crate) tasks: Vec<TaskSlot>,
+    runq: [SegQueue<usize>; 3],
+    sleepers: AtomicUsize,
+    idle_lock: Mutex<()>,
+    idle_cv: Condvar,
+    live: AtomicUsize,
+    finished: AtomicBool,
+    done_lock: Mutex<bool>,
+    done_cv: Condvar,
+    stop: AtomicBool,
+    pub(crate) failure: Mutex<Option<Failure>>,
+    batch: usize,
+}
+
+impl Shared {
+    pub(crate) fn new(tasks: Vec<TaskSlot>, batch: usize) -> Arc<Shared> {
+        let n = tasks.len();
+        let s = Arc::new(Shared {
+            tasks,
+            runq: [SegQueue::new(), SegQueue::new(), SegQueue::new()],
+            sleepers: AtomicUsize::new(0),
+            idle_lock: Mutex::new(()),
+            idle_cv: Condvar::new(),
+            live: AtomicUsize::new(n),
+            finished: AtomicBool::new(n == 0),
+            done_lock: Mutex::new(n == 0),
+            done_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            batch: batch.max(1),
+        });
+        for (id, t) in s.tasks.iter().enumerate() {
+            s.runq[t.prio as usize].push(id);
+        }
+        s
+    }
+
+    pub(crate) fn waker(self: &Arc<Self>, id: usize) -> Waker {
+        Waker {
+            shared: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Makes task `id` runnable if it is not already.
+    pub(crate) fn wake(&self, id: usize) {
+        let st = &self.tasks[id].state;
+        let mut s = st.load(Ordering::Acquire);
+        loop {
+            let next = match s {
+                IDLE => SCHEDULED,
+                RUNNING => NOTIFIED,
+                _ => return,
+            };
+            // AcqRel pairs with the CAS RUNNING->IDLE in `run_task`: either the worker sees
+            // NOTIFIED and runs the task again, or we see IDLE and schedule it.
+            match st.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    if next == SCHEDULED {
+                        self.push(id);
+                    }
+                    return;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    fn push(&self, id: usize) {
+        self.runq[self.tasks[id].prio as usize].push(id);
+        // Pairs with the SeqCst increment of `sleepers` in `worker`: either the sleeper sees
+        // the task on its last look, or we see it counted and notify it.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.idle_cv.notify_one();
+        }
+    }
+
+    fn pop(&self) -> Option<usize> {
+        self.runq.iter().find_map(|q| q.pop())
+    }
+
+    fn has_work(&self) -> bool {
+        self.runq.iter().any(|q| !q.is_empty())
+    }
+
+    /// Stops the sources: each ends its stream on its next turn, and end of stream flows
+    /// down the graph.
+    pub(crate) fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for (id, t) in self.tasks.iter().enumerate() {
+            if t.is_source() {
+                self.wake(id);
+            }
+        }
+    }
+
+    pub(crate) fn run_worker(self: &Arc<Self>) {
+        loop {
+            if let Some(id) = self.pop() {
+                self.run_task(id);
+                continue;
+            }
+            let mut spins = 0;
+            while spins < 200 && !self.has_work() && !self.is_finished() {
+                std::hint::spin_loop();
+                spins += 1;
+            }
+            if self.has_work() {
+                continue;
+            }
+            if self.is_finished() {
+                return;
+            }
+            let g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if !self.has_work() && !self.is_finished() {
+                let _ = self.idle_cv.wait_timeout(g, Duration::from_millis(200));
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn run_task(self: &Arc<Self>, id: usize) {
+        let slot = &self.tasks[id];
+        if slot
+            .state
+            .compare_exchange(SCHEDULED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return; // done meanwhile
+        }
+        let mut body = slot.body.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(task) = body.as_mut() else {
+            return;
+        };
+        let t0 = Instant::now();
+        let ends = (self.stopping() && slot.is_source())
+            || (!slot.outputs.is_empty() && slot.outputs.iter().all(|q| q.is_abandoned()));
+        let result = if ends {
+            Ok(Status::Done)
+        } else {
+            let mut cx = Context {
+                shared: self,
+                slot,
+                id,
+                budget: self.batch,
+                yielded: false,
+                bufs_in: 0,
+                bytes_in: 0,
+                bufs_out: 0,
+                bytes_out: 0,
+            };
+            let r = task.run(&mut cx);
+            let c = &slot.counters;
+            c.bufs_in.fetch_add(cx.bufs_in, Ordering::Relaxed);
+            c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
+            c.bufs_out.fetch_add(cx.bufs_out, Ordering::Relaxed);
+            c.bytes_out.fetch_add(cx.bytes_out, Ordering::Relaxed);
+            match r {
+                Ok(Status::Blocked) if cx.yielded => Ok(Status::Progress),
+                r => r,
+            }
+        };
+        slot.counters.runs.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(Status::Progress) => {
+                drop(body);
+                slot.counters.add_busy(t0);
+                slot.state.store(SCHEDULED, Ordering::Release);
+                self.push(id);
+            }
+            Ok(Status::Blocked) => {
+                drop(body);
+                slot.counters.add_busy(t0);
+                if slot
+                    .state
+                    .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // NOTIFIED while running: run again.
+                    slot.state.store(SCHEDULED, Ordering::Release);
+                    self.push(id);
+                }
+            }
+            Ok(Status::Done) => self.finish(id, body, None, t0),
+            Err(e) => self.finish(id, body, Some(e), t0),
+        }
+    }
+
+    fn finish(
+        self: &Arc<Self>,
+        id: usize,
+        mut body: std::sync::MutexGuard<'_, Option<Box<dyn Task>>>,
+        err: Option<TaskError>,
+        t0: Instant,
+    ) {
+        let slot = &self.tasks[id];
+        let mut task = body.take().expect("a running task has a body");
+        let fin = task.finish();
+        *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
+        drop(task);
+        slot.state.store(DONE, Ordering::Release);
+        drop(body);
+        slot.counters.add_busy(t0);
+        if let Some(e) = err.or(fin.err()) {
+            tracing::warn!(task = %slot.name, line = slot.line, error = %e, "task failed");
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.is_none() {
+                *f = Some(Failure {
+                    task: slot.name.clone(),
+                    line: slot.line,
+                    message: e.to_string(),
+                });
+            }
+            drop(f);
+            self.request_stop();
+        }
+        for q in &slot.outputs {
+            if q.close_writer() {
+                self.wake(q.reader);
+            }
+        }
+        for q in &slot.inputs {
+            q.abandon();
+            for &w in &q.writers {
+                self.wake(w);
+            }
+        }
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finished.store(true, Ordering::Release);
+            {
+                let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.idle_cv.notify_all();
+            }
+            let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+            *d = true;
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// Waits until every task has finished, or `timeout` passes; returns whether finished.
+    pub(crate) fn wait_finished(&self, timeout: Option<Duration>) -> bool {
+        let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        while !*d {
+            match deadline {
+                None => d = self.done_cv.wait(d).unwrap_or_else(|e| e.into_inner()),
+                Some(dl) => {
+                    let now = Instant::now();
+                    if now >= dl {
+                        return false;
+                    }
+                    d = self
+                        .done_cv
+                        .wait_timeout(d, dl - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        true
+    }
+}
+
+impl TaskCounters {
+    fn add_busy(&self, t0: Instant) {
+        self.busy_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,235 @@
+//! Audio tasks on 16-bit signed little-endian PCM: `tone`, `mix`, `mulaw`, `alaw`.
+
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::task::{Context, Priority, Status, Task, TaskError};
+use crate::tasks::convert::{converter, Convert, FrameCarry};
+use crate::tasks::g711;
+
+/// A sine generator per channel. Within a buffer each channel follows the recurrence
+/// `y[n] = 2 cos(w) y[n-1] - y[n-2]` (one multiply-add per sample); at the start of every
+/// buffer the state is recomputed exactly from the sample index, so no error accumulates
+/// however long the stream runs.
+struct Tone {
+    /// Angular step per sample, per channel.
+    w: Vec<f64>,
+    amp: f64,
+    /// Index of the next frame.
+    n: u64,
+    frames_left: Option<u64>,
+}
+
+impl Tone {
+    fn new(rate: u32, freqs: &[f64], amp: f64, seconds: Option<f64>) -> Tone {
+        Tone {
+            w: freqs
+                .iter()
+                .map(|f| 2.0 * std::f64::consts::PI * f / rate as f64)
+                .collect(),
+            amp,
+            n: 0,
+            frames_left: seconds.map(|s| (s * rate as f64).round() as u64),
+        }
+    }
+}
+
+/// Rounds to the nearest integer sample (halves away from zero), without a libm call.
+fn to_sample(x: f64) -> i16 {
+    (x + 0.5f64.copysign(x)) as i16
+}
+
+impl Task for Tone {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        let ch = self.w.len();
+        let frame = 2 * ch;
+        loop {
+            if self.frames_left == Some(0) {
+                return Ok(Status::Done);
+            }
+            let Some(mut b) = cx.alloc(0) else {
+                return Ok(Status::Blocked);
+            };
+            let mut frames = b.remaining() / frame;
+            if let Some(left) = self.frames_left {
+                frames = frames.min(left as usize);
+                self.frames_left = Some(left - frames as u64);
+            }
+            let amp = self.amp * 32767.0;
+            let out = &mut b.unfilled()[..frames * frame];
+            for (c, &w) in self.w.iter().enumerate() {
+                // Phase reduced modulo 2 pi in integer steps keeps precision for long streams.
+                let phase =
+                    |k: i64| ((self.n as i64 + k) as f64 * w) % (2.0 * std::f64::consts::PI);
+                let (mut y1, mut y2) = (amp * phase(-1).sin(), amp * phase(-2).sin());
+                let k = 2.0 * w.cos();
+                for f in out.chunks_exact_mut(frame) {
+                    let y = k * y1 - y2;
+                    f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y).to_le_bytes());
+                    y2 = y1;
+                    y1 = y;
+                }
+            }
+            self.n += frames as u64;
+            b.commit(frames * frame);
+            cx.put(0, b.freeze());
+        }
+    }
+}
+
+/// Averages interleaved channels to mono.
+struct Mix {
+    channels: usize,
+    frames: FrameCarry,
+}
+
+impl Convert for Mix {
+    fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
+        let ch = self.channels;
+        self.frames.feed(input, |data| {
+            for f in data.chunks_exact(2 * ch) {
+                let sum: i32 = f
+                    .chunks_exact(2)
+                    .map(|s| i16::from_le_bytes([s[0], s[1]]) as i32)
+                    .sum();
+                let m = sum.div_euclid(ch as i32) as i16;
+                out.extend_from_slice(&m.to_le_bytes());
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Encodes 16-bit samples with a 64 Ki-entry table.
+struct Companding {
+    table: &'static [u8; 65536],
+    frames: FrameCarry,
+}
+
+impl Convert for Companding {
+    fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
+        let t = self.table;
+        self.frames.feed(input, |data| {
+            out.extend(
+                data.chunks_exact(2)
+                    .map(|s| t[u16::from_le_bytes([s[0], s[1]]) as usize]),
+            );
+        });
+        Ok(())
+    }
+}
+
+fn positive<T: PartialOrd + Default + std::fmt::Display>(name: &str, v: T) -> Result<T, ArgError> {
+    if v > T::default() {
+        Ok(v)
+    } else {
+        Err(ArgError::new(name, format!("{name}={v}: must be positive")))
+    }
+}
+
+fn tone(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let rate = positive("rate", args.parse::<u32>("rate")?)?;
+    let channels = positive("channels", args.parse::<usize>("channels")?)?;
+    if channels > 8 {
+        return Err(ArgError::new("channels", "channels: at most 8"));
+    }
+    let f1: f64 = args.parse("freq")?;
+    let f2: f64 = args.parse("freq2")?;
+    let amp: f64 = args.parse("amp")?;
+    if !(0.0..=1.0).contains(&amp) {
+        return Err(ArgError::new(
+            "amp",
+            format!("amp={amp}: must be between 0 and 1"),
+        ));
+    }
+    for (n, f) in [("freq", f1), ("freq2", f2)] {
+        if !(f >= 0.0 && f < rate as f64 / 2.0) {
+            return Err(ArgError::new(
+                n,
+                format!("{n}={f}: must be between 0 and half the rate ({rate})"),
+            ));
+        }
+    }
+    let seconds = args.parse_opt::<f64>("seconds")?;
+    if let Some(s) = seconds {
+        positive("seconds", s)?;
+    }
+    let freqs: Vec<f64> = (0..channels)
+        .map(|c| if c % 2 == 0 { f1 } else { f2 })
+        .collect();
+    Ok(Box::new(Tone::new(rate, &freqs, amp, seconds)))
+}
+
+fn mix(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let channels = positive("channels", args.parse::<usize>("channels")?)?;
+    Ok(converter(Mix {
+        channels,
+        frames: FrameCarry::new(2 * channels),
+    }))
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register(
+        TaskInfo::new(
+            "tone",
+            "sine generator (s16le, interleaved); stands in for an A/D converter",
+        )
+        .arg("rate", "44100", "sample rate in Hz")
+        .arg(
+            "channels",
+            "2",
+            "channels (even channels get freq, odd ones freq2)",
+        )
+        .arg("freq", "440", "frequency of the left (even) channels in Hz")
+        .arg(
+            "freq2",
+            "660",
+            "frequency of the right (odd) channels in Hz",
+        )
+        .arg("amp", "0.5", "amplitude, 0 to 1 of full scale")
+        .optional(
+            "seconds",
+            "length of the stream; endless (until stopped) if absent",
+        )
+        .inputs(0, 0)
+        .outputs(1, 1)
+        .allocates(16, 4096)
+        .min_buffer(16)
+        .priority(Priority::Interrupt),
+        tone,
+    );
+    r.register(
+        TaskInfo::new(
+            "mix",
+            "mixes interleaved s16le channels down to mono (average)",
+        )
+        .arg("channels", "2", "channels in the input")
+        .allocates(16, 4096)
+        .min_buffer(2),
+        mix,
+    );
+    r.register(
+        TaskInfo::new(
+            "mulaw",
+            "ITU-T G.711 mu-law encoding of s16le samples (2 bytes -> 1)",
+        )
+        .allocates(16, 4096),
+        |_: &Args, _: &mut Build<'_>| {
+            Ok(converter(Companding {
+                table: g711::ulaw_table(),
+                frames: FrameCarry::new(2),
+            }))
+        },
+    );
+    r.register(
+        TaskInfo::new(
+            "alaw",
+            "ITU-T G.711 A-law encoding of s16le samples (2 bytes -> 1)",
+        )
+        .allocates(16, 4096),
+        |_: &Args, _: &mut Build<'_>| {
+            Ok(converter(Companding {
+                table: g711::alaw_table(),
+                frames: FrameCarry::new(2),
+            }))
+        },
+    );
+}

@@ -1,0 +1,43 @@
+//! The built-in tasks.
+//!
+//! Audio tasks work on 16-bit signed little-endian PCM, interleaved when there are several
+//! channels. Sources allocate from the free list of their output (or a default one); sinks
+//! finish at end of stream.
+
+mod audio;
+mod bytes;
+pub mod convert;
+pub mod g711;
+pub mod rate;
+mod wav;
+
+use crate::registry::{Registry, TaskInfo};
+use crate::task::Priority;
+
+pub(crate) fn register_builtins(r: &mut Registry) {
+    audio::register(r);
+    bytes::register(r);
+    rate::register(r);
+    wav::register(r);
+    r.register(
+        TaskInfo::new(
+            "host-in",
+            "bytes the host sends on a channel (see Running::host_input)",
+        )
+        .required("name", "channel name")
+        .inputs(0, 0)
+        .allocates(16, 65536)
+        .priority(Priority::Interrupt),
+        crate::host::host_in_factory,
+    );
+    r.register(
+        TaskInfo::new(
+            "host-out",
+            "buffers handed to the host on a channel (see Running::host_output)",
+        )
+        .required("name", "channel name")
+        .outputs(0, 0)
+        .priority(Priority::Interrupt),
+        crate::host::host_out_factory,
+    );
+}

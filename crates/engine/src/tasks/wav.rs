@@ -1,0 +1,157 @@
+//! `wav`: reads a WAV file as a source, or writes one as a sink (16-bit PCM).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+
+use crate::queue::Get;
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::task::{Context, Status, Task, TaskError};
+use crate::tasks::convert::FrameCarry;
+
+struct WavIn {
+    path: String,
+    reader: Option<hound::WavReader<BufReader<File>>>,
+}
+
+impl Task for WavIn {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        if self.reader.is_none() {
+            let r = hound::WavReader::open(&self.path).map_err(|e| wav_err(&self.path, e))?;
+            let spec = r.spec();
+            if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
+                return Err(TaskError::BadInput(format!(
+                    "{}: {}-bit {:?} samples; only 16-bit integer PCM is supported",
+                    self.path, spec.bits_per_sample, spec.sample_format
+                )));
+            }
+            self.reader = Some(r);
+        }
+        let r = self.reader.as_mut().expect("opened above");
+        let frame = 2 * r.spec().channels as usize;
+        loop {
+            if r.len() == 0 || r.samples::<i16>().len() == 0 {
+                return Ok(Status::Done);
+            }
+            let Some(mut b) = cx.alloc(0) else {
+                return Ok(Status::Blocked);
+            };
+            let room = b.remaining() / frame * frame / 2;
+            let mut n = 0;
+            {
+                let out = b.unfilled();
+                for s in r.samples::<i16>().take(room) {
+                    let s = s.map_err(|e| wav_err(&self.path, e))?;
+                    out[2 * n..2 * n + 2].copy_from_slice(&s.to_le_bytes());
+                    n += 1;
+                }
+            }
+            b.commit(2 * n);
+            if n == 0 {
+                return Ok(Status::Done);
+            }
+            cx.put(0, b.freeze());
+        }
+    }
+}
+
+fn wav_err(path: &str, e: hound::Error) -> TaskError {
+    match e {
+        hound::Error::IoError(io) => TaskError::io(format!("read {path}"), io),
+        other => TaskError::BadInput(format!("{path}: {other}")),
+    }
+}
+
+struct WavOut {
+    path: String,
+    spec: hound::WavSpec,
+    writer: Option<hound::WavWriter<BufWriter<File>>>,
+    frames: FrameCarry,
+}
+
+impl Task for WavOut {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        if self.writer.is_none() {
+            let w = hound::WavWriter::create(&self.path, self.spec).map_err(|e| match e {
+                hound::Error::IoError(io) => TaskError::io(format!("create {}", self.path), io),
+                other => TaskError::Failed(format!("{}: {other}", self.path)),
+            })?;
+            self.writer = Some(w);
+        }
+        let path = &self.path;
+        loop {
+            match cx.get(0) {
+                Get::Buf(b) => {
+                    let w = self.writer.as_mut().expect("created above");
+                    let mut err = None;
+                    self.frames.feed(&b, |data| {
+                        let mut sw = w.get_i16_writer(data.len() as u32 / 2);
+                        for s in data.chunks_exact(2) {
+                            sw.write_sample(i16::from_le_bytes([s[0], s[1]]));
+                        }
+                        if let Err(e) = sw.flush() {
+                            err = Some(e);
+                        }
+                    });
+                    if let Some(e) = err {
+                        return Err(TaskError::Failed(format!("write {path}: {e}")));
+                    }
+                }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        if let Some(w) = self.writer.take() {
+            w.finalize()
+                .map_err(|e| TaskError::Failed(format!("finish {}: {e}", self.path)))?;
+        }
+        Ok(())
+    }
+}
+
+fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let path = args.required("path")?.to_string();
+    match (b.inputs(), b.outputs()) {
+        (0, 1) => Ok(Box::new(WavIn { path, reader: None })),
+        (1, 0) => {
+            let rate: u32 = args.parse("rate")?;
+            let channels: u16 = args.parse("channels")?;
+            if rate == 0 || channels == 0 {
+                return Err(ArgError::new("rate", "rate and channels must be positive"));
+            }
+            Ok(Box::new(WavOut {
+                path,
+                spec: hound::WavSpec {
+                    channels,
+                    sample_rate: rate,
+                    bits_per_sample: 16,
+                    sample_format: hound::SampleFormat::Int,
+                },
+                writer: None,
+                frames: FrameCarry::new(2 * channels as usize),
+            }))
+        }
+        _ => Err(ArgError::task(
+            "wav reads a file (no input, one output) or writes one (one input, no output)",
+        )),
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register(
+        TaskInfo::new(
+            "wav",
+            "reads a 16-bit PCM WAV file (as a source) or writes one (as a sink; the loudspeaker)",
+        )
+        .required("path", "file to read or write")
+        .arg("rate", "44100", "sample rate written (sink)")
+        .arg("channels", "1", "channels written (sink)")
+        .inputs(0, 1)
+        .outputs(0, 1)
+        .allocates(16, 4096)
+        .min_buffer(16),
+        wav,
+    );
+}

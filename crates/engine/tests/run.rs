@@ -1,0 +1,274 @@
+//! Running pipelines: host channels, end of stream, stop, failures, hooks.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use offhost_engine::{Buffer, EngineConfig, HostError, Pipeline, Registry, RunError};
+
+fn cfg(workers: usize) -> EngineConfig {
+    EngineConfig {
+        workers,
+        pin: false,
+        batch: 16,
+    }
+}
+
+#[test]
+fn host_bytes_round_trip_through_a_chain() {
+    let text = "host-in name=in >a:p(4,1000)\ncount <a >b\ndup <b >c >d\ncrc32c <c >e\nnull <d\nhost-out name=out <e\n";
+    for workers in [1, 3] {
+        let mut run = Pipeline::parse(text)
+            .unwrap()
+            .start(&Registry::with_builtins(), &cfg(workers))
+            .unwrap();
+        let mut input = run.host_input("in").unwrap();
+        let output = run.host_output("out").unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let sender = std::thread::spawn(move || {
+            for chunk in data.chunks(3333) {
+                input.send(chunk.to_vec()).unwrap();
+            }
+            input.close();
+            data
+        });
+        let mut got = Vec::new();
+        loop {
+            match output.recv_timeout(Duration::from_secs(20)) {
+                Ok(Some(b)) => {
+                    assert!(b.len() <= 1000);
+                    got.extend_from_slice(&b);
+                }
+                Ok(None) => break,
+                Err(e) => panic!("no output: {e}"),
+            }
+        }
+        let data = sender.join().unwrap();
+        assert_eq!(got, data);
+        let stats = run.wait().unwrap();
+        let crc = stats.tasks.iter().find(|t| t.name == "crc32c").unwrap();
+        assert_eq!(
+            crc.report.as_deref(),
+            Some(&*format!(
+                "crc32c=0x{:08x} over 200000 bytes",
+                crc32c::crc32c(&got)
+            ))
+        );
+        // The pool never grew: every buffer is back.
+        assert!(
+            stats.pools.iter().all(|p| p.free == p.count),
+            "{:?}",
+            stats.pools
+        );
+    }
+}
+
+#[test]
+fn stop_ends_an_endless_source_and_tears_down() {
+    let text = "tone >a:p(8,4096)\nmix <a >b:q(8,4096)\ncount <b\n";
+    let run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(2))
+        .unwrap();
+    // Let it run until some data has flowed, bounded in time.
+    for _ in 0..200 {
+        if run.stats().tasks[2].buffers_in > 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!run.is_finished());
+    run.stop();
+    let stats = run.wait().unwrap();
+    assert!(stats.finished);
+    assert!(stats.tasks.iter().all(|t| t.done));
+    assert!(stats.tasks[2].buffers_in > 10);
+    assert!(stats.pools.iter().all(|p| p.free == p.count));
+}
+
+#[test]
+fn head_ends_the_stream_and_upstream_stops() {
+    // An endless source; head's end abandons its input and the source finishes.
+    let text = "tone >a:p(4,4000)\nhead bytes=10001 <a >b\ncount <b\n";
+    let run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(2))
+        .unwrap();
+    assert!(
+        run.wait_timeout(Duration::from_secs(30)),
+        "pipeline did not finish"
+    );
+    let stats = run.wait().unwrap();
+    assert_eq!(
+        stats.tasks[2].report.as_deref(),
+        Some("3 buffers, 10001 bytes")
+    );
+}
+
+#[test]
+fn missing_file_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.raw");
+    let text = format!(
+        "tone seconds=5 >a\nfile path={} <a\nwav path=/nonexistent/in.wav >b\nnull <b\n",
+        out.display()
+    );
+    let run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(2))
+        .unwrap();
+    assert!(
+        run.wait_timeout(Duration::from_secs(30)),
+        "pipeline did not stop"
+    );
+    match run.wait() {
+        Err(RunError::TaskFailed {
+            task,
+            line,
+            message,
+            stats,
+        }) => {
+            assert_eq!((task.as_str(), line), ("wav", 3));
+            assert!(message.contains("/nonexistent/in.wav"), "{message}");
+            assert!(stats.tasks.iter().all(|t| t.done));
+            // The healthy branch was stopped, flushed and closed: whole frames only.
+            let written = std::fs::metadata(&out).unwrap().len();
+            assert_eq!(written % 4, 0);
+            assert!(written < 5 * 44100 * 4);
+        }
+        other => panic!("expected a task failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn host_that_goes_away_does_not_hang_the_pipeline() {
+    let text = "tone >a:p(4,4096)\nhost-out name=out <a\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(2))
+        .unwrap();
+    let out = run.host_output("out").unwrap();
+    let first = out.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(first.len(), 4096);
+    drop(first);
+    drop(out);
+    assert!(
+        run.wait_timeout(Duration::from_secs(30)),
+        "pipeline did not end after the host left"
+    );
+    run.wait().unwrap();
+}
+
+#[test]
+fn host_input_after_end_reports_closed() {
+    let text = "host-in name=in >a\nhead bytes=10 <a >b\nnull <b\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(1))
+        .unwrap();
+    let input = run.host_input("in").unwrap();
+    input.send(vec![1u8; 100]).unwrap();
+    assert!(run.wait_timeout(Duration::from_secs(30)));
+    // host-in ended because head abandoned it; sends now fail instead of blocking.
+    let mut closed = false;
+    for _ in 0..(offhost_engine::HOST_IN_DEPTH + 2) {
+        if input.send(vec![0u8; 1]) == Err(HostError::Closed) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed);
+    run.wait().unwrap();
+}
+
+#[test]
+fn put_and_get_hooks_fire() {
+    let text = "host-in name=in >a:p(4,64)\ncount <a >b\nhost-out name=out <b\n";
+    let mut built = Pipeline::parse(text)
+        .unwrap()
+        .build(&Registry::with_builtins())
+        .unwrap();
+    let kicks = Arc::new(AtomicUsize::new(0));
+    let k = Arc::clone(&kicks);
+    built
+        .set_put_hook("a", move || {
+            k.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+    let status_sent = Arc::new(AtomicUsize::new(0));
+    let s = Arc::clone(&status_sent);
+    built
+        .set_get_hook("b", move || {
+            (s.fetch_add(1, Ordering::Relaxed) == 0).then(|| Buffer::from_vec(b"status".to_vec()))
+        })
+        .unwrap();
+    assert!(built.set_put_hook("zz", || {}).is_err());
+    let mut run = built.start(&cfg(1));
+    let input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    input.send(b"hello".to_vec()).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(out.recv_timeout(Duration::from_secs(10)).unwrap().unwrap());
+    }
+    let texts: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+    assert!(
+        texts.contains(&&b"status"[..]) && texts.contains(&&b"hello"[..]),
+        "{texts:?}"
+    );
+    assert!(kicks.load(Ordering::Relaxed) >= 1);
+    drop(input);
+    assert!(matches!(
+        out.recv_timeout(Duration::from_secs(10)),
+        Ok(None)
+    ));
+    run.wait().unwrap();
+}
+
+#[test]
+fn dup_shares_buffers_by_reference() {
+    let text = "host-in name=in >a:p(2,64)\ndup <a >b >c\nhost-out name=x <b\nhost-out name=y <c\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(1))
+        .unwrap();
+    let input = run.host_input("in").unwrap();
+    let (x, y) = (run.host_output("x").unwrap(), run.host_output("y").unwrap());
+    input.send(b"abc".to_vec()).unwrap();
+    let bx = x.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let by = y.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(bx.ref_count(), 2, "the two outputs hold the same storage");
+    assert_eq!(&bx[..], &by[..]);
+    assert_eq!(bx.offset(), by.offset());
+    drop(input);
+    drop((bx, by));
+    assert!(matches!(x.recv_timeout(Duration::from_secs(10)), Ok(None)));
+    run.wait().unwrap();
+}
+
+#[test]
+fn tone_is_an_exact_sine_on_each_channel() {
+    let text = "tone rate=8000 channels=2 freq=1000 freq2=3000 amp=0.5 seconds=2 >a:p(4,1000)\nhost-out name=o <a\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(1))
+        .unwrap();
+    let out = run.host_output("o").unwrap();
+    let mut bytes = Vec::new();
+    while let Some(b) = out.recv_timeout(Duration::from_secs(10)).unwrap() {
+        bytes.extend_from_slice(&b);
+    }
+    run.wait().unwrap();
+    assert_eq!(bytes.len(), 2 * 8000 * 4);
+    for (n, f) in bytes.chunks_exact(4).enumerate() {
+        for (c, freq) in [(0, 1000.0), (1, 3000.0)] {
+            let got = i16::from_le_bytes([f[2 * c], f[2 * c + 1]]) as f64;
+            let want =
+                0.5 * 32767.0 * (2.0 * std::f64::consts::PI * freq * n as f64 / 8000.0).sin();
+            assert!(
+                (got - want).abs() <= 1.0,
+                "frame {n} channel {c}: {got} vs {want}"
+            );
+        }
+    }
+}

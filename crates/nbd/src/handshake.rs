@@ -1,0 +1,221 @@
+//! Fixed newstyle handshake and option haggling (server side).
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use crate::export::{Export, PREFERRED_BLOCK};
+use crate::proto::*;
+
+/// Largest option data accepted; longer options end the session (nothing this server knows
+/// needs more than a name and a few information requests).
+pub const MAX_OPTION_LEN: u32 = 64 * 1024;
+
+/// What the client chose.
+#[derive(Debug)]
+pub struct Negotiated {
+    /// The export in use.
+    pub export: Arc<Export>,
+    /// Structured replies were negotiated.
+    pub structured: bool,
+}
+
+/// How the handshake ended without entering transmission.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The socket failed or closed.
+    #[error("i/o during handshake: {0}")]
+    Io(#[from] std::io::Error),
+    /// The client sent something that breaks the protocol; the session was dropped.
+    #[error("client broke the handshake: {0}")]
+    Protocol(String),
+    /// The client aborted (`NBD_OPT_ABORT`).
+    #[error("client aborted the negotiation")]
+    Aborted,
+}
+
+/// Transmission flags for an export.
+pub fn transmission_flags(e: &Export, structured: bool) -> u16 {
+    let mut f = TFLAG_HAS_FLAGS
+        | TFLAG_SEND_FLUSH
+        | TFLAG_SEND_FUA
+        | TFLAG_SEND_TRIM
+        | TFLAG_SEND_WRITE_ZEROES
+        | TFLAG_CAN_MULTI_CONN;
+    if e.readonly {
+        // Writes of every kind are refused with EPERM; do not invite trims and zeroing.
+        f = (f & !(TFLAG_SEND_TRIM | TFLAG_SEND_WRITE_ZEROES)) | TFLAG_READ_ONLY;
+    }
+    if e.backend.rotational() {
+        f |= TFLAG_ROTATIONAL;
+    }
+    if structured {
+        // Reads are always answered with a single data chunk.
+        f |= TFLAG_SEND_DF;
+    }
+    f
+}
+
+fn find<'a>(exports: &'a [Arc<Export>], name: &str) -> Option<&'a Arc<Export>> {
+    if name.is_empty() {
+        // The empty name is the default export: the first one declared.
+        return exports.first();
+    }
+    exports.iter().find(|e| e.name == name)
+}
+
+fn send_reply<S: Write>(s: &mut S, option: u32, reply: u32, data: &[u8]) -> std::io::Result<()> {
+    let mut out = Vec::with_capacity(20 + data.len());
+    encode_option_reply(&mut out, option, reply, data);
+    s.write_all(&out)
+}
+
+/// Runs the server side of the handshake on `s`. Returns the negotiated export when the client
+/// enters transmission.
+pub fn serve_handshake<S: Read + Write>(
+    s: &mut S,
+    exports: &[Arc<Export>],
+) -> Result<Negotiated, HandshakeError> {
+    let mut hello = Vec::with_capacity(18);
+    hello.extend_from_slice(&NBD_MAGIC.to_be_bytes());
+    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    s.write_all(&hello)?;
+    s.flush()?;
+    let mut cf = [0u8; 4];
+    s.read_exact(&mut cf)?;
+    let client_flags = u32::from_be_bytes(cf);
+    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+        return Err(HandshakeError::Protocol(format!(
+            "unknown client flags {client_flags:#x}"
+        )));
+    }
+    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let mut structured = false;
+    loop {
+        let mut h = [0u8; OPTION_HEADER_LEN];
+        s.read_exact(&mut h)?;
+        let hdr = parse_option_header(&h).map_err(|e| HandshakeError::Protocol(e.to_string()))?;
+        if hdr.length > MAX_OPTION_LEN {
+            return Err(HandshakeError::Protocol(format!(
+                "option {} carries {} bytes, more than {MAX_OPTION_LEN}",
+                hdr.option, hdr.length
+            )));
+        }
+        let mut data = vec![0u8; hdr.length as usize];
+        s.read_exact(&mut data)?;
+        let opt = hdr.option;
+        match opt {
+            OPT_EXPORT_NAME => {
+                let name = String::from_utf8_lossy(&data);
+                let Some(e) = find(exports, &name) else {
+                    // This option cannot carry an error: the spec says to end the session.
+                    return Err(HandshakeError::Protocol(format!(
+                        "NBD_OPT_EXPORT_NAME for unknown export `{name}`"
+                    )));
+                };
+                let mut out = Vec::with_capacity(134);
+                out.extend_from_slice(&e.backend.size().to_be_bytes());
+                out.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
+                if !no_zeroes {
+                    out.extend_from_slice(&[0u8; 124]);
+                }
+                s.write_all(&out)?;
+                s.flush()?;
+                return Ok(Negotiated {
+                    export: e.clone(),
+                    structured,
+                });
+            }
+            OPT_ABORT => {
+                // The client may already have closed; a failed ack is not an error.
+                let _ = send_reply(s, opt, REP_ACK, &[]).and_then(|_| s.flush());
+                return Err(HandshakeError::Aborted);
+            }
+            OPT_LIST => {
+                if !data.is_empty() {
+                    send_reply(s, opt, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
+                } else {
+                    for e in exports {
+                        send_reply(s, opt, REP_SERVER, &rep_server(&e.name, &e.description))?;
+                    }
+                    send_reply(s, opt, REP_ACK, &[])?;
+                }
+            }
+            OPT_STRUCTURED_REPLY => {
+                if !data.is_empty() {
+                    send_reply(
+                        s,
+                        opt,
+                        REP_ERR_INVALID,
+                        b"NBD_OPT_STRUCTURED_REPLY takes no data",
+                    )?;
+                } else {
+                    structured = true;
+                    send_reply(s, opt, REP_ACK, &[])?;
+                }
+            }
+            OPT_INFO | OPT_GO => {
+                let req = match parse_info_request(&data) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        send_reply(s, opt, REP_ERR_INVALID, e.to_string().as_bytes())?;
+                        s.flush()?;
+                        continue;
+                    }
+                };
+                let Some(e) = find(exports, &req.name) else {
+                    let msg = format!("no export named `{}`", req.name);
+                    send_reply(s, opt, REP_ERR_UNKNOWN, msg.as_bytes())?;
+                    s.flush()?;
+                    continue;
+                };
+                send_reply(
+                    s,
+                    opt,
+                    REP_INFO,
+                    &info_export(e.backend.size(), transmission_flags(e, structured)),
+                )?;
+                // Block sizes are sent whether or not they were asked for (the spec allows it).
+                let max = (e.max_payload as u64).min(e.backend.size().max(1)) as u32;
+                send_reply(
+                    s,
+                    opt,
+                    REP_INFO,
+                    &info_block_size(
+                        e.min_block,
+                        PREFERRED_BLOCK.max(e.min_block),
+                        max.max(e.min_block),
+                    ),
+                )?;
+                if req.requests.contains(&INFO_NAME) {
+                    send_reply(s, opt, REP_INFO, &info_string(INFO_NAME, &e.name))?;
+                }
+                if req.requests.contains(&INFO_DESCRIPTION) && !e.description.is_empty() {
+                    send_reply(
+                        s,
+                        opt,
+                        REP_INFO,
+                        &info_string(INFO_DESCRIPTION, &e.description),
+                    )?;
+                }
+                send_reply(s, opt, REP_ACK, &[])?;
+                if opt == OPT_GO {
+                    s.flush()?;
+                    return Ok(Negotiated {
+                        export: e.clone(),
+                        structured,
+                    });
+                }
+            }
+            OPT_STARTTLS => {
+                send_reply(s, opt, REP_ERR_UNSUP, b"this server does not offer TLS")?;
+            }
+            _ => {
+                let msg = format!("option {opt} is not supported by this server");
+                send_reply(s, opt, REP_ERR_UNSUP, msg.as_bytes())?;
+            }
+        }
+        s.flush()?;
+    }
+}

@@ -1,0 +1,298 @@
+//! Listening sockets and the per-connection thread.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::conn::{serve_transmission, End};
+use crate::export::Export;
+use crate::handshake::{serve_handshake, HandshakeError};
+use crate::trace::Tracer;
+
+/// How long a client may take over the handshake before the server drops it.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Default listening address.
+pub const DEFAULT_LISTEN: &str = "tcp:127.0.0.1:10809";
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// A TCP address `HOST:PORT` (port 0 picks a free one).
+    Tcp(String),
+    /// A Unix socket path.
+    Unix(PathBuf),
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err("unix: needs a socket path".into());
+            }
+            Ok(Self::Unix(p.into()))
+        } else {
+            let a = s.strip_prefix("tcp:").unwrap_or(s);
+            if !a.contains(':') {
+                return Err(format!(
+                    "`{s}` is not tcp:HOST:PORT, HOST:PORT or unix:PATH"
+                ));
+            }
+            Ok(Self::Tcp(a.to_owned()))
+        }
+    }
+}
+
+/// Errors starting a server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The listening socket could not be created.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address asked for.
+        addr: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// No exports were given.
+    #[error("no exports: give at least one --export NAME=SPEC")]
+    NoExports,
+    /// Two exports share a name.
+    #[error("export `{0}` is declared twice")]
+    DuplicateExport(String),
+}
+
+/// A connected socket of either family.
+#[derive(Debug)]
+pub enum Stream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// Unix domain.
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
+            Self::Unix(s) => Self::Unix(s.try_clone()?),
+        })
+    }
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_read_timeout(t),
+            Self::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+    fn shutdown(&self) {
+        // The peer may be gone already; nothing to do about a failure here.
+        let _ = match self {
+            Self::Tcp(s) => s.shutdown(Shutdown::Both),
+            Self::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.read(b),
+            Self::Unix(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write(b),
+            Self::Unix(s) => s.write(b),
+        }
+    }
+    fn write_vectored(&mut self, b: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write_vectored(b),
+            Self::Unix(s) => s.write_vectored(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+/// A bound NBD server.
+pub struct Server {
+    listener: Listener,
+    exports: Arc<Vec<Arc<Export>>>,
+    tracer: Option<Arc<Tracer>>,
+    next_conn: AtomicU32,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, p) = &self.listener {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Server {
+    /// Binds the listening socket. A stale Unix socket file at the path is replaced.
+    pub fn bind(
+        addr: &ListenAddr,
+        exports: Vec<Export>,
+        tracer: Option<Tracer>,
+    ) -> Result<Self, ServerError> {
+        if exports.is_empty() {
+            return Err(ServerError::NoExports);
+        }
+        for (i, e) in exports.iter().enumerate() {
+            if exports[..i].iter().any(|o| o.name == e.name) {
+                return Err(ServerError::DuplicateExport(e.name.clone()));
+            }
+        }
+        let listener = match addr {
+            ListenAddr::Tcp(a) => {
+                Listener::Tcp(TcpListener::bind(a).map_err(|source| ServerError::Bind {
+                    addr: a.clone(),
+                    source,
+                })?)
+            }
+            ListenAddr::Unix(p) => {
+                if std::fs::symlink_metadata(p)
+                    .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+                    .unwrap_or(false)
+                    && UnixStream::connect(p).is_err()
+                {
+                    let _ = std::fs::remove_file(p);
+                }
+                let l = UnixListener::bind(p).map_err(|source| ServerError::Bind {
+                    addr: p.display().to_string(),
+                    source,
+                })?;
+                Listener::Unix(l, p.clone())
+            }
+        };
+        Ok(Self {
+            listener,
+            exports: Arc::new(exports.into_iter().map(Arc::new).collect()),
+            tracer: tracer.map(Arc::new),
+            next_conn: AtomicU32::new(0),
+        })
+    }
+
+    /// The address clients connect to, as `tcp:HOST:PORT` or `unix:PATH`.
+    pub fn local_addr(&self) -> String {
+        match &self.listener {
+            Listener::Tcp(l) => match l.local_addr() {
+                Ok(a) => format!("tcp:{a}"),
+                Err(_) => "tcp:?".into(),
+            },
+            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+        }
+    }
+
+    /// The exports served.
+    pub fn exports(&self) -> &[Arc<Export>] {
+        &self.exports
+    }
+
+    /// Accepts connections forever, one thread per connection. A failing connection never
+    /// affects the others.
+    pub fn serve(&self) -> io::Result<()> {
+        loop {
+            let stream = match &self.listener {
+                Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                    let _ = s.set_nodelay(true);
+                    Stream::Tcp(s)
+                }),
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            };
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) => {
+                    // Running out of descriptors or a reset before accept: keep listening.
+                    tracing::warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            // Relaxed: only a unique number is needed.
+            let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+            let exports = self.exports.clone();
+            let tracer = self.tracer.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("nbd-conn-{id}"))
+                .spawn(move || handle(stream, &exports, tracer.as_deref(), id));
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start a thread for connection {id}: {e}");
+            }
+        }
+    }
+}
+
+/// Serves one connection from handshake to close.
+pub fn handle(mut stream: Stream, exports: &[Arc<Export>], tracer: Option<&Tracer>, id: u32) {
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let neg = match serve_handshake(&mut stream, exports) {
+        Ok(n) => n,
+        Err(HandshakeError::Aborted) => {
+            tracing::debug!("conn {id}: client aborted the handshake");
+            stream.shutdown();
+            return;
+        }
+        Err(e) => {
+            tracing::info!("conn {id}: {e}");
+            stream.shutdown();
+            return;
+        }
+    };
+    let _ = stream.set_read_timeout(None);
+    tracing::debug!(
+        "conn {id}: export `{}` structured={}",
+        neg.export.name,
+        neg.structured
+    );
+    let writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!("conn {id}: cannot clone socket: {e}");
+            return;
+        }
+    };
+    match serve_transmission(&stream, writer, &neg.export, neg.structured, tracer, id) {
+        Ok(End::Violation(why)) => tracing::info!("conn {id}: dropped: {why}"),
+        Ok(end) => tracing::debug!("conn {id}: {end:?}"),
+        Err(e) => tracing::debug!("conn {id}: i/o error: {e}"),
+    }
+    if let Some(t) = tracer {
+        t.flush();
+    }
+    stream.shutdown();
+}
+
+impl Read for &Stream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match *self {
+            Stream::Tcp(ref s) => {
+                let mut r: &TcpStream = s;
+                r.read(b)
+            }
+            Stream::Unix(ref s) => {
+                let mut r: &UnixStream = s;
+                r.read(b)
+            }
+        }
+    }
+}

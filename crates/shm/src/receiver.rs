@@ -1,0 +1,154 @@
+//! The receiving half of an endpoint and the records it hands out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::endpoint::DESC;
+use crate::error::ShmError;
+use crate::pool::Buf;
+use crate::ring::{Consumer, RawRecord, KIND_BUF};
+use crate::shared::Shared;
+
+/// The receiving half: reads records from the incoming ring in place.
+pub struct Receiver {
+    shared: Arc<Shared>,
+    ring: Consumer,
+}
+
+impl Receiver {
+    pub(crate) fn new(shared: Arc<Shared>, ring: Consumer) -> Receiver {
+        Receiver { shared, ring }
+    }
+
+    fn peek(&mut self) -> Result<Option<RawRecord>, ShmError> {
+        self.shared.check()?;
+        match self.ring.peek() {
+            Ok(Some(r)) => Ok(Some(r)),
+            Ok(None) => {
+                // Running dry: publish what we consumed so the peer sees all the room there is.
+                if self.ring.publish() {
+                    self.shared.wake_peer(false);
+                }
+                Ok(None)
+            }
+            Err(e) => Err(self.shared.latch(e)),
+        }
+    }
+
+    fn record(&mut self, raw: RawRecord) -> Result<Record<'_>, ShmError> {
+        let buf = if raw.kind == KIND_BUF {
+            Some(self.take_buf(&raw).map_err(|e| self.shared.latch(e))?)
+        } else {
+            None
+        };
+        Ok(Record { rx: self, raw, buf })
+    }
+
+    fn take_buf(&mut self, raw: &RawRecord) -> Result<Buf, ShmError> {
+        // SAFETY: the record is unconsumed; we copy the descriptor out at once.
+        let d = unsafe { raw.payload() };
+        if d.len() != DESC {
+            return Err(ShmError::CorruptPeer(format!(
+                "buffer descriptor of {} bytes, expected {DESC}",
+                d.len()
+            )));
+        }
+        let word = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
+        let (index, offset, len) = (word(0), word(4), word(8));
+        let size = self.shared.seg.layout.buffer_size;
+        if u64::from(offset) + u64::from(len) > u64::from(size) {
+            return Err(ShmError::CorruptPeer(format!(
+                "descriptor range {offset}+{len} of buffer {index} exceeds the buffer size {size}"
+            )));
+        }
+        self.shared
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .received(index)?;
+        Ok(Buf::new(self.shared.clone(), index, offset, len))
+    }
+
+    /// The next record if one is ready.
+    pub fn try_recv(&mut self) -> Result<Option<Record<'_>>, ShmError> {
+        match self.peek()? {
+            Some(raw) => self.record(raw).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
+    /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
+    pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {
+        let shared = self.shared.clone();
+        let raw = shared.wait(true, timeout, || self.peek())?;
+        self.record(raw)
+    }
+
+    /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).
+    pub fn check_peer(&self) -> Result<(), ShmError> {
+        self.shared.check()?;
+        self.shared.check_alive()
+    }
+
+    /// True when every published record has been received.
+    pub fn is_empty(&mut self) -> Result<bool, ShmError> {
+        self.ring.is_empty().map_err(|e| self.shared.latch(e))
+    }
+}
+
+/// A received record, borrowed from the ring (inline) or holding a pool buffer (descriptor).
+/// Dropping it consumes it.
+pub struct Record<'a> {
+    rx: &'a mut Receiver,
+    raw: RawRecord,
+    buf: Option<Buf>,
+}
+
+impl Record<'_> {
+    /// The record's bytes: the inline payload, or the data range of the buffer.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.buf {
+            Some(b) => b,
+            // SAFETY: the record stays unconsumed while `self` lives (it borrows the receiver).
+            None => unsafe { self.raw.payload() },
+        }
+    }
+
+    /// Length of [`Record::bytes`].
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    /// True when the record has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when the record carries a pool buffer.
+    pub fn is_buf(&self) -> bool {
+        self.buf.is_some()
+    }
+
+    /// Takes the pool buffer out of a descriptor record (to keep, modify or forward it).
+    pub fn take_buf(mut self) -> Option<Buf> {
+        self.buf.take()
+    }
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        if self.rx.ring.consume(&self.raw) {
+            self.rx.shared.wake_peer(false);
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if self.ring.publish() {
+            self.shared.wake_peer(false);
+        }
+        self.shared.half_dropped();
+    }
+}
