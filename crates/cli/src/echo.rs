@@ -66,6 +66,12 @@ pub fn run(args: EchoArgs) -> Result<()> {
         if args.listen == "mem:" || args.listen.starts_with("mem:") {
             bail!("mem: is in-process only; it has no listener (try tcp:, unix: or shm:)");
         }
+        // Threads started later (sessions, channels) inherit the pinning.
+        if let Some(cpu) = args.pin {
+            if !offhost_bench::affinity::pin_current_thread(cpu) {
+                eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
+            }
+        }
         return crate::channel_cmds::serve_echo(&args.listen, args.once);
     }
     let listen: Url = args.listen.parse().map_err(anyhow::Error::msg)?;

@@ -39,7 +39,7 @@ fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
 
 #[test]
 fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
-    for bench in ["exchange", "stream", "rate"] {
+    for bench in ["exchange", "stream"] {
         let rows = json_rows(bench, &[]);
         let targets = [
             ("shm", "poll"),
@@ -165,7 +165,7 @@ fn bad_flags_say_what_is_wrong() {
             &["bench", "exchange", "--transport", "carrier-pigeon"],
             "unknown",
         ),
-        (&["bench", "rate", "--reps", "forever"], "--reps"),
+        (&["bench", "stream", "--reps", "forever"], "--reps"),
         (
             &["bench", "stream", "--mode", "sometimes"],
             "unknown doorbell mode",

@@ -227,3 +227,79 @@ fn bad_urls_and_options_get_clear_errors() {
         "{out:?}"
     );
 }
+
+fn json_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).expect("a JSON array")
+}
+
+#[test]
+fn bench_rows_through_channels_and_raw_peers_keep_the_contract() {
+    let rows = json_rows(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "tcp,unix,shm-chan,tcp-raw,unix-raw,pipe-raw",
+        "--sizes",
+        "64",
+        "--iters",
+        "50",
+        "--mode",
+        "block",
+        "--json",
+    ]);
+    let names: Vec<_> = rows
+        .iter()
+        .map(|r| r["transport"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["tcp", "unix", "shm-chan", "tcp-raw", "unix-raw", "pipe-raw"]
+    );
+    for r in &rows {
+        for key in [
+            "bench",
+            "transport",
+            "mode",
+            "size",
+            "one_way_ns_median",
+            "one_way_ns_p99",
+            "mb_per_s",
+        ] {
+            assert!(!r[key].is_null(), "{key} missing in {r}");
+        }
+        assert!(r["one_way_ns_median"].as_f64().unwrap() > 0.0);
+    }
+    let rows = json_rows(&[
+        "bench",
+        "rate",
+        "--transport",
+        "shm",
+        "--sizes",
+        "64,65536",
+        "--path",
+        "copy,loan",
+        "--count",
+        "300",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r["bench"], "rate");
+        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["iters"], 300);
+    }
+    let out = Command::new(BIN)
+        .args(["bench", "rate", "--transport", "tcp", "--path", "loan"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --transport shm"));
+}

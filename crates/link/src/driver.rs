@@ -69,6 +69,13 @@ pub(crate) struct State {
     shutdown: bool,
     dead: Option<Dead>,
     pub(crate) incoming: VecDeque<u32>,
+    /// Threads waiting in `wait` for channel data (not passive).
+    active: usize,
+    /// When the last data waiter left.
+    last_active: Option<Instant>,
+    /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
+    sleepers: usize,
+    passive_sleepers: usize,
     /// Zero-copy buffers that arrived, by pool index, waiting for their `loan` frame's reader.
     pub(crate) loans: HashMap<u32, offhost_shm::Buf>,
     /// Loan messages taken from a channel whose buffer has not arrived yet: (len, token).
@@ -110,6 +117,7 @@ struct ReadSide {
 pub(crate) struct Driver {
     state: Mutex<State>,
     cond: Condvar,
+    accept_cond: Condvar,
     flush_cond: Condvar,
     reader: Mutex<ReadSide>,
     writer: Mutex<Box<dyn WireWrite>>,
@@ -136,10 +144,15 @@ impl Driver {
                 shutdown: false,
                 dead: None,
                 incoming: VecDeque::new(),
+                active: 0,
+                last_active: None,
+                sleepers: 0,
+                passive_sleepers: 0,
                 loans: HashMap::new(),
                 held: HashMap::new(),
             }),
             cond: Condvar::new(),
+            accept_cond: Condvar::new(),
             flush_cond: Condvar::new(),
             reader: Mutex::new(ReadSide {
                 wire: read,
@@ -212,6 +225,7 @@ impl Driver {
             });
         }
         self.cond.notify_all();
+        self.accept_cond.notify_all();
     }
 
     /// The flusher thread: writes, blocking, whatever the callers could not write at once.
@@ -275,49 +289,109 @@ impl Driver {
     pub(crate) fn wait<T>(
         &self,
         deadline: Deadline,
+        f: impl FnMut(&mut State) -> Option<Result<T, LinkError>>,
+    ) -> Result<T, LinkError> {
+        self.wait_as(deadline, false, f)
+    }
+
+    /// Like [`wait`](Self::wait) for a waiter that needs no channel data (accepting channels):
+    /// it reads the transport only while no other thread waits for data, and otherwise sleeps
+    /// until a channel opens, so it never takes a data waiter's turn (or its CPU) to read.
+    pub(crate) fn wait_passive<T>(
+        &self,
+        deadline: Deadline,
+        f: impl FnMut(&mut State) -> Option<Result<T, LinkError>>,
+    ) -> Result<T, LinkError> {
+        self.wait_as(deadline, true, f)
+    }
+
+    fn wait_as<T>(
+        &self,
+        deadline: Deadline,
+        passive: bool,
         mut f: impl FnMut(&mut State) -> Option<Result<T, LinkError>>,
     ) -> Result<T, LinkError> {
         let mut st = self.lock();
+        if !passive {
+            st.active += 1;
+        }
         let mut looked = false;
-        loop {
+        let r = loop {
             if let Some(r) = f(&mut st) {
-                drop(self.flush(st));
-                return r;
+                st = self.flush(st);
+                break r;
             }
             st = self.flush(st);
             if let Some(d) = &st.dead {
-                return Err(d.error());
+                break Err(d.error());
             }
             if st.shutdown {
-                return Err(LinkError::SessionClosed);
+                break Err(LinkError::SessionClosed);
             }
             let slice = match deadline {
-                Deadline::Now if looked => return Err(LinkError::WouldBlock),
+                Deadline::Now if looked => break Err(LinkError::WouldBlock),
                 Deadline::Now => None,
                 Deadline::Never => Some(TICK),
                 Deadline::At(t) => {
                     let now = Instant::now();
                     if now >= t {
-                        return Err(LinkError::Timeout);
+                        break Err(LinkError::Timeout);
                     }
                     Some((t - now).min(TICK))
                 }
             };
             looked = true;
-            if st.reading {
-                match slice {
-                    Some(s) => {
+            // A passive waiter leaves the transport to data waiters while there are any, and
+            // for a tick after the last one left: between two messages there is none for a
+            // moment, and a passive reader spinning then would take the CPU of the data waiter
+            // it has to wake.
+            let defer = st.reading
+                || (passive
+                    && (st.active > 0 || st.last_active.is_some_and(|t| t.elapsed() < TICK)));
+            match (defer, slice) {
+                (true, None) => break Err(LinkError::WouldBlock),
+                (true, Some(s)) => {
+                    if passive {
+                        st.passive_sleepers += 1;
+                        st = self
+                            .accept_cond
+                            .wait_timeout(st, s)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                        st.passive_sleepers -= 1;
+                    } else {
+                        st.sleepers += 1;
                         st = self
                             .cond
                             .wait_timeout(st, s)
                             .unwrap_or_else(|e| e.into_inner())
-                            .0
+                            .0;
+                        st.sleepers -= 1;
                     }
-                    None => return Err(LinkError::WouldBlock),
                 }
-            } else {
-                st = self.read_once(st, slice);
+                (false, _) => st = self.read_once(st, slice),
             }
+        };
+        if !passive {
+            // A passive waiter notices the end of the active ones at its next tick; waking it
+            // now would make it race the data waiters for the transport between messages.
+            st.active -= 1;
+            if st.active == 0 {
+                st.last_active = Some(Instant::now());
+            }
+        }
+        r
+    }
+
+    /// Wakes the sleeping waiters, if any (a notification without sleepers still costs a
+    /// system call).
+    fn wake(&self, st: &State) {
+        if st.sleepers > 0 {
+            self.cond.notify_all();
+        }
+        if st.passive_sleepers > 0 && (!st.incoming.is_empty() || st.dead.is_some() || st.shutdown)
+        {
+            self.accept_cond.notify_all();
         }
     }
 
@@ -364,7 +438,7 @@ impl Driver {
             Err(e) => self.kill(&mut st, &e),
         }
         drop(rs);
-        self.cond.notify_all();
+        self.wake(&st);
         st
     }
 
@@ -383,6 +457,7 @@ impl Driver {
         }
         self.flush_cond.notify_one();
         self.cond.notify_all();
+        self.accept_cond.notify_all();
         // Let the goodbye and everything before it reach the transport, so a process may exit
         // right after closing; a dead or stuck peer bounds the wait.
         let give_up = Instant::now() + Duration::from_secs(10);

@@ -131,7 +131,7 @@ impl Session {
     }
 
     fn accept_until(&self, deadline: Deadline) -> Result<Channel, LinkError> {
-        let (id, name, opts) = self.handle.driver.wait(deadline, |st| {
+        let (id, name, opts) = self.handle.driver.wait_passive(deadline, |st| {
             while let Some(id) = st.incoming.pop_front() {
                 if let Some((name, opts)) = st.conn.channel_info(id) {
                     return Some(Ok((id, name.to_owned(), opts)));

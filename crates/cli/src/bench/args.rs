@@ -7,7 +7,7 @@ use clap::Args;
 use offhost_bench::run::Plan;
 use offhost_bench::sizes;
 
-/// Flags of `pingpong`, `exchange`, `stream` and `rate`.
+/// Flags of `exchange` and `stream`.
 #[derive(Args, Debug, Clone)]
 pub struct SuiteArgs {
     /// Transports and peers, comma-separated (default: every one available; see --help).
@@ -18,13 +18,13 @@ pub struct SuiteArgs {
     #[arg(long, value_delimiter = ',')]
     pub mode: Vec<String>,
     /// Message sizes: a list `8,64,4096` and/or ranges of powers of two `4..1M`
-    /// (default 4..1M; `rate` defaults to 8,64).
+    /// (default 4..1M).
     #[arg(long)]
     pub sizes: Option<String>,
     /// Repetition preset: small, quick, normal or long.
     #[arg(long, default_value = "normal")]
     pub reps: String,
-    /// Messages in flight per acknowledgement (`stream`: 64, `rate`: 256).
+    /// Messages in flight per acknowledgement (`stream`: 64; 256 with sizes 8,64 measures the short-message rate).
     #[arg(long)]
     pub window: Option<usize>,
     /// Also measure CPU load with counting tasks on the host and engine cores.

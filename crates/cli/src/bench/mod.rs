@@ -1,9 +1,11 @@
 //! `offhost bench ...`: measurements, each printed as a table or, with `--json`, as JSON.
 
 mod args;
+mod channels;
 mod floors;
 mod link_target;
 mod pingpong;
+mod rate;
 mod report;
 mod reproduce;
 mod shm_target;
@@ -31,10 +33,10 @@ enum BenchCmd {
     Exchange(args::SuiteArgs),
     /// A window of messages in flight, then an acknowledgement (like osu_bw).
     Stream(args::SuiteArgs),
-    /// Short-message rate: a stream of small messages, in messages per second.
-    Rate(args::SuiteArgs),
     /// Rerun the seed papers' experiments; write a report with their figures beside today's.
     Reproduce(reproduce::ReproduceArgs),
+    /// Message rate of a one-way stream through a channel (batched), copies or loans.
+    Rate(rate::RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(crate::bench_engine::BenchEngineArgs),
 }
@@ -46,8 +48,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Pingpong(a) => pingpong::run(a),
         BenchCmd::Exchange(a) => suite::run("exchange", &a),
         BenchCmd::Stream(a) => suite::run("stream", &a),
-        BenchCmd::Rate(a) => suite::run("rate", &a),
         BenchCmd::Reproduce(a) => reproduce::run(&a),
+        BenchCmd::Rate(a) => rate::run(a),
         BenchCmd::Engine(a) => crate::bench_engine::run(a),
     }
 }

@@ -16,11 +16,23 @@ const INLINE_MAX: usize = 4096;
 
 /// Which transport the bench measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Transport {
+pub(super) enum Transport {
     /// Shared memory with an echo engine in another process.
     Shm,
     /// The same rings with the echo engine on a thread of this process.
     Mem,
+    /// Channels over TCP loopback (echo engine on a thread).
+    Tcp,
+    /// Channels over a Unix socket (echo engine on a thread).
+    Unix,
+    /// Channels over shared memory (`offhost echo` in another process).
+    ShmChan,
+    /// Plain TCP loopback echo, no offhost protocol.
+    TcpRaw,
+    /// Plain Unix-socket echo, no offhost protocol.
+    UnixRaw,
+    /// Plain pipe echo, no offhost protocol.
+    PipeRaw,
 }
 
 /// How records travel.
@@ -37,9 +49,10 @@ enum PathChoice {
 /// Arguments of `offhost bench pingpong`.
 #[derive(clap::Args, Debug)]
 pub struct PingpongArgs {
-    /// shm (echo engine in another process) or mem (echo engine on a thread).
-    #[arg(long, value_enum, default_value = "shm")]
-    transport: Transport,
+    /// Transports, comma-separated: shm and mem (raw rings), tcp, unix and shm-chan (channels),
+    /// tcp-raw, unix-raw and pipe-raw (plain sockets and pipes).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "shm")]
+    transport: Vec<Transport>,
     /// Doorbell mode of both sides: poll, block or adaptive.
     #[arg(long, default_value = "poll")]
     mode: Mode,
@@ -141,10 +154,20 @@ fn connect_retry(addr: &str, config: &Config, child: &mut Child) -> Result<Endpo
 
 fn start_peer(
     args: &PingpongArgs,
+    transport: Transport,
     config: &Config,
     cpus: Option<(usize, usize)>,
 ) -> Result<(Endpoint, Peer)> {
-    match (args.transport, &args.connect) {
+    match (transport, &args.connect) {
+        (
+            t @ (Transport::Tcp
+            | Transport::Unix
+            | Transport::ShmChan
+            | Transport::TcpRaw
+            | Transport::UnixRaw
+            | Transport::PipeRaw),
+            _,
+        ) => bail!("{t:?} is not a raw-ring transport"),
         (Transport::Mem, Some(_)) => bail!("--connect needs --transport shm"),
         (Transport::Shm, Some(Url::Shm(addr))) => {
             let ep = offhost_shm::connect(addr, config)
@@ -214,44 +237,99 @@ pub fn run(args: PingpongArgs) -> Result<()> {
     let floors = args
         .floors
         .then(|| super::floors::measure_with_progress(100_000));
-    let config = config(&args);
-    let (ep, peer) = start_peer(&args, &config, cpus)?;
+    let mut rows = Vec::new();
+    for &t in &args.transport {
+        match t {
+            Transport::Shm | Transport::Mem => {
+                rows.extend(ring_rows(&args, t, floors.as_ref(), cpus)?)
+            }
+            other => {
+                for &size in &args.sizes {
+                    let iters = iters_for(&args, size);
+                    let (name, s) = super::channels::pingpong(other, args.mode, size, iters, cpus)
+                        .with_context(|| {
+                            format!("pingpong of {size}-byte messages over {other:?}")
+                        })?;
+                    // Doorbell modes apply to shared memory only; sockets and pipes block.
+                    let mode = if other == Transport::ShmChan {
+                        args.mode
+                    } else {
+                        Mode::Block
+                    };
+                    let mut r = row(name, mode, size, "copy", iters, &s, floors.as_ref());
+                    r.touch = true;
+                    rows.push(r);
+                }
+            }
+        }
+    }
+    print(&rows, args.json)
+}
+
+/// Timed round trips for `size`: `--iters`, or from 20000 for small sizes down to 500.
+fn iters_for(args: &PingpongArgs, size: usize) -> usize {
+    args.iters
+        .unwrap_or((50_000_000 / size).clamp(500, 20_000))
+        .max(1)
+}
+
+/// A report line from one-way times `s` (ns).
+fn row(
+    transport: &'static str,
+    mode: Mode,
+    size: usize,
+    path: &'static str,
+    iters: usize,
+    s: &Summary,
+    floors: Option<&offhost_bench::floors::Floors>,
+) -> Row {
+    let mb_per_s = size as f64 / s.median * 1e3;
+    Row {
+        bench: "pingpong",
+        transport,
+        mode: mode.name(),
+        size,
+        path,
+        touch: false,
+        iters,
+        one_way_ns_median: s.median,
+        one_way_ns_p99: s.p99,
+        mb_per_s,
+        cpu_idle_pct: None,
+        vs_cacheline: floors.map(|f| s.median / f.cacheline_ns),
+        vs_futex: floors.map(|f| s.median / f.futex_ns),
+        vs_memcpy: floors.map(|f| mb_per_s / (f.memcpy_gb_per_s * 1e3)),
+    }
+}
+
+/// The raw-ring rows (`shm`, `mem`) of one transport.
+fn ring_rows(
+    args: &PingpongArgs,
+    transport: Transport,
+    floors: Option<&offhost_bench::floors::Floors>,
+    cpus: Option<(usize, usize)>,
+) -> Result<Vec<Row>> {
+    let config = config(args);
+    let (ep, peer) = start_peer(args, transport, &config, cpus)?;
     if let Some((a, _)) = cpus {
         affinity::pin_current_thread(a);
     }
-    let transport = match args.transport {
-        Transport::Shm => "shm",
-        Transport::Mem => "mem",
+    let transport = if transport == Transport::Shm {
+        "shm"
+    } else {
+        "mem"
     };
     let mut ep = ep;
     let mut rows = Vec::new();
     for &size in &args.sizes {
         let loan = uses_loan(args.path, size);
-        let iters = args
-            .iters
-            .unwrap_or((50_000_000 / size).clamp(500, 20_000))
-            .max(1);
+        let iters = iters_for(args, size);
         let s = measure(&mut ep, size, loan, iters)
             .with_context(|| format!("pingpong of {size}-byte records"))?;
-        let mb_per_s = size as f64 / s.median * 1e3;
-        rows.push(Row {
-            bench: "pingpong",
-            transport,
-            mode: args.mode.name(),
-            size,
-            path: if loan { "loan" } else { "inline" },
-            touch: args.touch,
-            iters,
-            one_way_ns_median: s.median,
-            one_way_ns_p99: s.p99,
-            mb_per_s,
-            cpu_idle_pct: None,
-            vs_cacheline: floors.as_ref().map(|f| s.median / f.cacheline_ns),
-            vs_futex: floors.as_ref().map(|f| s.median / f.futex_ns),
-            vs_memcpy: floors
-                .as_ref()
-                .map(|f| mb_per_s / (f.memcpy_gb_per_s * 1e3)),
-        });
+        let path = if loan { "loan" } else { "inline" };
+        let mut r = row(transport, args.mode, size, path, iters, &s, floors);
+        r.touch = args.touch;
+        rows.push(r);
     }
     let idle = idle_cpu_pct(&peer, args.idle_secs);
     for r in &mut rows {
@@ -275,7 +353,7 @@ pub fn run(args: PingpongArgs) -> Result<()> {
             .map_err(|_| anyhow::anyhow!("echo thread panicked"))?,
         Peer::Remote => {}
     }
-    print(&rows, args.json)
+    Ok(rows)
 }
 
 /// Times `iters` round trips of `size`-byte records after a tenth as many untimed ones; returns

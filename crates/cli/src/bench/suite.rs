@@ -95,9 +95,6 @@ pub fn pattern(bench: &str, window: Option<usize>) -> anyhow::Result<Pattern> {
         "stream" => Pattern::Stream {
             window: window.unwrap_or(64).max(1),
         },
-        "rate" => Pattern::Stream {
-            window: window.unwrap_or(256).max(1),
-        },
         other => anyhow::bail!("unknown bench {other:?}"),
     })
 }
@@ -195,7 +192,7 @@ pub fn emit(rows: &[Row], args: &SuiteArgs) -> anyhow::Result<()> {
 /// Runs one suite subcommand.
 pub fn run(bench: &str, args: &SuiteArgs) -> anyhow::Result<()> {
     let pattern = pattern(bench, args.window)?;
-    let sizes = args.sizes_or(if bench == "rate" { "8,64" } else { "4..1M" })?;
+    let sizes = args.sizes_or("4..1M")?;
     let plan = args.plan()?;
     let targets = targets::select(&args.transport, &args.mode)?;
     let bar = progress((targets.len() * sizes.len()) as u64);
