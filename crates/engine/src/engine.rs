@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::PipelineError;
 use crate::graph::{self, Graph};
@@ -207,7 +207,7 @@ impl Built {
 }
 
 /// Statistics of a pipeline at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
     /// Seconds since start.
     pub elapsed_s: f64,
@@ -237,6 +237,19 @@ pub enum RunError {
         /// Statistics at the end.
         stats: Box<Stats>,
     },
+}
+
+/// Stops a running pipeline; clone it freely.
+#[derive(Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// Stops the sources, as [`Running::stop`].
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
 }
 
 /// A running pipeline.
@@ -296,6 +309,13 @@ impl Running {
             tasks: self.shared.tasks.iter().map(TaskSlot::stats).collect(),
             queues: self.queues.iter().map(|q| q.stats()).collect(),
             pools: self.pools.iter().map(Pool::stats).collect(),
+        }
+    }
+
+    /// A handle that can stop this pipeline from another thread (a signal handler, say).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: Arc::clone(&self.shared),
         }
     }
 

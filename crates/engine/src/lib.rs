@@ -49,28 +49,40 @@
 //! ```
 //!
 //! See [`lang`] for the syntax and [`Registry::with_builtins`] / `offhost tasks` for the
-//! built-in tasks. Other crates add tasks with [`Registry::register`].
+//! built-in tasks. Other crates add tasks with [`Registry::register`] (a [`TaskInfo`] with
+//! argument docs and port counts, and a factory); [`tasks::convert::converter`] turns a
+//! byte-stream conversion into a task.
+//!
+//! # Hosts
+//!
+//! In process, [`Running::host_input`] and [`Running::host_output`] connect to the
+//! pipeline's `host-in` / `host-out` tasks by channel name. Across processes,
+//! [`daemon::Daemon`] serves pipelines over a link session (`offhost engine --listen URL`)
+//! and [`daemon::Client`] submits them and opens their channels (`offhost submit`).
 #![forbid(unsafe_code)]
 
 mod buffer;
+pub mod daemon;
 mod engine;
 mod error;
 mod graph;
+mod graph_checks;
 mod host;
 pub mod lang;
 mod pool;
 mod queue;
 mod registry;
 mod sched;
+mod slot;
 mod task;
 pub mod tasks;
 
 pub use buffer::{BufMut, Buffer, BufferError};
-pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats};
+pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
 pub use pool::{Pool, PoolConfig, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
 pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{parse_size, ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
-pub use sched::TaskStats;
+pub use slot::TaskStats;
 pub use task::{Context, Priority, Status, Task, TaskError};

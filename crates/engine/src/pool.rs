@@ -11,7 +11,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_queue::ArrayQueue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Storage};
 use crate::sched::Waker;
@@ -89,7 +89,7 @@ pub struct Pool {
 }
 
 /// A snapshot of a pool's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolStats {
     /// Pool name.
     pub name: String,
@@ -175,7 +175,11 @@ impl Pool {
                 .waiters
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            w.push(waker());
+            let waker = waker();
+            // A task woken for another reason may find the pool still empty: register once.
+            if !w.iter().any(|x| x.same_task(&waker)) {
+                w.push(waker);
+            }
             self.shared.has_waiters.store(true, Ordering::Relaxed);
         }
         // Pairs with the fence in `release`.

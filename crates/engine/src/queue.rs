@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::Buffer;
 
@@ -48,7 +48,7 @@ pub(crate) struct Queue {
 }
 
 /// A snapshot of a queue's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
     /// Queue name.
     pub name: String,
@@ -89,13 +89,18 @@ impl Queue {
         }
     }
 
+    /// Adds to the put counters (the writer batches them per turn).
+    pub(crate) fn add_counts(&self, puts: u64, bytes: u64) {
+        self.puts.fetch_add(puts, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Places a buffer on the queue; returns false if the reader has gone (buffer dropped).
+    /// The caller counts it with [`Queue::add_counts`].
     pub(crate) fn put(&self, buf: Buffer) -> bool {
         if self.abandoned.load(Ordering::Acquire) {
             return false;
         }
-        self.puts.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.items.push(buf);
         // Depth is a statistic only (wake-ups do not depend on it); the reader decrements
         // after popping, so it may read one low for a moment.

@@ -6,22 +6,31 @@
 //! already scheduled costs one atomic load. Workers take tasks from the highest class first
 //! and sleep on a condition variable when there is nothing to run.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
-use serde::Serialize;
 
-use crate::pool::Pool;
-use crate::queue::Queue;
-use crate::task::{Context, Priority, Status, Task, TaskError};
+pub(crate) use crate::slot::{TaskSlot, TaskStats};
+use crate::task::{Context, Status, Task, TaskError, OUT_COUNTS};
+
+/// Turns a panic payload into a task error.
+fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown payload".into());
+    TaskError::Failed(format!("panicked: {msg}"))
+}
 
 const IDLE: u8 = 0;
-const SCHEDULED: u8 = 1;
+pub(crate) const SCHEDULED: u8 = 1;
 const RUNNING: u8 = 2;
 const NOTIFIED: u8 = 3;
-const DONE: u8 = 4;
+pub(crate) const DONE: u8 = 4;
 
 /// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer.
 #[derive(Clone)]
@@ -31,113 +40,13 @@ pub(crate) struct Waker {
 }
 
 impl Waker {
+    pub(crate) fn same_task(&self, other: &Waker) -> bool {
+        self.id == other.id && Weak::ptr_eq(&self.shared, &other.shared)
+    }
+
     pub(crate) fn wake(&self) {
         if let Some(s) = self.shared.upgrade() {
             s.wake(self.id);
-        }
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct TaskCounters {
-    runs: AtomicU64,
-    bufs_in: AtomicU64,
-    bytes_in: AtomicU64,
-    bufs_out: AtomicU64,
-    bytes_out: AtomicU64,
-    busy_ns: AtomicU64,
-}
-
-/// A snapshot of one task's counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskStats {
-    /// Command name.
-    pub name: String,
-    /// Line of the pipeline text that created it.
-    pub line: usize,
-    /// Scheduling class.
-    pub priority: Priority,
-    /// Turns run.
-    pub runs: u64,
-    /// Buffers taken from inputs.
-    pub buffers_in: u64,
-    /// Bytes taken from inputs.
-    pub bytes_in: u64,
-    /// Buffers put to outputs.
-    pub buffers_out: u64,
-    /// Bytes put to outputs.
-    pub bytes_out: u64,
-    /// Time spent running, in nanoseconds.
-    pub busy_ns: u64,
-    /// Whether the task has finished.
-    pub done: bool,
-    /// The task's own short result, if it gives one.
-    pub report: Option<String>,
-}
-
-pub(crate) struct TaskSlot {
-    pub(crate) name: String,
-    pub(crate) line: usize,
-    pub(crate) prio: Priority,
-    pub(crate) inputs: Vec<Arc<Queue>>,
-    pub(crate) outputs: Vec<Arc<Queue>>,
-    pub(crate) pools: Vec<Option<Pool>>,
-    state: AtomicU8,
-    body: Mutex<Option<Box<dyn Task>>>,
-    counters: TaskCounters,
-    report: Mutex<Option<String>>,
-}
-
-impl TaskSlot {
-    pub(crate) fn new(
-        name: String,
-        line: usize,
-        prio: Priority,
-        task: Box<dyn Task>,
-        inputs: Vec<Arc<Queue>>,
-        outputs: Vec<Arc<Queue>>,
-        pools: Vec<Option<Pool>>,
-    ) -> TaskSlot {
-        TaskSlot {
-            name,
-            line,
-            prio,
-            inputs,
-            outputs,
-            pools,
-            state: AtomicU8::new(SCHEDULED),
-            body: Mutex::new(Some(task)),
-            counters: TaskCounters::default(),
-            report: Mutex::new(None),
-        }
-    }
-
-    fn is_source(&self) -> bool {
-        self.inputs.is_empty()
-    }
-
-    pub(crate) fn stats(&self) -> TaskStats {
-        let c = &self.counters;
-        let done = self.state.load(Ordering::Acquire) == DONE;
-        let report = match self.body.try_lock() {
-            Ok(b) => match b.as_ref() {
-                Some(t) => t.report(),
-                None => self.report.lock().ok().and_then(|r| r.clone()),
-            },
-            Err(_) => self.report.lock().ok().and_then(|r| r.clone()),
-        };
-        TaskStats {
-            name: self.name.clone(),
-            line: self.line,
-            priority: self.prio,
-            runs: c.runs.load(Ordering::Relaxed),
-            buffers_in: c.bufs_in.load(Ordering::Relaxed),
-            bytes_in: c.bytes_in.load(Ordering::Relaxed),
-            buffers_out: c.bufs_out.load(Ordering::Relaxed),
-            bytes_out: c.bytes_out.load(Ordering::Relaxed),
-            busy_ns: c.busy_ns.load(Ordering::Relaxed),
-            done,
-            report,
         }
     }
 }
@@ -312,8 +221,17 @@ impl Shared {
                 bytes_in: 0,
                 bufs_out: 0,
                 bytes_out: 0,
+                out_counts: [(0, 0); OUT_COUNTS],
             };
-            let r = task.run(&mut cx);
+            // A panicking task fails like one returning an error: the pipeline drains and
+            // ends instead of hanging with a dead worker.
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&mut cx)))
+                .unwrap_or_else(|p| Err(panicked(p.as_ref())));
+            for (q, &(puts, bytes)) in slot.outputs.iter().zip(&cx.out_counts) {
+                if puts > 0 {
+                    q.add_counts(puts, bytes);
+                }
+            }
             let c = &slot.counters;
             c.bufs_in.fetch_add(cx.bufs_in, Ordering::Relaxed);
             c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
@@ -359,7 +277,8 @@ impl Shared {
     ) {
         let slot = &self.tasks[id];
         let mut task = body.take().expect("a running task has a body");
-        let fin = task.finish();
+        let fin = std::panic::catch_unwind(AssertUnwindSafe(|| task.finish()))
+            .unwrap_or_else(|p| Err(panicked(p.as_ref())));
         *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
         drop(task);
         slot.state.store(DONE, Ordering::Release);
@@ -422,12 +341,5 @@ impl Shared {
             }
         }
         true
-    }
-}
-
-impl TaskCounters {
-    fn add_busy(&self, t0: Instant) {
-        self.busy_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }

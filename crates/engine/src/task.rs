@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Buffer};
 use crate::pool::Pool;
@@ -25,7 +25,7 @@ pub enum Status {
 
 /// Scheduling class. Workers always take a runnable task of a higher class first; within a
 /// class tasks run in turn, each until it blocks or uses its batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// Tasks that serve devices and hosts and must respond first.
@@ -125,7 +125,12 @@ pub struct Context<'a> {
     pub(crate) bytes_in: u64,
     pub(crate) bufs_out: u64,
     pub(crate) bytes_out: u64,
+    /// Puts and bytes per output (the first [`OUT_COUNTS`]), added to the queues after the turn.
+    pub(crate) out_counts: [(u64, u64); OUT_COUNTS],
 }
+
+/// Outputs whose put counters a [`Context`] batches per turn; further ones count directly.
+pub(crate) const OUT_COUNTS: usize = 4;
 
 impl<'a> Context<'a> {
     /// The task's name (its command word in the pipeline).
@@ -180,6 +185,13 @@ impl<'a> Context<'a> {
         if q.put(buf) {
             self.bufs_out += 1;
             self.bytes_out += len;
+            match self.out_counts.get_mut(o) {
+                Some(c) => {
+                    c.0 += 1;
+                    c.1 += len;
+                }
+                None => q.add_counts(1, len),
+            }
             self.shared.wake(q.reader);
             true
         } else {

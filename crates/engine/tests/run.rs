@@ -245,3 +245,224 @@ fn dup_shares_buffers_by_reference() {
     assert!(matches!(x.recv_timeout(Duration::from_secs(10)), Ok(None)));
     run.wait().unwrap();
 }
+
+#[test]
+fn tone_is_an_exact_sine_on_each_channel() {
+    let text = "tone rate=8000 channels=2 freq=1000 freq2=3000 amp=0.5 seconds=2 >a:p(4,1000)\nhost-out name=o <a\n";
+    let mut run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(1))
+        .unwrap();
+    let out = run.host_output("o").unwrap();
+    let mut bytes = Vec::new();
+    while let Some(b) = out.recv_timeout(Duration::from_secs(10)).unwrap() {
+        bytes.extend_from_slice(&b);
+    }
+    run.wait().unwrap();
+    assert_eq!(bytes.len(), 2 * 8000 * 4);
+    for (n, f) in bytes.chunks_exact(4).enumerate() {
+        for (c, freq) in [(0, 1000.0), (1, 3000.0)] {
+            let got = i16::from_le_bytes([f[2 * c], f[2 * c + 1]]) as f64;
+            let want =
+                0.5 * 32767.0 * (2.0 * std::f64::consts::PI * freq * n as f64 / 8000.0).sin();
+            assert!(
+                (got - want).abs() <= 1.0,
+                "frame {n} channel {c}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn interrupt_class_runs_before_background_on_one_worker() {
+    let text = "fill bytes=64k priority=interrupt >hi:p(4,1k)\ncount priority=interrupt <hi\n\
+                fill bytes=64k priority=background >lo:q(4,1k)\ncount priority=background <lo\n";
+    let mut built = Pipeline::parse(text)
+        .unwrap()
+        .build(&Registry::with_builtins())
+        .unwrap();
+    let hi_puts = Arc::new(AtomicUsize::new(0));
+    let seen_at_first_lo = Arc::new(AtomicUsize::new(usize::MAX));
+    let h = Arc::clone(&hi_puts);
+    built
+        .set_put_hook("hi", move || {
+            h.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let (h, s) = (Arc::clone(&hi_puts), Arc::clone(&seen_at_first_lo));
+    built
+        .set_put_hook("lo", move || {
+            let _ = s.compare_exchange(
+                usize::MAX,
+                h.load(Ordering::SeqCst),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        })
+        .unwrap();
+    let stats = built.start(&cfg(1)).wait().unwrap();
+    // The put hook fires when a buffer lands on an empty queue. With one worker the interrupt
+    // chain is always runnable until it ends, so no 'hi' kick may come after the first 'lo'
+    // put (with a single FIFO class the sources would alternate batch by batch).
+    let hi_total = stats.queues.iter().find(|q| q.name == "hi").unwrap().puts;
+    assert_eq!(hi_total, 64);
+    let at_first_lo = seen_at_first_lo.load(Ordering::SeqCst);
+    let hi_kicks = hi_puts.load(Ordering::SeqCst);
+    assert_eq!(
+        at_first_lo, hi_kicks,
+        "a background buffer was put while interrupt work remained"
+    );
+}
+
+#[test]
+fn no_lost_wakeups_with_tight_pools_and_many_workers() {
+    // Two-buffer pools force constant waiting on pools and inputs across four workers; a lost
+    // wake-up would hang the run, which the bounded wait turns into a failure.
+    let mut text = String::from("fill bytes=2M >q0:p(2,64)\n");
+    for i in 0..8 {
+        text.push_str(&format!("count <q{i} >q{}\n", i + 1));
+    }
+    text.push_str("count <q8\n");
+    for round in 0..5 {
+        let run = Pipeline::parse(&text)
+            .unwrap()
+            .start(
+                &Registry::with_builtins(),
+                &EngineConfig {
+                    workers: 4,
+                    pin: false,
+                    batch: 3,
+                },
+            )
+            .unwrap();
+        assert!(
+            run.wait_timeout(Duration::from_secs(120)),
+            "round {round} hung"
+        );
+        let stats = run.wait().unwrap();
+        assert_eq!(
+            stats.tasks[9].report.as_deref(),
+            Some("32768 buffers, 2097152 bytes")
+        );
+    }
+}
+
+/// A task registered from outside the crate: prepends a 4-byte length header in the
+/// buffer's headroom, without copying the payload when it holds the only reference.
+struct Tag {
+    copies: u64,
+}
+
+impl offhost_engine::Task for Tag {
+    fn run(
+        &mut self,
+        cx: &mut offhost_engine::Context<'_>,
+    ) -> Result<offhost_engine::Status, offhost_engine::TaskError> {
+        use offhost_engine::{Get, Status};
+        loop {
+            match cx.get(0) {
+                Get::Buf(b) => {
+                    let len = (b.len() as u32).to_be_bytes();
+                    let before = b.offset();
+                    let tagged = match b.try_into_mut() {
+                        Ok(mut m) => {
+                            m.prepend(&len)
+                                .map_err(|e| offhost_engine::TaskError::Failed(e.to_string()))?;
+                            assert_eq!(
+                                m.headroom(),
+                                before - 4,
+                                "the header went into the headroom"
+                            );
+                            m.freeze()
+                        }
+                        Err(shared) => {
+                            self.copies += 1;
+                            let mut v = len.to_vec();
+                            v.extend_from_slice(&shared);
+                            Buffer::from_vec(v)
+                        }
+                    };
+                    cx.put(0, tagged);
+                }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+
+    fn report(&self) -> Option<String> {
+        Some(format!("{} copies", self.copies))
+    }
+}
+
+#[test]
+fn registered_task_prepends_headers_in_place() {
+    let mut reg = Registry::with_builtins();
+    reg.register(
+        offhost_engine::TaskInfo::new("tag", "prepends a 4-byte big-endian length"),
+        |_: &offhost_engine::Args, _: &mut offhost_engine::Build<'_>| {
+            Ok(Box::new(Tag { copies: 0 }))
+        },
+    );
+    let text = "host-in name=in >a:p(4,100)\ntag <a >b\nhost-out name=out <b\n";
+    let mut run = Pipeline::parse(text).unwrap().start(&reg, &cfg(2)).unwrap();
+    let input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    input.send(b"hello".to_vec()).unwrap();
+    let b = out.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(&b[..], b"\0\0\0\x05hello");
+    assert_eq!(
+        b.pool_name(),
+        Some("p"),
+        "still the pool's buffer: no copy was made"
+    );
+    drop((input, b));
+    assert!(matches!(
+        out.recv_timeout(Duration::from_secs(10)),
+        Ok(None)
+    ));
+    let stats = run.wait().unwrap();
+    assert_eq!(stats.tasks[1].report.as_deref(), Some("0 copies"));
+}
+
+struct Boom;
+
+impl offhost_engine::Task for Boom {
+    fn run(
+        &mut self,
+        cx: &mut offhost_engine::Context<'_>,
+    ) -> Result<offhost_engine::Status, offhost_engine::TaskError> {
+        match cx.get(0) {
+            offhost_engine::Get::Buf(_) => panic!("boom on the first buffer"),
+            offhost_engine::Get::Empty => Ok(offhost_engine::Status::Blocked),
+            offhost_engine::Get::Closed => Ok(offhost_engine::Status::Done),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_task_fails_the_pipeline_instead_of_hanging_it() {
+    let mut reg = Registry::with_builtins();
+    reg.register(
+        offhost_engine::TaskInfo::new("boom", "panics").outputs(0, 0),
+        |_: &offhost_engine::Args, _: &mut offhost_engine::Build<'_>| Ok(Box::new(Boom)),
+    );
+    let run = Pipeline::parse("tone >a\nboom <a\n")
+        .unwrap()
+        .start(&reg, &cfg(2))
+        .unwrap();
+    assert!(
+        run.wait_timeout(Duration::from_secs(30)),
+        "pipeline hung after a panic"
+    );
+    match run.wait() {
+        Err(RunError::TaskFailed { task, message, .. }) => {
+            assert_eq!(task, "boom");
+            assert!(
+                message.contains("panicked: boom on the first buffer"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}

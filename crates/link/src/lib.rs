@@ -1,2 +1,43 @@
-//! Transports (shm, tcp, unix, mem) and the Session/Channel host API of offhost.
+//! Transports (tcp, unix, mem, shm) and the Session/Channel host API of offhost.
+//!
+//! A [`Session`] is one link to a peer ([`Session::connect`] on the host, [`Server::accept`]
+//! on the engine); it carries many [`Channel`]s, each a two-way stream of messages with its own
+//! packet size, receive buffer, maximum message size and send mode
+//! ([`ChannelOptions`]). The wire protocol is the sans-IO `offhost-proto` crate; this crate
+//! drives it from the calling threads (see `driver.rs`: no I/O thread on the fast path).
+//!
+//! | seed (000, 002)               | here                                                  |
+//! |-------------------------------|-------------------------------------------------------|
+//! | OpenLink                      | [`Session::connect`], [`Session::open`]                |
+//! | WriteLink(chan, buf, timeout) | [`Channel::send`], [`Channel::send_timeout`], [`Channel::try_send`] |
+//! | ReadLink(chan, buf, timeout)  | [`Channel::recv`], [`Channel::recv_timeout`], [`Channel::try_recv`] |
+//! | synchronous / asynchronous    | [`SendMode::Sync`] (rendezvous) / [`SendMode::Async`] (buffered) |
+//! | active channel selection (ALT)| [`select`]                                            |
+//! | /dev/tlw0, /dev/tlr0          | [`Channel::writer`], [`Channel::reader`]              |
+//! | DMA-able message memory       | [`Channel::loan`], [`Channel::send_loan`], [`Channel::recv_message`] (shm) |
+//!
+//! A message over the channel's maximum is [`LinkError::TooLarge`] at the call. When the peer
+//! goes away every blocked call returns [`LinkError::PeerGone`] within a fraction of a second.
 #![forbid(unsafe_code)]
+
+mod channel;
+mod driver;
+mod error;
+mod io;
+mod loan;
+mod mem;
+mod server;
+mod session;
+mod shm;
+mod url;
+mod wire;
+
+pub use channel::{select, Channel};
+pub use error::LinkError;
+pub use io::{ChannelReader, ChannelWriter};
+pub use loan::{Loan, Message};
+pub use offhost_proto::{ChannelOptions, SendMode};
+pub use server::{echo_channel, serve_echo, Server};
+pub use session::Session;
+pub use shm::default_config as default_shm_config;
+pub use url::Endpoint;

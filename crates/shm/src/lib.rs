@@ -1,2 +1,115 @@
-//! Shared-memory layer of offhost: segments, single-producer single-consumer rings,
-//! doorbells and peer liveness. This is the only crate of the workspace that uses `unsafe`.
+//! Shared-memory layer of offhost: segments, single-producer single-consumer rings, a buffer
+//! pool, doorbells and peer liveness. This is the only crate of the workspace that uses `unsafe`.
+//!
+//! # The link
+//!
+//! A link joins two sides: the **host**, which creates the segment and connects, and the
+//! **engine**, which listens and attaches. The host creates a sealed, owner-only memfd, lays out
+//! the segment in it ([`Layout`]) and hands it to the engine over a Unix socket (SCM_RIGHTS).
+//! The engine validates the header (magic, version, every layout size) and answers with a
+//! verdict; a mismatch is an [`AttachError`] that names the field, the expected and the found
+//! value, on both sides. The socket then stays open and silent as the control connection: when
+//! either process exits or dies, the other sees end of file, and a waiting side returns
+//! [`ShmError::PeerGone`] within [`LIVENESS`] (100 ms slices, well under a second).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), offhost_shm::ShmError> {
+//! use offhost_shm::{connect, Config, Listener};
+//! use std::time::Duration;
+//!
+//! // engine process
+//! let listener = Listener::bind("@my-engine")?; // or a path: "/run/user/1000/engine.sock"
+//! std::thread::spawn(move || offhost_shm::echo(listener.accept().unwrap()));
+//!
+//! // host process
+//! let mut ep = connect("@my-engine", &Config::default())?;
+//! ep.sender().send(b"hello", Some(Duration::from_secs(1)))?;
+//! let rec = ep.receiver().recv(Some(Duration::from_secs(1)))?;
+//! assert_eq!(rec.bytes(), b"hello");
+//! # Ok(()) }
+//! ```
+//!
+//! # Segment
+//!
+//! `[control block | ring host->engine | ring engine->host | free ring 0 | free ring 1 | pool]`.
+//! The control block is `#[repr(C)]`: the header, then each ring's `tail` and `head` on their
+//! own cache lines, then four doorbell words (host rx, host tx, engine rx, engine tx), each on
+//! its own line. Only offsets and indices live in shared memory, never pointers.
+//!
+//! # Records
+//!
+//! Each direction has one SPSC ring of variable-length records (8-byte header, payload padded to
+//! 8 bytes; a record never wraps). A record is either **inline** (its bytes are in the ring; at
+//! most [`Sender::max_record`] = `ring_bytes - 8` bytes, larger is
+//! [`ShmError::RecordTooLarge`] at the call) or a **descriptor** of a pool buffer (index, offset,
+//! length). Records are read in place: [`Receiver::recv`] returns a [`Record`] that borrows the
+//! ring and is consumed when dropped.
+//!
+//! Publication is batched: [`Sender::write`], [`Sender::write_with`] and [`Sender::write_buf`]
+//! stage records; [`Sender::flush`] publishes them all with one store and at most one wake-up.
+//! [`Sender::send`], [`Sender::send_batch`] and [`Sender::send_buf`] stage, wait for room if
+//! needed, and flush.
+//!
+//! # Buffer pool and zero-copy
+//!
+//! The segment holds `2 * pool_buffers` buffers of `buffer_size` bytes; the first half is homed
+//! at the host, the second at the engine. [`Sender::alloc`] takes a free buffer homed at this
+//! side and returns a [`Buf`], writable in place, with a data range (offset, length) so headers
+//! can be prepended without copying. [`Sender::send_buf`] sends it by descriptor; the receiver
+//! gets it with [`Record::take_buf`] (or reads it through [`Record::bytes`]), may modify it,
+//! forward it back with its own `send_buf`, or drop it. Dropping a `Buf` returns it to its home
+//! pool whichever side drops it: directly if homed here, through the home side's free ring
+//! otherwise. Every buffer index the peer hands over is checked against this side's record of
+//! who holds what, so one process never holds a buffer twice.
+//!
+//! # Doorbells
+//!
+//! Each side waits according to its [`Mode`]: [`Mode::Poll`] spins, [`Mode::Block`] sleeps on a
+//! futex in the segment, [`Mode::Adaptive`] spins for [`Config::spin`] and then sleeps. A side
+//! about to sleep sets a need-wake-up bit in its doorbell word; the peer makes the `futex_wake`
+//! system call only when it finds that bit set, so no system call is made while the waiter is
+//! awake. The protocol is model-checked with loom (see `bell.rs`). All waits take a timeout
+//! (`None` = for ever, still bounded by peer liveness).
+//!
+//! # Trust
+//!
+//! Nothing read from shared memory is trusted: every index, length, descriptor and free-ring
+//! entry is checked before use. A violation is [`ShmError::CorruptPeer`], and from then on every
+//! call on this endpoint returns that error: the side stops using the segment. A hostile peer
+//! can still change bytes of a record or buffer while we read them (it is shared memory), but it
+//! cannot make us access anything outside the segment.
+//!
+//! # Threads
+//!
+//! [`Endpoint::split`] gives a [`Sender`] and a [`Receiver`] that may run on different threads.
+//! [`Buf`]s may be dropped on any thread.
+//!
+//! # Files left behind
+//!
+//! None from the segment: a memfd has no name. A path socket is removed when the [`Listener`]
+//! is dropped; if the listening process is killed it stays until the next bind at that path
+//! replaces it. Abstract addresses (`@name`) never create a file.
+
+mod bell;
+mod config;
+mod connect;
+mod control;
+mod echo;
+mod endpoint;
+mod error;
+mod layout;
+mod pool;
+mod ring;
+mod segment;
+mod shared;
+
+pub use config::{Config, Mode};
+pub use connect::{connect, pair, Listener};
+pub use echo::{echo, EchoStats};
+pub use endpoint::{Endpoint, Receiver, Record, Sender, Side};
+pub use error::{AttachError, ConfigError, Result, ShmError};
+pub use layout::{Layout, MAGIC, VERSION};
+pub use pool::Buf;
+
+/// How often a waiting side checks that its peer is still alive.
+pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

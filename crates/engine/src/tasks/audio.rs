@@ -5,34 +5,44 @@ use crate::task::{Context, Priority, Status, Task, TaskError};
 use crate::tasks::convert::{converter, Convert, FrameCarry};
 use crate::tasks::g711;
 
-/// A sine generator per channel using a rotating phasor (no `sin` per sample).
+/// A sine generator per channel. Within a buffer each channel follows the recurrence
+/// `y[n] = 2 cos(Lw) y[n-L] - y[n-2L]` on L interleaved lanes (one multiply-add per sample);
+/// at the start of every buffer the state is recomputed exactly from the sample index, so no
+/// error accumulates however long the stream runs.
 struct Tone {
-    /// (cos, sin) state and (cos, sin) step per channel.
-    osc: Vec<(f64, f64, f64, f64)>,
+    /// Angular step per sample, per channel.
+    w: Vec<f64>,
     amp: f64,
+    /// Index of the next frame.
+    n: u64,
     frames_left: Option<u64>,
 }
 
 impl Tone {
     fn new(rate: u32, freqs: &[f64], amp: f64, seconds: Option<f64>) -> Tone {
-        let osc = freqs
-            .iter()
-            .map(|f| {
-                let w = 2.0 * std::f64::consts::PI * f / rate as f64;
-                (1.0, 0.0, w.cos(), w.sin())
-            })
-            .collect();
         Tone {
-            osc,
+            w: freqs
+                .iter()
+                .map(|f| 2.0 * std::f64::consts::PI * f / rate as f64)
+                .collect(),
             amp,
+            n: 0,
             frames_left: seconds.map(|s| (s * rate as f64).round() as u64),
         }
     }
 }
 
+/// Independent recurrences per channel in [`Tone`].
+const LANES: usize = 8;
+
+/// Rounds to the nearest integer sample (halves away from zero), without a libm call.
+fn to_sample(x: f64) -> i16 {
+    (x + 0.5f64.copysign(x)) as i16
+}
+
 impl Task for Tone {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        let ch = self.osc.len();
+        let ch = self.w.len();
         let frame = 2 * ch;
         loop {
             if self.frames_left == Some(0) {
@@ -48,21 +58,35 @@ impl Task for Tone {
             }
             let amp = self.amp * 32767.0;
             let out = &mut b.unfilled()[..frames * frame];
-            for f in out.chunks_exact_mut(frame) {
-                for (c, o) in self.osc.iter_mut().enumerate() {
-                    let s = (o.1 * amp).round() as i16;
-                    f[2 * c..2 * c + 2].copy_from_slice(&s.to_le_bytes());
-                    let (re, im) = (o.0 * o.2 - o.1 * o.3, o.0 * o.3 + o.1 * o.2);
-                    o.0 = re;
-                    o.1 = im;
+            for (c, &w) in self.w.iter().enumerate() {
+                // Phase reduced modulo 2 pi keeps precision for long streams.
+                let sin_at =
+                    |k: i64| amp * (((self.n as i64 + k) as f64 * w) % std::f64::consts::TAU).sin();
+                // LANES interleaved recurrences, each stepping LANES samples, so the chains
+                // are independent and the loop is not bound by one multiply-add's latency.
+                let mut y1: [f64; LANES] = std::array::from_fn(|j| sin_at(j as i64 - LANES as i64));
+                let mut y2: [f64; LANES] =
+                    std::array::from_fn(|j| sin_at(j as i64 - 2 * LANES as i64));
+                let k = 2.0 * (LANES as f64 * w).cos();
+                let mut groups = out.chunks_exact_mut(frame * LANES);
+                for g in &mut groups {
+                    let mut y = [0f64; LANES];
+                    for j in 0..LANES {
+                        y[j] = k * y1[j] - y2[j];
+                    }
+                    for (j, f) in g.chunks_exact_mut(frame).enumerate() {
+                        f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y[j]).to_le_bytes());
+                    }
+                    y2 = y1;
+                    y1 = y;
+                }
+                let done = (frames / LANES) * LANES;
+                for (i, f) in groups.into_remainder().chunks_exact_mut(frame).enumerate() {
+                    let y = sin_at((done + i) as i64);
+                    f[2 * c..2 * c + 2].copy_from_slice(&to_sample(y).to_le_bytes());
                 }
             }
-            // Keep the phasors on the unit circle.
-            for o in &mut self.osc {
-                let n = (o.0 * o.0 + o.1 * o.1).sqrt();
-                o.0 /= n;
-                o.1 /= n;
-            }
+            self.n += frames as u64;
             b.commit(frames * frame);
             cx.put(0, b.freeze());
         }
@@ -79,13 +103,25 @@ impl Convert for Mix {
     fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
         let ch = self.channels;
         self.frames.feed(input, |data| {
-            for f in data.chunks_exact(2 * ch) {
-                let sum: i32 = f
-                    .chunks_exact(2)
-                    .map(|s| i16::from_le_bytes([s[0], s[1]]) as i32)
-                    .sum();
-                let m = sum.div_euclid(ch as i32) as i16;
-                out.extend_from_slice(&m.to_le_bytes());
+            let frames = data.len() / (2 * ch);
+            let start = out.len();
+            out.resize(start + 2 * frames, 0);
+            let dst = &mut out[start..];
+            if ch == 2 {
+                // The common case, written so the compiler can vectorise it.
+                for (o, f) in dst.chunks_exact_mut(2).zip(data.chunks_exact(4)) {
+                    let l = i16::from_le_bytes([f[0], f[1]]) as i32;
+                    let r = i16::from_le_bytes([f[2], f[3]]) as i32;
+                    o.copy_from_slice(&(((l + r) >> 1) as i16).to_le_bytes());
+                }
+            } else {
+                for (o, f) in dst.chunks_exact_mut(2).zip(data.chunks_exact(2 * ch)) {
+                    let sum: i32 = f
+                        .chunks_exact(2)
+                        .map(|s| i16::from_le_bytes([s[0], s[1]]) as i32)
+                        .sum();
+                    o.copy_from_slice(&(sum.div_euclid(ch as i32) as i16).to_le_bytes());
+                }
             }
         });
         Ok(())
@@ -102,10 +138,11 @@ impl Convert for Companding {
     fn convert(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TaskError> {
         let t = self.table;
         self.frames.feed(input, |data| {
-            out.extend(
-                data.chunks_exact(2)
-                    .map(|s| t[u16::from_le_bytes([s[0], s[1]]) as usize]),
-            );
+            let start = out.len();
+            out.resize(start + data.len() / 2, 0);
+            for (o, s) in out[start..].iter_mut().zip(data.chunks_exact(2)) {
+                *o = t[u16::from_le_bytes([s[0], s[1]]) as usize];
+            }
         });
         Ok(())
     }

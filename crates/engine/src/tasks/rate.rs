@@ -123,7 +123,7 @@ impl Resampler {
             let phase = &self.phases[(self.t % l) as usize];
             let x = &self.hist[base + 1 - taps..=base];
             let y = dot(phase, x);
-            out.push(y.round().clamp(-32768.0, 32767.0) as i16);
+            out.push((y + 0.5f32.copysign(y)).clamp(-32768.0, 32767.0) as i16);
             self.t += m;
         }
         // Drop history no output needs any more.
@@ -170,7 +170,7 @@ impl Convert for Rate {
                 samples,
             );
         });
-        out.extend(self.samples.drain(..).flat_map(i16::to_le_bytes));
+        put_samples(&mut self.samples, out);
         Ok(())
     }
 
@@ -182,6 +182,16 @@ impl Convert for Rate {
         out.extend(self.samples.drain(..).flat_map(i16::to_le_bytes));
         Ok(())
     }
+}
+
+/// Appends `samples` to `out` as s16le and empties `samples`.
+fn put_samples(samples: &mut Vec<i16>, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + 2 * samples.len(), 0);
+    for (o, s) in out[start..].chunks_exact_mut(2).zip(samples.iter()) {
+        o.copy_from_slice(&s.to_le_bytes());
+    }
+    samples.clear();
 }
 
 fn rate(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {

@@ -1,0 +1,192 @@
+//! `offhost engine --listen URL` (the engine daemon) and `offhost submit` (a host using it).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, bail, Context as _};
+use offhost_engine::daemon::{Client, Daemon};
+use offhost_engine::{EngineConfig, Registry, Stats};
+
+use crate::engine_table::render;
+
+/// Arguments of `offhost engine`.
+#[derive(clap::Args, Debug)]
+pub struct EngineArgs {
+    /// Where to listen: tcp:HOST:PORT (loopback unless you name another address) or unix:PATH.
+    #[arg(long, default_value = "tcp:127.0.0.1:7460")]
+    listen: String,
+    /// Worker threads per pipeline.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Pin worker threads to cores.
+    #[arg(long)]
+    pin: bool,
+}
+
+/// Runs the daemon until killed.
+pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
+    let server = offhost_link::Server::bind(&args.listen)
+        .with_context(|| format!("listen on {}", args.listen))?;
+    let mut config = EngineConfig {
+        pin: args.pin,
+        ..EngineConfig::default()
+    };
+    if let Some(w) = args.workers {
+        config.workers = w.max(1);
+    }
+    eprintln!("engine: listening on {}", server.url());
+    Daemon::new(registry, config).serve(&server);
+    Ok(())
+}
+
+/// Arguments of `offhost submit`.
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// The engine daemon's URL.
+    #[arg(long, default_value = "tcp:127.0.0.1:7460")]
+    engine: String,
+    /// Pipeline description (.ion file) to run on the engine.
+    #[arg(required_unless_present_any = ["status", "stop", "list"])]
+    file: Option<PathBuf>,
+    /// Destination of a host-out channel, NAME=PATH ('-' for standard output; default NAME.out).
+    #[arg(long = "out", value_name = "NAME=PATH")]
+    outs: Vec<String>,
+    /// Source of a host-in channel, NAME=PATH ('-' for standard input; the default for one).
+    #[arg(long = "in", value_name = "NAME=PATH")]
+    ins: Vec<String>,
+    /// Print the pipeline's id and return at once, leaving it running.
+    #[arg(long)]
+    detach: bool,
+    /// Show pipeline ID's state and statistics.
+    #[arg(long, value_name = "ID")]
+    status: Option<u64>,
+    /// Stop pipeline ID's sources.
+    #[arg(long, value_name = "ID")]
+    stop: Option<u64>,
+    /// List the engine's pipelines.
+    #[arg(long)]
+    list: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bindings(
+    list: &[String],
+    names: &[String],
+    what: &str,
+) -> anyhow::Result<HashMap<String, String>> {
+    let mut m = HashMap::new();
+    for b in list {
+        let (n, p) = b
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--{what} {b}: expected NAME=PATH"))?;
+        if !names.iter().any(|x| x == n) {
+            bail!("--{what} {b}: the pipeline has no host-{what} channel '{n}'");
+        }
+        m.insert(n.to_string(), p.to_string());
+    }
+    Ok(m)
+}
+
+fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(v)?);
+        return Ok(());
+    }
+    println!(
+        "pipeline {} {}",
+        v["id"],
+        v["state"].as_str().unwrap_or("?")
+    );
+    if let Ok(stats) = serde_json::from_value::<Stats>(v["stats"].clone()) {
+        print!("{}", render(&stats));
+    }
+    Ok(())
+}
+
+/// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
+pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
+    let client =
+        Client::connect(&args.engine).with_context(|| format!("connect to {}", args.engine))?;
+    if args.list {
+        println!("{}", serde_json::to_string_pretty(&client.list()?)?);
+        return Ok(());
+    }
+    if let Some(id) = args.status {
+        return print_state(&client.status(id)?, args.json);
+    }
+    if let Some(id) = args.stop {
+        client.stop(id)?;
+        eprintln!("pipeline {id}: stopping");
+        return Ok(());
+    }
+    let path = args.file.expect("clap requires a file here");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let sub = client
+        .submit(&text)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    eprintln!("pipeline {} started on {}", sub.id, args.engine);
+    if args.detach {
+        println!("{}", sub.id);
+        return Ok(());
+    }
+    let mut outs = bindings(&args.outs, &sub.host_out, "out")?;
+    let mut ins = bindings(&args.ins, &sub.host_in, "in")?;
+    for n in &sub.host_out {
+        outs.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
+    }
+    if sub.host_in.len() == 1 {
+        ins.entry(sub.host_in[0].clone())
+            .or_insert_with(|| "-".into());
+    }
+    let mut bridges: Vec<JoinHandle<anyhow::Result<()>>> = Vec::new();
+    for (n, p) in outs {
+        let ch = client.open_output(sub.id, &n)?;
+        let mut w: Box<dyn Write + Send> = if p == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(File::create(&p).with_context(|| format!("create {p}"))?)
+        };
+        bridges.push(std::thread::spawn(move || {
+            while let Some(m) = ch.recv()? {
+                w.write_all(&m)?;
+            }
+            w.flush()?;
+            Ok(())
+        }));
+    }
+    for (n, p) in ins {
+        let ch = client.open_input(sub.id, &n)?;
+        let mut r: Box<dyn Read + Send> = if p == "-" {
+            Box::new(std::io::stdin())
+        } else {
+            Box::new(File::open(&p).with_context(|| format!("open {p}"))?)
+        };
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = r.read(&mut buf)?;
+                if k == 0 {
+                    ch.close()?;
+                    return Ok(());
+                }
+                ch.send(&buf[..k])?;
+            }
+        });
+    }
+    for b in bridges {
+        b.join()
+            .map_err(|_| anyhow!("a channel thread panicked"))??;
+    }
+    let v = client.wait(sub.id)?;
+    print_state(&v, args.json)?;
+    match v["error"].as_str() {
+        Some(e) => Err(anyhow!("{}: {e}", path.display())),
+        None => Ok(()),
+    }
+}

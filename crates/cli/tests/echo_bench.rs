@@ -1,0 +1,255 @@
+//! End-to-end tests of `offhost echo` and `offhost bench floors|pingpong`, running the binary.
+
+use offhost_shm::{connect, Config, Mode};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_offhost");
+const T: Option<Duration> = Some(Duration::from_secs(10));
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run offhost")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "offhost failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn config() -> Config {
+    Config {
+        ring_bytes: 4096,
+        pool_buffers: 2,
+        buffer_size: 4096,
+        mode: Mode::Block,
+        spin: Duration::from_micros(10),
+    }
+}
+
+fn connect_retry(addr: &str) -> offhost_shm::Endpoint {
+    let start = Instant::now();
+    loop {
+        match connect(addr, &config()) {
+            Ok(ep) => return ep,
+            Err(e) if start.elapsed() > Duration::from_secs(10) => panic!("connect {addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+fn echo_some(ep: &mut offhost_shm::Endpoint) {
+    for i in 0..100u32 {
+        let msg = vec![i as u8; i as usize];
+        ep.sender().send(&msg, T).unwrap();
+        assert_eq!(ep.receiver().recv(T).unwrap().bytes(), &msg[..]);
+    }
+    let mut b = ep.sender().alloc(T).unwrap();
+    b.set_len(3000).unwrap();
+    b.fill(0xab);
+    ep.sender().send_buf(b, T).unwrap();
+    assert_eq!(ep.receiver().recv(T).unwrap().bytes(), &[0xab; 3000][..]);
+}
+
+#[test]
+fn echo_serves_successive_hosts_then_exits_cleanly_with_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("echo.sock");
+    let addr = sock.to_str().unwrap().to_owned();
+    // A long-running server: two hosts one after the other.
+    let mut server = Command::new(BIN)
+        .args(["echo", "--listen", &format!("shm:{addr}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..2 {
+        let mut ep = connect_retry(&addr);
+        echo_some(&mut ep);
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // --once: serves one host, exits, and removes its socket file.
+    std::fs::remove_file(&sock).ok();
+    let server = Command::new(BIN)
+        .args([
+            "echo",
+            "--listen",
+            &format!("shm:{addr}"),
+            "--once",
+            "--mode",
+            "adaptive",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ep = connect_retry(&addr);
+    echo_some(&mut ep);
+    drop(ep);
+    let out = server.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("host left after 101 records"), "{log}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "socket file left behind"
+    );
+}
+
+#[test]
+fn echo_rejects_bad_addresses_clearly() {
+    let out = run(&["echo", "--listen", "mem:"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in-process only"));
+    let out = run(&["echo", "--listen", "tcp:1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown address"));
+}
+
+#[test]
+fn bench_floors_json_has_the_contract_keys() {
+    let v = json(&run(&["bench", "floors", "--json", "--samples", "2000"]));
+    for key in ["cacheline_ns", "futex_ns", "memcpy_gb_per_s"] {
+        let x = v[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing: {v}"));
+        assert!(x > 0.0, "{key} = {x}");
+    }
+}
+
+fn check_rows(v: &serde_json::Value, transport: &str, mode: &str, sizes: &[u64]) {
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows.len(), sizes.len());
+    for (row, &size) in rows.iter().zip(sizes) {
+        assert_eq!(row["bench"], "pingpong");
+        assert_eq!(row["transport"], transport);
+        assert_eq!(row["mode"], mode);
+        assert_eq!(row["size"].as_u64(), Some(size));
+        for key in ["one_way_ns_median", "one_way_ns_p99", "mb_per_s"] {
+            assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+        }
+        assert!(row["one_way_ns_median"].as_f64() <= row["one_way_ns_p99"].as_f64());
+    }
+}
+
+#[test]
+fn bench_pingpong_shm_spawns_its_echo_engine() {
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "shm",
+        "--mode",
+        "adaptive",
+        "--sizes",
+        "8,65536",
+        "--iters",
+        "50",
+        "--idle-secs",
+        "0.2",
+        "--json",
+    ]);
+    let v = json(&out);
+    check_rows(&v, "shm", "adaptive", &[8, 65536]);
+    assert_eq!(v[0]["path"], "inline");
+    assert_eq!(v[1]["path"], "loan");
+    assert!(v[0]["cpu_idle_pct"].as_f64().is_some(), "{v}");
+}
+
+#[test]
+fn bench_pingpong_mem_block_and_table() {
+    let v = json(&run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem",
+        "--mode",
+        "block",
+        "--sizes",
+        "64",
+        "--iters",
+        "50",
+        "--idle-secs",
+        "0",
+        "--json",
+    ]));
+    check_rows(&v, "mem", "block", &[64]);
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem",
+        "--mode",
+        "poll",
+        "--sizes",
+        "8",
+        "--iters",
+        "20",
+        "--idle-secs",
+        "0",
+    ]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("median ns") && table.contains("mem"),
+        "{table}"
+    );
+}
+
+#[test]
+fn bench_pingpong_connects_to_a_running_engine() {
+    let addr = format!("@offhost-cli-test-{}", std::process::id());
+    let mut server = Command::new(BIN)
+        .args(["echo", "--listen", &format!("shm:{addr}"), "--once"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let v = loop {
+        let out = run(&[
+            "bench",
+            "pingpong",
+            "--connect",
+            &format!("shm:{addr}"),
+            "--mode",
+            "block",
+            "--sizes",
+            "8",
+            "--iters",
+            "20",
+            "--json",
+        ]);
+        if out.status.success() {
+            break json(&out);
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    check_rows(&v, "shm", "block", &[8]);
+    assert!(
+        v[0]["cpu_idle_pct"].is_null(),
+        "not measurable for a remote engine"
+    );
+    assert!(server.wait().unwrap().success());
+}
+
+#[test]
+fn bench_pingpong_bad_input_is_explained() {
+    let out = run(&["bench", "pingpong", "--sizes", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1 byte"));
+    let out = run(&["bench", "pingpong", "--mode", "sleepy"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown doorbell mode"));
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--connect",
+        "shm:@offhost-nobody-listens",
+        "--sizes",
+        "8",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connect to echo engine"));
+}

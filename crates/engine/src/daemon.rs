@@ -1,0 +1,374 @@
+//! The engine daemon: hosts submit pipelines over a link session and connect to their
+//! `host-in` / `host-out` channels by name.
+//!
+//! On a session, the host opens a channel named `control` and sends JSON requests, one per
+//! message, each answered by one JSON reply:
+//!
+//! | request                              | reply                                               |
+//! |--------------------------------------|-----------------------------------------------------|
+//! | `{"op":"submit","text":"..."}`       | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
+//! | `{"op":"status","id":N}`             | `{"ok":true,"state":"running","stats":{..}}`        |
+//! | `{"op":"stop","id":N}`               | `{"ok":true}`                                       |
+//! | `{"op":"wait","id":N}`               | as status, once the pipeline has finished           |
+//! | `{"op":"list"}`                      | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
+//!
+//! Errors are `{"ok":false,"error":"..."}` (a bad pipeline's error names line and column).
+//! Data flows on channels the host opens named `in/N/NAME` (its messages go to
+//! `host-in name=NAME` of pipeline N; closing it ends the stream) and `out/N/NAME` (the
+//! buffers reaching `host-out name=NAME`, then end of stream). A host that goes away ends
+//! the branches it was connected to; the daemon and its other pipelines go on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use offhost_link::{Channel, ChannelOptions, LinkError, Server, Session};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::engine::{EngineConfig, Pipeline, RunError, Running};
+use crate::registry::Registry;
+
+/// Errors of the daemon's client side.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// The link failed.
+    #[error("link: {0}")]
+    Link(#[from] LinkError),
+    /// The daemon refused the request.
+    #[error("{0}")]
+    Refused(String),
+    /// A reply was not what the protocol says.
+    #[error("bad reply from engine: {0}")]
+    Protocol(String),
+}
+
+#[derive(Deserialize)]
+struct Request {
+    op: String,
+    #[serde(default)]
+    id: Option<u64>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+enum State {
+    Running(Running),
+    Finished(Value, Option<String>),
+}
+
+/// Finished pipelines whose results the daemon keeps for `status` and `wait`.
+pub const KEEP_FINISHED: usize = 256;
+
+/// Serves pipelines to hosts.
+pub struct Daemon {
+    registry: Registry,
+    config: EngineConfig,
+    next: AtomicU64,
+    pipelines: Mutex<BTreeMap<u64, Arc<Mutex<State>>>>,
+}
+
+fn stats_value(s: &crate::Stats) -> Value {
+    serde_json::to_value(s).unwrap_or(Value::Null)
+}
+
+impl Daemon {
+    /// A daemon that builds pipelines from `registry` and runs them with `config`.
+    pub fn new(registry: Registry, config: EngineConfig) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            registry,
+            config,
+            next: AtomicU64::new(1),
+            pipelines: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Accepts sessions for ever, a thread per session and per channel. A failing session
+    /// is logged; the daemon goes on.
+    pub fn serve(self: &Arc<Self>, server: &Server) {
+        loop {
+            match server.accept() {
+                Ok(session) => {
+                    let d = Arc::clone(self);
+                    std::thread::spawn(move || d.session(session));
+                }
+                Err(e) => {
+                    tracing::warn!("accept on {}: {e}", server.url());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    fn session(self: Arc<Self>, session: Session) {
+        loop {
+            match session.accept() {
+                Ok(ch) => {
+                    let d = Arc::clone(&self);
+                    std::thread::spawn(move || {
+                        if let Err(e) = d.channel(&ch) {
+                            tracing::info!("channel {:?}: {e}", ch.name());
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::info!("session ended: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| format!("no pipeline {id}"))
+    }
+
+    fn channel(&self, ch: &Channel) -> Result<(), LinkError> {
+        let name = ch.name().to_string();
+        if name == "control" {
+            while let Some(msg) = ch.recv()? {
+                let reply = match serde_json::from_slice::<Request>(&msg) {
+                    Ok(r) => self.request(r),
+                    Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+                };
+                ch.send(reply.to_string().as_bytes())?;
+            }
+            return ch.close();
+        }
+        let parts: Vec<&str> = name.splitn(3, '/').collect();
+        let (dir, id, port) = match parts.as_slice() {
+            [d @ ("in" | "out"), id, port] => (*d, id.parse::<u64>().ok(), *port),
+            _ => (name.as_str(), None, ""),
+        };
+        let Some(entry) = id.and_then(|id| self.entry(id).ok()) else {
+            tracing::info!(
+                "channel {name:?}: not control, in/ID/NAME or out/ID/NAME of a pipeline"
+            );
+            return ch.close();
+        };
+        let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
+        let State::Running(run) = &mut *st else {
+            return ch.close();
+        };
+        if dir == "in" {
+            let Some(input) = run.host_input(port) else {
+                return ch.close();
+            };
+            drop(st);
+            while let Some(m) = ch.recv()? {
+                if input.send(m).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        } else {
+            let Some(output) = run.host_output(port) else {
+                return ch.close();
+            };
+            drop(st);
+            let max = ch.options().max_message.max(1) as usize;
+            while let Some(buf) = output.recv() {
+                for part in buf.chunks(max) {
+                    ch.send(part)?; // on error the output drops: the branch ends
+                }
+            }
+            ch.close()
+        }
+    }
+
+    fn state_of(&self, id: u64, wait: bool) -> Value {
+        let entry = match self.entry(id) {
+            Ok(e) => e,
+            Err(e) => return json!({"ok": false, "error": e}),
+        };
+        loop {
+            let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
+            if let State::Running(run) = &*st {
+                if !run.is_finished() {
+                    if wait {
+                        // Sleep without the lock so data channels can attach meanwhile.
+                        drop(st);
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                    return json!({"ok": true, "id": id, "state": "running", "stats": stats_value(&run.stats())});
+                }
+                let State::Running(run) =
+                    std::mem::replace(&mut *st, State::Finished(Value::Null, None))
+                else {
+                    unreachable!("matched above")
+                };
+                *st = match run.wait() {
+                    Ok(s) => State::Finished(stats_value(&s), None),
+                    Err(RunError::TaskFailed {
+                        task,
+                        line,
+                        message,
+                        stats,
+                    }) => State::Finished(
+                        stats_value(&stats),
+                        Some(format!("task '{task}' (line {line}) failed: {message}")),
+                    ),
+                };
+            }
+            let State::Finished(stats, err) = &*st else {
+                unreachable!("finished above")
+            };
+            return json!({"ok": true, "id": id, "state": if err.is_some() { "failed" } else { "finished" },
+                          "stats": stats, "error": err});
+        }
+    }
+
+    fn request(&self, r: Request) -> Value {
+        match (r.op.as_str(), r.id, r.text) {
+            ("submit", _, Some(text)) => {
+                let built = match Pipeline::parse(&text).and_then(|p| p.build(&self.registry)) {
+                    Ok(b) => b,
+                    Err(e) => return json!({"ok": false, "error": e.to_string()}),
+                };
+                let (ins, outs) = (built.host_inputs(), built.host_outputs());
+                let id = self.next.fetch_add(1, Ordering::Relaxed);
+                let run = built.start(&self.config);
+                let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+                // Forget the oldest finished pipelines beyond KEEP_FINISHED.
+                let finished: Vec<u64> = table
+                    .iter()
+                    .filter(|(_, e)| {
+                        matches!(
+                            *e.lock().unwrap_or_else(|e| e.into_inner()),
+                            State::Finished(..)
+                        )
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                for old in finished
+                    .iter()
+                    .take(finished.len().saturating_sub(KEEP_FINISHED))
+                {
+                    table.remove(old);
+                }
+                table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+                json!({"ok": true, "id": id, "host_in": ins, "host_out": outs})
+            }
+            ("status", Some(id), _) => self.state_of(id, false),
+            ("wait", Some(id), _) => self.state_of(id, true),
+            ("stop", Some(id), _) => match self.entry(id) {
+                Ok(e) => {
+                    if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
+                        run.stop();
+                    }
+                    json!({"ok": true, "id": id})
+                }
+                Err(e) => json!({"ok": false, "error": e}),
+            },
+            ("list", _, _) => {
+                let ids: Vec<u64> = self
+                    .pipelines
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .keys()
+                    .copied()
+                    .collect();
+                let list: Vec<Value> = ids
+                    .into_iter()
+                    .map(|id| self.state_of(id, false))
+                    .map(|v| json!({"id": v["id"], "state": v["state"]}))
+                    .collect();
+                json!({"ok": true, "pipelines": list})
+            }
+            (op, _, _) => {
+                json!({"ok": false, "error": format!("unknown or incomplete request '{op}': use submit(text), status(id), wait(id), stop(id) or list")})
+            }
+        }
+    }
+}
+
+/// A pipeline accepted by a daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Submitted {
+    /// Its id on the daemon.
+    pub id: u64,
+    /// Its `host-in` channel names.
+    pub host_in: Vec<String>,
+    /// Its `host-out` channel names.
+    pub host_out: Vec<String>,
+}
+
+/// A host's connection to an engine daemon.
+pub struct Client {
+    session: Session,
+    control: Channel,
+}
+
+impl Client {
+    /// Connects to the daemon at `url` (`tcp:HOST:PORT`, `unix:PATH`, ...).
+    pub fn connect(url: &str) -> Result<Client, DaemonError> {
+        let session = Session::connect(url)?;
+        let control = session.open("control", ChannelOptions::default())?;
+        Ok(Client { session, control })
+    }
+
+    fn call(&self, req: Value) -> Result<Value, DaemonError> {
+        self.control.send(req.to_string().as_bytes())?;
+        let msg = self
+            .control
+            .recv()?
+            .ok_or_else(|| DaemonError::Protocol("control channel closed".into()))?;
+        let v: Value =
+            serde_json::from_slice(&msg).map_err(|e| DaemonError::Protocol(e.to_string()))?;
+        if v["ok"] == Value::Bool(true) {
+            Ok(v)
+        } else {
+            Err(DaemonError::Refused(
+                v["error"].as_str().unwrap_or("refused").to_string(),
+            ))
+        }
+    }
+
+    /// Submits pipeline text; the daemon checks and starts it.
+    pub fn submit(&self, text: &str) -> Result<Submitted, DaemonError> {
+        let v = self.call(json!({"op": "submit", "text": text}))?;
+        serde_json::from_value(v).map_err(|e| DaemonError::Protocol(e.to_string()))
+    }
+
+    /// State (`running`, `finished`, `failed`), statistics and error of pipeline `id`.
+    pub fn status(&self, id: u64) -> Result<Value, DaemonError> {
+        self.call(json!({"op": "status", "id": id}))
+    }
+
+    /// Waits for pipeline `id` to finish; the reply is as [`Client::status`].
+    pub fn wait(&self, id: u64) -> Result<Value, DaemonError> {
+        self.call(json!({"op": "wait", "id": id}))
+    }
+
+    /// Stops pipeline `id`'s sources.
+    pub fn stop(&self, id: u64) -> Result<(), DaemonError> {
+        self.call(json!({"op": "stop", "id": id})).map(|_| ())
+    }
+
+    /// Ids and states of the daemon's pipelines.
+    pub fn list(&self) -> Result<Value, DaemonError> {
+        self.call(json!({"op": "list"}))
+    }
+
+    /// A channel carrying messages into `host-in name=NAME` of pipeline `id`.
+    pub fn open_input(&self, id: u64, name: &str) -> Result<Channel, DaemonError> {
+        Ok(self
+            .session
+            .open(&format!("in/{id}/{name}"), ChannelOptions::default())?)
+    }
+
+    /// A channel carrying the buffers of `host-out name=NAME` of pipeline `id`.
+    pub fn open_output(&self, id: u64, name: &str) -> Result<Channel, DaemonError> {
+        Ok(self
+            .session
+            .open(&format!("out/{id}/{name}"), ChannelOptions::default())?)
+    }
+}

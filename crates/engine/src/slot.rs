@@ -1,0 +1,123 @@
+//! A task's slot in a running pipeline: its body, queues, pools, state word and counters.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pool::Pool;
+use crate::queue::Queue;
+use crate::sched::{DONE, SCHEDULED};
+use crate::task::{Priority, Task};
+
+#[derive(Default)]
+pub(crate) struct TaskCounters {
+    pub(crate) runs: AtomicU64,
+    pub(crate) bufs_in: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
+    pub(crate) bufs_out: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
+    pub(crate) busy_ns: AtomicU64,
+}
+
+/// A snapshot of one task's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStats {
+    /// Command name.
+    pub name: String,
+    /// Line of the pipeline text that created it.
+    pub line: usize,
+    /// Scheduling class.
+    pub priority: Priority,
+    /// Turns run.
+    pub runs: u64,
+    /// Buffers taken from inputs.
+    pub buffers_in: u64,
+    /// Bytes taken from inputs.
+    pub bytes_in: u64,
+    /// Buffers put to outputs.
+    pub buffers_out: u64,
+    /// Bytes put to outputs.
+    pub bytes_out: u64,
+    /// Time spent running, in nanoseconds.
+    pub busy_ns: u64,
+    /// Whether the task has finished.
+    pub done: bool,
+    /// The task's own short result, if it gives one.
+    pub report: Option<String>,
+}
+
+pub(crate) struct TaskSlot {
+    pub(crate) name: String,
+    pub(crate) line: usize,
+    pub(crate) prio: Priority,
+    pub(crate) inputs: Vec<Arc<Queue>>,
+    pub(crate) outputs: Vec<Arc<Queue>>,
+    pub(crate) pools: Vec<Option<Pool>>,
+    pub(crate) state: AtomicU8,
+    pub(crate) body: Mutex<Option<Box<dyn Task>>>,
+    pub(crate) counters: TaskCounters,
+    pub(crate) report: Mutex<Option<String>>,
+}
+
+impl TaskSlot {
+    pub(crate) fn new(
+        name: String,
+        line: usize,
+        prio: Priority,
+        task: Box<dyn Task>,
+        inputs: Vec<Arc<Queue>>,
+        outputs: Vec<Arc<Queue>>,
+        pools: Vec<Option<Pool>>,
+    ) -> TaskSlot {
+        TaskSlot {
+            name,
+            line,
+            prio,
+            inputs,
+            outputs,
+            pools,
+            state: AtomicU8::new(SCHEDULED),
+            body: Mutex::new(Some(task)),
+            counters: TaskCounters::default(),
+            report: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn is_source(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    pub(crate) fn stats(&self) -> TaskStats {
+        let c = &self.counters;
+        let done = self.state.load(Ordering::Acquire) == DONE;
+        let report = match self.body.try_lock() {
+            Ok(b) => match b.as_ref() {
+                Some(t) => t.report(),
+                None => self.report.lock().ok().and_then(|r| r.clone()),
+            },
+            Err(_) => self.report.lock().ok().and_then(|r| r.clone()),
+        };
+        TaskStats {
+            name: self.name.clone(),
+            line: self.line,
+            priority: self.prio,
+            runs: c.runs.load(Ordering::Relaxed),
+            buffers_in: c.bufs_in.load(Ordering::Relaxed),
+            bytes_in: c.bytes_in.load(Ordering::Relaxed),
+            buffers_out: c.bufs_out.load(Ordering::Relaxed),
+            bytes_out: c.bytes_out.load(Ordering::Relaxed),
+            busy_ns: c.busy_ns.load(Ordering::Relaxed),
+            done,
+            report,
+        }
+    }
+}
+
+impl TaskCounters {
+    pub(crate) fn add_busy(&self, t0: Instant) {
+        self.busy_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}

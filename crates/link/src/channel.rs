@@ -1,0 +1,180 @@
+//! Channels: the CSP API (blocking and non-blocking, synchronous and asynchronous, select).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use offhost_proto::{CallError, ChannelOptions, SendMode};
+
+use crate::driver::Deadline;
+use crate::error::LinkError;
+use crate::session::Handle;
+
+/// One virtual link of a session, carrying messages both ways (the seed's WriteLink/ReadLink).
+///
+/// A channel may be used from several threads at once (`&self` methods). Dropping it ends its
+/// sending direction, like [`close`](Self::close).
+pub struct Channel {
+    pub(crate) handle: Arc<Handle>,
+    pub(crate) id: u32,
+    name: String,
+    options: ChannelOptions,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Channel {
+    pub(crate) fn new(
+        handle: Arc<Handle>,
+        id: u32,
+        name: String,
+        options: ChannelOptions,
+    ) -> Channel {
+        Channel {
+            handle,
+            id,
+            name,
+            options,
+        }
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The channel's options (for an accepted channel, those the peer chose).
+    pub fn options(&self) -> ChannelOptions {
+        self.options
+    }
+
+    /// Sends a message, waiting for credit (and, on a [`SendMode::Sync`] channel, until the
+    /// receiving application has taken it).
+    pub fn send(&self, msg: &[u8]) -> Result<(), LinkError> {
+        self.send_until(msg, Deadline::Never)
+    }
+
+    /// Like [`send`](Self::send), giving up after `timeout` with [`LinkError::Timeout`]. On a
+    /// synchronous channel a timeout after the message left means it may still be delivered.
+    pub fn send_timeout(&self, msg: &[u8], timeout: Duration) -> Result<(), LinkError> {
+        self.send_until(msg, Deadline::after(Some(timeout)))
+    }
+
+    /// Sends a message only if it fits the credit now ([`LinkError::WouldBlock`] otherwise).
+    /// Never waits, also not for the rendezvous of a synchronous channel.
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), LinkError> {
+        self.check_size(msg.len())?;
+        self.handle
+            .driver
+            .wait(Deadline::Now, |st| match st.conn.send(self.id, msg) {
+                Ok(_) => Some(Ok(())),
+                Err(CallError::Blocked) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            })
+    }
+
+    fn check_size(&self, len: usize) -> Result<(), LinkError> {
+        if len as u64 > self.options.max_message {
+            return Err(LinkError::TooLarge {
+                len,
+                max: self.options.max_message,
+            });
+        }
+        Ok(())
+    }
+
+    fn send_until(&self, msg: &[u8], deadline: Deadline) -> Result<(), LinkError> {
+        self.check_size(msg.len())?;
+        let d = &self.handle.driver;
+        let seq = d.wait(deadline, |st| match st.conn.send(self.id, msg) {
+            Ok(seq) => Some(Ok(seq)),
+            Err(CallError::Blocked) => None,
+            Err(e) => Some(Err(st.call_error(e))),
+        })?;
+        if self.options.send_mode == SendMode::Sync {
+            d.wait(deadline, |st| match st.conn.delivered(self.id) {
+                Ok(n) if n >= seq => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Receives the next message, waiting for it; `None` once the peer ended the stream.
+    pub fn recv(&self) -> Result<Option<Vec<u8>>, LinkError> {
+        self.recv_until(Deadline::Never)
+    }
+
+    /// Like [`recv`](Self::recv), giving up after `timeout` with [`LinkError::Timeout`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, LinkError> {
+        self.recv_until(Deadline::after(Some(timeout)))
+    }
+
+    /// Receives a message if one is there ([`LinkError::WouldBlock`] otherwise).
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, LinkError> {
+        self.recv_until(Deadline::Now)
+    }
+
+    fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {
+        let m = self
+            .handle
+            .driver
+            .wait(deadline, |st| crate::loan::take_message(st, self.id))?;
+        Ok(m.map(crate::loan::Message::into_vec))
+    }
+
+    /// Ends this side's sending direction: the peer receives end of stream after the messages
+    /// already sent. Receiving goes on. Closing twice is harmless.
+    pub fn close(&self) -> Result<(), LinkError> {
+        let d = &self.handle.driver;
+        let mut st = d.lock();
+        let r = st.conn.close(self.id).map_err(|e| st.call_error(e));
+        drop(d.flush(st));
+        r
+    }
+
+    /// A [`std::io::Read`] over the messages of this channel.
+    pub fn reader(&self) -> crate::io::ChannelReader<'_> {
+        crate::io::ChannelReader::new(self)
+    }
+
+    /// A [`std::io::Write`] that sends the bytes written as messages of at most the channel's
+    /// maximum message size (and at most 1 MiB).
+    pub fn writer(&self) -> crate::io::ChannelWriter<'_> {
+        crate::io::ChannelWriter::new(self)
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // The session may be gone already; a drop has no one to report to.
+        let _ = self.close();
+    }
+}
+
+/// Waits until one of `channels` has a message (or its end of stream) and returns its index,
+/// the first ready one in the slice (the CSP ALT). `timeout` `None` waits for ever.
+///
+/// All channels must belong to one session ([`LinkError::BadSelect`] otherwise).
+pub fn select(channels: &[&Channel], timeout: Option<Duration>) -> Result<usize, LinkError> {
+    let first = channels.first().ok_or(LinkError::BadSelect)?;
+    if channels
+        .iter()
+        .any(|c| !Arc::ptr_eq(&c.handle, &first.handle))
+    {
+        return Err(LinkError::BadSelect);
+    }
+    first.handle.driver.wait(Deadline::after(timeout), |st| {
+        channels
+            .iter()
+            .position(|c| st.conn.readable(c.id) || st.held.contains_key(&c.id))
+            .map(Ok)
+    })
+}

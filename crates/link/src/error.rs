@@ -1,0 +1,98 @@
+//! Errors of sessions and channels.
+
+use offhost_proto::{CallError, ProtoError};
+
+/// A session or channel call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// The URL is not one of `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME`, `shm:ADDR`.
+    #[error("bad url {url:?}: {why}")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A system call on the transport failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// No listener answers at a `mem:` name.
+    #[error("no in-process listener named {0:?}")]
+    NoListener(String),
+    /// The deadline passed before the call could complete.
+    #[error("timed out")]
+    Timeout,
+    /// A non-blocking call could not complete now.
+    #[error("would block")]
+    WouldBlock,
+    /// The peer went away (closed the link, exited or died).
+    #[error("peer is gone")]
+    PeerGone,
+    /// This session was closed.
+    #[error("session is closed")]
+    SessionClosed,
+    /// The sending direction of the channel was closed by this side.
+    #[error("channel is closed for sending")]
+    Closed,
+    /// The message is larger than the channel's maximum message size.
+    #[error("message of {len} bytes exceeds the channel maximum of {max}")]
+    TooLarge {
+        /// Length of the message.
+        len: usize,
+        /// Channel maximum.
+        max: u64,
+    },
+    /// The peer refused or reset the channel.
+    #[error("channel reset by peer (code {code}): {reason}")]
+    Reset {
+        /// Code sent by the peer.
+        code: u32,
+        /// Reason sent by the peer.
+        reason: String,
+    },
+    /// Channel options are out of range.
+    #[error("invalid channel options: {0}")]
+    BadOptions(&'static str),
+    /// The peer broke the protocol; the link was closed.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtoError),
+    /// The shared-memory layer failed.
+    #[error("shared memory: {0}")]
+    Shm(#[from] offhost_shm::ShmError),
+    /// Zero-copy loans need the `shm` transport.
+    #[error("loans need the shm transport")]
+    NoLoans,
+    /// `select` was given no channels, or channels of different sessions.
+    #[error("select needs one or more channels of one session")]
+    BadSelect,
+}
+
+impl LinkError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        LinkError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl From<CallError> for LinkError {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Blocked => LinkError::WouldBlock,
+            CallError::TooLarge { len, max } => LinkError::TooLarge { len, max },
+            CallError::Closed => LinkError::Closed,
+            CallError::Reset { code, reason } => LinkError::Reset { code, reason },
+            CallError::BadOptions(why) => LinkError::BadOptions(why),
+            // An id we handed out is always known to the connection unless the link is gone.
+            CallError::NoChannel(_) | CallError::LinkClosed => LinkError::SessionClosed,
+            _ => LinkError::SessionClosed,
+        }
+    }
+}

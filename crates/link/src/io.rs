@@ -1,0 +1,113 @@
+//! `std::io::Read` and `std::io::Write` over a channel (the seed's /dev/tlr0 and /dev/tlw0).
+
+use std::io;
+
+use crate::channel::Channel;
+use crate::error::LinkError;
+
+fn to_io(e: LinkError) -> io::Error {
+    let kind = match e {
+        LinkError::Timeout => io::ErrorKind::TimedOut,
+        LinkError::WouldBlock => io::ErrorKind::WouldBlock,
+        LinkError::PeerGone => io::ErrorKind::BrokenPipe,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e)
+}
+
+/// Reads the bytes of a channel's messages in order; end of stream reads as 0 bytes.
+#[derive(Debug)]
+pub struct ChannelReader<'a> {
+    ch: &'a Channel,
+    cur: Vec<u8>,
+    pos: usize,
+    ended: bool,
+}
+
+impl<'a> ChannelReader<'a> {
+    pub(crate) fn new(ch: &'a Channel) -> Self {
+        ChannelReader {
+            ch,
+            cur: Vec::new(),
+            pos: 0,
+            ended: false,
+        }
+    }
+}
+
+impl io::Read for ChannelReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.cur.len() {
+            if self.ended || buf.is_empty() {
+                return Ok(0);
+            }
+            match self.ch.recv().map_err(to_io)? {
+                Some(m) => {
+                    self.cur = m;
+                    self.pos = 0;
+                }
+                None => self.ended = true,
+            }
+        }
+        let n = buf.len().min(self.cur.len() - self.pos);
+        buf[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Sends the bytes written as messages; [`flush`](io::Write::flush) sends what is buffered,
+/// [`finish`](Self::finish) also ends the stream. Dropping it flushes (errors are lost).
+#[derive(Debug)]
+pub struct ChannelWriter<'a> {
+    ch: &'a Channel,
+    buf: Vec<u8>,
+    chunk: usize,
+}
+
+impl<'a> ChannelWriter<'a> {
+    pub(crate) fn new(ch: &'a Channel) -> Self {
+        let chunk = ch.options().max_message.min(1 << 20) as usize;
+        ChannelWriter {
+            ch,
+            buf: Vec::with_capacity(chunk),
+            chunk,
+        }
+    }
+
+    /// Sends what is buffered and ends the channel's sending direction.
+    pub fn finish(mut self) -> io::Result<()> {
+        io::Write::flush(&mut self)?;
+        self.ch.close().map_err(to_io)
+    }
+}
+
+impl io::Write for ChannelWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.is_empty() && data.len() >= self.chunk {
+            self.ch.send(&data[..self.chunk]).map_err(to_io)?;
+            return Ok(self.chunk);
+        }
+        let n = data.len().min(self.chunk - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == self.chunk {
+            self.flush()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.ch.send(&self.buf).map_err(to_io)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChannelWriter<'_> {
+    fn drop(&mut self) {
+        // Nobody to report to from a drop; `finish` reports errors.
+        let _ = io::Write::flush(self);
+    }
+}

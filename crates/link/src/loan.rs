@@ -1,0 +1,158 @@
+//! Zero-copy loans on the `shm` transport: borrow a buffer of the shared pool, fill it, send it
+//! by descriptor; the receiver reads it in place and it returns to the pool when dropped.
+
+use std::time::Duration;
+
+use offhost_proto::{CallError, Received, SendMode};
+
+use crate::channel::Channel;
+use crate::driver::{Deadline, State};
+use crate::error::LinkError;
+
+/// A buffer of the shared pool, writable in place; send it with [`Channel::send_loan`].
+/// Its length starts as the whole buffer; [`set_len`](Self::set_len) trims it.
+#[derive(Debug)]
+pub struct Loan {
+    buf: offhost_shm::Buf,
+}
+
+impl Loan {
+    /// Size of the whole buffer.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Sets the message length (at most the capacity).
+    pub fn set_len(&mut self, len: usize) -> Result<(), LinkError> {
+        self.buf.set_len(len).map_err(|_| LinkError::TooLarge {
+            len,
+            max: self.capacity() as u64,
+        })
+    }
+}
+
+impl std::ops::Deref for Loan {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl std::ops::DerefMut for Loan {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+/// A received message: bytes copied out of the link, or a loan read in place.
+#[derive(Debug)]
+pub enum Message {
+    /// Bytes reassembled from packets.
+    Bytes(Vec<u8>),
+    /// A buffer of the shared pool; it returns to the pool when dropped.
+    Loan(Loan),
+}
+
+impl std::ops::Deref for Message {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Message::Bytes(b) => b,
+            Message::Loan(l) => l,
+        }
+    }
+}
+
+impl Message {
+    /// The bytes as a vector (copies a loan, which then returns to the pool).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Message::Bytes(b) => b,
+            Message::Loan(l) => l.to_vec(),
+        }
+    }
+}
+
+/// One step of receiving on channel `id`: a message, end of stream, or `None` to wait.
+pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Message>, LinkError>> {
+    let (len, token) = match st.held.get(&id) {
+        Some(&held) => held,
+        None => match st.conn.recv(id) {
+            Ok(Received::Message(m)) => return Some(Ok(Some(Message::Bytes(m)))),
+            Ok(Received::End) => return Some(Ok(None)),
+            Ok(Received::Empty) => return None,
+            Ok(Received::Loan { len, token }) => (len, token),
+            Err(e) => return Some(Err(st.call_error(e))),
+        },
+    };
+    let Some(buf) = u32::try_from(token).ok().and_then(|t| st.loans.remove(&t)) else {
+        st.held.insert(id, (len, token));
+        return None;
+    };
+    st.held.remove(&id);
+    if buf.len() as u64 != len {
+        return Some(Err(LinkError::Protocol(
+            offhost_proto::ProtoError::MessageTooLong {
+                channel: id,
+                max: len,
+            },
+        )));
+    }
+    Some(Ok(Some(Message::Loan(Loan { buf }))))
+}
+
+impl Channel {
+    /// Borrows a buffer of the shared pool (waiting at most `timeout` for one to be free).
+    /// [`LinkError::NoLoans`] on transports other than `shm`.
+    pub fn loan(&self, timeout: Option<Duration>) -> Result<Loan, LinkError> {
+        let buf = self.handle.driver.alloc_loan(Deadline::after(timeout))?;
+        Ok(Loan { buf })
+    }
+
+    /// Sends a loan by descriptor, without copying its bytes; waits for credit like
+    /// [`send`](Self::send) (and for the rendezvous on a synchronous channel).
+    pub fn send_loan(&self, loan: Loan) -> Result<(), LinkError> {
+        let len = loan.len();
+        if len as u64 > self.options().max_message {
+            return Err(LinkError::TooLarge {
+                len,
+                max: self.options().max_message,
+            });
+        }
+        let token = u64::from(loan.buf.index());
+        let d = &self.handle.driver;
+        let seq = d.wait(Deadline::Never, |st| {
+            match st.conn.send_loan(self.id, len, token) {
+                Ok(seq) => Some(Ok(seq)),
+                Err(CallError::Blocked) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            }
+        })?;
+        d.write_loan(loan.buf)?;
+        if self.options().send_mode == SendMode::Sync {
+            d.wait(Deadline::Never, |st| match st.conn.delivered(self.id) {
+                Ok(n) if n >= seq => Some(Ok(())),
+                Ok(_) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Receives the next message as it arrived: a loan stays in shared memory (read in place),
+    /// other messages are bytes. `None` once the peer ended the stream.
+    pub fn recv_message(&self) -> Result<Option<Message>, LinkError> {
+        self.handle
+            .driver
+            .wait(Deadline::Never, |st| take_message(st, self.id))
+    }
+
+    /// Like [`recv_message`](Self::recv_message), giving up after `timeout`.
+    pub fn recv_message_timeout(&self, timeout: Duration) -> Result<Option<Message>, LinkError> {
+        self.handle
+            .driver
+            .wait(Deadline::after(Some(timeout)), |st| {
+                take_message(st, self.id)
+            })
+    }
+}

@@ -1,0 +1,149 @@
+//! Sessions: one link to a peer, carrying many channels.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use offhost_proto::{ChannelOptions, Config, Connection, Side};
+
+use crate::channel::Channel;
+use crate::driver::{Deadline, Driver};
+use crate::error::LinkError;
+use crate::url::Endpoint;
+use crate::wire::{WireRead, WireWrite};
+
+/// Owns the driver; dropping the last handle (session or channel) says goodbye to the peer.
+pub(crate) struct Handle {
+    pub(crate) driver: Arc<Driver>,
+    pub(crate) transport: &'static str,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.driver.close();
+    }
+}
+
+/// A link to one peer, carrying many channels (the seed's OpenLink).
+///
+/// Cheap to clone; every clone and every [`Channel`] keeps the link up, and the link closes
+/// (goodbye to the peer) when the last of them is dropped or [`close`](Self::close) is called.
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("transport", &self.handle.transport)
+            .finish()
+    }
+}
+
+impl Session {
+    /// Connects to an engine at `url`: `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`
+    /// (shared memory with [`default_shm_config`](crate::default_shm_config)).
+    pub fn connect(url: &str) -> Result<Session, LinkError> {
+        match Endpoint::parse(url)? {
+            Endpoint::Tcp(addr) => {
+                let s = std::net::TcpStream::connect(&addr)
+                    .map_err(|e| LinkError::io(format!("connect tcp:{addr}"), e))?;
+                s.set_nodelay(true)
+                    .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                Self::over_socket(s.into(), Side::Client, "tcp")
+            }
+            Endpoint::Unix(path) => {
+                let s = std::os::unix::net::UnixStream::connect(&path)
+                    .map_err(|e| LinkError::io(format!("connect unix:{}", path.display()), e))?;
+                Self::over_socket(s.into(), Side::Client, "unix")
+            }
+            Endpoint::Mem(name) => {
+                let c = crate::mem::connect(&name)?;
+                Ok(Self::over(
+                    Box::new(c.read),
+                    Box::new(c.write),
+                    Side::Client,
+                    "mem",
+                ))
+            }
+            Endpoint::Shm(addr) => Self::connect_shm(&addr, &crate::shm::default_config()),
+        }
+    }
+
+    /// Connects over shared memory to the engine listening at `addr` (a socket path or
+    /// `@name`), creating the segment with `config` (ring and pool sizes, doorbell mode).
+    pub fn connect_shm(addr: &str, config: &offhost_shm::Config) -> Result<Session, LinkError> {
+        let ep = offhost_shm::connect(addr, config)?;
+        let (r, w) = crate::shm::halves(ep);
+        Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "shm"))
+    }
+
+    pub(crate) fn over_socket(
+        fd: std::os::fd::OwnedFd,
+        side: Side,
+        transport: &'static str,
+    ) -> Result<Session, LinkError> {
+        let (r, w) =
+            crate::wire::sock_pair(fd).map_err(|e| LinkError::io("duplicate socket", e))?;
+        Ok(Self::over(Box::new(r), Box::new(w), side, transport))
+    }
+
+    pub(crate) fn over(
+        read: Box<dyn WireRead>,
+        write: Box<dyn WireWrite>,
+        side: Side,
+        transport: &'static str,
+    ) -> Session {
+        let driver = Driver::start(Connection::new(Config::new(side)), read, write);
+        Session {
+            handle: Arc::new(Handle { driver, transport }),
+        }
+    }
+
+    /// The transport's name: `tcp`, `unix`, `mem` or `shm`.
+    pub fn transport(&self) -> &'static str {
+        self.handle.transport
+    }
+
+    /// Opens a channel named `name`; the peer sees it through [`accept`](Self::accept).
+    /// Messages may be sent on it at once.
+    pub fn open(&self, name: &str, options: ChannelOptions) -> Result<Channel, LinkError> {
+        let d = &self.handle.driver;
+        let mut st = d.lock();
+        let id = st.conn.open(name, options).map_err(|e| st.call_error(e))?;
+        drop(d.flush(st));
+        Ok(Channel::new(
+            self.handle.clone(),
+            id,
+            name.to_owned(),
+            options,
+        ))
+    }
+
+    /// Waits for the next channel the peer opens (engine side), for at most `timeout`.
+    pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Channel, LinkError> {
+        self.accept_until(Deadline::after(timeout))
+    }
+
+    /// Waits for the next channel the peer opens (engine side).
+    pub fn accept(&self) -> Result<Channel, LinkError> {
+        self.accept_until(Deadline::Never)
+    }
+
+    fn accept_until(&self, deadline: Deadline) -> Result<Channel, LinkError> {
+        let (id, name, opts) = self.handle.driver.wait(deadline, |st| {
+            while let Some(id) = st.incoming.pop_front() {
+                if let Some((name, opts)) = st.conn.channel_info(id) {
+                    return Some(Ok((id, name.to_owned(), opts)));
+                }
+            }
+            None
+        })?;
+        Ok(Channel::new(self.handle.clone(), id, name, opts))
+    }
+
+    /// Says goodbye: the peer sees end of stream on every channel. Later calls fail.
+    pub fn close(&self) {
+        self.handle.driver.close();
+    }
+}

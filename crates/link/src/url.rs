@@ -1,0 +1,105 @@
+//! Transport URLs.
+
+use std::path::PathBuf;
+
+use crate::error::LinkError;
+
+/// Where a session connects or a server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `tcp:HOST:PORT`
+    Tcp(String),
+    /// `unix:PATH`
+    Unix(PathBuf),
+    /// `mem:NAME`, in this process.
+    Mem(String),
+    /// `shm:ADDR`: shared-memory rings, set up over the Unix socket at ADDR (a path, or
+    /// `@name` for an abstract socket).
+    Shm(String),
+}
+
+impl Endpoint {
+    /// Parses `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`.
+    pub fn parse(url: &str) -> Result<Endpoint, LinkError> {
+        let bad = |why| LinkError::BadUrl {
+            url: url.to_owned(),
+            why,
+        };
+        let (scheme, rest) = url
+            .split_once(':')
+            .ok_or_else(|| bad("expected SCHEME:ADDRESS"))?;
+        if rest.is_empty() {
+            return Err(bad("empty address"));
+        }
+        match scheme {
+            "tcp" => {
+                let (host, port) = rest
+                    .rsplit_once(':')
+                    .ok_or_else(|| bad("expected tcp:HOST:PORT"))?;
+                if host.is_empty() || port.parse::<u16>().is_err() {
+                    return Err(bad("expected tcp:HOST:PORT with a port from 0 to 65535"));
+                }
+                Ok(Endpoint::Tcp(rest.to_owned()))
+            }
+            "unix" => Ok(Endpoint::Unix(PathBuf::from(rest))),
+            "mem" => Ok(Endpoint::Mem(rest.to_owned())),
+            "shm" => Ok(Endpoint::Shm(rest.to_owned())),
+            _ => Err(bad("unknown scheme; use tcp, unix, mem or shm")),
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+            Endpoint::Mem(n) => write!(f, "mem:{n}"),
+            Endpoint::Shm(a) => write!(f, "shm:{a}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_scheme() {
+        assert_eq!(
+            Endpoint::parse("tcp:127.0.0.1:80").unwrap(),
+            Endpoint::Tcp("127.0.0.1:80".into())
+        );
+        assert_eq!(
+            Endpoint::parse("tcp:[::1]:0").unwrap(),
+            Endpoint::Tcp("[::1]:0".into())
+        );
+        assert_eq!(
+            Endpoint::parse("unix:/tmp/x").unwrap(),
+            Endpoint::Unix("/tmp/x".into())
+        );
+        assert_eq!(Endpoint::parse("mem:a").unwrap(), Endpoint::Mem("a".into()));
+        assert_eq!(
+            Endpoint::parse("shm:@e").unwrap(),
+            Endpoint::Shm("@e".into())
+        );
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for u in [
+            "",
+            "tcp",
+            "tcp:",
+            "tcp:host",
+            "tcp:host:99999",
+            "ftp:x",
+            "unix:",
+        ] {
+            assert!(
+                matches!(Endpoint::parse(u), Err(LinkError::BadUrl { .. })),
+                "{u}"
+            );
+        }
+    }
+}

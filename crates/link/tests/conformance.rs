@@ -1,0 +1,310 @@
+//! One conformance suite, run against every transport.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use common::{bytes, echo_server, server};
+use offhost_link::{select, ChannelOptions, LinkError, SendMode, Session};
+
+const T: Duration = Duration::from_secs(20);
+
+fn opts(packet_size: usize, buf: u32) -> ChannelOptions {
+    ChannelOptions {
+        packet_size,
+        recv_buffer: buf,
+        max_message: u64::from(buf),
+        send_mode: SendMode::Async,
+    }
+}
+
+fn echo_of_every_size(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("echo", opts(4096, 1 << 20)).unwrap();
+    for (i, len) in [0usize, 1, 7, 8, 9, 4095, 4096, 4097, 100_000, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let msg = bytes(len, i as u64);
+        ch.send(&msg).unwrap();
+        assert_eq!(
+            ch.recv_timeout(T).unwrap().expect("message"),
+            msg,
+            "size {len}"
+        );
+    }
+    ch.close().unwrap();
+    assert_eq!(
+        ch.recv_timeout(T).unwrap(),
+        None,
+        "echo ends the stream after ours"
+    );
+}
+
+fn many_channels_many_sessions(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    std::thread::scope(|scope| {
+        for s in 0..3 {
+            let url = url.clone();
+            scope.spawn(move || {
+                let session = Session::connect(&url).unwrap();
+                let chans: Vec<_> = (0..4)
+                    .map(|c| session.open(&format!("c{c}"), opts(64, 8192)).unwrap())
+                    .collect();
+                std::thread::scope(|inner| {
+                    for (c, ch) in chans.iter().enumerate() {
+                        inner.spawn(move || {
+                            for i in 0..200u64 {
+                                let msg = bytes(
+                                    (i as usize * 37) % 3000,
+                                    s * 1_000_000 + c as u64 * 1000 + i,
+                                );
+                                ch.send(&msg).unwrap();
+                                assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), msg);
+                            }
+                        });
+                    }
+                });
+            });
+        }
+    });
+}
+
+fn pipelined_stream_keeps_order(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("stream", opts(1024, 64 * 1024)).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 0..2000u32 {
+                ch.send(&i.to_le_bytes().repeat(100)).unwrap();
+            }
+        });
+        for i in 0..2000u32 {
+            assert_eq!(
+                ch.recv_timeout(T).unwrap().unwrap(),
+                i.to_le_bytes().repeat(100)
+            );
+        }
+    });
+}
+
+fn too_large_is_an_error_at_the_call(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("big", opts(64, 1000)).unwrap();
+    assert!(matches!(
+        ch.send(&[0; 1001]),
+        Err(LinkError::TooLarge {
+            len: 1001,
+            max: 1000
+        })
+    ));
+    assert!(matches!(
+        ch.try_send(&[0; 1001]),
+        Err(LinkError::TooLarge { .. })
+    ));
+    ch.send(&[1; 1000]).unwrap();
+    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), vec![1; 1000]);
+}
+
+fn timeouts_and_non_blocking_calls(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let ch = s.accept().unwrap();
+        // Never read: the host's credit runs out.
+        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"go");
+        std::thread::sleep(Duration::from_millis(300));
+        ch.send(b"late").unwrap();
+        (s, ch)
+    });
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("t", opts(64, 256)).unwrap();
+    assert!(matches!(ch.try_recv(), Err(LinkError::WouldBlock)));
+    assert!(matches!(
+        ch.recv_timeout(Duration::from_millis(50)),
+        Err(LinkError::Timeout)
+    ));
+    ch.send(b"go").unwrap();
+    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"late");
+    // The engine keeps its end but does not read: fill the window, then block.
+    let mut sent = 2;
+    while sent + 64 <= 256 {
+        ch.try_send(&[0; 64]).unwrap();
+        sent += 64;
+    }
+    assert!(matches!(ch.try_send(&[0; 64]), Err(LinkError::WouldBlock)));
+    assert!(matches!(
+        ch.send_timeout(&[0; 64], Duration::from_millis(50)),
+        Err(LinkError::Timeout)
+    ));
+    drop(engine.join().unwrap());
+}
+
+fn synchronous_send_waits_for_the_receiver(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let ch = s.accept().unwrap();
+        go_rx.recv().unwrap();
+        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"one");
+        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"two");
+        (s, ch)
+    });
+    let s = Session::connect(&url).unwrap();
+    let ch = s
+        .open(
+            "sync",
+            ChannelOptions {
+                send_mode: SendMode::Sync,
+                ..ChannelOptions::default()
+            },
+        )
+        .unwrap();
+    // The receiver has not taken it: the rendezvous does not happen.
+    assert!(matches!(
+        ch.send_timeout(b"one", Duration::from_millis(200)),
+        Err(LinkError::Timeout)
+    ));
+    go_tx.send(()).unwrap();
+    ch.send(b"two").unwrap();
+    drop(engine.join().unwrap());
+}
+
+fn select_returns_the_ready_channel(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let a = s.accept().unwrap();
+        let b = s.accept().unwrap();
+        let c = s.accept().unwrap();
+        assert_eq!(b.name(), "b");
+        b.send(b"on b").unwrap();
+        assert_eq!(c.recv_timeout(T).unwrap().unwrap(), b"done");
+        a.send(b"on a").unwrap();
+        (s, a, b, c)
+    });
+    let s = Session::connect(&url).unwrap();
+    let a = s.open("a", ChannelOptions::default()).unwrap();
+    let b = s.open("b", ChannelOptions::default()).unwrap();
+    let c = s.open("c", ChannelOptions::default()).unwrap();
+    assert!(matches!(
+        select(&[&a, &c], Some(Duration::from_millis(50))),
+        Err(LinkError::Timeout)
+    ));
+    assert_eq!(select(&[&a, &b], Some(T)).unwrap(), 1);
+    assert_eq!(b.recv().unwrap().unwrap(), b"on b");
+    c.send(b"done").unwrap();
+    assert_eq!(select(&[&a, &b], Some(T)).unwrap(), 0);
+    assert_eq!(a.recv().unwrap().unwrap(), b"on a");
+    let other = Session::connect(&url);
+    if let Ok(other) = other {
+        let x = other.open("x", ChannelOptions::default()).unwrap();
+        assert!(matches!(
+            select(&[&a, &x], Some(T)),
+            Err(LinkError::BadSelect)
+        ));
+    }
+    drop(engine.join().unwrap());
+}
+
+fn read_write_adapters_carry_a_byte_stream(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("bytes", ChannelOptions::default()).unwrap();
+    let data = bytes(3 << 20 | 12345, 99);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut w = ch.writer();
+            for piece in data.chunks(70_001) {
+                w.write_all(piece).unwrap();
+            }
+            w.finish().unwrap();
+        });
+        let mut back = Vec::new();
+        ch.reader().read_to_end(&mut back).unwrap();
+        assert!(back == data, "echoed stream differs");
+    });
+}
+
+fn slow_channel_does_not_stall_others(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let slow = s.accept().unwrap();
+        let fast = s.accept().unwrap();
+        offhost_link::echo_channel(&fast).unwrap();
+        (s, slow)
+    });
+    let s = Session::connect(&url).unwrap();
+    let slow = s.open("slow", opts(4096, 64 * 1024)).unwrap();
+    let fast = s.open("fast", opts(4096, 64 * 1024)).unwrap();
+    let mut n = 0;
+    while slow.try_send(&[7; 4096]).is_ok() {
+        n += 1;
+        assert!(n <= 16, "credit exceeded the receive buffer");
+    }
+    assert_eq!(n, 16);
+    for i in 0..500u32 {
+        let msg = i.to_le_bytes().repeat(1000);
+        fast.send_timeout(&msg, T).unwrap();
+        assert_eq!(fast.recv_timeout(T).unwrap().unwrap(), msg);
+    }
+    fast.close().unwrap();
+    drop(engine.join().unwrap());
+}
+
+fn peer_close_ends_blocked_calls(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let ch = s.accept().unwrap();
+        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"hello");
+        std::thread::sleep(Duration::from_millis(200));
+        s.close();
+        drop(ch);
+    });
+    let s = Session::connect(&url).unwrap();
+    let ch = s.open("bye", ChannelOptions::default()).unwrap();
+    ch.send(b"hello").unwrap();
+    // Blocked in recv when the engine says goodbye: end of stream, then sends fail.
+    assert_eq!(ch.recv_timeout(T).unwrap(), None);
+    engine.join().unwrap();
+    let r = (0..100)
+        .map(|_| ch.send_timeout(&[0; 1000], T))
+        .find(|r| r.is_err());
+    assert!(matches!(r, Some(Err(LinkError::PeerGone))), "{r:?}");
+    assert!(matches!(
+        s.open("again", ChannelOptions::default()),
+        Err(LinkError::PeerGone)
+    ));
+}
+
+macro_rules! conformance {
+    ($($transport:ident),*) => {$(
+        mod $transport {
+            const TR: &str = stringify!($transport);
+            #[test] fn echo_of_every_size() { super::echo_of_every_size(TR) }
+            #[test] fn many_channels_many_sessions() { super::many_channels_many_sessions(TR) }
+            #[test] fn pipelined_stream_keeps_order() { super::pipelined_stream_keeps_order(TR) }
+            #[test] fn too_large_is_an_error_at_the_call() { super::too_large_is_an_error_at_the_call(TR) }
+            #[test] fn timeouts_and_non_blocking_calls() { super::timeouts_and_non_blocking_calls(TR) }
+            #[test] fn synchronous_send_waits_for_the_receiver() { super::synchronous_send_waits_for_the_receiver(TR) }
+            #[test] fn select_returns_the_ready_channel() { super::select_returns_the_ready_channel(TR) }
+            #[test] fn read_write_adapters_carry_a_byte_stream() { super::read_write_adapters_carry_a_byte_stream(TR) }
+            #[test] fn slow_channel_does_not_stall_others() { super::slow_channel_does_not_stall_others(TR) }
+            #[test] fn peer_close_ends_blocked_calls() { super::peer_close_ends_blocked_calls(TR) }
+        }
+    )*};
+}
+
+conformance!(mem, tcp, unix, shm);

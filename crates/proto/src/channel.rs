@@ -1,0 +1,105 @@
+//! State of one channel: the send direction's credit and the receive direction's reassembly.
+
+use std::collections::VecDeque;
+
+use crate::options::ChannelOptions;
+
+/// Credit charged for a message of `len` bytes: its length, and 1 for an empty message so
+/// that empty messages are bounded by credit too.
+pub(crate) fn cost(len: usize) -> u64 {
+    (len as u64).max(1)
+}
+
+/// A complete message waiting for the application.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    /// Bytes reassembled from packets.
+    Bytes(Vec<u8>),
+    /// A message carried outside the byte stream.
+    Loan { len: u64, token: u64 },
+}
+
+impl Msg {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Msg::Bytes(b) => b.len(),
+            Msg::Loan { len, .. } => *len as usize,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Chan {
+    pub(crate) name: String,
+    pub(crate) opts: ChannelOptions,
+    // Send direction.
+    /// Absolute byte offset the peer allows us to reach.
+    pub(crate) send_limit: u64,
+    /// Bytes (credit units) sent so far.
+    pub(crate) sent: u64,
+    /// Messages sent so far.
+    pub(crate) sent_msgs: u64,
+    /// Messages the peer application has taken.
+    pub(crate) peer_delivered: u64,
+    /// Limit at which we last reported being blocked.
+    pub(crate) blocked_at: Option<u64>,
+    /// We sent end of stream.
+    pub(crate) send_closed: bool,
+    // Receive direction.
+    /// Limit we last granted.
+    pub(crate) granted: u64,
+    /// Credit units received.
+    pub(crate) received: u64,
+    /// Credit units the application has taken.
+    pub(crate) consumed: u64,
+    /// Messages the application has taken.
+    pub(crate) delivered: u64,
+    /// Complete messages waiting for the application.
+    pub(crate) queue: VecDeque<Msg>,
+    /// Message being reassembled.
+    pub(crate) partial: Vec<u8>,
+    /// The peer sent end of stream.
+    pub(crate) recv_closed: bool,
+    /// The channel was refused or reset: code and reason.
+    pub(crate) reset: Option<(u32, String)>,
+}
+
+impl Chan {
+    pub(crate) fn new(name: String, opts: ChannelOptions) -> Self {
+        let window = u64::from(opts.recv_buffer);
+        Chan {
+            name,
+            opts,
+            send_limit: window,
+            sent: 0,
+            sent_msgs: 0,
+            peer_delivered: 0,
+            blocked_at: None,
+            send_closed: false,
+            granted: window,
+            received: 0,
+            consumed: 0,
+            delivered: 0,
+            queue: VecDeque::new(),
+            partial: Vec::new(),
+            recv_closed: false,
+            reset: None,
+        }
+    }
+
+    /// The limit the receive side could grant now.
+    pub(crate) fn grantable(&self) -> u64 {
+        self.consumed + u64::from(self.opts.recv_buffer)
+    }
+
+    /// Whether a fresh grant is worth a frame after the application drained a message.
+    pub(crate) fn wants_grant(&self) -> bool {
+        let gain = self.grantable() - self.granted;
+        self.opts.send_mode == crate::SendMode::Sync || gain >= u64::from(self.opts.recv_buffer) / 2
+    }
+
+    /// Both directions are finished and nothing is left for the application.
+    pub(crate) fn finished(&self) -> bool {
+        self.send_closed && self.recv_closed && self.queue.is_empty()
+    }
+}

@@ -1,0 +1,590 @@
+//! Frames and their byte layout.
+//!
+//! Every frame is a 12-byte header followed by a body. All integers are little-endian.
+//!
+//! | offset | size | field    | meaning                                                      |
+//! |-------:|-----:|----------|--------------------------------------------------------------|
+//! | 0      | 1    | kind     | 1 open, 2 data, 3 credit, 4 blocked, 5 close, 6 ping, 7 error, 8 loan |
+//! | 1      | 1    | flags    | per kind (data: bit 0 = last packet of the message; ping: bit 0 = reply) |
+//! | 2      | 2    | reserved | zero                                                         |
+//! | 4      | 4    | channel  | channel id; 0 is the link itself                             |
+//! | 8      | 4    | length   | body length in bytes, at most [`MAX_BODY`]                   |
+//!
+//! Bodies:
+//!
+//! | kind    | channel | body                                                                  |
+//! |---------|---------|-----------------------------------------------------------------------|
+//! | open    | new id  | `packet_shift: u8` (3..=16), `mode: u8` (0 async, 1 sync), `name_len: u16`, `recv_buffer: u32`, `max_message: u64`, name (UTF-8, 1..=255 bytes) |
+//! | data    | id      | payload, exactly the packet size unless flag bit 0 (last) is set       |
+//! | credit  | id or 0 | `limit: u64` (absolute byte offset the peer may send up to), `delivered: u64` (messages the application has taken; 0 for the link) |
+//! | blocked | id or 0 | `limit: u64`: the sender is waiting for credit beyond this offset      |
+//! | close   | id or 0 | empty: end of stream in the sender's direction (0: the whole link)     |
+//! | ping    | 0       | `token: u64`; flag bit 0 marks the reply                               |
+//! | error   | id or 0 | `code: u32`, reason (UTF-8): channel refused/reset, or fatal link error |
+//! | loan    | id      | `len: u64`, `token: u64`: a whole message of `len` bytes carried outside the byte stream (a shared-memory buffer named by `token`) |
+
+use crate::error::FrameError;
+
+/// Size of the frame header in bytes.
+pub const HEADER_LEN: usize = 12;
+/// Largest body any frame may carry (one 64 KiB packet).
+pub const MAX_BODY: u32 = 64 * 1024;
+/// Longest channel name in bytes.
+pub const MAX_NAME: usize = 255;
+
+const KIND_OPEN: u8 = 1;
+const KIND_DATA: u8 = 2;
+const KIND_CREDIT: u8 = 3;
+const KIND_BLOCKED: u8 = 4;
+const KIND_CLOSE: u8 = 5;
+const KIND_PING: u8 = 6;
+const KIND_ERROR: u8 = 7;
+const KIND_LOAN: u8 = 8;
+const FLAG_LAST: u8 = 1;
+const FLAG_REPLY: u8 = 1;
+const OPEN_FIXED: usize = 16;
+
+/// One decoded frame; data payloads borrow the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Open a channel.
+    Open {
+        /// Id chosen by the opener.
+        channel: u32,
+        /// log2 of the packet size.
+        packet_shift: u8,
+        /// True for synchronous (rendezvous) sends.
+        sync: bool,
+        /// Receive buffer per direction, in bytes.
+        recv_buffer: u32,
+        /// Largest message in bytes.
+        max_message: u64,
+        /// Channel name.
+        name: &'a str,
+    },
+    /// One packet of a message.
+    Data {
+        /// Channel.
+        channel: u32,
+        /// True on the last packet of a message.
+        last: bool,
+        /// Packet payload.
+        payload: &'a [u8],
+    },
+    /// A credit grant.
+    Credit {
+        /// Channel, 0 for the link.
+        channel: u32,
+        /// Absolute byte offset the peer may send up to.
+        limit: u64,
+        /// Messages the application has taken so far.
+        delivered: u64,
+    },
+    /// The sender waits for credit.
+    Blocked {
+        /// Channel, 0 for the link.
+        channel: u32,
+        /// The limit it is blocked at.
+        limit: u64,
+    },
+    /// End of stream (channel) or goodbye (0).
+    Close {
+        /// Channel, 0 for the link.
+        channel: u32,
+    },
+    /// Liveness probe or its reply.
+    Ping {
+        /// Opaque token echoed by the reply.
+        token: u64,
+        /// True for the reply.
+        reply: bool,
+    },
+    /// A whole message carried outside the byte stream (zero-copy).
+    Loan {
+        /// Channel.
+        channel: u32,
+        /// Message length.
+        len: u64,
+        /// Names the out-of-band buffer for the transport.
+        token: u64,
+    },
+    /// Channel refused/reset, or fatal link error (channel 0).
+    Error {
+        /// Channel, 0 for the link.
+        channel: u32,
+        /// Error code.
+        code: u32,
+        /// Human-readable reason.
+        reason: &'a str,
+    },
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn want(
+    kind: &'static str,
+    body: &[u8],
+    n: usize,
+    expected: &'static str,
+) -> Result<(), FrameError> {
+    if body.len() == n {
+        Ok(())
+    } else {
+        Err(FrameError::BadLength {
+            kind,
+            len: body.len(),
+            expected,
+        })
+    }
+}
+
+fn no_flags(kind: &'static str, flags: u8) -> Result<(), FrameError> {
+    if flags == 0 {
+        Ok(())
+    } else {
+        Err(FrameError::BadFlags { kind, flags })
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one frame from the front of `buf`.
+    ///
+    /// Returns `Ok(None)` when `buf` holds only part of a frame, and otherwise the frame with
+    /// the number of bytes it used.
+    pub fn decode(buf: &'a [u8]) -> Result<Option<(Frame<'a>, usize)>, FrameError> {
+        if buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let kind = buf[0];
+        let flags = buf[1];
+        let reserved = u16::from_le_bytes([buf[2], buf[3]]);
+        let channel = u32_at(buf, 4);
+        let len = u32_at(buf, 8);
+        if !(KIND_OPEN..=KIND_LOAN).contains(&kind) {
+            return Err(FrameError::UnknownKind(kind));
+        }
+        if reserved != 0 {
+            return Err(FrameError::Reserved(reserved));
+        }
+        if len > MAX_BODY {
+            return Err(FrameError::TooLong { len, max: MAX_BODY });
+        }
+        let total = HEADER_LEN + len as usize;
+        if buf.len() < total {
+            return Ok(None);
+        }
+        let body = &buf[HEADER_LEN..total];
+        let frame = match kind {
+            KIND_OPEN => Self::decode_open(flags, channel, body)?,
+            KIND_DATA => {
+                if flags & !FLAG_LAST != 0 {
+                    return Err(FrameError::BadFlags {
+                        kind: "data",
+                        flags,
+                    });
+                }
+                if channel == 0 {
+                    return Err(FrameError::BadField {
+                        kind: "data",
+                        field: "channel",
+                        why: "data on channel 0",
+                    });
+                }
+                Frame::Data {
+                    channel,
+                    last: flags & FLAG_LAST != 0,
+                    payload: body,
+                }
+            }
+            KIND_CREDIT => {
+                no_flags("credit", flags)?;
+                want("credit", body, 16, "16")?;
+                Frame::Credit {
+                    channel,
+                    limit: u64_at(body, 0),
+                    delivered: u64_at(body, 8),
+                }
+            }
+            KIND_BLOCKED => {
+                no_flags("blocked", flags)?;
+                want("blocked", body, 8, "8")?;
+                Frame::Blocked {
+                    channel,
+                    limit: u64_at(body, 0),
+                }
+            }
+            KIND_CLOSE => {
+                no_flags("close", flags)?;
+                want("close", body, 0, "0")?;
+                Frame::Close { channel }
+            }
+            KIND_PING => {
+                if flags & !FLAG_REPLY != 0 {
+                    return Err(FrameError::BadFlags {
+                        kind: "ping",
+                        flags,
+                    });
+                }
+                want("ping", body, 8, "8")?;
+                if channel != 0 {
+                    return Err(FrameError::BadField {
+                        kind: "ping",
+                        field: "channel",
+                        why: "must be 0",
+                    });
+                }
+                Frame::Ping {
+                    token: u64_at(body, 0),
+                    reply: flags & FLAG_REPLY != 0,
+                }
+            }
+            KIND_LOAN => {
+                no_flags("loan", flags)?;
+                want("loan", body, 16, "16")?;
+                if channel == 0 {
+                    return Err(FrameError::BadField {
+                        kind: "loan",
+                        field: "channel",
+                        why: "loan on channel 0",
+                    });
+                }
+                Frame::Loan {
+                    channel,
+                    len: u64_at(body, 0),
+                    token: u64_at(body, 8),
+                }
+            }
+            _ => {
+                no_flags("error", flags)?;
+                if body.len() < 4 {
+                    return Err(FrameError::BadLength {
+                        kind: "error",
+                        len: body.len(),
+                        expected: "at least 4",
+                    });
+                }
+                let reason = std::str::from_utf8(&body[4..]).map_err(|_| FrameError::BadField {
+                    kind: "error",
+                    field: "reason",
+                    why: "not UTF-8",
+                })?;
+                Frame::Error {
+                    channel,
+                    code: u32_at(body, 0),
+                    reason,
+                }
+            }
+        };
+        Ok(Some((frame, total)))
+    }
+
+    fn decode_open(flags: u8, channel: u32, body: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+        const K: &str = "open";
+        no_flags(K, flags)?;
+        if body.len() < OPEN_FIXED {
+            return Err(FrameError::BadLength {
+                kind: K,
+                len: body.len(),
+                expected: "at least 16",
+            });
+        }
+        let packet_shift = body[0];
+        let mode = body[1];
+        let name_len = u16::from_le_bytes([body[2], body[3]]) as usize;
+        let recv_buffer = u32_at(body, 4);
+        let max_message = u64_at(body, 8);
+        if channel == 0 {
+            return Err(FrameError::BadField {
+                kind: K,
+                field: "channel",
+                why: "must not be 0",
+            });
+        }
+        if !(3..=16).contains(&packet_shift) {
+            return Err(FrameError::BadField {
+                kind: K,
+                field: "packet_shift",
+                why: "outside 3..=16",
+            });
+        }
+        if mode > 1 {
+            return Err(FrameError::BadField {
+                kind: K,
+                field: "mode",
+                why: "not 0 or 1",
+            });
+        }
+        if name_len == 0 || name_len > MAX_NAME || body.len() != OPEN_FIXED + name_len {
+            return Err(FrameError::BadField {
+                kind: K,
+                field: "name_len",
+                why: "zero, over 255, or not the rest of the body",
+            });
+        }
+        let name = std::str::from_utf8(&body[OPEN_FIXED..]).map_err(|_| FrameError::BadField {
+            kind: K,
+            field: "name",
+            why: "not UTF-8",
+        })?;
+        Ok(Frame::Open {
+            channel,
+            packet_shift,
+            sync: mode == 1,
+            recv_buffer,
+            max_message,
+            name,
+        })
+    }
+
+    /// Appends the encoded frame to `out`.
+    ///
+    /// # Panics
+    /// If a body would exceed [`MAX_BODY`] or a name [`MAX_NAME`]; the connection never builds such frames.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Frame::Open {
+                channel,
+                packet_shift,
+                sync,
+                recv_buffer,
+                max_message,
+                name,
+            } => {
+                assert!(
+                    !name.is_empty() && name.len() <= MAX_NAME,
+                    "channel name length"
+                );
+                header(out, KIND_OPEN, 0, channel, OPEN_FIXED + name.len());
+                out.push(packet_shift);
+                out.push(u8::from(sync));
+                out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+                out.extend_from_slice(&recv_buffer.to_le_bytes());
+                out.extend_from_slice(&max_message.to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+            }
+            Frame::Data {
+                channel,
+                last,
+                payload,
+            } => {
+                header(
+                    out,
+                    KIND_DATA,
+                    if last { FLAG_LAST } else { 0 },
+                    channel,
+                    payload.len(),
+                );
+                out.extend_from_slice(payload);
+            }
+            Frame::Credit {
+                channel,
+                limit,
+                delivered,
+            } => {
+                header(out, KIND_CREDIT, 0, channel, 16);
+                out.extend_from_slice(&limit.to_le_bytes());
+                out.extend_from_slice(&delivered.to_le_bytes());
+            }
+            Frame::Blocked { channel, limit } => {
+                header(out, KIND_BLOCKED, 0, channel, 8);
+                out.extend_from_slice(&limit.to_le_bytes());
+            }
+            Frame::Close { channel } => header(out, KIND_CLOSE, 0, channel, 0),
+            Frame::Ping { token, reply } => {
+                header(out, KIND_PING, if reply { FLAG_REPLY } else { 0 }, 0, 8);
+                out.extend_from_slice(&token.to_le_bytes());
+            }
+            Frame::Loan {
+                channel,
+                len,
+                token,
+            } => {
+                header(out, KIND_LOAN, 0, channel, 16);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&token.to_le_bytes());
+            }
+            Frame::Error {
+                channel,
+                code,
+                reason,
+            } => {
+                let reason = truncate_utf8(reason, MAX_BODY as usize - 4);
+                header(out, KIND_ERROR, 0, channel, 4 + reason.len());
+                out.extend_from_slice(&code.to_le_bytes());
+                out.extend_from_slice(reason.as_bytes());
+            }
+        }
+    }
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
+    assert!(len <= MAX_BODY as usize, "frame body too long");
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&channel.to_le_bytes());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(f: Frame<'_>) {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        let (g, used) = Frame::decode(&out).unwrap().unwrap();
+        assert_eq!(used, out.len());
+        assert_eq!(f, g);
+        for cut in 0..out.len() {
+            assert_eq!(
+                Frame::decode(&out[..cut]).unwrap(),
+                None,
+                "prefix of {cut} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn every_kind_roundtrips() {
+        roundtrip(Frame::Open {
+            channel: 3,
+            packet_shift: 12,
+            sync: true,
+            recv_buffer: 1 << 20,
+            max_message: 99,
+            name: "pet",
+        });
+        roundtrip(Frame::Data {
+            channel: 1,
+            last: true,
+            payload: b"hello",
+        });
+        roundtrip(Frame::Data {
+            channel: 1,
+            last: false,
+            payload: &[7; 64],
+        });
+        roundtrip(Frame::Credit {
+            channel: 0,
+            limit: u64::MAX,
+            delivered: 5,
+        });
+        roundtrip(Frame::Blocked {
+            channel: 9,
+            limit: 1234,
+        });
+        roundtrip(Frame::Close { channel: 0 });
+        roundtrip(Frame::Ping {
+            token: 42,
+            reply: true,
+        });
+        roundtrip(Frame::Error {
+            channel: 2,
+            code: 7,
+            reason: "no such service",
+        });
+        roundtrip(Frame::Loan {
+            channel: 2,
+            len: 1 << 20,
+            token: 3,
+        });
+    }
+
+    #[test]
+    fn unknown_kind_is_an_error() {
+        let mut b = [0u8; 12];
+        b[0] = 9;
+        assert_eq!(Frame::decode(&b), Err(FrameError::UnknownKind(9)));
+        b[0] = 0x42;
+        assert_eq!(Frame::decode(&b), Err(FrameError::UnknownKind(0x42)));
+        b[0] = 0;
+        assert_eq!(Frame::decode(&b), Err(FrameError::UnknownKind(0)));
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_before_the_body_arrives() {
+        let mut b = Vec::new();
+        header(&mut b, KIND_DATA, 0, 1, 0);
+        b[8..12].copy_from_slice(&(MAX_BODY + 1).to_le_bytes());
+        assert!(matches!(Frame::decode(&b), Err(FrameError::TooLong { .. })));
+    }
+
+    #[test]
+    fn wrong_body_lengths_and_flags_are_errors() {
+        let mut b = Vec::new();
+        header(&mut b, KIND_CREDIT, 0, 1, 3);
+        b.extend_from_slice(&[0; 3]);
+        assert!(matches!(
+            Frame::decode(&b),
+            Err(FrameError::BadLength { kind: "credit", .. })
+        ));
+        let mut b = Vec::new();
+        header(&mut b, KIND_CLOSE, 0x80, 1, 0);
+        assert!(matches!(
+            Frame::decode(&b),
+            Err(FrameError::BadFlags { kind: "close", .. })
+        ));
+        let mut b = Vec::new();
+        Frame::Close { channel: 1 }.encode(&mut b);
+        b[2] = 1;
+        assert_eq!(Frame::decode(&b), Err(FrameError::Reserved(1)));
+    }
+
+    #[test]
+    fn open_with_bad_fields_is_an_error() {
+        let mut b = Vec::new();
+        Frame::Open {
+            channel: 1,
+            packet_shift: 3,
+            sync: false,
+            recv_buffer: 8,
+            max_message: 8,
+            name: "x",
+        }
+        .encode(&mut b);
+        let mut bad = b.clone();
+        bad[HEADER_LEN] = 17;
+        assert!(matches!(
+            Frame::decode(&bad),
+            Err(FrameError::BadField {
+                field: "packet_shift",
+                ..
+            })
+        ));
+        let mut bad = b.clone();
+        bad[HEADER_LEN + OPEN_FIXED] = 0xff;
+        assert!(matches!(
+            Frame::decode(&bad),
+            Err(FrameError::BadField { field: "name", .. })
+        ));
+        let mut bad = b;
+        bad[HEADER_LEN + 2] = 2;
+        assert!(matches!(
+            Frame::decode(&bad),
+            Err(FrameError::BadField {
+                field: "name_len",
+                ..
+            })
+        ));
+    }
+}

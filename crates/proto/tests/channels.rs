@@ -1,0 +1,458 @@
+//! Behaviour of channels over a simulated link: packets, credits, close, errors.
+
+mod common;
+
+use common::{message, Pair};
+use offhost_proto::{
+    CallError, ChannelOptions, Config, Connection, Event, Frame, ProtoError, Received, SendMode,
+    Side,
+};
+
+fn small(packet_size: usize, recv_buffer: u32) -> ChannelOptions {
+    ChannelOptions {
+        packet_size,
+        recv_buffer,
+        max_message: u64::from(recv_buffer),
+        send_mode: SendMode::Async,
+    }
+}
+
+fn opened(c: &mut Connection) -> u32 {
+    match c.poll_event() {
+        Some(Event::Opened { channel, .. }) => channel,
+        other => panic!("expected an open event, got {other:?}"),
+    }
+}
+
+#[test]
+fn messages_are_split_into_packets_and_reassembled() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("data", small(8, 4096)).unwrap();
+    let msg: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    p.a.send(ch, &msg).unwrap();
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    // open frame, then 125 data packets of 8 bytes with 12-byte headers
+    let mut at = 0;
+    let mut packets = 0;
+    while let Some((f, used)) = Frame::decode(&wire[at..]).unwrap() {
+        if let Frame::Data { payload, last, .. } = f {
+            assert_eq!(payload.len(), 8);
+            assert_eq!(last, packets == 124);
+            packets += 1;
+        }
+        at += used;
+    }
+    assert_eq!(packets, 125);
+    p.b.handle_input(&wire).unwrap();
+    let id = opened(&mut p.b);
+    assert_eq!(id, ch);
+    assert_eq!(message(p.b.recv(id).unwrap()), msg);
+    assert_eq!(p.b.recv(id).unwrap(), Received::Empty);
+}
+
+#[test]
+fn empty_messages_are_delivered_and_cost_credit() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("e", small(8, 8)).unwrap();
+    for _ in 0..8 {
+        p.a.send(ch, b"").unwrap();
+    }
+    assert_eq!(p.a.send(ch, b""), Err(CallError::Blocked));
+    p.settle();
+    let id = opened(&mut p.b);
+    for _ in 0..8 {
+        assert_eq!(message(p.b.recv(id).unwrap()), b"");
+    }
+}
+
+#[test]
+fn sender_blocks_at_credit_and_resumes_after_grant() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("c", small(64, 256)).unwrap();
+    for _ in 0..4 {
+        p.a.send(ch, &[1; 64]).unwrap();
+    }
+    assert_eq!(p.a.send(ch, &[1; 64]), Err(CallError::Blocked));
+    assert!(!p.a.can_send(ch, 1));
+    p.settle();
+    let id = opened(&mut p.b);
+    for _ in 0..4 {
+        message(p.b.recv(id).unwrap());
+    }
+    p.settle();
+    assert!(p.a.can_send(ch, 256));
+    p.a.send(ch, &[2; 256]).unwrap();
+}
+
+#[test]
+fn a_lost_grant_is_covered_by_blocked_and_a_repeated_grant_is_harmless() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("c", small(64, 256)).unwrap();
+    p.a.send(ch, &[1; 256]).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    message(p.b.recv(id).unwrap());
+    // Lose b's grant on the way.
+    let mut lost = Vec::new();
+    p.b.poll_transmit(&mut lost);
+    assert!(!lost.is_empty());
+    assert_eq!(p.a.send(ch, &[1; 64]), Err(CallError::Blocked));
+    p.settle(); // the blocked frame makes b grant again
+    p.a.send(ch, &[1; 64]).unwrap();
+    // Replaying the old grant changes nothing.
+    p.a.handle_input(&lost).unwrap();
+    p.a.send(ch, &[1; 64]).unwrap();
+    p.a.send(ch, &[1; 128]).unwrap();
+    assert_eq!(p.a.send(ch, &[1; 1]), Err(CallError::Blocked));
+}
+
+#[test]
+fn a_slow_channel_does_not_stall_the_others() {
+    let mut p = Pair::new();
+    p.settle();
+    let slow = p.a.open("slow", small(1024, 64 * 1024)).unwrap();
+    let fast = p.a.open("fast", small(1024, 4096)).unwrap();
+    // Fill the slow channel until it blocks; its reader never drains.
+    let mut filled = 0;
+    while p.a.send(slow, &[9; 4096]).is_ok() {
+        filled += 1;
+        p.settle();
+    }
+    assert_eq!(filled, 16);
+    p.settle();
+    let b_slow = opened(&mut p.b);
+    let b_fast = opened(&mut p.b);
+    assert_eq!((b_slow, b_fast), (slow, fast));
+    // Many windows' worth on the fast channel still flow.
+    for i in 0..1000u32 {
+        let msg = i.to_le_bytes().repeat(256);
+        p.a.send(fast, &msg)
+            .unwrap_or_else(|e| panic!("fast channel stalled at {i}: {e}"));
+        p.settle();
+        assert_eq!(message(p.b.recv(b_fast).unwrap()), msg);
+    }
+    assert_eq!(p.a.send(slow, &[9; 1]), Err(CallError::Blocked));
+}
+
+#[test]
+fn close_is_end_of_stream_and_channel_retires() {
+    let mut p = Pair::new();
+    let ch = p.a.open("x", ChannelOptions::default()).unwrap();
+    p.a.send(ch, b"last words").unwrap();
+    p.a.close(ch).unwrap();
+    assert_eq!(p.a.send(ch, b"more"), Err(CallError::Closed));
+    p.settle();
+    let id = opened(&mut p.b);
+    assert!(p.b.readable(id));
+    assert_eq!(message(p.b.recv(id).unwrap()), b"last words");
+    assert_eq!(p.b.recv(id).unwrap(), Received::End);
+    p.b.send(id, b"reply").unwrap();
+    p.b.close(id).unwrap();
+    assert_eq!(p.b.recv(id).unwrap(), Received::End);
+    p.settle();
+    assert_eq!(message(p.a.recv(ch).unwrap()), b"reply");
+    assert_eq!(p.a.recv(ch).unwrap(), Received::End);
+    assert_eq!(p.a.channel_ids().count(), 0);
+    assert_eq!(p.b.channel_ids().count(), 0);
+}
+
+#[test]
+fn too_large_message_is_an_error_at_the_call() {
+    let mut p = Pair::new();
+    let ch = p.a.open("x", small(8, 100)).unwrap();
+    assert_eq!(
+        p.a.send(ch, &[0; 101]),
+        Err(CallError::TooLarge { len: 101, max: 100 })
+    );
+}
+
+#[test]
+fn sync_channels_report_delivery() {
+    let mut p = Pair::new();
+    p.settle();
+    let opts = ChannelOptions {
+        send_mode: SendMode::Sync,
+        ..ChannelOptions::default()
+    };
+    let ch = p.a.open("s", opts).unwrap();
+    let seq = p.a.send(ch, b"m").unwrap();
+    assert_eq!(seq, 1);
+    p.settle();
+    assert_eq!(p.a.delivered(ch).unwrap(), 0);
+    let id = opened(&mut p.b);
+    message(p.b.recv(id).unwrap());
+    p.settle();
+    assert_eq!(p.a.delivered(ch).unwrap(), 1);
+}
+
+#[test]
+fn bad_options_from_the_peer_refuse_the_channel() {
+    let mut b = Connection::new(Config::new(Side::Server));
+    let mut wire = Vec::new();
+    Frame::Open {
+        channel: 1,
+        packet_shift: 3,
+        sync: false,
+        recv_buffer: 4,
+        max_message: 8,
+        name: "x",
+    }
+    .encode(&mut wire);
+    b.handle_input(&wire).unwrap();
+    assert_eq!(b.poll_event(), None);
+    let mut out = Vec::new();
+    b.poll_transmit(&mut out);
+    let mut at = 0;
+    let mut refused = false;
+    while let Some((f, used)) = Frame::decode(&out[at..]).unwrap() {
+        refused |= matches!(
+            f,
+            Frame::Error {
+                channel: 1,
+                code: offhost_proto::CODE_REFUSED,
+                ..
+            }
+        );
+        at += used;
+    }
+    assert!(refused);
+}
+
+fn server_fed(frames: &[Frame<'_>]) -> (Connection, Result<(), ProtoError>) {
+    let mut b = Connection::new(Config::new(Side::Server));
+    let mut wire = Vec::new();
+    for f in frames {
+        f.encode(&mut wire);
+    }
+    let r = b.handle_input(&wire);
+    (b, r)
+}
+
+fn sends_link_error(b: &mut Connection) -> bool {
+    let mut out = Vec::new();
+    b.poll_transmit(&mut out);
+    let mut at = 0;
+    let mut found = false;
+    while let Some((f, used)) = Frame::decode(&out[at..]).unwrap() {
+        found |= matches!(
+            f,
+            Frame::Error {
+                channel: 0,
+                code: offhost_proto::CODE_PROTOCOL,
+                ..
+            }
+        );
+        at += used;
+    }
+    found
+}
+
+#[test]
+fn data_for_an_unknown_channel_fails_the_link() {
+    let (mut b, r) = server_fed(&[Frame::Data {
+        channel: 5,
+        last: true,
+        payload: b"x",
+    }]);
+    assert_eq!(r, Err(ProtoError::UnknownChannel(5)));
+    assert!(sends_link_error(&mut b));
+    assert_eq!(b.handle_input(b"more"), Err(ProtoError::LinkClosed));
+    assert_eq!(
+        b.open("y", ChannelOptions::default()),
+        Err(CallError::LinkClosed)
+    );
+}
+
+#[test]
+fn credit_overrun_fails_the_link() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 3,
+        sync: false,
+        recv_buffer: 16,
+        max_message: 16,
+        name: "x",
+    };
+    let d = Frame::Data {
+        channel: 1,
+        last: false,
+        payload: &[0; 8],
+    };
+    let (mut b, r) = server_fed(&[open, d.clone(), d.clone(), d]);
+    assert_eq!(
+        r,
+        Err(ProtoError::CreditOverrun {
+            channel: 1,
+            offset: 24,
+            limit: 16
+        })
+    );
+    assert!(sends_link_error(&mut b));
+}
+
+#[test]
+fn short_inner_packet_fails_the_link() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 4,
+        sync: false,
+        recv_buffer: 64,
+        max_message: 64,
+        name: "x",
+    };
+    let (_, r) = server_fed(&[
+        open,
+        Frame::Data {
+            channel: 1,
+            last: false,
+            payload: &[0; 8],
+        },
+    ]);
+    assert_eq!(
+        r,
+        Err(ProtoError::BadPacket {
+            channel: 1,
+            len: 8,
+            packet_size: 16
+        })
+    );
+}
+
+#[test]
+fn reused_or_wrong_parity_channel_id_fails_the_link() {
+    let open = |channel| Frame::Open {
+        channel,
+        packet_shift: 4,
+        sync: false,
+        recv_buffer: 64,
+        max_message: 64,
+        name: "x",
+    };
+    assert_eq!(
+        server_fed(&[open(3), open(3)]).1,
+        Err(ProtoError::BadChannelId(3))
+    );
+    assert_eq!(server_fed(&[open(2)]).1, Err(ProtoError::BadChannelId(2)));
+}
+
+#[test]
+fn malformed_frame_reports_its_offset() {
+    let mut wire = Vec::new();
+    Frame::Ping {
+        token: 1,
+        reply: false,
+    }
+    .encode(&mut wire);
+    wire.extend_from_slice(&[0x99; 12]);
+    let mut b = Connection::new(Config::new(Side::Server));
+    match b.handle_input(&wire) {
+        Err(ProtoError::Frame { offset: 20, .. }) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn truncated_input_waits_for_the_rest() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("t", ChannelOptions::default()).unwrap();
+    p.a.send(ch, &[5; 40000]).unwrap();
+    for _ in 0..100_000 {
+        p.deliver(7);
+        p.collect();
+        if p.a_to_b.is_empty() {
+            break;
+        }
+    }
+    let id = opened(&mut p.b);
+    assert_eq!(message(p.b.recv(id).unwrap()), vec![5; 40000]);
+}
+
+#[test]
+fn ping_is_answered() {
+    let mut p = Pair::new();
+    p.a.ping(77).unwrap();
+    p.settle();
+    assert_eq!(p.a.poll_event(), Some(Event::Pong { token: 77 }));
+}
+
+#[test]
+fn goodbye_ends_every_channel() {
+    let mut p = Pair::new();
+    let ch = p.a.open("g", ChannelOptions::default()).unwrap();
+    p.a.send(ch, b"bye").unwrap();
+    p.a.close_link();
+    p.settle();
+    let id = opened(&mut p.b);
+    assert!(p.b.peer_closed());
+    assert_eq!(message(p.b.recv(id).unwrap()), b"bye");
+    assert_eq!(p.b.recv(id).unwrap(), Received::End);
+}
+
+#[test]
+fn loans_travel_by_token_and_cost_credit() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("loan", small(64, 4096)).unwrap();
+    p.a.send(ch, b"inline first").unwrap();
+    p.a.send_loan(ch, 4000, 17).unwrap();
+    assert_eq!(p.a.send_loan(ch, 200, 18), Err(CallError::Blocked));
+    assert!(matches!(
+        p.a.send_loan(ch, 5000, 19),
+        Err(CallError::TooLarge { .. })
+    ));
+    p.settle();
+    let id = opened(&mut p.b);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"inline first");
+    assert_eq!(
+        p.b.recv(id).unwrap(),
+        Received::Loan {
+            len: 4000,
+            token: 17
+        }
+    );
+    p.settle();
+    p.a.send_loan(ch, 4000, 18).unwrap();
+}
+
+#[test]
+fn loan_beyond_credit_fails_the_link() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 3,
+        sync: false,
+        recv_buffer: 16,
+        max_message: 16,
+        name: "x",
+    };
+    let (_, r) = server_fed(&[
+        open.clone(),
+        Frame::Loan {
+            channel: 1,
+            len: 17,
+            token: 0,
+        },
+    ]);
+    assert_eq!(
+        r,
+        Err(ProtoError::MessageTooLong {
+            channel: 1,
+            max: 16
+        })
+    );
+    let loan = Frame::Loan {
+        channel: 1,
+        len: 16,
+        token: 0,
+    };
+    let (_, r) = server_fed(&[open, loan.clone(), loan]);
+    assert!(matches!(
+        r,
+        Err(ProtoError::CreditOverrun { channel: 1, .. })
+    ));
+}

@@ -1,0 +1,199 @@
+//! Property: random interleavings of sends, receives, deliveries (grants travel with them)
+//! and closes over a simulated lossless link deliver every message exactly once, in order,
+//! per channel and direction.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::Pair;
+use offhost_proto::{CallError, ChannelOptions, Connection, Event, Received, SendMode};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send {
+        from_a: bool,
+        chan: usize,
+        len: usize,
+    },
+    Recv {
+        at_a: bool,
+        chan: usize,
+    },
+    Deliver {
+        bytes: usize,
+    },
+    Close {
+        from_a: bool,
+        chan: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (any::<bool>(), 0..4usize, 0..700usize).prop_map(|(from_a, chan, len)| Op::Send { from_a, chan, len }),
+        4 => (any::<bool>(), 0..4usize).prop_map(|(at_a, chan)| Op::Recv { at_a, chan }),
+        3 => (1..400usize).prop_map(|bytes| Op::Deliver { bytes }),
+        1 => (any::<bool>(), 0..4usize).prop_map(|(from_a, chan)| Op::Close { from_a, chan }),
+    ]
+}
+
+fn options() -> impl Strategy<Value = ChannelOptions> {
+    (3..9u32, 700..3000u32, any::<bool>()).prop_map(|(shift, buf, sync)| ChannelOptions {
+        packet_size: 1 << shift,
+        recv_buffer: buf,
+        max_message: 700,
+        send_mode: if sync {
+            SendMode::Sync
+        } else {
+            SendMode::Async
+        },
+    })
+}
+
+/// Channel ids on both sides, learned from open events, by channel index.
+struct Ids {
+    a: [u32; 4],
+    b: [Option<u32>; 4],
+    a_known: [bool; 4],
+}
+
+fn learn(conn: &mut Connection, names: &mut HashMap<String, u32>) {
+    while let Some(ev) = conn.poll_event() {
+        if let Event::Opened { channel, name, .. } = ev {
+            names.insert(name, channel);
+        }
+    }
+}
+
+fn payload(from_a: bool, chan: usize, seq: u32, len: usize) -> Vec<u8> {
+    let tag = [
+        u8::from(from_a),
+        chan as u8,
+        (seq & 0xff) as u8,
+        (seq >> 8) as u8,
+    ];
+    (0..len).map(|i| tag[i % 4] ^ (i / 4) as u8).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #[test]
+    fn every_message_exactly_once_in_order(
+        opts in proptest::collection::vec(options(), 4),
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        let mut p = Pair::new();
+        let mut names_b = HashMap::new();
+        let mut names_a = HashMap::new();
+        // Channels 0..3 opened by a, channel 3 opened by b.
+        let mut ids = Ids { a: [0; 4], b: [None; 4], a_known: [true, true, true, false] };
+        for (i, o) in opts.iter().enumerate().take(3) {
+            ids.a[i] = p.a.open(&format!("c{i}"), *o).unwrap();
+        }
+        ids.b[3] = Some(p.b.open("c3", opts[3]).unwrap());
+        // sent[dir][chan], got[dir][chan]; dir 0 = a->b, 1 = b->a.
+        let mut sent = vec![vec![Vec::<Vec<u8>>::new(); 4]; 2];
+        let mut got = vec![vec![Vec::<Vec<u8>>::new(); 4]; 2];
+        let mut closed = [[false; 4]; 2];
+        let mut ended = [[false; 4]; 2];
+
+        let resolve = |ids: &mut Ids, names_a: &HashMap<String, u32>, names_b: &HashMap<String, u32>| {
+            for i in 0..4 {
+                let n = format!("c{i}");
+                if ids.b[i].is_none() {
+                    ids.b[i] = names_b.get(&n).copied();
+                }
+                if !ids.a_known[i] {
+                    if let Some(&id) = names_a.get(&n) {
+                        ids.a[i] = id;
+                        ids.a_known[i] = true;
+                    }
+                }
+            }
+        };
+
+        let recv_one = |conn: &mut Connection, id: u32, got: &mut Vec<Vec<u8>>, ended: &mut bool| {
+            match conn.recv(id).unwrap() {
+                Received::Message(m) => { assert!(!*ended, "message after end"); got.push(m) }
+                Received::End => *ended = true,
+                Received::Empty => {}
+                Received::Loan { .. } => panic!("no loans were sent"),
+            }
+        };
+
+        for op in ops {
+            learn(&mut p.a, &mut names_a);
+            learn(&mut p.b, &mut names_b);
+            resolve(&mut ids, &names_a, &names_b);
+            match op {
+                Op::Send { from_a, chan, len } => {
+                    let dir = usize::from(!from_a);
+                    let id = if from_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };
+                    let Some(id) = id else { continue };
+                    let msg = payload(from_a, chan, sent[dir][chan].len() as u32, len);
+                    let conn = if from_a { &mut p.a } else { &mut p.b };
+                    match conn.send(id, &msg) {
+                        Ok(_) => sent[dir][chan].push(msg),
+                        Err(CallError::Blocked) | Err(CallError::Closed) => {}
+                        Err(e) => panic!("send failed: {e}"),
+                    }
+                }
+                Op::Recv { at_a, chan } => {
+                    let dir = usize::from(at_a);
+                    if at_a && ids.a_known[chan] {
+                        recv_one(&mut p.a, ids.a[chan], &mut got[dir][chan], &mut ended[dir][chan]);
+                    } else if let (false, Some(id)) = (at_a, ids.b[chan]) {
+                        recv_one(&mut p.b, id, &mut got[dir][chan], &mut ended[dir][chan]);
+                    }
+                }
+                Op::Deliver { bytes } => p.deliver(bytes),
+                Op::Close { from_a, chan } => {
+                    let dir = usize::from(!from_a);
+                    let id = if from_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };
+                    if let Some(id) = id {
+                        let conn = if from_a { &mut p.a } else { &mut p.b };
+                        conn.close(id).unwrap();
+                        closed[dir][chan] = true;
+                    }
+                }
+            }
+        }
+        // Drain everything that was sent.
+        for _ in 0..10_000 {
+            p.settle();
+            learn(&mut p.a, &mut names_a);
+            learn(&mut p.b, &mut names_b);
+            resolve(&mut ids, &names_a, &names_b);
+            let mut progress = false;
+            for chan in 0..4 {
+                if let Some(id) = ids.b[chan] {
+                    let before = got[0][chan].len();
+                    recv_one(&mut p.b, id, &mut got[0][chan], &mut ended[0][chan]);
+                    progress |= got[0][chan].len() > before;
+                }
+                if ids.a_known[chan] {
+                    let before = got[1][chan].len();
+                    recv_one(&mut p.a, ids.a[chan], &mut got[1][chan], &mut ended[1][chan]);
+                    progress |= got[1][chan].len() > before;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        for dir in 0..2 {
+            for chan in 0..4 {
+                prop_assert_eq!(&got[dir][chan], &sent[dir][chan], "dir {} chan {}", dir, chan);
+            }
+        }
+        // A closed direction shows end of stream once drained.
+        for (chan, _) in closed[0].iter().enumerate().filter(|(_, c)| **c) {
+            if let Some(id) = ids.b[chan] {
+                prop_assert!(p.b.readable(id));
+                prop_assert_eq!(p.b.recv(id).unwrap(), Received::End);
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Setting up a link: [`Listener`] (the engine side) and [`connect`] (the host side) over a Unix
+//! socket, and [`pair`] for two endpoints in one process.
+//!
+//! An address is a file-system path, or `@name` for a Linux abstract socket, which has no file
+//! at all and so leaves nothing behind however the listener exits. A path socket is created
+//! owner-only (0600) and removed when the [`Listener`] is dropped; if the listening process is
+//! killed, the file stays until the next [`Listener::bind`] at that path, which replaces a
+//! socket that nobody listens on any more.
+
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{Config, Mode};
+use crate::control;
+use crate::endpoint::Endpoint;
+use crate::error::ShmError;
+use crate::segment;
+use crate::shared::Shared;
+
+fn socket_addr(addr: &str) -> Result<SocketAddr, ShmError> {
+    match addr.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name.as_bytes()),
+        None => SocketAddr::from_pathname(addr),
+    }
+    .map_err(ShmError::std_io("socket address"))
+}
+
+/// Connects to the engine listening at `addr`, creates a segment for `config` and hands it over.
+/// Returns the host end once the engine has validated the segment.
+pub fn connect(addr: &str, config: &Config) -> Result<Endpoint, ShmError> {
+    let sock = UnixStream::connect_addr(&socket_addr(addr)?)
+        .map_err(ShmError::std_io("connect to the engine"))?;
+    control::check_peer_uid(&sock)?;
+    let seg = segment::create(config)?;
+    sock.set_read_timeout(Some(control::HANDSHAKE_TIMEOUT))
+        .map_err(ShmError::std_io("set_read_timeout"))?;
+    control::send_hello(&sock, std::os::fd::AsFd::as_fd(&seg.fd))?;
+    control::recv_verdict(&sock)?;
+    sock.set_read_timeout(None)
+        .map_err(ShmError::std_io("set_read_timeout"))?;
+    Ok(Endpoint::new(Shared::new(
+        seg,
+        sock,
+        0,
+        config.mode,
+        config.spin,
+    )))
+}
+
+/// Two connected endpoints in this process (host, engine), on the same rings and pool as a
+/// cross-process link; the control connection is a socket pair.
+pub fn pair(config: &Config) -> Result<(Endpoint, Endpoint), ShmError> {
+    let (a, b) = UnixStream::pair().map_err(ShmError::std_io("socketpair"))?;
+    let seg = segment::create(config)?;
+    let fd = seg
+        .fd
+        .try_clone()
+        .map_err(ShmError::std_io("dup segment fd"))?;
+    let host = Endpoint::new(Shared::new(seg, a, 0, config.mode, config.spin));
+    let seg = segment::attach(fd)?;
+    let engine = Endpoint::new(Shared::new(seg, b, 1, config.mode, config.spin));
+    Ok((host, engine))
+}
+
+/// The engine side: listens for hosts and attaches to the segments they hand over.
+#[derive(Debug)]
+pub struct Listener {
+    inner: UnixListener,
+    path: Option<PathBuf>,
+}
+
+impl Listener {
+    /// Listens at `addr` (a path, or `@name` for an abstract socket).
+    pub fn bind(addr: &str) -> Result<Listener, ShmError> {
+        let sa = socket_addr(addr)?;
+        let inner = match UnixListener::bind_addr(&sa) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && !addr.starts_with('@') => {
+                // A socket file left by a listener that was killed: replace it if dead.
+                if UnixStream::connect(addr).is_ok() {
+                    return Err(ShmError::Io {
+                        op: "bind: another engine listens there",
+                        source: e,
+                    });
+                }
+                std::fs::remove_file(addr).map_err(ShmError::std_io("remove stale socket"))?;
+                UnixListener::bind_addr(&sa).map_err(ShmError::std_io("bind"))?
+            }
+            Err(e) => {
+                return Err(ShmError::Io {
+                    op: "bind",
+                    source: e,
+                })
+            }
+        };
+        let path = if addr.starts_with('@') {
+            None
+        } else {
+            std::fs::set_permissions(addr, std::fs::Permissions::from_mode(0o600))
+                .map_err(ShmError::std_io("chmod socket"))?;
+            Some(PathBuf::from(addr))
+        };
+        Ok(Listener { inner, path })
+    }
+
+    /// The socket file, when the address is a path.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Waits for a host, attaches to its segment and returns the engine end. Waits follow the
+    /// mode the host wrote in the segment header. A host that sends a bad segment gets the
+    /// reason back and this returns the error; the listener stays usable.
+    pub fn accept(&self) -> Result<Endpoint, ShmError> {
+        self.accept_with(None)
+    }
+
+    /// As [`Listener::accept`], but waits with `mode` (and its spin budget) when given.
+    pub fn accept_with(&self, mode: Option<(Mode, Duration)>) -> Result<Endpoint, ShmError> {
+        let (sock, _) = self.inner.accept().map_err(ShmError::std_io("accept"))?;
+        control::check_peer_uid(&sock)?;
+        sock.set_read_timeout(Some(control::HANDSHAKE_TIMEOUT))
+            .map_err(ShmError::std_io("set_read_timeout"))?;
+        let seg = match control::recv_hello(&sock).and_then(|fd| Ok(segment::attach(fd)?)) {
+            Ok(seg) => seg,
+            Err(e) => {
+                control::send_verdict(&sock, Err(e.to_string()));
+                return Err(e);
+            }
+        };
+        control::send_verdict(&sock, Ok(()));
+        sock.set_read_timeout(None)
+            .map_err(ShmError::std_io("set_read_timeout"))?;
+        let (mode, spin) = mode.unwrap_or_else(|| {
+            (
+                Mode::from_wire(seg.header.mode).unwrap_or(Mode::Adaptive),
+                Duration::from_nanos(seg.header.spin_ns.min(1_000_000_000)),
+            )
+        });
+        Ok(Endpoint::new(Shared::new(seg, sock, 1, mode, spin)))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! State shared by the halves of one endpoint: the mapped segment, the control connection, the
+//! failure latch, the pool bookkeeping, and the wait loop that implements the doorbell modes.
+
+use rustix::thread::futex;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::bell;
+use crate::config::Mode;
+use crate::control;
+use crate::error::ShmError;
+use crate::layout::bell_index;
+use crate::pool::Pool;
+use crate::segment::Segment;
+
+/// How often a waiting side checks that its peer is still alive.
+pub(crate) const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+
+pub(crate) struct Shared {
+    pub seg: Segment,
+    pub sock: UnixStream,
+    /// 0 for the host (creator), 1 for the engine.
+    pub side: usize,
+    mode: AtomicU32,
+    spin_ns: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    pub pool: Mutex<Pool>,
+    /// Endpoint halves still alive; the last one to go closes the control connection.
+    halves: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        seg: Segment,
+        sock: UnixStream,
+        side: usize,
+        mode: Mode,
+        spin: Duration,
+    ) -> Shared {
+        let pool = Pool::new(&seg, side);
+        Shared {
+            seg,
+            sock,
+            side,
+            mode: AtomicU32::new(mode.to_wire()),
+            spin_ns: AtomicU64::new(spin.as_nanos().min(u64::MAX as u128) as u64),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            pool: Mutex::new(pool),
+            halves: AtomicUsize::new(2),
+        }
+    }
+
+    /// Called when a sender or receiver half is dropped: when both are gone the peer is told
+    /// (end of file on the control connection), even while pool buffers are still held here.
+    pub(crate) fn half_dropped(&self) {
+        // AcqRel: the last half sees everything the other half did before it dropped.
+        if self.halves.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub(crate) fn set_mode(&self, mode: Mode, spin: Duration) {
+        self.mode.store(mode.to_wire(), Ordering::Relaxed);
+        self.spin_ns.store(
+            spin.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn mode(&self) -> (Mode, Duration) {
+        let mode = Mode::from_wire(self.mode.load(Ordering::Relaxed)).unwrap_or(Mode::Block);
+        (
+            mode,
+            Duration::from_nanos(self.spin_ns.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// Returns the latched corruption error, if this side has stopped using the segment.
+    pub(crate) fn check(&self) -> Result<(), ShmError> {
+        if self.failed.load(Ordering::Acquire) {
+            let msg = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+            return Err(ShmError::CorruptPeer(msg.clone().unwrap_or_default()));
+        }
+        Ok(())
+    }
+
+    /// Latches a corruption error so that every later operation fails too; passes `e` through.
+    pub(crate) fn latch(&self, e: ShmError) -> ShmError {
+        if let ShmError::CorruptPeer(msg) = &e {
+            let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+            f.get_or_insert_with(|| msg.clone());
+            // Release: pairs with the Acquire in `check`, publishing the message.
+            self.failed.store(true, Ordering::Release);
+        }
+        e
+    }
+
+    fn bell(&self, side: usize, rx: bool) -> &AtomicU32 {
+        &self.seg.map.control().bells[bell_index(side, rx)]
+    }
+
+    /// Rings the peer's doorbell: `rx` for "data to receive", else "room or buffers to send".
+    /// Makes a system call only when the peer announced that it sleeps.
+    pub(crate) fn wake_peer(&self, rx: bool) {
+        let b = self.bell(1 - self.side, rx);
+        if bell::notify(b) {
+            let _ = futex::wake(b, futex::Flags::empty(), 1);
+        }
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<(), ShmError> {
+        control::check_alive(&self.sock).map_err(|e| self.latch(e))
+    }
+
+    /// Waits on this side's `rx` (or send) doorbell until `cond` yields a value, the deadline
+    /// passes, the peer dies, or `cond` reports corruption.
+    pub(crate) fn wait<T>(
+        &self,
+        rx: bool,
+        timeout: Option<Duration>,
+        mut cond: impl FnMut() -> Result<Option<T>, ShmError>,
+    ) -> Result<T, ShmError> {
+        let mut cond = || cond().map_err(|e| self.latch(e));
+        if let Some(v) = cond()? {
+            return Ok(v);
+        }
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let (mode, spin) = self.mode();
+        let spin_until = match mode {
+            Mode::Poll => None,
+            Mode::Block => Some(start),
+            Mode::Adaptive => Some(start + spin),
+        };
+        let mut last_live = start;
+        let mut i: u32 = 0;
+        // Spin phase (poll for ever, adaptive for its budget).
+        if mode != Mode::Block {
+            loop {
+                if let Some(v) = cond()? {
+                    return Ok(v);
+                }
+                i = i.wrapping_add(1);
+                if i % 128 == 0 {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) {
+                        return Err(ShmError::Timeout);
+                    }
+                    if now - last_live >= LIVENESS_SLICE {
+                        self.check_alive()?;
+                        last_live = now;
+                    }
+                    if spin_until.is_some_and(|s| now >= s) {
+                        break;
+                    }
+                }
+                std::hint::spin_loop();
+            }
+        }
+        // Sleep phase.
+        let bell = self.bell(self.side, rx);
+        loop {
+            bell::announce(bell);
+            if let Some(v) = cond().inspect_err(|_| bell::retract(bell))? {
+                bell::retract(bell);
+                return Ok(v);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                bell::retract(bell);
+                return Err(ShmError::Timeout);
+            }
+            if now - last_live >= LIVENESS_SLICE {
+                self.check_alive().inspect_err(|_| bell::retract(bell))?;
+                last_live = now;
+            }
+            let slice = deadline.map_or(LIVENESS_SLICE, |d| (d - now).min(LIVENESS_SLICE));
+            let ts = futex::Timespec {
+                tv_sec: slice.as_secs() as _,
+                tv_nsec: slice.subsec_nanos() as _,
+            };
+            match futex::wait(bell, futex::Flags::empty(), bell::WAITING, Some(&ts)) {
+                Ok(()) | Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::TIMEDOUT) => {
+                    self.check_alive().inspect_err(|_| bell::retract(bell))?;
+                    last_live = Instant::now();
+                }
+                Err(e) => {
+                    bell::retract(bell);
+                    return Err(ShmError::io("futex wait")(e));
+                }
+            }
+        }
+    }
+}

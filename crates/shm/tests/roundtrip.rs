@@ -1,0 +1,205 @@
+//! In-process behaviour of the rings, batching, the pool and the errors at the call.
+
+use offhost_shm::{pair, Config, Mode, ShmError};
+use std::time::Duration;
+
+const T: Option<Duration> = Some(Duration::from_secs(5));
+
+fn cfg(mode: Mode) -> Config {
+    Config {
+        ring_bytes: 4096,
+        pool_buffers: 4,
+        buffer_size: 1024,
+        mode,
+        spin: Duration::from_micros(20),
+    }
+}
+
+#[test]
+fn inline_records_arrive_in_order_both_ways() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    for i in 0..1000u32 {
+        let msg = vec![i as u8; (i % 300) as usize];
+        host.sender().send(&msg, T).unwrap();
+        let r = engine.receiver().recv(T).unwrap();
+        assert_eq!(r.bytes(), &msg[..]);
+        drop(r);
+        engine.sender().send(&i.to_le_bytes(), T).unwrap();
+        assert_eq!(host.receiver().recv(T).unwrap().bytes(), i.to_le_bytes());
+    }
+}
+
+#[test]
+fn batch_is_published_once_and_invisible_before_flush() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Poll)).unwrap();
+    for i in 0..10u8 {
+        assert!(host.sender().write(&[i; 5]).unwrap());
+    }
+    assert!(host.sender().has_staged());
+    assert!(
+        engine.receiver().try_recv().unwrap().is_none(),
+        "visible before flush"
+    );
+    host.sender().flush().unwrap();
+    for i in 0..10u8 {
+        assert_eq!(
+            engine.receiver().try_recv().unwrap().unwrap().bytes(),
+            [i; 5]
+        );
+    }
+    assert!(engine.receiver().try_recv().unwrap().is_none());
+}
+
+#[test]
+fn ring_fills_then_drains_with_wraparound() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    for round in 0..50 {
+        // Fill until full with odd sizes so records and pads wrap at varied offsets.
+        while host
+            .sender()
+            .try_send(&vec![sent as u8; 37 + round])
+            .unwrap()
+        {
+            sent += 1;
+        }
+        while let Some(r) = engine.receiver().try_recv().unwrap() {
+            assert_eq!(r.bytes()[0], got as u8, "record {got}");
+            got += 1;
+        }
+        assert_eq!(sent, got);
+    }
+}
+
+#[test]
+fn record_larger_than_ring_is_an_error_at_the_call() {
+    let (mut host, _engine) = pair(&cfg(Mode::Block)).unwrap();
+    let max = host.sender().max_record();
+    assert_eq!(max, 4096 - 8);
+    let big = vec![0u8; max + 1];
+    for r in [
+        host.sender().send(&big, None).map(|_| ()),
+        host.sender().try_send(&big).map(|_| ()),
+        host.sender().write(&big).map(|_| ()),
+        host.sender().send_batch(&[b"ok", &big], None),
+    ] {
+        match r {
+            Err(ShmError::RecordTooLarge { len, max: m }) => {
+                assert_eq!((len, m), (max + 1, max));
+            }
+            other => panic!("expected RecordTooLarge, got {other:?}"),
+        }
+    }
+    // The largest record still goes through.
+    host.sender().send(&vec![7u8; max], T).unwrap();
+}
+
+#[test]
+fn recv_times_out_when_nothing_comes() {
+    let (_host, mut engine) = pair(&cfg(Mode::Adaptive)).unwrap();
+    match engine.receiver().recv(Some(Duration::from_millis(50))) {
+        Err(ShmError::Timeout) => {}
+        other => panic!("expected Timeout, got {:?}", other.map(|r| r.len())),
+    };
+}
+
+#[test]
+fn buffers_travel_by_descriptor_and_return_home() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    for round in 0..20u8 {
+        // Exhaust the host's pool, sending each buffer over.
+        let mut n = 0;
+        while let Some(mut b) = host.sender().try_alloc().unwrap() {
+            b.set_range(16, 100).unwrap();
+            b.fill(round);
+            host.sender().send_buf(b, T).unwrap();
+            n += 1;
+        }
+        assert_eq!(n, 4);
+        for _ in 0..n {
+            let r = engine.receiver().recv(T).unwrap();
+            assert!(r.is_buf());
+            assert_eq!(r.bytes(), &[round; 100][..]);
+            let buf = r.take_buf().unwrap();
+            if round % 2 == 0 {
+                drop(buf); // released by the other side, across the free ring
+            } else {
+                engine.sender().send_buf(buf, T).unwrap(); // forwarded back home
+            }
+        }
+        if round % 2 == 1 {
+            for _ in 0..n {
+                let r = host.receiver().recv(T).unwrap();
+                assert_eq!(r.bytes(), &[round; 100][..]);
+            } // dropped at home
+        }
+        // Every buffer is allocatable again.
+        let b = host.sender().alloc(T).unwrap();
+        drop(b);
+    }
+    // Engine-homed buffers are distinct from host-homed ones.
+    let e = engine.sender().try_alloc().unwrap().unwrap();
+    assert!(e.index() >= 4);
+}
+
+#[test]
+fn buffer_range_is_checked() {
+    let (mut host, _engine) = pair(&cfg(Mode::Block)).unwrap();
+    let mut b = host.sender().try_alloc().unwrap().unwrap();
+    assert!(matches!(
+        b.set_range(1000, 100),
+        Err(ShmError::BufferRange { .. })
+    ));
+    assert_eq!(b.capacity(), 1024);
+    b.set_len(1024).unwrap();
+}
+
+#[test]
+fn alloc_waits_for_the_peer_to_release() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let mut held = Vec::new();
+    while let Some(b) = host.sender().try_alloc().unwrap() {
+        held.push(b);
+    }
+    assert!(matches!(
+        host.sender().alloc(Some(Duration::from_millis(20))),
+        Err(ShmError::Timeout)
+    ));
+    for b in held {
+        host.sender().send_buf(b, T).unwrap();
+    }
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..4 {
+            drop(engine.receiver().recv(T).unwrap());
+        }
+        engine
+    });
+    let b = host.sender().alloc(T).unwrap();
+    assert_eq!(b.capacity(), 1024);
+    drop(t.join().unwrap());
+}
+
+#[test]
+fn dropping_one_side_ends_the_other_after_pending_records() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Adaptive)).unwrap();
+    host.sender().send(b"last words", T).unwrap();
+    drop(host);
+    assert_eq!(engine.receiver().recv(T).unwrap().bytes(), b"last words");
+    assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
+}
+
+#[test]
+fn peer_learns_of_hang_up_even_while_buffers_are_held() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let kept = host.sender().try_alloc().unwrap().unwrap();
+    host.sender().write(b"staged, not flushed").unwrap();
+    drop(host); // the sender's drop publishes what it staged
+    assert_eq!(
+        engine.receiver().recv(T).unwrap().bytes(),
+        b"staged, not flushed"
+    );
+    assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
+    drop(kept);
+}
