@@ -44,12 +44,29 @@ impl Projector {
         let (cs, sn) = (self.cos[v], self.sin[v]);
         for row in 0..self.n {
             let base = -(row as f64 - c) * sn + half - c * cs;
-            for col in 0..self.n {
+            // Columns whose position falls inside [0, last], found without testing each one.
+            let (c0, c1) = if cs.abs() < 1e-12 {
+                if (0.0..=last).contains(&base) {
+                    (0, self.n - 1)
+                } else {
+                    continue;
+                }
+            } else {
+                let (a, b) = ((0.0 - base) / cs, (last - base) / cs);
+                let (lo, hi) = if cs > 0.0 { (a, b) } else { (b, a) };
+                let lo = lo.ceil().max(0.0);
+                let hi = hi.floor().min((self.n - 1) as f64);
+                if lo > hi {
+                    continue;
+                }
+                (lo as usize, hi as usize)
+            };
+            for col in c0..=c1 {
                 let idx = base + col as f64 * cs;
                 if !(0.0..=last).contains(&idx) {
                     continue;
                 }
-                let k0 = (idx.floor() as usize).min(self.bins.saturating_sub(2));
+                let k0 = (idx as usize).min(self.bins.saturating_sub(2));
                 let w = idx - k0 as f64;
                 let p = row * self.n + col;
                 f(p, k0, 1.0 - w);
