@@ -22,6 +22,8 @@ enum BenchCmd {
     Pingpong(pingpong::PingpongArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(crate::bench_engine::BenchEngineArgs),
+    /// The NBD server against nbdkit's memory plugin, same fio jobs (also `offhost nbd bench`).
+    Nbd(crate::bench_nbd::BenchArgs),
 }
 
 /// Runs `offhost bench`.
@@ -30,6 +32,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
         BenchCmd::Engine(a) => crate::bench_engine::run(a),
+        BenchCmd::Nbd(a) => crate::bench_nbd::run(a),
     }
 }
 
