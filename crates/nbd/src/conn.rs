@@ -523,7 +523,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 self.gate.enter();
                 let (ctx, gate, pool) = (self.ctx, self.gate, self.pool);
                 let max = ctx.export.max_payload as usize;
-                scope.spawn(move || {
+                let job = move || {
                     let mut payload = payload;
                     let t = Instant::now();
                     let outcome = ctx.execute(&req, &mut payload);
@@ -541,7 +541,17 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                     }
                     drop(p);
                     gate.leave();
-                });
+                };
+                if let Err(e) = std::thread::Builder::new().spawn_scoped(scope, job) {
+                    // Out of threads: refuse this request, keep the connection.
+                    self.gate.leave();
+                    let fail =
+                        Outcome::Fail(Errno::Io, format!("server cannot start a thread: {e}"));
+                    if let Err(e) = self.ctx.reply(&req, &fail, true, arrival, data_ns, 0) {
+                        self.fail(e);
+                        return;
+                    }
+                }
                 continue;
             }
             let t = Instant::now();
