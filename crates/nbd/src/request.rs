@@ -76,9 +76,12 @@ impl<W: Write> Ctx<'_, W> {
                 0
             }
         };
-        let t0 = Instant::now();
+        let t0;
         {
             let mut w = self.out.w.lock().unwrap_or_else(|e| e.into_inner());
+            // The data phase starts once this reply owns the socket (not while it waits for
+            // other workers' replies).
+            t0 = Instant::now();
             w.write_all(&head)?;
             w.write_all(payload)?;
             if flush || self.tracer.is_some() {
