@@ -19,7 +19,8 @@ use std::time::Instant;
 
 use crate::export::Export;
 use crate::proto::*;
-use crate::trace::{Record, Tracer};
+use crate::request::{Ctx, Out, Outcome};
+use crate::trace::Tracer;
 
 /// Blocking requests running at once per connection.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -33,207 +34,6 @@ const POOL_MAX_BUFFER: usize = 4 << 20;
 /// Requests of at least this many bytes run on their own thread even on a non-blocking
 /// export.
 pub const BIG_REQUEST: u32 = 256 * 1024;
-
-/// Output half of a connection, shared by the reader and the request threads.
-struct Out<W: Write> {
-    w: Mutex<BufWriter<W>>,
-}
-
-/// Everything a request needs.
-struct Ctx<'a, W: Write> {
-    export: &'a Export,
-    structured: bool,
-    out: &'a Out<W>,
-    tracer: Option<&'a Tracer>,
-    conn: u32,
-}
-
-/// What a request produced.
-enum Outcome {
-    /// Success without data.
-    Done,
-    /// Success with read data (the buffer holds exactly the requested length).
-    Data(Vec<u8>),
-    /// Failure with a message for humans.
-    Fail(Errno, String),
-}
-
-impl<W: Write> Ctx<'_, W> {
-    /// Sends the reply for `req`; flushes the socket when `flush` or when tracing.
-    fn reply(
-        &self,
-        req: &Request,
-        outcome: &Outcome,
-        flush: bool,
-        arrival: Instant,
-        data_ns: u64,
-        service_ns: u64,
-    ) -> io::Result<()> {
-        let mut head = Vec::with_capacity(64);
-        let mut payload: &[u8] = &[];
-        let errno = match outcome {
-            Outcome::Fail(e, msg) => {
-                if self.structured {
-                    encode_error_chunk(&mut head, req.handle, *e, msg);
-                } else {
-                    encode_simple_reply(&mut head, *e as u32, req.handle);
-                }
-                *e as u32
-            }
-            Outcome::Data(d) => {
-                if self.structured {
-                    encode_chunk_header(
-                        &mut head,
-                        REPLY_FLAG_DONE,
-                        REPLY_TYPE_OFFSET_DATA,
-                        req.handle,
-                        8 + d.len() as u32,
-                    );
-                    head.extend_from_slice(&req.offset.to_be_bytes());
-                } else {
-                    encode_simple_reply(&mut head, 0, req.handle);
-                }
-                payload = d;
-                0
-            }
-            Outcome::Done => {
-                encode_simple_reply(&mut head, 0, req.handle);
-                0
-            }
-        };
-        let t0 = Instant::now();
-        {
-            let mut w = self.out.w.lock().unwrap_or_else(|e| e.into_inner());
-            w.write_all(&head)?;
-            w.write_all(payload)?;
-            if flush || self.tracer.is_some() {
-                w.flush()?;
-            }
-        }
-        if let Some(t) = self.tracer {
-            let now = Instant::now();
-            let data_ns = if req.command == Command::Read {
-                now.duration_since(t0).as_nanos() as u64
-            } else {
-                data_ns
-            };
-            t.record(&Record {
-                conn: self.conn,
-                export: self.export.name.clone(),
-                command: req.command.name().to_owned(),
-                offset: req.offset,
-                length: req.length,
-                arrival_ns: t.ns(arrival),
-                data_ns,
-                service_ns,
-                reply_ns: t.ns(now),
-                error: errno,
-            });
-        }
-        Ok(())
-    }
-
-    /// Checks a request against the export; `Some` is the error to send.
-    fn check(&self, req: &Request) -> Option<Outcome> {
-        let e = self.export;
-        let size = e.backend.size();
-        let mut allowed = CMD_FLAG_FUA;
-        match req.command {
-            Command::Read if self.structured => allowed |= CMD_FLAG_DF,
-            Command::WriteZeroes => allowed |= CMD_FLAG_NO_HOLE,
-            _ => {}
-        }
-        let fail = |e: Errno, m: String| Some(Outcome::Fail(e, m));
-        if req.flags & !allowed != 0 {
-            return fail(
-                Errno::Inval,
-                format!(
-                    "flags {:#x} are not valid for {}",
-                    req.flags & !allowed,
-                    req.command.name()
-                ),
-            );
-        }
-        let ranged = matches!(
-            req.command,
-            Command::Read | Command::Write | Command::Trim | Command::WriteZeroes
-        );
-        if !ranged {
-            return None;
-        }
-        let what = req.command.name();
-        let (off, len) = (req.offset, u64::from(req.length));
-        if req.length == 0 {
-            return fail(Errno::Inval, format!("{what} of length 0 at offset {off}"));
-        }
-        if matches!(req.command, Command::Read | Command::Write) && req.length > e.max_payload {
-            return fail(
-                Errno::Inval,
-                format!(
-                    "{what} of {len} bytes exceeds the maximum payload of {} bytes",
-                    e.max_payload
-                ),
-            );
-        }
-        let min = u64::from(e.min_block);
-        if off % min != 0 || len % min != 0 {
-            return fail(
-                Errno::Inval,
-                format!("{what} of {len} bytes at offset {off} is not aligned to {min} bytes"),
-            );
-        }
-        if req.command != Command::Read && e.readonly {
-            return fail(
-                Errno::Perm,
-                format!("{what} on read-only export `{}`", e.name),
-            );
-        }
-        if off.checked_add(len).map_or(true, |end| end > size) {
-            let errno = if req.command == Command::Read {
-                Errno::Inval
-            } else {
-                Errno::NoSpc
-            };
-            return fail(
-                errno,
-                format!("{what} of {len} bytes at offset {off} goes beyond the end ({size} bytes)"),
-            );
-        }
-        None
-    }
-
-    /// Runs a checked request on the backend. `payload` holds a write's data, or is the buffer
-    /// a read fills; a write leaves it in place for reuse.
-    fn execute(&self, req: &Request, payload: &mut Vec<u8>) -> Outcome {
-        let b = &self.export.backend;
-        let fua = req.flags & CMD_FLAG_FUA != 0;
-        let len = u64::from(req.length);
-        let r = match req.command {
-            Command::Read => {
-                let mut buf = std::mem::take(payload);
-                buf.resize(req.length as usize, 0);
-                match b.read(req.offset, &mut buf) {
-                    Ok(()) => return Outcome::Data(buf),
-                    Err(e) => Err(e),
-                }
-            }
-            Command::Write => b.write(req.offset, payload, fua),
-            Command::Trim => b.trim(req.offset, len, fua),
-            Command::WriteZeroes => b.write_zeroes(req.offset, len, fua),
-            Command::Flush => b.flush(),
-            other => {
-                return Outcome::Fail(
-                    Errno::Inval,
-                    format!("command {} is not supported", other.name()),
-                )
-            }
-        };
-        match r {
-            Ok(()) => Outcome::Done,
-            Err(e) => Outcome::Fail(e, format!("{} failed on the backend", req.command.name())),
-        }
-    }
-}
 
 /// Discards `n` bytes of a request payload the server will not use.
 fn drain<R: Read>(r: &mut R, n: u64) -> io::Result<()> {
@@ -523,7 +323,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 self.gate.enter();
                 let (ctx, gate, pool) = (self.ctx, self.gate, self.pool);
                 let max = ctx.export.max_payload as usize;
-                scope.spawn(move || {
+                let job = move || {
                     let mut payload = payload;
                     let t = Instant::now();
                     let outcome = ctx.execute(&req, &mut payload);
@@ -541,7 +341,17 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                     }
                     drop(p);
                     gate.leave();
-                });
+                };
+                if let Err(e) = std::thread::Builder::new().spawn_scoped(scope, job) {
+                    // Out of threads: refuse this request, keep the connection.
+                    self.gate.leave();
+                    let fail =
+                        Outcome::Fail(Errno::Io, format!("server cannot start a thread: {e}"));
+                    if let Err(e) = self.ctx.reply(&req, &fail, true, arrival, data_ns, 0) {
+                        self.fail(e);
+                        return;
+                    }
+                }
                 continue;
             }
             let t = Instant::now();

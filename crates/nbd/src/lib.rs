@@ -17,6 +17,7 @@ pub mod handshake;
 pub mod mem;
 pub mod proto;
 pub mod report;
+mod request;
 pub mod server;
 pub mod trace;
 

@@ -39,6 +39,8 @@ enum BenchCmd {
     Rate(rate::RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(crate::bench_engine::BenchEngineArgs),
+    /// The NBD server against nbdkit's memory plugin, same fio jobs (also `offhost nbd bench`).
+    Nbd(crate::bench_nbd::BenchArgs),
 }
 
 /// Runs `offhost bench`.
@@ -51,6 +53,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Reproduce(a) => reproduce::run(&a),
         BenchCmd::Rate(a) => rate::run(a),
         BenchCmd::Engine(a) => crate::bench_engine::run(a),
+        BenchCmd::Nbd(a) => crate::bench_nbd::run(a),
     }
 }
 
