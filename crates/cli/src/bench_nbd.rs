@@ -1,4 +1,4 @@
-//! `offhost nbd bench`: this NBD server against nbdkit's `memory` plugin, same fio jobs (fio's
+//! `offhost bench nbd`: this NBD server against nbdkit's `memory` plugin, same fio jobs (fio's
 //! `nbd` ioengine, i.e. libnbd), same run, both over Unix sockets.
 
 use std::path::{Path, PathBuf};

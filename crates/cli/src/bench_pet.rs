@@ -1,4 +1,4 @@
-//! `offhost pet bench` (to become `offhost bench pet`): histogramming speed on one core and
+//! `offhost bench pet`: histogramming speed on one core and
 //! the demo pipeline's real-time factor at a clinical count rate.
 
 use std::path::PathBuf;

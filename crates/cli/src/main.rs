@@ -48,7 +48,7 @@ enum Command {
     Recv(channel_cmds::RecvArgs),
     /// Stdin through an engine's channel to stdout, both ways at once.
     Cat(channel_cmds::CatArgs),
-    /// PET acquisition: simulate, inspect, histogram, reconstruct, run, bench.
+    /// PET acquisition: simulate, inspect, histogram, reconstruct.
     Pet(pet_cmd::PetArgs),
 }
 

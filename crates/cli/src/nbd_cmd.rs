@@ -1,4 +1,4 @@
-//! `offhost nbd`: serve exports over NBD, report on device-side traces, benchmark.
+//! `offhost nbd`: serve exports over NBD and report on device-side traces.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,8 +23,6 @@ pub struct NbdArgs {
 enum NbdSub {
     /// Turn a device-side trace into transfer rate and command overhead against request size.
     Report(ReportArgs),
-    /// Benchmark this server against nbdkit's memory plugin with the same fio jobs.
-    Bench(crate::bench_nbd::BenchArgs),
 }
 
 /// Serving options.
@@ -67,7 +65,6 @@ struct ReportArgs {
 pub fn run(args: NbdArgs) -> anyhow::Result<()> {
     match args.sub {
         Some(NbdSub::Report(r)) => run_report(r),
-        Some(NbdSub::Bench(b)) => crate::bench_nbd::run(b),
         None => serve(args.serve),
     }
 }

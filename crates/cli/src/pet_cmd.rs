@@ -35,10 +35,6 @@ enum PetCmd {
     Hist(HistArgs),
     /// Reconstruct a sinogram file into a PNG.
     Recon(ReconArgs),
-    /// Run a pipeline (.ion) with the engine's and the PET tasks, printing each task's report.
-    Run(RunArgs),
-    /// Measure histogramming and the end-to-end demo pipeline.
-    Bench(crate::bench_pet::BenchArgs),
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,18 +136,6 @@ struct ReconArgs {
     iterations: usize,
 }
 
-#[derive(clap::Args, Debug)]
-struct RunArgs {
-    /// Pipeline file.
-    file: PathBuf,
-    /// Worker threads.
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Print the statistics as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
 /// Runs `offhost pet ...`.
 pub fn run(args: PetArgs) -> anyhow::Result<()> {
     match args.cmd {
@@ -159,8 +143,6 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
         PetCmd::Stat(a) => stat(a),
         PetCmd::Hist(a) => hist(a),
         PetCmd::Recon(a) => recon_cmd(a),
-        PetCmd::Run(a) => run_pipeline(a),
-        PetCmd::Bench(a) => crate::bench_pet::run(a),
     }
 }
 
@@ -415,30 +397,5 @@ fn recon_cmd(a: ReconArgs) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64(),
         a.png.display()
     );
-    Ok(())
-}
-
-fn run_pipeline(a: RunArgs) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(&a.file).with_context(|| format!("read {}", a.file.display()))?;
-    let registry = offhost_pet::tasks::registry();
-    let mut cfg = offhost_engine::EngineConfig::default();
-    if let Some(w) = a.workers {
-        cfg.workers = w.max(1);
-    }
-    let pipeline =
-        offhost_engine::Pipeline::parse(&text).with_context(|| a.file.display().to_string())?;
-    let running = pipeline
-        .start(&registry, &cfg)
-        .with_context(|| a.file.display().to_string())?;
-    let stats = running.wait()?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
-    } else {
-        for t in &stats.tasks {
-            println!("{:<14} {}", t.name, t.report.as_deref().unwrap_or(""));
-        }
-        println!("finished in {:.2} s", stats.elapsed_s);
-    }
     Ok(())
 }

@@ -39,8 +39,10 @@ enum BenchCmd {
     Rate(rate::RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(crate::bench_engine::BenchEngineArgs),
-    /// The NBD server against nbdkit's memory plugin, same fio jobs (also `offhost nbd bench`).
+    /// The NBD server against nbdkit's memory plugin, same fio jobs.
     Nbd(crate::bench_nbd::BenchArgs),
+    /// PET: histogramming on one core and the end-to-end demo pipeline.
+    Pet(crate::bench_pet::BenchArgs),
 }
 
 /// Runs `offhost bench`.
@@ -54,6 +56,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCmd::Rate(a) => rate::run(a),
         BenchCmd::Engine(a) => crate::bench_engine::run(a),
         BenchCmd::Nbd(a) => crate::bench_nbd::run(a),
+        BenchCmd::Pet(a) => crate::bench_pet::run(a),
     }
 }
 
