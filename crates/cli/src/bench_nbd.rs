@@ -31,6 +31,9 @@ pub struct BenchArgs {
     /// fio binary.
     #[arg(long, default_value = "fio")]
     fio: String,
+    /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
+    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    conn_threads: usize,
 }
 
 /// One measured figure.
@@ -221,6 +224,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         &format!("unix:{}", ours_sock.display()),
         "--export",
         &format!("bench=mem:{}", a.size),
+        "--conn-threads",
+        &a.conn_threads.to_string(),
     ]);
     let mut kit_cmd = Command::new(&a.nbdkit);
     let kit_pid = dir.path().join("nbdkit.pid");

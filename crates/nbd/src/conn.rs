@@ -309,9 +309,10 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             } = t;
             if let Some(fail) = problem {
                 spare = payload;
-                // Acquire: pairs with the Release stores in `take_locked`.
-                let flush = !self.more.load(Ordering::Acquire);
-                if let Err(e) = self.ctx.reply(&req, &fail, flush, arrival, data_ns, 0) {
+                if let Err(e) = self
+                    .ctx
+                    .reply(&req, &fail, Some(self.more), arrival, data_ns, 0)
+                {
                     self.fail(e);
                     return;
                 }
@@ -328,7 +329,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                     let t = Instant::now();
                     let outcome = ctx.execute(&req, &mut payload);
                     let service = t.elapsed().as_nanos() as u64;
-                    if let Err(e) = ctx.reply(&req, &outcome, true, arrival, data_ns, service) {
+                    if let Err(e) = ctx.reply(&req, &outcome, None, arrival, data_ns, service) {
                         tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
                     }
                     let buf = match outcome {
@@ -347,7 +348,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                     self.gate.leave();
                     let fail =
                         Outcome::Fail(Errno::Io, format!("server cannot start a thread: {e}"));
-                    if let Err(e) = self.ctx.reply(&req, &fail, true, arrival, data_ns, 0) {
+                    if let Err(e) = self.ctx.reply(&req, &fail, None, arrival, data_ns, 0) {
                         self.fail(e);
                         return;
                     }
@@ -357,11 +358,9 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             let t = Instant::now();
             let outcome = self.ctx.execute(&req, &mut payload);
             let service = t.elapsed().as_nanos() as u64;
-            // Acquire: pairs with the Release stores in `take_locked`.
-            let flush = !self.more.load(Ordering::Acquire);
-            if let Err(e) = self
-                .ctx
-                .reply(&req, &outcome, flush, arrival, data_ns, service)
+            if let Err(e) =
+                self.ctx
+                    .reply(&req, &outcome, Some(self.more), arrival, data_ns, service)
             {
                 self.fail(e);
                 return;

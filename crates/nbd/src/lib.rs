@@ -5,6 +5,8 @@
 //!   many requests in flight, several connections and exports, TCP and Unix sockets);
 //! - [`mem`], [`drive`]: the sparse memory pseudo-disk and its optional drive model;
 //! - [`export`]: export specifications (`NAME=KIND:ARG,OPTION...`);
+//! - [`actions`]: a pipeline as a disk (`actions:FILE.ion`), block addresses that start, stop,
+//!   query and move data on the pipeline's host channels;
 //! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
 #![forbid(unsafe_code)]
 

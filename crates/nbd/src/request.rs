@@ -2,6 +2,7 @@
 //! reply (simple or structured), with the trace record when tracing.
 
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -34,12 +35,13 @@ pub(crate) enum Outcome {
 }
 
 impl<W: Write> Ctx<'_, W> {
-    /// Sends the reply for `req`; flushes the socket when `flush` or when tracing.
+    /// Sends the reply for `req`; flushes the socket unless `hold` says another complete request
+    /// is buffered (always when tracing).
     pub(crate) fn reply(
         &self,
         req: &Request,
         outcome: &Outcome,
-        flush: bool,
+        hold: Option<&AtomicBool>,
         arrival: Instant,
         data_ns: u64,
         service_ns: u64,
@@ -84,7 +86,12 @@ impl<W: Write> Ctx<'_, W> {
             t0 = Instant::now();
             w.write_all(&head)?;
             w.write_all(payload)?;
-            if flush || self.tracer.is_some() {
+            // Decided after the reply is in the buffer, under the lock: a worker that takes the
+            // last buffered request later will see this reply when it flushes. `hold` is set
+            // while another complete request is buffered (its worker will flush).
+            // Acquire: pairs with the Release stores in conn.rs `take_locked`.
+            let held = hold.is_some_and(|m| m.load(Ordering::Acquire));
+            if !held || self.tracer.is_some() {
                 w.flush()?;
             }
         }

@@ -20,8 +20,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 /// on the shared 2-core machine; see docs/notes/nbd.md).
 pub const DEFAULT_SPIN: Duration = Duration::ZERO;
 
-/// Default worker threads per connection.
-pub const DEFAULT_CONN_THREADS: usize = 4;
+/// Default worker threads per connection: one (the most CPU-efficient, and ahead of nbdkit on
+/// a quiet machine; more threads help only when the cores are contended — docs/notes/nbd.md).
+pub const DEFAULT_CONN_THREADS: usize = 1;
 
 /// Default listening address.
 pub const DEFAULT_LISTEN: &str = "tcp:127.0.0.1:10809";

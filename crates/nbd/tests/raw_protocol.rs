@@ -73,6 +73,8 @@ fn start() -> String {
     let mut server = Server::bind(&ListenAddr::Tcp("127.0.0.1:0".into()), exports, None).unwrap();
     // Exercise the polling reader here (the end-to-end tests run with the default, no polling).
     server.set_spin(Duration::from_micros(20));
+    // And several workers per connection (the default is one).
+    server.set_conn_threads(3);
     let addr = server.local_addr();
     std::thread::spawn(move || server.serve());
     addr.strip_prefix("tcp:").unwrap().to_owned()
