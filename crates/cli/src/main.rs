@@ -36,7 +36,7 @@ enum Command {
     Engine(engine_cmd::EngineArgs),
     /// Submit a pipeline to an engine daemon (or query or stop one).
     Submit(engine_cmd::SubmitArgs),
-    /// Serve exports over NBD (the engine as a disk); `nbd report`, `nbd bench`.
+    /// Serve exports over NBD (the engine as a disk); `nbd report` for traces.
     Nbd(nbd_cmd::NbdArgs),
     /// Run a pipeline (.ion file) on the embedded engine.
     Run(run_cmd::RunArgs),
