@@ -260,3 +260,101 @@ fn bench_pingpong_bad_input_is_explained() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("connect to echo engine"));
 }
+
+/// Arguments of a short shm/poll pingpong over three sizes, plus `extra`.
+fn short_pingpong(extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench",
+        "pingpong",
+        "--transport",
+        "shm",
+        "--mode",
+        "poll",
+        "--sizes",
+        "8,64,4096",
+        "--iters",
+        "200",
+        "--idle-secs",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn bench_pingpong_fit_json_is_rows_and_fit() {
+    let v = json(&short_pingpong(&["--fit", "--json"]));
+    check_rows(&v["rows"], "shm", "poll", &[8, 64, 4096]);
+    let fits = v["fit"].as_array().expect("fit is an array");
+    assert_eq!(fits.len(), 1, "one series: {v}");
+    let f = &fits[0];
+    assert_eq!(f["bench"], "pingpong");
+    assert_eq!(f["transport"], "shm");
+    assert_eq!(f["mode"], "poll");
+    for k in [
+        "t0_ns",
+        "r_inf_mb_per_s",
+        "n_half_bytes",
+        "rms_rel_residual",
+    ] {
+        assert!(f.get(k).is_some(), "missing {k}: {f}");
+    }
+    // Three sizes: no two-segment fit (it needs six).
+    assert!(f.get("two_segment").is_none(), "{f}");
+    match f.get("error") {
+        // Timing noise may leave no growth with size; then the fit says why.
+        Some(e) => assert!(e.as_str().unwrap().contains("does not grow"), "{f}"),
+        None => {
+            let t0 = f["t0_ns"].as_f64().unwrap();
+            let r = f["r_inf_mb_per_s"].as_f64().unwrap();
+            let n_half = f["n_half_bytes"].as_f64().unwrap();
+            assert!(r > 0.0, "{f}");
+            assert!(
+                (n_half - t0 * r / 1e3).abs() <= 1e-6 * n_half.abs().max(1.0),
+                "{f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bench_pingpong_csv_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let out = short_pingpong(&["--csv", "--plot", plots.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0]
+            .starts_with("bench,transport,mode,size,one_way_ns_median,one_way_ns_p99,mb_per_s,"),
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 4, "{stdout}");
+    let columns = lines[0].split(',').count();
+    for (line, size) in lines[1..].iter().zip(["8", "64", "4096"]) {
+        assert!(
+            line.starts_with(&format!("pingpong,shm,poll,{size},")),
+            "{line}"
+        );
+        assert_eq!(line.split(',').count(), columns, "{line}");
+    }
+    for f in ["pingpong-throughput.svg", "pingpong-latency.svg"] {
+        let svg = std::fs::read_to_string(plots.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(svg.starts_with("<svg"), "{f}");
+        assert!(svg.contains("shm/poll"), "{f}: no series label");
+    }
+    // The table with --fit ends with the fit line; --json and --csv exclude each other.
+    let out = short_pingpong(&["--fit"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    assert!(table.starts_with("transport"), "{table}");
+    assert!(table.contains("fit pingpong shm poll: "), "{table}");
+    let out = short_pingpong(&["--csv", "--json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use offhost_bench::{affinity, stats::Summary};
+use offhost_bench::{affinity, samples::Summary};
 use offhost_link::{ChannelOptions, SendMode, Server, Session};
 use offhost_shm::Mode;
 
@@ -43,7 +43,7 @@ fn time(iters: usize, size: usize, mut round_trip: impl FnMut() -> Result<()>) -
         }
     }
     pb.finish_and_clear();
-    Summary::of(&mut samples).context("no samples")
+    Summary::of(&samples).context("no samples")
 }
 
 /// Measures one transport at one size; returns its report name and the one-way times.

@@ -2,12 +2,13 @@
 //! echo engine, in another process over shared memory (`shm`) or on a thread (`mem`).
 
 use anyhow::{bail, ensure, Context, Result};
-use offhost_bench::{affinity, cpu, stats::Summary};
+use offhost_bench::{affinity, cpu, samples::Summary};
 use offhost_shm::{Config, Endpoint, Mode};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::report::{print, Row};
+use super::report::{emit, Output, Row};
 use crate::echo::Url;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
@@ -80,9 +81,18 @@ pub struct PingpongArgs {
     /// Also measure the floors first and report ratios against them.
     #[arg(long)]
     floors: bool,
-    /// Print a JSON array instead of a table.
+    /// Fit t(n) = t0 + n / r_inf per transport and mode (t0, r_inf, n_1/2).
     #[arg(long)]
+    fit: bool,
+    /// Print JSON (an array of rows; with --fit, an object with `rows` and `fit`).
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV instead of the aligned table.
+    #[arg(long)]
+    csv: bool,
+    /// Write throughput and latency plots (SVG) into this folder.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 /// The echo engine the bench talks to, and how to read its CPU time.
@@ -263,7 +273,15 @@ pub fn run(args: PingpongArgs) -> Result<()> {
             }
         }
     }
-    print(&rows, args.json)
+    emit(
+        &rows,
+        Output {
+            json: args.json,
+            csv: args.csv,
+            fit: args.fit,
+            plot: args.plot.as_deref(),
+        },
+    )
 }
 
 /// Timed round trips for `size`: `--iters`, or from 20000 for small sizes down to 500.
@@ -299,6 +317,7 @@ fn row(
         vs_cacheline: floors.map(|f| s.median / f.cacheline_ns),
         vs_futex: floors.map(|f| s.median / f.futex_ns),
         vs_memcpy: floors.map(|f| mb_per_s / (f.memcpy_gb_per_s * 1e3)),
+        summary: *s,
     }
 }
 
@@ -385,7 +404,7 @@ fn measure(ep: &mut Endpoint, size: usize, loan: bool, iters: usize) -> Result<S
     }
     pb.finish_and_clear();
     ensure!(back == data, "echoed bytes differ from the bytes sent");
-    Ok(Summary::of(&mut samples).expect("samples"))
+    Ok(Summary::of(&samples).expect("samples"))
 }
 
 /// Sends `data` (copied into the ring, or into a pool buffer) and copies the echo into `back`.

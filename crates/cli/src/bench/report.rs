@@ -1,7 +1,10 @@
-//! The pingpong report: one row per record size, as an aligned table or as JSON.
+//! The pingpong report: one row per record size, as an aligned table, JSON or CSV, with the
+//! suite's fit and plots (through the suite's rows).
 
 use anyhow::Result;
+use offhost_bench::samples::Summary;
 use serde::Serialize;
+use std::path::Path;
 
 /// One line of the report.
 #[derive(Debug, Serialize)]
@@ -25,10 +28,66 @@ pub(crate) struct Row {
     pub(crate) vs_futex: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) vs_memcpy: Option<f64>,
+    /// The one-way times behind the row (not printed; feeds the suite's CSV, fit and plots).
+    #[serde(skip)]
+    pub(crate) summary: Summary,
+}
+
+impl Row {
+    /// The suite's row for this point (the CSV columns, the fit's and the plots' input).
+    fn suite_row(&self) -> offhost_bench::report::Row {
+        offhost_bench::report::Row::new(
+            self.bench,
+            self.transport,
+            self.mode,
+            self.size,
+            &self.summary,
+        )
+    }
+}
+
+/// How `offhost bench pingpong` prints its rows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output<'a> {
+    /// JSON: the rows' array, or with `fit` an object `{"rows": [...], "fit": [...]}`.
+    pub(crate) json: bool,
+    /// CSV with the suite's columns instead of the table.
+    pub(crate) csv: bool,
+    /// Fit t(n) = t0 + n / r_inf per transport and mode.
+    pub(crate) fit: bool,
+    /// Folder for the throughput and latency SVG plots.
+    pub(crate) plot: Option<&'a Path>,
+}
+
+/// Prints the rows as `out` asks (with fits) and writes the plots.
+pub(crate) fn emit(rows: &[Row], out: Output<'_>) -> Result<()> {
+    let suite: Vec<offhost_bench::report::Row> = rows.iter().map(Row::suite_row).collect();
+    let fits = out.fit.then(|| super::suite::fits(&suite));
+    match (&fits, out.json) {
+        (Some(f), true) => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"rows": rows, "fit": f}))?
+        ),
+        (None, true) => print(rows, true)?,
+        (_, false) => {
+            if out.csv {
+                print!("{}", offhost_bench::report::to_csv(&suite));
+            } else {
+                print(rows, false)?;
+            }
+            if let Some(f) = &fits {
+                super::suite::print_fits(f);
+            }
+        }
+    }
+    if let Some(dir) = out.plot {
+        super::suite::write_plots(dir, &suite)?;
+    }
+    Ok(())
 }
 
 /// Prints the rows as a JSON array or an aligned table (with floor ratios when measured).
-pub(crate) fn print(rows: &[Row], json: bool) -> Result<()> {
+fn print(rows: &[Row], json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(rows)?);
         return Ok(());

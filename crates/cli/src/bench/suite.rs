@@ -162,29 +162,40 @@ pub fn emit(rows: &[Row], args: &SuiteArgs) -> anyhow::Result<()> {
             print!("{}", report::to_table(rows));
         }
         if let Some(f) = &fit_rows {
-            println!();
-            for r in f {
-                match &r.error {
-                    Some(e) => println!("fit {} {} {}: {e}", r.bench, r.transport, r.mode),
-                    None => println!(
-                        "fit {} {} {}: t0 {:.0} ns, r_inf {:.1} MB/s, n_1/2 {:.0} B (rms residual {:.1} %)",
-                        r.bench,
-                        r.transport,
-                        r.mode,
-                        r.t0_ns,
-                        r.r_inf_mb_per_s,
-                        r.n_half_bytes,
-                        100.0 * r.rms_rel_residual
-                    ),
-                }
-            }
+            print_fits(f);
         }
     }
     if let Some(dir) = &args.plot {
-        let files = plot::plot_rows(dir, rows)?;
-        for f in files {
-            eprintln!("wrote {}", f.display());
+        write_plots(dir, rows)?;
+    }
+    Ok(())
+}
+
+/// Prints one line per fit after a blank line.
+pub fn print_fits(fits: &[FitRow]) {
+    println!();
+    for r in fits {
+        match &r.error {
+            Some(e) => println!("fit {} {} {}: {e}", r.bench, r.transport, r.mode),
+            None => println!(
+                "fit {} {} {}: t0 {:.0} ns, r_inf {:.1} MB/s, n_1/2 {:.0} B (rms residual {:.1} %)",
+                r.bench,
+                r.transport,
+                r.mode,
+                r.t0_ns,
+                r.r_inf_mb_per_s,
+                r.n_half_bytes,
+                100.0 * r.rms_rel_residual
+            ),
         }
+    }
+}
+
+/// Writes the throughput and latency plots of `rows` into `dir`, naming each file on stderr.
+pub fn write_plots(dir: &std::path::Path, rows: &[Row]) -> anyhow::Result<()> {
+    let files = plot::plot_rows(dir, rows).with_context(|| format!("--plot {}", dir.display()))?;
+    for f in files {
+        eprintln!("wrote {}", f.display());
     }
     Ok(())
 }
