@@ -233,19 +233,5 @@ pub(super) fn connect_retry(
     config: &offhost_shm::Config,
     child: &mut Child,
 ) -> Result<Session> {
-    let start = Instant::now();
-    loop {
-        match Session::connect_shm(addr, config) {
-            Ok(s) => return Ok(s),
-            Err(e) => {
-                if let Some(status) = child.try_wait()? {
-                    bail!("echo engine exited ({status}) before accepting: {e}");
-                }
-                if start.elapsed() > Duration::from_secs(10) {
-                    return Err(e).context("echo engine did not accept within 10 s");
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
+    super::pingpong::until_accepted(child, || Session::connect_shm(addr, config))
 }

@@ -145,10 +145,22 @@ fn config(args: &PingpongArgs) -> Config {
 }
 
 fn connect_retry(addr: &str, config: &Config, child: &mut Child) -> Result<Endpoint> {
+    until_accepted(child, || offhost_shm::connect(addr, config))
+}
+
+/// Calls `connect` until the echo engine spawned as `child` accepts, for at most 10 s; fails
+/// at once if the child exits first.
+pub(super) fn until_accepted<T, E>(
+    child: &mut Child,
+    mut connect: impl FnMut() -> std::result::Result<T, E>,
+) -> Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let start = Instant::now();
     loop {
-        match offhost_shm::connect(addr, config) {
-            Ok(ep) => return Ok(ep),
+        match connect() {
+            Ok(t) => return Ok(t),
             Err(e) => {
                 if let Some(status) = child.try_wait()? {
                     bail!("echo engine exited ({status}) before accepting: {e}");
