@@ -80,6 +80,33 @@ struct LinkCredit {
     consumed: u64,
 }
 
+/// Counts `charge` bytes received on `channel` against the channel's and the link's credit;
+/// a peer that sends past either limit has overrun it (nothing is counted then).
+fn receive_within_credit(
+    ch: &mut Chan,
+    link: &mut LinkCredit,
+    channel: u32,
+    charge: u64,
+) -> Result<(), ProtoError> {
+    if ch.received + charge > ch.granted {
+        return Err(ProtoError::CreditOverrun {
+            channel,
+            offset: ch.received + charge,
+            limit: ch.granted,
+        });
+    }
+    if link.received + charge > link.granted {
+        return Err(ProtoError::CreditOverrun {
+            channel: 0,
+            offset: link.received + charge,
+            limit: link.granted,
+        });
+    }
+    ch.received += charge;
+    link.received += charge;
+    Ok(())
+}
+
 /// One end of a link: channels, credits and the byte streams in both directions.
 ///
 /// Feed received bytes to [`handle_input`](Self::handle_input); collect bytes to transmit with
@@ -732,22 +759,7 @@ impl Connection {
         } else {
             payload.len() as u64
         };
-        if ch.received + charge > ch.granted {
-            return Err(ProtoError::CreditOverrun {
-                channel,
-                offset: ch.received + charge,
-                limit: ch.granted,
-            });
-        }
-        if self.link.received + charge > self.link.granted {
-            return Err(ProtoError::CreditOverrun {
-                channel: 0,
-                offset: self.link.received + charge,
-                limit: self.link.granted,
-            });
-        }
-        ch.received += charge;
-        self.link.received += charge;
+        receive_within_credit(ch, &mut self.link, channel, charge)?;
         if (ch.partial.len() + payload.len()) as u64 > ch.opts.max_message {
             return Err(ProtoError::MessageTooLong {
                 channel,
@@ -793,22 +805,7 @@ impl Connection {
             });
         }
         let charge = cost(len as usize);
-        if ch.received + charge > ch.granted {
-            return Err(ProtoError::CreditOverrun {
-                channel,
-                offset: ch.received + charge,
-                limit: ch.granted,
-            });
-        }
-        if self.link.received + charge > self.link.granted {
-            return Err(ProtoError::CreditOverrun {
-                channel: 0,
-                offset: self.link.received + charge,
-                limit: self.link.granted,
-            });
-        }
-        ch.received += charge;
-        self.link.received += charge;
+        receive_within_credit(ch, &mut self.link, channel, charge)?;
         if ch.reset.is_some() {
             ch.consumed += charge;
             self.link.consumed += charge;
