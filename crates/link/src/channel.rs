@@ -7,6 +7,7 @@ use offhost_proto::{CallError, ChannelOptions, SendMode};
 
 use crate::driver::Deadline;
 use crate::error::LinkError;
+use crate::loan::{Arrived, Taken};
 use crate::session::Handle;
 
 /// One virtual link of a session, carrying messages both ways (the seed's WriteLink/ReadLink).
@@ -153,20 +154,66 @@ impl Channel {
     /// one lock; returns how many (0 once the peer ended the stream and all were taken).
     /// Loans are copied out (use [`recv_message`](Self::recv_message) to read them in place).
     pub fn recv_batch(&self, max: usize, out: &mut Vec<Vec<u8>>) -> Result<usize, LinkError> {
+        self.recv_each(max, |m| out.push(m.to_vec()))
+    }
+
+    /// Waits for at least one message, then shows up to `max` that are ready to `f` in place,
+    /// in order, under one lock and without copying or allocating; returns how many (0 once
+    /// the peer ended the stream and all were taken). Loans are shown in place too and go back
+    /// to the pool after `f` returns.
+    pub fn recv_each(&self, max: usize, mut f: impl FnMut(&[u8])) -> Result<usize, LinkError> {
         self.handle.driver.wait(Deadline::Never, |st| {
             let mut n = 0;
             while n < max.max(1) {
-                match crate::loan::take_message(st, self.id) {
-                    Some(Ok(Some(m))) => {
-                        out.push(m.into_vec());
-                        n += 1;
-                    }
+                match crate::loan::take_ref(st, self.id) {
+                    Some(Ok(Some(Taken::Bytes(m)))) => f(m),
+                    Some(Ok(Some(Taken::Loan(l)))) => f(&l),
                     Some(Ok(None)) if n == 0 => return Some(Ok(0)),
                     Some(Err(e)) if n == 0 => return Some(Err(e)),
                     Some(_) | None => break,
                 }
+                n += 1;
             }
             (n > 0).then_some(Ok(n))
+        })
+    }
+
+    /// Receives the next message into `buf` (replacing its contents), waiting for it; false
+    /// once the peer ended the stream. Allocates nothing once `buf` is large enough (a loan is
+    /// copied into `buf` and goes back to the pool).
+    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, Deadline::Never)
+    }
+
+    /// Like [`recv_into`](Self::recv_into), giving up after `timeout` with
+    /// [`LinkError::Timeout`].
+    pub fn recv_into_timeout(
+        &self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, Deadline::after(Some(timeout)))
+    }
+
+    /// Like [`recv_into`](Self::recv_into) if a message is there ([`LinkError::WouldBlock`]
+    /// otherwise).
+    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, Deadline::Now)
+    }
+
+    fn recv_into_until(&self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<bool, LinkError> {
+        let arrived = self
+            .handle
+            .driver
+            .wait(deadline, |st| crate::loan::take_into(st, self.id, buf))?;
+        Ok(match arrived {
+            None => false,
+            Some(Arrived::Copied) => true,
+            Some(Arrived::Loan(l)) => {
+                buf.clear();
+                buf.extend_from_slice(&l);
+                true
+            }
         })
     }
 

@@ -1,11 +1,14 @@
 //! Drives a [`Connection`] over a transport from the calling threads.
 //!
-//! There is no I/O thread on the fast path. A thread that must wait (for a message, for credit,
-//! for a rendezvous) becomes the *reader* if nobody else is: it reads the transport itself and
-//! feeds the connection, then wakes the others. Bytes to transmit are written by whichever
-//! thread produced them, without blocking; only when the transport is full does a background
-//! *flusher* thread take over the writing, so a thread never blocks in a write while its peer
-//! waits for it to read.
+//! There is no I/O thread on the fast path, and one lock per session. A thread that must wait
+//! (for a message, for credit, for a rendezvous) first looks at the transport under the lock
+//! when that is cheap (shared memory); otherwise it becomes the *reader* if nobody else is: it
+//! takes the reading half out of the state, waits for input without the lock, then feeds the
+//! input to the connection where it lies (a shared-memory record is parsed in place) under the
+//! lock, and wakes the others. Bytes to transmit are written by whichever thread produced them,
+//! under the lock and without blocking; only when the transport is full does the background
+//! *flusher* thread (`flusher.rs`) take the writing half out and write, blocking, so a thread
+//! never blocks in a write while its peer waits for it to read.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -14,11 +17,10 @@ use std::time::{Duration, Instant};
 use offhost_proto::{CallError, Connection, Event, ProtoError};
 
 use crate::error::LinkError;
-use crate::wire::{is_idle, WireRead, WireWrite};
+use crate::wire::{is_idle, Input, WireRead, WireWrite};
 
 /// Longest single sleep: waits recheck peer liveness at least this often.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
-const READ_BUF: usize = 256 * 1024;
 
 /// When a wait gives up.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +53,7 @@ pub(crate) enum Dead {
 }
 
 impl Dead {
-    fn error(&self) -> LinkError {
+    pub(crate) fn error(&self) -> LinkError {
         match self {
             Dead::PeerGone => LinkError::PeerGone,
             Dead::Protocol(e) => LinkError::Protocol(e.clone()),
@@ -60,19 +62,44 @@ impl Dead {
     }
 }
 
+/// Maps a connection call error to the session's view of it, given why the link died (if it
+/// did) and whether the peer said goodbye.
+pub(crate) fn call_error(dead: &Option<Dead>, peer_closed: bool, e: CallError) -> LinkError {
+    match e {
+        CallError::LinkClosed | CallError::NoChannel(_) => {
+            if let Some(d) = dead {
+                d.error()
+            } else if peer_closed {
+                LinkError::PeerGone
+            } else {
+                LinkError::SessionClosed
+            }
+        }
+        other => other.into(),
+    }
+}
+
 pub(crate) struct State {
     pub(crate) conn: Connection,
-    pending: Vec<u8>,
-    writing: bool,
-    stuck: bool,
-    reading: bool,
-    shutdown: bool,
-    dead: Option<Dead>,
+    /// Bytes the connection produced that are not written yet.
+    pub(crate) pending: Vec<u8>,
+    /// The transport's writing half; out while the flusher or a loan call uses it.
+    pub(crate) writer: Option<Box<dyn WireWrite>>,
+    /// The flusher shut the writing half down for good.
+    pub(crate) writer_closed: bool,
+    /// The transport's reading half; out while a waiter reads.
+    reader: Option<Box<dyn WireRead>>,
+    /// Whether looking at the reading half is cheap enough to do under the lock.
+    cheap_poll: bool,
+    /// `pending` waits for the flusher (the transport was full or the writer was out).
+    pub(crate) stuck: bool,
+    pub(crate) shutdown: bool,
+    pub(crate) dead: Option<Dead>,
     pub(crate) incoming: VecDeque<u32>,
     /// Threads waiting in `wait` for channel data (not passive).
     active: usize,
-    /// When the last data waiter left.
-    last_active: Option<Instant>,
+    /// Data waits finished so far (a passive waiter reads only after a tick without any).
+    active_gen: u64,
     /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
     sleepers: usize,
     passive_sleepers: usize,
@@ -85,18 +112,7 @@ pub(crate) struct State {
 impl State {
     /// Maps a connection call error to the session's view of it.
     pub(crate) fn call_error(&self, e: CallError) -> LinkError {
-        match e {
-            CallError::LinkClosed | CallError::NoChannel(_) => {
-                if let Some(d) = &self.dead {
-                    d.error()
-                } else if self.conn.peer_closed() {
-                    LinkError::PeerGone
-                } else {
-                    LinkError::SessionClosed
-                }
-            }
-            other => other.into(),
-        }
+        call_error(&self.dead, self.conn.peer_closed(), e)
     }
 
     fn take_events(&mut self) {
@@ -106,24 +122,40 @@ impl State {
             }
         }
     }
-}
 
-struct ReadSide {
-    wire: Box<dyn WireRead>,
-    buf: Vec<u8>,
+    /// Feeds what the reading half has ready to the connection (and collects loans).
+    fn feed(&mut self, wire: &mut dyn WireRead) -> (Option<ProtoError>, std::io::Result<bool>) {
+        let mut failed = None;
+        let State { conn, loans, .. } = self;
+        let more = wire.feed(&mut |input| match input {
+            Input::Bytes(b) => match conn.handle_input(b) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
+            Input::Loan(b) => {
+                loans.insert(b.index(), b);
+                true
+            }
+        });
+        (failed, more)
+    }
 }
 
 /// One session's connection, transport and waiters.
 pub(crate) struct Driver {
     state: Mutex<State>,
-    cond: Condvar,
-    accept_cond: Condvar,
-    flush_cond: Condvar,
-    reader: Mutex<ReadSide>,
-    writer: Mutex<Box<dyn WireWrite>>,
+    pub(crate) cond: Condvar,
+    pub(crate) accept_cond: Condvar,
+    /// The flusher sleeps here; loan calls wait here for the writer to come home.
+    pub(crate) flush_cond: Condvar,
+    /// Loans: allocation from the shared pool, apart from the writer (shared memory only).
+    pub(crate) alloc: Option<Box<dyn crate::wire::LoanAlloc>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -134,18 +166,21 @@ impl Driver {
         read: Box<dyn WireRead>,
         write: Box<dyn WireWrite>,
     ) -> Arc<Driver> {
+        let alloc = write.allocator();
         let d = Arc::new(Driver {
             state: Mutex::new(State {
                 conn,
                 pending: Vec::new(),
-                writing: false,
+                writer: Some(write),
+                writer_closed: false,
+                cheap_poll: read.cheap_poll(),
+                reader: Some(read),
                 stuck: false,
-                reading: false,
                 shutdown: false,
                 dead: None,
                 incoming: VecDeque::new(),
                 active: 0,
-                last_active: None,
+                active_gen: 0,
                 sleepers: 0,
                 passive_sleepers: 0,
                 loans: HashMap::new(),
@@ -154,11 +189,7 @@ impl Driver {
             cond: Condvar::new(),
             accept_cond: Condvar::new(),
             flush_cond: Condvar::new(),
-            reader: Mutex::new(ReadSide {
-                wire: read,
-                buf: vec![0; READ_BUF],
-            }),
-            writer: Mutex::new(write),
+            alloc,
         });
         let f = d.clone();
         std::thread::Builder::new()
@@ -174,47 +205,7 @@ impl Driver {
         lock(&self.state)
     }
 
-    /// Writes what the connection has to transmit, without blocking.
-    pub(crate) fn flush<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        loop {
-            let State { conn, pending, .. } = &mut *st;
-            conn.poll_transmit(pending);
-            if st.pending.is_empty() || st.writing || st.stuck || st.dead.is_some() {
-                return st;
-            }
-            st.writing = true;
-            let mut buf = std::mem::take(&mut st.pending);
-            drop(st);
-            let r = lock(&self.writer).write_nb(&buf);
-            st = self.lock();
-            st.writing = false;
-            if st.shutdown {
-                self.flush_cond.notify_one();
-            }
-            match r {
-                Ok(n) if n == buf.len() => {
-                    if st.pending.is_empty() {
-                        buf.clear();
-                        st.pending = buf; // keep the capacity
-                    }
-                }
-                Ok(n) => self.park(&mut st, buf, n),
-                Err(e) if is_idle(&e) => self.park(&mut st, buf, 0),
-                Err(e) => self.kill(&mut st, &e),
-            }
-        }
-    }
-
-    /// Hands the unwritten rest of `buf` to the flusher thread.
-    fn park(&self, st: &mut State, mut buf: Vec<u8>, written: usize) {
-        buf.drain(..written);
-        buf.append(&mut st.pending);
-        st.pending = buf;
-        st.stuck = true;
-        self.flush_cond.notify_one();
-    }
-
-    fn kill(&self, st: &mut State, e: &std::io::Error) {
+    pub(crate) fn kill(&self, st: &mut State, e: &std::io::Error) {
         if st.dead.is_none() {
             st.dead = Some(match e.kind() {
                 std::io::ErrorKind::BrokenPipe
@@ -226,63 +217,6 @@ impl Driver {
         }
         self.cond.notify_all();
         self.accept_cond.notify_all();
-    }
-
-    /// The flusher thread: writes, blocking, whatever the callers could not write at once.
-    fn flusher(&self) {
-        let mut st = self.lock();
-        loop {
-            // Sleep while someone else writes, or while there is nothing to do.
-            while st.writing || !(st.stuck || st.shutdown) {
-                st = self.flush_cond.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            if !st.stuck {
-                // Shut down and nothing left to write.
-                drop(st);
-                lock(&self.writer).shutdown();
-                return;
-            }
-            st.writing = true;
-            let mut buf = std::mem::take(&mut st.pending);
-            drop(st);
-            let mut at = 0;
-            let mut failed = None;
-            let give_up = Instant::now() + Duration::from_secs(1);
-            {
-                let mut w = lock(&self.writer);
-                while at < buf.len() {
-                    match w.write_wait(&buf[at..], TICK) {
-                        Ok(n) => at += n,
-                        Err(e) if is_idle(&e) => {
-                            if self.lock().shutdown && Instant::now() > give_up {
-                                failed = Some(std::io::Error::from(std::io::ErrorKind::TimedOut));
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            st = self.lock();
-            st.writing = false;
-            if let Some(e) = failed {
-                st.stuck = false;
-                st.pending.clear();
-                self.kill(&mut st, &e);
-                continue;
-            }
-            let State { conn, pending, .. } = &mut *st;
-            conn.poll_transmit(pending);
-            if st.pending.is_empty() {
-                buf.clear();
-                st.pending = buf;
-                st.stuck = false;
-            }
-            self.cond.notify_all();
-        }
     }
 
     /// Runs `f` until it returns `Some`, reading the transport in between, until `deadline`.
@@ -316,6 +250,8 @@ impl Driver {
             st.active += 1;
         }
         let mut looked = false;
+        let mut polled = false;
+        let mut seen_gen = None;
         let r = loop {
             if let Some(r) = f(&mut st) {
                 st = self.flush(st);
@@ -328,6 +264,14 @@ impl Driver {
             if st.shutdown {
                 break Err(LinkError::SessionClosed);
             }
+            // Input that is already there is fed without letting go of the lock.
+            if !passive && !polled && st.cheap_poll && st.reader.is_some() {
+                polled = true;
+                if self.poll_in_place(&mut st) {
+                    continue;
+                }
+            }
+            polled = false;
             let slice = match deadline {
                 Deadline::Now if looked => break Err(LinkError::WouldBlock),
                 Deadline::Now => None,
@@ -342,12 +286,13 @@ impl Driver {
             };
             looked = true;
             // A passive waiter leaves the transport to data waiters while there are any, and
-            // for a tick after the last one left: between two messages there is none for a
+            // for a tick after the last one left (it reads only after sleeping a whole tick in
+            // which no data wait ended): between two messages there is no data waiter for a
             // moment, and a passive reader spinning then would take the CPU of the data waiter
             // it has to wake.
-            let defer = st.reading
-                || (passive
-                    && (st.active > 0 || st.last_active.is_some_and(|t| t.elapsed() < TICK)));
+            let recent = passive && seen_gen.map_or(st.active_gen != 0, |g| g != st.active_gen);
+            seen_gen = Some(st.active_gen);
+            let defer = st.reader.is_none() || (passive && (st.active > 0 || recent));
             match (defer, slice) {
                 (true, None) => break Err(LinkError::WouldBlock),
                 (true, Some(s)) => {
@@ -376,9 +321,7 @@ impl Driver {
             // A passive waiter notices the end of the active ones at its next tick; waking it
             // now would make it race the data waiters for the transport between messages.
             st.active -= 1;
-            if st.active == 0 {
-                st.last_active = Some(Instant::now());
-            }
+            st.active_gen += 1;
         }
         r
     }
@@ -395,133 +338,72 @@ impl Driver {
         }
     }
 
-    /// Reads the transport once (waiting at most `slice`, or not at all) and feeds the bytes in.
+    /// Feeds the input that is ready, under the lock, if any; true if some was.
+    fn poll_in_place(&self, st: &mut State) -> bool {
+        let Some(mut wire) = st.reader.take() else {
+            return false;
+        };
+        let ready = wire.wait(None).is_ok();
+        if ready {
+            self.take_input(st, &mut *wire);
+        }
+        st.reader = Some(wire);
+        if ready {
+            self.wake(st);
+        }
+        ready
+    }
+
+    /// Takes the reading half out, waits for input (at most `slice`, or not at all) without the
+    /// state lock, then feeds what arrived to the connection under it.
     fn read_once<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
         slice: Option<Duration>,
     ) -> MutexGuard<'a, State> {
-        st.reading = true;
+        let mut wire = st.reader.take().expect("the reader is home");
         drop(st);
-        let mut rs = lock(&self.reader);
-        let ReadSide { wire, buf } = &mut *rs;
-        let r = wire.read(buf, slice);
-        let mut arrived = Vec::new();
-        wire.take_loans(&mut arrived);
+        let r = wire.wait(slice);
         let mut st = self.lock();
-        for b in arrived {
-            st.loans.insert(b.index(), b);
-        }
-        st.reading = false;
         match r {
-            Ok(0) => {
-                if st.dead.is_none() {
-                    st.dead = Some(Dead::PeerGone);
-                }
-            }
-            Ok(n) => {
-                if let Err(e) = st.conn.handle_input(&buf[..n]) {
-                    if st.dead.is_none() && !matches!(e, ProtoError::LinkClosed) {
-                        tracing::warn!("closing link: {e}");
-                        st.dead = Some(Dead::Protocol(e));
-                    }
-                    // Tell the peer why, then end the link.
-                    st.shutdown = true;
-                    let State { conn, pending, .. } = &mut *st;
-                    conn.poll_transmit(pending);
-                    st.stuck = true;
-                    self.flush_cond.notify_one();
-                }
-                st.take_events();
-            }
+            Ok(()) => self.take_input(&mut st, &mut *wire),
             Err(e) if is_idle(&e) => {}
             Err(e) => self.kill(&mut st, &e),
         }
-        drop(rs);
+        st.reader = Some(wire);
         self.wake(&st);
         st
     }
 
-    /// Says goodbye to the peer, waits (boundedly) until everything is written, and stops the
-    /// flusher.
-    pub(crate) fn close(&self) {
-        let mut st = self.lock();
-        if st.shutdown {
-            return;
+    /// Feeds the ready input and handles what it brought: a broken protocol, the end of the
+    /// input, a failed transport, channels the peer opened.
+    fn take_input(&self, st: &mut State, wire: &mut dyn WireRead) {
+        let (failed, more) = st.feed(wire);
+        if let Some(e) = failed {
+            self.fail(st, e);
         }
-        st.conn.close_link();
-        st = self.flush(st);
+        match more {
+            Ok(true) => {}
+            Ok(false) => {
+                if st.dead.is_none() {
+                    st.dead = Some(Dead::PeerGone);
+                }
+            }
+            Err(e) if is_idle(&e) => {}
+            Err(e) => self.kill(st, &e),
+        }
+        st.take_events();
+    }
+
+    /// The peer broke the protocol: tell it why, then end the link.
+    fn fail(&self, st: &mut State, e: ProtoError) {
+        if st.dead.is_none() && !matches!(e, ProtoError::LinkClosed) {
+            tracing::warn!("closing link: {e}");
+            st.dead = Some(Dead::Protocol(e));
+        }
         st.shutdown = true;
-        if !st.pending.is_empty() {
-            st.stuck = true;
-        }
-        self.flush_cond.notify_one();
-        self.cond.notify_all();
-        self.accept_cond.notify_all();
-        // Let the goodbye and everything before it reach the transport, so a process may exit
-        // right after closing; a dead or stuck peer bounds the wait.
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while (st.stuck || st.writing) && st.dead.is_none() && Instant::now() < give_up {
-            st = self
-                .cond
-                .wait_timeout(st, TICK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// Takes a buffer from the shared pool for a zero-copy message.
-    pub(crate) fn alloc_loan(&self, deadline: Deadline) -> Result<offhost_shm::Buf, LinkError> {
-        loop {
-            let slice = match deadline {
-                Deadline::Now => Duration::ZERO,
-                Deadline::Never => TICK,
-                Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
-            };
-            let r = lock(&self.writer).alloc_loan(slice);
-            match r {
-                Ok(Some(b)) => return Ok(b),
-                Ok(None) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-                    return Err(LinkError::NoLoans)
-                }
-                Err(e) => {
-                    let mut st = self.lock();
-                    self.kill(&mut st, &e);
-                    return Err(st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error));
-                }
-            }
-            {
-                let st = self.lock();
-                if let Some(d) = &st.dead {
-                    return Err(d.error());
-                }
-                if st.shutdown {
-                    return Err(LinkError::SessionClosed);
-                }
-            }
-            match deadline {
-                Deadline::Now => return Err(LinkError::WouldBlock),
-                Deadline::At(t) if Instant::now() >= t => return Err(LinkError::Timeout),
-                _ => {}
-            }
-        }
-    }
-
-    /// Writes a loaned buffer to the transport (its `loan` frame is already queued).
-    pub(crate) fn write_loan(&self, buf: offhost_shm::Buf) -> Result<(), LinkError> {
-        let r = lock(&self.writer).send_loan(buf, Duration::from_secs(3600));
-        let mut st = self.lock();
-        match r {
-            Ok(()) => {
-                drop(self.flush(st));
-                Ok(())
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Err(LinkError::NoLoans),
-            Err(e) => {
-                self.kill(&mut st, &e);
-                Err(st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error))
-            }
-        }
+        let State { conn, pending, .. } = st;
+        conn.poll_transmit(pending);
+        self.hand_over(st);
     }
 }

@@ -41,12 +41,12 @@ impl io::Read for ChannelReader<'_> {
             if self.ended || buf.is_empty() {
                 return Ok(0);
             }
-            match self.ch.recv().map_err(to_io)? {
-                Some(m) => {
-                    self.cur = m;
-                    self.pos = 0;
-                }
-                None => self.ended = true,
+            if self.ch.recv_into(&mut self.cur).map_err(to_io)? {
+                self.pos = 0;
+            } else {
+                self.cur.clear();
+                self.pos = 0;
+                self.ended = true;
             }
         }
         let n = buf.len().min(self.cur.len() - self.pos);

@@ -10,7 +10,7 @@
 //! |-------------------------------|-------------------------------------------------------|
 //! | OpenLink                      | [`Session::connect`], [`Session::open`]                |
 //! | WriteLink(chan, buf, timeout) | [`Channel::send`], [`Channel::send_timeout`], [`Channel::try_send`] |
-//! | ReadLink(chan, buf, timeout)  | [`Channel::recv`], [`Channel::recv_timeout`], [`Channel::try_recv`] |
+//! | ReadLink(chan, buf, timeout)  | [`Channel::recv`], [`Channel::recv_timeout`], [`Channel::try_recv`]; without allocating: [`Channel::recv_into`], [`Channel::recv_each`] |
 //! | synchronous / asynchronous    | [`SendMode::Sync`] (rendezvous) / [`SendMode::Async`] (buffered) |
 //! | active channel selection (ALT)| [`select`]                                            |
 //! | /dev/tlw0, /dev/tlr0          | [`Channel::writer`], [`Channel::reader`]              |
@@ -23,6 +23,7 @@
 mod channel;
 mod driver;
 mod error;
+mod flusher;
 mod io;
 mod loan;
 mod mem;
@@ -35,7 +36,7 @@ mod wire;
 pub use channel::{select, Channel};
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
-pub use loan::{Loan, Message};
+pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
 pub use server::{echo_channel, serve_echo, Server};
 pub use session::Session;

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use offhost_proto::{CallError, Received, SendMode};
+use offhost_proto::{CallError, Incoming, SendMode};
 
 use crate::channel::Channel;
-use crate::driver::{Deadline, State};
+use crate::driver::{call_error, Deadline, State};
 use crate::error::LinkError;
 
 /// A buffer of the shared pool, writable in place; send it with [`Channel::send_loan`].
@@ -73,23 +73,41 @@ impl Message {
     }
 }
 
+/// A message taken from a channel: bytes lent by the connection, or a loan.
+pub(crate) enum Taken<'a> {
+    /// The message's bytes, valid while the state lock is held and nothing else is received.
+    Bytes(&'a [u8]),
+    /// A buffer of the shared pool.
+    Loan(Loan),
+}
+
 /// One step of receiving on channel `id`: a message, end of stream, or `None` to wait.
-pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Message>, LinkError>> {
-    let (len, token) = match st.held.get(&id) {
+pub(crate) fn take_ref(st: &mut State, id: u32) -> Option<Result<Option<Taken<'_>>, LinkError>> {
+    let State {
+        conn,
+        held,
+        loans,
+        dead,
+        ..
+    } = st;
+    let peer_closed = conn.peer_closed();
+    // (Most sessions never hold a loan: skip the hashing then.)
+    let waiting = if held.is_empty() { None } else { held.get(&id) };
+    let (len, token) = match waiting {
         Some(&held) => held,
-        None => match st.conn.recv(id) {
-            Ok(Received::Message(m)) => return Some(Ok(Some(Message::Bytes(m)))),
-            Ok(Received::End) => return Some(Ok(None)),
-            Ok(Received::Empty) => return None,
-            Ok(Received::Loan { len, token }) => (len, token),
-            Err(e) => return Some(Err(st.call_error(e))),
+        None => match conn.recv_ref(id) {
+            Ok(Incoming::Message(m)) => return Some(Ok(Some(Taken::Bytes(m)))),
+            Ok(Incoming::End) => return Some(Ok(None)),
+            Ok(Incoming::Empty) => return None,
+            Ok(Incoming::Loan { len, token }) => (len, token),
+            Err(e) => return Some(Err(call_error(dead, peer_closed, e))),
         },
     };
-    let Some(buf) = u32::try_from(token).ok().and_then(|t| st.loans.remove(&t)) else {
-        st.held.insert(id, (len, token));
+    let Some(buf) = u32::try_from(token).ok().and_then(|t| loans.remove(&t)) else {
+        held.insert(id, (len, token));
         return None;
     };
-    st.held.remove(&id);
+    held.remove(&id);
     if buf.len() as u64 != len {
         return Some(Err(LinkError::Protocol(
             offhost_proto::ProtoError::MessageTooLong {
@@ -98,7 +116,49 @@ pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Mess
             },
         )));
     }
-    Some(Ok(Some(Message::Loan(Loan { buf }))))
+    Some(Ok(Some(Taken::Loan(Loan { buf }))))
+}
+
+/// One step of receiving on channel `id` as an owned message.
+pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Message>, LinkError>> {
+    take_ref(st, id).map(|r| {
+        r.map(|m| {
+            m.map(|t| match t {
+                Taken::Bytes(b) => Message::Bytes(b.to_vec()),
+                Taken::Loan(l) => Message::Loan(l),
+            })
+        })
+    })
+}
+
+/// One step of receiving on channel `id` into `buf`: bytes are copied there (replacing its
+/// contents), a loan is handed out as it is.
+pub(crate) fn take_into(
+    st: &mut State,
+    id: u32,
+    buf: &mut Vec<u8>,
+) -> Option<Result<Option<Arrived>, LinkError>> {
+    take_ref(st, id).map(|r| {
+        r.map(|m| {
+            m.map(|t| match t {
+                Taken::Bytes(b) => {
+                    buf.clear();
+                    buf.extend_from_slice(b);
+                    Arrived::Copied
+                }
+                Taken::Loan(l) => Arrived::Loan(l),
+            })
+        })
+    })
+}
+
+/// Where [`Channel::recv_message_into`] put a message.
+#[derive(Debug)]
+pub enum Arrived {
+    /// Its bytes are in the caller's buffer.
+    Copied,
+    /// It is a loan, read in place; it returns to the pool when dropped.
+    Loan(Loan),
 }
 
 impl Channel {
@@ -145,6 +205,15 @@ impl Channel {
         self.handle
             .driver
             .wait(Deadline::Never, |st| take_message(st, self.id))
+    }
+
+    /// Receives the next message without allocating: bytes are copied into `buf` (replacing
+    /// its contents), a loan is returned as it is (read in place). `None` once the peer ended
+    /// the stream.
+    pub fn recv_message_into(&self, buf: &mut Vec<u8>) -> Result<Option<Arrived>, LinkError> {
+        self.handle
+            .driver
+            .wait(Deadline::Never, |st| take_into(st, self.id, buf))
     }
 
     /// Like [`recv_message`](Self::recv_message), giving up after `timeout`.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use crate::error::LinkError;
-use crate::wire::{WireRead, WireWrite};
+use crate::wire::{is_idle, Input, WireRead, WireWrite, FEED_BUDGET};
 
 static LISTENERS: LazyLock<Mutex<HashMap<String, Sender<MemConn>>>> =
     LazyLock::new(Default::default);
@@ -18,6 +18,7 @@ pub(crate) struct MemRead {
     rx: Receiver<Vec<u8>>,
     cur: Vec<u8>,
     pos: usize,
+    eof: bool,
 }
 
 /// Writing half of an in-process pipe.
@@ -39,38 +40,70 @@ fn pair() -> (MemConn, MemConn) {
             rx,
             cur: Vec::new(),
             pos: 0,
+            eof: false,
         },
         write: MemWrite { tx: Some(tx) },
     };
     (end(arx, atx), end(brx, btx))
 }
 
+impl MemRead {
+    fn next_chunk(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let next = match timeout {
+            None => self.rx.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => io::ErrorKind::WouldBlock,
+                TryRecvError::Disconnected => io::ErrorKind::UnexpectedEof,
+            }),
+            Some(t) => self.rx.recv_timeout(t).map_err(|e| match e {
+                RecvTimeoutError::Timeout => io::ErrorKind::TimedOut,
+                RecvTimeoutError::Disconnected => io::ErrorKind::UnexpectedEof,
+            }),
+        };
+        match next {
+            Ok(chunk) => {
+                self.cur = chunk;
+                self.pos = 0;
+                Ok(())
+            }
+            Err(io::ErrorKind::UnexpectedEof) => {
+                self.eof = true;
+                Ok(())
+            }
+            Err(kind) => Err(kind.into()),
+        }
+    }
+}
+
 impl WireRead for MemRead {
-    fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        if self.pos == self.cur.len() {
-            let next = match timeout {
-                None => self.rx.try_recv().map_err(|e| match e {
-                    TryRecvError::Empty => io::ErrorKind::WouldBlock,
-                    TryRecvError::Disconnected => io::ErrorKind::UnexpectedEof,
-                }),
-                Some(t) => self.rx.recv_timeout(t).map_err(|e| match e {
-                    RecvTimeoutError::Timeout => io::ErrorKind::TimedOut,
-                    RecvTimeoutError::Disconnected => io::ErrorKind::UnexpectedEof,
-                }),
-            };
-            match next {
-                Ok(chunk) => {
-                    self.cur = chunk;
-                    self.pos = 0;
+    fn cheap_poll(&self) -> bool {
+        true
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.pos < self.cur.len() || self.eof {
+            return Ok(());
+        }
+        self.next_chunk(timeout)
+    }
+
+    fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool> {
+        let mut fed = 0;
+        while fed < FEED_BUDGET && !self.eof {
+            if self.pos == self.cur.len() {
+                match self.next_chunk(None) {
+                    Ok(()) => continue,
+                    Err(e) if is_idle(&e) => break,
+                    Err(e) => return Err(e),
                 }
-                Err(io::ErrorKind::UnexpectedEof) => return Ok(0),
-                Err(kind) => return Err(kind.into()),
+            }
+            let chunk = &self.cur[self.pos..];
+            self.pos = self.cur.len();
+            fed += chunk.len();
+            if !sink(Input::Bytes(chunk)) {
+                break;
             }
         }
-        let n = buf.len().min(self.cur.len() - self.pos);
-        buf[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
+        Ok(!self.eof)
     }
 }
 

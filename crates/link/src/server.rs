@@ -120,11 +120,12 @@ impl Drop for Server {
 /// Returns the number of messages echoed.
 pub fn echo_channel(ch: &Channel) -> Result<u64, LinkError> {
     let mut n = 0;
-    while let Some(m) = ch.recv_message()? {
+    let mut buf = Vec::new();
+    while let Some(m) = ch.recv_message_into(&mut buf)? {
         match m {
             // Forward a loan as it came: zero copies both ways.
-            crate::Message::Loan(l) => ch.send_loan(l)?,
-            crate::Message::Bytes(b) => ch.send(&b)?,
+            crate::Arrived::Loan(l) => ch.send_loan(l)?,
+            crate::Arrived::Copied => ch.send(&buf)?,
         }
         n += 1;
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use offhost_shm::{Buf, ShmError};
 
-use crate::wire::{WireRead, WireWrite};
+use crate::wire::{Input, LoanAlloc, WireRead, WireWrite, FEED_BUDGET};
 
 /// Segment the host creates when the URL gives no configuration: 1 MiB rings, and 8 buffers of
 /// 1 MiB per side for loans.
@@ -26,12 +26,11 @@ fn to_io(e: ShmError) -> io::Error {
     }
 }
 
-/// Reading half: copies inline records into the caller's buffer; keeps descriptors as loans.
+/// Reading half: hands inline records to the driver in place, descriptors as loans.
 pub(crate) struct ShmRead {
     rx: offhost_shm::Receiver,
-    left: Vec<u8>,
-    pos: usize,
-    loans: Vec<Buf>,
+    /// The peer is gone: once the records it published are fed, the input ends.
+    gone: bool,
 }
 
 /// Writing half: stages records and publishes them in one batch per call.
@@ -42,95 +41,59 @@ pub(crate) struct ShmWrite {
 /// Splits an endpoint into the two halves.
 pub(crate) fn halves(ep: offhost_shm::Endpoint) -> (ShmRead, ShmWrite) {
     let (tx, rx) = ep.split();
-    (
-        ShmRead {
-            rx,
-            left: Vec::new(),
-            pos: 0,
-            loans: Vec::new(),
-        },
-        ShmWrite { tx },
-    )
-}
-
-/// Copies one inline record into `buf` (the rest into `left`), or keeps a descriptor's buffer.
-fn take(
-    rec: offhost_shm::Record<'_>,
-    buf: &mut [u8],
-    left: &mut Vec<u8>,
-    pos: &mut usize,
-    loans: &mut Vec<Buf>,
-) -> usize {
-    if rec.is_buf() {
-        loans.extend(rec.take_buf());
-        return 0;
-    }
-    let bytes = rec.bytes();
-    let n = bytes.len().min(buf.len());
-    buf[..n].copy_from_slice(&bytes[..n]);
-    if n < bytes.len() {
-        left.clear();
-        left.extend_from_slice(&bytes[n..]);
-        *pos = 0;
-    }
-    n
+    (ShmRead { rx, gone: false }, ShmWrite { tx })
 }
 
 impl WireRead for ShmRead {
-    fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
-        if self.pos < self.left.len() {
-            let n = buf.len().min(self.left.len() - self.pos);
-            buf[..n].copy_from_slice(&self.left[self.pos..self.pos + n]);
-            self.pos += n;
-            return Ok(n);
-        }
-        let mut n = 0;
-        let mut got_any = false;
-        if let Some(t) = timeout {
-            match self.rx.recv(Some(t)) {
-                Ok(rec) => {
-                    got_any = true;
-                    n += take(rec, buf, &mut self.left, &mut self.pos, &mut self.loans);
-                }
-                Err(ShmError::PeerGone) => return Ok(0),
-                Err(e) => return Err(to_io(e)),
-            }
-        }
-        // Take whatever else is ready, as long as it fits whole.
-        while self.pos >= self.left.len() && n < buf.len() {
-            match self.rx.try_recv() {
-                Ok(Some(rec)) => {
-                    got_any = true;
-                    n += take(
-                        rec,
-                        &mut buf[n..],
-                        &mut self.left,
-                        &mut self.pos,
-                        &mut self.loans,
-                    );
-                }
-                Ok(None) => break,
-                Err(ShmError::PeerGone) if !got_any => return Ok(0),
-                Err(ShmError::PeerGone) => break,
-                Err(e) => return Err(to_io(e)),
-            }
-        }
-        if !got_any {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if n == 0 && self.loans.is_empty() {
-            // Only empty records: report nothing arrived yet rather than end of file.
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if n == 0 {
-            // Loans only: the driver collects them; no bytes this time.
-            return Err(io::ErrorKind::Interrupted.into());
-        }
-        Ok(n)
+    fn cheap_poll(&self) -> bool {
+        true
     }
 
-    fn take_loans(&mut self, out: &mut Vec<Buf>) {
-        out.append(&mut self.loans);
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.gone {
+            return Ok(());
+        }
+        let r = match timeout {
+            None => match self.rx.is_ready() {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(ShmError::Timeout),
+                Err(e) => Err(e),
+            },
+            Some(t) => self.rx.wait_ready(Some(t)),
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(ShmError::PeerGone) => {
+                self.gone = true;
+                Ok(())
+            }
+            Err(ShmError::Timeout) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(e) => Err(to_io(e)),
+        }
+    }
+
+    fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool> {
+        let mut fed = 0;
+        while fed < FEED_BUDGET {
+            let rec = match self.rx.try_recv() {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                Err(e) => return Err(to_io(e)),
+            };
+            let more = if rec.is_buf() {
+                match rec.take_buf() {
+                    Some(b) => sink(Input::Loan(b)),
+                    None => true,
+                }
+            } else {
+                fed += rec.len();
+                sink(Input::Bytes(rec.bytes()))
+            };
+            if !more {
+                break;
+            }
+        }
+        Ok(!self.gone)
     }
 }
 
@@ -170,6 +133,10 @@ impl WireWrite for ShmWrite {
         // Dropping the endpoint closes the control socket; the peer sees that.
     }
 
+    fn allocator(&self) -> Option<Box<dyn LoanAlloc>> {
+        Some(Box::new(self.tx.allocator()))
+    }
+
     fn alloc_loan(&mut self, timeout: Duration) -> io::Result<Option<Buf>> {
         match self.tx.alloc(Some(timeout)) {
             Ok(b) => Ok(Some(b)),
@@ -178,7 +145,19 @@ impl WireWrite for ShmWrite {
         }
     }
 
+    fn send_loan_nb(&mut self, buf: Buf) -> io::Result<Result<(), Buf>> {
+        let r = self.tx.write_buf(buf).map_err(to_io)?;
+        self.tx.flush().map_err(to_io)?;
+        Ok(r)
+    }
+
     fn send_loan(&mut self, buf: Buf, timeout: Duration) -> io::Result<()> {
         self.tx.send_buf(buf, Some(timeout)).map_err(to_io)
+    }
+}
+
+impl LoanAlloc for offhost_shm::Allocator {
+    fn try_alloc(&self) -> io::Result<Option<Buf>> {
+        offhost_shm::Allocator::try_alloc(self).map_err(to_io)
     }
 }

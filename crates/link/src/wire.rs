@@ -7,16 +7,41 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::net::{RecvFlags, SendFlags};
 
-/// The reading half of a transport.
-pub(crate) trait WireRead: Send {
-    /// Reads some bytes into `buf`. `Ok(0)` means the peer closed the pipe. With `timeout`
-    /// `None` the call does not wait; otherwise it waits at most `timeout`. Nothing arriving in
-    /// time is an error of kind `WouldBlock` or `TimedOut`.
-    fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize>;
-
-    /// Moves the zero-copy buffers that arrived so far into `out` (shared memory only).
-    fn take_loans(&mut self, _out: &mut Vec<offhost_shm::Buf>) {}
+/// A chunk of input handed to the driver by [`WireRead::feed`].
+pub(crate) enum Input<'a> {
+    /// Protocol bytes, in order (borrowed from the transport: a shared-memory record is read
+    /// in place).
+    Bytes(&'a [u8]),
+    /// A zero-copy buffer that arrived by descriptor (shared memory only).
+    Loan(offhost_shm::Buf),
 }
+
+/// The reading half of a transport.
+///
+/// Reading is split in two so that the driver can wait without holding its state lock and
+/// then parse the input where it lies, under the lock: [`wait`](Self::wait) blocks until input
+/// is ready, [`feed`](Self::feed) hands the ready input over without waiting.
+pub(crate) trait WireRead: Send {
+    /// Waits at most `timeout` (`None`: does not wait) until input, or the end of the input,
+    /// is ready for [`feed`](Self::feed). Nothing arriving in time is an error of kind
+    /// `WouldBlock` or `TimedOut`.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Hands the input that is ready to `sink`, in order, without waiting, until about
+    /// [`FEED_BUDGET`] bytes were fed or `sink` returns false. Returns false once the peer has
+    /// closed the pipe and every byte before the close was fed.
+    fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool>;
+
+    /// True when `wait(None)` is cheap enough (no system call) to try under the driver's lock
+    /// before every wait.
+    fn cheap_poll(&self) -> bool {
+        false
+    }
+}
+
+/// Bytes one [`WireRead::feed`] hands over at most (a little more when a record is larger),
+/// so that the driver's lock is released regularly under a continuous stream.
+pub(crate) const FEED_BUDGET: usize = 256 * 1024;
 
 /// The writing half of a transport.
 pub(crate) trait WireWrite: Send {
@@ -28,8 +53,20 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
-    /// Takes a free buffer of the shared pool, waiting at most `timeout` (shared memory only).
+    /// The allocator of zero-copy buffers that works apart from this half (shared memory only).
+    fn allocator(&self) -> Option<Box<dyn LoanAlloc>> {
+        None
+    }
+
+    /// Takes a free buffer of the shared pool, waiting at most `timeout` on this half's
+    /// doorbell for the peer to return one (shared memory only).
     fn alloc_loan(&mut self, _timeout: Duration) -> io::Result<Option<offhost_shm::Buf>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Sends a pool buffer by descriptor if there is room now; hands it back otherwise
+    /// (shared memory only).
+    fn send_loan_nb(&mut self, _buf: offhost_shm::Buf) -> io::Result<Result<(), offhost_shm::Buf>> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
@@ -37,6 +74,12 @@ pub(crate) trait WireWrite: Send {
     fn send_loan(&mut self, _buf: offhost_shm::Buf, _timeout: Duration) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
+}
+
+/// Takes free zero-copy buffers without waiting, from any thread.
+pub(crate) trait LoanAlloc: Send + Sync {
+    /// A free buffer homed at this side, if there is one.
+    fn try_alloc(&self) -> io::Result<Option<offhost_shm::Buf>>;
 }
 
 /// True for the error kinds that mean "nothing yet".
@@ -47,10 +90,14 @@ pub(crate) fn is_idle(e: &io::Error) -> bool {
     )
 }
 
-/// Reading half of a stream socket (TCP or Unix).
+/// Reading half of a stream socket (TCP or Unix): `wait` receives into a buffer, `feed` hands
+/// it over.
 pub(crate) struct SockRead {
     fd: OwnedFd,
     timeout: Option<Duration>,
+    buf: Vec<u8>,
+    len: usize,
+    eof: bool,
 }
 
 /// Writing half of a stream socket (TCP or Unix).
@@ -61,13 +108,22 @@ pub(crate) struct SockWrite {
 /// Splits a connected stream socket into its two halves.
 pub(crate) fn sock_pair(fd: OwnedFd) -> io::Result<(SockRead, SockWrite)> {
     let w = fd.try_clone()?;
-    Ok((SockRead { fd, timeout: None }, SockWrite { fd: w }))
+    Ok((
+        SockRead {
+            fd,
+            timeout: None,
+            buf: vec![0; FEED_BUDGET],
+            len: 0,
+            eof: false,
+        },
+        SockWrite { fd: w },
+    ))
 }
 
-impl WireRead for SockRead {
-    fn read(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> io::Result<usize> {
+impl SockRead {
+    fn recv(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
         let Some(t) = timeout else {
-            return rustix::net::recv(&self.fd, buf, RecvFlags::DONTWAIT)
+            return rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::DONTWAIT)
                 .map(|(n, _)| n)
                 .map_err(Into::into);
         };
@@ -81,9 +137,38 @@ impl WireRead for SockRead {
             )?;
             self.timeout = Some(t);
         }
-        rustix::net::recv(&self.fd, buf, RecvFlags::empty())
+        rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())
             .map(|(n, _)| n)
             .map_err(Into::into)
+    }
+}
+
+impl WireRead for SockRead {
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.len > 0 || self.eof {
+            return Ok(());
+        }
+        match self.recv(timeout)? {
+            0 => self.eof = true,
+            n => self.len = n,
+        }
+        Ok(())
+    }
+
+    fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool> {
+        if self.len == 0 && !self.eof {
+            match self.recv(None) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.len = n,
+                Err(e) if is_idle(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.len > 0 {
+            let n = std::mem::take(&mut self.len);
+            sink(Input::Bytes(&self.buf[..n]));
+        }
+        Ok(!self.eof)
     }
 }
 

@@ -1,31 +1,13 @@
 //! State of one channel: the send direction's credit and the receive direction's reassembly.
 
-use std::collections::VecDeque;
-
+use crate::error::CallError;
 use crate::options::ChannelOptions;
+use crate::store::Store;
 
 /// Credit charged for a message of `len` bytes: its length, and 1 for an empty message so
 /// that empty messages are bounded by credit too.
 pub(crate) fn cost(len: usize) -> u64 {
     (len as u64).max(1)
-}
-
-/// A complete message waiting for the application.
-#[derive(Debug)]
-pub(crate) enum Msg {
-    /// Bytes reassembled from packets.
-    Bytes(Vec<u8>),
-    /// A message carried outside the byte stream.
-    Loan { len: u64, token: u64 },
-}
-
-impl Msg {
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Msg::Bytes(b) => b.len(),
-            Msg::Loan { len, .. } => *len as usize,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -54,10 +36,8 @@ pub(crate) struct Chan {
     pub(crate) consumed: u64,
     /// Messages the application has taken.
     pub(crate) delivered: u64,
-    /// Complete messages waiting for the application.
-    pub(crate) queue: VecDeque<Msg>,
-    /// Message being reassembled.
-    pub(crate) partial: Vec<u8>,
+    /// Complete messages waiting for the application, and the one being reassembled.
+    pub(crate) store: Store,
     /// The peer sent end of stream.
     pub(crate) recv_closed: bool,
     /// The channel was refused or reset: code and reason.
@@ -80,10 +60,20 @@ impl Chan {
             received: 0,
             consumed: 0,
             delivered: 0,
-            queue: VecDeque::new(),
-            partial: Vec::new(),
+            store: Store::default(),
             recv_closed: false,
             reset: None,
+        }
+    }
+
+    /// `Err(Reset)` once the channel was refused or reset.
+    pub(crate) fn check_reset(&self) -> Result<(), CallError> {
+        match &self.reset {
+            Some((code, reason)) => Err(CallError::Reset {
+                code: *code,
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -100,6 +90,6 @@ impl Chan {
 
     /// Both directions are finished and nothing is left for the application.
     pub(crate) fn finished(&self) -> bool {
-        self.send_closed && self.recv_closed && self.queue.is_empty()
+        self.send_closed && self.recv_closed && self.store.is_empty()
     }
 }

@@ -2,10 +2,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::channel::{cost, Chan, Msg};
+use crate::channel::{cost, Chan};
 use crate::error::{CallError, ProtoError};
 use crate::frame::Frame;
 use crate::options::{ChannelOptions, Config, SendMode, Side};
+use crate::store::Entry;
 
 /// Error code sent in a link `error` frame when the peer broke the protocol.
 pub const CODE_PROTOCOL: u32 = 1;
@@ -59,8 +60,40 @@ pub enum Received {
     End,
 }
 
+/// What [`Connection::recv_ref`] found: [`Received`] with the message's bytes borrowed from
+/// the connection (no copy, no allocation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// A complete message, valid until the next call on the connection.
+    Message(&'a [u8]),
+    /// A message carried outside the byte stream: `len` bytes in the buffer the transport
+    /// knows by `token`.
+    Loan {
+        /// Message length.
+        len: u64,
+        /// The token the sender gave [`Connection::send_loan`].
+        token: u64,
+    },
+    /// Nothing yet.
+    Empty,
+    /// The peer closed its sending direction and every message has been taken.
+    End,
+}
+
+impl Incoming<'_> {
+    /// The owned form (copies a message's bytes).
+    pub fn to_owned(self) -> Received {
+        match self {
+            Incoming::Message(m) => Received::Message(m.to_vec()),
+            Incoming::Loan { len, token } => Received::Loan { len, token },
+            Incoming::Empty => Received::Empty,
+            Incoming::End => Received::End,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
+pub(crate) enum State {
     Open,
     /// We said goodbye; nothing more may be sent.
     Closed,
@@ -71,18 +104,18 @@ enum State {
 }
 
 #[derive(Debug, Default)]
-struct LinkCredit {
-    send_limit: u64,
-    sent: u64,
-    blocked_at: Option<u64>,
-    granted: u64,
-    received: u64,
-    consumed: u64,
+pub(crate) struct LinkCredit {
+    pub(crate) send_limit: u64,
+    pub(crate) sent: u64,
+    pub(crate) blocked_at: Option<u64>,
+    pub(crate) granted: u64,
+    pub(crate) received: u64,
+    pub(crate) consumed: u64,
 }
 
 /// Counts `charge` bytes received on `channel` against the channel's and the link's credit;
 /// a peer that sends past either limit has overrun it (nothing is counted then).
-fn receive_within_credit(
+pub(crate) fn receive_within_credit(
     ch: &mut Chan,
     link: &mut LinkCredit,
     channel: u32,
@@ -114,16 +147,20 @@ fn receive_within_credit(
 /// [`poll_event`](Self::poll_event).
 #[derive(Debug)]
 pub struct Connection {
-    config: Config,
-    state: State,
+    pub(crate) config: Config,
+    pub(crate) state: State,
     next_id: u32,
-    last_peer_id: u32,
-    channels: BTreeMap<u32, Chan>,
-    link: LinkCredit,
-    inbuf: Vec<u8>,
-    in_offset: u64,
-    out: Vec<u8>,
-    events: VecDeque<Event>,
+    pub(crate) last_peer_id: u32,
+    pub(crate) channels: BTreeMap<u32, Chan>,
+    /// Sum of the receive buffers of the channels in the table (part of the link window).
+    recv_bufs: u64,
+    /// The store of the channel retired by the last `recv_ref`, whose bytes it lent out.
+    retired_store: crate::store::Store,
+    pub(crate) link: LinkCredit,
+    pub(crate) inbuf: Vec<u8>,
+    pub(crate) in_offset: u64,
+    pub(crate) out: Vec<u8>,
+    pub(crate) events: VecDeque<Event>,
 }
 
 impl Connection {
@@ -135,6 +172,8 @@ impl Connection {
             next_id: if config.side == Side::Client { 1 } else { 2 },
             last_peer_id: 0,
             channels: BTreeMap::new(),
+            recv_bufs: 0,
+            retired_store: Default::default(),
             link: LinkCredit {
                 send_limit: INITIAL_LINK_CREDIT,
                 granted: INITIAL_LINK_CREDIT,
@@ -217,8 +256,7 @@ impl Connection {
             name,
         }
         .encode(&mut self.out);
-        self.channels
-            .insert(id, Chan::new(name.to_owned(), options));
+        self.insert_chan(id, Chan::new(name.to_owned(), options));
         self.grant_link(true);
         Ok(id)
     }
@@ -238,7 +276,7 @@ impl Connection {
             .ok_or(CallError::NoChannel(channel))?;
         if ch.reset.is_none() {
             ch.reset = Some((code, reason.to_owned()));
-            ch.queue.clear();
+            ch.store.clear();
             if self.state == State::Open {
                 Frame::Error {
                     channel,
@@ -249,20 +287,6 @@ impl Connection {
             }
         }
         Ok(())
-    }
-
-    fn chan(&mut self, channel: u32) -> Result<&mut Chan, CallError> {
-        let ch = self
-            .channels
-            .get_mut(&channel)
-            .ok_or(CallError::NoChannel(channel))?;
-        if let Some((code, reason)) = &ch.reset {
-            return Err(CallError::Reset {
-                code: *code,
-                reason: reason.clone(),
-            });
-        }
-        Ok(ch)
     }
 
     /// Whether a message of `len` bytes could be sent now without exceeding any credit.
@@ -321,19 +345,14 @@ impl Connection {
     fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
         self.check_open()?;
         let link_room = self.link.send_limit - self.link.sent;
-        if self.retired(channel) {
-            return Err(CallError::Closed);
-        }
-        let ch = self
-            .channels
-            .get_mut(&channel)
-            .ok_or(CallError::NoChannel(channel))?;
-        if let Some((code, reason)) = &ch.reset {
-            return Err(CallError::Reset {
-                code: *code,
-                reason: reason.clone(),
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(if self.retired(channel) {
+                CallError::Closed
+            } else {
+                CallError::NoChannel(channel)
             });
-        }
+        };
+        ch.check_reset()?;
         if ch.send_closed {
             return Err(CallError::Closed);
         }
@@ -383,49 +402,67 @@ impl Connection {
     /// Whether a message (or the end of stream) is waiting on `channel`.
     pub fn readable(&self, channel: u32) -> bool {
         match self.channels.get(&channel) {
-            Some(ch) => !ch.queue.is_empty() || ch.recv_closed || ch.reset.is_some(),
+            Some(ch) => !ch.store.is_empty() || ch.recv_closed || ch.reset.is_some(),
             None => self.retired(channel),
         }
     }
 
     /// Takes the next message of `channel`, granting credit back to the peer as needed.
     pub fn recv(&mut self, channel: u32) -> Result<Received, CallError> {
-        if !self.channels.contains_key(&channel) && self.retired(channel) {
-            return Ok(Received::End);
-        }
-        let ch = self.chan(channel)?;
-        let Some(msg) = ch.queue.pop_front() else {
-            return Ok(if ch.recv_closed {
-                Received::End
+        self.recv_ref(channel).map(Incoming::to_owned)
+    }
+
+    /// Like [`recv`](Self::recv), lending the message's bytes instead of copying them: they
+    /// stay valid until the next call on the connection.
+    pub fn recv_ref(&mut self, channel: u32) -> Result<Incoming<'_>, CallError> {
+        let open = self.state == State::Open;
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return if self.retired(channel) {
+                Ok(Incoming::End)
             } else {
-                Received::Empty
+                Err(CallError::NoChannel(channel))
+            };
+        };
+        ch.check_reset()?;
+        let Some((entry, at)) = ch.store.pop_at() else {
+            return Ok(if ch.recv_closed {
+                Incoming::End
+            } else {
+                Incoming::Empty
             });
         };
-        let c = cost(msg.len());
-        let msg = match msg {
-            Msg::Bytes(b) => Received::Message(b),
-            Msg::Loan { len, token } => Received::Loan { len, token },
-        };
+        let c = entry.cost();
         ch.consumed += c;
         ch.delivered += 1;
-        let grant = (!ch.recv_closed && ch.wants_grant()).then(|| {
+        if open && !ch.recv_closed && ch.wants_grant() {
             ch.granted = ch.grantable();
-            (ch.granted, ch.delivered)
-        });
-        self.link.consumed += c;
-        if self.state == State::Open {
-            if let Some((limit, delivered)) = grant {
-                Frame::Credit {
-                    channel,
-                    limit,
-                    delivered,
-                }
-                .encode(&mut self.out);
+            Frame::Credit {
+                channel,
+                limit: ch.granted,
+                delivered: ch.delivered,
             }
+            .encode(&mut self.out);
+        }
+        let finished = ch.finished();
+        self.link.consumed += c;
+        if open {
             self.grant_link(false);
         }
-        self.maybe_retire(channel);
-        Ok(msg)
+        let store = if finished {
+            let ch = self.remove_chan(channel).expect("channel in the table");
+            self.retired_store = ch.store;
+            &self.retired_store
+        } else {
+            &self
+                .channels
+                .get(&channel)
+                .expect("channel in the table")
+                .store
+        };
+        Ok(match entry {
+            Entry::Bytes(len) => Incoming::Message(store.bytes_at(at, len)),
+            Entry::Loan { len, token } => Incoming::Loan { len, token },
+        })
     }
 
     /// Ends this side's sending direction of `channel` (end of stream for the peer).
@@ -441,7 +478,7 @@ impl Connection {
             ch.send_closed = true;
             if ch.reset.is_some() {
                 ch.recv_closed = true;
-                ch.queue.clear();
+                ch.store.clear();
             }
             if self.state == State::Open {
                 Frame::Close { channel }.encode(&mut self.out);
@@ -475,7 +512,7 @@ impl Connection {
         self.channels.keys().copied()
     }
 
-    fn retired(&self, id: u32) -> bool {
+    pub(crate) fn retired(&self, id: u32) -> bool {
         if id == 0 || self.channels.contains_key(&id) {
             return false;
         }
@@ -487,22 +524,30 @@ impl Connection {
         }
     }
 
-    fn maybe_retire(&mut self, channel: u32) {
+    pub(crate) fn maybe_retire(&mut self, channel: u32) {
         if self.channels.get(&channel).is_some_and(|c| c.finished()) {
-            self.channels.remove(&channel);
+            self.remove_chan(channel);
         }
     }
 
-    fn link_grantable(&self) -> u64 {
-        let bufs: u64 = self
-            .channels
-            .values()
-            .map(|c| u64::from(c.opts.recv_buffer))
-            .sum();
-        self.link.consumed + self.config.link_window + bufs
+    pub(crate) fn insert_chan(&mut self, id: u32, ch: Chan) {
+        self.recv_bufs += u64::from(ch.opts.recv_buffer);
+        if let Some(old) = self.channels.insert(id, ch) {
+            self.recv_bufs -= u64::from(old.opts.recv_buffer);
+        }
     }
 
-    fn grant_link(&mut self, force: bool) {
+    fn remove_chan(&mut self, id: u32) -> Option<Chan> {
+        let ch = self.channels.remove(&id)?;
+        self.recv_bufs -= u64::from(ch.opts.recv_buffer);
+        Some(ch)
+    }
+
+    fn link_grantable(&self) -> u64 {
+        self.link.consumed + self.config.link_window + self.recv_bufs
+    }
+
+    pub(crate) fn grant_link(&mut self, force: bool) {
         let limit = self.link_grantable();
         if limit > self.link.granted
             && (force || limit - self.link.granted >= self.config.link_window / 2)
@@ -515,303 +560,5 @@ impl Connection {
             }
             .encode(&mut self.out);
         }
-    }
-
-    /// Feeds bytes received from the peer.
-    ///
-    /// On a protocol violation the link fails: an `error` frame for the peer is queued for
-    /// transmission and every later call reports the link closed.
-    pub fn handle_input(&mut self, data: &[u8]) -> Result<(), ProtoError> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        if let State::Failed(_) | State::PeerClosed = self.state {
-            return Err(ProtoError::LinkClosed);
-        }
-        let mut buf = std::mem::take(&mut self.inbuf);
-        let result = if buf.is_empty() {
-            self.parse(data)
-                .map(|used| buf.extend_from_slice(&data[used..]))
-        } else {
-            buf.extend_from_slice(data);
-            self.parse(&buf).map(|used| {
-                buf.drain(..used);
-            })
-        };
-        self.inbuf = buf;
-        if let Err(e) = &result {
-            self.fail(e.clone());
-        }
-        result
-    }
-
-    fn fail(&mut self, e: ProtoError) {
-        if self.state == State::Open {
-            Frame::Error {
-                channel: 0,
-                code: CODE_PROTOCOL,
-                reason: &e.to_string(),
-            }
-            .encode(&mut self.out);
-        }
-        self.inbuf.clear();
-        self.state = State::Failed(e);
-    }
-
-    /// Parses whole frames from `buf`; returns the bytes used.
-    fn parse(&mut self, buf: &[u8]) -> Result<usize, ProtoError> {
-        let mut at = 0;
-        while let State::Open | State::Closed = self.state {
-            let decoded = Frame::decode(&buf[at..]).map_err(|source| ProtoError::Frame {
-                offset: self.in_offset,
-                source,
-            })?;
-            let Some((frame, used)) = decoded else { break };
-            self.on_frame(frame)?;
-            at += used;
-            self.in_offset += used as u64;
-        }
-        Ok(at)
-    }
-
-    fn on_frame(&mut self, frame: Frame<'_>) -> Result<(), ProtoError> {
-        match frame {
-            Frame::Open {
-                channel,
-                packet_shift,
-                sync,
-                recv_buffer,
-                max_message,
-                name,
-            } => {
-                let theirs = (channel % 2 == 1) == (self.config.side == Side::Server);
-                if !theirs || channel <= self.last_peer_id {
-                    return Err(ProtoError::BadChannelId(channel));
-                }
-                self.last_peer_id = channel;
-                let options = ChannelOptions {
-                    packet_size: 1 << packet_shift,
-                    recv_buffer,
-                    max_message,
-                    send_mode: if sync {
-                        SendMode::Sync
-                    } else {
-                        SendMode::Async
-                    },
-                };
-                let mut ch = Chan::new(name.to_owned(), options);
-                if let Err(e) = options.validate() {
-                    let reason = e.to_string();
-                    Frame::Error {
-                        channel,
-                        code: CODE_REFUSED,
-                        reason: &reason,
-                    }
-                    .encode(&mut self.out);
-                    ch.reset = Some((CODE_REFUSED, reason));
-                    self.channels.insert(channel, ch);
-                } else {
-                    self.channels.insert(channel, ch);
-                    self.grant_link(true);
-                    self.events.push_back(Event::Opened {
-                        channel,
-                        name: name.to_owned(),
-                        options,
-                    });
-                }
-            }
-            Frame::Data {
-                channel,
-                last,
-                payload,
-            } => self.on_data(channel, last, payload)?,
-            Frame::Loan {
-                channel,
-                len,
-                token,
-            } => self.on_loan(channel, len, token)?,
-            Frame::Credit {
-                channel: 0, limit, ..
-            } => {
-                self.link.send_limit = self.link.send_limit.max(limit);
-            }
-            Frame::Credit {
-                channel,
-                limit,
-                delivered,
-            } => match self.channels.get_mut(&channel) {
-                Some(ch) => {
-                    ch.send_limit = ch.send_limit.max(limit);
-                    ch.peer_delivered = ch.peer_delivered.max(delivered);
-                }
-                None => self.known(channel)?,
-            },
-            Frame::Blocked { channel: 0, .. } => {
-                let limit = self.link.granted;
-                Frame::Credit {
-                    channel: 0,
-                    limit,
-                    delivered: 0,
-                }
-                .encode(&mut self.out);
-            }
-            Frame::Blocked { channel, .. } => match self.channels.get_mut(&channel) {
-                Some(ch) => {
-                    ch.granted = ch.grantable();
-                    Frame::Credit {
-                        channel,
-                        limit: ch.granted,
-                        delivered: ch.delivered,
-                    }
-                    .encode(&mut self.out);
-                }
-                None => self.known(channel)?,
-            },
-            Frame::Close { channel: 0 } => {
-                for ch in self.channels.values_mut() {
-                    ch.recv_closed = true;
-                    ch.partial.clear();
-                }
-                self.state = State::PeerClosed;
-            }
-            Frame::Close { channel } => match self.channels.get_mut(&channel) {
-                Some(ch) => {
-                    if !ch.partial.is_empty() {
-                        return Err(ProtoError::DataAfterClose(channel));
-                    }
-                    ch.recv_closed = true;
-                    self.maybe_retire(channel);
-                }
-                None => self.known(channel)?,
-            },
-            Frame::Ping {
-                token,
-                reply: false,
-            } => {
-                if self.state == State::Open {
-                    Frame::Ping { token, reply: true }.encode(&mut self.out);
-                }
-            }
-            Frame::Ping { token, reply: true } => self.events.push_back(Event::Pong { token }),
-            Frame::Error {
-                channel: 0,
-                code,
-                reason,
-            } => {
-                return Err(ProtoError::Peer {
-                    code,
-                    reason: reason.to_owned(),
-                });
-            }
-            Frame::Error {
-                channel,
-                code,
-                reason,
-            } => match self.channels.get_mut(&channel) {
-                Some(ch) => {
-                    if ch.reset.is_none() {
-                        ch.reset = Some((code, reason.to_owned()));
-                        ch.queue.clear();
-                        self.events.push_back(Event::Reset { channel });
-                    }
-                }
-                None => self.known(channel)?,
-            },
-        }
-        Ok(())
-    }
-
-    /// A frame for a channel not in the table is harmless if the channel was retired.
-    fn known(&self, channel: u32) -> Result<(), ProtoError> {
-        if self.retired(channel) {
-            Ok(())
-        } else {
-            Err(ProtoError::UnknownChannel(channel))
-        }
-    }
-
-    fn on_data(&mut self, channel: u32, last: bool, payload: &[u8]) -> Result<(), ProtoError> {
-        let Some(ch) = self.channels.get_mut(&channel) else {
-            return Err(if self.retired(channel) {
-                ProtoError::DataAfterClose(channel)
-            } else {
-                ProtoError::UnknownChannel(channel)
-            });
-        };
-        if ch.recv_closed {
-            return Err(ProtoError::DataAfterClose(channel));
-        }
-        let ps = ch.opts.packet_size;
-        let bad_size = if last {
-            payload.len() > ps || (payload.is_empty() && !ch.partial.is_empty())
-        } else {
-            payload.len() != ps
-        };
-        if bad_size {
-            return Err(ProtoError::BadPacket {
-                channel,
-                len: payload.len(),
-                packet_size: ps,
-            });
-        }
-        let charge = if last && payload.is_empty() {
-            1
-        } else {
-            payload.len() as u64
-        };
-        receive_within_credit(ch, &mut self.link, channel, charge)?;
-        if (ch.partial.len() + payload.len()) as u64 > ch.opts.max_message {
-            return Err(ProtoError::MessageTooLong {
-                channel,
-                max: ch.opts.max_message,
-            });
-        }
-        if ch.reset.is_some() {
-            // Refused or reset: drop the data but keep the credit flowing.
-            ch.consumed += charge;
-            self.link.consumed += charge;
-            return Ok(());
-        }
-        if last {
-            let msg = if ch.partial.is_empty() {
-                payload.to_vec()
-            } else {
-                let mut m = std::mem::take(&mut ch.partial);
-                m.extend_from_slice(payload);
-                m
-            };
-            ch.queue.push_back(Msg::Bytes(msg));
-        } else {
-            ch.partial.extend_from_slice(payload);
-        }
-        Ok(())
-    }
-
-    fn on_loan(&mut self, channel: u32, len: u64, token: u64) -> Result<(), ProtoError> {
-        let Some(ch) = self.channels.get_mut(&channel) else {
-            return Err(if self.retired(channel) {
-                ProtoError::DataAfterClose(channel)
-            } else {
-                ProtoError::UnknownChannel(channel)
-            });
-        };
-        if ch.recv_closed || !ch.partial.is_empty() {
-            return Err(ProtoError::DataAfterClose(channel));
-        }
-        if len > ch.opts.max_message {
-            return Err(ProtoError::MessageTooLong {
-                channel,
-                max: ch.opts.max_message,
-            });
-        }
-        let charge = cost(len as usize);
-        receive_within_credit(ch, &mut self.link, channel, charge)?;
-        if ch.reset.is_some() {
-            ch.consumed += charge;
-            self.link.consumed += charge;
-        } else {
-            ch.queue.push_back(Msg::Loan { len, token });
-        }
-        Ok(())
     }
 }

@@ -436,13 +436,16 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Appends a frame header, reserving room for the body too (one capacity check per frame).
 fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
     assert!(len <= MAX_BODY as usize, "frame body too long");
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&channel.to_le_bytes());
-    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.reserve(HEADER_LEN + len);
+    let mut h = [0u8; HEADER_LEN];
+    h[0] = kind;
+    h[1] = flags;
+    h[4..8].copy_from_slice(&channel.to_le_bytes());
+    h[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&h);
 }
 
 #[cfg(test)]

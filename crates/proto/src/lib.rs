@@ -26,10 +26,12 @@ mod channel;
 mod connection;
 mod error;
 pub mod frame;
+mod input;
 mod options;
+mod store;
 
 pub use connection::{
-    Connection, Event, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
+    Connection, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
 };
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;

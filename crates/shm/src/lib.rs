@@ -116,7 +116,7 @@ pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
 pub use receiver::{Receiver, Record};
-pub use sender::Sender;
+pub use sender::{Allocator, Sender};
 
 /// How often a waiting side checks that its peer is still alive.
 pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

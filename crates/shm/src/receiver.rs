@@ -9,6 +9,23 @@ use crate::pool::Buf;
 use crate::ring::{Consumer, RawRecord, KIND_BUF};
 use crate::shared::Shared;
 
+/// The next record of `ring` if one is ready (a function of the fields, so that a wait on
+/// `shared` can peek at `ring` without cloning the `Arc`).
+fn peek_in(shared: &Shared, ring: &mut Consumer) -> Result<Option<RawRecord>, ShmError> {
+    shared.check()?;
+    match ring.peek() {
+        Ok(Some(r)) => Ok(Some(r)),
+        Ok(None) => {
+            // Running dry: publish what we consumed so the peer sees all the room there is.
+            if ring.publish() {
+                shared.wake_peer(false);
+            }
+            Ok(None)
+        }
+        Err(e) => Err(shared.latch(e)),
+    }
+}
+
 /// The receiving half: reads records from the incoming ring in place.
 pub struct Receiver {
     shared: Arc<Shared>,
@@ -21,18 +38,7 @@ impl Receiver {
     }
 
     fn peek(&mut self) -> Result<Option<RawRecord>, ShmError> {
-        self.shared.check()?;
-        match self.ring.peek() {
-            Ok(Some(r)) => Ok(Some(r)),
-            Ok(None) => {
-                // Running dry: publish what we consumed so the peer sees all the room there is.
-                if self.ring.publish() {
-                    self.shared.wake_peer(false);
-                }
-                Ok(None)
-            }
-            Err(e) => Err(self.shared.latch(e)),
-        }
+        peek_in(&self.shared, &mut self.ring)
     }
 
     fn record(&mut self, raw: RawRecord) -> Result<Record<'_>, ShmError> {
@@ -80,9 +86,22 @@ impl Receiver {
     /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
     /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {
-        let shared = self.shared.clone();
-        let raw = shared.wait(true, timeout, || self.peek())?;
+        let Receiver { shared, ring } = self;
+        let raw = shared.wait(true, timeout, || peek_in(shared, ring))?;
         self.record(raw)
+    }
+
+    /// Waits up to `timeout` (`None`: for ever) until a record is ready, without taking it.
+    /// Records the peer published before it closed are ready as usual; after them,
+    /// [`ShmError::PeerGone`].
+    pub fn wait_ready(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
+        let Receiver { shared, ring } = self;
+        shared.wait(true, timeout, || Ok(peek_in(shared, ring)?.map(|_| ())))
+    }
+
+    /// True when a record is ready (non-blocking).
+    pub fn is_ready(&mut self) -> Result<bool, ShmError> {
+        Ok(self.peek()?.is_some())
     }
 
     /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).

@@ -198,13 +198,16 @@ impl Sender {
 
     /// Allocates a buffer homed at this side, if one is free.
     pub fn try_alloc(&mut self) -> Result<Option<Buf>, ShmError> {
-        self.shared.check()?;
-        let index = {
-            let mut pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner());
-            pool.alloc().map_err(|e| self.shared.latch(e))?
-        };
-        let size = self.buffer_size() as u32;
-        Ok(index.map(|i| Buf::new(self.shared.clone(), i, 0, size)))
+        try_alloc(&self.shared)
+    }
+
+    /// A handle that allocates buffers homed at this side without waiting, from any thread
+    /// (waiting for a free buffer stays with [`Sender::alloc`], which owns this side's
+    /// doorbell).
+    pub fn allocator(&self) -> Allocator {
+        Allocator {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Allocates a buffer, waiting up to `timeout` for the peer to return one. Its data range
@@ -232,5 +235,35 @@ impl Drop for Sender {
         // Staged records are published rather than lost.
         let _ = self.flush();
         self.shared.half_dropped();
+    }
+}
+
+fn try_alloc(shared: &Arc<Shared>) -> Result<Option<Buf>, ShmError> {
+    shared.check()?;
+    let index = {
+        let mut pool = shared.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.alloc().map_err(|e| shared.latch(e))?
+    };
+    let size = shared.seg.layout.buffer_size;
+    Ok(index.map(|i| Buf::new(shared.clone(), i, 0, size)))
+}
+
+/// Allocates pool buffers homed at one side, without waiting, from any thread (see
+/// [`Sender::allocator`]).
+#[derive(Clone)]
+pub struct Allocator {
+    shared: Arc<Shared>,
+}
+
+impl Allocator {
+    /// A free buffer homed at this side, if there is one; its data range is the whole buffer.
+    pub fn try_alloc(&self) -> Result<Option<Buf>, ShmError> {
+        try_alloc(&self.shared)
+    }
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator").finish_non_exhaustive()
     }
 }

@@ -159,10 +159,10 @@ fn raw_pingpong(
 
 fn channel_pingpong(session: &Session, data: &[u8], iters: usize) -> Result<Summary> {
     let ch = session.open("pingpong", options(data.len()))?;
-    let mut last = Vec::new();
+    let mut last = Vec::with_capacity(data.len());
     let s = time(iters, data.len(), || {
         ch.send(data)?;
-        last = ch.recv()?.context("echo ended the stream")?;
+        ensure!(ch.recv_into(&mut last)?, "echo ended the stream");
         Ok(())
     })?;
     ensure!(last == data, "echoed bytes differ");

@@ -208,15 +208,16 @@ fn sink(server: Server, loans: bool) -> Result<()> {
                 n += 1;
             }
         } else {
-            let mut batch = Vec::with_capacity(1024);
+            // Every message is looked at in place (its first byte), none is copied.
+            let mut check = 0u8;
             loop {
-                batch.clear();
-                let k = ch.recv_batch(1024, &mut batch)?;
+                let k = ch.recv_each(1024, |m| check ^= m.first().copied().unwrap_or(0))?;
                 if k == 0 {
                     break;
                 }
                 n += k as u64;
             }
+            std::hint::black_box(check);
         }
         ch.send(&n.to_le_bytes())?;
         ch.close()?;

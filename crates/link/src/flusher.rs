@@ -1,0 +1,267 @@
+//! The writing side of a [`Driver`]: non-blocking writes under the lock, the flusher thread
+//! that takes over when the transport is full, goodbye, and zero-copy loans.
+//!
+//! The writing half lives in the driver's state. A caller writes through it without blocking;
+//! a thread that must block on it (the flusher, a loan call waiting for a free buffer or for
+//! room) takes it out of the state, so the lock is never held across a blocking call, and
+//! brings it back (`flush_cond` tells those waiting for it). While it is out, new bytes queue
+//! in `pending` and the flusher writes them once it is home.
+
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use crate::driver::{Dead, Deadline, Driver, State, TICK};
+use crate::error::LinkError;
+use crate::wire::{is_idle, WireWrite};
+
+impl Driver {
+    /// Writes what the connection has to transmit, without blocking and without letting go of
+    /// the lock (a non-blocking write is a copy into a ring or a socket buffer). What does not
+    /// fit, or cannot be written because the writer is out, goes to the flusher thread.
+    pub(crate) fn flush<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let State { conn, pending, .. } = &mut *st;
+        conn.poll_transmit(pending);
+        // While the flusher owns the bytes (stuck), it picks up what was added.
+        if st.pending.is_empty() || st.stuck || st.dead.is_some() {
+            return st;
+        }
+        if st.writer_closed {
+            st.pending.clear();
+            return st;
+        }
+        let State {
+            writer, pending, ..
+        } = &mut *st;
+        let Some(w) = writer.as_mut() else {
+            self.hand_over(&mut st);
+            return st;
+        };
+        match w.write_nb(pending) {
+            Ok(n) if n == pending.len() => pending.clear(),
+            Ok(n) => {
+                pending.drain(..n);
+                self.hand_over(&mut st);
+            }
+            Err(e) if is_idle(&e) => self.hand_over(&mut st),
+            Err(e) => self.kill(&mut st, &e),
+        }
+        st
+    }
+
+    /// Hands the pending bytes to the flusher thread.
+    pub(crate) fn hand_over(&self, st: &mut State) {
+        st.stuck = true;
+        self.flush_cond.notify_all();
+    }
+
+    /// Brings the writing half home and tells whoever waits for it.
+    fn bring_back(&self, st: &mut State, w: Box<dyn WireWrite>) {
+        st.writer = Some(w);
+        self.flush_cond.notify_all();
+    }
+
+    /// The flusher thread: writes, blocking, whatever the callers could not write at once.
+    pub(crate) fn flusher(&self) {
+        let mut st = self.lock();
+        loop {
+            // Sleep while the writer is out, or while there is nothing to do.
+            while st.writer.is_none() || !(st.stuck || st.shutdown) {
+                st = self
+                    .flush_cond
+                    .wait_timeout(st, TICK)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            let mut w = st.writer.take().expect("the writer is home");
+            if !st.stuck {
+                // Shut down and nothing left to write.
+                st.writer_closed = true;
+                drop(st);
+                w.shutdown();
+                self.flush_cond.notify_all();
+                return;
+            }
+            let mut buf = std::mem::take(&mut st.pending);
+            drop(st);
+            let failed = self.write_all(&mut *w, &buf);
+            st = self.lock();
+            self.bring_back(&mut st, w);
+            if let Some(e) = failed {
+                st.stuck = false;
+                st.pending.clear();
+                self.kill(&mut st, &e);
+                continue;
+            }
+            let State { conn, pending, .. } = &mut *st;
+            conn.poll_transmit(pending);
+            if st.pending.is_empty() {
+                buf.clear();
+                st.pending = buf; // keep the capacity
+                st.stuck = false;
+            }
+            self.cond.notify_all();
+        }
+    }
+
+    /// Writes all of `buf`, blocking; gives up a second after shutdown on a peer that reads
+    /// nothing.
+    fn write_all(&self, w: &mut dyn WireWrite, buf: &[u8]) -> Option<std::io::Error> {
+        let mut at = 0;
+        let give_up = Instant::now() + Duration::from_secs(1);
+        while at < buf.len() {
+            match w.write_wait(&buf[at..], TICK) {
+                Ok(n) => at += n,
+                Err(e) if is_idle(&e) => {
+                    if self.lock().shutdown && Instant::now() > give_up {
+                        return Some(std::io::ErrorKind::TimedOut.into());
+                    }
+                }
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// Says goodbye to the peer, waits (boundedly) until everything is written, and stops the
+    /// flusher.
+    pub(crate) fn close(&self) {
+        let mut st = self.lock();
+        if st.shutdown {
+            return;
+        }
+        st.conn.close_link();
+        st = self.flush(st);
+        st.shutdown = true;
+        if !st.pending.is_empty() {
+            st.stuck = true;
+        }
+        self.flush_cond.notify_all();
+        self.cond.notify_all();
+        self.accept_cond.notify_all();
+        // Let the goodbye and everything before it reach the transport, so a process may exit
+        // right after closing; a dead or stuck peer bounds the wait.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while st.stuck && st.dead.is_none() && Instant::now() < give_up {
+            st = self
+                .cond
+                .wait_timeout(st, TICK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits until the writing half is home and takes it out; `None` with the error to
+    /// report when the session ends first or `deadline` passes.
+    fn take_writer<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        deadline: Deadline,
+    ) -> (MutexGuard<'a, State>, Result<Box<dyn WireWrite>, LinkError>) {
+        loop {
+            if let Some(d) = &st.dead {
+                let e = d.error();
+                return (st, Err(e));
+            }
+            if st.shutdown || st.writer_closed {
+                return (st, Err(LinkError::SessionClosed));
+            }
+            if let Some(w) = st.writer.take() {
+                return (st, Ok(w));
+            }
+            let slice = match deadline {
+                Deadline::Now => return (st, Err(LinkError::WouldBlock)),
+                Deadline::Never => TICK,
+                Deadline::At(t) => match t.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(TICK),
+                    _ => return (st, Err(LinkError::Timeout)),
+                },
+            };
+            st = self
+                .flush_cond
+                .wait_timeout(st, slice)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Takes a buffer from the shared pool for a zero-copy message.
+    pub(crate) fn alloc_loan(&self, deadline: Deadline) -> Result<offhost_shm::Buf, LinkError> {
+        let alloc = self.alloc.as_ref().ok_or(LinkError::NoLoans)?;
+        loop {
+            match alloc.try_alloc() {
+                Ok(Some(b)) => return Ok(b),
+                Ok(None) => {}
+                Err(e) => return Err(self.fail_io(&e)),
+            }
+            // None free: wait on the writer's doorbell, which rings when the peer returns one.
+            let (st, w) = self.take_writer(self.lock(), deadline);
+            let mut w = w?;
+            drop(st);
+            let slice = match deadline {
+                Deadline::Now => Duration::ZERO,
+                Deadline::Never => TICK,
+                Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
+            };
+            let r = w.alloc_loan(slice);
+            let mut st = self.lock();
+            self.bring_back(&mut st, w);
+            drop(self.flush(st));
+            match r {
+                Ok(Some(b)) => return Ok(b),
+                Ok(None) => {}
+                Err(e) => return Err(self.fail_io(&e)),
+            }
+            match deadline {
+                Deadline::Now => return Err(LinkError::WouldBlock),
+                Deadline::At(t) if Instant::now() >= t => return Err(LinkError::Timeout),
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes a loaned buffer to the transport (its `loan` frame is already queued).
+    pub(crate) fn write_loan(&self, buf: offhost_shm::Buf) -> Result<(), LinkError> {
+        let (st, w) = self.take_writer(self.lock(), Deadline::Never);
+        let mut w = w?;
+        let r = match w.send_loan_nb(buf) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(buf)) => {
+                // No room in the ring now: wait for it without the lock.
+                drop(st);
+                let r = w.send_loan(buf, Duration::from_secs(3600));
+                let mut st = self.lock();
+                self.bring_back(&mut st, w);
+                return self.loan_written(st, r);
+            }
+            Err(e) => Err(e),
+        };
+        let mut st = st;
+        self.bring_back(&mut st, w);
+        self.loan_written(st, r)
+    }
+
+    fn loan_written(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        r: std::io::Result<()>,
+    ) -> Result<(), LinkError> {
+        match r {
+            Ok(()) => {
+                drop(self.flush(st));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Err(LinkError::NoLoans),
+            Err(e) => {
+                self.kill(&mut st, &e);
+                Err(st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error))
+            }
+        }
+    }
+
+    /// A transport failure seen by a loan call: the link is dead; the error to report.
+    fn fail_io(&self, e: &std::io::Error) -> LinkError {
+        let mut st = self.lock();
+        self.kill(&mut st, e);
+        st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error)
+    }
+}

@@ -1,0 +1,299 @@
+//! The input side of a [`Connection`]: parsing the peer's frames and acting on them.
+
+use crate::channel::{cost, Chan};
+use crate::connection::{
+    receive_within_credit, Connection, Event, State, CODE_PROTOCOL, CODE_REFUSED,
+};
+use crate::error::ProtoError;
+use crate::frame::Frame;
+use crate::options::{ChannelOptions, SendMode, Side};
+
+impl Connection {
+    /// Feeds bytes received from the peer.
+    ///
+    /// On a protocol violation the link fails: an `error` frame for the peer is queued for
+    /// transmission and every later call reports the link closed.
+    pub fn handle_input(&mut self, data: &[u8]) -> Result<(), ProtoError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if let State::Failed(_) | State::PeerClosed = self.state {
+            return Err(ProtoError::LinkClosed);
+        }
+        let mut buf = std::mem::take(&mut self.inbuf);
+        let result = if buf.is_empty() {
+            self.parse(data)
+                .map(|used| buf.extend_from_slice(&data[used..]))
+        } else {
+            buf.extend_from_slice(data);
+            self.parse(&buf).map(|used| {
+                buf.drain(..used);
+            })
+        };
+        self.inbuf = buf;
+        if let Err(e) = &result {
+            self.fail(e.clone());
+        }
+        result
+    }
+
+    pub(crate) fn fail(&mut self, e: ProtoError) {
+        if self.state == State::Open {
+            Frame::Error {
+                channel: 0,
+                code: CODE_PROTOCOL,
+                reason: &e.to_string(),
+            }
+            .encode(&mut self.out);
+        }
+        self.inbuf.clear();
+        self.state = State::Failed(e);
+    }
+
+    /// Parses whole frames from `buf`; returns the bytes used.
+    fn parse(&mut self, buf: &[u8]) -> Result<usize, ProtoError> {
+        let mut at = 0;
+        while let State::Open | State::Closed = self.state {
+            let decoded = Frame::decode(&buf[at..]).map_err(|source| ProtoError::Frame {
+                offset: self.in_offset,
+                source,
+            })?;
+            let Some((frame, used)) = decoded else { break };
+            self.on_frame(frame)?;
+            at += used;
+            self.in_offset += used as u64;
+        }
+        Ok(at)
+    }
+
+    fn on_frame(&mut self, frame: Frame<'_>) -> Result<(), ProtoError> {
+        match frame {
+            Frame::Open {
+                channel,
+                packet_shift,
+                sync,
+                recv_buffer,
+                max_message,
+                name,
+            } => {
+                let theirs = (channel % 2 == 1) == (self.config.side == Side::Server);
+                if !theirs || channel <= self.last_peer_id {
+                    return Err(ProtoError::BadChannelId(channel));
+                }
+                self.last_peer_id = channel;
+                let options = ChannelOptions {
+                    packet_size: 1 << packet_shift,
+                    recv_buffer,
+                    max_message,
+                    send_mode: if sync {
+                        SendMode::Sync
+                    } else {
+                        SendMode::Async
+                    },
+                };
+                let mut ch = Chan::new(name.to_owned(), options);
+                if let Err(e) = options.validate() {
+                    let reason = e.to_string();
+                    Frame::Error {
+                        channel,
+                        code: CODE_REFUSED,
+                        reason: &reason,
+                    }
+                    .encode(&mut self.out);
+                    ch.reset = Some((CODE_REFUSED, reason));
+                    self.insert_chan(channel, ch);
+                } else {
+                    self.insert_chan(channel, ch);
+                    self.grant_link(true);
+                    self.events.push_back(Event::Opened {
+                        channel,
+                        name: name.to_owned(),
+                        options,
+                    });
+                }
+            }
+            Frame::Data {
+                channel,
+                last,
+                payload,
+            } => self.on_data(channel, last, payload)?,
+            Frame::Loan {
+                channel,
+                len,
+                token,
+            } => self.on_loan(channel, len, token)?,
+            Frame::Credit {
+                channel: 0, limit, ..
+            } => {
+                self.link.send_limit = self.link.send_limit.max(limit);
+            }
+            Frame::Credit {
+                channel,
+                limit,
+                delivered,
+            } => match self.channels.get_mut(&channel) {
+                Some(ch) => {
+                    ch.send_limit = ch.send_limit.max(limit);
+                    ch.peer_delivered = ch.peer_delivered.max(delivered);
+                }
+                None => self.known(channel)?,
+            },
+            Frame::Blocked { channel: 0, .. } => {
+                let limit = self.link.granted;
+                Frame::Credit {
+                    channel: 0,
+                    limit,
+                    delivered: 0,
+                }
+                .encode(&mut self.out);
+            }
+            Frame::Blocked { channel, .. } => match self.channels.get_mut(&channel) {
+                Some(ch) => {
+                    ch.granted = ch.grantable();
+                    Frame::Credit {
+                        channel,
+                        limit: ch.granted,
+                        delivered: ch.delivered,
+                    }
+                    .encode(&mut self.out);
+                }
+                None => self.known(channel)?,
+            },
+            Frame::Close { channel: 0 } => {
+                for ch in self.channels.values_mut() {
+                    ch.recv_closed = true;
+                    ch.store.clear_partial();
+                }
+                self.state = State::PeerClosed;
+            }
+            Frame::Close { channel } => match self.channels.get_mut(&channel) {
+                Some(ch) => {
+                    if ch.store.partial_len() != 0 {
+                        return Err(ProtoError::DataAfterClose(channel));
+                    }
+                    ch.recv_closed = true;
+                    self.maybe_retire(channel);
+                }
+                None => self.known(channel)?,
+            },
+            Frame::Ping {
+                token,
+                reply: false,
+            } => {
+                if self.state == State::Open {
+                    Frame::Ping { token, reply: true }.encode(&mut self.out);
+                }
+            }
+            Frame::Ping { token, reply: true } => self.events.push_back(Event::Pong { token }),
+            Frame::Error {
+                channel: 0,
+                code,
+                reason,
+            } => {
+                return Err(ProtoError::Peer {
+                    code,
+                    reason: reason.to_owned(),
+                });
+            }
+            Frame::Error {
+                channel,
+                code,
+                reason,
+            } => match self.channels.get_mut(&channel) {
+                Some(ch) => {
+                    if ch.reset.is_none() {
+                        ch.reset = Some((code, reason.to_owned()));
+                        ch.store.clear();
+                        self.events.push_back(Event::Reset { channel });
+                    }
+                }
+                None => self.known(channel)?,
+            },
+        }
+        Ok(())
+    }
+
+    /// A frame for a channel not in the table is harmless if the channel was retired.
+    fn known(&self, channel: u32) -> Result<(), ProtoError> {
+        if self.retired(channel) {
+            Ok(())
+        } else {
+            Err(ProtoError::UnknownChannel(channel))
+        }
+    }
+
+    fn on_data(&mut self, channel: u32, last: bool, payload: &[u8]) -> Result<(), ProtoError> {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(if self.retired(channel) {
+                ProtoError::DataAfterClose(channel)
+            } else {
+                ProtoError::UnknownChannel(channel)
+            });
+        };
+        if ch.recv_closed {
+            return Err(ProtoError::DataAfterClose(channel));
+        }
+        let ps = ch.opts.packet_size;
+        let partial = ch.store.partial_len();
+        let bad_size = if last {
+            payload.len() > ps || (payload.is_empty() && partial != 0)
+        } else {
+            payload.len() != ps
+        };
+        if bad_size {
+            return Err(ProtoError::BadPacket {
+                channel,
+                len: payload.len(),
+                packet_size: ps,
+            });
+        }
+        let charge = if last && payload.is_empty() {
+            1
+        } else {
+            payload.len() as u64
+        };
+        receive_within_credit(ch, &mut self.link, channel, charge)?;
+        if (partial + payload.len()) as u64 > ch.opts.max_message {
+            return Err(ProtoError::MessageTooLong {
+                channel,
+                max: ch.opts.max_message,
+            });
+        }
+        if ch.reset.is_some() {
+            // Refused or reset: drop the data but keep the credit flowing.
+            ch.consumed += charge;
+            self.link.consumed += charge;
+            return Ok(());
+        }
+        ch.store.push_packet(payload, last);
+        Ok(())
+    }
+
+    fn on_loan(&mut self, channel: u32, len: u64, token: u64) -> Result<(), ProtoError> {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(if self.retired(channel) {
+                ProtoError::DataAfterClose(channel)
+            } else {
+                ProtoError::UnknownChannel(channel)
+            });
+        };
+        if ch.recv_closed || ch.store.partial_len() != 0 {
+            return Err(ProtoError::DataAfterClose(channel));
+        }
+        if len > ch.opts.max_message {
+            return Err(ProtoError::MessageTooLong {
+                channel,
+                max: ch.opts.max_message,
+            });
+        }
+        let charge = cost(len as usize);
+        receive_within_credit(ch, &mut self.link, channel, charge)?;
+        if ch.reset.is_some() {
+            ch.consumed += charge;
+            self.link.consumed += charge;
+        } else {
+            ch.store.push_loan(len, token);
+        }
+        Ok(())
+    }
+}
