@@ -269,3 +269,39 @@ fn kill_host_mid_transfer_block() {
 fn kill_host_mid_transfer_adaptive() {
     kill_host_mid_transfer(Mode::Adaptive);
 }
+
+/// A side that waits in short slices (as the channel layer does, 100 ms at a time) must still
+/// notice a dead peer: a wait that times out checks liveness first, in every mode.
+fn short_waits_notice_a_killed_engine(mode: Mode) {
+    let (mut child, mut ep) = echo_child(mode);
+    child.kill().expect("SIGKILL the engine");
+    let _ = child.wait();
+    let start = Instant::now();
+    let err = loop {
+        match ep.receiver().wait_ready(Some(Duration::from_millis(20))) {
+            Err(ShmError::Timeout) => {}
+            Ok(()) => panic!("{mode}: nothing was sent, yet a record is ready"),
+            Err(e) => break e,
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{mode}: 20 ms waits never noticed the dead engine"
+        );
+    };
+    assert!(matches!(err, ShmError::PeerGone), "{mode}: got {err:?}");
+}
+
+#[test]
+fn short_waits_notice_a_killed_engine_poll() {
+    short_waits_notice_a_killed_engine(Mode::Poll);
+}
+
+#[test]
+fn short_waits_notice_a_killed_engine_adaptive() {
+    short_waits_notice_a_killed_engine(Mode::Adaptive);
+}
+
+#[test]
+fn short_waits_notice_a_killed_engine_block() {
+    short_waits_notice_a_killed_engine(Mode::Block);
+}
