@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_proto::{CallError, ChannelOptions, SendMode};
+use offhost_proto::{BatchEnd, CallError, ChannelOptions, SendMode};
 
 use crate::driver::Deadline;
 use crate::error::LinkError;
@@ -162,9 +162,33 @@ impl Channel {
     /// the peer ended the stream and all were taken). Loans are shown in place too and go back
     /// to the pool after `f` returns.
     pub fn recv_each(&self, max: usize, mut f: impl FnMut(&[u8])) -> Result<usize, LinkError> {
+        let max = max.max(1);
         self.handle.driver.wait(Deadline::Never, |st| {
             let mut n = 0;
-            while n < max.max(1) {
+            while n < max {
+                // Byte messages in one sweep of the connection; a loan (or one whose buffer is
+                // still on its way) one at a time.
+                if st.held.is_empty() || !st.held.contains_key(&self.id) {
+                    match st.conn.recv_each(self.id, max - n, &mut f) {
+                        Ok((k, BatchEnd::Loan)) => n += k,
+                        Ok((k, BatchEnd::Full | BatchEnd::Empty)) => {
+                            n += k;
+                            break;
+                        }
+                        Ok((k, BatchEnd::End)) => {
+                            n += k;
+                            if n == 0 {
+                                return Some(Ok(0));
+                            }
+                            break;
+                        }
+                        Err(e) if n == 0 => return Some(Err(st.call_error(e))),
+                        Err(_) => break,
+                    }
+                    if n == max {
+                        break;
+                    }
+                }
                 match crate::loan::take_ref(st, self.id) {
                     Some(Ok(Some(Taken::Bytes(m)))) => f(m),
                     Some(Ok(Some(Taken::Loan(l)))) => f(&l),

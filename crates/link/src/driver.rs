@@ -21,6 +21,10 @@ use crate::wire::{is_idle, Input, WireRead, WireWrite};
 
 /// Longest single sleep: waits recheck peer liveness at least this often.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
+/// How long a passive waiter lets the transport rest after the last data wait before it reads
+/// itself: long enough to leave the gaps between one thread's receives alone, short enough that
+/// a thread that turns from receiving to accepting is not kept waiting.
+const PASSIVE_GRACE: Duration = Duration::from_millis(2);
 
 /// When a wait gives up.
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +107,8 @@ pub(crate) struct State {
     /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
     sleepers: usize,
     passive_sleepers: usize,
+    /// Threads asleep on `writer_cond`, waiting for the writing half.
+    pub(crate) writer_waiters: usize,
     /// Zero-copy buffers that arrived, by pool index, waiting for their `loan` frame's reader.
     pub(crate) loans: HashMap<u32, offhost_shm::Buf>,
     /// Loan messages taken from a channel whose buffer has not arrived yet: (len, token).
@@ -149,8 +155,10 @@ pub(crate) struct Driver {
     state: Mutex<State>,
     pub(crate) cond: Condvar,
     pub(crate) accept_cond: Condvar,
-    /// The flusher sleeps here; loan calls wait here for the writer to come home.
+    /// The flusher sleeps here until there is something to write (or to shut down).
     pub(crate) flush_cond: Condvar,
+    /// Loan calls wait here for the writing half to come home.
+    pub(crate) writer_cond: Condvar,
     /// Loans: allocation from the shared pool, apart from the writer (shared memory only).
     pub(crate) alloc: Option<Box<dyn crate::wire::LoanAlloc>>,
 }
@@ -183,12 +191,14 @@ impl Driver {
                 active_gen: 0,
                 sleepers: 0,
                 passive_sleepers: 0,
+                writer_waiters: 0,
                 loans: HashMap::new(),
                 held: HashMap::new(),
             }),
             cond: Condvar::new(),
             accept_cond: Condvar::new(),
             flush_cond: Condvar::new(),
+            writer_cond: Condvar::new(),
             alloc,
         });
         let f = d.clone();
@@ -217,6 +227,7 @@ impl Driver {
         }
         self.cond.notify_all();
         self.accept_cond.notify_all();
+        self.writer_cond.notify_all();
     }
 
     /// Runs `f` until it returns `Some`, reading the transport in between, until `deadline`.
@@ -286,10 +297,10 @@ impl Driver {
             };
             looked = true;
             // A passive waiter leaves the transport to data waiters while there are any, and
-            // for a tick after the last one left (it reads only after sleeping a whole tick in
-            // which no data wait ended): between two messages there is no data waiter for a
-            // moment, and a passive reader spinning then would take the CPU of the data waiter
-            // it has to wake.
+            // for a grace period after the last one left (it reads only after sleeping a whole
+            // grace period in which no data wait ended): between two messages there is no data
+            // waiter for a moment, and a passive reader spinning then would take the CPU of the
+            // data waiter it has to wake.
             let recent = passive && seen_gen.map_or(st.active_gen != 0, |g| g != st.active_gen);
             seen_gen = Some(st.active_gen);
             let defer = st.reader.is_none() || (passive && (st.active > 0 || recent));
@@ -297,6 +308,13 @@ impl Driver {
                 (true, None) => break Err(LinkError::WouldBlock),
                 (true, Some(s)) => {
                     if passive {
+                        // While data waiters read, they feed the channel openings too and wake
+                        // this one; once they are gone, it looks again after the grace period.
+                        let s = if st.active == 0 && st.reader.is_some() {
+                            s.min(PASSIVE_GRACE)
+                        } else {
+                            s
+                        };
                         st.passive_sleepers += 1;
                         st = self
                             .accept_cond

@@ -4,7 +4,7 @@
 //! The writing half lives in the driver's state. A caller writes through it without blocking;
 //! a thread that must block on it (the flusher, a loan call waiting for a free buffer or for
 //! room) takes it out of the state, so the lock is never held across a blocking call, and
-//! brings it back (`flush_cond` tells those waiting for it). While it is out, new bytes queue
+//! brings it back (`writer_cond` tells those waiting for it, `flush_cond` the flusher). While it is out, new bytes queue
 //! in `pending` and the flusher writes them once it is home.
 
 use std::sync::MutexGuard;
@@ -54,10 +54,16 @@ impl Driver {
         self.flush_cond.notify_all();
     }
 
-    /// Brings the writing half home and tells whoever waits for it.
+    /// Brings the writing half home and tells whoever waits for it (a notification costs a
+    /// system call, so only those that wait are told).
     fn bring_back(&self, st: &mut State, w: Box<dyn WireWrite>) {
         st.writer = Some(w);
-        self.flush_cond.notify_all();
+        if st.writer_waiters > 0 {
+            self.writer_cond.notify_all();
+        }
+        if st.stuck || st.shutdown {
+            self.flush_cond.notify_all();
+        }
     }
 
     /// The flusher thread: writes, blocking, whatever the callers could not write at once.
@@ -78,7 +84,7 @@ impl Driver {
                 st.writer_closed = true;
                 drop(st);
                 w.shutdown();
-                self.flush_cond.notify_all();
+                self.writer_cond.notify_all();
                 return;
             }
             let mut buf = std::mem::take(&mut st.pending);
@@ -136,6 +142,7 @@ impl Driver {
             st.stuck = true;
         }
         self.flush_cond.notify_all();
+        self.writer_cond.notify_all();
         self.cond.notify_all();
         self.accept_cond.notify_all();
         // Let the goodbye and everything before it reach the transport, so a process may exit
@@ -176,11 +183,13 @@ impl Driver {
                     _ => return (st, Err(LinkError::Timeout)),
                 },
             };
+            st.writer_waiters += 1;
             st = self
-                .flush_cond
+                .writer_cond
                 .wait_timeout(st, slice)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            st.writer_waiters -= 1;
         }
     }
 

@@ -537,7 +537,7 @@ impl Connection {
         }
     }
 
-    fn remove_chan(&mut self, id: u32) -> Option<Chan> {
+    pub(crate) fn remove_chan(&mut self, id: u32) -> Option<Chan> {
         let ch = self.channels.remove(&id)?;
         self.recv_bufs -= u64::from(ch.opts.recv_buffer);
         Some(ch)

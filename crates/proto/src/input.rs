@@ -5,7 +5,7 @@ use crate::connection::{
     receive_within_credit, Connection, Event, State, CODE_PROTOCOL, CODE_REFUSED,
 };
 use crate::error::ProtoError;
-use crate::frame::Frame;
+use crate::frame::{Frame, HEADER_LEN, MAX_BODY};
 use crate::options::{ChannelOptions, SendMode, Side};
 
 impl Connection {
@@ -21,15 +21,7 @@ impl Connection {
             return Err(ProtoError::LinkClosed);
         }
         let mut buf = std::mem::take(&mut self.inbuf);
-        let result = if buf.is_empty() {
-            self.parse(data)
-                .map(|used| buf.extend_from_slice(&data[used..]))
-        } else {
-            buf.extend_from_slice(data);
-            self.parse(&buf).map(|used| {
-                buf.drain(..used);
-            })
-        };
+        let result = self.parse_after(&mut buf, data);
         self.inbuf = buf;
         if let Err(e) = &result {
             self.fail(e.clone());
@@ -48,6 +40,40 @@ impl Connection {
         }
         self.inbuf.clear();
         self.state = State::Failed(e);
+    }
+
+    /// Parses `data` after the partial frame in `partial` (kept from earlier input): first
+    /// completes that frame from the front of `data`, then parses the rest where it lies, and
+    /// keeps what is left (a frame cut off by the end of `data`) in `partial`. Only the bytes of
+    /// a frame that straddles two inputs are ever copied.
+    fn parse_after(&mut self, partial: &mut Vec<u8>, mut data: &[u8]) -> Result<(), ProtoError> {
+        if !partial.is_empty() {
+            let want = if partial.len() < HEADER_LEN {
+                HEADER_LEN
+            } else {
+                frame_len(partial)
+            };
+            let take = want.saturating_sub(partial.len()).min(data.len());
+            partial.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if partial.len() < HEADER_LEN {
+                return Ok(());
+            }
+            if partial.len() < frame_len(partial) && !data.is_empty() {
+                // Only the header was missing: now the whole length is known.
+                return self.parse_after(partial, data);
+            }
+            // A whole frame, a frame still cut off, or a bad header: parse says which.
+            let used = self.parse(partial)?;
+            if used < partial.len() {
+                debug_assert!(data.is_empty(), "a cut-off frame took all the input");
+                return Ok(());
+            }
+            partial.clear();
+        }
+        let used = self.parse(data)?;
+        partial.extend_from_slice(&data[used..]);
+        Ok(())
     }
 
     /// Parses whole frames from `buf`; returns the bytes used.
@@ -295,5 +321,16 @@ impl Connection {
             ch.store.push_loan(len, token);
         }
         Ok(())
+    }
+}
+
+/// The whole length of the frame whose header starts `buf` (at least [`HEADER_LEN`] bytes); a
+/// body length past the limit counts as a bare header, so that parsing it reports the error.
+fn frame_len(buf: &[u8]) -> usize {
+    let body = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+    if body > MAX_BODY {
+        HEADER_LEN
+    } else {
+        HEADER_LEN + body as usize
     }
 }

@@ -22,6 +22,7 @@
 //! The byte layout of the frames is documented in [`frame`].
 #![forbid(unsafe_code)]
 
+mod batch;
 mod channel;
 mod connection;
 mod error;
@@ -30,6 +31,7 @@ mod input;
 mod options;
 mod store;
 
+pub use batch::BatchEnd;
 pub use connection::{
     Connection, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
 };

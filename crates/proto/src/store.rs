@@ -99,6 +99,11 @@ impl Store {
         self.entries.push_back(Entry::Loan { len, token });
     }
 
+    /// The next message's entry, without taking it.
+    pub(crate) fn front(&self) -> Option<Entry> {
+        self.entries.front().copied()
+    }
+
     /// Takes the next message: its entry and, for bytes, where they start (see
     /// [`bytes_at`](Self::bytes_at); they stay in place until the next change to the store).
     pub(crate) fn pop_at(&mut self) -> Option<(Entry, usize)> {

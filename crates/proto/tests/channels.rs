@@ -4,8 +4,8 @@ mod common;
 
 use common::{message, Pair};
 use offhost_proto::{
-    CallError, ChannelOptions, Config, Connection, Event, Frame, ProtoError, Received, SendMode,
-    Side,
+    BatchEnd, CallError, ChannelOptions, Config, Connection, Event, Frame, ProtoError, Received,
+    SendMode, Side,
 };
 
 fn small(packet_size: usize, recv_buffer: u32) -> ChannelOptions {
@@ -356,6 +356,54 @@ fn malformed_frame_reports_its_offset() {
     }
 }
 
+/// The frames of a channel with several messages (some of several packets), as the client
+/// writes them, and the messages.
+fn client_stream() -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut a = Connection::new(Config::new(Side::Client));
+    let ch = a.open("split", small(16, 4096)).unwrap();
+    let msgs: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; usize::from(i) * 7]).collect();
+    for m in &msgs {
+        a.send(ch, m).unwrap();
+    }
+    let mut wire = Vec::new();
+    a.poll_transmit(&mut wire);
+    (wire, msgs)
+}
+
+#[test]
+fn input_cut_anywhere_gives_the_same_messages() {
+    let (wire, msgs) = client_stream();
+    for chunk in [1, 2, 5, 11, 12, 13, 29, 64, 1000] {
+        let mut b = Connection::new(Config::new(Side::Server));
+        for piece in wire.chunks(chunk) {
+            b.handle_input(piece).unwrap();
+        }
+        let id = opened(&mut b);
+        let mut got = Vec::new();
+        b.recv_each(id, usize::MAX, |m| got.push(m.to_vec()))
+            .unwrap();
+        assert_eq!(got, msgs, "input in pieces of {chunk} bytes");
+    }
+}
+
+#[test]
+fn a_bad_frame_cut_anywhere_reports_the_same_offset() {
+    let (mut wire, _) = client_stream();
+    let at = wire.len() as u64;
+    wire.extend_from_slice(&[0x99; 12]);
+    for chunk in [1, 3, 12, 13, 100] {
+        let mut b = Connection::new(Config::new(Side::Server));
+        let err = wire
+            .chunks(chunk)
+            .find_map(|piece| b.handle_input(piece).err())
+            .expect("the bad frame is an error");
+        match err {
+            ProtoError::Frame { offset, .. } => assert_eq!(offset, at, "pieces of {chunk}"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn truncated_input_waits_for_the_rest() {
     let mut p = Pair::new();
@@ -418,6 +466,53 @@ fn loans_travel_by_token_and_cost_credit() {
     );
     p.settle();
     p.a.send_loan(ch, 4000, 18).unwrap();
+}
+
+#[test]
+fn a_batch_receive_stops_before_a_loan_and_grants_credit_once() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("batch", small(64, 4096)).unwrap();
+    for m in [&b"one"[..], b"two", b"three"] {
+        p.a.send(ch, m).unwrap();
+    }
+    p.a.send_loan(ch, 100, 5).unwrap();
+    p.a.send(ch, b"after").unwrap();
+    p.a.close(ch).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    let mut got = Vec::new();
+    assert_eq!(
+        p.b.recv_each(id, 2, |m| got.push(m.to_vec())).unwrap(),
+        (2, BatchEnd::Full)
+    );
+    assert_eq!(
+        p.b.recv_each(id, 10, |m| got.push(m.to_vec())).unwrap(),
+        (1, BatchEnd::Loan)
+    );
+    assert_eq!(got, [&b"one"[..], b"two", b"three"]);
+    assert_eq!(p.b.recv(id).unwrap(), Received::Loan { len: 100, token: 5 });
+    got.clear();
+    assert_eq!(
+        p.b.recv_each(id, 10, |m| got.push(m.to_vec())).unwrap(),
+        (1, BatchEnd::End)
+    );
+    assert_eq!(got, [b"after"]);
+    assert_eq!(p.b.recv_each(id, 10, |_| ()).unwrap(), (0, BatchEnd::End));
+    // Everything taken was paid back: the sender can fill the whole buffer again.
+    p.settle();
+    let ch2 = p.a.open("again", small(64, 4096)).unwrap();
+    p.settle();
+    let id2 = opened(&mut p.b);
+    p.a.send(ch2, &[1; 4096]).unwrap();
+    p.settle();
+    assert_eq!(
+        p.b.recv_each(id2, 1, |m| assert_eq!(m.len(), 4096))
+            .unwrap(),
+        (1, BatchEnd::Full)
+    );
+    p.settle();
+    p.a.send(ch2, &[2; 4096]).unwrap();
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::Pair;
-use offhost_proto::{CallError, ChannelOptions, Connection, Event, Received, SendMode};
+use offhost_proto::{BatchEnd, CallError, ChannelOptions, Connection, Event, Received, SendMode};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -20,6 +20,8 @@ enum Op {
     Recv {
         at_a: bool,
         chan: usize,
+        /// 0: one `recv`; more: one `recv_each` of up to this many.
+        batch: usize,
     },
     Deliver {
         bytes: usize,
@@ -33,7 +35,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (any::<bool>(), 0..4usize, 0..700usize).prop_map(|(from_a, chan, len)| Op::Send { from_a, chan, len }),
-        4 => (any::<bool>(), 0..4usize).prop_map(|(at_a, chan)| Op::Recv { at_a, chan }),
+        4 => (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(at_a, chan, batch)| Op::Recv { at_a, chan, batch }),
         3 => (1..400usize).prop_map(|bytes| Op::Deliver { bytes }),
         1 => (any::<bool>(), 0..4usize).prop_map(|(from_a, chan)| Op::Close { from_a, chan }),
     ]
@@ -114,7 +116,20 @@ proptest! {
             }
         };
 
-        let recv_one = |conn: &mut Connection, id: u32, got: &mut Vec<Vec<u8>>, ended: &mut bool| {
+        // `batch` 0 receives one message with `recv`, more takes up to that many with
+        // `recv_each`.
+        let recv_some = |conn: &mut Connection, id: u32, batch: usize, got: &mut Vec<Vec<u8>>, ended: &mut bool| {
+            if batch > 0 {
+                let (n, end) = conn.recv_each(id, batch, |m| { assert!(!*ended, "message after end"); got.push(m.to_vec()) }).unwrap();
+                assert!(n <= batch);
+                match end {
+                    BatchEnd::End => *ended = true,
+                    BatchEnd::Full => assert_eq!(n, batch),
+                    BatchEnd::Empty => {}
+                    BatchEnd::Loan => panic!("no loans were sent"),
+                }
+                return;
+            }
             match conn.recv(id).unwrap() {
                 Received::Message(m) => { assert!(!*ended, "message after end"); got.push(m) }
                 Received::End => *ended = true,
@@ -140,12 +155,12 @@ proptest! {
                         Err(e) => panic!("send failed: {e}"),
                     }
                 }
-                Op::Recv { at_a, chan } => {
+                Op::Recv { at_a, chan, batch } => {
                     let dir = usize::from(at_a);
                     if at_a && ids.a_known[chan] {
-                        recv_one(&mut p.a, ids.a[chan], &mut got[dir][chan], &mut ended[dir][chan]);
+                        recv_some(&mut p.a, ids.a[chan], batch, &mut got[dir][chan], &mut ended[dir][chan]);
                     } else if let (false, Some(id)) = (at_a, ids.b[chan]) {
-                        recv_one(&mut p.b, id, &mut got[dir][chan], &mut ended[dir][chan]);
+                        recv_some(&mut p.b, id, batch, &mut got[dir][chan], &mut ended[dir][chan]);
                     }
                 }
                 Op::Deliver { bytes } => p.deliver(bytes),
@@ -170,12 +185,12 @@ proptest! {
             for chan in 0..4 {
                 if let Some(id) = ids.b[chan] {
                     let before = got[0][chan].len();
-                    recv_one(&mut p.b, id, &mut got[0][chan], &mut ended[0][chan]);
+                    recv_some(&mut p.b, id, chan, &mut got[0][chan], &mut ended[0][chan]);
                     progress |= got[0][chan].len() > before;
                 }
                 if ids.a_known[chan] {
                     let before = got[1][chan].len();
-                    recv_one(&mut p.a, ids.a[chan], &mut got[1][chan], &mut ended[1][chan]);
+                    recv_some(&mut p.a, ids.a[chan], chan, &mut got[1][chan], &mut ended[1][chan]);
                     progress |= got[1][chan].len() > before;
                 }
             }

@@ -146,7 +146,7 @@ pub fn run(args: RateArgs) -> Result<()> {
 }
 
 /// Streams `count` messages on a fresh channel; returns ns per message, from the first send
-/// until the sink has taken the last one.
+/// (once the sink said it is ready) until the sink has taken the last one.
 fn one_run(
     session: &Session,
     size: usize,
@@ -170,6 +170,9 @@ fn one_run(
     )?;
     let data = vec![0x5au8; size];
     let refs: Vec<&[u8]> = vec![&data; batch.min(count)];
+    // The clock starts once the sink has the channel: the rate is the stream's, not the time
+    // it takes the engine to accept a channel.
+    ch.recv()?.context("sink ended before it was ready")?;
     let t0 = Instant::now();
     match path {
         RatePath::Copy => {
@@ -201,6 +204,7 @@ fn one_run(
 fn sink(server: Server, loans: bool) -> Result<()> {
     let session = server.accept()?;
     while let Ok(ch) = session.accept() {
+        ch.send(b"ready")?;
         let mut n = 0u64;
         if loans && ch.name() == "rate-loan" {
             while let Some(m) = ch.recv_message()? {
