@@ -129,24 +129,32 @@ impl State {
         }
     }
 
-    /// Feeds what the reading half has ready to the connection (and collects loans).
-    fn feed(&mut self, wire: &mut dyn WireRead) -> (Option<ProtoError>, std::io::Result<bool>) {
+    /// Feeds what the reading half has ready to the connection (and collects loans); also
+    /// says whether anything was there.
+    fn feed(
+        &mut self,
+        wire: &mut dyn WireRead,
+    ) -> (Option<ProtoError>, std::io::Result<bool>, bool) {
         let mut failed = None;
+        let mut fed = false;
         let State { conn, loans, .. } = self;
-        let more = wire.feed(&mut |input| match input {
-            Input::Bytes(b) => match conn.handle_input(b) {
-                Ok(()) => true,
-                Err(e) => {
-                    failed = Some(e);
-                    false
+        let more = wire.feed(&mut |input| {
+            fed = true;
+            match input {
+                Input::Bytes(b) => match conn.handle_input(b) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                },
+                Input::Loan(b) => {
+                    loans.insert(b.index(), b);
+                    true
                 }
-            },
-            Input::Loan(b) => {
-                loans.insert(b.index(), b);
-                true
             }
         });
-        (failed, more)
+        (failed, more, fed)
     }
 }
 
@@ -356,15 +364,13 @@ impl Driver {
         }
     }
 
-    /// Feeds the input that is ready, under the lock, if any; true if some was.
+    /// Feeds the input that is ready, under the lock, if any; true if some was (or the input
+    /// ended, or the transport failed). `feed` itself finds out, without a separate look.
     fn poll_in_place(&self, st: &mut State) -> bool {
         let Some(mut wire) = st.reader.take() else {
             return false;
         };
-        let ready = wire.wait(None).is_ok();
-        if ready {
-            self.take_input(st, &mut *wire);
-        }
+        let ready = self.take_input(st, &mut *wire);
         st.reader = Some(wire);
         if ready {
             self.wake(st);
@@ -384,7 +390,9 @@ impl Driver {
         let r = wire.wait(slice);
         let mut st = self.lock();
         match r {
-            Ok(()) => self.take_input(&mut st, &mut *wire),
+            Ok(()) => {
+                self.take_input(&mut st, &mut *wire);
+            }
             Err(e) if is_idle(&e) => {}
             Err(e) => self.kill(&mut st, &e),
         }
@@ -394,11 +402,13 @@ impl Driver {
     }
 
     /// Feeds the ready input and handles what it brought: a broken protocol, the end of the
-    /// input, a failed transport, channels the peer opened.
-    fn take_input(&self, st: &mut State, wire: &mut dyn WireRead) {
-        let (failed, more) = st.feed(wire);
+    /// input, a failed transport, channels the peer opened. True if anything happened.
+    fn take_input(&self, st: &mut State, wire: &mut dyn WireRead) -> bool {
+        let (failed, more, fed) = st.feed(wire);
+        let mut happened = fed;
         if let Some(e) = failed {
             self.fail(st, e);
+            happened = true;
         }
         match more {
             Ok(true) => {}
@@ -406,11 +416,16 @@ impl Driver {
                 if st.dead.is_none() {
                     st.dead = Some(Dead::PeerGone);
                 }
+                happened = true;
             }
             Err(e) if is_idle(&e) => {}
-            Err(e) => self.kill(st, &e),
+            Err(e) => {
+                self.kill(st, &e);
+                happened = true;
+            }
         }
         st.take_events();
+        happened
     }
 
     /// The peer broke the protocol: tell it why, then end the link.
