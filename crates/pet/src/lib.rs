@@ -9,10 +9,12 @@ pub mod layout;
 pub mod listmode;
 pub mod petlink;
 
+pub mod buckets;
 pub use error::{FormatError, GeometryError, ImageError};
 pub use geometry::Scanner;
 pub use layout::Layout;
 pub mod fbp;
+mod hist_index;
 pub mod lor;
 pub mod mlem;
 pub mod petlink_hist;

@@ -1,5 +1,6 @@
 //! Histogramming PETLINK words into span-1 or compressed sinograms.
 
+use crate::buckets::{Counts, Strategy, MINUS};
 use crate::error::GeometryError;
 use crate::geometry::Scanner;
 use crate::layout::Layout;
@@ -12,7 +13,8 @@ pub struct PetlinkHistogrammer {
     /// span-1 sinogram index -> target sinogram offset in bins.
     map: Vec<u32>,
     plane: u32,
-    bins: Vec<i32>,
+    /// Net counts plus a trash bin.
+    counts: Counts,
     sino: Sinogram,
     stats: HistStats,
     words: PetlinkStats,
@@ -22,8 +24,17 @@ impl PetlinkHistogrammer {
     /// A histogrammer for the PETLINK scanner `scanner` (its span is ignored: PETLINK bin
     /// addresses are span 1) into a sinogram of span `span`.
     pub fn new(scanner: &Scanner, span: u32) -> Result<Self, GeometryError> {
+        Self::with_strategy(scanner, span, Strategy::Auto)
+    }
+
+    /// As [`PetlinkHistogrammer::new`], choosing how increments reach the counts.
+    pub fn with_strategy(
+        scanner: &Scanner,
+        span: u32,
+        strategy: Strategy,
+    ) -> Result<Self, GeometryError> {
         let src = Layout::new(&scanner.with_span(1))?;
-        let sino = Sinogram::new(&scanner.with_span(span))?;
+        let mut sino = Sinogram::new(&scanner.with_span(span))?;
         let plane = scanner.plane_size() as u32;
         let map = (0..src.total_sinograms())
             .map(|i| {
@@ -38,10 +49,13 @@ impl PetlinkHistogrammer {
                 t * plane
             })
             .collect();
+        let counts = Counts::new(sino.data.len(), strategy);
+        // The counts live in `counts`; `sino` keeps the scanner and layout.
+        sino.data = Vec::new();
         Ok(PetlinkHistogrammer {
             map,
             plane,
-            bins: vec![0; sino.data.len() + 1],
+            counts,
             sino,
             stats: HistStats::default(),
             words: PetlinkStats::default(),
@@ -50,29 +64,33 @@ impl PetlinkHistogrammer {
 
     /// Adds raw words; events go to the sinogram, tags are counted.
     pub fn add_words(&mut self, words: &[u32]) {
-        let trash = self.sino.data.len();
+        let trash = self.counts.trash() as usize;
         let (mut events, mut delayeds) = (0u64, 0u64);
         let (mut rej_p, mut rej_d) = (0u64, 0u64);
-        for &w in words {
-            if w >> 31 == 0 {
-                let addr = w & 0x3FFF_FFFF;
-                let idx = match self.map.get((addr / self.plane) as usize) {
-                    Some(&base) => (base + addr % self.plane) as usize,
-                    None => trash,
-                };
-                let delayed = (w >> 30) & 1 == 0;
-                let rejected = idx == trash;
-                events += 1;
-                delayeds += delayed as u64;
-                rej_p += (rejected & !delayed) as u64;
-                rej_d += (rejected & delayed) as u64;
-                if let Some(b) = self.bins.get_mut(idx) {
-                    *b += if delayed { -1 } else { 1 };
+        let mut entries = [0u32; 1024];
+        for block in words.chunks(entries.len()) {
+            let mut n = 0;
+            for &w in block {
+                if w >> 31 == 0 {
+                    let addr = w & 0x3FFF_FFFF;
+                    let idx = match self.map.get((addr / self.plane) as usize) {
+                        Some(&base) => (base + addr % self.plane) as usize,
+                        None => trash,
+                    };
+                    let delayed = (w >> 30) & 1 == 0;
+                    let rejected = idx == trash;
+                    events += 1;
+                    delayeds += delayed as u64;
+                    rej_p += (rejected & !delayed) as u64;
+                    rej_d += (rejected & delayed) as u64;
+                    entries[n] = idx as u32 | if delayed { MINUS } else { 0 };
+                    n += 1;
+                } else {
+                    self.words.add(crate::petlink::Word::decode(w));
+                    self.words.words -= 1;
                 }
-            } else {
-                self.words.add(crate::petlink::Word::decode(w));
-                self.words.words -= 1;
             }
+            self.counts.add(&entries[..n]);
         }
         self.words.words += words.len() as u64;
         self.words.events += events;
@@ -99,16 +117,18 @@ impl PetlinkHistogrammer {
 
     /// A copy of the sinogram so far.
     pub fn snapshot(&self) -> Sinogram {
-        let mut s = self.sino.clone();
-        let n = s.data.len();
-        s.data.copy_from_slice(&self.bins[..n]);
-        s
+        let mut data = vec![0; self.counts.len()];
+        self.counts.copy_to(&mut data);
+        Sinogram {
+            scanner: self.sino.scanner.clone(),
+            layout: self.sino.layout.clone(),
+            data,
+        }
     }
 
     /// The final sinogram and statistics.
     pub fn finish(mut self) -> (Sinogram, HistStats, PetlinkStats) {
-        self.bins.truncate(self.sino.data.len());
-        self.sino.data = self.bins;
+        self.sino.data = self.counts.into_vec();
         (self.sino, self.stats, self.words)
     }
 }

@@ -7,8 +7,10 @@
 
 use serde::Serialize;
 
+use crate::buckets::{Counts, Strategy};
 use crate::error::GeometryError;
 use crate::geometry::Scanner;
+use crate::hist_index::{LorTable, Tables, Tallies};
 use crate::layout::Layout;
 use crate::listmode::Event;
 use crate::lor::{self, OUTSIDE, SWAP};
@@ -123,15 +125,16 @@ impl HistStats {
 /// Histograms events into a [`Sinogram`].
 #[derive(Clone, Debug)]
 pub struct Histogrammer {
-    /// `a * n + b` -> in-plane offset | SWAP, or OUTSIDE.
-    lor: Vec<u32>,
-    /// `r_first * rings + r_second` -> sinogram offset in bins, or OUTSIDE.
+    /// `a * n + b` -> in-plane offset and orientation, or outside.
+    lor: LorTable,
+    /// `r_first * rings + r_second` -> sinogram offset in bins, or OUTSIDE; then the same
+    /// indexed by `r_second * rings + r_first` (for entries of `lor` with [`SWAP`]).
     rings: Vec<u32>,
     n_det: usize,
     n_rings: usize,
     window: EnergyWindow,
     /// Net counts plus one trash bin at the end for rejected events.
-    bins: Vec<i32>,
+    counts: Counts,
     sino: Sinogram,
     stats: HistStats,
 }
@@ -139,43 +142,73 @@ pub struct Histogrammer {
 impl Histogrammer {
     /// A histogrammer for a scanner (span from the scanner) and an energy window.
     pub fn new(scanner: &Scanner, window: EnergyWindow) -> Result<Self, GeometryError> {
-        let sino = Sinogram::new(scanner)?;
+        Self::with_strategy(scanner, window, Strategy::Auto)
+    }
+
+    /// As [`Histogrammer::new`], choosing how increments reach the counts.
+    pub fn with_strategy(
+        scanner: &Scanner,
+        window: EnergyWindow,
+        strategy: Strategy,
+    ) -> Result<Self, GeometryError> {
+        let mut sino = Sinogram::new(scanner)?;
+        let counts = Counts::new(sino.data.len(), strategy);
+        // The counts live in `counts`; `sino` keeps the scanner and layout.
+        sino.data = Vec::new();
         let plane = scanner.plane_size() as u32;
         let rings = sino
             .layout
             .ring_pair_table()
             .iter()
             .map(|&s| if s == u32::MAX { OUTSIDE } else { s * plane })
-            .collect();
-        let mut bins = vec![0; sino.data.len() + 1];
-        bins.shrink_to_fit();
+            .collect::<Vec<u32>>();
+        // The same table for the swapped ring order, after it: the orientation bit of the
+        // transaxial entry picks the half without a branch.
+        let nr = scanner.rings as usize;
+        let swapped: Vec<u32> = (0..nr * nr).map(|i| rings[i % nr * nr + i / nr]).collect();
+        let rings = [rings, swapped].concat();
         Ok(Histogrammer {
-            lor: lor::build_table(scanner),
+            lor: LorTable::new(lor::build_table(scanner)),
             rings,
             n_det: scanner.detectors_per_ring as usize,
             n_rings: scanner.rings as usize,
             window,
-            bins,
+            counts,
             sino,
             stats: HistStats::default(),
         })
     }
 
+    /// Whether increments go through per-region buckets (see [`crate::buckets`]).
+    pub fn is_bucketed(&self) -> bool {
+        self.counts.is_bucketed()
+    }
+
     /// Bin index of an event's line, or `None` when outside the field of view.
     pub fn bin_of(&self, e: &Event) -> Option<usize> {
-        self.index(e).filter(|&i| i < self.sino.data.len())
+        self.index(e).filter(|&i| i < self.counts.len())
     }
 
     #[inline(always)]
     fn index(&self, e: &Event) -> Option<usize> {
         let (a, b) = (e.det_a as usize, e.det_b as usize);
         let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
-        let l = *self.lor.get(a * self.n_det + b)?;
+        let nr = self.n_rings;
+        if a >= self.n_det || b >= self.n_det || ra >= nr || rb >= nr {
+            return None;
+        }
+        let l = match &self.lor {
+            LorTable::Narrow(t) => match t[a * self.n_det + b] {
+                u16::MAX => OUTSIDE,
+                n => n as u32 & 0x7FFF | if n & 0x8000 != 0 { SWAP } else { 0 },
+            },
+            LorTable::Wide(t) => t[a * self.n_det + b],
+        };
         if l == OUTSIDE {
             return None;
         }
         let (r1, r2) = if l & SWAP != 0 { (rb, ra) } else { (ra, rb) };
-        let r = *self.rings.get(r1 * self.n_rings + r2)?;
+        let r = self.rings[r1 * nr + r2];
         if r == OUTSIDE {
             return None;
         }
@@ -184,42 +217,43 @@ impl Histogrammer {
 
     /// Adds a batch of events: prompts add one, delayeds subtract one.
     ///
-    /// The loop is branch-free apart from the table bounds checks: rejected events
-    /// (energy, field of view, ring difference) go to a trash bin past the sinogram.
+    /// Bin indices are computed a block at a time (rejected events go to a trash bin past
+    /// the sinogram, see [`crate::hist_index`]) and handed to [`Counts::add`].
     pub fn add(&mut self, events: &[Event]) {
-        let (lo, hi) = (self.window.lower, self.window.upper);
-        let (nd, nr) = (self.n_det, self.n_rings);
-        let (lor, rings) = (&self.lor[..], &self.rings[..]);
-        let bins = &mut self.bins[..];
-        let trash = bins.len() - 1;
-        let (mut delayeds, mut e_rej, mut g_rej, mut acc_d) = (0u64, 0u64, 0u64, 0u64);
-        for e in events {
-            let in_window =
-                (lo <= e.energy_a) & (e.energy_a <= hi) & (lo <= e.energy_b) & (e.energy_b <= hi);
-            let l = lor
-                .get(e.det_a as usize * nd + e.det_b as usize)
-                .copied()
-                .unwrap_or(OUTSIDE);
-            let swap = l & SWAP != 0;
-            let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
-            let (r1, r2) = if swap { (rb, ra) } else { (ra, rb) };
-            let r = rings.get(r1 * nr + r2).copied().unwrap_or(OUTSIDE);
-            let valid =
-                ((e.det_a as usize) < nd) & ((e.det_b as usize) < nd) & (ra < nr) & (rb < nr);
-            let inside = valid & (l != OUTSIDE) & (r != OUTSIDE);
-            let ok = in_window & inside;
-            let idx = if ok {
-                (r as usize + (l & !SWAP) as usize).min(trash)
-            } else {
-                trash
-            };
-            let delayed = e.delayed;
-            bins[idx] += if delayed { -1 } else { 1 };
-            delayeds += delayed as u64;
-            e_rej += (!in_window) as u64;
-            g_rej += (in_window & !inside) as u64;
-            acc_d += (ok & delayed) as u64;
+        let mut t = Tallies::default();
+        let mut entries = [0u32; 1024];
+        let (rings, nd, nr) = (&self.rings[..], self.n_det, self.n_rings);
+        let (window, trash) = (self.window, self.counts.trash() as usize);
+        for block in events.chunks(entries.len()) {
+            let out = &mut entries[..block.len()];
+            match &self.lor {
+                LorTable::Narrow(lor) => Tables {
+                    lor: &lor[..],
+                    rings,
+                    nd,
+                    nr,
+                    window,
+                    trash,
+                }
+                .entries(block, out, &mut t),
+                LorTable::Wide(lor) => Tables {
+                    lor: &lor[..],
+                    rings,
+                    nd,
+                    nr,
+                    window,
+                    trash,
+                }
+                .entries(block, out, &mut t),
+            }
+            self.counts.add(out);
         }
+        let (delayeds, e_rej, g_rej, acc_d) = (
+            t.delayeds,
+            t.energy_rejected,
+            t.geometry_rejected,
+            t.accepted_delayeds,
+        );
         let st = &mut self.stats;
         st.events += events.len() as u64;
         st.delayeds += delayeds;
@@ -238,16 +272,18 @@ impl Histogrammer {
 
     /// A copy of the sinogram so far (acquisition can go on).
     pub fn snapshot(&self) -> Sinogram {
-        let mut s = self.sino.clone();
-        let n = s.data.len();
-        s.data.copy_from_slice(&self.bins[..n]);
-        s
+        let mut data = vec![0; self.counts.len()];
+        self.counts.copy_to(&mut data);
+        Sinogram {
+            scanner: self.sino.scanner.clone(),
+            layout: self.sino.layout.clone(),
+            data,
+        }
     }
 
     /// The final sinogram and statistics.
     pub fn finish(mut self) -> (Sinogram, HistStats) {
-        self.bins.truncate(self.sino.data.len());
-        self.sino.data = self.bins;
+        self.sino.data = self.counts.into_vec();
         (self.sino, self.stats)
     }
 }
