@@ -64,6 +64,17 @@ impl Phantom {
         }
     }
 
+    /// Largest distance from the scanner axis of any activity, mm (bounds the photons'
+    /// acceptance in the simulator).
+    pub fn max_radius(&self) -> f64 {
+        match *self {
+            Phantom::NemaIec => 147.0,
+            // The outer ellipse (0.69 x 0.92, centred) holds every other one.
+            Phantom::SheppLogan { half_size_mm: h } => 0.92 * h,
+            Phantom::Cylinder { radius_mm: r } => r,
+        }
+    }
+
     /// Largest activity anywhere.
     pub fn max_activity(&self) -> f64 {
         match self {
@@ -186,6 +197,34 @@ mod tests {
         assert_eq!(p.activity(0.0, 140.0, 0.0), 1.0);
         assert_eq!(p.activity(0.0, -100.0, 0.0), 0.0);
         assert_eq!(p.activity(140.0, -10.0, 0.0), 1.0);
+    }
+
+    #[test]
+    fn no_activity_beyond_the_max_radius() {
+        let phantoms = [
+            Phantom::NemaIec,
+            Phantom::SheppLogan {
+                half_size_mm: 100.0,
+            },
+            Phantom::Cylinder { radius_mm: 80.0 },
+        ];
+        for p in phantoms {
+            let r = p.max_radius() + 1e-6;
+            for i in 0..3600 {
+                let a = (i as f64 / 10.0).to_radians();
+                for dr in [0.0, 1.0, 30.0] {
+                    let (x, y) = ((r + dr) * a.cos(), (r + dr) * a.sin());
+                    assert_eq!(p.activity(x, y, 0.0), 0.0, "{p:?} at {x}, {y}");
+                }
+            }
+            // and the bound is reached (within 1 mm)
+            let r = p.max_radius() - 1.0;
+            let hit = (0..3600).any(|i| {
+                let a = (i as f64 / 10.0).to_radians();
+                p.activity(r * a.cos(), r * a.sin(), 0.0) > 0.0
+            });
+            assert!(hit, "{p:?}");
+        }
     }
 
     #[test]
