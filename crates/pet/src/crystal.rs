@@ -81,20 +81,21 @@ impl Crystals {
         let n = self.dets;
         // In (-n/2, n/2] + n + 0.5: positive, so truncation rounds.
         let k = (fast_atan2(y, x) * self.per_rad + n as f64 + 0.5) as u32;
-        (k % n) as u16
+        (if k >= n { k - n } else { k }) as u16
     }
 
     /// The ring at height `z`, or `None` past either end.
     #[inline]
     pub fn ring(&self, z: f64) -> Option<u8> {
-        let r = ((z + self.half_len) / self.spacing).floor();
+        // Truncation is `floor` on the range kept (and avoids a libm call).
+        let r = (z + self.half_len) / self.spacing;
         (0.0..self.rings as f64).contains(&r).then_some(r as u8)
     }
 
     /// The ring at height `z`, for a `z` known to be on the cylinder up to rounding.
     #[inline]
     pub fn ring_clamped(&self, z: f64) -> u8 {
-        let r = ((z + self.half_len) / self.spacing).floor();
+        let r = (z + self.half_len) / self.spacing;
         r.clamp(0.0, self.rings as f64 - 1.0) as u8
     }
 

@@ -11,6 +11,7 @@
 use rand::Rng;
 
 use crate::phantom::nema_background;
+use crate::photons::two_uniforms;
 
 /// Cell side, mm.
 const CELL_MM: f64 = 6.0;
@@ -106,8 +107,8 @@ impl NemaCells {
         let n = self.cells.len();
         loop {
             let c = self.cells[((rng.gen::<f64>() * n as f64) as usize).min(n - 1)];
-            let x = c.x + rng.gen::<f64>() * CELL_MM;
-            let y = c.y + rng.gen::<f64>() * CELL_MM;
+            let (u, v) = two_uniforms(rng);
+            let (x, y) = (c.x + u * CELL_MM, c.y + v * CELL_MM);
             if c.full || nema_background(x, y) {
                 return (x, y);
             }

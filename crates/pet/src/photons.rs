@@ -31,13 +31,21 @@ fn cos_of_cot(k: f64) -> f64 {
     k / (1.0 + k * k).sqrt()
 }
 
+/// Two uniform numbers in `[0, 1)` with 32 random bits each, from one 64-bit draw.
+#[inline]
+pub fn two_uniforms<R: Rng>(rng: &mut R) -> (f64, f64) {
+    const SCALE: f64 = 1.0 / 4_294_967_296.0;
+    let w = rng.next_u64();
+    ((w >> 32) as f64 * SCALE, (w & 0xFFFF_FFFF) as f64 * SCALE)
+}
+
 /// A uniformly random unit vector in the plane (rejection from the unit disc, no
 /// trigonometry).
 #[inline]
 pub fn azimuth<R: Rng>(rng: &mut R) -> (f64, f64) {
     loop {
-        let x = rng.gen::<f64>() * 2.0 - 1.0;
-        let y = rng.gen::<f64>() * 2.0 - 1.0;
+        let (x, y) = two_uniforms(rng);
+        let (x, y) = (x * 2.0 - 1.0, y * 2.0 - 1.0);
         let r2 = x * x + y * y;
         if r2 <= 1.0 && r2 > 1e-12 {
             let inv = 1.0 / r2.sqrt();
@@ -115,11 +123,13 @@ impl Photons {
             let (da, db) = self.chord(p, e);
             let k_lo = ((-h - p[2]) / da).max((p[2] - h) / db);
             let k_hi = ((h - p[2]) / da).min((p[2] + h) / db);
-            if k_hi <= k_lo {
+            // `c(k)` has slope at most 1: the width in `c` is at most the width in `k`, a
+            // cheap first test.
+            let v = rng.gen::<f64>() * self.w_pair;
+            if v >= k_hi - k_lo {
                 continue;
             }
             let c_lo = cos_of_cot(k_lo);
-            let v = rng.gen::<f64>() * self.w_pair;
             if v >= cos_of_cot(k_hi) - c_lo {
                 continue;
             }
@@ -139,9 +149,13 @@ impl Photons {
             let p = points.sample(rng);
             let e = azimuth(rng);
             let (d, _) = self.chord(p, e);
+            // As for pairs: the width in `k`, 2 h / d, bounds the width in `c`.
+            let v = rng.gen::<f64>() * self.w_single;
+            if v * d >= 2.0 * h {
+                continue;
+            }
             let c_lo = cos_of_cot((-h - p[2]) / d);
             let c_hi = cos_of_cot((h - p[2]) / d);
-            let v = rng.gen::<f64>() * self.w_single;
             if v >= c_hi - c_lo {
                 continue;
             }

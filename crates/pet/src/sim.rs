@@ -174,7 +174,8 @@ impl Source {
     fn energy(&mut self, kev: f64) -> u16 {
         let sigma = self.cfg.energy_fwhm / 2.354_82;
         let e = kev * (1.0 + sigma * self.gauss());
-        (e * 10.0).round().clamp(0.0, 65535.0) as u16
+        // Round half up by truncation of a non-negative value (no libm call).
+        ((e * 10.0).clamp(0.0, 65535.0) + 0.5) as u16
     }
 
     /// Klein-Nishina scattering angle cosine for 511 keV photons.
@@ -214,7 +215,9 @@ impl Source {
     }
 
     fn clamp_tof(ps: f64) -> i16 {
-        ps.round().clamp(i16::MIN as f64, i16::MAX as f64) as i16
+        // Round half up by truncation of a non-negative value (no libm call).
+        let shifted = ps.clamp(i16::MIN as f64, i16::MAX as f64) - i16::MIN as f64 + 0.5;
+        (shifted as i32 + i16::MIN as i32) as i16
     }
 
     /// A true coincidence with one photon scattered: photon B drawn detected, photon A

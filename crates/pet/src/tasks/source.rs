@@ -15,7 +15,6 @@ struct PetSim {
     src: Source,
     left: u64,
     pacer: Option<Pacer>,
-    events: Vec<Event>,
     started: Option<Instant>,
     emitted: u64,
 }
@@ -39,12 +38,8 @@ impl Task for PetSim {
             if let Some(p) = &mut self.pacer {
                 p.wait(n as u64);
             }
-            self.events.clear();
-            self.src.fill(&mut self.events, n);
-            let out = &mut b.unfilled()[..n * RECORD_LEN];
-            for (o, e) in out.chunks_exact_mut(RECORD_LEN).zip(&self.events) {
-                o.copy_from_slice(&e.encode());
-            }
+            // Records are written straight into the engine's buffer.
+            self.src.fill_records(&mut b.unfilled()[..n * RECORD_LEN]);
             b.commit(n * RECORD_LEN);
             self.left -= n as u64;
             self.emitted += n as u64;
@@ -93,7 +88,6 @@ fn pet_sim(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         src,
         left: a.parse("events")?,
         pacer: (pace > 0.0).then(|| Pacer::new(pace)),
-        events: Vec::new(),
         started: None,
         emitted: 0,
     }))
