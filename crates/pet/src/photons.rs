@@ -54,15 +54,18 @@ pub fn azimuth<R: Rng>(rng: &mut R) -> (f64, f64) {
     }
 }
 
-/// A detected single photon.
+/// A detected single photon; its crystal is found on demand ([`Photons::hit_of`]), so a
+/// caller that may still reject the event does not pay for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Single {
     /// Emission point.
     pub p: [f64; 3],
     /// Unit direction.
     pub u: [f64; 3],
-    /// Where it was detected.
-    pub hit: Hit,
+    /// In-plane unit direction.
+    e: (f64, f64),
+    /// In-plane distance to the cylinder.
+    d: f64,
 }
 
 /// Samplers of detected photons for one cylinder and one phantom.
@@ -164,9 +167,17 @@ impl Photons {
             return Single {
                 p,
                 u: [e.0 * sin, e.1 * sin, c],
-                hit: self.hit(p, e, d, c / sin, sin),
+                e,
+                d,
             };
         }
+    }
+
+    /// Where a single photon was detected.
+    #[inline]
+    pub fn hit_of(&self, s: &Single) -> Hit {
+        let sin = (1.0 - s.u[2] * s.u[2]).sqrt().max(1e-12);
+        self.hit(s.p, s.e, s.d, s.u[2] / sin, sin)
     }
 }
 
@@ -274,12 +285,13 @@ mod tests {
         let mut fast = Histos::new();
         while fast.n < n {
             let s = photons.single(&mut rng, &points);
+            let hit = photons.hit_of(&s);
             let again = cyl
                 .reach(s.p, s.u)
                 .expect("the sampled direction is detected");
-            assert_eq!((again.det, again.ring), (s.hit.det, s.hit.ring));
-            assert!((again.dist - s.hit.dist).abs() < 1e-6 * s.hit.dist.max(1.0));
-            fast.add(s.hit, reference(s.p));
+            assert_eq!((again.det, again.ring), (hit.det, hit.ring));
+            assert!((again.dist - hit.dist).abs() < 1e-6 * hit.dist.max(1.0));
+            fast.add(hit, reference(s.p));
         }
         let mut slow = Histos::new();
         while slow.n < n {

@@ -230,10 +230,11 @@ impl Source {
             let Some(a) = self.photons.crystals().reach(b.p, ua) else {
                 continue;
             };
-            if a.det == b.hit.det && a.ring == b.hit.ring {
+            let hb = self.photons.hit_of(&b);
+            if a.det == hb.det && a.ring == hb.ring {
                 continue;
             }
-            return (a, b.hit, 511.0 / (2.0 - c));
+            return (a, hb, 511.0 / (2.0 - c));
         }
     }
 
@@ -268,8 +269,9 @@ impl Source {
         }
         let delayed = kind >= self.p_true + (1.0 - self.p_true) / 2.0;
         let (a, b) = loop {
-            let a = self.photons.single(&mut self.rng, &self.points).hit;
-            let b = self.photons.single(&mut self.rng, &self.points).hit;
+            let a = self.photons.single(&mut self.rng, &self.points);
+            let b = self.photons.single(&mut self.rng, &self.points);
+            let (a, b) = (self.photons.hit_of(&a), self.photons.hit_of(&b));
             if a.det != b.det {
                 break (a, b);
             }
@@ -369,6 +371,56 @@ mod tests {
         assert!(v
             .iter()
             .all(|e| (e.ring_a as u32) < s.rings && (e.det_a as u32) < s.detectors_per_ring));
+    }
+
+    #[test]
+    fn scattered_events_match_brute_force_sampling() {
+        // Ring difference and transaxial detector distance of scattered coincidences
+        // against isotropic emission, Klein-Nishina scattering of A, and both photons traced.
+        let s = Scanner::demo();
+        let mut src = Source::new(&s, SimConfig::default()).unwrap();
+        let n = 60_000;
+        let key = |a: Hit, b: Hit| {
+            let dd = (a.det as i32 - b.det as i32).rem_euclid(256);
+            (
+                a.ring.abs_diff(b.ring) as usize,
+                dd.min(256 - dd) as usize / 8,
+            )
+        };
+        let (mut fast, mut slow) = ([[0f64; 16]; 2], [[0f64; 16]; 2]);
+        for _ in 0..n {
+            let (a, b, _) = src.scattered();
+            let (r, d) = key(a, b);
+            fast[0][r] += 1.0 / n as f64;
+            fast[1][d.min(15)] += 1.0 / n as f64;
+        }
+        let mut got = 0;
+        while got < n {
+            let p = src.points.sample(&mut src.rng);
+            let c: f64 = src.rng.gen_range(-1.0..1.0);
+            let (ex, ey) = azimuth(&mut src.rng);
+            let sin = (1.0 - c * c).sqrt();
+            let ub = [ex * sin, ey * sin, c];
+            let cos_t = src.kn_cos();
+            let ua = src.rotate(ub.map(|x| -x), cos_t);
+            let cyl = src.photons.crystals();
+            if let (Some(a), Some(b)) = (cyl.reach(p, ua), cyl.reach(p, ub)) {
+                if a.det == b.det && a.ring == b.ring {
+                    continue;
+                }
+                let (r, d) = key(a, b);
+                slow[0][r] += 1.0 / n as f64;
+                slow[1][d.min(15)] += 1.0 / n as f64;
+                got += 1;
+            }
+        }
+        for k in 0..2 {
+            for i in 0..16 {
+                let (f, w) = (fast[k][i], slow[k][i]);
+                let sigma = ((f * (1.0 - f) + w * (1.0 - w)) / n as f64).sqrt();
+                assert!((f - w).abs() <= 5.0 * sigma + 2e-4, "{k} {i}: {f} vs {w}");
+            }
+        }
     }
 
     #[test]
