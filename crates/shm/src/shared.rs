@@ -83,12 +83,20 @@ impl Shared {
     }
 
     /// Returns the latched corruption error, if this side has stopped using the segment.
+    #[inline]
     pub(crate) fn check(&self) -> Result<(), ShmError> {
         if self.failed.load(Ordering::Acquire) {
-            let msg = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-            return Err(ShmError::CorruptPeer(msg.clone().unwrap_or_default()));
+            return Err(self.latched());
         }
         Ok(())
+    }
+
+    /// The latched corruption error (the rare path of [`check`](Self::check), kept out of line).
+    #[cold]
+    #[inline(never)]
+    fn latched(&self) -> ShmError {
+        let msg = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        ShmError::CorruptPeer(msg.clone().unwrap_or_default())
     }
 
     /// Latches a corruption error so that every later operation fails too; passes `e` through.
