@@ -3,7 +3,6 @@
 
 use crate::connection::{Connection, State};
 use crate::error::CallError;
-use crate::frame::Frame;
 use crate::store::Entry;
 
 /// Why [`Connection::recv_each`] stopped.
@@ -63,13 +62,7 @@ impl Connection {
         ch.consumed += cost;
         ch.delivered += taken as u64;
         if open && !ch.recv_closed && ch.wants_grant() {
-            ch.granted = ch.grantable();
-            Frame::Credit {
-                channel,
-                limit: ch.granted,
-                delivered: ch.delivered,
-            }
-            .encode(&mut self.out);
+            ch.grant(channel, &mut self.out);
         }
         if ch.finished() {
             self.remove_chan(channel);

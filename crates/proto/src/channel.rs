@@ -82,6 +82,18 @@ impl Chan {
         self.consumed + u64::from(self.opts.recv_buffer)
     }
 
+    /// Grants all the credit the drained buffer allows: a `credit` frame for `channel` (which
+    /// also says how many messages the application took) appended to `out`.
+    pub(crate) fn grant(&mut self, channel: u32, out: &mut Vec<u8>) {
+        self.granted = self.grantable();
+        crate::frame::Frame::Credit {
+            channel,
+            limit: self.granted,
+            delivered: self.delivered,
+        }
+        .encode(out);
+    }
+
     /// Whether a fresh grant is worth a frame after the application drained a message.
     pub(crate) fn wants_grant(&self) -> bool {
         let gain = self.grantable() - self.granted;

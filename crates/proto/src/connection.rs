@@ -435,13 +435,7 @@ impl Connection {
         ch.consumed += c;
         ch.delivered += 1;
         if open && !ch.recv_closed && ch.wants_grant() {
-            ch.granted = ch.grantable();
-            Frame::Credit {
-                channel,
-                limit: ch.granted,
-                delivered: ch.delivered,
-            }
-            .encode(&mut self.out);
+            ch.grant(channel, &mut self.out);
         }
         let finished = ch.finished();
         self.link.consumed += c;

@@ -174,15 +174,7 @@ impl Connection {
                 .encode(&mut self.out);
             }
             Frame::Blocked { channel, .. } => match self.channels.get_mut(&channel) {
-                Some(ch) => {
-                    ch.granted = ch.grantable();
-                    Frame::Credit {
-                        channel,
-                        limit: ch.granted,
-                        delivered: ch.delivered,
-                    }
-                    .encode(&mut self.out);
-                }
+                Some(ch) => ch.grant(channel, &mut self.out),
                 None => self.known(channel)?,
             },
             Frame::Close { channel: 0 } => {
