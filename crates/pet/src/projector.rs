@@ -35,9 +35,10 @@ impl Projector {
         self.n
     }
 
-    /// Calls `f(pixel, bin, weight)` for every non-zero weight of view `v`.
+    /// Calls `f(row, first column, last column, base)` for every image row of view `v`
+    /// that meets the sinogram: column `col` of the row projects to `base + col * cos`.
     #[inline]
-    fn each(&self, v: usize, mut f: impl FnMut(usize, usize, f64)) {
+    fn rows(&self, v: usize, mut f: impl FnMut(usize, usize, usize, f64)) {
         let c = (self.n / 2) as f64;
         let half = (self.bins / 2) as f64;
         let last = (self.bins - 1) as f64;
@@ -61,6 +62,16 @@ impl Projector {
                 }
                 (lo as usize, hi as usize)
             };
+            f(row, c0, c1, base);
+        }
+    }
+
+    /// Calls `f(pixel, bin, weight)` for every non-zero weight of view `v`.
+    #[inline]
+    fn each(&self, v: usize, mut f: impl FnMut(usize, usize, f64)) {
+        let last = (self.bins - 1) as f64;
+        let cs = self.cos[v];
+        self.rows(v, |row, c0, c1, base| {
             for col in c0..=c1 {
                 let idx = base + col as f64 * cs;
                 if !(0.0..=last).contains(&idx) {
@@ -74,7 +85,7 @@ impl Projector {
                     f(p, k0 + 1, w);
                 }
             }
-        }
+        });
     }
 
     /// `sino = A img` (sino is overwritten).
@@ -89,9 +100,31 @@ impl Projector {
     /// `img = A^T sino` (img is overwritten).
     pub fn back(&self, sino: &[f32], img: &mut [f32]) {
         img.iter_mut().for_each(|x| *x = 0.0);
+        if self.bins < 2 {
+            for v in 0..self.views {
+                let row = &sino[v * self.bins..(v + 1) * self.bins];
+                self.each(v, |p, k, w| img[p] += (w * row[k] as f64) as f32);
+            }
+            return;
+        }
+        // The weights of `each`, fused: one read-modify-write per pixel and view.
+        let last = (self.bins - 1) as f64;
         for v in 0..self.views {
             let row = &sino[v * self.bins..(v + 1) * self.bins];
-            self.each(v, |p, k, w| img[p] += (w * row[k] as f64) as f32);
+            let cs = self.cos[v];
+            self.rows(v, |r, c0, c1, base| {
+                let out = &mut img[r * self.n + c0..=r * self.n + c1];
+                for (col, o) in (c0..).zip(out.iter_mut()) {
+                    let idx = base + col as f64 * cs;
+                    if !(0.0..=last).contains(&idx) {
+                        continue;
+                    }
+                    let k0 = (idx as usize).min(self.bins - 2);
+                    let w = idx - k0 as f64;
+                    let (a, b) = (row[k0] as f64, row[k0 + 1] as f64);
+                    *o += ((1.0 - w) * a + w * b) as f32;
+                }
+            });
         }
     }
 }

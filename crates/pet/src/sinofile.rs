@@ -49,8 +49,10 @@ pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
     let f = u32::from(flags.last) | u32::from(flags.detector_pairs) << 1;
     b.extend_from_slice(&f.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
-    for v in &s.data {
-        b.extend_from_slice(&v.to_le_bytes());
+    // Sized once and filled in place (the loop vectorises; pushing value by value does not).
+    b.resize(HEADER_LEN + 4 * s.data.len(), 0);
+    for (o, v) in b[HEADER_LEN..].chunks_exact_mut(4).zip(&s.data) {
+        o.copy_from_slice(&v.to_le_bytes());
     }
     b
 }
