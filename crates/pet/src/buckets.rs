@@ -156,6 +156,17 @@ impl Counts {
         }
     }
 
+    /// Applies every pending increment (the counts then hold everything added so far).
+    pub fn flush(&mut self) {
+        if let Some(bk) = &mut self.buckets {
+            for r in 0..bk.fill.len() {
+                let at = r * bk.cap;
+                apply(&mut self.bins, &bk.store[at..at + bk.fill[r] as usize]);
+                bk.fill[r] = 0;
+            }
+        }
+    }
+
     /// Copies the counts, pending increments included, into `out` (`len()` values).
     pub fn copy_to(&self, out: &mut [i32]) {
         let n = self.len();
@@ -215,6 +226,9 @@ mod tests {
                 direct.add(&rest[..n]);
                 bucketed.add(&rest[..n]);
                 rest = &rest[n..];
+                if rng.gen_bool(0.01) {
+                    bucketed.flush();
+                }
                 if rng.gen_bool(0.01) {
                     // Snapshots include pending increments.
                     let (mut a, mut b) = (vec![0; len], vec![0; len]);

@@ -105,6 +105,12 @@ impl PetlinkHistogrammer {
         st.accepted_delayeds += delayeds - rej_d;
     }
 
+    /// Applies increments still pending in buckets (see [`crate::buckets`]); snapshots and
+    /// [`PetlinkHistogrammer::finish`] include them anyway.
+    pub fn flush(&mut self) {
+        self.counts.flush();
+    }
+
     /// Histogram statistics so far.
     pub fn stats(&self) -> HistStats {
         self.stats
