@@ -17,8 +17,8 @@
 //! - single photons: `d >= R - r_max`, so `W = 2 c(h / (R - r_max))`.
 //!
 //! `r_max` is the largest radius of the phantom's activity ([`Points::max_radius`]). For the
-//! NEMA phantom in the demo scanner about two in three draws are accepted (against one in
-//! five for isotropic directions).
+//! NEMA phantom in the demo scanner 44 % of pair draws and 49 % of single-photon draws are
+//! accepted (against about 20 % of isotropic directions for pairs).
 
 use rand::Rng;
 
