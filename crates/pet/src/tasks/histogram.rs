@@ -62,10 +62,17 @@ impl SinogramTask {
         }
     }
 
-    fn encode(&self, last: bool) -> Buffer {
-        let (sino, pairs) = match &self.hist {
-            Hist::Records { h, .. } => (h.snapshot(), true),
-            Hist::Words { h, .. } => (h.snapshot(), false),
+    fn encode(&mut self, last: bool) -> Buffer {
+        // Flushed first, so pending bucket increments are applied once, not to every copy.
+        let (sino, pairs) = match &mut self.hist {
+            Hist::Records { h, .. } => {
+                h.flush();
+                (h.snapshot(), true)
+            }
+            Hist::Words { h, .. } => {
+                h.flush();
+                (h.snapshot(), false)
+            }
         };
         let flags = SinoFlags {
             last,
