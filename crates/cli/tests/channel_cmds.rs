@@ -2,10 +2,13 @@
 //! running the real binary against real engines over tcp, unix and shm.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use offhost_link::{Server, Session};
+
+mod common;
+use common::Reaped;
 
 const BIN: &str = env!("CARGO_BIN_EXE_offhost");
 
@@ -23,13 +26,15 @@ fn random(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// `offhost echo --listen URL`; returns the child and the URL it reports.
-fn echo_engine(url: &str) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["echo", "--listen", url])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start offhost echo");
+fn echo_engine(url: &str) -> (Reaped, String) {
+    let mut child = Reaped(
+        Command::new(BIN)
+            .args(["echo", "--listen", url])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start offhost echo"),
+    );
     let mut line = String::new();
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut line)

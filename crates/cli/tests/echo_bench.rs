@@ -2,6 +2,9 @@
 
 use offhost_shm::{connect, Config, Mode};
 use std::process::{Command, Output, Stdio};
+
+mod common;
+use common::Reaped;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_offhost");
@@ -60,11 +63,13 @@ fn echo_serves_successive_hosts_then_exits_cleanly_with_once() {
     let sock = dir.path().join("echo.sock");
     let addr = sock.to_str().unwrap().to_owned();
     // A long-running server: two hosts one after the other.
-    let mut server = Command::new(BIN)
-        .args(["echo", "--raw", "--listen", &format!("shm:{addr}")])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut server = Reaped(
+        Command::new(BIN)
+            .args(["echo", "--raw", "--listen", &format!("shm:{addr}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     for _ in 0..2 {
         let mut ep = connect_retry(&addr);
         echo_some(&mut ep);
@@ -202,17 +207,19 @@ fn bench_pingpong_mem_block_and_table() {
 #[test]
 fn bench_pingpong_connects_to_a_running_engine() {
     let addr = format!("@offhost-cli-test-{}", std::process::id());
-    let mut server = Command::new(BIN)
-        .args([
-            "echo",
-            "--raw",
-            "--listen",
-            &format!("shm:{addr}"),
-            "--once",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut server = Reaped(
+        Command::new(BIN)
+            .args([
+                "echo",
+                "--raw",
+                "--listen",
+                &format!("shm:{addr}"),
+                "--once",
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let start = Instant::now();
     let v = loop {
         let out = run(&[

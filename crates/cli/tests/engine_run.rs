@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod common;
+use common::Reaped;
+
 fn offhost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offhost"))
 }
@@ -228,16 +231,6 @@ fn tasks_lists_builtins_with_arguments() {
     assert!(text(&o.stderr).contains("known tasks"));
 }
 
-/// Kills the daemon child when the test ends, however it ends.
-struct Daemon(std::process::Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn engine_daemon_runs_submitted_pipelines() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,7 +240,7 @@ fn engine_daemon_runs_submitted_pipelines() {
         .unwrap()
         .port();
     let url = format!("tcp:127.0.0.1:{port}");
-    let _d = Daemon(
+    let _d = Reaped(
         offhost()
             .current_dir(dir.path())
             .args(["engine", "--listen", &url])

@@ -5,6 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+mod common;
+use common::Reaped;
+
 const PIPELINE: &str = "\
 # endless tone, mu-law encoded, to the host; and an echo from host-in to host-out
 tone rate=8000 channels=1 >pcm:adc(8,4096)
@@ -96,19 +99,6 @@ fn nbdsh_drives_an_action_export() {
     let ion = dir.path().join("p.ion");
     std::fs::write(&ion, PIPELINE).unwrap();
     let sock = dir.path().join("s.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_offhost"))
-        .args(["nbd", "--listen"])
-        .arg(format!("unix:{}", sock.display()))
-        .arg("--export")
-        .arg(format!("act=actions:{},wait=10s", ion.display()))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening on"), "{line:?}");
     let found = Command::new("sh")
         .args(["-c", "command -v nbdsh"])
         .output()
@@ -118,6 +108,21 @@ fn nbdsh_drives_an_action_export() {
         found,
         "nbdsh is required: install libnbd-bin and python3-libnbd"
     );
+    let mut server = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_offhost"))
+            .args(["nbd", "--listen"])
+            .arg(format!("unix:{}", sock.display()))
+            .arg("--export")
+            .arg(format!("act=actions:{},wait=10s", ion.display()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening on"), "{line:?}");
     let path = std::env::var("PATH").unwrap_or_default();
     let out = Command::new("nbdsh")
         .env("PATH", format!("/usr/bin:/bin:{path}"))
@@ -127,8 +132,7 @@ fn nbdsh_drives_an_action_export() {
         .arg(SCRIPT)
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && text.contains("second pipeline ok"),
