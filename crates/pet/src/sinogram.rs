@@ -226,25 +226,23 @@ impl Histogrammer {
         let (window, trash) = (self.window, self.counts.trash() as usize);
         for block in events.chunks(entries.len()) {
             let out = &mut entries[..block.len()];
+            // The same pass over either width of transaxial table (monomorphised per width).
+            macro_rules! pass {
+                ($lor:expr) => {
+                    Tables {
+                        lor: &$lor[..],
+                        rings,
+                        nd,
+                        nr,
+                        window,
+                        trash,
+                    }
+                    .entries(block, out, &mut t)
+                };
+            }
             match &self.lor {
-                LorTable::Narrow(lor) => Tables {
-                    lor: &lor[..],
-                    rings,
-                    nd,
-                    nr,
-                    window,
-                    trash,
-                }
-                .entries(block, out, &mut t),
-                LorTable::Wide(lor) => Tables {
-                    lor: &lor[..],
-                    rings,
-                    nd,
-                    nr,
-                    window,
-                    trash,
-                }
-                .entries(block, out, &mut t),
+                LorTable::Narrow(lor) => pass!(lor),
+                LorTable::Wide(lor) => pass!(lor),
             }
             self.counts.add(out);
         }
