@@ -4,8 +4,8 @@
 //! The writing half lives in the driver's state. A caller writes through it without blocking;
 //! a thread that must block on it (the flusher, a loan call waiting for a free buffer or for
 //! room) takes it out of the state, so the lock is never held across a blocking call, and
-//! brings it back (`writer_cond` tells those waiting for it, `flush_cond` the flusher). While it is out, new bytes queue
-//! in `pending` and the flusher writes them once it is home.
+//! brings it back (`writer_cond` tells those waiting for it, `flush_cond` the flusher). While
+//! it is out, new bytes queue in `pending` and the flusher writes them once it is home.
 
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};

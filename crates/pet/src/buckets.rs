@@ -160,8 +160,7 @@ impl Counts {
     pub fn flush(&mut self) {
         if let Some(bk) = &mut self.buckets {
             for r in 0..bk.fill.len() {
-                let at = r * bk.cap;
-                apply(&mut self.bins, &bk.store[at..at + bk.fill[r] as usize]);
+                apply(&mut self.bins, bk.pending(r));
                 bk.fill[r] = 0;
             }
         }
@@ -180,11 +179,7 @@ impl Counts {
 
     /// The counts, pending increments included, without the trash bin.
     pub fn into_vec(mut self) -> Vec<i32> {
-        if let Some(bk) = self.buckets.take() {
-            for r in 0..bk.fill.len() {
-                apply(&mut self.bins, bk.pending(r));
-            }
-        }
+        self.flush();
         self.bins.pop();
         self.bins
     }

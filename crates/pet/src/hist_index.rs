@@ -70,6 +70,22 @@ impl LorTable {
     }
 }
 
+impl LorTable {
+    /// In-plane offset and orientation ([`LorEntry::swapped`]) of pair `i`, or `None` when
+    /// the pair is outside the field of view or the table.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<(usize, usize)> {
+        fn one<T: LorEntry>(t: &[T], i: usize) -> Option<(usize, usize)> {
+            let l = t.get(i).copied().filter(|&l| l != T::OUT)?;
+            Some((l.offset(), l.swapped()))
+        }
+        match self {
+            LorTable::Narrow(t) => one(t, i),
+            LorTable::Wide(t) => one(t, i),
+        }
+    }
+}
+
 /// What the index pass counted.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Tallies {

@@ -49,9 +49,7 @@ impl PetlinkHistogrammer {
                 t * plane
             })
             .collect();
-        let counts = Counts::new(sino.data.len(), strategy);
-        // The counts live in `counts`; `sino` keeps the scanner and layout.
-        sino.data = Vec::new();
+        let counts = sino.take_counts(strategy);
         Ok(PetlinkHistogrammer {
             map,
             plane,
@@ -123,13 +121,7 @@ impl PetlinkHistogrammer {
 
     /// A copy of the sinogram so far.
     pub fn snapshot(&self) -> Sinogram {
-        let mut data = vec![0; self.counts.len()];
-        self.counts.copy_to(&mut data);
-        Sinogram {
-            scanner: self.sino.scanner.clone(),
-            layout: self.sino.layout.clone(),
-            data,
-        }
+        self.sino.with_counts(&self.counts)
     }
 
     /// The final sinogram and statistics.

@@ -13,7 +13,7 @@ use crate::geometry::Scanner;
 use crate::hist_index::{LorTable, Tables, Tallies};
 use crate::layout::Layout;
 use crate::listmode::Event;
-use crate::lor::{self, OUTSIDE, SWAP};
+use crate::lor::{self, OUTSIDE};
 
 /// A stack of sinograms with net counts.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +27,26 @@ pub struct Sinogram {
 }
 
 impl Sinogram {
+    /// Moves the counting out to a [`Counts`] of this sinogram's size (its data is left
+    /// empty; the sinogram keeps the scanner and layout for [`Sinogram::with_counts`]).
+    pub(crate) fn take_counts(&mut self, strategy: Strategy) -> Counts {
+        let counts = Counts::new(self.data.len(), strategy);
+        self.data = Vec::new();
+        counts
+    }
+
+    /// A sinogram of this scanner and layout holding a copy of `counts` (pending bucket
+    /// increments included).
+    pub(crate) fn with_counts(&self, counts: &Counts) -> Sinogram {
+        let mut data = vec![0; counts.len()];
+        counts.copy_to(&mut data);
+        Sinogram {
+            scanner: self.scanner.clone(),
+            layout: self.layout.clone(),
+            data,
+        }
+    }
+
     /// An empty sinogram for a scanner and its span.
     pub fn new(scanner: &Scanner) -> Result<Self, GeometryError> {
         let layout = Layout::new(scanner)?;
@@ -128,7 +148,7 @@ pub struct Histogrammer {
     /// `a * n + b` -> in-plane offset and orientation, or outside.
     lor: LorTable,
     /// `r_first * rings + r_second` -> sinogram offset in bins, or OUTSIDE; then the same
-    /// indexed by `r_second * rings + r_first` (for entries of `lor` with [`SWAP`]).
+    /// indexed by `r_second * rings + r_first` (for entries of `lor` with [`lor::SWAP`]).
     rings: Vec<u32>,
     n_det: usize,
     n_rings: usize,
@@ -152,9 +172,7 @@ impl Histogrammer {
         strategy: Strategy,
     ) -> Result<Self, GeometryError> {
         let mut sino = Sinogram::new(scanner)?;
-        let counts = Counts::new(sino.data.len(), strategy);
-        // The counts live in `counts`; `sino` keeps the scanner and layout.
-        sino.data = Vec::new();
+        let counts = sino.take_counts(strategy);
         let plane = scanner.plane_size() as u32;
         let rings = sino
             .layout
@@ -197,22 +215,13 @@ impl Histogrammer {
         if a >= self.n_det || b >= self.n_det || ra >= nr || rb >= nr {
             return None;
         }
-        let l = match &self.lor {
-            LorTable::Narrow(t) => match t[a * self.n_det + b] {
-                u16::MAX => OUTSIDE,
-                n => n as u32 & 0x7FFF | if n & 0x8000 != 0 { SWAP } else { 0 },
-            },
-            LorTable::Wide(t) => t[a * self.n_det + b],
-        };
-        if l == OUTSIDE {
-            return None;
-        }
-        let (r1, r2) = if l & SWAP != 0 { (rb, ra) } else { (ra, rb) };
-        let r = self.rings[r1 * nr + r2];
+        let (offset, swapped) = self.lor.get(a * self.n_det + b)?;
+        // The second half of `rings` is the table for the swapped ring order.
+        let r = self.rings[swapped * nr * nr + ra * nr + rb];
         if r == OUTSIDE {
             return None;
         }
-        Some((r + (l & !SWAP)) as usize)
+        Some(r as usize + offset)
     }
 
     /// Adds a batch of events: prompts add one, delayeds subtract one.
@@ -277,13 +286,7 @@ impl Histogrammer {
 
     /// A copy of the sinogram so far (acquisition can go on).
     pub fn snapshot(&self) -> Sinogram {
-        let mut data = vec![0; self.counts.len()];
-        self.counts.copy_to(&mut data);
-        Sinogram {
-            scanner: self.sino.scanner.clone(),
-            layout: self.sino.layout.clone(),
-            data,
-        }
+        self.sino.with_counts(&self.counts)
     }
 
     /// The final sinogram and statistics.

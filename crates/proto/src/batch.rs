@@ -43,15 +43,13 @@ impl Connection {
             if taken == max {
                 break BatchEnd::Full;
             }
-            match ch.store.front() {
+            let len = match ch.store.front() {
                 None if ch.recv_closed => break BatchEnd::End,
                 None => break BatchEnd::Empty,
                 Some(Entry::Loan { .. }) => break BatchEnd::Loan,
-                Some(Entry::Bytes(_)) => {}
-            }
-            let Some((entry @ Entry::Bytes(len), at)) = ch.store.pop_at() else {
-                unreachable!("the front entry is bytes");
+                Some(Entry::Bytes(len)) => len,
             };
+            let (entry, at) = ch.store.pop_at().expect("the front entry is there");
             f(ch.store.bytes_at(at, len));
             cost += entry.cost();
             taken += 1;
@@ -59,11 +57,7 @@ impl Connection {
         if taken == 0 {
             return Ok((0, end));
         }
-        ch.consumed += cost;
-        ch.delivered += taken as u64;
-        if open && !ch.recv_closed && ch.wants_grant() {
-            ch.grant(channel, &mut self.out);
-        }
+        ch.took(channel, taken as u64, cost, open, &mut self.out);
         if ch.finished() {
             self.remove_chan(channel);
         }

@@ -94,6 +94,16 @@ impl Chan {
         .encode(out);
     }
 
+    /// The application took `n` messages worth `cost` credit: counts them and, on an open
+    /// link when it is worth a frame, grants the drained credit (see [`Chan::grant`]).
+    pub(crate) fn took(&mut self, channel: u32, n: u64, cost: u64, open: bool, out: &mut Vec<u8>) {
+        self.consumed += cost;
+        self.delivered += n;
+        if open && !self.recv_closed && self.wants_grant() {
+            self.grant(channel, out);
+        }
+    }
+
     /// Whether a fresh grant is worth a frame after the application drained a message.
     pub(crate) fn wants_grant(&self) -> bool {
         let gain = self.grantable() - self.granted;

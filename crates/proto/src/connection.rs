@@ -432,11 +432,7 @@ impl Connection {
             });
         };
         let c = entry.cost();
-        ch.consumed += c;
-        ch.delivered += 1;
-        if open && !ch.recv_closed && ch.wants_grant() {
-            ch.grant(channel, &mut self.out);
-        }
+        ch.took(channel, 1, c, open, &mut self.out);
         let finished = ch.finished();
         self.link.consumed += c;
         if open {
