@@ -226,10 +226,10 @@ impl Channel {
     }
 
     fn recv_into_until(&self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<bool, LinkError> {
-        let arrived = self
-            .handle
-            .driver
-            .wait(deadline, |st| crate::loan::take_into(st, self.id, buf))?;
+        let d = &self.handle.driver;
+        let arrived = d.wait(deadline, |st| {
+            crate::loan::receive_into(d, st, self.id, buf)
+        })?;
         Ok(match arrived {
             None => false,
             Some(Arrived::Copied) => true,
@@ -257,10 +257,8 @@ impl Channel {
     }
 
     fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {
-        let m = self
-            .handle
-            .driver
-            .wait(deadline, |st| crate::loan::take_message(st, self.id))?;
+        let d = &self.handle.driver;
+        let m = d.wait(deadline, |st| crate::loan::receive_message(d, st, self.id))?;
         Ok(m.map(crate::loan::Message::into_vec))
     }
 

@@ -48,6 +48,21 @@ impl Deadline {
     }
 }
 
+/// A receiver that takes the next message of its channel as it is parsed (see
+/// [`Driver::feed_taking`]).
+type Taker<'a> = Option<(u32, &'a mut dyn FnMut(&[u8]))>;
+
+/// What [`Driver::feed_taking`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fed {
+    /// The receiver took a message as it was parsed.
+    Took,
+    /// Input was fed (into the stores), none of it taken.
+    Input,
+    /// No input was ready (or the transport is not shared memory, or the reader is out).
+    Nothing,
+}
+
 /// Why the link is no longer usable.
 #[derive(Debug, Clone)]
 pub(crate) enum Dead {
@@ -130,10 +145,12 @@ impl State {
     }
 
     /// Feeds what the reading half has ready to the connection (and collects loans); also
-    /// says whether anything was there.
+    /// says whether anything was there. With a `taker`, the next message of its channel goes
+    /// to its callback as it is parsed when it can (see `Connection::handle_input_taking`).
     fn feed(
         &mut self,
         wire: &mut dyn WireRead,
+        mut taker: Taker<'_>,
     ) -> (Option<ProtoError>, std::io::Result<bool>, bool) {
         let mut failed = None;
         let mut fed = false;
@@ -141,13 +158,22 @@ impl State {
         let more = wire.feed(&mut |input| {
             fed = true;
             match input {
-                Input::Bytes(b) => match conn.handle_input(b) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        failed = Some(e);
-                        false
+                Input::Bytes(b) => {
+                    // Once the taker has its message, feeding stops: the receiver goes on at
+                    // once, and the next record's slot, which the peer writes next, is left
+                    // alone.
+                    let r = match &mut taker {
+                        Some((id, take)) => conn.handle_input_taking(b, *id, *take),
+                        None => conn.handle_input(b).map(|()| false),
+                    };
+                    match r {
+                        Ok(took) => !took,
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
                     }
-                },
+                }
                 Input::Loan(b) => {
                     loans.insert(b.index(), b);
                     true
@@ -340,7 +366,12 @@ impl Driver {
                         st.sleepers -= 1;
                     }
                 }
-                (false, _) => st = self.read_once(st, slice),
+                // On shared memory a data waiter feeds the input itself, at the top of the loop
+                // (where a receiver takes its message as it is parsed).
+                (false, _) => {
+                    let feed = passive || !st.cheap_poll;
+                    st = self.read_once(st, slice, feed)
+                }
             }
         };
         if !passive {
@@ -370,7 +401,7 @@ impl Driver {
         let Some(mut wire) = st.reader.take() else {
             return false;
         };
-        let ready = self.take_input(st, &mut *wire);
+        let ready = self.take_input(st, &mut *wire, None);
         st.reader = Some(wire);
         if ready {
             self.wake(st);
@@ -378,21 +409,55 @@ impl Driver {
         ready
     }
 
+    /// Like [`poll_in_place`](Self::poll_in_place) for a receiver on channel `id` (shared
+    /// memory only): the next message of the channel goes to `take` as it is parsed, when
+    /// nothing of the channel waits before it, instead of into the channel's store. Says
+    /// whether `take` got one, and whether any input was fed.
+    pub(crate) fn feed_taking(&self, st: &mut State, id: u32, take: &mut dyn FnMut(&[u8])) -> Fed {
+        // A loan taken from the channel waits for its buffer: what comes after it waits too.
+        if !st.cheap_poll || (!st.held.is_empty() && st.held.contains_key(&id)) {
+            return Fed::Nothing;
+        }
+        let Some(mut wire) = st.reader.take() else {
+            return Fed::Nothing;
+        };
+        let mut took = false;
+        let ready = self.take_input(
+            st,
+            &mut *wire,
+            Some((id, &mut |m: &[u8]| {
+                took = true;
+                take(m)
+            })),
+        );
+        st.reader = Some(wire);
+        if ready {
+            self.wake(st);
+        }
+        match (took, ready) {
+            (true, _) => Fed::Took,
+            (false, true) => Fed::Input,
+            (false, false) => Fed::Nothing,
+        }
+    }
+
     /// Takes the reading half out, waits for input (at most `slice`, or not at all) without the
-    /// state lock, then feeds what arrived to the connection under it.
+    /// state lock, then (if `feed`) feeds what arrived to the connection under it.
     fn read_once<'a>(
         &'a self,
         mut st: MutexGuard<'a, State>,
         slice: Option<Duration>,
+        feed: bool,
     ) -> MutexGuard<'a, State> {
         let mut wire = st.reader.take().expect("the reader is home");
         drop(st);
         let r = wire.wait(slice);
         let mut st = self.lock();
         match r {
-            Ok(()) => {
-                self.take_input(&mut st, &mut *wire);
+            Ok(()) if feed => {
+                self.take_input(&mut st, &mut *wire, None);
             }
+            Ok(()) => {}
             Err(e) if is_idle(&e) => {}
             Err(e) => self.kill(&mut st, &e),
         }
@@ -403,8 +468,8 @@ impl Driver {
 
     /// Feeds the ready input and handles what it brought: a broken protocol, the end of the
     /// input, a failed transport, channels the peer opened. True if anything happened.
-    fn take_input(&self, st: &mut State, wire: &mut dyn WireRead) -> bool {
-        let (failed, more, fed) = st.feed(wire);
+    fn take_input(&self, st: &mut State, wire: &mut dyn WireRead, taker: Taker<'_>) -> bool {
+        let (failed, more, fed) = st.feed(wire, taker);
         let mut happened = fed;
         if let Some(e) = failed {
             self.fail(st, e);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use offhost_proto::{CallError, Incoming, SendMode};
 
 use crate::channel::Channel;
-use crate::driver::{call_error, Deadline, State};
+use crate::driver::{call_error, Deadline, Driver, Fed, State};
 use crate::error::LinkError;
 
 /// A buffer of the shared pool, writable in place; send it with [`Channel::send_loan`].
@@ -152,6 +152,45 @@ pub(crate) fn take_into(
     })
 }
 
+/// One step of receiving on channel `id` into `buf` for a waiter: a message that is there, or
+/// one that is arriving, taken as it is parsed (see [`Driver::feed_taking`]).
+pub(crate) fn receive_into(
+    d: &Driver,
+    st: &mut State,
+    id: u32,
+    buf: &mut Vec<u8>,
+) -> Option<Result<Option<Arrived>, LinkError>> {
+    if let Some(r) = take_into(st, id, buf) {
+        return Some(r);
+    }
+    let copy = &mut |m: &[u8]| {
+        buf.clear();
+        buf.extend_from_slice(m);
+    };
+    match d.feed_taking(st, id, copy) {
+        Fed::Took => Some(Ok(Some(Arrived::Copied))),
+        Fed::Input => take_into(st, id, buf),
+        Fed::Nothing => None,
+    }
+}
+
+/// Like [`receive_into`] for an owned message.
+pub(crate) fn receive_message(
+    d: &Driver,
+    st: &mut State,
+    id: u32,
+) -> Option<Result<Option<Message>, LinkError>> {
+    if let Some(r) = take_message(st, id) {
+        return Some(r);
+    }
+    let mut got = None;
+    match d.feed_taking(st, id, &mut |m: &[u8]| got = Some(m.to_vec())) {
+        Fed::Took => got.map(|m| Ok(Some(Message::Bytes(m)))),
+        Fed::Input => take_message(st, id),
+        Fed::Nothing => None,
+    }
+}
+
 /// Where [`Channel::recv_message_into`] put a message.
 #[derive(Debug)]
 pub enum Arrived {
@@ -202,26 +241,23 @@ impl Channel {
     /// Receives the next message as it arrived: a loan stays in shared memory (read in place),
     /// other messages are bytes. `None` once the peer ended the stream.
     pub fn recv_message(&self) -> Result<Option<Message>, LinkError> {
-        self.handle
-            .driver
-            .wait(Deadline::Never, |st| take_message(st, self.id))
+        let d = &self.handle.driver;
+        d.wait(Deadline::Never, |st| receive_message(d, st, self.id))
     }
 
     /// Receives the next message without allocating: bytes are copied into `buf` (replacing
     /// its contents), a loan is returned as it is (read in place). `None` once the peer ended
     /// the stream.
     pub fn recv_message_into(&self, buf: &mut Vec<u8>) -> Result<Option<Arrived>, LinkError> {
-        self.handle
-            .driver
-            .wait(Deadline::Never, |st| take_into(st, self.id, buf))
+        let d = &self.handle.driver;
+        d.wait(Deadline::Never, |st| receive_into(d, st, self.id, buf))
     }
 
     /// Like [`recv_message`](Self::recv_message), giving up after `timeout`.
     pub fn recv_message_timeout(&self, timeout: Duration) -> Result<Option<Message>, LinkError> {
-        self.handle
-            .driver
-            .wait(Deadline::after(Some(timeout)), |st| {
-                take_message(st, self.id)
-            })
+        let d = &self.handle.driver;
+        d.wait(Deadline::after(Some(timeout)), |st| {
+            receive_message(d, st, self.id)
+        })
     }
 }

@@ -8,12 +8,36 @@ use crate::error::ProtoError;
 use crate::frame::{Frame, HEADER_LEN, MAX_BODY};
 use crate::options::{ChannelOptions, SendMode, Side};
 
+/// The receiver that [`Connection::handle_input_taking`] hands a message to as it is parsed:
+/// the channel, and the callback until it has been called.
+type Taker<'a> = Option<(u32, &'a mut dyn FnMut(&[u8]))>;
+
 impl Connection {
     /// Feeds bytes received from the peer.
     ///
     /// On a protocol violation the link fails: an `error` frame for the peer is queued for
     /// transmission and every later call reports the link closed.
     pub fn handle_input(&mut self, data: &[u8]) -> Result<(), ProtoError> {
+        self.input(data, &mut None)
+    }
+
+    /// Like [`handle_input`](Self::handle_input), handing the next message of `channel` to
+    /// `take` in place, as it is parsed, if it is a message the application would take next
+    /// (nothing of `channel` waits before it) and comes in one packet: it is then received and
+    /// taken at once, with the credit accounting of [`recv`](Self::recv), and never stored. Returns whether `take` was called (at most
+    /// once). The messages after it, and all of other channels, are stored as usual.
+    pub fn handle_input_taking(
+        &mut self,
+        data: &[u8],
+        channel: u32,
+        take: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, ProtoError> {
+        let mut taker: Taker<'_> = Some((channel, take));
+        self.input(data, &mut taker)?;
+        Ok(taker.is_none())
+    }
+
+    fn input(&mut self, data: &[u8], taker: &mut Taker<'_>) -> Result<(), ProtoError> {
         if data.is_empty() {
             return Ok(());
         }
@@ -21,7 +45,7 @@ impl Connection {
             return Err(ProtoError::LinkClosed);
         }
         let mut buf = std::mem::take(&mut self.inbuf);
-        let result = self.parse_after(&mut buf, data);
+        let result = self.parse_after(&mut buf, data, taker);
         self.inbuf = buf;
         if let Err(e) = &result {
             self.fail(e.clone());
@@ -46,7 +70,12 @@ impl Connection {
     /// completes that frame from the front of `data`, then parses the rest where it lies, and
     /// keeps what is left (a frame cut off by the end of `data`) in `partial`. Only the bytes of
     /// a frame that straddles two inputs are ever copied.
-    fn parse_after(&mut self, partial: &mut Vec<u8>, mut data: &[u8]) -> Result<(), ProtoError> {
+    fn parse_after(
+        &mut self,
+        partial: &mut Vec<u8>,
+        mut data: &[u8],
+        taker: &mut Taker<'_>,
+    ) -> Result<(), ProtoError> {
         if !partial.is_empty() {
             let want = if partial.len() < HEADER_LEN {
                 HEADER_LEN
@@ -61,23 +90,23 @@ impl Connection {
             }
             if partial.len() < frame_len(partial) && !data.is_empty() {
                 // Only the header was missing: now the whole length is known.
-                return self.parse_after(partial, data);
+                return self.parse_after(partial, data, taker);
             }
             // A whole frame, a frame still cut off, or a bad header: parse says which.
-            let used = self.parse(partial)?;
+            let used = self.parse(partial, taker)?;
             if used < partial.len() {
                 debug_assert!(data.is_empty(), "a cut-off frame took all the input");
                 return Ok(());
             }
             partial.clear();
         }
-        let used = self.parse(data)?;
+        let used = self.parse(data, taker)?;
         partial.extend_from_slice(&data[used..]);
         Ok(())
     }
 
     /// Parses whole frames from `buf`; returns the bytes used.
-    fn parse(&mut self, buf: &[u8]) -> Result<usize, ProtoError> {
+    fn parse(&mut self, buf: &[u8], taker: &mut Taker<'_>) -> Result<usize, ProtoError> {
         let mut at = 0;
         while let State::Open | State::Closed = self.state {
             let decoded = Frame::decode(&buf[at..]).map_err(|source| ProtoError::Frame {
@@ -85,14 +114,14 @@ impl Connection {
                 source,
             })?;
             let Some((frame, used)) = decoded else { break };
-            self.on_frame(frame)?;
+            self.on_frame(frame, taker)?;
             at += used;
             self.in_offset += used as u64;
         }
         Ok(at)
     }
 
-    fn on_frame(&mut self, frame: Frame<'_>) -> Result<(), ProtoError> {
+    fn on_frame(&mut self, frame: Frame<'_>, taker: &mut Taker<'_>) -> Result<(), ProtoError> {
         match frame {
             Frame::Open {
                 channel,
@@ -142,7 +171,7 @@ impl Connection {
                 channel,
                 last,
                 payload,
-            } => self.on_data(channel, last, payload)?,
+            } => self.on_data(channel, last, payload, taker)?,
             Frame::Loan {
                 channel,
                 len,
@@ -240,7 +269,13 @@ impl Connection {
         }
     }
 
-    fn on_data(&mut self, channel: u32, last: bool, payload: &[u8]) -> Result<(), ProtoError> {
+    fn on_data(
+        &mut self,
+        channel: u32,
+        last: bool,
+        payload: &[u8],
+        taker: &mut Taker<'_>,
+    ) -> Result<(), ProtoError> {
         let Some(ch) = self.channels.get_mut(&channel) else {
             return Err(if self.retired(channel) {
                 ProtoError::DataAfterClose(channel)
@@ -281,6 +316,22 @@ impl Connection {
             // Refused or reset: drop the data but keep the credit flowing.
             ch.consumed += charge;
             self.link.consumed += charge;
+            return Ok(());
+        }
+        if last
+            && partial == 0
+            && ch.store.is_empty()
+            && taker.as_ref().is_some_and(|t| t.0 == channel)
+        {
+            // The application waits for exactly this message: received and taken at once.
+            let open = self.state == State::Open;
+            ch.took(channel, 1, charge, open, &mut self.out);
+            self.link.consumed += charge;
+            if open {
+                self.grant_link(false);
+            }
+            let (_, take) = taker.take().expect("the taker is there");
+            take(payload);
             return Ok(());
         }
         ch.store.push_packet(payload, last);

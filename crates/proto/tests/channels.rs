@@ -191,6 +191,50 @@ fn sync_channels_report_delivery() {
 }
 
 #[test]
+fn a_message_taken_as_it_is_parsed_counts_as_received_and_taken() {
+    let mut p = Pair::new();
+    p.settle();
+    let opts = ChannelOptions {
+        send_mode: SendMode::Sync,
+        ..ChannelOptions::default()
+    };
+    let ch = p.a.open("t", opts).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    // Nothing waits on the channel: the message goes to the taker, and the sender hears that
+    // it was delivered, as after a `recv`.
+    p.a.send(ch, b"one").unwrap();
+    let mut got = Vec::new();
+    assert!(p.deliver_taking(usize::MAX, false, id, &mut |m| got.push(m.to_vec())));
+    assert_eq!(got, [b"one".to_vec()]);
+    assert_eq!(p.b.recv(id).unwrap(), Received::Empty);
+    p.settle();
+    assert_eq!(p.a.delivered(ch).unwrap(), 1);
+    // A message that waits comes first: the next one is stored behind it, not taken.
+    p.a.send(ch, b"two").unwrap();
+    p.deliver(usize::MAX);
+    p.a.send(ch, b"three").unwrap();
+    assert!(!p.deliver_taking(usize::MAX, false, id, &mut |m| got.push(m.to_vec())));
+    assert_eq!(got.len(), 1);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"two");
+    assert_eq!(message(p.b.recv(id).unwrap()), b"three");
+    // Only the taker's channel is taken from; a frame cut across two inputs is taken once whole.
+    let other = p.a.open("u", small(8, 4096)).unwrap();
+    p.a.send(other, b"elsewhere").unwrap();
+    p.a.send(ch, b"four").unwrap();
+    p.deliver(usize::MAX);
+    let id2 = opened(&mut p.b);
+    assert_eq!(message(p.b.recv(id2).unwrap()), b"elsewhere");
+    assert_eq!(got.len(), 1);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"four");
+    p.a.send(ch, b"five").unwrap();
+    assert!(!p.deliver_taking(10, false, id, &mut |m| got.push(m.to_vec())));
+    assert!(p.deliver_taking(usize::MAX, false, id, &mut |m| got.push(m.to_vec())));
+    assert_eq!(got, [b"one".to_vec(), b"five".to_vec()]);
+    assert_eq!(p.b.recv(id).unwrap(), Received::Empty);
+}
+
+#[test]
 fn bad_options_from_the_peer_refuse_the_channel() {
     let mut b = Connection::new(Config::new(Side::Server));
     let mut wire = Vec::new();

@@ -1,6 +1,6 @@
-//! Property: random interleavings of sends, receives, deliveries (grants travel with them)
-//! and closes over a simulated lossless link deliver every message exactly once, in order,
-//! per channel and direction.
+//! Property: random interleavings of sends, receives, deliveries (grants travel with them;
+//! some hand a message over as it is parsed) and closes over a simulated lossless link deliver
+//! every message exactly once, in order, per channel and direction.
 
 mod common;
 
@@ -25,6 +25,9 @@ enum Op {
     },
     Deliver {
         bytes: usize,
+        /// The receiving side (a when true) and channel that take a message as it is parsed
+        /// (`Connection::handle_input_taking`), if any.
+        take: Option<(bool, usize)>,
     },
     Close {
         from_a: bool,
@@ -36,7 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (any::<bool>(), 0..4usize, 0..700usize).prop_map(|(from_a, chan, len)| Op::Send { from_a, chan, len }),
         4 => (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(at_a, chan, batch)| Op::Recv { at_a, chan, batch }),
-        3 => (1..400usize).prop_map(|bytes| Op::Deliver { bytes }),
+        3 => (1..400usize, proptest::option::of((any::<bool>(), 0..4usize))).prop_map(|(bytes, take)| Op::Deliver { bytes, take }),
         1 => (any::<bool>(), 0..4usize).prop_map(|(from_a, chan)| Op::Close { from_a, chan }),
     ]
 }
@@ -163,7 +166,24 @@ proptest! {
                         recv_some(&mut p.b, id, batch, &mut got[dir][chan], &mut ended[dir][chan]);
                     }
                 }
-                Op::Deliver { bytes } => p.deliver(bytes),
+                Op::Deliver { bytes, take: None } => p.deliver(bytes),
+                Op::Deliver { bytes, take: Some((at_a, chan)) } => {
+                    let dir = usize::from(at_a);
+                    let id = if at_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };
+                    let Some(id) = id else {
+                        p.deliver(bytes);
+                        continue;
+                    };
+                    let (got, ended) = (&mut got[dir][chan], ended[dir][chan]);
+                    let mut n = 0;
+                    let took = p.deliver_taking(bytes, at_a, id, &mut |m| {
+                        assert!(!ended, "message after end");
+                        n += 1;
+                        got.push(m.to_vec());
+                    });
+                    prop_assert_eq!(took, n == 1);
+                    prop_assert!(n <= 1);
+                }
                 Op::Close { from_a, chan } => {
                     let dir = usize::from(!from_a);
                     let id = if from_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };

@@ -38,6 +38,42 @@ impl Pair {
         self.collect();
     }
 
+    /// Like [`deliver`](Self::deliver), the side `to_a` names (a when true, b otherwise)
+    /// handing the next message of its `channel` to `take` as it is parsed, when it can; returns
+    /// whether it did.
+    pub fn deliver_taking(
+        &mut self,
+        n: usize,
+        to_a: bool,
+        channel: u32,
+        take: &mut dyn FnMut(&[u8]),
+    ) -> bool {
+        self.collect();
+        let k = n.min(self.a_to_b.len());
+        let chunk: Vec<u8> = self.a_to_b.drain(..k).collect();
+        let mut took = false;
+        if to_a {
+            self.b.handle_input(&chunk).expect("b accepts a's bytes");
+        } else {
+            took = self
+                .b
+                .handle_input_taking(&chunk, channel, take)
+                .expect("b accepts a's bytes");
+        }
+        let k = n.min(self.b_to_a.len());
+        let chunk: Vec<u8> = self.b_to_a.drain(..k).collect();
+        if to_a {
+            took = self
+                .a
+                .handle_input_taking(&chunk, channel, take)
+                .expect("a accepts b's bytes");
+        } else {
+            self.a.handle_input(&chunk).expect("a accepts b's bytes");
+        }
+        self.collect();
+        took
+    }
+
     /// Delivers everything until both directions are quiet.
     pub fn settle(&mut self) {
         for _ in 0..1000 {
