@@ -205,6 +205,75 @@ fn bench_pingpong_mem_block_and_table() {
 }
 
 #[test]
+fn bench_pingpong_rounds_pool_the_samples_of_transports_measured_in_turn() {
+    let v = json(&run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem,unix-raw",
+        "--mode",
+        "poll",
+        "--sizes",
+        "64,128",
+        "--iters",
+        "31",
+        "--rounds",
+        "3",
+        "--idle-secs",
+        "0",
+        "--json",
+    ]));
+    let rows = v.as_array().expect("rows");
+    let names: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["transport"].as_str().unwrap(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("mem", 64),
+            ("mem", 128),
+            ("unix-raw", 64),
+            ("unix-raw", 128)
+        ]
+    );
+    for r in rows {
+        // The rounds' shares (11 + 10 + 10) add up to --iters; each round has its median.
+        assert_eq!(r["iters"], 31, "{r}");
+        let medians = r["round_medians_ns"].as_array().expect("round medians");
+        assert_eq!(medians.len(), 3, "{r}");
+        assert!(medians.iter().all(|m| m.as_f64().unwrap() > 0.0), "{r}");
+    }
+    // One round (the default) keeps the row as it was: no per-round medians.
+    let v = json(&run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem",
+        "--sizes",
+        "64",
+        "--iters",
+        "10",
+        "--idle-secs",
+        "0",
+        "--json",
+    ]));
+    assert!(v[0].get("round_medians_ns").is_none(), "{v}");
+    let out = run(&["bench", "pingpong", "--transport", "mem", "--rounds", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--rounds"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn bench_pingpong_connects_to_a_running_engine() {
     let addr = format!("@offhost-cli-test-{}", std::process::id());
     let mut server = Reaped(

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use offhost_bench::{affinity, samples::Summary};
+use offhost_bench::affinity;
 use offhost_link::{ChannelOptions, SendMode, Server, Session};
 use offhost_shm::Mode;
 
@@ -24,7 +24,7 @@ fn options(size: usize) -> ChannelOptions {
 }
 
 /// One-way times (ns) of `iters` round trips after a tenth as many untimed ones.
-fn time(iters: usize, size: usize, mut round_trip: impl FnMut() -> Result<()>) -> Result<Summary> {
+fn time(iters: usize, size: usize, mut round_trip: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
     let pb = indicatif::ProgressBar::with_draw_target(
         Some((iters + iters / 10) as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -43,17 +43,17 @@ fn time(iters: usize, size: usize, mut round_trip: impl FnMut() -> Result<()>) -
         }
     }
     pb.finish_and_clear();
-    Summary::of(&samples).context("no samples")
+    Ok(samples)
 }
 
-/// Measures one transport at one size; returns its report name and the one-way times.
+/// Measures one transport at one size; returns its report name and the one-way times (ns).
 pub(super) fn pingpong(
     t: Transport,
     mode: Mode,
     size: usize,
     iters: usize,
     cpus: Option<(usize, usize)>,
-) -> Result<(&'static str, Summary)> {
+) -> Result<(&'static str, Vec<f64>)> {
     let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
     // As in the raw-ring bench: the measuring thread on one CPU, the echo side (thread or
     // process, and the threads it starts) on another, when two are allowed.
@@ -146,7 +146,7 @@ fn raw_pingpong(
     w: &mut impl Write,
     data: &[u8],
     iters: usize,
-) -> Result<Summary> {
+) -> Result<Vec<f64>> {
     let mut back = vec![0u8; data.len()];
     let s = time(iters, data.len(), || {
         w.write_all(data)?;
@@ -157,7 +157,7 @@ fn raw_pingpong(
     Ok(s)
 }
 
-fn channel_pingpong(session: &Session, data: &[u8], iters: usize) -> Result<Summary> {
+fn channel_pingpong(session: &Session, data: &[u8], iters: usize) -> Result<Vec<f64>> {
     let ch = session.open("pingpong", options(data.len()))?;
     let mut last = Vec::with_capacity(data.len());
     let s = time(iters, data.len(), || {
@@ -175,7 +175,7 @@ fn channel_in_thread(
     data: &[u8],
     iters: usize,
     pin_echo: impl FnOnce() + Send + 'static,
-) -> Result<Summary> {
+) -> Result<Vec<f64>> {
     let server = Server::bind(url)?;
     let url = server.url().to_owned();
     let echo = std::thread::spawn(move || -> Result<()> {
@@ -193,7 +193,7 @@ fn channel_in_thread(
 }
 
 /// Channels over shared memory with `offhost echo` in another process (as the raw ring bench).
-fn channel_over_shm(mode: Mode, data: &[u8], iters: usize, pin: Option<usize>) -> Result<Summary> {
+fn channel_over_shm(mode: Mode, data: &[u8], iters: usize, pin: Option<usize>) -> Result<Vec<f64>> {
     let addr = format!("@offhost-bench-chan-{}", std::process::id());
     let mut child = Command::new(std::env::current_exe()?)
         .arg("echo")

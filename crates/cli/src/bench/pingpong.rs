@@ -66,6 +66,12 @@ pub struct PingpongArgs {
     /// Timed round trips per size (default: from 20000 for small records down to 500).
     #[arg(long)]
     iters: Option<usize>,
+    /// Measure every transport this many times in turn, a share of the round trips each time,
+    /// and pool the samples: transports then see the same changes of the machine's state
+    /// (on a shared VM the same transport can run twice as fast in one minute as in the next),
+    /// so their ratios mean more.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
     /// Spin budget of adaptive mode, in microseconds.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
@@ -247,6 +253,43 @@ fn start_peer(
     }
 }
 
+/// Samples of one report row, pooled over the rounds.
+struct Pooled {
+    transport: &'static str,
+    mode: Mode,
+    size: usize,
+    path: &'static str,
+    touch: bool,
+    samples: Vec<f64>,
+    /// The median of each round's samples.
+    round_medians: Vec<f64>,
+    cpu_idle_pct: Option<f64>,
+}
+
+impl Pooled {
+    /// The row's first round: `samples` (not empty), measured as the arguments say.
+    fn new(
+        transport: &'static str,
+        mode: Mode,
+        size: usize,
+        path: &'static str,
+        touch: bool,
+        samples: Vec<f64>,
+    ) -> Result<Pooled> {
+        let median = Summary::of(&samples).context("no samples")?.median;
+        Ok(Pooled {
+            transport,
+            mode,
+            size,
+            path,
+            touch,
+            samples,
+            round_medians: vec![median],
+            cpu_idle_pct: None,
+        })
+    }
+}
+
 /// Runs `offhost bench pingpong`.
 pub fn run(args: PingpongArgs) -> Result<()> {
     ensure!(!args.sizes.is_empty(), "--sizes is empty");
@@ -259,31 +302,63 @@ pub fn run(args: PingpongArgs) -> Result<()> {
     let floors = args
         .floors
         .then(|| super::floors::measure_with_progress(100_000));
-    let mut rows = Vec::new();
-    for &t in &args.transport {
-        match t {
-            Transport::Shm | Transport::Mem => {
-                rows.extend(ring_rows(&args, t, floors.as_ref(), cpus)?)
-            }
-            other => {
-                for &size in &args.sizes {
-                    let iters = iters_for(&args, size);
-                    let (name, s) = super::channels::pingpong(other, args.mode, size, iters, cpus)
-                        .with_context(|| {
-                            format!("pingpong of {size}-byte messages over {other:?}")
-                        })?;
-                    // Doorbell modes apply to shared memory only; sockets and pipes block.
-                    let mode = if other == Transport::ShmChan {
-                        args.mode
-                    } else {
-                        Mode::Block
-                    };
-                    let mut r = row(name, mode, size, "copy", iters, &s, floors.as_ref());
-                    r.touch = true;
-                    rows.push(r);
+    let rounds = args.rounds as usize;
+    let mut pooled: Vec<Pooled> = Vec::new();
+    for round in 0..rounds {
+        let last = round + 1 == rounds;
+        let mut blocks = Vec::new();
+        for &t in &args.transport {
+            match t {
+                Transport::Shm | Transport::Mem => {
+                    blocks.extend(ring_samples(&args, t, cpus, round, last)?)
+                }
+                other => {
+                    for &size in &args.sizes {
+                        let iters = share(iters_for(&args, size), rounds, round);
+                        let (name, s) =
+                            super::channels::pingpong(other, args.mode, size, iters, cpus)
+                                .with_context(|| {
+                                    format!("pingpong of {size}-byte messages over {other:?}")
+                                })?;
+                        // Doorbell modes apply to shared memory only; sockets and pipes block.
+                        let mode = if other == Transport::ShmChan {
+                            args.mode
+                        } else {
+                            Mode::Block
+                        };
+                        blocks.push(Pooled::new(name, mode, size, "copy", true, s)?);
+                    }
                 }
             }
         }
+        if round == 0 {
+            pooled = blocks;
+        } else {
+            for (p, b) in pooled.iter_mut().zip(blocks) {
+                p.samples.extend(b.samples);
+                p.round_medians.extend(b.round_medians);
+                p.cpu_idle_pct = b.cpu_idle_pct.or(p.cpu_idle_pct);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for p in pooled {
+        let s = Summary::of(&p.samples).context("no samples")?;
+        let mut r = row(
+            p.transport,
+            p.mode,
+            p.size,
+            p.path,
+            p.samples.len(),
+            &s,
+            floors.as_ref(),
+        );
+        r.touch = p.touch;
+        r.cpu_idle_pct = p.cpu_idle_pct;
+        if rounds > 1 {
+            r.round_medians_ns = p.round_medians;
+        }
+        rows.push(r);
     }
     emit(
         &rows,
@@ -294,6 +369,12 @@ pub fn run(args: PingpongArgs) -> Result<()> {
             plot: args.plot.as_deref(),
         },
     )
+}
+
+/// Round `round`'s share of `iters` round trips split over `rounds` (the shares add up to
+/// `iters`; each is at least 1).
+fn share(iters: usize, rounds: usize, round: usize) -> usize {
+    (iters / rounds + usize::from(round < iters % rounds)).max(1)
 }
 
 /// Timed round trips for `size`: `--iters`, or from 20000 for small sizes down to 500.
@@ -325,6 +406,7 @@ fn row(
         one_way_ns_median: s.median,
         one_way_ns_p99: s.p99,
         mb_per_s,
+        round_medians_ns: Vec::new(),
         cpu_idle_pct: None,
         vs_cacheline: floors.map(|f| s.median / f.cacheline_ns),
         vs_futex: floors.map(|f| s.median / f.futex_ns),
@@ -333,38 +415,42 @@ fn row(
     }
 }
 
-/// The raw-ring rows (`shm`, `mem`) of one transport.
-fn ring_rows(
+/// One round of the raw-ring transport `transport` (`shm`, `mem`): samples per size, and on the
+/// `last` round the echo engine's CPU use while idle.
+fn ring_samples(
     args: &PingpongArgs,
     transport: Transport,
-    floors: Option<&offhost_bench::floors::Floors>,
     cpus: Option<(usize, usize)>,
-) -> Result<Vec<Row>> {
+    round: usize,
+    last: bool,
+) -> Result<Vec<Pooled>> {
     let config = config(args);
     let (ep, peer) = start_peer(args, transport, &config, cpus)?;
     if let Some((a, _)) = cpus {
         affinity::pin_current_thread(a);
     }
-    let transport = if transport == Transport::Shm {
+    let name = if transport == Transport::Shm {
         "shm"
     } else {
         "mem"
     };
     let mut ep = ep;
-    let mut rows = Vec::new();
+    let mut blocks = Vec::new();
     for &size in &args.sizes {
         let loan = uses_loan(args.path, size);
-        let iters = iters_for(args, size);
-        let s = measure(&mut ep, size, loan, iters)
+        let iters = share(iters_for(args, size), args.rounds as usize, round);
+        let samples = measure(&mut ep, size, loan, iters)
             .with_context(|| format!("pingpong of {size}-byte records"))?;
         let path = if loan { "loan" } else { "inline" };
-        let mut r = row(transport, args.mode, size, path, iters, &s, floors);
-        r.touch = args.touch;
-        rows.push(r);
+        blocks.push(Pooled::new(
+            name, args.mode, size, path, args.touch, samples,
+        )?);
     }
-    let idle = idle_cpu_pct(&peer, args.idle_secs);
-    for r in &mut rows {
-        r.cpu_idle_pct = idle;
+    if last {
+        let idle = idle_cpu_pct(&peer, args.idle_secs);
+        for b in &mut blocks {
+            b.cpu_idle_pct = idle;
+        }
     }
     drop(ep); // the echo engine sees the hang-up and ends
     match peer {
@@ -384,12 +470,12 @@ fn ring_rows(
             .map_err(|_| anyhow::anyhow!("echo thread panicked"))?,
         Peer::Remote => {}
     }
-    Ok(rows)
+    Ok(blocks)
 }
 
 /// Times `iters` round trips of `size`-byte records after a tenth as many untimed ones; returns
 /// one-way times (half of each round trip) in ns.
-fn measure(ep: &mut Endpoint, size: usize, loan: bool, iters: usize) -> Result<Summary> {
+fn measure(ep: &mut Endpoint, size: usize, loan: bool, iters: usize) -> Result<Vec<f64>> {
     let pb = indicatif::ProgressBar::with_draw_target(
         Some((iters + iters / 10) as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -416,7 +502,7 @@ fn measure(ep: &mut Endpoint, size: usize, loan: bool, iters: usize) -> Result<S
     }
     pb.finish_and_clear();
     ensure!(back == data, "echoed bytes differ from the bytes sent");
-    Ok(Summary::of(&samples).expect("samples"))
+    Ok(samples)
 }
 
 /// Sends `data` (copied into the ring, or into a pool buffer) and copies the echo into `back`.

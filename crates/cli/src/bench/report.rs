@@ -20,6 +20,11 @@ pub(crate) struct Row {
     pub(crate) one_way_ns_median: f64,
     pub(crate) one_way_ns_p99: f64,
     pub(crate) mb_per_s: f64,
+    /// With `--rounds`: the median one-way time of each round, in order (the median above is
+    /// over the pooled samples). Rows of different transports of one round were measured
+    /// back to back, so their per-round ratios share the machine's state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) round_medians_ns: Vec<f64>,
     /// CPU use of the idle echo engine, percent of one core (null when not measurable).
     pub(crate) cpu_idle_pct: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
