@@ -93,11 +93,14 @@ impl Channel {
     fn send_until(&self, msg: &[u8], deadline: Deadline) -> Result<(), LinkError> {
         self.check_size(msg.len())?;
         let d = &self.handle.driver;
-        let seq = d.wait(deadline, |st| match st.conn.send(self.id, msg) {
-            Ok(seq) => Some(Ok(seq)),
-            Err(CallError::Blocked) => None,
-            Err(e) => Some(Err(st.call_error(e))),
-        })?;
+        let seq = match d.send_in_place(self.id, msg) {
+            Some(r) => r?,
+            None => d.wait(deadline, |st| match st.conn.send(self.id, msg) {
+                Ok(seq) => Some(Ok(seq)),
+                Err(CallError::Blocked) => None,
+                Err(e) => Some(Err(st.call_error(e))),
+            })?,
+        };
         if self.options.send_mode == SendMode::Sync {
             d.wait(deadline, |st| match st.conn.delivered(self.id) {
                 Ok(n) if n >= seq => Some(Ok(())),

@@ -48,6 +48,43 @@ impl Driver {
         st
     }
 
+    /// Sends a message on channel `id` with its frames written straight into the transport
+    /// (a shared-memory record), when nothing else waits to be written and there is room and
+    /// credit now; `None` when the message was not sent (send it the usual way). Returns its
+    /// sequence number.
+    pub(crate) fn send_in_place(&self, id: u32, msg: &[u8]) -> Option<Result<u64, LinkError>> {
+        let mut st = self.lock();
+        if !st.pending.is_empty() || st.stuck || st.dead.is_some() || st.conn.has_transmit() {
+            return None;
+        }
+        let State { conn, writer, .. } = &mut *st;
+        let w = writer.as_mut()?;
+        let mut failed = None;
+        let r = conn.send_in_place(id, msg, &mut |len, fill| {
+            w.write_in_place(len, fill).unwrap_or_else(|e| {
+                failed = Some(e);
+                false
+            })
+        });
+        if let Some(e) = failed {
+            self.kill(&mut st, &e);
+            return Some(Err(st
+                .dead
+                .as_ref()
+                .map_or(LinkError::PeerGone, Dead::error)));
+        }
+        match r {
+            Ok(Some(seq)) => Some(Ok(seq)),
+            // No room, or credit is short: the usual path waits (and sends what the
+            // connection queued, such as a `blocked` frame).
+            Ok(None) | Err(offhost_proto::CallError::Blocked) => {
+                drop(self.flush(st));
+                None
+            }
+            Err(e) => Some(Err(st.call_error(e))),
+        }
+    }
+
     /// Hands the pending bytes to the flusher thread.
     pub(crate) fn hand_over(&self, st: &mut State) {
         st.stuck = true;

@@ -53,6 +53,17 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
+    /// Writes `len` bytes that `fill` puts in place (into a shared-memory record, without an
+    /// intermediate buffer) and sends them, if there is room now; false when there is not, or
+    /// when the transport cannot (the default).
+    fn write_in_place(
+        &mut self,
+        _len: usize,
+        _fill: &mut dyn FnMut(&mut [u8]),
+    ) -> io::Result<bool> {
+        Ok(false)
+    }
+
     /// The allocator of zero-copy buffers that works apart from this half (shared memory only).
     fn allocator(&self) -> Option<Box<dyn LoanAlloc>> {
         None

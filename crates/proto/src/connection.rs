@@ -343,6 +343,13 @@ impl Connection {
 
     /// Checks a message of `len` bytes against state, size and credit, and takes the credit.
     fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
+        let packet_size = self.check_charge(channel, len)?;
+        Ok((self.take_charge(channel, len), packet_size))
+    }
+
+    /// Checks a message of `len` bytes against state, size and credit (telling the peer, once
+    /// per limit, when credit is short) without taking the credit; returns the packet size.
+    fn check_charge(&mut self, channel: u32, len: usize) -> Result<usize, CallError> {
         self.check_open()?;
         let link_room = self.link.send_limit - self.link.sent;
         let Some(ch) = self.channels.get_mut(&channel) else {
@@ -385,10 +392,43 @@ impl Connection {
             }
             return Err(CallError::Blocked);
         }
+        Ok(ch.opts.packet_size)
+    }
+
+    /// Takes the credit of a message of `len` bytes that [`check_charge`](Self::check_charge)
+    /// just allowed; returns its sequence number.
+    fn take_charge(&mut self, channel: u32, len: usize) -> u64 {
+        let c = cost(len);
+        let ch = self
+            .channels
+            .get_mut(&channel)
+            .expect("a checked channel is in the table");
         ch.sent += c;
         ch.sent_msgs += 1;
         self.link.sent += c;
-        Ok((ch.sent_msgs, ch.opts.packet_size))
+        ch.sent_msgs
+    }
+
+    /// Like [`send`](Self::send), with the frames written in place instead of queued for
+    /// [`poll_transmit`](Self::poll_transmit): once the checks pass, `place` is given their
+    /// length and a writer of their bytes, and returns true if it wrote them where they go
+    /// (a shared-memory record, say). `Ok(None)` when it did not: nothing is charged or sent.
+    /// Use it only while nothing waits for transmission (the frames would pass it).
+    pub fn send_in_place(
+        &mut self,
+        channel: u32,
+        msg: &[u8],
+        place: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool,
+    ) -> Result<Option<u64>, CallError> {
+        debug_assert!(self.out.is_empty(), "frames wait for transmission");
+        let packet_size = self.check_charge(channel, msg.len())?;
+        let len = crate::frame::data_len(msg.len(), packet_size);
+        if !place(len, &mut |out| {
+            crate::frame::write_data(out, channel, msg, packet_size)
+        }) {
+            return Ok(None);
+        }
+        Ok(Some(self.take_charge(channel, msg.len())))
     }
 
     /// Messages the peer's application has taken from `channel` (for rendezvous sends).

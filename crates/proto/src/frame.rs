@@ -440,12 +440,49 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
     assert!(len <= MAX_BODY as usize, "frame body too long");
     out.reserve(HEADER_LEN + len);
+    out.extend_from_slice(&header_bytes(kind, flags, channel, len));
+}
+
+fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0] = kind;
     h[1] = flags;
     h[4..8].copy_from_slice(&channel.to_le_bytes());
     h[8..12].copy_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&h);
+    h
+}
+
+/// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`.
+pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
+    len + HEADER_LEN * len.div_ceil(packet_size).max(1)
+}
+
+/// Writes the data frames of `msg` (packets of `packet_size`) into `out`, which holds exactly
+/// [`data_len`] bytes: the same bytes [`Frame::encode`] appends for each packet.
+pub(crate) fn write_data(out: &mut [u8], channel: u32, msg: &[u8], packet_size: usize) {
+    debug_assert_eq!(out.len(), data_len(msg.len(), packet_size));
+    if msg.is_empty() {
+        out.copy_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, 0));
+        return;
+    }
+    let mut at = 0;
+    let mut packets = msg.chunks(packet_size).peekable();
+    while let Some(payload) = packets.next() {
+        let flags = if packets.peek().is_none() {
+            FLAG_LAST
+        } else {
+            0
+        };
+        out[at..at + HEADER_LEN].copy_from_slice(&header_bytes(
+            KIND_DATA,
+            flags,
+            channel,
+            payload.len(),
+        ));
+        at += HEADER_LEN;
+        out[at..at + payload.len()].copy_from_slice(payload);
+        at += payload.len();
+    }
 }
 
 #[cfg(test)]

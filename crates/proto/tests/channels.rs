@@ -235,6 +235,63 @@ fn a_message_taken_as_it_is_parsed_counts_as_received_and_taken() {
 }
 
 #[test]
+fn frames_written_in_place_are_the_frames_send_queues() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("p", small(8, 64)).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    let mut twin = Pair::new();
+    twin.settle();
+    let tch = twin.a.open("p", small(8, 64)).unwrap();
+    twin.settle();
+    for msg in [&b""[..], b"1234567", b"12345678", b"0123456789abcdef0"] {
+        // What `send` queues...
+        twin.a.send(tch, msg).unwrap();
+        let mut want = Vec::new();
+        twin.a.poll_transmit(&mut want);
+        // ...is what `send_in_place` writes, charged the same.
+        let mut placed = Vec::new();
+        let seq = p.a.send_in_place(ch, msg, &mut |len, fill| {
+            placed = vec![0xAA; len];
+            fill(&mut placed);
+            true
+        });
+        assert!(seq.unwrap().is_some());
+        assert_eq!(placed, want, "{msg:?}");
+        assert!(!p.a.has_transmit());
+        p.b.handle_input(&placed).unwrap();
+        assert_eq!(message(p.b.recv(id).unwrap()), msg);
+    }
+    // A place that cannot take the frames: nothing is charged, nothing is queued.
+    p.settle();
+    let room = (0..=64).filter(|&n| p.a.can_send(ch, n)).max().unwrap();
+    assert!(room >= 4, "{room}");
+    assert_eq!(p.a.send_in_place(ch, &[1; 4], &mut |_, _| false), Ok(None));
+    assert!(p.a.can_send(ch, room));
+    assert!(!p.a.has_transmit());
+    // Short of credit: blocked, with the `blocked` frame queued and nothing placed.
+    p.settle();
+    let mut sent = 0;
+    while p.a.can_send(ch, 32) {
+        p.a.send(ch, &[2; 32]).unwrap();
+        sent += 1;
+    }
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    let r =
+        p.a.send_in_place(ch, &[3; 32], &mut |_, _| panic!("placed without credit"));
+    assert_eq!(r, Err(CallError::Blocked));
+    let mut blocked = Vec::new();
+    p.a.poll_transmit(&mut blocked);
+    assert!(matches!(
+        Frame::decode(&blocked).unwrap(),
+        Some((Frame::Blocked { .. }, _))
+    ));
+    assert!(sent > 0);
+}
+
+#[test]
 fn bad_options_from_the_peer_refuse_the_channel() {
     let mut b = Connection::new(Config::new(Side::Server));
     let mut wire = Vec::new();

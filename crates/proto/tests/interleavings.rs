@@ -1,5 +1,5 @@
-//! Property: random interleavings of sends, receives, deliveries (grants travel with them;
-//! some hand a message over as it is parsed) and closes over a simulated lossless link deliver
+//! Property: random interleavings of sends (some written in place), receives, deliveries
+//! (grants travel with them; some hand a message over as it is parsed) and closes over a simulated lossless link deliver
 //! every message exactly once, in order, per channel and direction.
 
 mod common;
@@ -16,6 +16,8 @@ enum Op {
         from_a: bool,
         chan: usize,
         len: usize,
+        /// Written in place (`Connection::send_in_place`) behind what was queued.
+        in_place: bool,
     },
     Recv {
         at_a: bool,
@@ -37,7 +39,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (any::<bool>(), 0..4usize, 0..700usize).prop_map(|(from_a, chan, len)| Op::Send { from_a, chan, len }),
+        4 => (any::<bool>(), 0..4usize, 0..700usize, any::<bool>()).prop_map(|(from_a, chan, len, in_place)| Op::Send { from_a, chan, len, in_place }),
         4 => (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(at_a, chan, batch)| Op::Recv { at_a, chan, batch }),
         3 => (1..400usize, proptest::option::of((any::<bool>(), 0..4usize))).prop_map(|(bytes, take)| Op::Deliver { bytes, take }),
         1 => (any::<bool>(), 0..4usize).prop_map(|(from_a, chan)| Op::Close { from_a, chan }),
@@ -146,13 +148,25 @@ proptest! {
             learn(&mut p.b, &mut names_b);
             resolve(&mut ids, &names_a, &names_b);
             match op {
-                Op::Send { from_a, chan, len } => {
+                Op::Send { from_a, chan, len, in_place } => {
                     let dir = usize::from(!from_a);
                     let id = if from_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };
                     let Some(id) = id else { continue };
                     let msg = payload(from_a, chan, sent[dir][chan].len() as u32, len);
-                    let conn = if from_a { &mut p.a } else { &mut p.b };
-                    match conn.send(id, &msg) {
+                    p.collect();
+                    let (conn, wire) = if from_a { (&mut p.a, &mut p.a_to_b) } else { (&mut p.b, &mut p.b_to_a) };
+                    let r = if in_place {
+                        conn.send_in_place(id, &msg, &mut |n, fill| {
+                            let at = wire.len();
+                            wire.resize(at + n, 0);
+                            fill(&mut wire[at..]);
+                            true
+                        })
+                        .map(|seq| seq.expect("placed"))
+                    } else {
+                        conn.send(id, &msg)
+                    };
+                    match r {
                         Ok(_) => sent[dir][chan].push(msg),
                         Err(CallError::Blocked) | Err(CallError::Closed) => {}
                         Err(e) => panic!("send failed: {e}"),
