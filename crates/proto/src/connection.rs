@@ -16,6 +16,10 @@ pub const CODE_REFUSED: u32 = 2;
 /// need no round trip.
 pub const INITIAL_LINK_CREDIT: u64 = 64 * 1024;
 
+/// Where [`Connection::send_in_place`] puts frames: given their length and a writer of their
+/// bytes, it writes them where they go and says whether it did.
+pub type Placer<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool + 'a;
+
 /// Something the application should know about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -418,7 +422,7 @@ impl Connection {
         &mut self,
         channel: u32,
         msg: &[u8],
-        place: &mut dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool,
+        place: &mut Placer<'_>,
     ) -> Result<Option<u64>, CallError> {
         debug_assert!(self.out.is_empty(), "frames wait for transmission");
         let packet_size = self.check_charge(channel, msg.len())?;
