@@ -452,9 +452,12 @@ fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LE
     h
 }
 
-/// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`.
+/// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
+/// (a power of two).
 pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
-    len + HEADER_LEN * len.div_ceil(packet_size).max(1)
+    debug_assert!(packet_size.is_power_of_two());
+    let packets = (len + packet_size - 1) >> packet_size.trailing_zeros();
+    len + HEADER_LEN * packets.max(1)
 }
 
 /// Writes the data frames of `msg` (packets of `packet_size`) into `out`, which holds exactly
