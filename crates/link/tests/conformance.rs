@@ -72,6 +72,37 @@ fn many_channels_many_sessions(transport: &str) {
     });
 }
 
+/// Small messages (one packet each: on shm a waiting receiver takes them as they are parsed)
+/// on four channels of one session, from four threads at once, each thread with its own mix
+/// of receive calls: every echo comes back whole, in order, on its own channel.
+fn threads_share_a_session_with_small_messages(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let session = Session::connect(&url).unwrap();
+    let chans: Vec<_> = (0..4)
+        .map(|c| session.open(&format!("small{c}"), opts(64, 4096)).unwrap())
+        .collect();
+    std::thread::scope(|scope| {
+        for (c, ch) in chans.iter().enumerate() {
+            scope.spawn(move || {
+                let mut buf = Vec::new();
+                for i in 0..500u64 {
+                    let msg = bytes((i as usize * 13 + c) % 65, c as u64 * 10_000 + i);
+                    ch.send(&msg).unwrap();
+                    let got = match (c + i as usize) % 3 {
+                        0 => ch.recv_timeout(T).unwrap().unwrap(),
+                        1 => {
+                            assert!(ch.recv_into_timeout(&mut buf, T).unwrap());
+                            buf.clone()
+                        }
+                        _ => ch.recv_message().unwrap().unwrap().into_vec(),
+                    };
+                    assert_eq!(got, msg, "channel {c} message {i}");
+                }
+            });
+        }
+    });
+}
+
 fn pipelined_stream_keeps_order(transport: &str) {
     let (url, _dir) = echo_server(transport);
     let s = Session::connect(&url).unwrap();
@@ -295,6 +326,7 @@ macro_rules! conformance {
             const TR: &str = stringify!($transport);
             #[test] fn echo_of_every_size() { super::echo_of_every_size(TR) }
             #[test] fn many_channels_many_sessions() { super::many_channels_many_sessions(TR) }
+            #[test] fn threads_share_a_session_with_small_messages() { super::threads_share_a_session_with_small_messages(TR) }
             #[test] fn pipelined_stream_keeps_order() { super::pipelined_stream_keeps_order(TR) }
             #[test] fn too_large_is_an_error_at_the_call() { super::too_large_is_an_error_at_the_call(TR) }
             #[test] fn timeouts_and_non_blocking_calls() { super::timeouts_and_non_blocking_calls(TR) }
