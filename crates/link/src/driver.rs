@@ -59,7 +59,8 @@ pub(crate) enum Fed {
     Took,
     /// Input was fed (into the stores), none of it taken.
     Input,
-    /// No input was ready (or the transport is not shared memory, or the reader is out).
+    /// No input was ready (or the transport is not one looked at under the lock, or the
+    /// reader is out).
     Nothing,
 }
 
@@ -195,6 +196,8 @@ pub(crate) struct Driver {
     pub(crate) writer_cond: Condvar,
     /// Loans: allocation from the shared pool, apart from the writer (shared memory only).
     pub(crate) alloc: Option<Box<dyn crate::wire::LoanAlloc>>,
+    /// The writing half can take frames written in place (shared memory).
+    pub(crate) writes_in_place: bool,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -209,6 +212,7 @@ impl Driver {
         write: Box<dyn WireWrite>,
     ) -> Arc<Driver> {
         let alloc = write.allocator();
+        let writes_in_place = write.writes_in_place();
         let d = Arc::new(Driver {
             state: Mutex::new(State {
                 conn,
@@ -234,6 +238,7 @@ impl Driver {
             flush_cond: Condvar::new(),
             writer_cond: Condvar::new(),
             alloc,
+            writes_in_place,
         });
         let f = d.clone();
         std::thread::Builder::new()
@@ -409,8 +414,8 @@ impl Driver {
         ready
     }
 
-    /// Like [`poll_in_place`](Self::poll_in_place) for a receiver on channel `id` (shared
-    /// memory only): the next message of the channel goes to `take` as it is parsed, when
+    /// Like [`poll_in_place`](Self::poll_in_place) for a receiver on channel `id` (on the
+    /// transports whose input is looked at under the lock: shm and mem): the next message of the channel goes to `take` as it is parsed, when
     /// nothing of the channel waits before it, instead of into the channel's store. Says
     /// whether `take` got one, and whether any input was fed.
     pub(crate) fn feed_taking(&self, st: &mut State, id: u32, take: &mut dyn FnMut(&[u8])) -> Fed {

@@ -53,6 +53,9 @@ impl Driver {
     /// credit now; `None` when the message was not sent (send it the usual way). Returns its
     /// sequence number.
     pub(crate) fn send_in_place(&self, id: u32, msg: &[u8]) -> Option<Result<u64, LinkError>> {
+        if !self.writes_in_place {
+            return None;
+        }
         let mut st = self.lock();
         if !st.pending.is_empty() || st.stuck || st.dead.is_some() || st.conn.has_transmit() {
             return None;

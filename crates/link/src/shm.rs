@@ -133,6 +133,10 @@ impl WireWrite for ShmWrite {
         // Dropping the endpoint closes the control socket; the peer sees that.
     }
 
+    fn writes_in_place(&self) -> bool {
+        true
+    }
+
     fn write_in_place(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<bool> {
         if len > self.chunk() || !self.tx.write_with(len, |slot| fill(slot)).map_err(to_io)? {
             return Ok(false);

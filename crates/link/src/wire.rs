@@ -53,6 +53,11 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
+    /// Whether [`write_in_place`](Self::write_in_place) can write (shared memory).
+    fn writes_in_place(&self) -> bool {
+        false
+    }
+
     /// Writes `len` bytes that `fill` puts in place (into a shared-memory record, without an
     /// intermediate buffer) and sends them, if there is room now; false when there is not, or
     /// when the transport cannot (the default).
