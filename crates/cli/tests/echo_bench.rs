@@ -274,6 +274,33 @@ fn bench_pingpong_rounds_pool_the_samples_of_transports_measured_in_turn() {
 }
 
 #[test]
+fn bench_overhead_compares_a_channel_round_trip_with_the_ring() {
+    let v = json(&run(&[
+        "bench", "overhead", "--sizes", "8,300", "--iters", "200", "--trials", "2", "--json",
+    ]));
+    let rows = v.as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    for (r, size) in rows.iter().zip([8, 300]) {
+        assert_eq!(r["bench"], "overhead");
+        assert_eq!(r["size"], size);
+        let chan = r["channel_round_trip_ns"].as_f64().unwrap();
+        let raw = r["raw_round_trip_ns"].as_f64().unwrap();
+        assert!(chan > 0.0 && raw > 0.0, "{r}");
+        let ratio = r["ratio"].as_f64().unwrap();
+        assert!((ratio - chan / raw).abs() < 1e-9, "{r}");
+        let extra = r["extra_ns_per_hop"].as_f64().unwrap();
+        assert!((extra - (chan - raw) / 2.0).abs() < 1e-6, "{r}");
+    }
+    let out = run(&["bench", "overhead", "--iters", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--iters"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn bench_pingpong_connects_to_a_running_engine() {
     let addr = format!("@offhost-cli-test-{}", std::process::id());
     let mut server = Reaped(

@@ -4,6 +4,7 @@ mod args;
 mod channels;
 mod floors;
 mod link_target;
+mod overhead;
 mod pingpong;
 mod rate;
 mod report;
@@ -28,6 +29,9 @@ enum BenchCmd {
     Floors(floors::FloorsArgs),
     /// One-way latency and throughput against the echo engine, per record size.
     Pingpong(pingpong::PingpongArgs),
+    /// The CPU a channel round trip costs against the raw ring, one thread, no cross-core
+    /// traffic (shared memory, in this process).
+    Overhead(overhead::OverheadArgs),
     /// Comms2 over every transport and peer: both sides send at once; recorded time = a
     /// quarter of a two-step exchange.
     Exchange(args::SuiteArgs),
@@ -50,6 +54,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.cmd {
         BenchCmd::Floors(a) => floors::run(a),
         BenchCmd::Pingpong(a) => pingpong::run(a),
+        BenchCmd::Overhead(a) => overhead::run(a),
         BenchCmd::Exchange(a) => suite::run("exchange", &a),
         BenchCmd::Stream(a) => suite::run("stream", &a),
         BenchCmd::Reproduce(a) => reproduce::run(&a),
