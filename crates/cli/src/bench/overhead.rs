@@ -22,7 +22,7 @@ pub struct OverheadArgs {
     #[arg(long, default_value_t = 100_000)]
     iters: usize,
     /// Trials per size, channels and ring in turn; the fastest of each counts.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 15)]
     trials: usize,
     /// Print JSON (an array of rows).
     #[arg(long)]
