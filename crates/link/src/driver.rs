@@ -446,6 +446,60 @@ impl Driver {
         }
     }
 
+    /// The common case of receiving on channel `id` of a shared-memory session, without the
+    /// general wait loop: a byte message that arrives now, or within one wait of at most a
+    /// tick (and not past `deadline`), is taken as it is parsed into `buf` (replacing its contents). False when it did
+    /// not happen: nothing came, something waits in the channel's store (a message, a loan,
+    /// the end), the session failed, or another thread holds the reading half; the caller then
+    /// receives the general way, which sees whatever is there.
+    pub(crate) fn receive_quick(&self, id: u32, buf: &mut Vec<u8>, deadline: Deadline) -> bool {
+        let slice = match deadline {
+            Deadline::Now => return false,
+            Deadline::Never => TICK,
+            Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
+        };
+        let mut st = self.lock();
+        if !st.cheap_poll
+            || st.dead.is_some()
+            || st.shutdown
+            || !st.held.is_empty()
+            || st.conn.readable(id)
+        {
+            return false;
+        }
+        let copy = &mut |m: &[u8]| {
+            buf.clear();
+            buf.extend_from_slice(m);
+        };
+        let took = match self.feed_taking(&mut st, id, copy) {
+            Fed::Took => true,
+            Fed::Input => false,
+            Fed::Nothing => {
+                let Some(mut wire) = st.reader.take() else {
+                    return false;
+                };
+                drop(st);
+                let r = wire.wait(Some(slice));
+                st = self.lock();
+                st.reader = Some(wire);
+                // Whoever slept because the reading half was out may take it now.
+                self.wake(&st);
+                match r {
+                    Ok(()) => self.feed_taking(&mut st, id, copy) == Fed::Took,
+                    Err(e) if is_idle(&e) => false,
+                    Err(e) => {
+                        self.kill(&mut st, &e);
+                        false
+                    }
+                }
+            }
+        };
+        // A data wait ended: a passive waiter leaves the transport alone a while longer.
+        st.active_gen += 1;
+        drop(self.flush(st));
+        took
+    }
+
     /// Takes the reading half out, waits for input (at most `slice`, or not at all) without the
     /// state lock, then (if `feed`) feeds what arrived to the connection under it.
     fn read_once<'a>(

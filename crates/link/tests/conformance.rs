@@ -160,6 +160,24 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
         ch.recv_timeout(Duration::from_millis(50)),
         Err(LinkError::Timeout)
     ));
+    // Receiving into a buffer keeps the deadline too (on shm it first waits without the
+    // general loop, for at most the time left), and leaves the buffer alone.
+    let mut buf = b"kept".to_vec();
+    let start = std::time::Instant::now();
+    assert!(matches!(
+        ch.recv_into_timeout(&mut buf, Duration::from_millis(50)),
+        Err(LinkError::Timeout)
+    ));
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(buf, b"kept");
+    assert!(matches!(
+        ch.try_recv_into(&mut buf),
+        Err(LinkError::WouldBlock)
+    ));
     ch.send(b"go").unwrap();
     assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"late");
     // The engine keeps its end but does not read: fill the window, then block.
