@@ -14,6 +14,13 @@ fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run offhost")
 }
 
+/// Asserts that the command failed and that its error output says `what`.
+fn fails_saying(out: &Output, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "succeeded: {err}");
+    assert!(err.contains(what), "{err}");
+}
+
 fn json(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -107,11 +114,9 @@ fn echo_serves_successive_hosts_then_exits_cleanly_with_once() {
 #[test]
 fn echo_rejects_bad_addresses_clearly() {
     let out = run(&["echo", "--listen", "mem:"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("in-process only"));
+    fails_saying(&out, "in-process only");
     let out = run(&["echo", "--raw", "--listen", "tcp:1"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown address"));
+    fails_saying(&out, "unknown address");
 }
 
 #[test]
@@ -265,12 +270,7 @@ fn bench_pingpong_rounds_pool_the_samples_of_transports_measured_in_turn() {
     ]));
     assert!(v[0].get("round_medians_ns").is_none(), "{v}");
     let out = run(&["bench", "pingpong", "--transport", "mem", "--rounds", "0"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--rounds"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fails_saying(&out, "--rounds");
 }
 
 #[test]
@@ -292,12 +292,7 @@ fn bench_overhead_compares_a_channel_round_trip_with_the_ring() {
         assert!((extra - (chan - raw) / 2.0).abs() < 1e-6, "{r}");
     }
     let out = run(&["bench", "overhead", "--iters", "0"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--iters"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fails_saying(&out, "--iters");
 }
 
 #[test]
@@ -348,8 +343,7 @@ fn bench_pingpong_connects_to_a_running_engine() {
 #[test]
 fn bench_pingpong_bad_input_is_explained() {
     let out = run(&["bench", "pingpong", "--sizes", "0"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1 byte"));
+    fails_saying(&out, "at least 1 byte");
     let out = run(&["bench", "pingpong", "--mode", "sleepy"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown doorbell mode"));
     let out = run(&[
@@ -360,8 +354,7 @@ fn bench_pingpong_bad_input_is_explained() {
         "--sizes",
         "8",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("connect to echo engine"));
+    fails_saying(&out, "connect to echo engine");
 }
 
 /// Arguments of a short shm/poll pingpong over three sizes, plus `extra`.
@@ -458,6 +451,5 @@ fn bench_pingpong_csv_and_plots() {
     assert!(table.starts_with("transport"), "{table}");
     assert!(table.contains("fit pingpong shm poll: "), "{table}");
     let out = short_pingpong(&["--csv", "--json"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    fails_saying(&out, "cannot be used with");
 }

@@ -347,13 +347,24 @@ impl Connection {
 
     /// Checks a message of `len` bytes against state, size and credit, and takes the credit.
     fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
-        let packet_size = self.check_charge(channel, len)?;
-        Ok((self.take_charge(channel, len), packet_size))
+        let mut packet_size = 0;
+        let seq = self.charge_if(channel, len, |ps| {
+            packet_size = ps;
+            true
+        })?;
+        Ok((seq.expect("charged"), packet_size))
     }
 
     /// Checks a message of `len` bytes against state, size and credit (telling the peer, once
-    /// per limit, when credit is short) without taking the credit; returns the packet size.
-    fn check_charge(&mut self, channel: u32, len: usize) -> Result<usize, CallError> {
+    /// per limit, when credit is short), then asks `go` (given the packet size) whether it is
+    /// sent, and only then takes the credit; returns its sequence number, `None` when `go`
+    /// said no.
+    fn charge_if(
+        &mut self,
+        channel: u32,
+        len: usize,
+        go: impl FnOnce(usize) -> bool,
+    ) -> Result<Option<u64>, CallError> {
         self.check_open()?;
         let link_room = self.link.send_limit - self.link.sent;
         let Some(ch) = self.channels.get_mut(&channel) else {
@@ -396,21 +407,13 @@ impl Connection {
             }
             return Err(CallError::Blocked);
         }
-        Ok(ch.opts.packet_size)
-    }
-
-    /// Takes the credit of a message of `len` bytes that [`check_charge`](Self::check_charge)
-    /// just allowed; returns its sequence number.
-    fn take_charge(&mut self, channel: u32, len: usize) -> u64 {
-        let c = cost(len);
-        let ch = self
-            .channels
-            .get_mut(&channel)
-            .expect("a checked channel is in the table");
+        if !go(ch.opts.packet_size) {
+            return Ok(None);
+        }
         ch.sent += c;
         ch.sent_msgs += 1;
         self.link.sent += c;
-        ch.sent_msgs
+        Ok(Some(ch.sent_msgs))
     }
 
     /// Like [`send`](Self::send), with the frames written in place instead of queued for
@@ -425,14 +428,12 @@ impl Connection {
         place: &mut Placer<'_>,
     ) -> Result<Option<u64>, CallError> {
         debug_assert!(self.out.is_empty(), "frames wait for transmission");
-        let packet_size = self.check_charge(channel, msg.len())?;
-        let len = crate::frame::data_len(msg.len(), packet_size);
-        if !place(len, &mut |out| {
-            crate::frame::write_data(out, channel, msg, packet_size)
-        }) {
-            return Ok(None);
-        }
-        Ok(Some(self.take_charge(channel, msg.len())))
+        self.charge_if(channel, msg.len(), |packet_size| {
+            let len = crate::frame::data_len(msg.len(), packet_size);
+            place(len, &mut |out| {
+                crate::frame::write_data(out, channel, msg, packet_size)
+            })
+        })
     }
 
     /// Messages the peer's application has taken from `channel` (for rendezvous sends).

@@ -15,8 +15,8 @@ use serde::Serialize;
 /// Arguments of `offhost bench overhead`.
 #[derive(clap::Args, Debug)]
 pub struct OverheadArgs {
-    /// Message sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "64,4096")]
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64,4096", value_parser = offhost_bench::sizes::parse_size)]
     sizes: Vec<usize>,
     /// Round trips per trial.
     #[arg(long, default_value_t = 100_000)]
@@ -48,11 +48,6 @@ struct Row {
 
 /// Runs `offhost bench overhead`.
 pub fn run(args: OverheadArgs) -> Result<()> {
-    ensure!(!args.sizes.is_empty(), "--sizes is empty");
-    ensure!(
-        args.sizes.iter().all(|&s| s > 0),
-        "--sizes: message sizes must be at least 1 byte"
-    );
     ensure!(args.iters > 0, "--iters must be at least 1");
     ensure!(args.trials > 0, "--trials must be at least 1");
     let pb = indicatif::ProgressBar::with_draw_target(

@@ -23,8 +23,8 @@ pub struct RateArgs {
     /// Transport: shm, tcp, unix or mem.
     #[arg(long, default_value = "shm")]
     transport: String,
-    /// Message sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "64")]
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64", value_parser = offhost_bench::sizes::parse_size)]
     sizes: Vec<usize>,
     /// Paths, comma-separated: copy, loan.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "copy")]
@@ -77,10 +77,6 @@ pub fn run(args: RateArgs) -> Result<()> {
     ensure!(
         args.runs > 0 && args.batch > 0,
         "--runs and --batch must be at least 1"
-    );
-    ensure!(
-        args.sizes.iter().all(|&s| s > 0),
-        "--sizes: at least 1 byte each"
     );
     let dir = tempfile::tempdir()?;
     let server = Server::bind(&url_for(&args.transport, dir.path())?)?;
