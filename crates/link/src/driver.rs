@@ -209,10 +209,10 @@ impl Driver {
     pub(crate) fn start(
         conn: Connection,
         read: Box<dyn WireRead>,
-        write: Box<dyn WireWrite>,
+        mut write: Box<dyn WireWrite>,
     ) -> Arc<Driver> {
         let alloc = write.allocator();
-        let writes_in_place = write.writes_in_place();
+        let writes_in_place = write.shm_sender().is_some();
         let d = Arc::new(Driver {
             state: Mutex::new(State {
                 conn,
@@ -467,11 +467,12 @@ impl Driver {
         {
             return false;
         }
-        let copy = &mut |m: &[u8]| {
-            buf.clear();
-            buf.extend_from_slice(m);
+        let fed = if take_whole(&mut st, id, buf) {
+            Fed::Took
+        } else {
+            self.feed_taking(&mut st, id, &mut copy_into(buf))
         };
-        let took = match self.feed_taking(&mut st, id, copy) {
+        let took = match fed {
             Fed::Took => true,
             Fed::Input => false,
             Fed::Nothing => {
@@ -485,7 +486,10 @@ impl Driver {
                 // Whoever slept because the reading half was out may take it now.
                 self.wake(&st);
                 match r {
-                    Ok(()) => self.feed_taking(&mut st, id, copy) == Fed::Took,
+                    Ok(()) => {
+                        take_whole(&mut st, id, buf)
+                            || self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took
+                    }
                     Err(e) if is_idle(&e) => false,
                     Err(e) => {
                         self.kill(&mut st, &e);
@@ -563,4 +567,32 @@ impl Driver {
         conn.poll_transmit(pending);
         self.hand_over(st);
     }
+}
+
+/// A receiver's copy of a message into `buf` (replacing what it held).
+fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+    |m| {
+        buf.clear();
+        buf.extend_from_slice(m);
+    }
+}
+
+/// The shortest way a message reaches a receiver on channel `id` of a shared-memory session:
+/// when the next ring record is one data frame holding a whole message the receiver would take
+/// next (see `Connection::take_whole_message`), it is taken from the ring into `buf` in place
+/// and consumed; true then. Any other record stays where it is, for the general feed (false).
+fn take_whole(st: &mut State, id: u32, buf: &mut Vec<u8>) -> bool {
+    let State { conn, reader, .. } = st;
+    let Some(rx) = reader.as_mut().and_then(|r| r.shm_receiver()) else {
+        return false;
+    };
+    let took = rx.try_take_inline(|record| match conn.take_whole_message(record, id) {
+        Some(m) => {
+            copy_into(buf)(m);
+            true
+        }
+        None => false,
+    });
+    // An error (a corrupt ring) is the general feed's to report: it sees the same record.
+    matches!(took, Ok(Some(true)))
 }

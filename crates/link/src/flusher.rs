@@ -61,11 +61,18 @@ impl Driver {
             return None;
         }
         let State { conn, writer, .. } = &mut *st;
-        let w = writer.as_mut()?;
+        let tx = writer.as_mut()?.shm_sender()?;
         let mut failed = None;
-        let r = conn.send_in_place(id, msg, &mut |len, fill| {
-            w.write_in_place(len, fill).unwrap_or_else(|e| {
-                failed = Some(e);
+        let r = conn.send_in_place(id, msg, |frames| {
+            let len = frames.len();
+            if len > crate::shm::record_limit(tx) {
+                return false;
+            }
+            let placed = tx
+                .write_with(len, |slot| frames.write_to(slot))
+                .and_then(|placed| tx.flush().map(|()| placed));
+            placed.unwrap_or_else(|e| {
+                failed = Some(crate::shm::to_io(e));
                 false
             })
         });

@@ -18,7 +18,13 @@ pub fn default_config() -> offhost_shm::Config {
     }
 }
 
-fn to_io(e: ShmError) -> io::Error {
+/// Largest record the link writes: a quarter of the ring, so a record never waits for the ring
+/// to drain completely (records do not wrap).
+pub(crate) fn record_limit(tx: &offhost_shm::Sender) -> usize {
+    (tx.max_record() / 4).max(64)
+}
+
+pub(crate) fn to_io(e: ShmError) -> io::Error {
     match e {
         ShmError::Timeout => io::ErrorKind::TimedOut.into(),
         ShmError::PeerGone => io::ErrorKind::BrokenPipe.into(),
@@ -47,6 +53,10 @@ pub(crate) fn halves(ep: offhost_shm::Endpoint) -> (ShmRead, ShmWrite) {
 impl WireRead for ShmRead {
     fn cheap_poll(&self) -> bool {
         true
+    }
+
+    fn shm_receiver(&mut self) -> Option<&mut offhost_shm::Receiver> {
+        Some(&mut self.rx)
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -98,10 +108,8 @@ impl WireRead for ShmRead {
 }
 
 impl ShmWrite {
-    /// Largest record written: a quarter of the ring, so a record never waits for the ring to
-    /// drain completely (records do not wrap).
     fn chunk(&self) -> usize {
-        (self.tx.max_record() / 4).max(64)
+        record_limit(&self.tx)
     }
 }
 
@@ -133,16 +141,8 @@ impl WireWrite for ShmWrite {
         // Dropping the endpoint closes the control socket; the peer sees that.
     }
 
-    fn writes_in_place(&self) -> bool {
-        true
-    }
-
-    fn write_in_place(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<bool> {
-        if len > self.chunk() || !self.tx.write_with(len, |slot| fill(slot)).map_err(to_io)? {
-            return Ok(false);
-        }
-        self.tx.flush().map_err(to_io)?;
-        Ok(true)
+    fn shm_sender(&mut self) -> Option<&mut offhost_shm::Sender> {
+        Some(&mut self.tx)
     }
 
     fn allocator(&self) -> Option<Box<dyn LoanAlloc>> {

@@ -32,6 +32,12 @@ pub(crate) trait WireRead: Send {
     /// closed the pipe and every byte before the close was fed.
     fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool>;
 
+    /// The shared-memory receiver under this half, whose records the driver may take in
+    /// place (see `Driver::receive_quick`); `None` for other transports.
+    fn shm_receiver(&mut self) -> Option<&mut offhost_shm::Receiver> {
+        None
+    }
+
     /// True when `wait(None)` is cheap enough (no system call) to try under the driver's lock
     /// before every wait.
     fn cheap_poll(&self) -> bool {
@@ -53,20 +59,10 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
-    /// Whether [`write_in_place`](Self::write_in_place) can write (shared memory).
-    fn writes_in_place(&self) -> bool {
-        false
-    }
-
-    /// Writes `len` bytes that `fill` puts in place (into a shared-memory record, without an
-    /// intermediate buffer) and sends them, if there is room now; false when there is not, or
-    /// when the transport cannot (the default).
-    fn write_in_place(
-        &mut self,
-        _len: usize,
-        _fill: &mut dyn FnMut(&mut [u8]),
-    ) -> io::Result<bool> {
-        Ok(false)
+    /// The shared-memory sender under this half, to which frames are written in place (into
+    /// a ring record, without an intermediate buffer); `None` for other transports.
+    fn shm_sender(&mut self) -> Option<&mut offhost_shm::Sender> {
+        None
     }
 
     /// The allocator of zero-copy buffers that works apart from this half (shared memory only).

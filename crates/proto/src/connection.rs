@@ -16,9 +16,28 @@ pub const CODE_REFUSED: u32 = 2;
 /// need no round trip.
 pub const INITIAL_LINK_CREDIT: u64 = 64 * 1024;
 
-/// Where [`Connection::send_in_place`] puts frames: given their length and a writer of their
-/// bytes, it writes them where they go and says whether it did.
-pub type Placer<'a> = dyn FnMut(usize, &mut dyn FnMut(&mut [u8])) -> bool + 'a;
+/// The data frames of one message, which [`Connection::send_in_place`] hands to its placer to
+/// be written where they go.
+#[derive(Debug, Clone, Copy)]
+pub struct DataFrames<'a> {
+    channel: u32,
+    msg: &'a [u8],
+    packet_size: usize,
+}
+
+impl DataFrames<'_> {
+    /// Their length in bytes.
+    #[allow(clippy::len_without_is_empty)] // a message always has at least one frame
+    pub fn len(&self) -> usize {
+        crate::frame::data_len(self.msg.len(), self.packet_size)
+    }
+
+    /// Writes them into `out`, which must hold exactly [`len`](Self::len) bytes: the bytes
+    /// that [`Connection::send`] would queue for the same message.
+    pub fn write_to(&self, out: &mut [u8]) {
+        crate::frame::write_data(out, self.channel, self.msg, self.packet_size);
+    }
+}
 
 /// Something the application should know about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,21 +436,22 @@ impl Connection {
     }
 
     /// Like [`send`](Self::send), with the frames written in place instead of queued for
-    /// [`poll_transmit`](Self::poll_transmit): once the checks pass, `place` is given their
-    /// length and a writer of their bytes, and returns true if it wrote them where they go
-    /// (a shared-memory record, say). `Ok(None)` when it did not: nothing is charged or sent.
-    /// Use it only while nothing waits for transmission (the frames would pass it).
+    /// [`poll_transmit`](Self::poll_transmit): once the checks pass, `place` is given the
+    /// frames and returns true if it wrote them where they go (a shared-memory record, say).
+    /// `Ok(None)` when it did not: nothing is charged or sent. Use it only while nothing waits
+    /// for transmission (the frames would pass it).
     pub fn send_in_place(
         &mut self,
         channel: u32,
         msg: &[u8],
-        place: &mut Placer<'_>,
+        place: impl FnOnce(&DataFrames<'_>) -> bool,
     ) -> Result<Option<u64>, CallError> {
         debug_assert!(self.out.is_empty(), "frames wait for transmission");
         self.charge_if(channel, msg.len(), |packet_size| {
-            let len = crate::frame::data_len(msg.len(), packet_size);
-            place(len, &mut |out| {
-                crate::frame::write_data(out, channel, msg, packet_size)
+            place(&DataFrames {
+                channel,
+                msg,
+                packet_size,
             })
         })
     }

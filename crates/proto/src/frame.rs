@@ -452,6 +452,23 @@ fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LE
     h
 }
 
+/// The channel and payload of `buf` when it is exactly one well-formed data frame that ends
+/// its message (the whole of a small message); `None` for anything else, which
+/// [`Frame::decode`] then judges.
+pub(crate) fn whole_data(buf: &[u8]) -> Option<(u32, &[u8])> {
+    let (head, body) = buf.split_first_chunk::<HEADER_LEN>()?;
+    let channel = u32_at(head, 4);
+    let len = u32_at(head, 8);
+    let well_formed = head[0] == KIND_DATA
+        && head[1] == FLAG_LAST
+        && head[2] == 0
+        && head[3] == 0
+        && channel != 0
+        && len <= MAX_BODY
+        && len as usize == body.len();
+    well_formed.then_some((channel, body))
+}
+
 /// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
 /// (a power of two).
 pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
@@ -464,8 +481,11 @@ pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
 /// [`data_len`] bytes: the same bytes [`Frame::encode`] appends for each packet.
 pub(crate) fn write_data(out: &mut [u8], channel: u32, msg: &[u8], packet_size: usize) {
     debug_assert_eq!(out.len(), data_len(msg.len(), packet_size));
-    if msg.is_empty() {
-        out.copy_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, 0));
+    if msg.len() <= packet_size {
+        // One packet (the common case of small messages): its header, then the message.
+        let (head, body) = out.split_at_mut(HEADER_LEN);
+        head.copy_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, msg.len()));
+        body.copy_from_slice(msg);
         return;
     }
     let mut at = 0;

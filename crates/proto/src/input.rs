@@ -37,6 +37,41 @@ impl Connection {
         Ok(taker.is_none())
     }
 
+    /// The fast case of [`handle_input_taking`](Self::handle_input_taking), for input that
+    /// arrives frame by frame (a shared-memory record): when `data` is exactly one data frame
+    /// holding a whole message of `channel` that the application would take next, and that
+    /// frame is valid and within credit, it is received and taken with the same accounting,
+    /// and its payload returned. Otherwise (any other frame, a message in several packets,
+    /// something of `channel` already waiting, a partial frame from earlier input, a closed or
+    /// failed link, or anything [`handle_input`](Self::handle_input) would reject) nothing
+    /// changes and `None` is returned: feed `data` the usual way.
+    pub fn take_whole_message<'a>(&mut self, data: &'a [u8], channel: u32) -> Option<&'a [u8]> {
+        let (id, payload) = crate::frame::whole_data(data)?;
+        if id != channel || self.state != State::Open || !self.inbuf.is_empty() {
+            return None;
+        }
+        let ch = self.channels.get_mut(&channel)?;
+        let charge = cost(payload.len());
+        let takeable = !ch.recv_closed
+            && ch.reset.is_none()
+            && ch.store.is_empty()
+            && ch.store.partial_len() == 0
+            && payload.len() <= ch.opts.packet_size
+            && payload.len() as u64 <= ch.opts.max_message
+            && ch.received + charge <= ch.granted
+            && self.link.received + charge <= self.link.granted;
+        if !takeable {
+            return None;
+        }
+        ch.received += charge;
+        self.link.received += charge;
+        ch.took(channel, 1, charge, true, &mut self.out);
+        self.link.consumed += charge;
+        self.grant_link(false);
+        self.in_offset += data.len() as u64;
+        Some(payload)
+    }
+
     fn input(&mut self, data: &[u8], taker: &mut Taker<'_>) -> Result<(), ProtoError> {
         if data.is_empty() {
             return Ok(());

@@ -33,7 +33,8 @@ mod store;
 
 pub use batch::BatchEnd;
 pub use connection::{
-    Connection, Event, Incoming, Placer, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
+    Connection, DataFrames, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED,
+    INITIAL_LINK_CREDIT,
 };
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;

@@ -235,6 +235,103 @@ fn a_message_taken_as_it_is_parsed_counts_as_received_and_taken() {
 }
 
 #[test]
+fn a_whole_message_offered_in_one_record_is_taken_with_the_same_accounting() {
+    let mut p = Pair::new();
+    p.settle();
+    let opts = ChannelOptions {
+        send_mode: SendMode::Sync,
+        ..small(8, 64)
+    };
+    let ch = p.a.open("w", opts).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    // One frame holding the whole message: taken, and the sender hears it was delivered.
+    p.a.send(ch, b"1234567").unwrap();
+    assert_eq!(p.deliver_whole(false, id), Some(b"1234567".to_vec()));
+    assert_eq!(p.b.recv(id).unwrap(), Received::Empty);
+    p.settle();
+    assert_eq!(p.a.delivered(ch).unwrap(), 1);
+    // Declined, and then fed as usual: a message of several packets, one for another channel,
+    // and one behind a message that waits.
+    p.a.send(ch, b"0123456789").unwrap();
+    assert_eq!(p.deliver_whole(false, id), None);
+    assert_eq!(p.deliver_whole(false, id), None);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"0123456789");
+    p.a.send(ch, b"a").unwrap();
+    assert_eq!(p.deliver_whole(false, id + 2), None);
+    p.a.send(ch, b"b").unwrap();
+    assert_eq!(p.deliver_whole(false, id), None);
+    assert_eq!(message(p.b.recv(id).unwrap()), b"a");
+    assert_eq!(message(p.b.recv(id).unwrap()), b"b");
+    // Behind a partial frame from earlier input, the bytes are not a frame start.
+    p.a.send(ch, b"cd").unwrap();
+    p.collect();
+    let wire = std::mem::take(&mut p.a_to_b);
+    p.b.handle_input(&wire[..5]).unwrap();
+    assert_eq!(p.b.take_whole_message(&wire[5..], id), None);
+    p.b.handle_input(&wire[5..]).unwrap();
+    assert_eq!(message(p.b.recv(id).unwrap()), b"cd");
+    // The same counts as `recv`: 64 bytes of credit in all, then the sender is blocked.
+    p.settle();
+    for _ in 0..8 {
+        p.a.send(ch, &[7; 8]).unwrap();
+        assert_eq!(p.deliver_whole(false, id), Some(vec![7; 8]));
+    }
+    p.settle();
+    assert!(p.a.can_send(ch, 64));
+    assert!(!p.a.can_send(ch, 65));
+}
+
+#[test]
+fn a_whole_message_beyond_credit_is_declined_and_then_fails_the_link() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 4,
+        sync: false,
+        recv_buffer: 16,
+        max_message: 16,
+        name: "x",
+    };
+    let (mut b, r) = server_fed(std::slice::from_ref(&open));
+    r.unwrap();
+    let record = |payload: &[u8]| {
+        let mut w = Vec::new();
+        Frame::Data {
+            channel: 1,
+            last: true,
+            payload,
+        }
+        .encode(&mut w);
+        w
+    };
+    // 7 bytes taken are less than half the buffer: no fresh grant, the limit stays 16.
+    let (seven, ten) = (record(&[1; 7]), record(&[2; 10]));
+    assert_eq!(b.take_whole_message(&seven, 1), Some(&[1u8; 7][..]));
+    // 7 + 10 > 16: not taken, and the usual path reports the overrun.
+    assert_eq!(b.take_whole_message(&ten, 1), None);
+    assert_eq!(
+        b.handle_input(&ten),
+        Err(ProtoError::CreditOverrun {
+            channel: 1,
+            offset: 17,
+            limit: 16
+        })
+    );
+    assert_eq!(b.take_whole_message(&record(&[3]), 1), None);
+    // A packet longer than the channel's is declined too, as is a malformed header.
+    let (mut b, _) = server_fed(&[open]);
+    assert_eq!(b.take_whole_message(&record(&[4; 17]), 1), None);
+    let mut bad = record(&[5; 4]);
+    bad[2] = 1;
+    assert_eq!(b.take_whole_message(&bad, 1), None);
+    assert_eq!(b.take_whole_message(&record(&[5; 4])[..15], 1), None);
+    assert_eq!(
+        b.take_whole_message(&record(&[6; 4]), 1),
+        Some(&[6u8; 4][..])
+    );
+}
+
+#[test]
 fn frames_written_in_place_are_the_frames_send_queues() {
     let mut p = Pair::new();
     p.settle();
@@ -252,9 +349,9 @@ fn frames_written_in_place_are_the_frames_send_queues() {
         twin.a.poll_transmit(&mut want);
         // ...is what `send_in_place` writes, charged the same.
         let mut placed = Vec::new();
-        let seq = p.a.send_in_place(ch, msg, &mut |len, fill| {
-            placed = vec![0xAA; len];
-            fill(&mut placed);
+        let seq = p.a.send_in_place(ch, msg, |frames| {
+            placed = vec![0xAA; frames.len()];
+            frames.write_to(&mut placed);
             true
         });
         assert!(seq.unwrap().is_some());
@@ -267,7 +364,7 @@ fn frames_written_in_place_are_the_frames_send_queues() {
     p.settle();
     let room = (0..=64).filter(|&n| p.a.can_send(ch, n)).max().unwrap();
     assert!(room >= 4, "{room}");
-    assert_eq!(p.a.send_in_place(ch, &[1; 4], &mut |_, _| false), Ok(None));
+    assert_eq!(p.a.send_in_place(ch, &[1; 4], |_| false), Ok(None));
     assert!(p.a.can_send(ch, room));
     assert!(!p.a.has_transmit());
     // Short of credit: blocked, with the `blocked` frame queued and nothing placed.
@@ -280,7 +377,7 @@ fn frames_written_in_place_are_the_frames_send_queues() {
     let mut wire = Vec::new();
     p.a.poll_transmit(&mut wire);
     let r =
-        p.a.send_in_place(ch, &[3; 32], &mut |_, _| panic!("placed without credit"));
+        p.a.send_in_place(ch, &[3; 32], |_| panic!("placed without credit"));
     assert_eq!(r, Err(CallError::Blocked));
     let mut blocked = Vec::new();
     p.a.poll_transmit(&mut blocked);

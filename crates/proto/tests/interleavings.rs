@@ -1,5 +1,6 @@
 //! Property: random interleavings of sends (some written in place), receives, deliveries
-//! (grants travel with them; some hand a message over as it is parsed) and closes over a simulated lossless link deliver
+//! (grants travel with them; some hand a message over as it is parsed, some offer one frame
+//! whole as a shared-memory record would) and closes over a simulated lossless link deliver
 //! every message exactly once, in order, per channel and direction.
 
 mod common;
@@ -35,6 +36,12 @@ enum Op {
         from_a: bool,
         chan: usize,
     },
+    /// The frame at the head of the wire to the receiving side (a when true), offered whole
+    /// for `chan` (`Connection::take_whole_message`), fed the usual way if declined.
+    DeliverWhole {
+        at_a: bool,
+        chan: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(at_a, chan, batch)| Op::Recv { at_a, chan, batch }),
         3 => (1..400usize, proptest::option::of((any::<bool>(), 0..4usize))).prop_map(|(bytes, take)| Op::Deliver { bytes, take }),
         1 => (any::<bool>(), 0..4usize).prop_map(|(from_a, chan)| Op::Close { from_a, chan }),
+        3 => (any::<bool>(), 0..4usize).prop_map(|(at_a, chan)| Op::DeliverWhole { at_a, chan }),
     ]
 }
 
@@ -156,10 +164,10 @@ proptest! {
                     p.collect();
                     let (conn, wire) = if from_a { (&mut p.a, &mut p.a_to_b) } else { (&mut p.b, &mut p.b_to_a) };
                     let r = if in_place {
-                        conn.send_in_place(id, &msg, &mut |n, fill| {
+                        conn.send_in_place(id, &msg, |frames| {
                             let at = wire.len();
-                            wire.resize(at + n, 0);
-                            fill(&mut wire[at..]);
+                            wire.resize(at + frames.len(), 0);
+                            frames.write_to(&mut wire[at..]);
                             true
                         })
                         .map(|seq| seq.expect("placed"))
@@ -197,6 +205,16 @@ proptest! {
                     });
                     prop_assert_eq!(took, n == 1);
                     prop_assert!(n <= 1);
+                }
+                Op::DeliverWhole { at_a, chan } => {
+                    let dir = usize::from(at_a);
+                    let id = if at_a { ids.a_known[chan].then_some(ids.a[chan]) } else { ids.b[chan] };
+                    // A channel this side does not know yet: offered as channel 0 (never taken).
+                    if let Some(m) = p.deliver_whole(at_a, id.unwrap_or(0)) {
+                        prop_assert!(id.is_some(), "taken for an unknown channel");
+                        prop_assert!(!ended[dir][chan], "message after end");
+                        got[dir][chan].push(m);
+                    }
                 }
                 Op::Close { from_a, chan } => {
                     let dir = usize::from(!from_a);

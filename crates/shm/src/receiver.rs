@@ -83,6 +83,31 @@ impl Receiver {
         }
     }
 
+    /// Offers the next record, if it is ready and inline, to `take`, which reads its bytes in
+    /// place and says whether it took them: the record is consumed only then, and otherwise
+    /// stays the next one to receive. `Some(false)` also when the next record carries a pool
+    /// buffer (it is not offered); `None` when no record is ready.
+    pub fn try_take_inline(
+        &mut self,
+        take: impl FnOnce(&[u8]) -> bool,
+    ) -> Result<Option<bool>, ShmError> {
+        let Some(raw) = self.peek()? else {
+            return Ok(None);
+        };
+        if raw.kind == KIND_BUF {
+            return Ok(Some(false));
+        }
+        // SAFETY: the record is unconsumed until the `consume` below, after `take` returned,
+        // and `take` cannot keep the slice (it is only borrowed for the call).
+        if !take(unsafe { raw.payload() }) {
+            return Ok(Some(false));
+        }
+        if self.ring.consume(&raw) {
+            self.shared.wake_peer(false);
+        }
+        Ok(Some(true))
+    }
+
     /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
     /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {

@@ -51,6 +51,53 @@ fn batch_is_published_once_and_invisible_before_flush() {
 }
 
 #[test]
+fn an_inline_record_offered_is_consumed_only_when_taken() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Poll)).unwrap();
+    let rx = engine.receiver();
+    assert_eq!(
+        rx.try_take_inline(|_| panic!("nothing was sent")).unwrap(),
+        None
+    );
+    host.sender().send(b"first", T).unwrap();
+    host.sender().send(b"second", T).unwrap();
+    // Declined: it stays the next record, for an offer and for `try_recv`.
+    let mut seen = Vec::new();
+    let r = rx.try_take_inline(|b| {
+        seen.push(b.to_vec());
+        false
+    });
+    assert_eq!(r.unwrap(), Some(false));
+    let r = rx.try_take_inline(|b| {
+        seen.push(b.to_vec());
+        true
+    });
+    assert_eq!(r.unwrap(), Some(true));
+    assert_eq!(seen, [b"first".to_vec(), b"first".to_vec()]);
+    assert_eq!(rx.try_recv().unwrap().unwrap().bytes(), b"second");
+    assert_eq!(rx.try_take_inline(|_| true).unwrap(), None);
+    // A buffer record is not offered, and stays for `recv`.
+    let mut b = host.sender().try_alloc().unwrap().unwrap();
+    b.set_range(0, 3).unwrap();
+    b.fill(9);
+    host.sender().send_buf(b, T).unwrap();
+    let rx = engine.receiver();
+    assert_eq!(
+        rx.try_take_inline(|_| panic!("offered a buffer")).unwrap(),
+        Some(false)
+    );
+    let r = rx.recv(T).unwrap();
+    assert!(r.is_buf());
+    assert_eq!(r.bytes(), [9; 3]);
+    // Taken records free their room: a ring's worth of them passes through.
+    drop(r);
+    for i in 0..200u8 {
+        host.sender().send(&[i; 40], T).unwrap();
+        let r = engine.receiver().try_take_inline(|b| b == [i; 40]);
+        assert_eq!(r.unwrap(), Some(true), "record {i}");
+    }
+}
+
+#[test]
 fn ring_fills_then_drains_with_wraparound() {
     let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
     let mut sent = 0u32;

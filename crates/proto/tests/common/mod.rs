@@ -74,6 +74,35 @@ impl Pair {
         took
     }
 
+    /// Delivers the frame at the head of the wire to the side `to_a` names (a when true, b
+    /// otherwise) as a transport that carries frames one per record (shared memory) does: the
+    /// bytes as long as the head's header says (or what there is) are offered to
+    /// `Connection::take_whole_message` for `channel`, and fed the usual way when it declines.
+    /// Returns the message it took, if any. (When the receiver holds a partial frame, the head
+    /// is not a frame start and the length is arbitrary: the offer must be declined then.)
+    pub fn deliver_whole(&mut self, to_a: bool, channel: u32) -> Option<Vec<u8>> {
+        self.collect();
+        let (wire, conn) = if to_a {
+            (&mut self.b_to_a, &mut self.a)
+        } else {
+            (&mut self.a_to_b, &mut self.b)
+        };
+        let want = match wire.get(8..12) {
+            Some(len) => 12 + u32::from_le_bytes(len.try_into().unwrap()) as usize,
+            None => wire.len(),
+        };
+        let record: Vec<u8> = wire.drain(..want.min(wire.len())).collect();
+        let took = conn
+            .take_whole_message(&record, channel)
+            .map(<[u8]>::to_vec);
+        if took.is_none() {
+            conn.handle_input(&record)
+                .expect("the receiver accepts the bytes");
+        }
+        self.collect();
+        took
+    }
+
     /// Delivers everything until both directions are quiet.
     pub fn settle(&mut self) {
         for _ in 0..1000 {
