@@ -459,18 +459,17 @@ impl Driver {
             Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
         };
         let mut st = self.lock();
-        if !st.cheap_poll
-            || st.dead.is_some()
-            || st.shutdown
-            || !st.held.is_empty()
-            || st.conn.readable(id)
-        {
+        if !st.cheap_poll || st.dead.is_some() || st.shutdown || !st.held.is_empty() {
             return false;
         }
-        let fed = if take_whole(&mut st, id, buf) {
-            Fed::Took
-        } else {
-            self.feed_taking(&mut st, id, &mut copy_into(buf))
+        let fed = match take_whole(&mut st, id, buf) {
+            // (Taken only when nothing of the channel waited before it.)
+            Whole::Took => Fed::Took,
+            _ if st.conn.readable(id) => return false,
+            // Nothing is ready: straight to the wait, which is on the peer's critical path
+            // when it answers fast.
+            Whole::Empty => Fed::Nothing,
+            Whole::Other => self.feed_taking(&mut st, id, &mut copy_into(buf)),
         };
         let took = match fed {
             Fed::Took => true,
@@ -487,7 +486,7 @@ impl Driver {
                 self.wake(&st);
                 match r {
                     Ok(()) => {
-                        take_whole(&mut st, id, buf)
+                        take_whole(&mut st, id, buf) == Whole::Took
                             || self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took
                     }
                     Err(e) if is_idle(&e) => false,
@@ -577,14 +576,26 @@ fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
     }
 }
 
+/// What [`take_whole`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Whole {
+    /// Took a message.
+    Took,
+    /// No record is ready on the ring.
+    Empty,
+    /// Something else: a record it left for the general feed, a transport other than shared
+    /// memory, or the reading half out with another thread.
+    Other,
+}
+
 /// The shortest way a message reaches a receiver on channel `id` of a shared-memory session:
 /// when the next ring record is one data frame holding a whole message the receiver would take
 /// next (see `Connection::take_whole_message`), it is taken from the ring into `buf` in place
-/// and consumed; true then. Any other record stays where it is, for the general feed (false).
-fn take_whole(st: &mut State, id: u32, buf: &mut Vec<u8>) -> bool {
+/// and consumed. Any other record stays where it is, for the general feed.
+fn take_whole(st: &mut State, id: u32, buf: &mut Vec<u8>) -> Whole {
     let State { conn, reader, .. } = st;
     let Some(rx) = reader.as_mut().and_then(|r| r.shm_receiver()) else {
-        return false;
+        return Whole::Other;
     };
     let took = rx.try_take_inline(|record| match conn.take_whole_message(record, id) {
         Some(m) => {
@@ -593,6 +604,10 @@ fn take_whole(st: &mut State, id: u32, buf: &mut Vec<u8>) -> bool {
         }
         None => false,
     });
-    // An error (a corrupt ring) is the general feed's to report: it sees the same record.
-    matches!(took, Ok(Some(true)))
+    match took {
+        Ok(Some(true)) => Whole::Took,
+        Ok(None) => Whole::Empty,
+        // An error (a corrupt ring) is the general feed's to report: it sees the same record.
+        Ok(Some(false)) | Err(_) => Whole::Other,
+    }
 }
