@@ -448,7 +448,8 @@ impl Driver {
 
     /// The common case of receiving on channel `id` of a shared-memory session, without the
     /// general wait loop: a byte message that arrives now, or within one wait of at most a
-    /// tick (and not past `deadline`), is taken as it is parsed into `buf` (replacing its contents). False when it did
+    /// tick (and not past `deadline`), is taken into `buf` (replacing its contents): whole from
+    /// its ring record when it is one ([`take_whole`]), else as it is parsed. False when it did
     /// not happen: nothing came, something waits in the channel's store (a message, a loan,
     /// the end), the session failed, or another thread holds the reading half; the caller then
     /// receives the general way, which sees whatever is there.
