@@ -57,14 +57,12 @@ impl Connection {
             && ch.store.is_empty()
             && ch.store.partial_len() == 0
             && payload.len() <= ch.opts.packet_size
-            && payload.len() as u64 <= ch.opts.max_message
-            && ch.received + charge <= ch.granted
-            && self.link.received + charge <= self.link.granted;
+            && payload.len() as u64 <= ch.opts.max_message;
         if !takeable {
             return None;
         }
-        ch.received += charge;
-        self.link.received += charge;
+        // Past either credit limit nothing is counted, and the usual path reports the overrun.
+        receive_within_credit(ch, &mut self.link, channel, charge).ok()?;
         ch.took(channel, 1, charge, true, &mut self.out);
         self.link.consumed += charge;
         self.grant_link(false);

@@ -102,10 +102,16 @@ impl Receiver {
         if !take(unsafe { raw.payload() }) {
             return Ok(Some(false));
         }
-        if self.ring.consume(&raw) {
+        self.consume(&raw);
+        Ok(Some(true))
+    }
+
+    /// Consumes `raw`, the next record, waking the peer when that published room it may wait
+    /// for.
+    fn consume(&mut self, raw: &RawRecord) {
+        if self.ring.consume(raw) {
             self.shared.wake_peer(false);
         }
-        Ok(Some(true))
     }
 
     /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
@@ -182,9 +188,7 @@ impl Record<'_> {
 
 impl Drop for Record<'_> {
     fn drop(&mut self) {
-        if self.rx.ring.consume(&self.raw) {
-            self.rx.shared.wake_peer(false);
-        }
+        self.rx.consume(&self.raw);
     }
 }
 
