@@ -274,6 +274,96 @@ fn bench_pingpong_rounds_pool_the_samples_of_transports_measured_in_turn() {
 }
 
 #[test]
+fn bench_pingpong_interleave_runs_every_peer_at_once_and_compares_channels_with_raw() {
+    let v = json(&run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "unix-raw,unix,shm,shm-chan",
+        "--mode",
+        "poll",
+        "--sizes",
+        "64,100",
+        "--iters",
+        "25",
+        "--interleave",
+        "10",
+        "--json",
+    ]));
+    let rows = v.as_array().expect("rows");
+    let names: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["transport"].as_str().unwrap(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("unix-raw", 64),
+            ("unix", 64),
+            ("shm", 64),
+            ("shm-chan", 64),
+            ("unix-raw", 100),
+            ("unix", 100),
+            ("shm", 100),
+            ("shm-chan", 100)
+        ]
+    );
+    for (i, r) in rows.iter().enumerate() {
+        // 25 round trips in blocks of 10, 10 and 5; each block has its median.
+        assert_eq!(r["iters"], 25, "{r}");
+        let medians: Vec<f64> = r["round_medians_ns"]
+            .as_array()
+            .expect("block medians")
+            .iter()
+            .map(|m| m.as_f64().unwrap())
+            .collect();
+        assert_eq!(medians.len(), 3, "{r}");
+        assert!(medians.iter().all(|&m| m > 0.0), "{r}");
+        match r["transport"].as_str().unwrap() {
+            // A channel row carries the median of its per-block ratios to its raw peer.
+            "unix" | "shm-chan" => {
+                let raw: Vec<f64> = rows[i - 1]["round_medians_ns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_f64().unwrap())
+                    .collect();
+                let mut ratios: Vec<f64> = medians.iter().zip(&raw).map(|(a, b)| a / b).collect();
+                ratios.sort_by(f64::total_cmp);
+                let vs = r["vs_raw"].as_f64().expect("vs_raw");
+                assert!((vs - ratios[1]).abs() < 1e-9, "{r}");
+            }
+            _ => assert!(r.get("vs_raw").is_none(), "{r}"),
+        }
+    }
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem",
+        "--interleave",
+        "10",
+        "--rounds",
+        "2",
+    ]);
+    fails_saying(&out, "--rounds");
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "mem",
+        "--interleave",
+        "0",
+    ]);
+    fails_saying(&out, "--interleave");
+}
+
+#[test]
 fn bench_overhead_compares_a_channel_round_trip_with_the_ring() {
     let v = json(&run(&[
         "bench", "overhead", "--sizes", "8,300", "--iters", "200", "--trials", "2", "--json",

@@ -18,7 +18,16 @@ impl Driver {
     /// Writes what the connection has to transmit, without blocking and without letting go of
     /// the lock (a non-blocking write is a copy into a ring or a socket buffer). What does not
     /// fit, or cannot be written because the writer is out, goes to the flusher thread.
-    pub(crate) fn flush<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    #[inline]
+    pub(crate) fn flush<'a>(&'a self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        // The common case on a receive: nothing new to transmit, nothing of ours to write.
+        if !st.conn.has_transmit() && (st.pending.is_empty() || st.stuck || st.dead.is_some()) {
+            return st;
+        }
+        self.flush_out(st)
+    }
+
+    fn flush_out<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         let State { conn, pending, .. } = &mut *st;
         conn.poll_transmit(pending);
         // While the flusher owns the bytes (stuck), it picks up what was added.

@@ -136,6 +136,17 @@ pub(crate) struct LinkCredit {
     pub(crate) consumed: u64,
 }
 
+/// A send on `channel` (0: the link) waits for credit past `limit`: tells the peer once per
+/// limit (a `blocked` frame) and returns the error for the call.
+#[cold]
+fn blocked(at: &mut Option<u64>, channel: u32, limit: u64, out: &mut Vec<u8>) -> CallError {
+    if *at != Some(limit) {
+        *at = Some(limit);
+        Frame::Blocked { channel, limit }.encode(out);
+    }
+    CallError::Blocked
+}
+
 /// Counts `charge` bytes received on `channel` against the channel's and the link's credit;
 /// a peer that sends past either limit has overrun it (nothing is counted then).
 pub(crate) fn receive_within_credit(
@@ -378,6 +389,7 @@ impl Connection {
     /// per limit, when credit is short), then asks `go` (given the packet size) whether it is
     /// sent, and only then takes the credit; returns its sequence number, `None` when `go`
     /// said no.
+    #[inline]
     fn charge_if(
         &mut self,
         channel: u32,
@@ -405,26 +417,21 @@ impl Connection {
         }
         let c = cost(len);
         if ch.sent + c > ch.send_limit {
-            if ch.blocked_at != Some(ch.send_limit) {
-                ch.blocked_at = Some(ch.send_limit);
-                Frame::Blocked {
-                    channel,
-                    limit: ch.send_limit,
-                }
-                .encode(&mut self.out);
-            }
-            return Err(CallError::Blocked);
+            return Err(blocked(
+                &mut ch.blocked_at,
+                channel,
+                ch.send_limit,
+                &mut self.out,
+            ));
         }
         if c > link_room {
-            if self.link.blocked_at != Some(self.link.send_limit) {
-                self.link.blocked_at = Some(self.link.send_limit);
-                Frame::Blocked {
-                    channel: 0,
-                    limit: self.link.send_limit,
-                }
-                .encode(&mut self.out);
-            }
-            return Err(CallError::Blocked);
+            let link = &mut self.link;
+            return Err(blocked(
+                &mut link.blocked_at,
+                0,
+                link.send_limit,
+                &mut self.out,
+            ));
         }
         if !go(ch.opts.packet_size) {
             return Ok(None);

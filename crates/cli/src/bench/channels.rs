@@ -46,6 +46,148 @@ fn time(iters: usize, size: usize, mut round_trip: impl FnMut() -> Result<()>) -
     Ok(samples)
 }
 
+/// A running echo peer of one channel or raw-socket transport, ready for round trips of one
+/// message size: the measuring side's ends, and the echo side (a thread of this process, or
+/// `offhost echo` in another process for shared memory).
+pub(super) struct Echoed {
+    name: &'static str,
+    ends: Ends,
+    echo: Echo,
+    /// Where a Unix socket lives while the peer runs.
+    _dir: Option<tempfile::TempDir>,
+}
+
+enum Ends {
+    Channel(Session, offhost_link::Channel),
+    Raw(Box<dyn Read + Send>, Box<dyn Write + Send>),
+}
+
+enum Echo {
+    Thread(std::thread::JoinHandle<Result<()>>),
+    Process(Child),
+}
+
+impl Echoed {
+    /// Starts the echo peer of `t` for `size`-byte messages: the measuring thread is pinned to
+    /// the first CPU of `cpus`, the echo side (and the threads it starts) to the second.
+    pub(super) fn start(
+        t: Transport,
+        mode: Mode,
+        size: usize,
+        cpus: Option<(usize, usize)>,
+    ) -> Result<Echoed> {
+        if let Some((a, _)) = cpus {
+            affinity::pin_current_thread(a);
+        }
+        let pin_echo = move || {
+            if let Some((_, b)) = cpus {
+                affinity::pin_current_thread(b);
+            }
+        };
+        let raw = |name, r: Box<dyn Read + Send>, w: Box<dyn Write + Send>, echo| Echoed {
+            name,
+            ends: Ends::Raw(r, w),
+            echo: Echo::Thread(echo),
+            _dir: None,
+        };
+        Ok(match t {
+            Transport::Tcp => channel_in_thread("tcp:127.0.0.1:0", size, pin_echo, None)?,
+            Transport::Unix => {
+                let dir = tempfile::tempdir()?;
+                let url = format!("unix:{}", dir.path().join("bench.sock").display());
+                channel_in_thread(&url, size, pin_echo, Some(dir))?
+            }
+            Transport::ShmChan => channel_over_shm(mode, size, cpus.map(|c| c.1))?,
+            Transport::TcpRaw => {
+                let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+                let addr = l.local_addr()?;
+                let echo = std::thread::spawn(move || -> Result<()> {
+                    pin_echo();
+                    let (mut s, _) = l.accept()?;
+                    s.set_nodelay(true)?;
+                    raw_echo(&mut s.try_clone()?, &mut s, size)
+                });
+                let s = std::net::TcpStream::connect(addr)?;
+                s.set_nodelay(true)?;
+                raw("tcp-raw", Box::new(s.try_clone()?), Box::new(s), echo)
+            }
+            Transport::UnixRaw => {
+                let (a, mut b) = std::os::unix::net::UnixStream::pair()?;
+                let echo = std::thread::spawn(move || {
+                    pin_echo();
+                    raw_echo(&mut b.try_clone()?, &mut b, size)
+                });
+                raw("unix-raw", Box::new(a.try_clone()?), Box::new(a), echo)
+            }
+            Transport::PipeRaw => {
+                let (r1, w1) = rustix::pipe::pipe()?;
+                let (r2, w2) = rustix::pipe::pipe()?;
+                let (mut r1, mut w2) = (std::fs::File::from(r1), std::fs::File::from(w2));
+                let echo = std::thread::spawn(move || {
+                    pin_echo();
+                    raw_echo(&mut r1, &mut w2, size)
+                });
+                raw(
+                    "pipe-raw",
+                    Box::new(std::fs::File::from(r2)),
+                    Box::new(std::fs::File::from(w1)),
+                    echo,
+                )
+            }
+            Transport::Shm | Transport::Mem => bail!("raw rings are measured by the ring bench"),
+        })
+    }
+
+    /// The transport's name in reports.
+    pub(super) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Sends `data` and receives its echo into `back` (replacing its contents).
+    pub(super) fn round_trip(&mut self, data: &[u8], back: &mut Vec<u8>) -> Result<()> {
+        match &mut self.ends {
+            Ends::Channel(_, ch) => {
+                ch.send(data)?;
+                ensure!(ch.recv_into(back)?, "echo ended the stream");
+            }
+            Ends::Raw(r, w) => {
+                w.write_all(data)?;
+                back.resize(data.len(), 0);
+                r.read_exact(back)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hangs up and waits for the echo side to end (a process that does not is killed after
+    /// 5 s); reports an echo thread's failure.
+    pub(super) fn finish(self) -> Result<()> {
+        match self.ends {
+            Ends::Channel(session, ch) => {
+                drop(ch);
+                session.close();
+            }
+            Ends::Raw(r, w) => drop((r, w)),
+        }
+        match self.echo {
+            Echo::Thread(h) => h
+                .join()
+                .map_err(|_| anyhow::anyhow!("echo thread panicked"))?,
+            Echo::Process(mut child) => {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while child.try_wait()?.is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if child.try_wait()?.is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Measures one transport at one size; returns its report name and the one-way times (ns).
 pub(super) fn pingpong(
     t: Transport,
@@ -55,78 +197,15 @@ pub(super) fn pingpong(
     cpus: Option<(usize, usize)>,
 ) -> Result<(&'static str, Vec<f64>)> {
     let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
-    // As in the raw-ring bench: the measuring thread on one CPU, the echo side (thread or
-    // process, and the threads it starts) on another, when two are allowed.
-    if let Some((a, _)) = cpus {
-        affinity::pin_current_thread(a);
-    }
-    let pin_echo = move || {
-        if let Some((_, b)) = cpus {
-            affinity::pin_current_thread(b);
-        }
-    };
-    match t {
-        Transport::Tcp => Ok((
-            "tcp",
-            channel_in_thread("tcp:127.0.0.1:0", &data, iters, pin_echo)?,
-        )),
-        Transport::Unix => {
-            let dir = tempfile::tempdir()?;
-            let url = format!("unix:{}", dir.path().join("bench.sock").display());
-            Ok(("unix", channel_in_thread(&url, &data, iters, pin_echo)?))
-        }
-        Transport::ShmChan => Ok((
-            "shm-chan",
-            channel_over_shm(mode, &data, iters, cpus.map(|c| c.1))?,
-        )),
-        Transport::TcpRaw => {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            let addr = l.local_addr()?;
-            let echo = std::thread::spawn(move || -> Result<()> {
-                pin_echo();
-                let (mut s, _) = l.accept()?;
-                s.set_nodelay(true)?;
-                raw_echo(&mut s.try_clone()?, &mut s, size)
-            });
-            let mut s = std::net::TcpStream::connect(addr)?;
-            s.set_nodelay(true)?;
-            let r = raw_pingpong(&mut s.try_clone()?, &mut s, &data, iters);
-            drop(s);
-            join(echo)?;
-            Ok(("tcp-raw", r?))
-        }
-        Transport::UnixRaw => {
-            let (mut a, mut b) = std::os::unix::net::UnixStream::pair()?;
-            let echo = std::thread::spawn(move || {
-                pin_echo();
-                raw_echo(&mut b.try_clone()?, &mut b, size)
-            });
-            let r = raw_pingpong(&mut a.try_clone()?, &mut a, &data, iters);
-            drop(a);
-            join(echo)?;
-            Ok(("unix-raw", r?))
-        }
-        Transport::PipeRaw => {
-            let (r1, w1) = rustix::pipe::pipe()?;
-            let (r2, w2) = rustix::pipe::pipe()?;
-            let (mut r1, mut w1) = (std::fs::File::from(r1), std::fs::File::from(w1));
-            let (mut r2, mut w2) = (std::fs::File::from(r2), std::fs::File::from(w2));
-            let echo = std::thread::spawn(move || {
-                pin_echo();
-                raw_echo(&mut r1, &mut w2, size)
-            });
-            let r = raw_pingpong(&mut r2, &mut w1, &data, iters);
-            drop(w1);
-            join(echo)?;
-            Ok(("pipe-raw", r?))
-        }
-        Transport::Shm | Transport::Mem => bail!("raw rings are measured by the ring bench"),
-    }
-}
-
-fn join(h: std::thread::JoinHandle<Result<()>>) -> Result<()> {
-    h.join()
-        .map_err(|_| anyhow::anyhow!("echo thread panicked"))?
+    let mut peer = Echoed::start(t, mode, size, cpus)?;
+    let mut back = Vec::with_capacity(size);
+    let samples = time(iters, size, || peer.round_trip(&data, &mut back));
+    let name = peer.name();
+    let finished = peer.finish();
+    let samples = samples?;
+    finished?;
+    ensure!(back == data, "echoed bytes differ");
+    Ok((name, samples))
 }
 
 /// Echoes `size`-byte messages until end of file.
@@ -141,41 +220,13 @@ fn raw_echo(r: &mut impl Read, w: &mut impl Write, size: usize) -> Result<()> {
     }
 }
 
-fn raw_pingpong(
-    r: &mut impl Read,
-    w: &mut impl Write,
-    data: &[u8],
-    iters: usize,
-) -> Result<Vec<f64>> {
-    let mut back = vec![0u8; data.len()];
-    let s = time(iters, data.len(), || {
-        w.write_all(data)?;
-        r.read_exact(&mut back)?;
-        Ok(())
-    })?;
-    ensure!(back == data, "echoed bytes differ");
-    Ok(s)
-}
-
-fn channel_pingpong(session: &Session, data: &[u8], iters: usize) -> Result<Vec<f64>> {
-    let ch = session.open("pingpong", options(data.len()))?;
-    let mut last = Vec::with_capacity(data.len());
-    let s = time(iters, data.len(), || {
-        ch.send(data)?;
-        ensure!(ch.recv_into(&mut last)?, "echo ended the stream");
-        Ok(())
-    })?;
-    ensure!(last == data, "echoed bytes differ");
-    Ok(s)
-}
-
 /// Channels with the echo service on threads of this process.
 fn channel_in_thread(
     url: &str,
-    data: &[u8],
-    iters: usize,
+    size: usize,
     pin_echo: impl FnOnce() + Send + 'static,
-) -> Result<Vec<f64>> {
+    dir: Option<tempfile::TempDir>,
+) -> Result<Echoed> {
     let server = Server::bind(url)?;
     let url = server.url().to_owned();
     let echo = std::thread::spawn(move || -> Result<()> {
@@ -186,15 +237,26 @@ fn channel_in_thread(
         Ok(())
     });
     let session = Session::connect(&url)?;
-    let r = channel_pingpong(&session, data, iters);
-    session.close();
-    join(echo)?;
-    r
+    let ch = session.open("pingpong", options(size))?;
+    Ok(Echoed {
+        name: if url.starts_with("tcp:") {
+            "tcp"
+        } else {
+            "unix"
+        },
+        ends: Ends::Channel(session, ch),
+        echo: Echo::Thread(echo),
+        _dir: dir,
+    })
 }
 
 /// Channels over shared memory with `offhost echo` in another process (as the raw ring bench).
-fn channel_over_shm(mode: Mode, data: &[u8], iters: usize, pin: Option<usize>) -> Result<Vec<f64>> {
-    let addr = format!("@offhost-bench-chan-{}", std::process::id());
+fn channel_over_shm(mode: Mode, size: usize, pin: Option<usize>) -> Result<Echoed> {
+    let addr = format!(
+        "@offhost-bench-chan-{}-{}",
+        std::process::id(),
+        NEXT_ECHO.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let mut child = Command::new(std::env::current_exe()?)
         .arg("echo")
         .args(
@@ -209,24 +271,29 @@ fn channel_over_shm(mode: Mode, data: &[u8], iters: usize, pin: Option<usize>) -
         .spawn()
         .context("start the echo engine")?;
     let config = offhost_shm::Config {
-        ring_bytes: ((data.len() + 4096).next_power_of_two() as u64 * 4).max(1 << 20),
+        ring_bytes: ((size + 4096).next_power_of_two() as u64 * 4).max(1 << 20),
         mode,
         ..offhost_link::default_shm_config()
     };
-    let session = connect_retry(&addr, &config, &mut child)?;
-    let r = channel_pingpong(&session, data, iters);
-    session.close();
-    drop(session);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while child.try_wait()?.is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    let opened = connect_retry(&addr, &config, &mut child)
+        .and_then(|session| Ok((session.open("pingpong", options(size))?, session)));
+    match opened {
+        Ok((ch, session)) => Ok(Echoed {
+            name: "shm-chan",
+            ends: Ends::Channel(session, ch),
+            echo: Echo::Process(child),
+            _dir: None,
+        }),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
     }
-    if child.try_wait()?.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    r
 }
+
+/// Numbers the echo engines this process starts (several may run at once).
+static NEXT_ECHO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 pub(super) fn connect_retry(
     addr: &str,

@@ -3,6 +3,7 @@
 mod args;
 mod channels;
 mod floors;
+mod interleave;
 mod link_target;
 mod overhead;
 mod pingpong;

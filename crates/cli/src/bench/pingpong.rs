@@ -38,7 +38,7 @@ pub(super) enum Transport {
 
 /// How records travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum PathChoice {
+pub(super) enum PathChoice {
     /// Inline up to 4096 bytes, pool buffers above.
     Auto,
     /// Copied into the ring.
@@ -53,13 +53,13 @@ pub struct PingpongArgs {
     /// Transports, comma-separated: shm and mem (raw rings), tcp, unix and shm-chan (channels),
     /// tcp-raw, unix-raw and pipe-raw (plain sockets and pipes).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "shm")]
-    transport: Vec<Transport>,
+    pub(super) transport: Vec<Transport>,
     /// Doorbell mode of both sides: poll, block or adaptive.
     #[arg(long, default_value = "poll")]
-    mode: Mode,
+    pub(super) mode: Mode,
     /// Record sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
     #[arg(long, value_delimiter = ',', default_value = "8,64,4096,65536,1048576", value_parser = offhost_bench::sizes::parse_size)]
-    sizes: Vec<usize>,
+    pub(super) sizes: Vec<usize>,
     /// A running echo engine (shm:PATH or shm:@name) instead of starting one.
     #[arg(long)]
     connect: Option<Url>,
@@ -72,18 +72,25 @@ pub struct PingpongArgs {
     /// so their ratios mean more.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
+    /// Keep every transport's echo peer running and measure the transports in turn, this
+    /// many round trips at a time (after a few untimed ones), until each has its round trips:
+    /// adjacent blocks of different transports then share the machine's state far more often
+    /// than whole rounds do. Each block's median is reported like a round's.
+    #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    interleave: Option<u64>,
     /// Spin budget of adaptive mode, in microseconds.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
     /// How records travel.
     #[arg(long, value_enum, default_value = "auto")]
-    path: PathChoice,
+    pub(super) path: PathChoice,
     /// Seconds over which the idle echo engine's CPU use is measured (0: skip).
     #[arg(long, default_value_t = 1.0)]
     idle_secs: f64,
     /// Have the echo engine read every byte of buffer records (so data crosses cores).
     #[arg(long)]
-    touch: bool,
+    pub(super) touch: bool,
     /// Also measure the floors first and report ratios against them.
     #[arg(long)]
     floors: bool,
@@ -102,7 +109,7 @@ pub struct PingpongArgs {
 }
 
 /// The echo engine the bench talks to, and how to read its CPU time.
-enum Peer {
+pub(super) enum Peer {
     Process(Child),
     Thread(std::thread::JoinHandle<()>, u32),
     Remote,
@@ -118,7 +125,7 @@ impl Peer {
     }
 }
 
-fn uses_loan(path: PathChoice, size: usize) -> bool {
+pub(super) fn uses_loan(path: PathChoice, size: usize) -> bool {
     match path {
         PathChoice::Auto => size > INLINE_MAX,
         PathChoice::Inline => false,
@@ -126,7 +133,7 @@ fn uses_loan(path: PathChoice, size: usize) -> bool {
     }
 }
 
-fn config(args: &PingpongArgs) -> Config {
+pub(super) fn config(args: &PingpongArgs) -> Config {
     let inline_max = args
         .sizes
         .iter()
@@ -180,7 +187,7 @@ where
     }
 }
 
-fn start_peer(
+pub(super) fn start_peer(
     args: &PingpongArgs,
     transport: Transport,
     config: &Config,
@@ -254,16 +261,16 @@ fn start_peer(
 }
 
 /// Samples of one report row, pooled over the rounds.
-struct Pooled {
-    transport: &'static str,
-    mode: Mode,
-    size: usize,
-    path: &'static str,
-    touch: bool,
-    samples: Vec<f64>,
-    /// The median of each round's samples.
-    round_medians: Vec<f64>,
-    cpu_idle_pct: Option<f64>,
+pub(super) struct Pooled {
+    pub(super) transport: &'static str,
+    pub(super) mode: Mode,
+    pub(super) size: usize,
+    pub(super) path: &'static str,
+    pub(super) touch: bool,
+    pub(super) samples: Vec<f64>,
+    /// The median of each round's (or interleaved block's) samples.
+    pub(super) round_medians: Vec<f64>,
+    pub(super) cpu_idle_pct: Option<f64>,
 }
 
 impl Pooled {
@@ -299,7 +306,10 @@ pub fn run(args: PingpongArgs) -> Result<()> {
         .then(|| super::floors::measure_with_progress(100_000));
     let rounds = args.rounds as usize;
     let mut pooled: Vec<Pooled> = Vec::new();
-    for round in 0..rounds {
+    if let Some(block) = args.interleave {
+        pooled = super::interleave::measure(&args, cpus, block as usize)?;
+    }
+    for round in 0..rounds * usize::from(args.interleave.is_none()) {
         let last = round + 1 == rounds;
         let mut blocks = Vec::new();
         for &t in &args.transport {
@@ -350,11 +360,12 @@ pub fn run(args: PingpongArgs) -> Result<()> {
         );
         r.touch = p.touch;
         r.cpu_idle_pct = p.cpu_idle_pct;
-        if rounds > 1 {
+        if p.round_medians.len() > 1 {
             r.round_medians_ns = p.round_medians;
         }
         rows.push(r);
     }
+    vs_raw(&mut rows);
     emit(
         &rows,
         Output {
@@ -366,6 +377,36 @@ pub fn run(args: PingpongArgs) -> Result<()> {
     )
 }
 
+/// The raw peer a channel transport is compared with.
+fn raw_peer(transport: &str) -> Option<&'static str> {
+    match transport {
+        "shm-chan" => Some("shm"),
+        "tcp" => Some("tcp-raw"),
+        "unix" => Some("unix-raw"),
+        _ => None,
+    }
+}
+
+/// Fills each channel row's `vs_raw`: the median over rounds (or blocks) of its round median
+/// divided by its raw peer's in the same round, when the run measured both more than once.
+fn vs_raw(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        let Some(peer) = raw_peer(rows[i].transport) else {
+            continue;
+        };
+        let raw = rows
+            .iter()
+            .find(|r| r.transport == peer && r.size == rows[i].size && r.mode == rows[i].mode);
+        let Some(raw) = raw else { continue };
+        let (a, b) = (&rows[i].round_medians_ns, &raw.round_medians_ns);
+        if a.len() < 2 || a.len() != b.len() {
+            continue;
+        }
+        let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        rows[i].vs_raw = Summary::of(&ratios).map(|s| s.median);
+    }
+}
+
 /// Round `round`'s share of `iters` round trips split over `rounds` (the shares add up to
 /// `iters`; each is at least 1).
 fn share(iters: usize, rounds: usize, round: usize) -> usize {
@@ -373,7 +414,7 @@ fn share(iters: usize, rounds: usize, round: usize) -> usize {
 }
 
 /// Timed round trips for `size`: `--iters`, or from 20000 for small sizes down to 500.
-fn iters_for(args: &PingpongArgs, size: usize) -> usize {
+pub(super) fn iters_for(args: &PingpongArgs, size: usize) -> usize {
     args.iters
         .unwrap_or((50_000_000 / size).clamp(500, 20_000))
         .max(1)
@@ -402,6 +443,7 @@ fn row(
         one_way_ns_p99: s.p99,
         mb_per_s,
         round_medians_ns: Vec::new(),
+        vs_raw: None,
         cpu_idle_pct: None,
         vs_cacheline: floors.map(|f| s.median / f.cacheline_ns),
         vs_futex: floors.map(|f| s.median / f.futex_ns),
@@ -448,6 +490,13 @@ fn ring_samples(
         }
     }
     drop(ep); // the echo engine sees the hang-up and ends
+    stop_peer(peer)?;
+    Ok(blocks)
+}
+
+/// Waits for an echo engine whose host hung up to end (a process that does not is killed
+/// after 5 s).
+pub(super) fn stop_peer(peer: Peer) -> Result<()> {
     match peer {
         Peer::Process(mut c) => {
             let deadline = Instant::now() + Duration::from_secs(5);
@@ -465,7 +514,7 @@ fn ring_samples(
             .map_err(|_| anyhow::anyhow!("echo thread panicked"))?,
         Peer::Remote => {}
     }
-    Ok(blocks)
+    Ok(())
 }
 
 /// Times `iters` round trips of `size`-byte records after a tenth as many untimed ones; returns
@@ -501,7 +550,12 @@ fn measure(ep: &mut Endpoint, size: usize, loan: bool, iters: usize) -> Result<V
 }
 
 /// Sends `data` (copied into the ring, or into a pool buffer) and copies the echo into `back`.
-fn round_trip(ep: &mut Endpoint, data: &[u8], back: &mut [u8], loan: bool) -> Result<()> {
+pub(super) fn round_trip(
+    ep: &mut Endpoint,
+    data: &[u8],
+    back: &mut [u8],
+    loan: bool,
+) -> Result<()> {
     if loan {
         let mut buf = ep.sender().alloc(T)?;
         buf.set_len(data.len())?;

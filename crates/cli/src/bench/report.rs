@@ -25,6 +25,11 @@ pub(crate) struct Row {
     /// back to back, so their per-round ratios share the machine's state.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) round_medians_ns: Vec<f64>,
+    /// A channel transport's one-way time over its raw peer's (shm-chan: the raw ring, tcp:
+    /// tcp-raw, unix: unix-raw): the median of the per-round (or per-block) ratios, when both
+    /// were measured in the same rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vs_raw: Option<f64>,
     /// CPU use of the idle echo engine, percent of one core (null when not measurable).
     pub(crate) cpu_idle_pct: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
