@@ -341,6 +341,38 @@ fn bench_pingpong_interleave_runs_every_peer_at_once_and_compares_channels_with_
             _ => assert!(r.get("vs_raw").is_none(), "{r}"),
         }
     }
+    // The table lists each channel row's ratio under its own heading.
+    let out = run(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "shm,shm-chan",
+        "--mode",
+        "poll",
+        "--sizes",
+        "64",
+        "--iters",
+        "20",
+        "--interleave",
+        "10",
+        "--idle-secs",
+        "0",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let ratio_line = table
+        .lines()
+        .skip_while(|l| !l.contains("x raw peer"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(ratio_line.starts_with("shm-chan"), "{table}");
+    let ratio: f64 = ratio_line
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0, "{table}");
     let out = run(&[
         "bench",
         "pingpong",

@@ -75,7 +75,8 @@ pub struct PingpongArgs {
     /// Keep every transport's echo peer running and measure the transports in turn, this
     /// many round trips at a time (after a few untimed ones), until each has its round trips:
     /// adjacent blocks of different transports then share the machine's state far more often
-    /// than whole rounds do. Each block's median is reported like a round's.
+    /// than whole rounds do. Each block's median is reported like a round's. (The idle echo
+    /// engine's CPU use is not measured then.)
     #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     interleave: Option<u64>,

@@ -120,6 +120,18 @@ fn print(rows: &[Row], json: bool) -> Result<()> {
                 .map_or("-".to_owned(), |p| format!("{p:.2}%"))
         );
     }
+    if rows.iter().any(|r| r.vs_raw.is_some()) {
+        println!();
+        println!(
+            "{:<9} {:<9} {:>8} {:>12}",
+            "transport", "mode", "size", "x raw peer"
+        );
+        for r in rows {
+            if let Some(v) = r.vs_raw {
+                println!("{:<9} {:<9} {:>8} {:>12.2}", r.transport, r.mode, r.size, v);
+            }
+        }
+    }
     if rows.iter().any(|r| r.vs_cacheline.is_some()) {
         println!();
         println!(
