@@ -415,9 +415,10 @@ impl Driver {
     }
 
     /// Like [`poll_in_place`](Self::poll_in_place) for a receiver on channel `id` (on the
-    /// transports whose input is looked at under the lock: shm and mem): the next message of the channel goes to `take` as it is parsed, when
-    /// nothing of the channel waits before it, instead of into the channel's store. Says
-    /// whether `take` got one, and whether any input was fed.
+    /// transports whose input is looked at under the lock: shm and mem): the next message of
+    /// the channel goes to `take` as it is parsed, when nothing of the channel waits before
+    /// it, instead of into the channel's store. Says whether `take` got one, and whether any
+    /// input was fed.
     pub(crate) fn feed_taking(&self, st: &mut State, id: u32, take: &mut dyn FnMut(&[u8])) -> Fed {
         // A loan taken from the channel waits for its buffer: what comes after it waits too.
         if !st.cheap_poll || (!st.held.is_empty() && st.held.contains_key(&id)) {
@@ -570,7 +571,7 @@ impl Driver {
 }
 
 /// A receiver's copy of a message into `buf` (replacing what it held).
-fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
+pub(crate) fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
     |m| {
         buf.clear();
         buf.extend_from_slice(m);

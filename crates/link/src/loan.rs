@@ -163,11 +163,8 @@ pub(crate) fn receive_into(
     if let Some(r) = take_into(st, id, buf) {
         return Some(r);
     }
-    let copy = &mut |m: &[u8]| {
-        buf.clear();
-        buf.extend_from_slice(m);
-    };
-    match d.feed_taking(st, id, copy) {
+    let fed = d.feed_taking(st, id, &mut crate::driver::copy_into(buf));
+    match fed {
         Fed::Took => Some(Ok(Some(Arrived::Copied))),
         Fed::Input => take_into(st, id, buf),
         Fed::Nothing => None,

@@ -389,7 +389,6 @@ impl Connection {
     /// per limit, when credit is short), then asks `go` (given the packet size) whether it is
     /// sent, and only then takes the credit; returns its sequence number, `None` when `go`
     /// said no.
-    #[inline]
     fn charge_if(
         &mut self,
         channel: u32,

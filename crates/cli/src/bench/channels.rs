@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use offhost_bench::affinity;
@@ -173,17 +173,7 @@ impl Echoed {
             Echo::Thread(h) => h
                 .join()
                 .map_err(|_| anyhow::anyhow!("echo thread panicked"))?,
-            Echo::Process(mut child) => {
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while child.try_wait()?.is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                if child.try_wait()?.is_none() {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-                Ok(())
-            }
+            Echo::Process(mut child) => super::pingpong::reap(&mut child).map(drop),
         }
     }
 }

@@ -128,29 +128,9 @@ pub(super) fn measure(
             .zip(names)
             .zip(samples.into_iter().zip(medians))
         {
-            let (mode, path) = match t {
-                Transport::Shm | Transport::Mem => (
-                    args.mode,
-                    if uses_loan(args.path, size) {
-                        "loan"
-                    } else {
-                        "inline"
-                    },
-                ),
-                Transport::ShmChan => (args.mode, "copy"),
-                // Doorbell modes apply to shared memory only; sockets and pipes block.
-                _ => (offhost_shm::Mode::Block, "copy"),
-            };
-            out.push(Pooled {
-                transport: name,
-                mode,
-                size,
-                path,
-                touch: args.touch || !matches!(t, Transport::Shm | Transport::Mem),
-                samples,
-                round_medians,
-                cpu_idle_pct: None,
-            });
+            let mut row = Pooled::new(args, *t, name, size, samples)?;
+            row.round_medians = round_medians;
+            out.push(row);
         }
     }
     Ok(out)

@@ -263,30 +263,43 @@ pub(super) fn start_peer(
 
 /// Samples of one report row, pooled over the rounds.
 pub(super) struct Pooled {
-    pub(super) transport: &'static str,
-    pub(super) mode: Mode,
-    pub(super) size: usize,
-    pub(super) path: &'static str,
-    pub(super) touch: bool,
-    pub(super) samples: Vec<f64>,
+    transport: &'static str,
+    mode: Mode,
+    size: usize,
+    path: &'static str,
+    touch: bool,
+    samples: Vec<f64>,
     /// The median of each round's (or interleaved block's) samples.
     pub(super) round_medians: Vec<f64>,
-    pub(super) cpu_idle_pct: Option<f64>,
+    cpu_idle_pct: Option<f64>,
 }
 
 impl Pooled {
-    /// The row's first round: `samples` (not empty), measured as the arguments say.
-    fn new(
-        transport: &'static str,
-        mode: Mode,
+    /// The row of transport `t` (reported as `name`) at `size` with its first round's
+    /// `samples` (not empty).
+    pub(super) fn new(
+        args: &PingpongArgs,
+        t: Transport,
+        name: &'static str,
         size: usize,
-        path: &'static str,
-        touch: bool,
         samples: Vec<f64>,
     ) -> Result<Pooled> {
         let median = Summary::of(&samples).context("no samples")?.median;
+        let (mode, path, touch) = match t {
+            Transport::Shm | Transport::Mem => {
+                let path = if uses_loan(args.path, size) {
+                    "loan"
+                } else {
+                    "inline"
+                };
+                (args.mode, path, args.touch)
+            }
+            Transport::ShmChan => (args.mode, "copy", true),
+            // Doorbell modes apply to shared memory only; sockets and pipes block.
+            _ => (Mode::Block, "copy", true),
+        };
         Ok(Pooled {
-            transport,
+            transport: name,
             mode,
             size,
             path,
@@ -326,13 +339,7 @@ pub fn run(args: PingpongArgs) -> Result<()> {
                                 .with_context(|| {
                                     format!("pingpong of {size}-byte messages over {other:?}")
                                 })?;
-                        // Doorbell modes apply to shared memory only; sockets and pipes block.
-                        let mode = if other == Transport::ShmChan {
-                            args.mode
-                        } else {
-                            Mode::Block
-                        };
-                        blocks.push(Pooled::new(name, mode, size, "copy", true, s)?);
+                        blocks.push(Pooled::new(&args, other, name, size, s)?);
                     }
                 }
             }
@@ -479,10 +486,7 @@ fn ring_samples(
         let iters = share(iters_for(args, size), args.rounds as usize, round);
         let samples = measure(&mut ep, size, loan, iters)
             .with_context(|| format!("pingpong of {size}-byte records"))?;
-        let path = if loan { "loan" } else { "inline" };
-        blocks.push(Pooled::new(
-            name, args.mode, size, path, args.touch, samples,
-        )?);
+        blocks.push(Pooled::new(args, transport, name, size, samples)?);
     }
     if last {
         let idle = idle_cpu_pct(&peer, args.idle_secs);
@@ -500,13 +504,7 @@ fn ring_samples(
 pub(super) fn stop_peer(peer: Peer) -> Result<()> {
     match peer {
         Peer::Process(mut c) => {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while c.try_wait()?.is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if c.try_wait()?.is_none() {
-                let _ = c.kill();
-                let _ = c.wait();
+            if reap(&mut c)? {
                 eprintln!("pingpong: echo engine did not exit on hang-up; killed it");
             }
         }
@@ -516,6 +514,21 @@ pub(super) fn stop_peer(peer: Peer) -> Result<()> {
         Peer::Remote => {}
     }
     Ok(())
+}
+
+/// Waits up to 5 s for an echo process whose host hung up to exit, then kills it; true when it
+/// had to be killed.
+pub(super) fn reap(child: &mut Child) -> Result<bool> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if child.try_wait()?.is_some() {
+        return Ok(false);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(true)
 }
 
 /// Times `iters` round trips of `size`-byte records after a tenth as many untimed ones; returns
