@@ -447,13 +447,18 @@ impl Driver {
         }
     }
 
-    /// The common case of receiving on channel `id` of a shared-memory session, without the
-    /// general wait loop: a byte message that arrives now, or within one wait of at most a
-    /// tick (and not past `deadline`), is taken into `buf` (replacing its contents): whole from
-    /// its ring record when it is one ([`take_whole`]), else as it is parsed. False when it did
-    /// not happen: nothing came, something waits in the channel's store (a message, a loan,
-    /// the end), the session failed, or another thread holds the reading half; the caller then
-    /// receives the general way, which sees whatever is there.
+    /// The common case of receiving on channel `id` on the transports looked at under the lock
+    /// (shm, mem), without the general wait loop: a byte message that arrives now, or within
+    /// one wait of at most a tick (and not past `deadline`), is taken into `buf` (replacing its
+    /// contents). False when it did not happen: nothing came, something waits in the channel's
+    /// store (a message, a loan, the end), the session failed, or another thread holds the
+    /// reading half; the caller then receives the general way, which sees whatever is there.
+    ///
+    /// On shared memory the wait itself offers the next ring record to the protocol, under the
+    /// lock taken only then: a record that is one data frame holding the whole message the
+    /// receiver would take next (`Connection::take_whole_message`) is copied into `buf` from
+    /// the ring and consumed, with no second look at the ring. Any other record goes to the
+    /// general feed, which takes the message as it is parsed when it can.
     pub(crate) fn receive_quick(&self, id: u32, buf: &mut Vec<u8>, deadline: Deadline) -> bool {
         let slice = match deadline {
             Deadline::Now => return false,
@@ -461,42 +466,46 @@ impl Driver {
             Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
         };
         let mut st = self.lock();
-        if !st.cheap_poll || st.dead.is_some() || st.shutdown || !st.held.is_empty() {
+        if !st.cheap_poll
+            || st.dead.is_some()
+            || st.shutdown
+            || !st.held.is_empty()
+            || st.conn.readable(id)
+        {
             return false;
         }
-        let fed = match take_whole(&mut st, id, buf) {
-            // (Taken only when nothing of the channel waited before it.)
-            Whole::Took => Fed::Took,
-            _ if st.conn.readable(id) => return false,
-            // Nothing is ready: straight to the wait, which is on the peer's critical path
-            // when it answers fast.
-            Whole::Empty => Fed::Nothing,
-            Whole::Other => self.feed_taking(&mut st, id, &mut copy_into(buf)),
+        let Some(mut wire) = st.reader.take() else {
+            return false;
         };
-        let took = match fed {
-            Fed::Took => true,
-            Fed::Input => false,
-            Fed::Nothing => {
-                let Some(mut wire) = st.reader.take() else {
-                    return false;
-                };
-                drop(st);
-                let r = wire.wait(Some(slice));
-                st = self.lock();
-                st.reader = Some(wire);
-                // Whoever slept because the reading half was out may take it now.
-                self.wake(&st);
-                match r {
-                    Ok(()) => {
-                        take_whole(&mut st, id, buf) == Whole::Took
-                            || self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took
+        drop(st);
+        // The state, locked by the wait's offer of a record.
+        let mut locked = None;
+        let r = match wire.shm_receiver() {
+            Some(rx) => rx
+                .wait_take_inline(Some(slice), |record| {
+                    let mut st = self.lock();
+                    let m = st.conn.take_whole_message(record, id);
+                    if let Some(m) = m {
+                        copy_into(buf)(m);
                     }
-                    Err(e) if is_idle(&e) => false,
-                    Err(e) => {
-                        self.kill(&mut st, &e);
-                        false
-                    }
-                }
+                    locked = Some(st);
+                    m.is_some()
+                })
+                .map_err(crate::shm::to_io),
+            None => wire.wait(Some(slice)).map(|()| false),
+        };
+        let mut st = locked.unwrap_or_else(|| self.lock());
+        st.reader = Some(wire);
+        // Whoever slept because the reading half was out may take it now.
+        self.wake(&st);
+        let took = match r {
+            Ok(true) => true,
+            // Input is there, but not a whole message of this channel on its own.
+            Ok(false) => self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took,
+            Err(e) if is_idle(&e) => false,
+            Err(e) => {
+                self.kill(&mut st, &e);
+                false
             }
         };
         // A data wait ended: a passive waiter leaves the transport alone a while longer.
@@ -575,41 +584,5 @@ pub(crate) fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
     |m| {
         buf.clear();
         buf.extend_from_slice(m);
-    }
-}
-
-/// What [`take_whole`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Whole {
-    /// Took a message.
-    Took,
-    /// No record is ready on the ring.
-    Empty,
-    /// Something else: a record it left for the general feed, a transport other than shared
-    /// memory, or the reading half out with another thread.
-    Other,
-}
-
-/// The shortest way a message reaches a receiver on channel `id` of a shared-memory session:
-/// when the next ring record is one data frame holding a whole message the receiver would take
-/// next (see `Connection::take_whole_message`), it is taken from the ring into `buf` in place
-/// and consumed. Any other record stays where it is, for the general feed.
-fn take_whole(st: &mut State, id: u32, buf: &mut Vec<u8>) -> Whole {
-    let State { conn, reader, .. } = st;
-    let Some(rx) = reader.as_mut().and_then(|r| r.shm_receiver()) else {
-        return Whole::Other;
-    };
-    let took = rx.try_take_inline(|record| match conn.take_whole_message(record, id) {
-        Some(m) => {
-            copy_into(buf)(m);
-            true
-        }
-        None => false,
-    });
-    match took {
-        Ok(Some(true)) => Whole::Took,
-        Ok(None) => Whole::Empty,
-        // An error (a corrupt ring) is the general feed's to report: it sees the same record.
-        Ok(Some(false)) | Err(_) => Whole::Other,
     }
 }

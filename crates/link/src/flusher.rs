@@ -72,7 +72,7 @@ impl Driver {
         let State { conn, writer, .. } = &mut *st;
         let tx = writer.as_mut()?.shm_sender()?;
         let mut failed = None;
-        let r = conn.send_in_place(id, msg, |frames| {
+        let seq = conn.send_in_place(id, msg, |frames| {
             let len = frames.len();
             if len > crate::shm::record_limit(tx) {
                 return false;
@@ -81,27 +81,23 @@ impl Driver {
                 .write_with(len, |slot| frames.write_to(slot))
                 .and_then(|placed| tx.flush().map(|()| placed));
             placed.unwrap_or_else(|e| {
-                failed = Some(crate::shm::to_io(e));
+                failed = Some(e);
                 false
             })
         });
         if let Some(e) = failed {
-            self.kill(&mut st, &e);
-            return Some(Err(st
-                .dead
-                .as_ref()
-                .map_or(LinkError::PeerGone, Dead::error)));
+            return Some(Err(self.ring_failed(&mut st, e)));
         }
-        match r {
-            Ok(Some(seq)) => Some(Ok(seq)),
-            // No room, or credit is short: the usual path waits (and sends what the
-            // connection queued, such as a `blocked` frame).
-            Ok(None) | Err(offhost_proto::CallError::Blocked) => {
-                drop(self.flush(st));
-                None
-            }
-            Err(e) => Some(Err(st.call_error(e))),
-        }
+        // Otherwise, when it was not placed (no room, credit short, or anything unusual), the
+        // usual path sends it, waits, or says why it cannot.
+        seq.map(Ok)
+    }
+
+    /// The ring failed under a send in place: the link is dead; what the caller is told.
+    #[cold]
+    fn ring_failed(&self, st: &mut State, e: offhost_shm::ShmError) -> LinkError {
+        self.kill(st, &crate::shm::to_io(e));
+        st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error)
     }
 
     /// Hands the pending bytes to the flusher thread.

@@ -375,26 +375,10 @@ impl Connection {
         Ok(seq)
     }
 
-    /// Checks a message of `len` bytes against state, size and credit, and takes the credit.
-    fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
-        let mut packet_size = 0;
-        let seq = self.charge_if(channel, len, |ps| {
-            packet_size = ps;
-            true
-        })?;
-        Ok((seq.expect("charged"), packet_size))
-    }
-
     /// Checks a message of `len` bytes against state, size and credit (telling the peer, once
-    /// per limit, when credit is short), then asks `go` (given the packet size) whether it is
-    /// sent, and only then takes the credit; returns its sequence number, `None` when `go`
-    /// said no.
-    fn charge_if(
-        &mut self,
-        channel: u32,
-        len: usize,
-        go: impl FnOnce(usize) -> bool,
-    ) -> Result<Option<u64>, CallError> {
+    /// per limit, when credit is short), then takes the credit; returns the message's sequence
+    /// number and the channel's packet size.
+    fn charge(&mut self, channel: u32, len: usize) -> Result<(u64, usize), CallError> {
         self.check_open()?;
         let link_room = self.link.send_limit - self.link.sent;
         let Some(ch) = self.channels.get_mut(&channel) else {
@@ -432,34 +416,52 @@ impl Connection {
                 &mut self.out,
             ));
         }
-        if !go(ch.opts.packet_size) {
-            return Ok(None);
-        }
         ch.sent += c;
         ch.sent_msgs += 1;
         self.link.sent += c;
-        Ok(Some(ch.sent_msgs))
+        Ok((ch.sent_msgs, ch.opts.packet_size))
     }
 
-    /// Like [`send`](Self::send), with the frames written in place instead of queued for
-    /// [`poll_transmit`](Self::poll_transmit): once the checks pass, `place` is given the
-    /// frames and returns true if it wrote them where they go (a shared-memory record, say).
-    /// `Ok(None)` when it did not: nothing is charged or sent. Use it only while nothing waits
-    /// for transmission (the frames would pass it).
+    /// The fast form of [`send`](Self::send), with the frames written in place instead of
+    /// queued for [`poll_transmit`](Self::poll_transmit): when the link and the channel are
+    /// open, the message is within the channel's maximum size and the credit allows it now,
+    /// `place` is given the frames and returns true if it wrote them where they go (a
+    /// shared-memory record, say). Returns the message's sequence number once placed.
+    ///
+    /// `None` in every other case, with nothing charged, queued or reported: send the message
+    /// with [`send`](Self::send), which says why it cannot go (or tells the peer that credit is
+    /// short). Use it only while nothing waits for transmission (the frames would pass it).
+    #[inline]
     pub fn send_in_place(
         &mut self,
         channel: u32,
         msg: &[u8],
         place: impl FnOnce(&DataFrames<'_>) -> bool,
-    ) -> Result<Option<u64>, CallError> {
+    ) -> Option<u64> {
         debug_assert!(self.out.is_empty(), "frames wait for transmission");
-        self.charge_if(channel, msg.len(), |packet_size| {
-            place(&DataFrames {
+        let link_room = self.link.send_limit - self.link.sent;
+        let open = self.state == State::Open;
+        let ch = self.channels.get_mut(&channel)?;
+        let c = cost(msg.len());
+        let go = open
+            && ch.reset.is_none()
+            && !ch.send_closed
+            && msg.len() as u64 <= ch.opts.max_message
+            && ch.sent + c <= ch.send_limit
+            && c <= link_room;
+        if !go
+            || !place(&DataFrames {
                 channel,
                 msg,
-                packet_size,
+                packet_size: ch.opts.packet_size,
             })
-        })
+        {
+            return None;
+        }
+        ch.sent += c;
+        ch.sent_msgs += 1;
+        self.link.sent += c;
+        Some(ch.sent_msgs)
     }
 
     /// Messages the peer's application has taken from `channel` (for rendezvous sends).

@@ -354,7 +354,7 @@ fn frames_written_in_place_are_the_frames_send_queues() {
             frames.write_to(&mut placed);
             true
         });
-        assert!(seq.unwrap().is_some());
+        assert!(seq.is_some());
         assert_eq!(placed, want, "{msg:?}");
         assert!(!p.a.has_transmit());
         p.b.handle_input(&placed).unwrap();
@@ -364,10 +364,11 @@ fn frames_written_in_place_are_the_frames_send_queues() {
     p.settle();
     let room = (0..=64).filter(|&n| p.a.can_send(ch, n)).max().unwrap();
     assert!(room >= 4, "{room}");
-    assert_eq!(p.a.send_in_place(ch, &[1; 4], |_| false), Ok(None));
+    assert_eq!(p.a.send_in_place(ch, &[1; 4], |_| false), None);
     assert!(p.a.can_send(ch, room));
     assert!(!p.a.has_transmit());
-    // Short of credit: blocked, with the `blocked` frame queued and nothing placed.
+    // Short of credit: nothing placed, charged or queued; `send` then says it is blocked and
+    // queues the `blocked` frame.
     p.settle();
     let mut sent = 0;
     while p.a.can_send(ch, 32) {
@@ -378,7 +379,9 @@ fn frames_written_in_place_are_the_frames_send_queues() {
     p.a.poll_transmit(&mut wire);
     let r =
         p.a.send_in_place(ch, &[3; 32], |_| panic!("placed without credit"));
-    assert_eq!(r, Err(CallError::Blocked));
+    assert_eq!(r, None);
+    assert!(!p.a.has_transmit());
+    assert_eq!(p.a.send(ch, &[3; 32]), Err(CallError::Blocked));
     let mut blocked = Vec::new();
     p.a.poll_transmit(&mut blocked);
     assert!(matches!(

@@ -163,17 +163,17 @@ proptest! {
                     let msg = payload(from_a, chan, sent[dir][chan].len() as u32, len);
                     p.collect();
                     let (conn, wire) = if from_a { (&mut p.a, &mut p.a_to_b) } else { (&mut p.b, &mut p.b_to_a) };
-                    let r = if in_place {
-                        conn.send_in_place(id, &msg, |frames| {
-                            let at = wire.len();
-                            wire.resize(at + frames.len(), 0);
-                            frames.write_to(&mut wire[at..]);
-                            true
-                        })
-                        .map(|seq| seq.expect("placed"))
-                    } else {
-                        conn.send(id, &msg)
-                    };
+                    // In place when it can go now, else the usual way (as the link does).
+                    let placed = in_place
+                        && conn
+                            .send_in_place(id, &msg, |frames| {
+                                let at = wire.len();
+                                wire.resize(at + frames.len(), 0);
+                                frames.write_to(&mut wire[at..]);
+                                true
+                            })
+                            .is_some();
+                    let r = if placed { Ok(0) } else { conn.send(id, &msg) };
                     match r {
                         Ok(_) => sent[dir][chan].push(msg),
                         Err(CallError::Blocked) | Err(CallError::Closed) => {}

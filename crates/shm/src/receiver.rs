@@ -94,16 +94,37 @@ impl Receiver {
         let Some(raw) = self.peek()? else {
             return Ok(None);
         };
+        Ok(Some(self.offer(raw, take)))
+    }
+
+    /// Like [`try_take_inline`](Self::try_take_inline), waiting up to `timeout` (`None`: for
+    /// ever) for the next record first: a receiver that must wait anyway is offered the record
+    /// the moment the wait sees it, without a second look at the ring. False when the record
+    /// carries a pool buffer or `take` did not take it (it stays the next one to receive);
+    /// [`ShmError::Timeout`] when none came, [`ShmError::PeerGone`] as [`recv`](Self::recv).
+    pub fn wait_take_inline(
+        &mut self,
+        timeout: Option<Duration>,
+        take: impl FnOnce(&[u8]) -> bool,
+    ) -> Result<bool, ShmError> {
+        let Receiver { shared, ring } = self;
+        let raw = shared.wait(true, timeout, || peek_in(shared, ring))?;
+        Ok(self.offer(raw, take))
+    }
+
+    /// Offers `raw`, the next record, to `take` if it is inline, and consumes it if `take`
+    /// took it.
+    fn offer(&mut self, raw: RawRecord, take: impl FnOnce(&[u8]) -> bool) -> bool {
         if raw.kind == KIND_BUF {
-            return Ok(Some(false));
+            return false;
         }
         // SAFETY: the record is unconsumed until the `consume` below, after `take` returned,
         // and `take` cannot keep the slice (it is only borrowed for the call).
         if !take(unsafe { raw.payload() }) {
-            return Ok(Some(false));
+            return false;
         }
         self.consume(&raw);
-        Ok(Some(true))
+        true
     }
 
     /// Consumes `raw`, the next record, waking the peer when that published room it may wait

@@ -98,6 +98,50 @@ fn an_inline_record_offered_is_consumed_only_when_taken() {
 }
 
 #[test]
+fn a_waiting_offer_takes_the_record_that_arrives_or_times_out() {
+    for mode in [Mode::Poll, Mode::Adaptive, Mode::Block] {
+        let (mut host, mut engine) = pair(&cfg(mode)).unwrap();
+        let rx = engine.receiver();
+        let r = rx.wait_take_inline(Some(Duration::from_millis(20)), |_| panic!("nothing sent"));
+        assert!(matches!(r, Err(ShmError::Timeout)), "{mode:?}: {r:?}");
+        // A record sent while the receiver waits is offered to it, and consumed once taken.
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            host.sender().send(b"late", T).unwrap();
+            host.sender().send(b"next", T).unwrap();
+            host
+        });
+        let mut seen = Vec::new();
+        let took = rx.wait_take_inline(T, |b| {
+            seen.push(b.to_vec());
+            true
+        });
+        assert!(took.unwrap(), "{mode:?}");
+        let mut host = sender.join().unwrap();
+        // Declined: it stays the next record.
+        let took = rx.wait_take_inline(T, |b| {
+            seen.push(b.to_vec());
+            false
+        });
+        assert!(!took.unwrap());
+        assert_eq!(seen, [b"late".to_vec(), b"next".to_vec()], "{mode:?}");
+        assert_eq!(rx.try_recv().unwrap().unwrap().bytes(), b"next");
+        // A buffer record is not offered.
+        let mut b = host.sender().try_alloc().unwrap().unwrap();
+        b.set_range(0, 2).unwrap();
+        host.sender().send_buf(b, T).unwrap();
+        assert!(!rx
+            .wait_take_inline(T, |_| panic!("offered a buffer"))
+            .unwrap());
+        assert!(rx.recv(T).unwrap().is_buf());
+        // The peer gone and every record taken: PeerGone, not a wait for ever.
+        drop(host);
+        let r = rx.wait_take_inline(T, |_| panic!("nothing sent"));
+        assert!(matches!(r, Err(ShmError::PeerGone)), "{mode:?}: {r:?}");
+    }
+}
+
+#[test]
 fn ring_fills_then_drains_with_wraparound() {
     let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
     let mut sent = 0u32;
