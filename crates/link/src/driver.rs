@@ -495,9 +495,12 @@ impl Driver {
             None => wire.wait(Some(slice)).map(|()| false),
         };
         let mut st = locked.unwrap_or_else(|| self.lock());
+        debug_assert!(st.reader.is_none(), "two reading halves");
         st.reader = Some(wire);
         // Whoever slept because the reading half was out may take it now.
-        self.wake(&st);
+        if st.sleepers > 0 || st.passive_sleepers > 0 {
+            self.wake(&st);
+        }
         let took = match r {
             Ok(true) => true,
             // Input is there, but not a whole message of this channel on its own.

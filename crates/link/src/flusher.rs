@@ -71,26 +71,22 @@ impl Driver {
         }
         let State { conn, writer, .. } = &mut *st;
         let tx = writer.as_mut()?.shm_sender()?;
-        let mut failed = None;
-        let seq = conn.send_in_place(id, msg, |frames| {
-            let len = frames.len();
-            if len > crate::shm::record_limit(tx) {
-                return false;
-            }
-            let placed = tx
-                .write_with(len, |slot| frames.write_to(slot))
-                .and_then(|placed| tx.flush().map(|()| placed));
-            placed.unwrap_or_else(|e| {
-                failed = Some(e);
-                false
-            })
-        });
-        if let Some(e) = failed {
-            return Some(Err(self.ring_failed(&mut st, e)));
+        // Otherwise, when it cannot go now (credit short, or anything unusual), or the ring has
+        // no room, the usual path sends it, waits, or says why it cannot.
+        let permit = conn.send_in_place(id, msg)?;
+        let frames = permit.frames();
+        let len = frames.len();
+        if len > crate::shm::record_limit(tx) {
+            return None;
         }
-        // Otherwise, when it was not placed (no room, credit short, or anything unusual), the
-        // usual path sends it, waits, or says why it cannot.
-        seq.map(Ok)
+        let placed = tx
+            .write_with(len, |slot| frames.write_to(slot))
+            .and_then(|placed| tx.flush().map(|()| placed));
+        match placed {
+            Ok(true) => Some(Ok(permit.commit())),
+            Ok(false) => None,
+            Err(e) => Some(Err(self.ring_failed(&mut st, e))),
+        }
     }
 
     /// The ring failed under a send in place: the link is dead; what the caller is told.

@@ -84,6 +84,7 @@ impl Chan {
 
     /// Grants all the credit the drained buffer allows: a `credit` frame for `channel` (which
     /// also says how many messages the application took) appended to `out`.
+    #[inline(never)]
     pub(crate) fn grant(&mut self, channel: u32, out: &mut Vec<u8>) {
         self.granted = self.grantable();
         crate::frame::Frame::Credit {
@@ -96,6 +97,7 @@ impl Chan {
 
     /// The application took `n` messages worth `cost` credit: counts them and, on an open
     /// link when it is worth a frame, grants the drained credit (see [`Chan::grant`]).
+    #[inline(always)]
     pub(crate) fn took(&mut self, channel: u32, n: u64, cost: u64, open: bool, out: &mut Vec<u8>) {
         self.consumed += cost;
         self.delivered += n;
@@ -105,6 +107,7 @@ impl Chan {
     }
 
     /// Whether a fresh grant is worth a frame after the application drained a message.
+    #[inline(always)]
     pub(crate) fn wants_grant(&self) -> bool {
         let gain = self.grantable() - self.granted;
         self.opts.send_mode == crate::SendMode::Sync || gain >= u64::from(self.opts.recv_buffer) / 2

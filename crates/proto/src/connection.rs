@@ -16,29 +16,6 @@ pub const CODE_REFUSED: u32 = 2;
 /// need no round trip.
 pub const INITIAL_LINK_CREDIT: u64 = 64 * 1024;
 
-/// The data frames of one message, which [`Connection::send_in_place`] hands to its placer to
-/// be written where they go.
-#[derive(Debug, Clone, Copy)]
-pub struct DataFrames<'a> {
-    channel: u32,
-    msg: &'a [u8],
-    packet_size: usize,
-}
-
-impl DataFrames<'_> {
-    /// Their length in bytes.
-    #[allow(clippy::len_without_is_empty)] // a message always has at least one frame
-    pub fn len(&self) -> usize {
-        crate::frame::data_len(self.msg.len(), self.packet_size)
-    }
-
-    /// Writes them into `out`, which must hold exactly [`len`](Self::len) bytes: the bytes
-    /// that [`Connection::send`] would queue for the same message.
-    pub fn write_to(&self, out: &mut [u8]) {
-        crate::frame::write_data(out, self.channel, self.msg, self.packet_size);
-    }
-}
-
 /// Something the application should know about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -422,48 +399,6 @@ impl Connection {
         Ok((ch.sent_msgs, ch.opts.packet_size))
     }
 
-    /// The fast form of [`send`](Self::send), with the frames written in place instead of
-    /// queued for [`poll_transmit`](Self::poll_transmit): when the link and the channel are
-    /// open, the message is within the channel's maximum size and the credit allows it now,
-    /// `place` is given the frames and returns true if it wrote them where they go (a
-    /// shared-memory record, say). Returns the message's sequence number once placed.
-    ///
-    /// `None` in every other case, with nothing charged, queued or reported: send the message
-    /// with [`send`](Self::send), which says why it cannot go (or tells the peer that credit is
-    /// short). Use it only while nothing waits for transmission (the frames would pass it).
-    #[inline]
-    pub fn send_in_place(
-        &mut self,
-        channel: u32,
-        msg: &[u8],
-        place: impl FnOnce(&DataFrames<'_>) -> bool,
-    ) -> Option<u64> {
-        debug_assert!(self.out.is_empty(), "frames wait for transmission");
-        let link_room = self.link.send_limit - self.link.sent;
-        let open = self.state == State::Open;
-        let ch = self.channels.get_mut(&channel)?;
-        let c = cost(msg.len());
-        let go = open
-            && ch.reset.is_none()
-            && !ch.send_closed
-            && msg.len() as u64 <= ch.opts.max_message
-            && ch.sent + c <= ch.send_limit
-            && c <= link_room;
-        if !go
-            || !place(&DataFrames {
-                channel,
-                msg,
-                packet_size: ch.opts.packet_size,
-            })
-        {
-            return None;
-        }
-        ch.sent += c;
-        ch.sent_msgs += 1;
-        self.link.sent += c;
-        Some(ch.sent_msgs)
-    }
-
     /// Messages the peer's application has taken from `channel` (for rendezvous sends).
     pub fn delivered(&self, channel: u32) -> Result<u64, CallError> {
         self.channels
@@ -610,18 +545,25 @@ impl Connection {
         self.link.consumed + self.config.link_window + self.recv_bufs
     }
 
+    /// Grants the peer the link credit that drained, when `force`d or when it is worth a frame.
+    #[inline(always)]
     pub(crate) fn grant_link(&mut self, force: bool) {
         let limit = self.link_grantable();
         if limit > self.link.granted
             && (force || limit - self.link.granted >= self.config.link_window / 2)
         {
-            self.link.granted = limit;
-            Frame::Credit {
-                channel: 0,
-                limit,
-                delivered: 0,
-            }
-            .encode(&mut self.out);
+            self.send_link_grant(limit);
         }
+    }
+
+    #[cold]
+    fn send_link_grant(&mut self, limit: u64) {
+        self.link.granted = limit;
+        Frame::Credit {
+            channel: 0,
+            limit,
+            delivered: 0,
+        }
+        .encode(&mut self.out);
     }
 }

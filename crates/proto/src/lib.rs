@@ -27,15 +27,16 @@ mod channel;
 mod connection;
 mod error;
 pub mod frame;
+mod in_place;
 mod input;
 mod options;
 mod store;
 
 pub use batch::BatchEnd;
 pub use connection::{
-    Connection, DataFrames, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED,
-    INITIAL_LINK_CREDIT,
+    Connection, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
 };
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;
+pub use in_place::{DataFrames, SendPermit};
 pub use options::{ChannelOptions, Config, SendMode, Side, MAX_PACKET, MIN_PACKET};

@@ -348,23 +348,20 @@ fn frames_written_in_place_are_the_frames_send_queues() {
         let mut want = Vec::new();
         twin.a.poll_transmit(&mut want);
         // ...is what `send_in_place` writes, charged the same.
-        let mut placed = Vec::new();
-        let seq = p.a.send_in_place(ch, msg, |frames| {
-            placed = vec![0xAA; frames.len()];
-            frames.write_to(&mut placed);
-            true
-        });
-        assert!(seq.is_some());
+        let permit = p.a.send_in_place(ch, msg).expect("credit and room");
+        let mut placed = vec![0xAA; permit.frames().len()];
+        permit.frames().write_to(&mut placed);
+        assert!(permit.commit() > 0);
         assert_eq!(placed, want, "{msg:?}");
         assert!(!p.a.has_transmit());
         p.b.handle_input(&placed).unwrap();
         assert_eq!(message(p.b.recv(id).unwrap()), msg);
     }
-    // A place that cannot take the frames: nothing is charged, nothing is queued.
+    // A permit dropped without a commit: nothing is charged, nothing is queued.
     p.settle();
     let room = (0..=64).filter(|&n| p.a.can_send(ch, n)).max().unwrap();
     assert!(room >= 4, "{room}");
-    assert_eq!(p.a.send_in_place(ch, &[1; 4], |_| false), None);
+    drop(p.a.send_in_place(ch, &[1; 4]).expect("credit"));
     assert!(p.a.can_send(ch, room));
     assert!(!p.a.has_transmit());
     // Short of credit: nothing placed, charged or queued; `send` then says it is blocked and
@@ -377,9 +374,10 @@ fn frames_written_in_place_are_the_frames_send_queues() {
     }
     let mut wire = Vec::new();
     p.a.poll_transmit(&mut wire);
-    let r =
-        p.a.send_in_place(ch, &[3; 32], |_| panic!("placed without credit"));
-    assert_eq!(r, None);
+    assert!(
+        p.a.send_in_place(ch, &[3; 32]).is_none(),
+        "a permit without credit"
+    );
     assert!(!p.a.has_transmit());
     assert_eq!(p.a.send(ch, &[3; 32]), Err(CallError::Blocked));
     let mut blocked = Vec::new();

@@ -164,15 +164,16 @@ proptest! {
                     p.collect();
                     let (conn, wire) = if from_a { (&mut p.a, &mut p.a_to_b) } else { (&mut p.b, &mut p.b_to_a) };
                     // In place when it can go now, else the usual way (as the link does).
-                    let placed = in_place
-                        && conn
-                            .send_in_place(id, &msg, |frames| {
-                                let at = wire.len();
-                                wire.resize(at + frames.len(), 0);
-                                frames.write_to(&mut wire[at..]);
-                                true
-                            })
-                            .is_some();
+                    let placed = match conn.send_in_place(id, &msg).filter(|_| in_place) {
+                        Some(permit) => {
+                            let at = wire.len();
+                            wire.resize(at + permit.frames().len(), 0);
+                            permit.frames().write_to(&mut wire[at..]);
+                            permit.commit();
+                            true
+                        }
+                        None => false,
+                    };
                     let r = if placed { Ok(0) } else { conn.send(id, &msg) };
                     match r {
                         Ok(_) => sent[dir][chan].push(msg),
