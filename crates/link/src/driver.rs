@@ -11,6 +11,7 @@
 //! never blocks in a write while its peer waits for it to read.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use offhost_proto::{CallError, Connection, Event, ProtoError};
 
 use crate::error::LinkError;
 use crate::wire::{is_idle, Input, WireRead, WireWrite};
+use offhost_shm::Handoff;
 
 /// Longest single sleep: waits recheck peer liveness at least this often.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
@@ -64,6 +66,9 @@ pub(crate) enum Fed {
     Nothing,
 }
 
+/// A transport's reading half, boxed once more so that it passes through a [`Handoff`] slot.
+pub(crate) type ReadHalf = Box<Box<dyn WireRead>>;
+
 /// Why the link is no longer usable.
 #[derive(Debug, Clone)]
 pub(crate) enum Dead {
@@ -107,10 +112,14 @@ pub(crate) struct State {
     pub(crate) writer: Option<Box<dyn WireWrite>>,
     /// The flusher shut the writing half down for good.
     pub(crate) writer_closed: bool,
-    /// The transport's reading half; out while a waiter reads.
-    reader: Option<Box<dyn WireRead>>,
+    /// The transport's reading half; out while a waiter reads, or parked in
+    /// [`Driver::parked`] between two quick receives (see `quick.rs`).
+    pub(crate) reader: Option<ReadHalf>,
+    /// The reading half is parked: in its slot, or out with the quick receiver that took it
+    /// from there (which brings it home when others wait for it).
+    pub(crate) parked: bool,
     /// Whether looking at the reading half is cheap enough to do under the lock.
-    cheap_poll: bool,
+    pub(crate) cheap_poll: bool,
     /// `pending` waits for the flusher (the transport was full or the writer was out).
     pub(crate) stuck: bool,
     pub(crate) shutdown: bool,
@@ -119,10 +128,10 @@ pub(crate) struct State {
     /// Threads waiting in `wait` for channel data (not passive).
     active: usize,
     /// Data waits finished so far (a passive waiter reads only after a tick without any).
-    active_gen: u64,
+    pub(crate) active_gen: u64,
     /// Threads asleep on `cond` (data waiters) and on `accept_cond` (passive waiters).
-    sleepers: usize,
-    passive_sleepers: usize,
+    pub(crate) sleepers: usize,
+    pub(crate) passive_sleepers: usize,
     /// Threads asleep on `writer_cond`, waiting for the writing half.
     pub(crate) writer_waiters: usize,
     /// Zero-copy buffers that arrived, by pool index, waiting for their `loan` frame's reader.
@@ -198,6 +207,10 @@ pub(crate) struct Driver {
     pub(crate) alloc: Option<Box<dyn crate::wire::LoanAlloc>>,
     /// The writing half can take frames written in place (shared memory).
     pub(crate) writes_in_place: bool,
+    /// Where a quick receiver parks the reading half between two receives (see `quick.rs`).
+    pub(crate) parked: Handoff<Box<dyn WireRead>>,
+    /// The channel whose quick receive parked it (written before the slot's release store).
+    pub(crate) parked_for: AtomicU32,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,7 +233,8 @@ impl Driver {
                 writer: Some(write),
                 writer_closed: false,
                 cheap_poll: read.cheap_poll(),
-                reader: Some(read),
+                reader: Some(Box::new(read)),
+                parked: false,
                 stuck: false,
                 shutdown: false,
                 dead: None,
@@ -239,6 +253,8 @@ impl Driver {
             writer_cond: Condvar::new(),
             alloc,
             writes_in_place,
+            parked: Handoff::new(),
+            parked_for: AtomicU32::new(0),
         });
         let f = d.clone();
         std::thread::Builder::new()
@@ -255,6 +271,7 @@ impl Driver {
     }
 
     pub(crate) fn kill(&self, st: &mut State, e: &std::io::Error) {
+        self.unpark(st);
         if st.dead.is_none() {
             st.dead = Some(match e.kind() {
                 std::io::ErrorKind::BrokenPipe
@@ -314,6 +331,8 @@ impl Driver {
             if st.shutdown {
                 break Err(LinkError::SessionClosed);
             }
+            // A reading half parked by a quick receiver comes home for this wait.
+            self.unpark(&mut st);
             // Input that is already there is fed without letting go of the lock.
             if !passive && !polled && st.cheap_poll && st.reader.is_some() {
                 polled = true;
@@ -390,7 +409,7 @@ impl Driver {
 
     /// Wakes the sleeping waiters, if any (a notification without sleepers still costs a
     /// system call).
-    fn wake(&self, st: &State) {
+    pub(crate) fn wake(&self, st: &State) {
         if st.sleepers > 0 {
             self.cond.notify_all();
         }
@@ -406,7 +425,7 @@ impl Driver {
         let Some(mut wire) = st.reader.take() else {
             return false;
         };
-        let ready = self.take_input(st, &mut *wire, None);
+        let ready = self.take_input(st, &mut **wire, None);
         st.reader = Some(wire);
         if ready {
             self.wake(st);
@@ -424,13 +443,14 @@ impl Driver {
         if !st.cheap_poll || (!st.held.is_empty() && st.held.contains_key(&id)) {
             return Fed::Nothing;
         }
+        self.unpark(st);
         let Some(mut wire) = st.reader.take() else {
             return Fed::Nothing;
         };
         let mut took = false;
         let ready = self.take_input(
             st,
-            &mut *wire,
+            &mut **wire,
             Some((id, &mut |m: &[u8]| {
                 took = true;
                 take(m)
@@ -447,76 +467,6 @@ impl Driver {
         }
     }
 
-    /// The common case of receiving on channel `id` on the transports looked at under the lock
-    /// (shm, mem), without the general wait loop: a byte message that arrives now, or within
-    /// one wait of at most a tick (and not past `deadline`), is taken into `buf` (replacing its
-    /// contents). False when it did not happen: nothing came, something waits in the channel's
-    /// store (a message, a loan, the end), the session failed, or another thread holds the
-    /// reading half; the caller then receives the general way, which sees whatever is there.
-    ///
-    /// On shared memory the wait itself offers the next ring record to the protocol, under the
-    /// lock taken only then: a record that is one data frame holding the whole message the
-    /// receiver would take next (`Connection::take_whole_message`) is copied into `buf` from
-    /// the ring and consumed, with no second look at the ring. Any other record goes to the
-    /// general feed, which takes the message as it is parsed when it can.
-    pub(crate) fn receive_quick(&self, id: u32, buf: &mut Vec<u8>, deadline: Deadline) -> bool {
-        let slice = match deadline {
-            Deadline::Now => return false,
-            Deadline::Never => TICK,
-            Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
-        };
-        let mut st = self.lock();
-        if !st.cheap_poll
-            || st.dead.is_some()
-            || st.shutdown
-            || !st.held.is_empty()
-            || st.conn.readable(id)
-        {
-            return false;
-        }
-        let Some(mut wire) = st.reader.take() else {
-            return false;
-        };
-        drop(st);
-        // The state, locked by the wait's offer of a record.
-        let mut locked = None;
-        let r = match wire.shm_receiver() {
-            Some(rx) => rx
-                .wait_take_inline(Some(slice), |record| {
-                    let mut st = self.lock();
-                    let m = st.conn.take_whole_message(record, id);
-                    if let Some(m) = m {
-                        copy_into(buf)(m);
-                    }
-                    locked = Some(st);
-                    m.is_some()
-                })
-                .map_err(crate::shm::to_io),
-            None => wire.wait(Some(slice)).map(|()| false),
-        };
-        let mut st = locked.unwrap_or_else(|| self.lock());
-        debug_assert!(st.reader.is_none(), "two reading halves");
-        st.reader = Some(wire);
-        // Whoever slept because the reading half was out may take it now.
-        if st.sleepers > 0 || st.passive_sleepers > 0 {
-            self.wake(&st);
-        }
-        let took = match r {
-            Ok(true) => true,
-            // Input is there, but not a whole message of this channel on its own.
-            Ok(false) => self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took,
-            Err(e) if is_idle(&e) => false,
-            Err(e) => {
-                self.kill(&mut st, &e);
-                false
-            }
-        };
-        // A data wait ended: a passive waiter leaves the transport alone a while longer.
-        st.active_gen += 1;
-        drop(self.flush(st));
-        took
-    }
-
     /// Takes the reading half out, waits for input (at most `slice`, or not at all) without the
     /// state lock, then (if `feed`) feeds what arrived to the connection under it.
     fn read_once<'a>(
@@ -531,7 +481,7 @@ impl Driver {
         let mut st = self.lock();
         match r {
             Ok(()) if feed => {
-                self.take_input(&mut st, &mut *wire, None);
+                self.take_input(&mut st, &mut **wire, None);
             }
             Ok(()) => {}
             Err(e) if is_idle(&e) => {}
@@ -571,6 +521,7 @@ impl Driver {
 
     /// The peer broke the protocol: tell it why, then end the link.
     fn fail(&self, st: &mut State, e: ProtoError) {
+        self.unpark(st);
         if st.dead.is_none() && !matches!(e, ProtoError::LinkClosed) {
             tracing::warn!("closing link: {e}");
             st.dead = Some(Dead::Protocol(e));

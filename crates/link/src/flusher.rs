@@ -186,6 +186,7 @@ impl Driver {
         st.conn.close_link();
         st = self.flush(st);
         st.shutdown = true;
+        self.unpark(&mut st);
         if !st.pending.is_empty() {
             st.stuck = true;
         }

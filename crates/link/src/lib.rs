@@ -27,6 +27,7 @@ mod flusher;
 mod io;
 mod loan;
 mod mem;
+mod quick;
 mod server;
 mod session;
 mod shm;

@@ -338,6 +338,83 @@ fn peer_close_ends_blocked_calls(transport: &str) {
     ));
 }
 
+/// A receiver that has taken its messages keeps nothing from others: on shm the reading half
+/// stays parked with the channel's last receiver between messages, and any other call (a
+/// select, a receive on another channel, a close) must get it back at once.
+fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let (go_tx, go_rx) = crossbeam_channel::bounded::<&str>(1);
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let a = s.accept().unwrap();
+        let b = s.accept().unwrap();
+        for i in 0..10 {
+            a.send(format!("a{i}").as_bytes()).unwrap();
+        }
+        for step in go_rx {
+            match step {
+                "b0" => b.send(b"b0").unwrap(),
+                "b1 then a10" => {
+                    b.send(b"b1").unwrap();
+                    a.send(b"a10").unwrap();
+                }
+                _ => break,
+            }
+        }
+        (s, a, b)
+    });
+    let s = Session::connect(&url).unwrap();
+    let a = s.open("a", ChannelOptions::default()).unwrap();
+    let b = s.open("b", ChannelOptions::default()).unwrap();
+    let quick = Duration::from_secs(1);
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut buf = Vec::new();
+                for i in 0..10 {
+                    assert!(a.recv_into_timeout(&mut buf, T).unwrap());
+                    assert_eq!(buf, format!("a{i}").as_bytes());
+                }
+            })
+            .join()
+            .unwrap();
+    });
+    // The receiver of `a` is done; another thread's select sees `b` at once.
+    go_tx.send("b0").unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(select(&[&b], Some(T)).unwrap(), 0);
+    assert!(start.elapsed() < quick, "select took {:?}", start.elapsed());
+    assert_eq!(b.try_recv().unwrap().unwrap(), b"b0");
+    // A message of `b` ahead of `a`'s: `a`'s receiver stores it and goes on to its own.
+    let mut buf = Vec::new();
+    go_tx.send("b1 then a10").unwrap();
+    assert!(a.recv_into_timeout(&mut buf, T).unwrap());
+    assert_eq!(buf, b"a10");
+    let start = std::time::Instant::now();
+    assert_eq!(b.recv_timeout(T).unwrap().unwrap(), b"b1");
+    assert!(start.elapsed() < quick, "recv took {:?}", start.elapsed());
+    // Closing the session ends a receive blocked on `a`, and later calls fail at once.
+    std::thread::scope(|scope| {
+        let blocked = scope.spawn(|| {
+            let start = std::time::Instant::now();
+            let r = a.recv_into_timeout(&mut buf, T);
+            (r, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        s.close();
+        let (r, took) = blocked.join().unwrap();
+        assert!(r.is_err(), "{r:?}");
+        assert!(
+            took < Duration::from_secs(2),
+            "a blocked receive took {took:?}"
+        );
+    });
+    assert!(a.try_recv().is_err());
+    drop(go_tx);
+    drop(engine.join().unwrap());
+}
+
 macro_rules! conformance {
     ($($transport:ident),*) => {$(
         mod $transport {
@@ -353,6 +430,7 @@ macro_rules! conformance {
             #[test] fn read_write_adapters_carry_a_byte_stream() { super::read_write_adapters_carry_a_byte_stream(TR) }
             #[test] fn slow_channel_does_not_stall_others() { super::slow_channel_does_not_stall_others(TR) }
             #[test] fn peer_close_ends_blocked_calls() { super::peer_close_ends_blocked_calls(TR) }
+            #[test] fn a_finished_receiver_keeps_nothing_from_others() { super::a_finished_receiver_keeps_nothing_from_others(TR) }
         }
     )*};
 }
