@@ -9,6 +9,10 @@
 //! under the lock and without blocking; only when the transport is full does the background
 //! *flusher* thread (`flusher.rs`) take the writing half out and write, blocking, so a thread
 //! never blocks in a write while its peer waits for it to read.
+//!
+//! The common receive on shared memory takes a shorter way (`quick.rs`): its wait is offered
+//! the ring record directly, and between two receives the reading half stays parked with the
+//! channel instead of going home; every wait here brings a parked half home first.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU32;
@@ -16,10 +20,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use offhost_proto::{CallError, Connection, Event, ProtoError};
+use offhost_shm::Handoff;
 
 use crate::error::LinkError;
 use crate::wire::{is_idle, Input, WireRead, WireWrite};
-use offhost_shm::Handoff;
 
 /// Longest single sleep: waits recheck peer liveness at least this often.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
