@@ -556,6 +556,7 @@ impl Connection {
         }
     }
 
+    /// Grants the link credit up to `limit`: a `credit` frame for channel 0.
     #[cold]
     fn send_link_grant(&mut self, limit: u64) {
         self.link.granted = limit;
