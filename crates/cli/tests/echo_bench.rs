@@ -130,6 +130,28 @@ fn bench_floors_json_has_the_contract_keys() {
     }
 }
 
+/// Each row's (transport, size), in order.
+fn transports_and_sizes(rows: &[serde_json::Value]) -> Vec<(&str, u64)> {
+    rows.iter()
+        .map(|r| {
+            (
+                r["transport"].as_str().unwrap(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A row's per-round (or per-block) medians.
+fn round_medians(row: &serde_json::Value) -> Vec<f64> {
+    row["round_medians_ns"]
+        .as_array()
+        .expect("round medians")
+        .iter()
+        .map(|m| m.as_f64().unwrap())
+        .collect()
+}
+
 fn check_rows(v: &serde_json::Value, transport: &str, mode: &str, sizes: &[u64]) {
     let rows = v.as_array().expect("array");
     assert_eq!(rows.len(), sizes.len());
@@ -229,15 +251,7 @@ fn bench_pingpong_rounds_pool_the_samples_of_transports_measured_in_turn() {
         "--json",
     ]));
     let rows = v.as_array().expect("rows");
-    let names: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["transport"].as_str().unwrap(),
-                r["size"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let names = transports_and_sizes(rows);
     assert_eq!(
         names,
         [
@@ -291,15 +305,7 @@ fn bench_pingpong_interleave_runs_every_peer_at_once_and_compares_channels_with_
         "--json",
     ]));
     let rows = v.as_array().expect("rows");
-    let names: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["transport"].as_str().unwrap(),
-                r["size"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let names = transports_and_sizes(rows);
     assert_eq!(
         names,
         [
@@ -316,23 +322,13 @@ fn bench_pingpong_interleave_runs_every_peer_at_once_and_compares_channels_with_
     for (i, r) in rows.iter().enumerate() {
         // 25 round trips in blocks of 10, 10 and 5; each block has its median.
         assert_eq!(r["iters"], 25, "{r}");
-        let medians: Vec<f64> = r["round_medians_ns"]
-            .as_array()
-            .expect("block medians")
-            .iter()
-            .map(|m| m.as_f64().unwrap())
-            .collect();
+        let medians = round_medians(r);
         assert_eq!(medians.len(), 3, "{r}");
         assert!(medians.iter().all(|&m| m > 0.0), "{r}");
         match r["transport"].as_str().unwrap() {
             // A channel row carries the median of its per-block ratios to its raw peer.
             "unix" | "shm-chan" => {
-                let raw: Vec<f64> = rows[i - 1]["round_medians_ns"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|m| m.as_f64().unwrap())
-                    .collect();
+                let raw = round_medians(&rows[i - 1]);
                 let mut ratios: Vec<f64> = medians.iter().zip(&raw).map(|(a, b)| a / b).collect();
                 ratios.sort_by(f64::total_cmp);
                 let vs = r["vs_raw"].as_f64().expect("vs_raw");

@@ -37,11 +37,18 @@ impl Driver {
             Deadline::Never => TICK,
             Deadline::At(t) => t.saturating_duration_since(Instant::now()).min(TICK),
         };
-        let mut wire = match self.claim_parked(id) {
-            Some(wire) => wire,
-            None => {
+        // The reading half this channel's last quick receive parked, if nobody took it since
+        // (acquire on the slot's swap makes the channel written before the put visible).
+        let mut wire = match self.parked.take() {
+            Some(wire) if self.parked_for.load(Ordering::Relaxed) == id => wire,
+            parked => {
                 let mut st = self.lock();
-                self.unpark(&mut st);
+                match parked {
+                    // Parked by another channel's receive: home with it; this one looks at its
+                    // own channel first.
+                    Some(wire) => self.bring_home(&mut st, wire),
+                    None => self.unpark(&mut st),
+                }
                 if !st.cheap_poll
                     || st.dead.is_some()
                     || st.shutdown
@@ -95,21 +102,6 @@ impl Driver {
         st.active_gen += 1;
         drop(self.flush(st));
         took
-    }
-
-    /// The reading half, if the last quick receive of channel `id` parked it and nobody took
-    /// it since.
-    #[inline]
-    fn claim_parked(&self, id: u32) -> Option<ReadHalf> {
-        let wire = self.parked.take()?;
-        // Acquire on the slot's swap makes the channel written before the put visible.
-        if self.parked_for.load(Ordering::Relaxed) == id {
-            return Some(wire);
-        }
-        // Parked by another channel's receive: home with it (this one looks at its channel).
-        let mut st = self.lock();
-        self.bring_home(&mut st, wire);
-        None
     }
 
     /// After a quick receive on channel `id` took its message, under the lock: parks the
