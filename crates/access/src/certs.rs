@@ -1,0 +1,178 @@
+//! The certificate directory (nbdkit/libnbd layout) and its generation.
+//!
+//! | file | what |
+//! |---|---|
+//! | `ca-cert.pem` | the CA both sides trust |
+//! | `server-cert.pem`, `server-key.pem` | the server's certificate (signed by the CA) and key |
+//! | `client-cert.pem`, `client-key.pem` | the client's certificate (signed by the CA) and key |
+//!
+//! nbdkit's `--tls-certificates DIR`, libnbd's `tls-certificates=DIR` and qemu's
+//! `tls-creds-x509,dir=DIR` read the same names, so one directory serves them all.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
+
+use crate::error::AccessError;
+
+/// The CA certificate's file name.
+pub const CA_CERT: &str = "ca-cert.pem";
+/// The server certificate's file name.
+pub const SERVER_CERT: &str = "server-cert.pem";
+/// The server key's file name.
+pub const SERVER_KEY: &str = "server-key.pem";
+/// The client certificate's file name.
+pub const CLIENT_CERT: &str = "client-cert.pem";
+/// The client key's file name.
+pub const CLIENT_KEY: &str = "client-key.pem";
+
+/// A certificate directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertDir {
+    dir: PathBuf,
+}
+
+impl CertDir {
+    /// The directory at `dir` (nothing is read yet).
+    pub fn new(dir: impl Into<PathBuf>) -> CertDir {
+        CertDir { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of `name` in the directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Whether the client certificate and key are there.
+    pub fn has_client_identity(&self) -> bool {
+        self.file(CLIENT_CERT).is_file() && self.file(CLIENT_KEY).is_file()
+    }
+}
+
+/// Host names every server certificate carries besides the ones asked for.
+pub const DEFAULT_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// Creates a CA and a server and a client certificate in `dir` (created owner-only if it does
+/// not exist), every file mode 0600. The server certificate names `localhost`, `127.0.0.1`,
+/// `::1` and `hosts` (DNS names or IP addresses). Files already there are not overwritten:
+/// the call fails instead.
+///
+/// The certificates carry what GnuTLS (libnbd, qemu) insists on: the CA has basic constraints
+/// `CA:TRUE` and may sign certificates; the server's and client's say digital signature, and
+/// TLS server or TLS client authentication respectively.
+pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(AccessError::file(dir))?;
+    let out = CertDir::new(dir);
+    for name in [CA_CERT, SERVER_CERT, SERVER_KEY, CLIENT_CERT, CLIENT_KEY] {
+        let p = out.file(name);
+        if p.exists() {
+            return Err(AccessError::File {
+                path: p,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "already exists; remove the old certificates first",
+                ),
+            });
+        }
+    }
+
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name = rcgen::DistinguishedName::new();
+    ca.distinguished_name.push(DnType::CommonName, "offhost CA");
+    ca.distinguished_name.push(DnType::OrganizationName, "offhost");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key)?;
+
+    let mut names: Vec<String> = DEFAULT_HOSTS.iter().map(|s| s.to_string()).collect();
+    for h in hosts {
+        if !names.contains(h) {
+            names.push(h.clone());
+        }
+    }
+    let server_key = KeyPair::generate()?;
+    let mut server = CertificateParams::new(names)?;
+    server.distinguished_name = rcgen::DistinguishedName::new();
+    server
+        .distinguished_name
+        .push(DnType::CommonName, hosts.first().map_or("localhost", |h| h));
+    server.distinguished_name.push(DnType::OrganizationName, "offhost");
+    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    server.use_authority_key_identifier_extension = true;
+    let server_cert = server.signed_by(&server_key, &ca_cert, &ca_key)?;
+
+    let client_key = KeyPair::generate()?;
+    let mut client = CertificateParams::new(Vec::<String>::new())?;
+    client.distinguished_name = rcgen::DistinguishedName::new();
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "offhost client");
+    client.distinguished_name.push(DnType::OrganizationName, "offhost");
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    client.use_authority_key_identifier_extension = true;
+    let client_cert = client.signed_by(&client_key, &ca_cert, &ca_key)?;
+
+    write_private(&out.file(CA_CERT), &ca_cert.pem())?;
+    write_private(&out.file(SERVER_CERT), &server_cert.pem())?;
+    write_private(&out.file(SERVER_KEY), &server_key.serialize_pem())?;
+    write_private(&out.file(CLIENT_CERT), &client_cert.pem())?;
+    write_private(&out.file(CLIENT_KEY), &client_key.serialize_pem())?;
+    Ok(out)
+}
+
+/// Writes a new file, mode 0600 from its creation (never readable by others, not even for a
+/// moment).
+fn write_private(path: &Path, text: &str) -> Result<(), AccessError> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(AccessError::file(path))?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(AccessError::file(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn generates_the_five_files_owner_only_and_refuses_to_overwrite() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("pki");
+        generate(&dir, &["engine.example".into()]).unwrap();
+        for f in [CA_CERT, SERVER_CERT, SERVER_KEY, CLIENT_CERT, CLIENT_KEY] {
+            let m = std::fs::metadata(dir.join(f)).unwrap();
+            assert_eq!(m.permissions().mode() & 0o777, 0o600, "{f}");
+        }
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o700);
+        assert!(CertDir::new(&dir).has_client_identity());
+        let again = generate(&dir, &[]).unwrap_err();
+        assert!(again.to_string().contains("already exists"), "{again}");
+    }
+}

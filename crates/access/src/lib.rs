@@ -1,0 +1,28 @@
+//! Access control shared by offhost's servers and clients.
+//!
+//! - [`certs`]: the certificate directory in nbdkit/libnbd's layout (`ca-cert.pem`,
+//!   `server-cert.pem`, `server-key.pem`, `client-cert.pem`, `client-key.pem`), and
+//!   [`certs::generate`] that creates one (a CA, a server and a client certificate);
+//! - [`config`]: rustls configurations from such a directory: a server that presents its
+//!   certificate and verifies client certificates against the CA, a client that verifies the
+//!   server and presents its own;
+//! - [`stream`]: one TLS connection over a stream socket split into a reading and a writing
+//!   half that different threads use at once (the link's wire and the NBD transmission
+//!   phase);
+//! - [`peer`]: who may connect to a Unix socket (`SO_PEERCRED` against our uid and an allow
+//!   list).
+//!
+//! Everything is rustls with the *ring* provider: no OpenSSL.
+#![forbid(unsafe_code)]
+
+pub mod certs;
+pub mod config;
+mod error;
+pub mod peer;
+pub mod stream;
+
+pub use certs::CertDir;
+pub use config::{ClientAuth, TlsClient, TlsServer};
+pub use error::AccessError;
+pub use peer::AllowUids;
+pub use stream::{handshake, TlsReader, TlsStream, TlsWriter};

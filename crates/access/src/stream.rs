@@ -1,0 +1,527 @@
+//! One TLS connection over a stream socket, split into a reading and a writing half that
+//! different threads use at once.
+//!
+//! # How the halves share the connection
+//!
+//! rustls keeps one state for both directions (records, keys, alerts), so the halves share a
+//! `rustls::Connection` behind a mutex, with the socket used only through non-blocking calls
+//! (`MSG_DONTWAIT`). The mutex is held only while bytes move between memory, rustls and the
+//! kernel, never while a half waits: a half that finds nothing to do lets go of the lock and
+//! `poll`s the socket, so a reader waiting for input never keeps the writer from writing, nor
+//! the other way round.
+//!
+//! - **Reading**: ciphertext is received in large chunks (one `recv` of up to
+//!   [`SOCKET_BUFFER`]) into a buffer of ours and handed to rustls from there (rustls itself
+//!   reads 4 KiB at a time); a record cut by a chunk boundary stays in rustls's deframer until
+//!   the rest arrives. Plaintext is drained before more ciphertext is handed over, so rustls's
+//!   plaintext buffer never fills. Anything rustls wants to send while reading (an alert, a
+//!   key update) is written at once when the socket takes it, and by the writer otherwise; a
+//!   reader that waits while such bytes are pending also waits for the socket to take them.
+//! - **Writing**: a write encrypts a prefix of the caller's bytes (at most [`WRITE_CHUNK`]) and
+//!   sends the records. A write reports bytes as written only once their records have left
+//!   for the kernel: when the socket takes only part, the call says `WouldBlock`, keeps the
+//!   rest of the records, and the next call (which, by the contract of a byte stream writer,
+//!   offers the same bytes again first) finishes sending them and then reports those bytes.
+//!   So nothing is ever left in a buffer that no caller knows about.
+//! - **Ending**: [`TlsWriter::shutdown`] sends `close_notify` and shuts the socket's writing
+//!   side; the reader reports the end of input on the peer's `close_notify` or on the end of
+//!   the TCP stream (the protocols above have their own goodbye, so a cut stream is a peer
+//!   gone, not data).
+//!
+//! The handshake runs first, on the whole socket, with a deadline ([`handshake`]).
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::net::{RecvFlags, SendFlags};
+
+use crate::error::AccessError;
+
+/// Ciphertext received from the socket in one call at most.
+pub const SOCKET_BUFFER: usize = 256 * 1024;
+/// Plaintext encrypted by one write at most.
+pub const WRITE_CHUNK: usize = 256 * 1024;
+
+struct State {
+    conn: rustls::Connection,
+    /// Ciphertext received and not yet handed to rustls: `inbuf[start..end]`.
+    inbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The socket's input ended.
+    eof: bool,
+    /// The connection failed for good (a TLS error); every later call reports it.
+    failed: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    fd: OwnedFd,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The reading half of a TLS connection.
+pub struct TlsReader {
+    shared: Arc<Shared>,
+    timeout: Option<Duration>,
+}
+
+/// The writing half of a TLS connection.
+pub struct TlsWriter {
+    shared: Arc<Shared>,
+    /// Bytes of the caller's stream encrypted by an earlier call whose records have not all
+    /// left yet (reported once they have).
+    owed: usize,
+    shut: bool,
+}
+
+impl std::fmt::Debug for TlsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsReader").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for TlsWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsWriter")
+            .field("owed", &self.owed)
+            .finish_non_exhaustive()
+    }
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("tls: {e}"))
+}
+
+/// The socket as rustls's output: non-blocking sends.
+struct SockOut<'a>(&'a OwnedFd);
+
+impl io::Write for SockOut<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(rustix::net::send(
+            self.0,
+            buf,
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        )?)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        Ok(rustix::net::sendmsg(
+            self.0,
+            bufs,
+            &mut rustix::net::SendAncillaryBuffer::default(),
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        )?)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl State {
+    /// Sends what rustls has to send, without waiting: `WouldBlock` when the socket took
+    /// only part of it.
+    fn flush(&mut self, fd: &OwnedFd) -> io::Result<()> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut SockOut(fd)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match &self.failed {
+            Some(why) => Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands received ciphertext to rustls and processes it; false when there was none left.
+    fn process(&mut self, fd: &OwnedFd) -> io::Result<bool> {
+        if self.start == self.end {
+            return Ok(false);
+        }
+        let mut input = &self.inbuf[self.start..self.end];
+        let n = self.conn.read_tls(&mut input)?;
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        let r = self.conn.process_new_packets();
+        // An alert rustls queued, or a key update's answer: out now if the socket takes it.
+        match self.flush(fd) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if r.is_ok() => return Err(e),
+            Err(_) => {}
+        }
+        if let Err(e) = r {
+            let e = tls_error(e);
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Reads plaintext into `buf` without waiting: `Ok(0)` at the end of the input,
+    /// `WouldBlock` when none is there.
+    fn read(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+        self.check()?;
+        loop {
+            match io::Read::read(&mut self.conn.reader(), buf) {
+                Ok(n) => return Ok(n), // 0: the peer's close_notify
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if self.process(fd)? {
+                continue;
+            }
+            if self.eof {
+                return Ok(0);
+            }
+            match rustix::net::recv(fd, &mut self.inbuf[..], RecvFlags::DONTWAIT) {
+                Ok((0, _)) => self.eof = true,
+                Ok((n, _)) => {
+                    self.start = 0;
+                    self.end = n;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Waits at most `timeout` (`None`: for ever) for `events` on `fd`; true if any came.
+fn poll(fd: &OwnedFd, events: PollFlags, timeout: Option<Duration>) -> io::Result<bool> {
+    let fd = fd.as_fd();
+    let mut fds = [PollFd::new(&fd, events)];
+    let ts = timeout.map(|t| {
+        Timespec::try_from(t).unwrap_or(Timespec {
+            tv_sec: 3600,
+            tv_nsec: 0,
+        })
+    });
+    match rustix::event::poll(&mut fds, ts.as_ref()) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs the TLS handshake of `conn` on the connected socket `fd`, blocking, for at most
+/// `timeout`, then splits the connection into its two halves.
+pub fn handshake(
+    fd: OwnedFd,
+    conn: impl Into<rustls::Connection>,
+    timeout: Duration,
+) -> Result<(TlsReader, TlsWriter), AccessError> {
+    let mut st = State {
+        conn: conn.into(),
+        inbuf: vec![0; SOCKET_BUFFER],
+        start: 0,
+        end: 0,
+        eof: false,
+        failed: None,
+    };
+    let deadline = Instant::now() + timeout;
+    let fail = |e: io::Error| AccessError::Handshake(e);
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| AccessError::Handshake(io::ErrorKind::TimedOut.into()))
+    };
+    while st.conn.is_handshaking() || st.conn.wants_write() {
+        match st.flush(&fd) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                poll(&fd, PollFlags::OUT, Some(left()?)).map_err(fail)?;
+                continue;
+            }
+            Err(e) => return Err(fail(e)),
+        }
+        if !st.conn.is_handshaking() {
+            break;
+        }
+        if st.process(&fd).map_err(fail)? {
+            continue;
+        }
+        if st.eof {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the connection during the handshake",
+            )));
+        }
+        match rustix::net::recv(&fd, &mut st.inbuf[..], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => st.eof = true,
+            Ok((n, _)) => {
+                st.start = 0;
+                st.end = n;
+            }
+            Err(rustix::io::Errno::AGAIN) => {
+                poll(&fd, PollFlags::IN, Some(left()?)).map_err(fail)?;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(fail(e.into())),
+        }
+    }
+    // Records larger than rustls's default send buffer are fine: writes are bounded by
+    // WRITE_CHUNK instead.
+    st.conn.set_buffer_limit(None);
+    let shared = Arc::new(Shared {
+        state: Mutex::new(st),
+        fd,
+    });
+    Ok((
+        TlsReader {
+            shared: shared.clone(),
+            timeout: None,
+        },
+        TlsWriter {
+            shared,
+            owed: 0,
+            shut: false,
+        },
+    ))
+}
+
+impl TlsReader {
+    /// Reads plaintext without waiting: `Ok(0)` at the end of the input, `WouldBlock` when
+    /// none is ready.
+    pub fn read_nb(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let sh = &*self.shared;
+        let r = sh.lock().read(&sh.fd, buf);
+        r
+    }
+
+    /// Waits at most `timeout` (`None`: for ever) for input on the socket, without holding
+    /// the connection; true if some may be there. While bytes rustls has to send are pending,
+    /// it also sends them when the socket has room.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        let sh = &*self.shared;
+        let pending = {
+            let st = sh.lock();
+            if st.start < st.end || st.eof || st.failed.is_some() {
+                return Ok(true);
+            }
+            st.conn.wants_write()
+        };
+        let events = if pending {
+            PollFlags::IN | PollFlags::OUT
+        } else {
+            PollFlags::IN
+        };
+        let fd = sh.fd.as_fd();
+        let mut fds = [PollFd::new(&fd, events)];
+        let ts = timeout.map(|t| {
+            Timespec::try_from(t).unwrap_or(Timespec {
+                tv_sec: 3600,
+                tv_nsec: 0,
+            })
+        });
+        let n = match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let got = fds[0].revents();
+        if got.contains(PollFlags::OUT) {
+            let mut st = sh.lock();
+            match st.flush(&sh.fd) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n > 0 && !(got - PollFlags::OUT).is_empty())
+    }
+
+    /// Sets how long a blocking [`read`](io::Read::read) waits before `TimedOut` (`None`: for
+    /// ever).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+}
+
+impl io::Read for TlsReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.read_nb(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(l) if !l.is_zero() => Some(l),
+                    _ => return Err(io::ErrorKind::TimedOut.into()),
+                },
+            };
+            self.wait(left)?;
+        }
+    }
+}
+
+impl TlsWriter {
+    /// Writes a prefix of `buf` without waiting (see the module doc: bytes count as written
+    /// once their records left); `WouldBlock` when none could be. The next call must offer the
+    /// bytes not reported as written, first.
+    pub fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let sh = &*self.shared;
+        let mut st = sh.lock();
+        st.check()?;
+        st.flush(&sh.fd)?;
+        if self.owed > 0 {
+            // Everything of the earlier call has left: those bytes are written now.
+            if buf.len() < self.owed {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a tls write must offer the bytes it was not told were written",
+                ));
+            }
+            return Ok(std::mem::take(&mut self.owed));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let k = buf.len().min(WRITE_CHUNK);
+        let n = io::Write::write(&mut st.conn.writer(), &buf[..k])?;
+        match st.flush(&sh.fd) {
+            Ok(()) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.owed = n;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits at most `timeout` (`None`: for ever) for room in the socket, without holding the
+    /// connection.
+    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        poll(&self.shared.fd, PollFlags::OUT, timeout)
+    }
+
+    /// Sends `close_notify` (waiting at most a second for room) and shuts the socket's
+    /// writing side. Later writes fail.
+    pub fn shutdown(&mut self) {
+        if std::mem::replace(&mut self.shut, true) {
+            return;
+        }
+        let sh = &*self.shared;
+        let give_up = Instant::now() + Duration::from_secs(1);
+        {
+            let mut st = sh.lock();
+            st.conn.send_close_notify();
+        }
+        loop {
+            let r = sh.lock().flush(&sh.fd);
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = give_up.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    let _ = poll(&sh.fd, PollFlags::OUT, Some(left));
+                }
+                _ => break,
+            }
+        }
+        // The peer may be gone already; nothing to do about a failure here.
+        let _ = rustix::net::shutdown(&sh.fd, rustix::net::Shutdown::Write);
+    }
+
+    /// Shuts down both directions of the socket (a hard disconnect: wakes a reader blocked
+    /// on it).
+    pub fn abort(&self) {
+        let _ = rustix::net::shutdown(&self.shared.fd, rustix::net::Shutdown::Both);
+    }
+}
+
+impl io::Write for TlsWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.shut {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        loop {
+            match self.write_nb(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(None)?;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        loop {
+            let r = {
+                let sh = &*self.shared;
+                let mut st = sh.lock();
+                st.check().and_then(|()| st.flush(&sh.fd))
+            };
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(None)?;
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// Both halves as one stream (for a protocol phase run by one thread, like the NBD option
+/// haggling after `NBD_OPT_STARTTLS`), split again with [`into_halves`](Self::into_halves).
+#[derive(Debug)]
+pub struct TlsStream {
+    reader: TlsReader,
+    writer: TlsWriter,
+}
+
+impl TlsStream {
+    /// Joins two halves of one connection.
+    pub fn new(reader: TlsReader, writer: TlsWriter) -> TlsStream {
+        TlsStream { reader, writer }
+    }
+
+    /// The two halves.
+    pub fn into_halves(self) -> (TlsReader, TlsWriter) {
+        (self.reader, self.writer)
+    }
+
+    /// Sets how long a blocking read waits (see [`TlsReader::set_timeout`]).
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
+        self.reader.set_timeout(timeout);
+    }
+}
+
+impl io::Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reader.read(buf)
+    }
+}
+
+impl io::Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}

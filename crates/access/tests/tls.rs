@@ -1,0 +1,169 @@
+//! TLS between two threads over loopback TCP: mutual authentication, refusals, and both
+//! halves of one connection used at once.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use offhost_access::certs::{self, CertDir};
+use offhost_access::{handshake, ClientAuth, TlsClient, TlsServer};
+
+const T: Duration = Duration::from_secs(10);
+
+fn pki() -> (tempfile::TempDir, CertDir) {
+    let d = tempfile::tempdir().unwrap();
+    let dir = certs::generate(&d.path().join("pki"), &[]).unwrap();
+    (d, dir)
+}
+
+/// Runs a server handshake in a thread and a client handshake here; returns both results.
+fn pair(
+    server: &TlsServer,
+    client: &TlsClient,
+) -> (
+    Result<(offhost_access::TlsReader, offhost_access::TlsWriter), offhost_access::AccessError>,
+    Result<(offhost_access::TlsReader, offhost_access::TlsWriter), offhost_access::AccessError>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let conn = server.connection().unwrap();
+    let srv = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        handshake(s.into(), conn, T)
+    });
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let c = handshake(s.into(), client.connection("127.0.0.1").unwrap(), T);
+    (srv.join().unwrap(), c)
+}
+
+#[test]
+fn both_halves_carry_data_at_once_and_close_notify_ends_the_input() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let (s, c) = pair(&server, &client);
+    let (mut sr, mut sw) = s.unwrap();
+    let (mut cr, mut cw) = c.unwrap();
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+    std::thread::scope(|scope| {
+        // Server: echo everything back from a second thread while the first reads.
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        scope.spawn(move || {
+            let mut buf = vec![0u8; 100_000];
+            loop {
+                let n = sr.read(&mut buf).unwrap();
+                if n == 0 {
+                    return;
+                }
+                tx.send(buf[..n].to_vec()).unwrap();
+            }
+        });
+        scope.spawn(move || {
+            for chunk in rx {
+                sw.write_all(&chunk).unwrap();
+            }
+            sw.flush().unwrap();
+            sw.shutdown();
+        });
+        let d = &data;
+        scope.spawn(move || {
+            for part in d.chunks(300_001) {
+                cw.write_all(part).unwrap();
+            }
+            cw.flush().unwrap();
+            cw.shutdown();
+        });
+        let mut got = Vec::new();
+        cr.read_to_end(&mut got).unwrap();
+        assert!(got == data, "echo came back whole and in order");
+    });
+}
+
+fn refused(server: &TlsServer, client: &TlsClient) -> String {
+    let (s, c) = pair(server, client);
+    let s = s.err().map(|e| e.to_string());
+    // In TLS 1.3 the client may finish its side before the server refuses it: then its
+    // first read reports the server's alert.
+    let c = match c {
+        Err(e) => Some(e.to_string()),
+        Ok((mut r, _w)) => {
+            r.set_timeout(Some(T));
+            let mut b = [0u8; 1];
+            r.read(&mut b).err().map(|e| e.to_string())
+        }
+    };
+    let s = s.expect("the server refuses the handshake");
+    assert!(c.is_some(), "the client learns it was refused");
+    s
+}
+
+#[test]
+fn a_client_without_a_certificate_is_refused() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    std::fs::remove_file(dir.file(certs::CLIENT_KEY)).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let why = refused(&server, &client);
+    assert!(why.contains("certificate"), "{why}");
+}
+
+#[test]
+fn a_client_certificate_from_another_ca_is_refused() {
+    let (_d, dir) = pki();
+    let (_e, other) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    // Trusts our CA (so it accepts the server) but presents a certificate of another CA.
+    let mixed = tempfile::tempdir().unwrap();
+    for (from, name) in [
+        (&dir, certs::CA_CERT),
+        (&other, certs::CLIENT_CERT),
+        (&other, certs::CLIENT_KEY),
+    ] {
+        std::fs::copy(from.file(name), mixed.path().join(name)).unwrap();
+    }
+    let client = TlsClient::load(&CertDir::new(mixed.path())).unwrap();
+    let why = refused(&server, &client);
+    assert!(why.contains("certificate") || why.contains("issuer"), "{why}");
+}
+
+#[test]
+fn a_client_that_does_not_trust_the_server_refuses_it() {
+    let (_d, dir) = pki();
+    let (_e, other) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let client = TlsClient::load(&other).unwrap();
+    let (_s, c) = pair(&server, &client);
+    let e = c.err().expect("the client refuses an unknown server");
+    assert!(e.to_string().contains("certificate"), "{e}");
+}
+
+#[test]
+fn optional_client_auth_admits_a_client_without_a_certificate() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Optional).unwrap();
+    std::fs::remove_file(dir.file(certs::CLIENT_CERT)).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let (s, c) = pair(&server, &client);
+    let (_sr, mut sw) = s.unwrap();
+    let (mut cr, _cw) = c.unwrap();
+    sw.write_all(b"hello").unwrap();
+    let mut b = [0u8; 5];
+    cr.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"hello");
+}
+
+#[test]
+fn plain_bytes_are_not_a_handshake() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let conn = server.connection().unwrap();
+    let srv = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        handshake(s.into(), conn, T)
+    });
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert!(srv.join().unwrap().is_err());
+}
