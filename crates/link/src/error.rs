@@ -6,7 +6,8 @@ use offhost_proto::{CallError, ProtoError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinkError {
-    /// The URL is not one of `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME`, `shm:ADDR`.
+    /// The URL is not one of `tls:HOST:PORT`, `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME`,
+    /// `shm:ADDR`.
     #[error("bad url {url:?}: {why}")]
     BadUrl {
         /// The URL given.
@@ -22,6 +23,15 @@ pub enum LinkError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A server was asked to listen on plain TCP without opting in.
+    #[error("refusing to listen on {0}: plain tcp has no authentication or encryption; use tls:HOST:PORT with a certificate directory (--tls-certificates DIR, made by `offhost certs DIR`), or allow plain tcp with --insecure")]
+    Insecure(String),
+    /// A `tls:` URL without a certificate directory.
+    #[error("{0} needs a certificate directory (--tls-certificates DIR; `offhost certs DIR` creates one)")]
+    NoCertificates(String),
+    /// Certificates, the TLS handshake or a peer check failed.
+    #[error("{0}")]
+    Access(#[from] offhost_access::AccessError),
     /// No listener answers at a `mem:` name.
     #[error("no in-process listener named {0:?}")]
     NoListener(String),

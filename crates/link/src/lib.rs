@@ -1,4 +1,4 @@
-//! Transports (tcp, unix, mem, shm) and the Session/Channel host API of offhost.
+//! Transports (tls, tcp, unix, mem, shm) and the Session/Channel host API of offhost.
 //!
 //! A [`Session`] is one link to a peer ([`Session::connect`] on the host, [`Server::accept`]
 //! on the engine); it carries many [`Channel`]s, each a two-way stream of messages with its own
@@ -16,6 +16,11 @@
 //! | /dev/tlw0, /dev/tlr0          | [`Channel::writer`], [`Channel::reader`]              |
 //! | DMA-able message memory       | [`Channel::loan`], [`Channel::send_loan`], [`Channel::recv_message`] (shm) |
 //!
+//! Security: [`Session::connect_with`] and [`Server::bind_with`] take [`LinkOptions`]:
+//! `tls:HOST:PORT` is TCP with mutual TLS (certificates in nbdkit's directory layout), plain
+//! `tcp:` needs [`LinkOptions::insecure`] on a server, and `unix:` / `shm:` servers admit
+//! only peers running as their own uid or an allowed one.
+//!
 //! A message over the channel's maximum is [`LinkError::TooLarge`] at the call. When the peer
 //! goes away every blocked call returns [`LinkError::PeerGone`] within a fraction of a second.
 #![forbid(unsafe_code)]
@@ -27,10 +32,12 @@ mod flusher;
 mod io;
 mod loan;
 mod mem;
+mod options;
 mod quick;
 mod server;
 mod session;
 mod shm;
+mod tls;
 mod url;
 mod wire;
 
@@ -39,6 +46,7 @@ pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
 pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
+pub use options::LinkOptions;
 pub use server::{echo_channel, serve_echo, Server};
 pub use session::Session;
 pub use shm::default_config as default_shm_config;

@@ -8,11 +8,13 @@ use offhost_proto::Side;
 use crate::channel::Channel;
 use crate::error::LinkError;
 use crate::mem::MemListener;
+use crate::options::LinkOptions;
 use crate::session::Session;
 use crate::url::Endpoint;
 
 enum Listener {
     Tcp(std::net::TcpListener),
+    Tls(std::net::TcpListener, offhost_access::TlsServer),
     Unix(std::os::unix::net::UnixListener, PathBuf),
     Mem(MemListener),
     Shm(offhost_shm::Listener),
@@ -22,6 +24,7 @@ enum Listener {
 pub struct Server {
     listener: Listener,
     url: String,
+    allow: offhost_access::AllowUids,
 }
 
 impl std::fmt::Debug for Server {
@@ -30,22 +33,48 @@ impl std::fmt::Debug for Server {
     }
 }
 
+fn bind_tcp(addr: &str, scheme: &str) -> Result<(std::net::TcpListener, String), LinkError> {
+    let l = std::net::TcpListener::bind(addr)
+        .map_err(|e| LinkError::io(format!("bind {scheme}:{addr}"), e))?;
+    let local = l
+        .local_addr()
+        .map_err(|e| LinkError::io("local address", e))?;
+    Ok((l, format!("{scheme}:{local}")))
+}
+
 impl Server {
-    /// Listens at `url`. TCP hosts are taken literally (use `127.0.0.1` for loopback; port 0
-    /// picks a free port, see [`url`](Self::url)). A Unix socket is made owner-only; a stale
-    /// socket file left by a dead server is replaced, a live one is an error.
+    /// Listens at `url`: `unix:`, `shm:` and `mem:` as with [`bind_with`](Self::bind_with)
+    /// and default options (peers of our own uid only), and `tcp:HOST:PORT` as written: plain
+    /// TCP, with neither authentication nor encryption, because the caller spelled it out (a
+    /// server reachable from other users or machines should use `tls:` through
+    /// [`bind_with`](Self::bind_with)). TCP hosts are taken literally (use `127.0.0.1` for
+    /// loopback; port 0 picks a free port, see [`url`](Self::url)).
     pub fn bind(url: &str) -> Result<Server, LinkError> {
-        match Endpoint::parse(url)? {
+        Self::bind_with(url, &LinkOptions::new().insecure(true))
+    }
+
+    /// Listens at `url` with `options`:
+    /// - `tls:HOST:PORT`: every session starts with a TLS handshake in which the client must
+    ///   present a certificate signed by the CA of the certificate directory;
+    /// - `tcp:HOST:PORT`: refused ([`LinkError::Insecure`]) unless `options.insecure`;
+    /// - `unix:PATH`: the socket file is made owner-only; a stale socket file left by a dead
+    ///   server is replaced, a live one is an error; `shm:ADDR` likewise;
+    /// - on `unix:` and `shm:`, a peer whose uid (`SO_PEERCRED`) is neither ours nor in
+    ///   `options.allow_uids` is turned away at accept.
+    pub fn bind_with(url: &str, options: &LinkOptions) -> Result<Server, LinkError> {
+        let allow = offhost_access::AllowUids::with(options.allow_uids.iter().copied());
+        let (listener, url) = match Endpoint::parse(url)? {
             Endpoint::Tcp(addr) => {
-                let l = std::net::TcpListener::bind(&addr)
-                    .map_err(|e| LinkError::io(format!("bind tcp:{addr}"), e))?;
-                let local = l
-                    .local_addr()
-                    .map_err(|e| LinkError::io("local address", e))?;
-                Ok(Server {
-                    listener: Listener::Tcp(l),
-                    url: format!("tcp:{local}"),
-                })
+                if !options.insecure {
+                    return Err(LinkError::Insecure(format!("tcp:{addr}")));
+                }
+                let (l, url) = bind_tcp(&addr, "tcp")?;
+                (Listener::Tcp(l), url)
+            }
+            Endpoint::Tls(addr) => {
+                let config = crate::tls::server_config(&options.cert_dir(url)?)?;
+                let (l, url) = bind_tcp(&addr, "tls")?;
+                (Listener::Tls(l, config), url)
             }
             Endpoint::Unix(path) => {
                 let ctx = || format!("bind unix:{}", path.display());
@@ -56,52 +85,105 @@ impl Server {
                     .map_err(|e| LinkError::io(ctx(), e))?;
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
                     .map_err(|e| LinkError::io(ctx(), e))?;
-                Ok(Server {
-                    url: format!("unix:{}", path.display()),
-                    listener: Listener::Unix(l, path),
-                })
+                (
+                    Listener::Unix(l, path.clone()),
+                    format!("unix:{}", path.display()),
+                )
             }
-            Endpoint::Shm(addr) => Ok(Server {
-                listener: Listener::Shm(offhost_shm::Listener::bind(&addr)?),
-                url: format!("shm:{addr}"),
-            }),
-            Endpoint::Mem(name) => Ok(Server {
-                listener: Listener::Mem(MemListener::bind(&name)?),
-                url: format!("mem:{name}"),
-            }),
-        }
+            Endpoint::Shm(addr) => {
+                let mut l = offhost_shm::Listener::bind(&addr)?;
+                l.set_allowed_uids(options.allow_uids.clone());
+                (Listener::Shm(l), format!("shm:{addr}"))
+            }
+            Endpoint::Mem(name) => (
+                Listener::Mem(MemListener::bind(&name)?),
+                format!("mem:{name}"),
+            ),
+        };
+        Ok(Server {
+            listener,
+            url,
+            allow,
+        })
     }
 
-    /// The URL hosts connect to (with the real port for `tcp:...:0`).
+    /// The URL hosts connect to (with the real port for `tcp:...:0` and `tls:...:0`).
     pub fn url(&self) -> &str {
         &self.url
     }
 
-    /// Waits for the next host session.
+    /// Waits for the next host session. A peer that is refused (another uid on `unix:` or
+    /// `shm:`, no or a wrong certificate on `tls:`) is logged and turned away, and the wait
+    /// goes on; errors are those of the listening socket.
     pub fn accept(&self) -> Result<Session, LinkError> {
+        loop {
+            match self.accept_one() {
+                Ok(Some(s)) => return Ok(s),
+                Ok(None) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One connection: `None` when its peer was turned away.
+    fn accept_one(&self) -> Result<Option<Session>, LinkError> {
+        let turned_away = |what: &str, e: &dyn std::fmt::Display| {
+            tracing::warn!("{}: turned away {what}: {e}", self.url);
+        };
         match &self.listener {
             Listener::Tcp(l) => {
                 let (s, _) = l.accept().map_err(|e| LinkError::io("accept tcp", e))?;
                 s.set_nodelay(true)
                     .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
-                Session::over_socket(s.into(), Side::Server, "tcp")
+                Session::over_socket(s.into(), Side::Server, "tcp").map(Some)
+            }
+            Listener::Tls(l, config) => {
+                let (s, peer) = l.accept().map_err(|e| LinkError::io("accept tls", e))?;
+                match crate::tls::accept(s, config) {
+                    Ok((r, w)) => Ok(Some(Session::over(
+                        Box::new(r),
+                        Box::new(w),
+                        Side::Server,
+                        "tls",
+                    ))),
+                    Err(e) => {
+                        turned_away(&peer.to_string(), &e);
+                        Ok(None)
+                    }
+                }
             }
             Listener::Unix(l, _) => {
                 let (s, _) = l.accept().map_err(|e| LinkError::io("accept unix", e))?;
-                Session::over_socket(s.into(), Side::Server, "unix")
+                if let Err(e) = self.allow.check(&s) {
+                    turned_away("a unix peer", &e);
+                    return Ok(None);
+                }
+                Session::over_socket(s.into(), Side::Server, "unix").map(Some)
             }
-            Listener::Shm(l) => {
-                let (r, w) = crate::shm::halves(l.accept()?);
-                Ok(Session::over(Box::new(r), Box::new(w), Side::Server, "shm"))
-            }
+            Listener::Shm(l) => match l.accept() {
+                Ok(ep) => {
+                    let (r, w) = crate::shm::halves(ep);
+                    Ok(Some(Session::over(
+                        Box::new(r),
+                        Box::new(w),
+                        Side::Server,
+                        "shm",
+                    )))
+                }
+                Err(e @ offhost_shm::ShmError::PeerUid { .. }) => {
+                    turned_away("an shm peer", &e);
+                    Ok(None)
+                }
+                Err(e) => Err(e.into()),
+            },
             Listener::Mem(l) => {
                 let c = l.accept()?;
-                Ok(Session::over(
+                Ok(Some(Session::over(
                     Box::new(c.read),
                     Box::new(c.write),
                     Side::Server,
                     "mem",
-                ))
+                )))
             }
         }
     }

@@ -8,6 +8,7 @@ use offhost_proto::{ChannelOptions, Config, Connection, Side};
 use crate::channel::Channel;
 use crate::driver::{Deadline, Driver};
 use crate::error::LinkError;
+use crate::options::LinkOptions;
 use crate::url::Endpoint;
 use crate::wire::{WireRead, WireWrite};
 
@@ -42,9 +43,22 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// Connects to an engine at `url`: `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`
-    /// (shared memory with [`default_shm_config`](crate::default_shm_config)).
+    /// (shared memory with [`default_shm_config`](crate::default_shm_config)). A `tls:` URL
+    /// needs a certificate directory: use [`connect_with`](Self::connect_with).
     pub fn connect(url: &str) -> Result<Session, LinkError> {
+        Self::connect_with(url, &LinkOptions::default())
+    }
+
+    /// Connects to an engine at `url` with `options`: for `tls:HOST:PORT` the certificate
+    /// directory (the server must present a certificate of its CA naming HOST, and this side
+    /// presents its client certificate). Returns once the server has admitted this client.
+    pub fn connect_with(url: &str, options: &LinkOptions) -> Result<Session, LinkError> {
         match Endpoint::parse(url)? {
+            Endpoint::Tls(addr) => {
+                let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
+                let (r, w) = crate::tls::connect(&addr, &client)?;
+                Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "tls"))
+            }
             Endpoint::Tcp(addr) => {
                 let s = std::net::TcpStream::connect(&addr)
                     .map_err(|e| LinkError::io(format!("connect tcp:{addr}"), e))?;
@@ -100,7 +114,7 @@ impl Session {
         }
     }
 
-    /// The transport's name: `tcp`, `unix`, `mem` or `shm`.
+    /// The transport's name: `tls`, `tcp`, `unix`, `mem` or `shm`.
     pub fn transport(&self) -> &'static str {
         self.handle.transport
     }

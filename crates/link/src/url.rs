@@ -7,8 +7,10 @@ use crate::error::LinkError;
 /// Where a session connects or a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// `tcp:HOST:PORT`
+    /// `tcp:HOST:PORT`: plain TCP.
     Tcp(String),
+    /// `tls:HOST:PORT`: TCP with mutual TLS.
+    Tls(String),
     /// `unix:PATH`
     Unix(PathBuf),
     /// `mem:NAME`, in this process.
@@ -19,7 +21,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`.
+    /// Parses `tcp:HOST:PORT`, `tls:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`.
     pub fn parse(url: &str) -> Result<Endpoint, LinkError> {
         let bad = |why| LinkError::BadUrl {
             url: url.to_owned(),
@@ -32,19 +34,23 @@ impl Endpoint {
             return Err(bad("empty address"));
         }
         match scheme {
-            "tcp" => {
+            "tcp" | "tls" => {
                 let (host, port) = rest
                     .rsplit_once(':')
-                    .ok_or_else(|| bad("expected tcp:HOST:PORT"))?;
+                    .ok_or_else(|| bad("expected tcp:HOST:PORT or tls:HOST:PORT"))?;
                 if host.is_empty() || port.parse::<u16>().is_err() {
-                    return Err(bad("expected tcp:HOST:PORT with a port from 0 to 65535"));
+                    return Err(bad("expected HOST:PORT with a port from 0 to 65535"));
                 }
-                Ok(Endpoint::Tcp(rest.to_owned()))
+                Ok(if scheme == "tcp" {
+                    Endpoint::Tcp(rest.to_owned())
+                } else {
+                    Endpoint::Tls(rest.to_owned())
+                })
             }
             "unix" => Ok(Endpoint::Unix(PathBuf::from(rest))),
             "mem" => Ok(Endpoint::Mem(rest.to_owned())),
             "shm" => Ok(Endpoint::Shm(rest.to_owned())),
-            _ => Err(bad("unknown scheme; use tcp, unix, mem or shm")),
+            _ => Err(bad("unknown scheme; use tls, tcp, unix, mem or shm")),
         }
     }
 }
@@ -53,6 +59,7 @@ impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
+            Endpoint::Tls(a) => write!(f, "tls:{a}"),
             Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
             Endpoint::Mem(n) => write!(f, "mem:{n}"),
             Endpoint::Shm(a) => write!(f, "shm:{a}"),
@@ -78,6 +85,10 @@ mod tests {
             Endpoint::parse("unix:/tmp/x").unwrap(),
             Endpoint::Unix("/tmp/x".into())
         );
+        assert_eq!(
+            Endpoint::parse("tls:localhost:7").unwrap(),
+            Endpoint::Tls("localhost:7".into())
+        );
         assert_eq!(Endpoint::parse("mem:a").unwrap(), Endpoint::Mem("a".into()));
         assert_eq!(
             Endpoint::parse("shm:@e").unwrap(),
@@ -93,6 +104,8 @@ mod tests {
             "tcp:",
             "tcp:host",
             "tcp:host:99999",
+            "tls:host",
+            "tls::1",
             "ftp:x",
             "unix:",
         ] {

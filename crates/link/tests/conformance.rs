@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use common::{bytes, echo_server, server};
-use offhost_link::{select, ChannelOptions, LinkError, SendMode, Session};
+use offhost_link::{select, ChannelOptions, LinkError, SendMode};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -21,7 +21,7 @@ fn opts(packet_size: usize, buf: u32) -> ChannelOptions {
 
 fn echo_of_every_size(transport: &str) {
     let (url, _dir) = echo_server(transport);
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("echo", opts(4096, 1 << 20)).unwrap();
     for (i, len) in [0usize, 1, 7, 8, 9, 4095, 4096, 4097, 100_000, 1 << 20]
         .into_iter()
@@ -49,7 +49,7 @@ fn many_channels_many_sessions(transport: &str) {
         for s in 0..3 {
             let url = url.clone();
             scope.spawn(move || {
-                let session = Session::connect(&url).unwrap();
+                let session = common::connect(&url).unwrap();
                 let chans: Vec<_> = (0..4)
                     .map(|c| session.open(&format!("c{c}"), opts(64, 8192)).unwrap())
                     .collect();
@@ -77,7 +77,7 @@ fn many_channels_many_sessions(transport: &str) {
 /// of receive calls: every echo comes back whole, in order, on its own channel.
 fn threads_share_a_session_with_small_messages(transport: &str) {
     let (url, _dir) = echo_server(transport);
-    let session = Session::connect(&url).unwrap();
+    let session = common::connect(&url).unwrap();
     let chans: Vec<_> = (0..4)
         .map(|c| session.open(&format!("small{c}"), opts(64, 4096)).unwrap())
         .collect();
@@ -105,7 +105,7 @@ fn threads_share_a_session_with_small_messages(transport: &str) {
 
 fn pipelined_stream_keeps_order(transport: &str) {
     let (url, _dir) = echo_server(transport);
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("stream", opts(1024, 64 * 1024)).unwrap();
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -124,7 +124,7 @@ fn pipelined_stream_keeps_order(transport: &str) {
 
 fn too_large_is_an_error_at_the_call(transport: &str) {
     let (url, _dir) = echo_server(transport);
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("big", opts(64, 1000)).unwrap();
     assert!(matches!(
         ch.send(&[0; 1001]),
@@ -153,7 +153,7 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
         ch.send(b"late").unwrap();
         (s, ch)
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("t", opts(64, 256)).unwrap();
     assert!(matches!(ch.try_recv(), Err(LinkError::WouldBlock)));
     assert!(matches!(
@@ -206,7 +206,7 @@ fn synchronous_send_waits_for_the_receiver(transport: &str) {
         assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"two");
         (s, ch)
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s
         .open(
             "sync",
@@ -240,7 +240,7 @@ fn select_returns_the_ready_channel(transport: &str) {
         a.send(b"on a").unwrap();
         (s, a, b, c)
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let a = s.open("a", ChannelOptions::default()).unwrap();
     let b = s.open("b", ChannelOptions::default()).unwrap();
     let c = s.open("c", ChannelOptions::default()).unwrap();
@@ -253,7 +253,7 @@ fn select_returns_the_ready_channel(transport: &str) {
     c.send(b"done").unwrap();
     assert_eq!(select(&[&a, &b], Some(T)).unwrap(), 0);
     assert_eq!(a.recv().unwrap().unwrap(), b"on a");
-    let other = Session::connect(&url);
+    let other = common::connect(&url);
     if let Ok(other) = other {
         let x = other.open("x", ChannelOptions::default()).unwrap();
         assert!(matches!(
@@ -266,7 +266,7 @@ fn select_returns_the_ready_channel(transport: &str) {
 
 fn read_write_adapters_carry_a_byte_stream(transport: &str) {
     let (url, _dir) = echo_server(transport);
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("bytes", ChannelOptions::default()).unwrap();
     let data = bytes(3 << 20 | 12345, 99);
     std::thread::scope(|scope| {
@@ -293,7 +293,7 @@ fn slow_channel_does_not_stall_others(transport: &str) {
         offhost_link::echo_channel(&fast).unwrap();
         (s, slow)
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let slow = s.open("slow", opts(4096, 64 * 1024)).unwrap();
     let fast = s.open("fast", opts(4096, 64 * 1024)).unwrap();
     let mut n = 0;
@@ -322,7 +322,7 @@ fn peer_close_ends_blocked_calls(transport: &str) {
         s.close();
         drop(ch);
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let ch = s.open("bye", ChannelOptions::default()).unwrap();
     ch.send(b"hello").unwrap();
     // Blocked in recv when the engine says goodbye: end of stream, then sends fail.
@@ -364,7 +364,7 @@ fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
         }
         (s, a, b)
     });
-    let s = Session::connect(&url).unwrap();
+    let s = common::connect(&url).unwrap();
     let a = s.open("a", ChannelOptions::default()).unwrap();
     let b = s.open("b", ChannelOptions::default()).unwrap();
     let quick = Duration::from_secs(1);
@@ -435,13 +435,13 @@ macro_rules! conformance {
     )*};
 }
 
-conformance!(mem, tcp, unix, shm);
+conformance!(mem, tcp, tls, unix, shm);
 
 #[test]
 fn batches_keep_order_and_respect_credit() {
-    for transport in ["mem", "tcp", "unix", "shm"] {
+    for transport in ["mem", "tcp", "tls", "unix", "shm"] {
         let (url, _dir) = echo_server(transport);
-        let s = Session::connect(&url).unwrap();
+        let s = common::connect(&url).unwrap();
         // A window of 4 KiB: a batch of 64 KiB must wait for credit several times.
         let ch = s.open("batch", opts(64, 4096)).unwrap();
         let msgs: Vec<Vec<u8>> = (0..1024u32).map(|i| i.to_le_bytes().repeat(16)).collect();

@@ -20,10 +20,15 @@ pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Refuses a peer that runs as another user.
 pub(crate) fn check_peer_uid(sock: &UnixStream) -> Result<(), ShmError> {
+    check_peer_uid_allowing(sock, &[])
+}
+
+/// Refuses a peer that runs as another user than ours and those in `allowed`.
+pub(crate) fn check_peer_uid_allowing(sock: &UnixStream, allowed: &[u32]) -> Result<(), ShmError> {
     let cred = rustix::net::sockopt::socket_peercred(sock).map_err(ShmError::io("SO_PEERCRED"))?;
     let ours = rustix::process::getuid().as_raw();
     let theirs = cred.uid.as_raw();
-    if ours != theirs {
+    if ours != theirs && !allowed.contains(&theirs) {
         return Err(ShmError::PeerUid { ours, theirs });
     }
     Ok(())

@@ -1,9 +1,11 @@
 //! Fixtures shared by the link tests: a server per transport.
 #![allow(dead_code)] // each test binary uses a different part
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
-use offhost_link::Server;
+use offhost_link::{LinkError, LinkOptions, Server, Session};
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -14,6 +16,7 @@ pub fn fresh_url(transport: &str) -> (String, tempfile::TempDir) {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let url = match transport {
         "tcp" => "tcp:127.0.0.1:0".to_owned(),
+        "tls" => "tls:127.0.0.1:0".to_owned(),
         "unix" => format!("unix:{}", dir.path().join("engine.sock").display()),
         "mem" => format!("mem:test-{}-{n}", std::process::id()),
         "shm" => format!("shm:{}", dir.path().join("engine.sock").display()),
@@ -25,7 +28,33 @@ pub fn fresh_url(transport: &str) -> (String, tempfile::TempDir) {
 /// A bound server at a fresh URL for `transport`.
 pub fn server(transport: &str) -> (Server, tempfile::TempDir) {
     let (url, dir) = fresh_url(transport);
-    (Server::bind(&url).expect("bind"), dir)
+    (Server::bind_with(&url, &options()).expect("bind"), dir)
+}
+
+/// One certificate directory for the whole test process (made by `offhost certs`' library
+/// call), kept until the process exits.
+pub fn cert_dir() -> PathBuf {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().expect("temp dir");
+        let p = d.path().join("pki");
+        offhost_access::certs::generate(&p, &[]).expect("generate certificates");
+        (d, p)
+    })
+    .1
+    .clone()
+}
+
+/// Options every test uses: the shared certificate directory, plain tcp allowed.
+pub fn options() -> LinkOptions {
+    LinkOptions::new()
+        .tls_certificates(cert_dir())
+        .insecure(true)
+}
+
+/// Connects to `url` with [`options`] (so `tls:` works too).
+pub fn connect(url: &str) -> Result<Session, LinkError> {
+    Session::connect_with(url, &options())
 }
 
 /// A server running the echo service in the background; returns its URL.

@@ -1,0 +1,172 @@
+//! The `tls:HOST:PORT` transport: TCP with mutual TLS (rustls, via `offhost-access`).
+//!
+//! After the TLS handshake the server sends one byte, [`ADMITTED`], before anything else:
+//! in TLS 1.3 a client finishes its handshake before the server has checked the client's
+//! certificate, so without it a refused client would only learn of the refusal at its first
+//! read. With it, [`connect`] returns only once the server has admitted the client, and a
+//! refusal is an error of the connect call.
+//!
+//! The two halves share one rustls connection (see `offhost_access::stream`): the reading
+//! half's wait polls the socket without holding it, so the driver's waiting reader never
+//! keeps the writer (or the flusher) from writing.
+
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+use offhost_access::{ClientAuth, TlsClient, TlsReader, TlsServer, TlsWriter};
+
+use crate::error::LinkError;
+use crate::wire::{Input, WireRead, WireWrite, FEED_BUDGET};
+
+/// The byte a server sends once it has admitted a client.
+pub(crate) const ADMITTED: u8 = 0x5a;
+
+/// Longest TLS handshake (and admission) a side waits for.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reading half: plaintext into a buffer, handed to the driver in one piece.
+pub(crate) struct TlsRead {
+    r: TlsReader,
+    buf: Vec<u8>,
+    len: usize,
+    eof: bool,
+}
+
+/// Writing half.
+pub(crate) struct TlsWrite {
+    w: TlsWriter,
+}
+
+fn halves(r: TlsReader, w: TlsWriter) -> (TlsRead, TlsWrite) {
+    (
+        TlsRead {
+            r,
+            buf: vec![0; FEED_BUDGET],
+            len: 0,
+            eof: false,
+        },
+        TlsWrite { w },
+    )
+}
+
+/// Connects to a `tls:` server at `addr` (`HOST:PORT`): TCP, the handshake, then the server's
+/// admission.
+pub(crate) fn connect(
+    addr: &str,
+    client: &TlsClient,
+) -> Result<(TlsRead, TlsWrite), LinkError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let conn = client.connection(host)?;
+    let s = std::net::TcpStream::connect(addr)
+        .map_err(|e| LinkError::io(format!("connect tls:{addr}"), e))?;
+    s.set_nodelay(true)
+        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+    let (mut r, w) = offhost_access::handshake(s.into(), conn, HANDSHAKE_TIMEOUT)?;
+    r.set_timeout(Some(HANDSHAKE_TIMEOUT));
+    let mut b = [0u8; 1];
+    match r.read(&mut b) {
+        Ok(1) if b[0] == ADMITTED => {}
+        Ok(_) => {
+            return Err(LinkError::io(
+                format!("tls:{addr}"),
+                io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "the server closed the connection instead of admitting us",
+                ),
+            ))
+        }
+        Err(e) => return Err(LinkError::io(format!("tls:{addr}: not admitted"), e)),
+    }
+    r.set_timeout(None);
+    Ok(halves(r, w))
+}
+
+/// Runs the server side on an accepted TCP connection: the handshake (the client must present
+/// a certificate of our CA), then the admission byte.
+pub(crate) fn accept(
+    s: std::net::TcpStream,
+    server: &TlsServer,
+) -> Result<(TlsRead, TlsWrite), LinkError> {
+    s.set_nodelay(true)
+        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+    let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, HANDSHAKE_TIMEOUT)?;
+    w.write_all(&[ADMITTED])
+        .and_then(|()| w.flush())
+        .map_err(|e| LinkError::io("tls admission", e))?;
+    Ok(halves(r, w))
+}
+
+/// The server configuration for a `tls:` listener: client certificates required.
+pub(crate) fn server_config(dir: &offhost_access::CertDir) -> Result<TlsServer, LinkError> {
+    Ok(TlsServer::load(dir, ClientAuth::Required)?)
+}
+
+impl TlsRead {
+    /// Reads what is there without waiting; true if anything (or the end) came.
+    fn fill(&mut self) -> io::Result<bool> {
+        let mut got = false;
+        while self.len < self.buf.len() && !self.eof {
+            match self.r.read_nb(&mut self.buf[self.len..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.len += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(got),
+                Err(e) => return Err(e),
+            }
+            got = true;
+        }
+        Ok(got)
+    }
+}
+
+impl WireRead for TlsRead {
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.len > 0 || self.eof || self.fill()? {
+            return Ok(());
+        }
+        let Some(t) = timeout else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        let deadline = Instant::now() + t;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.r.wait(Some(left))?;
+            if self.fill()? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool> {
+        if self.len == 0 && !self.eof {
+            self.fill()?;
+        }
+        if self.len > 0 {
+            let n = std::mem::take(&mut self.len);
+            sink(Input::Bytes(&self.buf[..n]));
+        }
+        Ok(!self.eof)
+    }
+}
+
+impl WireWrite for TlsWrite {
+    fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.write_nb(buf)
+    }
+
+    fn write_wait(&mut self, buf: &[u8], timeout: Duration) -> io::Result<usize> {
+        match self.w.write_nb(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.w.wait(Some(timeout))?;
+                self.w.write_nb(buf)
+            }
+            r => r,
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.w.shutdown();
+    }
+}
