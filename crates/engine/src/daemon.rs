@@ -13,6 +13,9 @@
 //! | `{"op":"list"}`                      | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
 //!
 //! Errors are `{"ok":false,"error":"..."}` (a bad pipeline's error names line and column).
+//! A submitted pipeline comes from outside: its tasks open files only through the daemon's
+//! [`Files`] ([`Files::Denied`] unless the daemon was made [`with_files`](Daemon::with_files)),
+//! so a path it may not use is refused at submit, naming the task, the line and the path.
 //! Data flows on channels the host opens named `in/N/NAME` (its messages go to
 //! `host-in name=NAME` of pipeline N; closing it ends the stream) and `out/N/NAME` (the
 //! buffers reaching `host-out name=NAME`, then end of stream). A host that goes away ends
@@ -23,12 +26,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use offhost_link::{Channel, ChannelOptions, LinkError, Server, Session};
+use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::engine::{EngineConfig, Pipeline, RunError, Running};
 use crate::registry::Registry;
+use crate::sandbox::Files;
 
 /// Errors of the daemon's client side.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +70,7 @@ pub const KEEP_FINISHED: usize = 256;
 pub struct Daemon {
     registry: Registry,
     config: EngineConfig,
+    files: Files,
     next: AtomicU64,
     pipelines: Mutex<BTreeMap<u64, Arc<Mutex<State>>>>,
 }
@@ -75,11 +80,19 @@ fn stats_value(s: &crate::Stats) -> Value {
 }
 
 impl Daemon {
-    /// A daemon that builds pipelines from `registry` and runs them with `config`.
+    /// A daemon that builds pipelines from `registry` and runs them with `config`; the
+    /// pipelines get no file access.
     pub fn new(registry: Registry, config: EngineConfig) -> Arc<Daemon> {
+        Self::with_files(registry, config, Files::Denied)
+    }
+
+    /// A daemon whose pipelines open files through `files` (e.g. [`Files::beneath`] a
+    /// directory).
+    pub fn with_files(registry: Registry, config: EngineConfig, files: Files) -> Arc<Daemon> {
         Arc::new(Daemon {
             registry,
             config,
+            files,
             next: AtomicU64::new(1),
             pipelines: Mutex::new(BTreeMap::new()),
         })
@@ -229,7 +242,8 @@ impl Daemon {
     fn request(&self, r: Request) -> Value {
         match (r.op.as_str(), r.id, r.text) {
             ("submit", _, Some(text)) => {
-                let built = match Pipeline::parse(&text).and_then(|p| p.build(&self.registry)) {
+                let built = match Pipeline::parse(&text)
+                    .and_then(|p| p.build_with(&self.registry, &self.files)) {
                     Ok(b) => b,
                     Err(e) => return json!({"ok": false, "error": e.to_string()}),
                 };
@@ -308,9 +322,14 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon at `url` (`tcp:HOST:PORT`, `unix:PATH`, ...).
+    /// Connects to the daemon at `url` (`unix:PATH`, `tcp:HOST:PORT`, ...).
     pub fn connect(url: &str) -> Result<Client, DaemonError> {
-        let session = Session::connect(url)?;
+        Self::connect_with(url, &LinkOptions::default())
+    }
+
+    /// Connects to the daemon at `url` with `options` (a `tls:` URL's certificates).
+    pub fn connect_with(url: &str, options: &LinkOptions) -> Result<Client, DaemonError> {
+        let session = Session::connect_with(url, options)?;
         let control = session.open("control", ChannelOptions::default())?;
         Ok(Client { session, control })
     }

@@ -14,6 +14,7 @@ use crate::lang::{self, Spec};
 use crate::pool::{Pool, PoolStats};
 use crate::queue::{GetHook, PutHook, Queue, QueueStats};
 use crate::registry::Registry;
+use crate::sandbox::Files;
 use crate::sched::{Shared, TaskSlot, TaskStats};
 
 /// How a pipeline is run.
@@ -57,10 +58,18 @@ impl Pipeline {
     }
 
     /// Checks the graph against `registry` (tasks, arguments, queues, free lists, cycles)
-    /// and creates the tasks; nothing runs yet.
+    /// and creates the tasks; nothing runs yet. The tasks see files as this process does
+    /// ([`Files::Ambient`]): for the user's own pipelines only.
     pub fn build(&self, registry: &Registry) -> Result<Built, PipelineError> {
+        self.build_with(registry, &Files::Ambient)
+    }
+
+    /// Like [`build`](Self::build), with the tasks' file access limited to `files` (a
+    /// pipeline from outside: [`Files::Denied`], or [`Files::beneath`] a directory). A path
+    /// the access refuses is an error naming the task, its line and the path.
+    pub fn build_with(&self, registry: &Registry, files: &Files) -> Result<Built, PipelineError> {
         Ok(Built {
-            graph: graph::build(&self.spec, registry)?,
+            graph: graph::build(&self.spec, registry, files)?,
             put_hooks: HashMap::new(),
             get_hooks: HashMap::new(),
         })

@@ -147,7 +147,11 @@ fn bind_args(t: &TaskLine, info: &TaskInfo) -> Result<Bound, PipelineError> {
 }
 
 /// Checks `spec` and builds the graph; nothing runs yet.
-pub(crate) fn build(spec: &Spec, registry: &Registry) -> Result<Graph, PipelineError> {
+pub(crate) fn build(
+    spec: &Spec,
+    registry: &Registry,
+    files: &crate::sandbox::Files,
+) -> Result<Graph, PipelineError> {
     let mut infos = Vec::new();
     for t in &spec.tasks {
         let Some((info, _)) = registry.get(&t.command) else {
@@ -327,6 +331,7 @@ pub(crate) fn build(spec: &Spec, registry: &Registry) -> Result<Graph, PipelineE
             outputs: t.outputs.len(),
             task_id: i,
             host: &mut host,
+            files,
         };
         let task = factory(&args, &mut b).map_err(|e| PipelineError::BadArgument {
             line: t.line,

@@ -247,6 +247,7 @@ pub struct Build<'a> {
     pub(crate) outputs: usize,
     pub(crate) task_id: usize,
     pub(crate) host: &'a mut HostPorts,
+    pub(crate) files: &'a crate::sandbox::Files,
 }
 
 impl Build<'_> {
@@ -258,6 +259,11 @@ impl Build<'_> {
     /// Number of output queues of this line.
     pub fn outputs(&self) -> usize {
         self.outputs
+    }
+
+    /// The file access of this pipeline: the only way a task opens a file.
+    pub fn files(&self) -> &crate::sandbox::Files {
+        self.files
     }
 }
 

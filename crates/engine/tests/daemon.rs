@@ -4,19 +4,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use offhost_engine::daemon::{Client, Daemon, DaemonError};
-use offhost_engine::{EngineConfig, Registry};
+use offhost_engine::{EngineConfig, Files, Registry};
 use offhost_link::Server;
 
 fn daemon() -> String {
+    daemon_with(Files::Denied)
+}
+
+fn daemon_with(files: Files) -> String {
     let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
     let url = server.url().to_string();
-    let d = Daemon::new(
+    let d = Daemon::with_files(
         Registry::with_builtins(),
         EngineConfig {
             workers: 2,
             pin: false,
             batch: 64,
         },
+        files,
     );
     let d2 = Arc::clone(&d);
     std::thread::spawn(move || d2.serve(&server));
@@ -79,20 +84,22 @@ fn bad_pipelines_and_failing_tasks_leave_the_daemon_serving() {
         Err(DaemonError::Refused(e)) => assert!(e.contains("line 2, column 9: queue 'b'"), "{e}"),
         other => panic!("expected a refusal, got {:?}", other.map(|s| s.id)),
     }
-    let sub = c
-        .submit("wav path=/nonexistent/x.wav >a\nnull <a\n")
-        .unwrap();
-    let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "failed");
-    assert!(
-        v["error"].as_str().unwrap().contains("/nonexistent/x.wav"),
-        "{v}"
-    );
+    // A submitted pipeline has no file access: refused at submit, naming line and path.
+    match c.submit("tone >b\nnull <b\nwav path=/nonexistent/x.wav >a\nnull <a\n") {
+        Err(DaemonError::Refused(e)) => {
+            assert!(e.contains("line 3"), "{e}");
+            assert!(e.contains("task 'wav'"), "{e}");
+            assert!(e.contains("\"/nonexistent/x.wav\""), "{e}");
+            assert!(e.contains("file access refused"), "{e}");
+        }
+        other => panic!("expected a refusal, got {:?}", other.map(|s| s.id)),
+    }
+
     // Still serving, on a new session too.
     let c2 = Client::connect(&url).unwrap();
     let sub = c2.submit("tone seconds=0.5 >a\ncount <a\n").unwrap();
     assert_eq!(c2.wait(sub.id).unwrap()["state"], "finished");
-    assert!(c2.list().unwrap()["pipelines"].as_array().unwrap().len() == 2);
+    assert!(c2.list().unwrap()["pipelines"].as_array().unwrap().len() == 1);
 }
 
 #[test]
@@ -116,4 +123,47 @@ fn a_host_that_disconnects_ends_its_branch_only() {
     assert_eq!(watcher.status(sub.id).unwrap()["state"], "running");
     watcher.stop(sub.id).unwrap();
     assert_eq!(watcher.wait(sub.id).unwrap()["state"], "finished");
+}
+
+#[test]
+fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("files");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("in.bin"), vec![7u8; 10_000]).unwrap();
+    std::fs::write(root.join("bad.wav"), b"not a wav file at all").unwrap();
+    std::fs::write(d.path().join("secret"), b"outside").unwrap();
+    std::os::unix::fs::symlink(d.path().join("secret"), root.join("link")).unwrap();
+    let url = daemon_with(Files::beneath(&root).unwrap());
+    let c = Client::connect(&url).unwrap();
+
+    let sub = c.submit("file path=in.bin >a\nfile path=copy.bin <a\n").unwrap();
+    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
+    assert_eq!(std::fs::read(root.join("copy.bin")).unwrap(), vec![7u8; 10_000]);
+
+    let secret = d.path().join("secret").display().to_string();
+    for (text, path) in [
+        ("file path=../secret >a\nnull <a\n", "../secret"),
+        (&*format!("file path={secret} >a\nnull <a\n"), &*secret),
+        ("file path=link >a\nnull <a\n", "link"),
+        ("fill bytes=10 >a\nfile path=../planted <a\n", "../planted"),
+        ("fill bytes=10 >a\nfile path=/tmp/offhost-planted <a\n", "/tmp/offhost-planted"),
+    ] {
+        match c.submit(text) {
+            Err(DaemonError::Refused(e)) => {
+                assert!(e.contains("file access refused"), "{text}: {e}");
+                assert!(e.contains(&format!("{path:?}")), "{text}: {e}");
+                assert!(e.contains("task 'file'"), "{text}: {e}");
+            }
+            other => panic!("{text}: expected a refusal, got {:?}", other.map(|s| s.id)),
+        }
+    }
+    assert!(!d.path().join("planted").exists());
+    assert_eq!(std::fs::read(d.path().join("secret")).unwrap(), b"outside");
+
+    // A task that fails while running fails its pipeline only.
+    let sub = c.submit("wav path=bad.wav >a\nnull <a\n").unwrap();
+    let v = c.wait(sub.id).unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("bad.wav"), "{v}");
 }

@@ -8,18 +8,20 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::sandbox::{ReadFile, WriteFile};
 use crate::task::{Context, Status, Task, TaskError};
 
 struct FileIn {
     path: String,
+    src: Option<ReadFile>,
     file: Option<File>,
 }
 
 impl Task for FileIn {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        if self.file.is_none() {
+        if let Some(src) = self.src.take() {
             self.file = Some(
-                File::open(&self.path)
+                src.open()
                     .map_err(|e| TaskError::io(format!("open {}", self.path), e))?,
             );
         }
@@ -42,13 +44,16 @@ impl Task for FileIn {
 
 struct FileOut {
     path: String,
+    dst: WriteFile,
     out: Option<BufWriter<File>>,
 }
 
 impl Task for FileOut {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         if self.out.is_none() {
-            let f = File::create(&self.path)
+            let f = self
+                .dst
+                .create()
                 .map_err(|e| TaskError::io(format!("create {}", self.path), e))?;
             self.out = Some(BufWriter::with_capacity(1 << 16, f));
         }
@@ -227,8 +232,16 @@ fn pass(watch: Watch) -> Box<dyn Task> {
 fn file(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let path = args.required("path")?.to_string();
     match (b.inputs(), b.outputs()) {
-        (0, 1) => Ok(Box::new(FileIn { path, file: None })),
-        (1, 0) => Ok(Box::new(FileOut { path, out: None })),
+        (0, 1) => Ok(Box::new(FileIn {
+            src: Some(b.files().open(&path).map_err(|e| e.arg("path"))?),
+            path,
+            file: None,
+        })),
+        (1, 0) => Ok(Box::new(FileOut {
+            dst: b.files().create(&path).map_err(|e| e.arg("path"))?,
+            path,
+            out: None,
+        })),
         _ => Err(ArgError::task(
             "file reads (no input, one output) or writes (one input, no output)",
         )),

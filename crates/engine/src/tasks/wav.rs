@@ -5,18 +5,23 @@ use std::io::{BufReader, BufWriter};
 
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::sandbox::{ReadFile, WriteFile};
 use crate::task::{Context, Status, Task, TaskError};
 use crate::tasks::convert::FrameCarry;
 
 struct WavIn {
     path: String,
+    src: Option<ReadFile>,
     reader: Option<hound::WavReader<BufReader<File>>>,
 }
 
 impl Task for WavIn {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        if self.reader.is_none() {
-            let r = hound::WavReader::open(&self.path).map_err(|e| wav_err(&self.path, e))?;
+        if let Some(src) = self.src.take() {
+            let f = src
+                .open()
+                .map_err(|e| TaskError::io(format!("open {}", self.path), e))?;
+            let r = hound::WavReader::new(BufReader::new(f)).map_err(|e| wav_err(&self.path, e))?;
             let spec = r.spec();
             if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
                 return Err(TaskError::BadInput(format!(
@@ -63,6 +68,7 @@ fn wav_err(path: &str, e: hound::Error) -> TaskError {
 
 struct WavOut {
     path: String,
+    dst: WriteFile,
     spec: hound::WavSpec,
     writer: Option<hound::WavWriter<BufWriter<File>>>,
     frames: FrameCarry,
@@ -71,7 +77,11 @@ struct WavOut {
 impl Task for WavOut {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         if self.writer.is_none() {
-            let w = hound::WavWriter::create(&self.path, self.spec).map_err(|e| match e {
+            let f = self
+                .dst
+                .create()
+                .map_err(|e| TaskError::io(format!("create {}", self.path), e))?;
+            let w = hound::WavWriter::new(BufWriter::new(f), self.spec).map_err(|e| match e {
                 hound::Error::IoError(io) => TaskError::io(format!("create {}", self.path), io),
                 other => TaskError::Failed(format!("{}: {other}", self.path)),
             })?;
@@ -114,7 +124,11 @@ impl Task for WavOut {
 fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let path = args.required("path")?.to_string();
     match (b.inputs(), b.outputs()) {
-        (0, 1) => Ok(Box::new(WavIn { path, reader: None })),
+        (0, 1) => Ok(Box::new(WavIn {
+            src: Some(b.files().open(&path).map_err(|e| e.arg("path"))?),
+            path,
+            reader: None,
+        })),
         (1, 0) => {
             let rate: u32 = args.parse("rate")?;
             let channels: u16 = args.parse("channels")?;
@@ -122,6 +136,7 @@ fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
                 return Err(ArgError::new("rate", "rate and channels must be positive"));
             }
             Ok(Box::new(WavOut {
+                dst: b.files().create(&path).map_err(|e| e.arg("path"))?,
                 path,
                 spec: hound::WavSpec {
                     channels,

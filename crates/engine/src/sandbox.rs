@@ -1,0 +1,288 @@
+//! What files a pipeline's tasks may open: the capability handed to every task factory.
+//!
+//! A pipeline the user runs in their own process (`offhost run FILE`) sees files as the
+//! process does ([`Files::Ambient`]). A pipeline that arrives from outside (submitted to the
+//! daemon, written to an NBD action export's control range) gets [`Files::Denied`], or with
+//! `--files DIR` [`Files::beneath`]: every path is opened relative to a directory handle with
+//! cap-std, whose resolution (`openat2` with `RESOLVE_BENEATH` on Linux, or a walk that checks
+//! each component) refuses `..` out of the directory, absolute paths and symlinks that lead
+//! out. Nothing here compares path strings; the kernel and the capability decide.
+//!
+//! Tasks never open a path themselves: their factories ask [`Files`] (through
+//! [`Build::files`](crate::Build::files)) while the pipeline is built, so a refusal is an
+//! error of the pipeline that names the task, the line and the path before anything runs. A
+//! file to read is opened then (in a sandbox; with ambient access it is opened when the task
+//! first runs, as before); a file to write is checked then (its directory is opened beneath
+//! the root) and created when the task first runs.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::registry::ArgError;
+
+/// The file access of a pipeline.
+#[derive(Clone, Debug, Default)]
+pub enum Files {
+    /// Paths as the process sees them (the user's own pipeline).
+    #[default]
+    Ambient,
+    /// No file access at all.
+    Denied,
+    /// Paths resolve beneath one directory.
+    Beneath(Arc<Root>),
+}
+
+/// The directory a sandboxed pipeline's paths resolve beneath.
+#[derive(Debug)]
+pub struct Root {
+    dir: cap_std::fs::Dir,
+    path: PathBuf,
+}
+
+/// A file access a pipeline asked for and was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// The pipeline has no file access.
+    #[error("file access refused for {path:?}: pipelines from outside have no file access (start the server with --files DIR to allow paths beneath DIR)")]
+    Denied {
+        /// The path asked for.
+        path: String,
+    },
+    /// The path does not resolve beneath the root (or cannot be opened there).
+    #[error("file access refused for {path:?} beneath {root}: {source}")]
+    Beneath {
+        /// The path asked for.
+        path: String,
+        /// The root.
+        root: String,
+        /// Why (an escape is `PermissionDenied`: a path led outside).
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    /// As an argument error of `arg` (so the pipeline error points at it).
+    pub fn arg(self, arg: &str) -> ArgError {
+        ArgError::new(arg, self.to_string())
+    }
+}
+
+/// A file a task reads: opened at build time in a sandbox, by path at first run otherwise.
+#[derive(Debug)]
+pub struct ReadFile {
+    path: String,
+    opened: Option<std::fs::File>,
+}
+
+impl ReadFile {
+    /// The path as the pipeline gave it.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The open file.
+    pub fn open(self) -> io::Result<std::fs::File> {
+        match self.opened {
+            Some(f) => Ok(f),
+            None => std::fs::File::open(&self.path),
+        }
+    }
+}
+
+/// A file a task writes: its place checked at build time, created at first run.
+#[derive(Debug)]
+pub struct WriteFile {
+    path: String,
+    /// The directory it goes in and its name there, in a sandbox.
+    beneath: Option<(cap_std::fs::Dir, PathBuf)>,
+}
+
+impl WriteFile {
+    /// The path as the pipeline gave it.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Creates (or truncates) the file.
+    pub fn create(&self) -> io::Result<std::fs::File> {
+        match &self.beneath {
+            None => std::fs::File::create(&self.path),
+            Some((dir, name)) => dir.create(name).map(cap_std::fs::File::into_std),
+        }
+    }
+}
+
+impl Files {
+    /// Access beneath `dir` only.
+    pub fn beneath(dir: &Path) -> io::Result<Files> {
+        let d = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())?;
+        Ok(Files::Beneath(Arc::new(Root {
+            dir: d,
+            path: dir.to_owned(),
+        })))
+    }
+
+    fn refused(&self, path: &str, root: &Root, source: io::Error) -> FileError {
+        FileError::Beneath {
+            path: path.to_owned(),
+            root: root.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// A file to read at `path`.
+    pub fn open(&self, path: &str) -> Result<ReadFile, FileError> {
+        match self {
+            Files::Ambient => Ok(ReadFile {
+                path: path.to_owned(),
+                opened: None,
+            }),
+            Files::Denied => Err(FileError::Denied {
+                path: path.to_owned(),
+            }),
+            Files::Beneath(root) => match root.dir.open(path) {
+                Ok(f) => Ok(ReadFile {
+                    path: path.to_owned(),
+                    opened: Some(f.into_std()),
+                }),
+                Err(e) => Err(self.refused(path, root, e)),
+            },
+        }
+    }
+
+    /// A file to write at `path` (created when the task first runs).
+    pub fn create(&self, path: &str) -> Result<WriteFile, FileError> {
+        match self {
+            Files::Ambient => Ok(WriteFile {
+                path: path.to_owned(),
+                beneath: None,
+            }),
+            Files::Denied => Err(FileError::Denied {
+                path: path.to_owned(),
+            }),
+            Files::Beneath(root) => {
+                let p = Path::new(path);
+                let bad_name = || {
+                    io::Error::new(io::ErrorKind::InvalidInput, "the path names no file")
+                };
+                let name = p.file_name().ok_or_else(|| self.refused(path, root, bad_name()))?;
+                let dir = match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    None => root.dir.try_clone(),
+                    Some(parent) => root.dir.open_dir(parent),
+                }
+                .map_err(|e| self.refused(path, root, e))?;
+                Ok(WriteFile {
+                    path: path.to_owned(),
+                    beneath: Some((dir, PathBuf::from(name))),
+                })
+            }
+        }
+    }
+
+    /// The whole text of the file at `path` (read now: a header, say).
+    pub fn read_to_string(&self, path: &str) -> Result<String, FileError> {
+        let f = self.open(path)?;
+        let io_err = |e| match self {
+            Files::Beneath(root) => self.refused(path, root, e),
+            _ => FileError::Beneath {
+                path: path.to_owned(),
+                root: "/".into(),
+                source: e,
+            },
+        };
+        let mut f = f.open().map_err(io_err)?;
+        let mut s = String::new();
+        io::Read::read_to_string(&mut f, &mut s).map_err(io_err)?;
+        Ok(s)
+    }
+
+    /// The names of the entries of the directory at `path` (`""` or `.`: the root, or the
+    /// current directory with ambient access).
+    pub fn list_dir(&self, path: &str) -> Result<Vec<String>, FileError> {
+        let names = |it: &mut dyn Iterator<Item = io::Result<String>>| {
+            it.collect::<io::Result<Vec<String>>>()
+        };
+        match self {
+            Files::Denied => Err(FileError::Denied {
+                path: path.to_owned(),
+            }),
+            Files::Ambient => {
+                let p = if path.is_empty() { "." } else { path };
+                std::fs::read_dir(p)
+                    .and_then(|rd| {
+                        names(&mut rd.map(|e| e.map(|e| e.file_name().to_string_lossy().into())))
+                    })
+                    .map_err(|e| FileError::Beneath {
+                        path: path.to_owned(),
+                        root: "/".into(),
+                        source: e,
+                    })
+            }
+            Files::Beneath(root) => {
+                let p = if path.is_empty() { "." } else { path };
+                root.dir
+                    .read_dir(p)
+                    .and_then(|rd| {
+                        names(&mut rd.map(|e| e.map(|e| e.file_name().to_string_lossy().into())))
+                    })
+                    .map_err(|e| self.refused(path, root, e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn root() -> (tempfile::TempDir, Files) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("in")).unwrap();
+        std::fs::write(d.path().join("in/a.txt"), b"inside").unwrap();
+        std::fs::write(d.path().join("secret"), b"outside").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret"), d.path().join("in/link")).unwrap();
+        std::os::unix::fs::symlink("../secret", d.path().join("in/rel")).unwrap();
+        let f = Files::beneath(&d.path().join("in")).unwrap();
+        (d, f)
+    }
+
+    #[test]
+    fn paths_beneath_the_root_open_and_escapes_are_refused() {
+        let (d, f) = root();
+        let mut s = String::new();
+        f.open("a.txt").unwrap().open().unwrap().read_to_string(&mut s).unwrap();
+        assert_eq!(s, "inside");
+        let secret = d.path().join("secret").display().to_string();
+        for bad in ["../secret", secret.as_str(), "link", "rel", "/etc/passwd"] {
+            let e = f.open(bad).expect_err(bad);
+            assert!(e.to_string().contains("refused"), "{bad}: {e}");
+            let e = f.create(&format!("{bad}/x")).expect_err(bad);
+            assert!(e.to_string().contains("refused"), "{bad}: {e}");
+        }
+        for bad in ["../new", "/tmp/new-offhost-file"] {
+            assert!(f.create(bad).is_err(), "{bad}");
+        }
+        // Writing through a symlink that leads out is refused when the file is created.
+        let w = f.create("link").unwrap();
+        assert!(w.create().is_err(), "a symlink out of the root");
+        assert_eq!(std::fs::read(d.path().join("secret")).unwrap(), b"outside");
+        let w = f.create("out.txt").unwrap();
+        w.create().unwrap().write_all(b"new").unwrap();
+        assert_eq!(std::fs::read(d.path().join("in/out.txt")).unwrap(), b"new");
+        let mut names = f.list_dir("").unwrap();
+        names.sort();
+        assert_eq!(names, ["a.txt", "link", "out.txt", "rel"]);
+        assert!(f.list_dir("..").is_err());
+    }
+
+    #[test]
+    fn denied_refuses_everything_and_says_how_to_allow() {
+        let e = Files::Denied.open("x").unwrap_err();
+        assert!(e.to_string().contains("--files DIR"), "{e}");
+        assert!(Files::Denied.create("x").is_err());
+        assert!(Files::Denied.list_dir("").is_err());
+    }
+}
