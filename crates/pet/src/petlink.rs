@@ -159,7 +159,11 @@ pub struct PetlinkReader<R> {
 impl PetlinkReader<std::io::BufReader<std::fs::File>> {
     /// Opens a data file with its header (geometry, data offset and declared word count).
     pub fn open(path: &Path, header: &PetlinkHeader) -> Result<Self, FormatError> {
-        let mut f = std::fs::File::open(path)?;
+        Self::from_file(std::fs::File::open(path)?, header)
+    }
+
+    /// Like [`open`](Self::open), for a file already open.
+    pub fn from_file(mut f: std::fs::File, header: &PetlinkHeader) -> Result<Self, FormatError> {
         let len = f.metadata()?.len();
         if header.data_offset > len {
             return Err(FormatError::Mismatch {
@@ -279,19 +283,47 @@ pub fn stat(path: &Path, header: &PetlinkHeader) -> Result<PetlinkStats, FormatE
 /// Finds the header beside a data file: `FILE.hdr`, or any `*.hdr` in the same directory
 /// whose `name of data file` names it.
 pub fn find_header(data: &Path) -> Option<std::path::PathBuf> {
+    find_header_with(
+        data,
+        |p| std::fs::read_to_string(p).ok(),
+        |dir| {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            let rd = std::fs::read_dir(dir).ok()?;
+            Some(
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect(),
+            )
+        },
+    )
+    .map(|(p, _)| p)
+}
+
+/// [`find_header`] through given file access: `read` returns a file's text, `list` the names
+/// in a directory (`""` for the current one). Returns the header's path and text.
+pub fn find_header_with(
+    data: &Path,
+    read: impl Fn(&Path) -> Option<String>,
+    list: impl Fn(&Path) -> Option<Vec<String>>,
+) -> Option<(std::path::PathBuf, String)> {
     let direct = data.with_extension("l.hdr");
-    if direct.is_file() {
-        return Some(direct);
+    if let Some(text) = read(&direct) {
+        return Some((direct, text));
     }
     let name = data.file_name()?.to_str()?;
-    let dir = data.parent().filter(|p| !p.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
+    let dir = data.parent().unwrap_or(Path::new(""));
+    for entry in list(dir)? {
+        let p = dir.join(&entry);
         if p.extension().is_some_and(|x| x == "hdr") {
-            if let Ok(h) = PetlinkHeader::read(&p) {
-                if h.data_file.as_deref() == Some(name) {
-                    return Some(p);
+            if let Some(text) = read(&p) {
+                if let Ok(h) = PetlinkHeader::parse(&text) {
+                    if h.data_file.as_deref() == Some(name) {
+                        return Some((p, text));
+                    }
                 }
             }
         }

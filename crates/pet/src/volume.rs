@@ -89,8 +89,13 @@ impl Volume {
 
     /// Writes [`render`](Self::render) as an 8-bit greyscale PNG.
     pub fn write_png(&self, path: &Path, columns: usize) -> Result<(), ImageError> {
+        self.write_png_to(std::fs::File::create(path)?, columns)
+    }
+
+    /// Writes [`render`](Self::render) as an 8-bit greyscale PNG to an open file.
+    pub fn write_png_to(&self, file: std::fs::File, columns: usize) -> Result<(), ImageError> {
         let (w, h, px) = self.render(columns)?;
-        let f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let f = std::io::BufWriter::new(file);
         let mut enc = png::Encoder::new(f, w as u32, h as u32);
         enc.set_color(png::ColorType::Grayscale);
         enc.set_depth(png::BitDepth::Eight);

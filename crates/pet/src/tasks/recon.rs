@@ -1,10 +1,10 @@
 //! `recon`: reconstructs the last sinogram received and writes a PNG.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
+    WriteFile,
 };
 
 use crate::recon::{self, Method};
@@ -12,7 +12,7 @@ use crate::sinofile;
 
 struct Recon {
     method: Method,
-    png: PathBuf,
+    png: WriteFile,
     columns: usize,
     latest: Option<Buffer>,
     received: u64,
@@ -29,8 +29,12 @@ impl Recon {
         let t = Instant::now();
         let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
         let secs = t.elapsed().as_secs_f64();
-        vol.write_png(&self.png, self.columns)
-            .map_err(|e| TaskError::Failed(format!("{}: {e}", self.png.display())))?;
+        let f = self
+            .png
+            .create()
+            .map_err(|e| TaskError::io(format!("create {}", self.png.path()), e))?;
+        vol.write_png_to(f, self.columns)
+            .map_err(|e| TaskError::Failed(format!("{}: {e}", self.png.path())))?;
         self.summary = Some(format!(
             "{:?}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
             self.method,
@@ -39,7 +43,7 @@ impl Recon {
             vol.n,
             sino.total(),
             secs,
-            self.png.display()
+            self.png.path()
         ));
         Ok(())
     }
@@ -82,7 +86,7 @@ pub(super) fn register(r: &mut Registry) {
         .arg("columns", "8", "slices per row in the PNG")
         .required("png", "output PNG path")
         .outputs(0, 0),
-        |a: &Args, _: &mut Build<'_>| {
+        |a: &Args, b: &mut Build<'_>| {
             let method = match a.get("method").unwrap_or("fbp") {
                 "fbp" => Method::Fbp,
                 "fbp-hann" => Method::FbpHann,
@@ -96,7 +100,7 @@ pub(super) fn register(r: &mut Registry) {
             };
             Ok(Box::new(Recon {
                 method,
-                png: PathBuf::from(a.required("png")?),
+                png: b.files().create(a.required("png")?).map_err(|e| e.arg("png"))?,
                 columns: a.parse("columns")?,
                 latest: None,
                 received: 0,

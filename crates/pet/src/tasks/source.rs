@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use offhost_engine::{ArgError, Args, Build, Context, Registry, Status, Task, TaskError, TaskInfo};
+use offhost_engine::{
+    ArgError, Args, Build, Context, ReadFile, Registry, Status, Task, TaskError, TaskInfo,
+};
 
 use crate::interfile::PetlinkHeader;
 use crate::listmode::{Event, Reader, RECORD_LEN};
@@ -95,6 +97,7 @@ fn pet_sim(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
 
 struct PetRead {
     path: PathBuf,
+    src: Option<ReadFile>,
     reader: Option<Reader<std::io::BufReader<std::fs::File>>>,
     events: Vec<Event>,
     read: u64,
@@ -105,8 +108,12 @@ impl Task for PetRead {
         let bad = |e: crate::FormatError, p: &PathBuf| {
             TaskError::BadInput(format!("{}: {e}", p.display()))
         };
-        if self.reader.is_none() {
-            self.reader = Some(Reader::open(&self.path).map_err(|e| bad(e, &self.path))?);
+        if let Some(src) = self.src.take() {
+            let f = src
+                .open()
+                .map_err(|e| TaskError::io(format!("open {}", self.path.display()), e))?;
+            let f = std::io::BufReader::with_capacity(1 << 20, f);
+            self.reader = Some(Reader::new(f).map_err(|e| bad(e, &self.path))?);
         }
         let r = self.reader.as_mut().expect("opened above");
         loop {
@@ -137,6 +144,7 @@ impl Task for PetRead {
 
 struct PetlinkRead {
     path: PathBuf,
+    src: Option<ReadFile>,
     header: PetlinkHeader,
     reader: Option<PetlinkReader<std::io::BufReader<std::fs::File>>>,
     words: Vec<u32>,
@@ -147,8 +155,11 @@ impl Task for PetlinkRead {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         let path = self.path.display().to_string();
         let bad = |e: crate::FormatError| TaskError::BadInput(format!("{path}: {e}"));
-        if self.reader.is_none() {
-            self.reader = Some(PetlinkReader::open(&self.path, &self.header).map_err(bad)?);
+        if let Some(src) = self.src.take() {
+            let f = src
+                .open()
+                .map_err(|e| TaskError::io(format!("open {path}"), e))?;
+            self.reader = Some(PetlinkReader::from_file(f, &self.header).map_err(bad)?);
         }
         let r = self.reader.as_mut().expect("opened above");
         loop {
@@ -176,11 +187,23 @@ impl Task for PetlinkRead {
     }
 }
 
-fn petlink_read(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let path = PathBuf::from(a.required("path")?);
-    let hdr = match a.get("header") {
-        Some(h) => PathBuf::from(h),
-        None => petlink::find_header(&path).ok_or_else(|| {
+fn petlink_read(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let files = b.files();
+    let data = a.required("path")?;
+    let path = PathBuf::from(data);
+    let src = files.open(data).map_err(|e| e.arg("path"))?;
+    // The header is read through the same access as the data (found beside it by default).
+    let (hdr, text) = match a.get("header") {
+        Some(h) => (
+            PathBuf::from(h),
+            files.read_to_string(h).map_err(|e| e.arg("header"))?,
+        ),
+        None => petlink::find_header_with(
+            &path,
+            |p| files.read_to_string(p.to_str()?).ok(),
+            |d| files.list_dir(d.to_str()?).ok(),
+        )
+        .ok_or_else(|| {
             ArgError::new(
                 "header",
                 format!(
@@ -190,10 +213,11 @@ fn petlink_read(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> 
             )
         })?,
     };
-    let header = PetlinkHeader::read(&hdr)
+    let header = PetlinkHeader::parse(&text)
         .map_err(|e| ArgError::new("header", format!("{}: {e}", hdr.display())))?;
     Ok(Box::new(PetlinkRead {
         path,
+        src: Some(src),
         header,
         reader: None,
         words: Vec::new(),
@@ -241,9 +265,11 @@ pub(super) fn register(r: &mut Registry) {
         .inputs(0, 0)
         .allocates(8, 65536)
         .min_buffer(RECORD_LEN),
-        |a: &Args, _: &mut Build<'_>| {
+        |a: &Args, b: &mut Build<'_>| {
+            let path = a.required("path")?;
             Ok(Box::new(PetRead {
-                path: PathBuf::from(a.required("path")?),
+                src: Some(b.files().open(path).map_err(|e| e.arg("path"))?),
+                path: PathBuf::from(path),
                 reader: None,
                 events: Vec::new(),
                 read: 0,
