@@ -9,7 +9,7 @@
 //! | 0 | descriptor (read): text, NUL-padded, saying where everything is (below) |
 //! | 1 | pipeline status (read): one line of text, then the engine's statistics as JSON |
 //! | 2 | pipeline stop (read or write): stops the sources; data already produced can be read |
-//! | 16..32 | control (write): a pipeline description (text, NUL-padded, from block 16) replaces the pipeline and starts it; read returns the current description |
+//! | 16..32 | control (write): a pipeline description (text, NUL-padded, from block 16) replaces the pipeline and starts it (only when the export accepts control: [`ActionDisk::set_control`], `--allow-control`; `EPERM` otherwise); read returns the current description |
 //! | 64 + i*4096 | channel `i` region: |
 //! | +0 | start (read or write): starts the pipeline if needed and opens the channel; returns the status line |
 //! | +1 | stop (read or write): `host-in`: ends the stream; `host-out`: stops the pipeline's sources (the engine has no per-channel stop); returns the status line |
@@ -37,13 +37,19 @@
 //! channel 0 out speech 64
 //! ```
 //! where a channel line is `channel INDEX in|out NAME FIRST_BLOCK`.
+//!
+//! A pipeline written to the control range comes from whoever can write the disk: it is built
+//! with the file access the export was given for control ([`Files::Denied`] unless the
+//! server was started with `--files DIR`), and a refused one is answered `EINVAL` and its
+//! reason (task, line, path) is shown in the status block, as `rejected: ...`. The pipeline
+//! of the export's own file is the operator's and sees files as the server does.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use offhost_engine::{
-    Buffer, EngineConfig, HostError, HostInput, HostOutput, Pipeline, Registry, Running,
+    Buffer, EngineConfig, Files, HostError, HostInput, HostOutput, Pipeline, Registry, Running,
 };
 
 use crate::backend::Backend;
@@ -151,6 +157,8 @@ struct Loaded {
     running: Option<Running>,
     /// Set once the pipeline has been started and has finished or been stopped.
     stopped: bool,
+    /// The file access of this pipeline's tasks.
+    files: Files,
 }
 
 /// A pipeline exposed as a disk.
@@ -161,12 +169,20 @@ pub struct ActionDisk {
     underrun: Underrun,
     wait_limit: Duration,
     state: Mutex<Loaded>,
+    /// Whether pipelines written to the control range are accepted, and their file access.
+    control: Option<Files>,
+    /// Why the last pipeline written to the control range was refused.
+    rejected: Mutex<Option<String>>,
 }
 
-fn host_channels(text: &str, registry: &Registry) -> Result<Vec<(String, Dir)>, String> {
+fn host_channels(
+    text: &str,
+    registry: &Registry,
+    files: &Files,
+) -> Result<Vec<(String, Dir)>, String> {
     let built = Pipeline::parse(text)
         .map_err(|e| e.to_string())?
-        .build(registry)
+        .build_with(registry, files)
         .map_err(|e| e.to_string())?;
     let mut v: Vec<(String, Dir)> = built
         .host_outputs()
@@ -197,15 +213,25 @@ impl ActionDisk {
                 channels: Vec::new(),
                 running: None,
                 stopped: false,
+                files: Files::Ambient,
             }),
+            control: None,
+            rejected: Mutex::new(None),
         };
-        let loaded = d.load(text)?;
+        let loaded = d.load(text, Files::Ambient)?;
         *d.state.lock().unwrap_or_else(|e| e.into_inner()) = loaded;
         Ok(d)
     }
 
-    fn load(&self, text: &str) -> Result<Loaded, ActionsError> {
-        let chans = host_channels(text, &self.registry).map_err(ActionsError::Pipeline)?;
+    /// Accepts pipelines written to the control range, built with `files` (`None`: refuses
+    /// them with `EPERM`, the default).
+    pub fn set_control(&mut self, files: Option<Files>) {
+        self.control = files;
+    }
+
+    fn load(&self, text: &str, files: Files) -> Result<Loaded, ActionsError> {
+        let chans =
+            host_channels(text, &self.registry, &files).map_err(ActionsError::Pipeline)?;
         if chans.len() > self.max_channels {
             return Err(ActionsError::TooManyChannels {
                 have: chans.len(),
@@ -229,6 +255,7 @@ impl ActionDisk {
                 .collect(),
             running: None,
             stopped: false,
+            files,
         })
     }
 
@@ -264,9 +291,9 @@ impl ActionDisk {
             return Ok(());
         }
         let mut run = Pipeline::parse(&st.text)
+            .and_then(|p| p.build_with(&self.registry, &st.files))
             .map_err(|e| e.to_string())?
-            .start(&self.registry, &self.config)
-            .map_err(|e| e.to_string())?;
+            .start(&self.config);
         for c in &st.channels {
             match c.dir {
                 Dir::Out => {
@@ -423,6 +450,9 @@ impl ActionDisk {
     fn pipeline_status(&self) -> String {
         let st = self.lock();
         let mut s = format!("pipeline {}\n", Self::pipeline_state(&st));
+        if let Some(why) = &*self.rejected.lock().unwrap_or_else(|e| e.into_inner()) {
+            s.push_str(&format!("rejected: {why}\n"));
+        }
         if let Some(r) = &st.running {
             s.push_str(&serde_json::to_string(&r.stats()).unwrap_or_default());
             s.push('\n');
@@ -439,8 +469,8 @@ impl ActionDisk {
     }
 
     /// Replaces the pipeline with `text` and starts it.
-    fn replace(&self, text: &str) -> Result<(), String> {
-        let mut new = self.load(text).map_err(|e| e.to_string())?;
+    fn replace(&self, text: &str, files: Files) -> Result<(), String> {
+        let mut new = self.load(text, files).map_err(|e| e.to_string())?;
         self.ensure_running(&mut new)?;
         let old = std::mem::replace(&mut *self.lock(), new);
         if let Some(r) = old.running {
@@ -544,9 +574,15 @@ impl Backend for ActionDisk {
         match block {
             STOP_BLOCK => self.stop_pipeline(),
             CONTROL_BLOCK => {
+                let Some(files) = self.control.clone() else {
+                    tracing::warn!("a pipeline written to the control range was refused: the export does not accept control (--allow-control)");
+                    return Err(Errno::Perm);
+                };
                 let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
                 let text = std::str::from_utf8(&data[..end]).map_err(|_| Errno::Inval)?;
-                self.replace(text).map_err(|e| {
+                let r = self.replace(text, files);
+                *self.rejected.lock().unwrap_or_else(|e| e.into_inner()) = r.as_ref().err().cloned();
+                r.map_err(|e| {
                     tracing::warn!("new pipeline rejected: {e}");
                     Errno::Inval
                 })?;
@@ -594,14 +630,16 @@ mod tests {
     use super::*;
 
     fn disk(text: &str, underrun: Underrun) -> ActionDisk {
-        ActionDisk::new(
+        let mut d = ActionDisk::new(
             text,
             Arc::new(Registry::with_builtins()),
             4,
             underrun,
             Duration::from_secs(10),
         )
-        .unwrap()
+        .unwrap();
+        d.set_control(Some(Files::Denied));
+        d
     }
 
     fn header(b: &[u8]) -> (u32, usize) {
@@ -662,5 +700,31 @@ mod tests {
             Duration::from_secs(1)
         )
         .is_err());
+    }
+
+    #[test]
+    fn control_is_refused_unless_allowed_and_its_pipelines_have_no_files() {
+        let text = "tone seconds=0.1 >a\nnull <a\n";
+        let mut d = disk(text, Underrun::Wait);
+        d.set_control(None);
+        let w = |d: &ActionDisk, t: &str| d.write(CONTROL_BLOCK * BLOCK, t.as_bytes(), false);
+        assert_eq!(w(&d, text), Err(Errno::Perm));
+        d.set_control(Some(Files::Denied));
+        assert_eq!(
+            w(&d, "file path=/etc/passwd >a\nhost-out name=x <a\n"),
+            Err(Errno::Inval)
+        );
+        let mut b = vec![0u8; 4096];
+        d.read(STATUS_BLOCK * BLOCK, &mut b).unwrap();
+        let status = String::from_utf8_lossy(&b);
+        assert!(status.contains("rejected: line 1"), "{status}");
+        assert!(status.contains("task 'file'"), "{status}");
+        assert!(status.contains("\"/etc/passwd\""), "{status}");
+        // The old pipeline is still the one served.
+        d.read(CONTROL_BLOCK * BLOCK, &mut b).unwrap();
+        assert!(String::from_utf8_lossy(&b).starts_with(text));
+        w(&d, text).unwrap();
+        d.read(STATUS_BLOCK * BLOCK, &mut b).unwrap();
+        assert!(!String::from_utf8_lossy(&b).contains("rejected"));
     }
 }

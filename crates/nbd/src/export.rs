@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_engine::Registry;
+use offhost_engine::{Files, Registry};
 
 use crate::actions::{ActionDisk, Underrun};
 use crate::backend::Backend;
@@ -150,6 +150,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Export {
     /// Parses `NAME=KIND:ARG[,OPTION...]` and builds the export.
     pub fn from_spec(spec: &str) -> Result<Self, SpecError> {
+        Self::from_spec_with(spec, None)
+    }
+
+    /// Like [`from_spec`](Self::from_spec); an `actions:` export accepts pipelines written to
+    /// its control range when `control` is given, built with that file access
+    /// ([`ActionDisk::set_control`]).
+    pub fn from_spec_with(spec: &str, control: Option<Files>) -> Result<Self, SpecError> {
         let (name, rest) = spec
             .split_once('=')
             .ok_or_else(|| SpecError::NoName(spec.to_owned()))?;
@@ -299,16 +306,16 @@ impl Export {
         let backend: Arc<dyn Backend> = if is_actions {
             let text =
                 std::fs::read_to_string(arg).map_err(|e| bad("file", format!("{arg}: {e}")))?;
-            Arc::new(
-                ActionDisk::new(
-                    &text,
-                    Arc::new(Registry::with_builtins()),
-                    channels,
-                    underrun,
-                    wait_limit,
-                )
-                .map_err(|e| bad("pipeline", e.to_string()))?,
+            let mut disk = ActionDisk::new(
+                &text,
+                Arc::new(Registry::with_builtins()),
+                channels,
+                underrun,
+                wait_limit,
             )
+            .map_err(|e| bad("pipeline", e.to_string()))?;
+            disk.set_control(control);
+            Arc::new(disk)
         } else if modelled {
             Arc::new(ModelledDisk::new(size, drive))
         } else {
