@@ -6,6 +6,8 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use offhost_link::{ChannelOptions, SendMode, Server, Session};
 
+use crate::access_args::{ConnectAccess, ServeAccess};
+
 /// Channel options shared by the three commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChannelFlags {
@@ -45,35 +47,46 @@ impl ChannelFlags {
 /// Arguments of `offhost send`.
 #[derive(clap::Args, Debug)]
 pub struct SendArgs {
-    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
     #[arg(long)]
     to: String,
     #[command(flatten)]
     flags: ChannelFlags,
+    #[command(flatten)]
+    access: ConnectAccess,
 }
 
 /// Arguments of `offhost recv`.
 #[derive(clap::Args, Debug)]
 pub struct RecvArgs {
-    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
     #[arg(long)]
     from: String,
     #[command(flatten)]
     flags: ChannelFlags,
+    #[command(flatten)]
+    access: ConnectAccess,
 }
 
 /// Arguments of `offhost cat`.
 #[derive(clap::Args, Debug)]
 pub struct CatArgs {
-    /// Engine URL: tcp:HOST:PORT, unix:PATH or shm:PATH.
+    /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
     #[arg(long)]
     via: String,
     #[command(flatten)]
     flags: ChannelFlags,
+    #[command(flatten)]
+    access: ConnectAccess,
 }
 
-fn open(url: &str, flags: &ChannelFlags) -> Result<(Session, offhost_link::Channel)> {
-    let session = Session::connect(url).with_context(|| format!("connect to {url}"))?;
+fn open(
+    url: &str,
+    flags: &ChannelFlags,
+    access: &ConnectAccess,
+) -> Result<(Session, offhost_link::Channel)> {
+    let session = Session::connect_with(url, &access.link_options())
+        .with_context(|| format!("connect to {url}"))?;
     let ch = session
         .open(&flags.channel, flags.options())
         .with_context(|| format!("open channel {:?} on {url}", flags.channel))?;
@@ -91,7 +104,7 @@ fn pump_in(ch: &offhost_link::Channel) -> Result<u64> {
 
 /// `offhost send`: stdin to the channel; whatever the engine sends back is discarded.
 pub fn send(args: SendArgs) -> Result<()> {
-    let (session, ch) = open(&args.to, &args.flags)?;
+    let (session, ch) = open(&args.to, &args.flags, &args.access)?;
     std::thread::scope(|s| {
         // Drain the other direction so the engine never waits on us.
         let drain = s.spawn(|| while let Ok(Some(_)) = ch.recv() {});
@@ -105,7 +118,7 @@ pub fn send(args: SendArgs) -> Result<()> {
 
 /// `offhost recv`: the channel's messages to stdout until the engine ends the stream.
 pub fn recv(args: RecvArgs) -> Result<()> {
-    let (session, ch) = open(&args.from, &args.flags)?;
+    let (session, ch) = open(&args.from, &args.flags, &args.access)?;
     ch.close().context("end our direction of the channel")?;
     let mut out = std::io::stdout().lock();
     while let Some(m) = ch.recv().context("receive from the channel")? {
@@ -118,7 +131,7 @@ pub fn recv(args: RecvArgs) -> Result<()> {
 
 /// `offhost cat`: stdin to the channel and the channel to stdout, at the same time.
 pub fn cat(args: CatArgs) -> Result<()> {
-    let (session, ch) = open(&args.via, &args.flags)?;
+    let (session, ch) = open(&args.via, &args.flags, &args.access)?;
     std::thread::scope(|s| -> Result<()> {
         let input = s.spawn(|| pump_in(&ch));
         let mut out = std::io::stdout().lock();
@@ -137,8 +150,9 @@ pub fn cat(args: CatArgs) -> Result<()> {
 
 /// Serves the channel echo at `url`: every message of every channel of every host comes back
 /// on the same channel; with `once`, after the first host leaves, exit.
-pub fn serve_echo(url: &str, once: bool) -> Result<()> {
-    let server = Server::bind(url).with_context(|| format!("listen on {url}"))?;
+pub fn serve_echo(url: &str, once: bool, access: &ServeAccess) -> Result<()> {
+    let server = Server::bind_with(url, &access.link_options())
+        .with_context(|| format!("listen on {url}"))?;
     eprintln!("echo: serving channels on {}", server.url());
     if !once {
         offhost_link::serve_echo(&server)?;

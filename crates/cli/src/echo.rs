@@ -35,8 +35,9 @@ impl std::str::FromStr for Url {
 /// Arguments of `offhost echo`.
 #[derive(clap::Args, Debug)]
 pub struct EchoArgs {
-    /// Where to listen: tcp:HOST:PORT, unix:PATH, shm:PATH (a Unix socket path, removed on
-    /// exit) or shm:@name (abstract socket, leaves no file). With --raw, shm: only.
+    /// Where to listen: tls:HOST:PORT (with --tls-certificates), unix:PATH, shm:PATH (a Unix
+    /// socket path, removed on exit), shm:@name (abstract socket, leaves no file), or plain
+    /// tcp:HOST:PORT (only with --insecure). With --raw, shm: only.
     #[arg(long)]
     listen: String,
     /// Echo bare ring records (no channel protocol); shm: only.
@@ -58,6 +59,8 @@ pub struct EchoArgs {
     /// descriptor only, zero-copy).
     #[arg(long)]
     touch: bool,
+    #[command(flatten)]
+    access: crate::access_args::ServeAccess,
 }
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
@@ -72,7 +75,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
                 eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
             }
         }
-        return crate::channel_cmds::serve_echo(&args.listen, args.once);
+        return crate::channel_cmds::serve_echo(&args.listen, args.once, &args.access);
     }
     let listen: Url = args.listen.parse().map_err(anyhow::Error::msg)?;
     let addr = match &listen {
@@ -86,7 +89,8 @@ pub fn run(args: EchoArgs) -> Result<()> {
             eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
         }
     }
-    let listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
+    let mut listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
+    listener.set_allowed_uids(args.access.allow_uids.clone());
     eprintln!("echo: listening on shm:{addr}");
     let mode = args.mode.map(|m| (m, Duration::from_micros(args.spin_us)));
     loop {

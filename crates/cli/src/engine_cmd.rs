@@ -15,9 +15,17 @@ use crate::engine_table::render;
 /// Arguments of `offhost engine`.
 #[derive(clap::Args, Debug)]
 pub struct EngineArgs {
-    /// Where to listen: tcp:HOST:PORT (loopback unless you name another address) or unix:PATH.
-    #[arg(long, default_value = "tcp:127.0.0.1:7460")]
+    /// Where to listen: unix:PATH (the default: a socket only this user may use), shm:ADDR,
+    /// tls:HOST:PORT (with --tls-certificates; clients need a certificate of the same CA), or
+    /// plain tcp:HOST:PORT (only with --insecure).
+    #[arg(long, default_value_t = crate::access_args::default_engine_url())]
     listen: String,
+    /// Let submitted pipelines open files beneath DIR (paths resolve beneath it: `..`,
+    /// absolute paths and symlinks out of it are refused). Without it they open no files.
+    #[arg(long, value_name = "DIR")]
+    files: Option<PathBuf>,
+    #[command(flatten)]
+    access: crate::access_args::ServeAccess,
     /// Worker threads per pipeline.
     #[arg(long)]
     workers: Option<usize>,
@@ -28,7 +36,12 @@ pub struct EngineArgs {
 
 /// Runs the daemon until killed.
 pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
-    let server = offhost_link::Server::bind(&args.listen)
+    let files = match &args.files {
+        Some(d) => offhost_engine::Files::beneath(d)
+            .with_context(|| format!("--files {}", d.display()))?,
+        None => offhost_engine::Files::Denied,
+    };
+    let server = offhost_link::Server::bind_with(&args.listen, &args.access.link_options())
         .with_context(|| format!("listen on {}", args.listen))?;
     let mut config = EngineConfig {
         pin: args.pin,
@@ -38,7 +51,7 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         config.workers = w.max(1);
     }
     eprintln!("engine: listening on {}", server.url());
-    Daemon::new(registry, config).serve(&server);
+    Daemon::with_files(registry, config, files).serve(&server);
     Ok(())
 }
 
@@ -46,8 +59,10 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct SubmitArgs {
     /// The engine daemon's URL.
-    #[arg(long, default_value = "tcp:127.0.0.1:7460")]
+    #[arg(long, default_value_t = crate::access_args::default_engine_url())]
     engine: String,
+    #[command(flatten)]
+    access: crate::access_args::ConnectAccess,
     /// Pipeline description (.ion file) to run on the engine.
     #[arg(required_unless_present_any = ["status", "stop", "list"])]
     file: Option<PathBuf>,
@@ -111,7 +126,7 @@ fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
 pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
     let client =
-        Client::connect(&args.engine).with_context(|| format!("connect to {}", args.engine))?;
+        Client::connect_with(&args.engine, &args.access.link_options()).with_context(|| format!("connect to {}", args.engine))?;
     if args.list {
         println!("{}", serde_json::to_string_pretty(&client.list()?)?);
         return Ok(());

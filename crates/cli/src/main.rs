@@ -3,10 +3,12 @@
 
 use clap::{Parser, Subcommand};
 
+mod access_args;
 mod bench;
 mod bench_engine;
 mod bench_nbd;
 mod bench_pet;
+mod certs_cmd;
 mod channel_cmds;
 mod echo;
 mod engine_cmd;
@@ -50,6 +52,8 @@ enum Command {
     Cat(channel_cmds::CatArgs),
     /// PET acquisition: simulate, inspect, histogram, reconstruct.
     Pet(pet_cmd::PetArgs),
+    /// Create a CA and server and client certificates for TLS (nbdkit's directory layout).
+    Certs(certs_cmd::CertsArgs),
 }
 
 /// The tasks every pipeline may use: the engine's built-ins and the PET tasks.
@@ -79,5 +83,6 @@ fn main() -> anyhow::Result<()> {
         Command::Recv(args) => channel_cmds::recv(args),
         Command::Cat(args) => channel_cmds::cat(args),
         Command::Pet(a) => pet_cmd::run(a),
+        Command::Certs(a) => certs_cmd::run(a),
     }
 }

@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use offhost_nbd::server::DEFAULT_LISTEN;
 use offhost_nbd::trace::Tracer;
-use offhost_nbd::{report, Export, ListenAddr, Server};
+use offhost_engine::Files;
+use offhost_nbd::{report, Export, ListenAddr, NbdTls, Server, TlsMode};
 
 /// Arguments of `offhost nbd`.
 #[derive(Args, Debug)]
@@ -29,9 +30,29 @@ enum NbdSub {
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// Where to listen: tcp:HOST:PORT, HOST:PORT or unix:PATH (port 0 picks a free port; the
-    /// address is printed on stdout as `listening on ADDR`).
+    /// address is printed on stdout as `listening on ADDR`). A TCP listener needs
+    /// --tls=require (clients connect with nbds://) or --insecure.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: String,
+    /// TLS, as nbdkit's --tls: off, on (offered: clients may upgrade with NBD_OPT_STARTTLS) or
+    /// require (every option before STARTTLS is refused with NBD_REP_ERR_TLS_REQD).
+    #[arg(long, default_value = "off", value_name = "off|on|require")]
+    tls: TlsMode,
+    /// Require a client certificate signed by the directory's ca-cert.pem (without it, one
+    /// is verified when a client presents it).
+    #[arg(long)]
+    tls_verify_peer: bool,
+    /// Accept new pipelines written to an action export's control range (refused with EPERM
+    /// otherwise).
+    #[arg(long)]
+    allow_control: bool,
+    /// Let pipelines written to the control range open files beneath DIR (paths resolve
+    /// beneath it; `..`, absolute paths and symlinks out are refused). Without it they open no
+    /// files. The pipelines of the export files themselves see files as this process does.
+    #[arg(long, value_name = "DIR")]
+    files: Option<PathBuf>,
+    #[command(flatten)]
+    access: crate::access_args::ServeAccess,
     /// An export, NAME=KIND:ARG[,OPTION...], e.g. `disk=mem:1G,readonly` (repeatable; the first
     /// is also the default export). Options: readonly, block=N, max=SIZE, desc=TEXT, and for the
     /// drive model rpm=N, seek=DURATION, rate=SIZE, spt=N, tpc=N,
@@ -74,11 +95,20 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .listen
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--listen: {e}"))?;
+    let control = match (a.allow_control, &a.files) {
+        (false, Some(_)) => anyhow::bail!("--files applies to pipelines written to the control range: give --allow-control too"),
+        (false, None) => None,
+        (true, None) => Some(Files::Denied),
+        (true, Some(d)) => Some(
+            Files::beneath(d).with_context(|| format!("--files {}", d.display()))?,
+        ),
+    };
     let exports = a
         .exports
         .iter()
-        .map(|s| Export::from_spec(s))
+        .map(|s| Export::from_spec_with(s, control.clone()))
         .collect::<Result<Vec<_>, _>>()?;
+    let tls = NbdTls::new(a.tls, a.access.tls_certificates.as_deref(), a.tls_verify_peer)?;
     let tracer = match &a.trace {
         Some(p) => Some(
             Tracer::create(p).with_context(|| format!("cannot create trace {}", p.display()))?,
@@ -86,6 +116,9 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let mut server = Server::bind(&addr, exports, tracer)?;
+    server.set_tls(tls);
+    server.set_allowed_uids(a.access.allow_uids.clone());
+    server.check_insecure(a.access.insecure)?;
     server.set_spin(std::time::Duration::from_micros(a.spin_us));
     anyhow::ensure!(
         (1..=256).contains(&a.conn_threads),

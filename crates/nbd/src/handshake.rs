@@ -70,12 +70,44 @@ fn send_reply<S: Write>(s: &mut S, option: u32, reply: u32, data: &[u8]) -> std:
     s.write_all(&out)
 }
 
-/// Runs the server side of the handshake on `s`. Returns the negotiated export when the client
-/// enters transmission.
+/// Runs the server side of the handshake on `s`, without TLS. Returns the negotiated export
+/// when the client enters transmission.
 pub fn serve_handshake<S: Read + Write>(
     s: &mut S,
     exports: &[Arc<Export>],
 ) -> Result<Negotiated, HandshakeError> {
+    let no_zeroes = serve_greeting(s)?;
+    match serve_options(s, exports, no_zeroes, Haggle::default())? {
+        Haggled::Go(n) => Ok(n),
+        Haggled::StartTls => unreachable!("TLS is not offered"),
+    }
+}
+
+/// What the option haggling may do about TLS (see `tls.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Haggle {
+    /// `NBD_OPT_STARTTLS` is accepted (`--tls=on` or `require`).
+    pub offer_tls: bool,
+    /// Every option but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` is refused with
+    /// `NBD_REP_ERR_TLS_REQD` until TLS is on (`--tls=require`: the spec's FORCEDTLS).
+    pub require_tls: bool,
+    /// TLS is on: this haggling runs after `NBD_OPT_STARTTLS`.
+    pub tls_active: bool,
+}
+
+/// How option haggling ended.
+#[derive(Debug)]
+pub enum Haggled {
+    /// The client entered transmission.
+    Go(Negotiated),
+    /// The client asked for TLS and was answered `NBD_REP_ACK`: the TLS handshake follows,
+    /// then the haggling goes on over TLS (with a fresh state, as the spec asks).
+    StartTls,
+}
+
+/// Sends the server's greeting and reads the client's flags; returns whether the client
+/// asked for no zeroes.
+pub fn serve_greeting<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError> {
     let mut hello = Vec::with_capacity(18);
     hello.extend_from_slice(&NBD_MAGIC.to_be_bytes());
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -90,7 +122,16 @@ pub fn serve_handshake<S: Read + Write>(
             "unknown client flags {client_flags:#x}"
         )));
     }
-    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    Ok(client_flags & FLAG_C_NO_ZEROES != 0)
+}
+
+/// Haggles options until the client enters transmission or asks for TLS.
+pub fn serve_options<S: Read + Write>(
+    s: &mut S,
+    exports: &[Arc<Export>],
+    no_zeroes: bool,
+    haggle: Haggle,
+) -> Result<Haggled, HandshakeError> {
     let mut structured = false;
     loop {
         let mut h = [0u8; OPTION_HEADER_LEN];
@@ -105,6 +146,22 @@ pub fn serve_handshake<S: Read + Write>(
         let mut data = vec![0u8; hdr.length as usize];
         s.read_exact(&mut data)?;
         let opt = hdr.option;
+        if haggle.require_tls && !haggle.tls_active && opt != OPT_STARTTLS && opt != OPT_ABORT {
+            if opt == OPT_EXPORT_NAME {
+                // This option cannot carry an error: the spec says to end the session.
+                return Err(HandshakeError::Protocol(
+                    "NBD_OPT_EXPORT_NAME before TLS on a server that requires TLS".into(),
+                ));
+            }
+            send_reply(
+                s,
+                opt,
+                REP_ERR_TLS_REQD,
+                b"this server requires TLS: send NBD_OPT_STARTTLS first",
+            )?;
+            s.flush()?;
+            continue;
+        }
         match opt {
             OPT_EXPORT_NAME => {
                 let name = String::from_utf8_lossy(&data);
@@ -122,10 +179,10 @@ pub fn serve_handshake<S: Read + Write>(
                 }
                 s.write_all(&out)?;
                 s.flush()?;
-                return Ok(Negotiated {
+                return Ok(Haggled::Go(Negotiated {
                     export: e.clone(),
                     structured,
-                });
+                }));
             }
             OPT_ABORT => {
                 // The client may already have closed; a failed ack is not an error.
@@ -202,14 +259,24 @@ pub fn serve_handshake<S: Read + Write>(
                 send_reply(s, opt, REP_ACK, &[])?;
                 if opt == OPT_GO {
                     s.flush()?;
-                    return Ok(Negotiated {
+                    return Ok(Haggled::Go(Negotiated {
                         export: e.clone(),
                         structured,
-                    });
+                    }));
                 }
             }
             OPT_STARTTLS => {
-                send_reply(s, opt, REP_ERR_UNSUP, b"this server does not offer TLS")?;
+                if !data.is_empty() {
+                    send_reply(s, opt, REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data")?;
+                } else if haggle.tls_active {
+                    send_reply(s, opt, REP_ERR_INVALID, b"TLS is already on")?;
+                } else if !haggle.offer_tls {
+                    send_reply(s, opt, REP_ERR_UNSUP, b"this server does not offer TLS")?;
+                } else {
+                    send_reply(s, opt, REP_ACK, &[])?;
+                    s.flush()?;
+                    return Ok(Haggled::StartTls);
+                }
             }
             _ => {
                 let msg = format!("option {opt} is not supported by this server");

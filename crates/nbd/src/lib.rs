@@ -7,6 +7,7 @@
 //! - [`export`]: export specifications (`NAME=KIND:ARG,OPTION...`);
 //! - [`actions`]: a pipeline as a disk (`actions:FILE.ion`), block addresses that start, stop,
 //!   query and move data on the pipeline's host channels;
+//! - [`tls`]: TLS as the protocol specifies it (`NBD_OPT_STARTTLS`, nbdkit's `--tls` modes);
 //! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
 #![forbid(unsafe_code)]
 
@@ -21,8 +22,10 @@ pub mod proto;
 pub mod report;
 mod request;
 pub mod server;
+pub mod tls;
 pub mod trace;
 
 pub use backend::Backend;
 pub use export::{Export, SpecError};
 pub use server::{ListenAddr, Server, ServerError};
+pub use tls::{NbdTls, TlsMode};

@@ -50,7 +50,7 @@ pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
 /// Option: list the exports.
 pub const OPT_LIST: u32 = 3;
-/// Option: start TLS (not supported: answered with `NBD_REP_ERR_POLICY`).
+/// Option: start TLS (`NBD_REP_ACK` when the server offers TLS, then the TLS handshake).
 pub const OPT_STARTTLS: u32 = 5;
 /// Option: ask for export information.
 pub const OPT_INFO: u32 = 6;
@@ -71,6 +71,8 @@ pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
 /// Option reply error: syntactically invalid option.
 pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+/// Option reply error: TLS must be negotiated first.
+pub const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 /// Option reply error: unknown export.
 pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::conn::{serve_transmission_threads, End};
 use crate::export::Export;
-use crate::handshake::{serve_handshake, HandshakeError};
+use crate::handshake::{serve_greeting, serve_options, Haggled, HandshakeError};
+use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
 
 /// How long a client may take over the handshake before the server drops it.
@@ -74,6 +75,9 @@ pub enum ServerError {
     /// Two exports share a name.
     #[error("export `{0}` is declared twice")]
     DuplicateExport(String),
+    /// Plain TCP without opting in.
+    #[error("refusing to serve {0} without TLS: use --tls=require with --tls-certificates DIR (`offhost certs DIR` creates one), a unix: socket, or allow plain tcp with --insecure")]
+    Insecure(String),
 }
 
 /// A connected socket of either family.
@@ -98,7 +102,7 @@ impl Stream {
             Self::Unix(s) => s.set_read_timeout(t),
         }
     }
-    fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         // The peer may be gone already; nothing to do about a failure here.
         let _ = match self {
             Self::Tcp(s) => s.shutdown(Shutdown::Both),
@@ -146,6 +150,8 @@ pub struct Server {
     tracer: Option<Arc<Tracer>>,
     next_conn: AtomicU32,
     opts: ConnOptions,
+    tls: Arc<NbdTls>,
+    allow: offhost_access::AllowUids,
 }
 
 /// Per-connection tuning.
@@ -204,10 +210,14 @@ impl Server {
                 {
                     let _ = std::fs::remove_file(p);
                 }
-                let l = UnixListener::bind(p).map_err(|source| ServerError::Bind {
+                let bind_err = |source| ServerError::Bind {
                     addr: p.display().to_string(),
                     source,
-                })?;
+                };
+                let l = UnixListener::bind(p).map_err(bind_err)?;
+                // Owner-only whatever the umask (peers are checked by uid too).
+                std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                    .map_err(bind_err)?;
                 Listener::Unix(l, p.clone())
             }
         };
@@ -217,7 +227,30 @@ impl Server {
             tracer: tracer.map(Arc::new),
             next_conn: AtomicU32::new(0),
             opts: ConnOptions::default(),
+            tls: Arc::new(NbdTls::off()),
+            allow: offhost_access::AllowUids::own(),
         })
+    }
+
+    /// Serves with `tls` (`NBD_OPT_STARTTLS`; see [`crate::tls`]).
+    pub fn set_tls(&mut self, tls: NbdTls) {
+        self.tls = Arc::new(tls);
+    }
+
+    /// Admits Unix-socket clients running as these uids besides our own (`SO_PEERCRED`).
+    pub fn set_allowed_uids(&mut self, uids: Vec<u32>) {
+        self.allow = offhost_access::AllowUids::with(uids);
+    }
+
+    /// Refuses to serve plain TCP (a TCP listener whose TLS is not `require`) unless
+    /// `insecure`: call before [`serve`](Self::serve) on a server that faces other users.
+    pub fn check_insecure(&self, insecure: bool) -> Result<(), ServerError> {
+        match &self.listener {
+            Listener::Tcp(_) if self.tls.mode() != TlsMode::Require && !insecure => {
+                Err(ServerError::Insecure(self.local_addr()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets how long a connection polls its socket before sleeping (0 = never polls).
@@ -257,6 +290,12 @@ impl Server {
                 }),
                 Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
             };
+            if let Ok(Stream::Unix(s)) = &stream {
+                if let Err(e) = self.allow.check(s) {
+                    tracing::warn!("turned away a unix client: {e}");
+                    continue;
+                }
+            }
             let stream = match stream {
                 Ok(s) => s,
                 Err(e) => {
@@ -271,9 +310,10 @@ impl Server {
             let exports = self.exports.clone();
             let tracer = self.tracer.clone();
             let opts = self.opts;
+            let tls = self.tls.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
-                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, opts));
+                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, opts, &tls));
             if let Err(e) = spawned {
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
@@ -288,47 +328,48 @@ pub fn handle(
     tracer: Option<&Tracer>,
     id: u32,
     opts: ConnOptions,
+    tls: &NbdTls,
 ) {
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let neg = match serve_handshake(&mut stream, exports) {
-        Ok(n) => n,
+    let haggled = serve_greeting(&mut stream).and_then(|no_zeroes| {
+        match serve_options(&mut stream, exports, no_zeroes, tls.haggle())? {
+            Haggled::Go(neg) => Ok(Haggled2::Plain(stream, neg)),
+            Haggled::StartTls => crate::tls::upgrade(stream, tls, exports, no_zeroes),
+        }
+    });
+    let (neg, end) = match haggled {
+        Ok(Haggled2::Plain(stream, neg)) => {
+            let _ = stream.set_read_timeout(None);
+            let end = serve_plain(&stream, &neg, tracer, id, opts);
+            stream.shutdown();
+            (neg, end)
+        }
+        Ok(Haggled2::Tls(mut r, mut w, neg)) => {
+            log_negotiated(id, &neg);
+            let end = serve_transmission_threads(
+                &mut r,
+                &mut w,
+                &neg.export,
+                neg.structured,
+                tracer,
+                id,
+                opts.threads,
+            );
+            w.shutdown();
+            w.abort();
+            (neg, end)
+        }
         Err(HandshakeError::Aborted) => {
             tracing::debug!("conn {id}: client aborted the handshake");
-            stream.shutdown();
             return;
         }
         Err(e) => {
             tracing::info!("conn {id}: {e}");
-            stream.shutdown();
             return;
         }
     };
-    let _ = stream.set_read_timeout(None);
-    tracing::debug!(
-        "conn {id}: export `{}` structured={}",
-        neg.export.name,
-        neg.structured
-    );
-    let writer = match stream.try_clone() {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("conn {id}: cannot clone socket: {e}");
-            return;
-        }
-    };
-    let reader = SpinReader {
-        stream: &stream,
-        spin: opts.spin,
-    };
-    match serve_transmission_threads(
-        reader,
-        writer,
-        &neg.export,
-        neg.structured,
-        tracer,
-        id,
-        opts.threads,
-    ) {
+    let _ = neg;
+    match end {
         Ok(End::Violation(why)) => tracing::info!("conn {id}: dropped: {why}"),
         Ok(end) => tracing::debug!("conn {id}: {end:?}"),
         Err(e) => tracing::debug!("conn {id}: i/o error: {e}"),
@@ -336,7 +377,39 @@ pub fn handle(
     if let Some(t) = tracer {
         t.flush();
     }
-    stream.shutdown();
+}
+
+fn log_negotiated(id: u32, neg: &crate::handshake::Negotiated) {
+    tracing::debug!(
+        "conn {id}: export `{}` structured={}",
+        neg.export.name,
+        neg.structured
+    );
+}
+
+/// The transmission phase on a plain socket.
+fn serve_plain(
+    stream: &Stream,
+    neg: &crate::handshake::Negotiated,
+    tracer: Option<&Tracer>,
+    id: u32,
+    opts: ConnOptions,
+) -> io::Result<End> {
+    log_negotiated(id, neg);
+    let writer = stream.try_clone()?;
+    let reader = SpinReader {
+        stream,
+        spin: opts.spin,
+    };
+    serve_transmission_threads(
+        reader,
+        writer,
+        &neg.export,
+        neg.structured,
+        tracer,
+        id,
+        opts.threads,
+    )
 }
 
 /// The reading half of a connection: before sleeping in `read`, it polls the socket for up to
