@@ -30,6 +30,7 @@ fn echo_engine(url: &str) -> (Reaped, String) {
     let mut child = Reaped(
         Command::new(BIN)
             .args(["echo", "--listen", url])
+            .args(url.starts_with("tcp:").then_some("--insecure"))
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -243,7 +243,10 @@ fn engine_daemon_runs_submitted_pipelines() {
     let _d = Reaped(
         offhost()
             .current_dir(dir.path())
-            .args(["engine", "--listen", &url])
+            .args(["engine", "--insecure", "--listen", &url])
+            // The example writes loudspeaker.wav: submitted pipelines open files beneath this.
+            .arg("--files")
+            .arg(dir.path())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),

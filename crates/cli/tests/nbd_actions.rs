@@ -114,6 +114,7 @@ fn nbdsh_drives_an_action_export() {
             .arg(format!("unix:{}", sock.display()))
             .arg("--export")
             .arg(format!("act=actions:{},wait=10s", ion.display()))
+            .arg("--allow-control")
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),

@@ -20,7 +20,7 @@ impl Task for WavIn {
         if let Some(src) = self.src.take() {
             let f = src
                 .open()
-                .map_err(|e| TaskError::io(format!("open {}", self.path), e))?;
+                .map_err(|e| TaskError::io(format!("read {}", self.path), e))?;
             let r = hound::WavReader::new(BufReader::new(f)).map_err(|e| wav_err(&self.path, e))?;
             let spec = r.spec();
             if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
