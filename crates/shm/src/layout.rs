@@ -61,6 +61,44 @@ pub(crate) struct Control {
     pub bells: [CachePadded<AtomicU32>; 4],
 }
 
+// The control block is shared between two builds (possibly two different binaries): its
+// layout is fixed here at compile time, and `control_size` in the header catches the rest at
+// attach.
+const _: () = {
+    use std::mem::{align_of, offset_of};
+    assert!(size_of::<Header>() == 96);
+    assert!(offset_of!(Header, magic) == 0);
+    assert!(offset_of!(Header, version) == 8);
+    assert!(offset_of!(Header, control_size) == 12);
+    assert!(offset_of!(Header, total_size) == 16);
+    assert!(offset_of!(Header, ring_bytes) == 24);
+    assert!(offset_of!(Header, pool_buffers) == 32);
+    assert!(offset_of!(Header, buffer_size) == 36);
+    assert!(offset_of!(Header, free_slots) == 40);
+    assert!(offset_of!(Header, mode) == 44);
+    assert!(offset_of!(Header, spin_ns) == 48);
+    assert!(offset_of!(Header, ring_off) == 56);
+    assert!(offset_of!(Header, free_off) == 72);
+    assert!(offset_of!(Header, pool_off) == 88);
+    // Every index and doorbell on a cache line of its own, after the header.
+    let line = size_of::<CachePadded<AtomicU64>>();
+    assert!(line >= 64 && line == size_of::<CachePadded<AtomicU32>>());
+    assert!(size_of::<RingCtl>() == 2 * line);
+    assert!(offset_of!(RingCtl, tail) == 0);
+    assert!(offset_of!(RingCtl, head) == line);
+    assert!(offset_of!(Control, header) == 0);
+    assert!(size_of::<CachePadded<Header>>() % line == 0);
+    assert!(offset_of!(Control, rings) == size_of::<CachePadded<Header>>());
+    assert!(offset_of!(Control, free) == offset_of!(Control, rings) + 2 * size_of::<RingCtl>());
+    assert!(offset_of!(Control, bells) == offset_of!(Control, free) + 2 * size_of::<RingCtl>());
+    assert!(size_of::<Control>() == offset_of!(Control, bells) + 4 * line);
+    assert!(align_of::<Control>() <= PAGE as usize);
+    // The control block fits before the first ring (which starts at the next page).
+    assert!(size_of::<Control>() <= PAGE as usize);
+    // The futex word of a doorbell is the first 4 bytes of its line.
+    assert!(size_of::<AtomicU32>() == 4);
+};
+
 /// Index of a doorbell: side `side` (0 host, 1 engine), waiting to receive (`rx`) or to send.
 pub(crate) fn bell_index(side: usize, rx: bool) -> usize {
     side * 2 + usize::from(!rx)

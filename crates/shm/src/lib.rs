@@ -82,6 +82,41 @@
 //! can still change bytes of a record or buffer while we read them (it is shared memory), but it
 //! cannot make us access anything outside the segment.
 //!
+//! ## What the peer can write while we hold a reference
+//!
+//! The whole segment is mapped shared and writable in both processes (the memfd's seals stop
+//! it from shrinking or growing, not from being written). So a hostile peer can write, at any
+//! moment:
+//!
+//! - the **control block**: the header (we read it once, at attach, into a private copy that
+//!   is validated and used from then on: see `segment.rs`), every ring and free-ring index, and
+//!   the doorbell words;
+//! - the **rings**: record headers and stamps, including those of records it has published and
+//!   we have not consumed, and the payload of an inline [`Record`] while we read it in place;
+//! - the **pool**: any buffer, including one we hold as a [`Buf`] (ours by the protocol, not by
+//!   the hardware);
+//! - the **free rings**: their slots and indices.
+//!
+//! What we rely on, so that none of that can move one of our accesses out of bounds:
+//!
+//! - every length, index, offset and descriptor that decides *where* we read or write is read
+//!   from the segment exactly once, by an atomic or volatile load into a local, and only that
+//!   local is checked and used: record headers (`ring.rs`: `len` and `kind` copied by volatile
+//!   reads, then checked against the ring's end), stamps and ring indices (atomic loads,
+//!   checked against our own positions), free-ring slots (`pool.rs`: one volatile read, then
+//!   checked against the pool's size and our record of who holds what), buffer descriptors
+//!   (`receiver.rs`: the 16 bytes copied by one volatile read, then checked);
+//! - our own positions (the producer's tail, the consumer's head) are kept in private memory;
+//!   the copies in the segment are only written by us (or read for diagnostics), and a new
+//!   endpoint starts from 0, not from what the segment says;
+//! - sizes and offsets of the rings, free rings and pool come from our validated copy of the
+//!   header, never from the segment again;
+//! - payload bytes (an inline record's, a buffer's) are data: this crate never derives an
+//!   address from them. A consumer that parses them (the link's protocol parser reads inline
+//!   records in place) does so with bounds-checked code, so bytes changed under it give a
+//!   protocol error or wrong data, not an access outside the record. Copying every payload
+//!   out first would close that window too, at the cost the in-place path exists to avoid.
+//!
 //! # Threads
 //!
 //! [`Endpoint::split`] gives a [`Sender`] and a [`Receiver`] that may run on different threads.

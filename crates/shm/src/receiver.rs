@@ -51,14 +51,16 @@ impl Receiver {
     }
 
     fn take_buf(&mut self, raw: &RawRecord) -> Result<Buf, ShmError> {
-        // SAFETY: the record is unconsumed; we copy the descriptor out at once.
-        let d = unsafe { raw.payload() };
-        if d.len() != DESC {
+        if raw.len != DESC {
             return Err(ShmError::CorruptPeer(format!(
                 "buffer descriptor of {} bytes, expected {DESC}",
-                d.len()
+                raw.len
             )));
         }
+        // SAFETY: the record is unconsumed and its `DESC` payload bytes lie in the ring (checked
+        // when it was peeked); one volatile read copies the descriptor out, so the peer changing
+        // it afterwards cannot change what we check and use.
+        let d: [u8; DESC] = unsafe { raw.read_payload::<DESC>() };
         let word = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
         let (index, offset, len) = (word(0), word(4), word(8));
         let size = self.shared.seg.layout.buffer_size;

@@ -76,8 +76,10 @@ impl Producer {
     /// `ctl` and `data..data+cap` must point into a live shared mapping that outlives the
     /// producer, `cap` must be a power of two, and no other producer may exist for this ring.
     pub(crate) unsafe fn new(ctl: *const RingCtl, data: *mut u8, cap: u64) -> Producer {
-        // SAFETY: the caller guarantees `ctl` is valid.
-        let tail = unsafe { &*ctl }.tail.load(Ordering::Relaxed);
+        // A new segment's positions are 0, and only this side ever stores this ring's tail:
+        // start from 0 rather than from what the segment says, which a hostile peer could
+        // have set to anything (unaligned, or about to overflow).
+        let tail = 0;
         Producer {
             ctl,
             data,
@@ -241,6 +243,17 @@ impl RawRecord {
         // SAFETY: bounds were checked when the record was read; liveness by the caller.
         unsafe { std::slice::from_raw_parts(self.payload, self.len) }
     }
+
+    /// Copies the first `N` payload bytes out with one volatile read.
+    ///
+    /// # Safety
+    /// As [`payload`](Self::payload), and the record must be at least `N` bytes long.
+    pub(crate) unsafe fn read_payload<const N: usize>(&self) -> [u8; N] {
+        debug_assert!(self.len >= N);
+        // SAFETY: `payload .. payload + len` lies in the ring (checked at peek) and `N <= len`
+        // (caller); `[u8; N]` has alignment 1.
+        unsafe { std::ptr::read_volatile(self.payload.cast::<[u8; N]>()) }
+    }
 }
 
 /// The consumer end of a ring.
@@ -259,8 +272,8 @@ impl Consumer {
     /// # Safety
     /// As [`Producer::new`], for the single consumer of the ring.
     pub(crate) unsafe fn new(ctl: *const RingCtl, data: *const u8, cap: u64) -> Consumer {
-        // SAFETY: the caller guarantees `ctl` is valid.
-        let head = unsafe { &*ctl }.head.load(Ordering::Relaxed);
+        // As in `Producer::new`: only this side stores the head; a new segment starts at 0.
+        let head = 0;
         Consumer {
             ctl,
             data,
@@ -353,5 +366,36 @@ impl Consumer {
         self.ctl().head.store(self.head, Ordering::Release);
         self.published = self.head;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_utils::CachePadded;
+
+    /// Indices a hostile peer left in the control block before we attached (unaligned, about to
+    /// overflow) are not where our positions start: records still land inside the ring.
+    #[test]
+    fn new_ends_ignore_the_indices_found_in_the_segment() {
+        let ctl = RingCtl {
+            tail: CachePadded::new(AtomicU64::new(3)),
+            head: CachePadded::new(AtomicU64::new(u64::MAX - 5)),
+        };
+        let mut ring = vec![0u128; 256 / 16]; // 256 bytes, 16-aligned
+        let data = ring.as_mut_ptr().cast::<u8>();
+        // SAFETY: `ctl` and `ring` outlive both ends, one producer and one consumer.
+        let (mut p, mut c) = unsafe { (Producer::new(&ctl, data, 256), Consumer::new(&ctl, data, 256)) };
+        for round in 0..40u8 {
+            let slot = p.reserve(20, KIND_INLINE).unwrap().expect("room");
+            slot.fill(round);
+            p.publish();
+            let rec = c.peek().unwrap().expect("a record");
+            assert_eq!(rec.len, 20);
+            // SAFETY: unconsumed, in the live ring.
+            assert!(unsafe { rec.payload() }.iter().all(|&b| b == round));
+            c.consume(&rec);
+            c.publish();
+        }
     }
 }
