@@ -94,7 +94,8 @@ pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.distinguished_name = rcgen::DistinguishedName::new();
     ca.distinguished_name.push(DnType::CommonName, "offhost CA");
-    ca.distinguished_name.push(DnType::OrganizationName, "offhost");
+    ca.distinguished_name
+        .push(DnType::OrganizationName, "offhost");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -115,7 +116,9 @@ pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
     server
         .distinguished_name
         .push(DnType::CommonName, hosts.first().map_or("localhost", |h| h));
-    server.distinguished_name.push(DnType::OrganizationName, "offhost");
+    server
+        .distinguished_name
+        .push(DnType::OrganizationName, "offhost");
     server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     server.use_authority_key_identifier_extension = true;
@@ -127,7 +130,9 @@ pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
     client
         .distinguished_name
         .push(DnType::CommonName, "offhost client");
-    client.distinguished_name.push(DnType::OrganizationName, "offhost");
+    client
+        .distinguished_name
+        .push(DnType::OrganizationName, "offhost");
     client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     client.use_authority_key_identifier_extension = true;

@@ -40,7 +40,9 @@ pub enum AccessError {
     #[error("tls handshake: {0}")]
     Handshake(std::io::Error),
     /// The peer of a Unix socket runs as a user that is not allowed.
-    #[error("peer uid {theirs} is not allowed (ours is {ours}; allow it with --allow-uid {theirs})")]
+    #[error(
+        "peer uid {theirs} is not allowed (ours is {ours}; allow it with --allow-uid {theirs})"
+    )]
     PeerUid {
         /// Our uid.
         ours: u32,

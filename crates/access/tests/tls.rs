@@ -6,7 +6,9 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use offhost_access::certs::{self, CertDir};
-use offhost_access::{handshake, ClientAuth, TlsClient, TlsServer};
+use offhost_access::{
+    handshake, AccessError, ClientAuth, TlsClient, TlsReader, TlsServer, TlsWriter,
+};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -16,14 +18,10 @@ fn pki() -> (tempfile::TempDir, CertDir) {
     (d, dir)
 }
 
+type Halves = Result<(TlsReader, TlsWriter), AccessError>;
+
 /// Runs a server handshake in a thread and a client handshake here; returns both results.
-fn pair(
-    server: &TlsServer,
-    client: &TlsClient,
-) -> (
-    Result<(offhost_access::TlsReader, offhost_access::TlsWriter), offhost_access::AccessError>,
-    Result<(offhost_access::TlsReader, offhost_access::TlsWriter), offhost_access::AccessError>,
-) {
+fn pair(server: &TlsServer, client: &TlsClient) -> (Halves, Halves) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let conn = server.connection().unwrap();
@@ -123,7 +121,10 @@ fn a_client_certificate_from_another_ca_is_refused() {
     }
     let client = TlsClient::load(&CertDir::new(mixed.path())).unwrap();
     let why = refused(&server, &client);
-    assert!(why.contains("certificate") || why.contains("issuer"), "{why}");
+    assert!(
+        why.contains("certificate") || why.contains("issuer"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn a_client_that_does_not_trust_the_server_refuses_it() {
     let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
     let client = TlsClient::load(&other).unwrap();
     let (_s, c) = pair(&server, &client);
-    let e = c.err().expect("the client refuses an unknown server");
+    let e = c.expect_err("the client refuses an unknown server");
     assert!(e.to_string().contains("certificate"), "{e}");
 }
 

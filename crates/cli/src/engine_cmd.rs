@@ -37,8 +37,9 @@ pub struct EngineArgs {
 /// Runs the daemon until killed.
 pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
     let files = match &args.files {
-        Some(d) => offhost_engine::Files::beneath(d)
-            .with_context(|| format!("--files {}", d.display()))?,
+        Some(d) => {
+            offhost_engine::Files::beneath(d).with_context(|| format!("--files {}", d.display()))?
+        }
         None => offhost_engine::Files::Denied,
     };
     let server = offhost_link::Server::bind_with(&args.listen, &args.access.link_options())
@@ -125,8 +126,8 @@ fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
 
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
 pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
-    let client =
-        Client::connect_with(&args.engine, &args.access.link_options()).with_context(|| format!("connect to {}", args.engine))?;
+    let client = Client::connect_with(&args.engine, &args.access.link_options())
+        .with_context(|| format!("connect to {}", args.engine))?;
     if args.list {
         println!("{}", serde_json::to_string_pretty(&client.list()?)?);
         return Ok(());

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use offhost_engine::Files;
 use offhost_nbd::server::DEFAULT_LISTEN;
 use offhost_nbd::trace::Tracer;
-use offhost_engine::Files;
 use offhost_nbd::{report, Export, ListenAddr, NbdTls, Server, TlsMode};
 
 /// Arguments of `offhost nbd`.
@@ -96,19 +96,25 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--listen: {e}"))?;
     let control = match (a.allow_control, &a.files) {
-        (false, Some(_)) => anyhow::bail!("--files applies to pipelines written to the control range: give --allow-control too"),
+        (false, Some(_)) => anyhow::bail!(
+            "--files applies to pipelines written to the control range: give --allow-control too"
+        ),
         (false, None) => None,
         (true, None) => Some(Files::Denied),
-        (true, Some(d)) => Some(
-            Files::beneath(d).with_context(|| format!("--files {}", d.display()))?,
-        ),
+        (true, Some(d)) => {
+            Some(Files::beneath(d).with_context(|| format!("--files {}", d.display()))?)
+        }
     };
     let exports = a
         .exports
         .iter()
         .map(|s| Export::from_spec_with(s, control.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let tls = NbdTls::new(a.tls, a.access.tls_certificates.as_deref(), a.tls_verify_peer)?;
+    let tls = NbdTls::new(
+        a.tls,
+        a.access.tls_certificates.as_deref(),
+        a.tls_verify_peer,
+    )?;
     let tracer = match &a.trace {
         Some(p) => Some(
             Tracer::create(p).with_context(|| format!("cannot create trace {}", p.display()))?,

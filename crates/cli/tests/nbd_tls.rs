@@ -31,7 +31,13 @@ fn ok(o: &Output, what: &str) -> String {
 fn serve(pki: &Path) -> (Reaped, u16) {
     let mut child = Reaped(
         Command::new(BIN)
-            .args(["nbd", "--listen", "tcp:127.0.0.1:0", "--export", "d=mem:64M"])
+            .args([
+                "nbd",
+                "--listen",
+                "tcp:127.0.0.1:0",
+                "--export",
+                "d=mem:64M",
+            ])
             .args(["--tls=require", "--tls-verify-peer", "--tls-certificates"])
             .arg(pki)
             .stdout(Stdio::piped())
@@ -97,7 +103,11 @@ fn nbdinfo_nbdcopy_and_qemu_img_work_over_tls() {
     let src = d.path().join("src.bin");
     std::fs::write(&src, &data).unwrap();
     ok(
-        &Command::new("nbdcopy").arg(&src).arg(&uri).output().unwrap(),
+        &Command::new("nbdcopy")
+            .arg(&src)
+            .arg(&uri)
+            .output()
+            .unwrap(),
         "nbdcopy to the disk",
     );
     let back = d.path().join("back.bin");
@@ -140,11 +150,7 @@ fn nbdinfo_nbdcopy_and_qemu_img_work_over_tls() {
             .unwrap(),
         "qemu-img convert",
     );
-    let got = Command::new("nbdcopy")
-        .arg(&uri)
-        .arg("-")
-        .output()
-        .unwrap();
+    let got = Command::new("nbdcopy").arg(&uri).arg("-").output().unwrap();
     ok(&got, "nbdcopy of what qemu-img wrote");
     assert!(
         got.stdout[..1 << 20] == small_data[..] && got.stdout[1 << 20..] == data[1 << 20..],
@@ -194,5 +200,8 @@ fn clients_without_tls_or_a_certificate_are_refused() {
         ))
         .output()
         .unwrap();
-    assert!(!o.status.success(), "a client without a certificate was served");
+    assert!(
+        !o.status.success(),
+        "a client without a certificate was served"
+    );
 }

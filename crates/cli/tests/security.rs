@@ -179,16 +179,56 @@ fn pipelines_from_outside_cannot_leave_their_directory() {
     let planted_s = planted.display().to_string();
     let cases: Vec<(String, &str, String)> = vec![
         // (pipeline, task, path): the hostile line is line 2 each time.
-        (format!("tone seconds=0.1 >t\nfile path={secret_s} >a\nhost-out name=x <a\nnull <t\n"), "file", secret_s.clone()),
-        ("tone seconds=0.1 >t\nfile path=../shadow >a\nhost-out name=x <a\nnull <t\n".into(), "file", "../shadow".into()),
-        ("tone seconds=0.1 >t\nfile path=link >a\nhost-out name=x <a\nnull <t\n".into(), "file", "link".into()),
-        ("tone seconds=0.1 >t\nfile path=up/shadow >a\nhost-out name=x <a\nnull <t\n".into(), "file", "up/shadow".into()),
-        (format!("fill bytes=10 >a\nfile path={planted_s} <a\n"), "file", planted_s.clone()),
-        ("fill bytes=10 >a\nfile path=../planted <a\n".into(), "file", "../planted".into()),
-        ("fill bytes=10 >a\nfile path=up/planted <a\n".into(), "file", "up/planted".into()),
-        ("tone seconds=0.1 >t\nwav path=../x.wav >a\nnull <a\nnull <t\n".into(), "wav", "../x.wav".into()),
-        ("tone seconds=0.1 >t\npet-read path=/etc/passwd >a\nnull <a\nnull <t\n".into(), "pet-read", "/etc/passwd".into()),
-        ("tone seconds=0.1 >t\npetlink-read path=../x.l >a\nnull <a\nnull <t\n".into(), "petlink-read", "../x.l".into()),
+        (
+            format!("tone seconds=0.1 >t\nfile path={secret_s} >a\nhost-out name=x <a\nnull <t\n"),
+            "file",
+            secret_s.clone(),
+        ),
+        (
+            "tone seconds=0.1 >t\nfile path=../shadow >a\nhost-out name=x <a\nnull <t\n".into(),
+            "file",
+            "../shadow".into(),
+        ),
+        (
+            "tone seconds=0.1 >t\nfile path=link >a\nhost-out name=x <a\nnull <t\n".into(),
+            "file",
+            "link".into(),
+        ),
+        (
+            "tone seconds=0.1 >t\nfile path=up/shadow >a\nhost-out name=x <a\nnull <t\n".into(),
+            "file",
+            "up/shadow".into(),
+        ),
+        (
+            format!("fill bytes=10 >a\nfile path={planted_s} <a\n"),
+            "file",
+            planted_s.clone(),
+        ),
+        (
+            "fill bytes=10 >a\nfile path=../planted <a\n".into(),
+            "file",
+            "../planted".into(),
+        ),
+        (
+            "fill bytes=10 >a\nfile path=up/planted <a\n".into(),
+            "file",
+            "up/planted".into(),
+        ),
+        (
+            "tone seconds=0.1 >t\nwav path=../x.wav >a\nnull <a\nnull <t\n".into(),
+            "wav",
+            "../x.wav".into(),
+        ),
+        (
+            "tone seconds=0.1 >t\npet-read path=/etc/passwd >a\nnull <a\nnull <t\n".into(),
+            "pet-read",
+            "/etc/passwd".into(),
+        ),
+        (
+            "tone seconds=0.1 >t\npetlink-read path=../x.l >a\nnull <a\nnull <t\n".into(),
+            "petlink-read",
+            "../x.l".into(),
+        ),
     ];
     for (i, (pipeline, task, path)) in cases.iter().enumerate() {
         let ion = d.path().join(format!("h{i}.ion"));
@@ -205,20 +245,25 @@ fn pipelines_from_outside_cannot_leave_their_directory() {
     }
     // recon's png= goes through the same access.
     let ion = d.path().join("recon.ion");
-    std::fs::write(
-        &ion,
-        "pet-sim events=1000 >e\nrecon png=../out.png <e\n",
-    )
-    .unwrap();
-    refused(&submit(&url, &[], &ion), &["task 'recon'", "\"../out.png\"", "file access refused"]);
-    assert!(!planted.exists(), "a file was planted outside the directory");
+    std::fs::write(&ion, "pet-sim events=1000 >e\nrecon png=../out.png <e\n").unwrap();
+    refused(
+        &submit(&url, &[], &ion),
+        &["task 'recon'", "\"../out.png\"", "file access refused"],
+    );
+    assert!(
+        !planted.exists(),
+        "a file was planted outside the directory"
+    );
     assert!(!d.path().join("out.png").exists());
     // Inside the directory, files work.
     let ion = d.path().join("copy.ion");
     std::fs::write(&ion, "file path=ok.bin >a\nfile path=copy.bin <a\n").unwrap();
     let o = submit(&url, &[], &ion);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(std::fs::read(root.join("copy.bin")).unwrap(), vec![1u8; 1000]);
+    assert_eq!(
+        std::fs::read(root.join("copy.bin")).unwrap(),
+        vec![1u8; 1000]
+    );
 }
 
 #[test]
@@ -232,7 +277,12 @@ fn without_files_a_submitted_pipeline_opens_nothing_but_run_still_does() {
     std::fs::write(&ion, format!("file path={inside} >a\ncount <a\n")).unwrap();
     refused(
         &submit(&url, &[], &ion),
-        &["line 1", "task 'file'", &format!("{inside:?}"), "--files DIR"],
+        &[
+            "line 1",
+            "task 'file'",
+            &format!("{inside:?}"),
+            "--files DIR",
+        ],
     );
     // The user's own process keeps full access.
     let o = Command::new(BIN)

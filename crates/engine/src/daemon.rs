@@ -243,7 +243,8 @@ impl Daemon {
         match (r.op.as_str(), r.id, r.text) {
             ("submit", _, Some(text)) => {
                 let built = match Pipeline::parse(&text)
-                    .and_then(|p| p.build_with(&self.registry, &self.files)) {
+                    .and_then(|p| p.build_with(&self.registry, &self.files))
+                {
                     Ok(b) => b,
                     Err(e) => return json!({"ok": false, "error": e.to_string()}),
                 };

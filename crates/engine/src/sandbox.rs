@@ -164,10 +164,11 @@ impl Files {
             }),
             Files::Beneath(root) => {
                 let p = Path::new(path);
-                let bad_name = || {
-                    io::Error::new(io::ErrorKind::InvalidInput, "the path names no file")
-                };
-                let name = p.file_name().ok_or_else(|| self.refused(path, root, bad_name()))?;
+                let bad_name =
+                    || io::Error::new(io::ErrorKind::InvalidInput, "the path names no file");
+                let name = p
+                    .file_name()
+                    .ok_or_else(|| self.refused(path, root, bad_name()))?;
                 let dir = match p.parent().filter(|d| !d.as_os_str().is_empty()) {
                     None => root.dir.try_clone(),
                     Some(parent) => root.dir.open_dir(parent),
@@ -253,7 +254,12 @@ mod tests {
     fn paths_beneath_the_root_open_and_escapes_are_refused() {
         let (d, f) = root();
         let mut s = String::new();
-        f.open("a.txt").unwrap().open().unwrap().read_to_string(&mut s).unwrap();
+        f.open("a.txt")
+            .unwrap()
+            .open()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
         assert_eq!(s, "inside");
         let secret = d.path().join("secret").display().to_string();
         for bad in ["../secret", secret.as_str(), "link", "rel", "/etc/passwd"] {

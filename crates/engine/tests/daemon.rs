@@ -137,9 +137,14 @@ fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
     let url = daemon_with(Files::beneath(&root).unwrap());
     let c = Client::connect(&url).unwrap();
 
-    let sub = c.submit("file path=in.bin >a\nfile path=copy.bin <a\n").unwrap();
+    let sub = c
+        .submit("file path=in.bin >a\nfile path=copy.bin <a\n")
+        .unwrap();
     assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
-    assert_eq!(std::fs::read(root.join("copy.bin")).unwrap(), vec![7u8; 10_000]);
+    assert_eq!(
+        std::fs::read(root.join("copy.bin")).unwrap(),
+        vec![7u8; 10_000]
+    );
 
     let secret = d.path().join("secret").display().to_string();
     for (text, path) in [
@@ -147,7 +152,10 @@ fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
         (&*format!("file path={secret} >a\nnull <a\n"), &*secret),
         ("file path=link >a\nnull <a\n", "link"),
         ("fill bytes=10 >a\nfile path=../planted <a\n", "../planted"),
-        ("fill bytes=10 >a\nfile path=/tmp/offhost-planted <a\n", "/tmp/offhost-planted"),
+        (
+            "fill bytes=10 >a\nfile path=/tmp/offhost-planted <a\n",
+            "/tmp/offhost-planted",
+        ),
     ] {
         match c.submit(text) {
             Err(DaemonError::Refused(e)) => {

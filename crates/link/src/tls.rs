@@ -51,10 +51,7 @@ fn halves(r: TlsReader, w: TlsWriter) -> (TlsRead, TlsWrite) {
 
 /// Connects to a `tls:` server at `addr` (`HOST:PORT`): TCP, the handshake, then the server's
 /// admission.
-pub(crate) fn connect(
-    addr: &str,
-    client: &TlsClient,
-) -> Result<(TlsRead, TlsWrite), LinkError> {
+pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWrite), LinkError> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let conn = client.connection(host)?;
     let s = std::net::TcpStream::connect(addr)

@@ -81,7 +81,10 @@ fn plain_tcp_against_a_tls_server_gets_nothing() {
                 ch.send(b"x")?;
                 ch.recv_timeout(Duration::from_secs(20))
             });
-            assert!(r.is_err(), "plain tcp got an answer from a tls server: {r:?}");
+            assert!(
+                r.is_err(),
+                "plain tcp got an answer from a tls server: {r:?}"
+            );
         }
     }
 }

@@ -230,8 +230,7 @@ impl ActionDisk {
     }
 
     fn load(&self, text: &str, files: Files) -> Result<Loaded, ActionsError> {
-        let chans =
-            host_channels(text, &self.registry, &files).map_err(ActionsError::Pipeline)?;
+        let chans = host_channels(text, &self.registry, &files).map_err(ActionsError::Pipeline)?;
         if chans.len() > self.max_channels {
             return Err(ActionsError::TooManyChannels {
                 have: chans.len(),
@@ -581,7 +580,8 @@ impl Backend for ActionDisk {
                 let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
                 let text = std::str::from_utf8(&data[..end]).map_err(|_| Errno::Inval)?;
                 let r = self.replace(text, files);
-                *self.rejected.lock().unwrap_or_else(|e| e.into_inner()) = r.as_ref().err().cloned();
+                *self.rejected.lock().unwrap_or_else(|e| e.into_inner()) =
+                    r.as_ref().err().cloned();
                 r.map_err(|e| {
                     tracing::warn!("new pipeline rejected: {e}");
                     Errno::Inval

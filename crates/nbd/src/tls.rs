@@ -75,7 +75,11 @@ impl NbdTls {
 
     /// TLS in `mode` with the certificates of `dir`; client certificates are required when
     /// `verify_peer`, and verified when presented otherwise.
-    pub fn new(mode: TlsMode, dir: Option<&Path>, verify_peer: bool) -> Result<NbdTls, TlsSetupError> {
+    pub fn new(
+        mode: TlsMode,
+        dir: Option<&Path>,
+        verify_peer: bool,
+    ) -> Result<NbdTls, TlsSetupError> {
         if mode == TlsMode::Off {
             return Ok(NbdTls::off());
         }
@@ -146,8 +150,6 @@ pub(crate) fn upgrade(
             let (r, w) = s.into_halves();
             Ok(Haggled2::Tls(r, w, n))
         }
-        Haggled::StartTls => Err(HandshakeError::Protocol(
-            "NBD_OPT_STARTTLS twice".into(),
-        )),
+        Haggled::StartTls => Err(HandshakeError::Protocol("NBD_OPT_STARTTLS twice".into())),
     }
 }

@@ -145,7 +145,11 @@ fn require_ends_a_session_that_names_an_export_before_tls() {
     let mut s = greet(&addr);
     option(&mut s, OPT_EXPORT_NAME, b"disk");
     let mut b = [0u8; 1];
-    assert_eq!(s.read(&mut b).unwrap_or(0), 0, "the server closes the session");
+    assert_eq!(
+        s.read(&mut b).unwrap_or(0),
+        0,
+        "the server closes the session"
+    );
 }
 
 #[test]

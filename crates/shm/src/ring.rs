@@ -385,7 +385,12 @@ mod tests {
         let mut ring = vec![0u128; 256 / 16]; // 256 bytes, 16-aligned
         let data = ring.as_mut_ptr().cast::<u8>();
         // SAFETY: `ctl` and `ring` outlive both ends, one producer and one consumer.
-        let (mut p, mut c) = unsafe { (Producer::new(&ctl, data, 256), Consumer::new(&ctl, data, 256)) };
+        let (mut p, mut c) = unsafe {
+            (
+                Producer::new(&ctl, data, 256),
+                Consumer::new(&ctl, data, 256),
+            )
+        };
         for round in 0..40u8 {
             let slot = p.reserve(20, KIND_INLINE).unwrap().expect("room");
             slot.fill(round);
