@@ -29,7 +29,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4.0e6)]
     rate: f64,
     /// PETLINK file replayed for the word-histogramming measurement.
-    #[arg(long, default_value = "../shared/data/petlink/small_listmode_file.l")]
+    #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
     petlink: PathBuf,
     /// Print JSON.
     #[arg(long)]
