@@ -62,15 +62,15 @@ pub struct EchoArgs {
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
 pub fn run(args: EchoArgs) -> Result<()> {
+    // Threads started later (sessions, channels) inherit the pinning.
+    if let Some(cpu) = args.pin {
+        if let Err(e) = offhost_bench::affinity::pin_current_thread(cpu) {
+            eprintln!("echo: {e}; running unpinned");
+        }
+    }
     if !args.raw {
         if args.listen == "mem:" || args.listen.starts_with("mem:") {
             bail!("mem: is in-process only; it has no listener (try tcp:, unix: or shm:)");
-        }
-        // Threads started later (sessions, channels) inherit the pinning.
-        if let Some(cpu) = args.pin {
-            if !offhost_bench::affinity::pin_current_thread(cpu) {
-                eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
-            }
         }
         return crate::channel_cmds::serve_echo(&args.listen, args.once);
     }
@@ -78,14 +78,9 @@ pub fn run(args: EchoArgs) -> Result<()> {
     let addr = match &listen {
         Url::Shm(addr) => addr.clone(),
         Url::Mem => bail!(
-            "mem: is in-process only; it has no listener (try `offhost bench pingpong --transport mem`)"
+            "mem: is in-process only; it has no listener (try `offhost bench pingpong --transport shm --peer thread`)"
         ),
     };
-    if let Some(cpu) = args.pin {
-        if !offhost_bench::affinity::pin_current_thread(cpu) {
-            eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
-        }
-    }
     let listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
     eprintln!("echo: listening on shm:{addr}");
     let mode = args.mode.map(|m| (m, Duration::from_micros(args.spin_us)));

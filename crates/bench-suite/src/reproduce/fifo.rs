@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::cpu;
-use crate::run::{serve, Endpoint, Role};
+use offhost_bench::affinity;
+use offhost_bench::run::{serve, Endpoint, Role};
 
 /// A transfer discipline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,11 +199,11 @@ pub fn start(d: Discipline, fifo: usize, role: Role, size: usize) -> io::Result<
         r: 0,
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (_, engine_core) = cpu::host_engine_cores();
+    let (_, engine_core) = affinity::host_engine_cores();
     let thread = std::thread::Builder::new()
         .name(format!("fifo-{}", d.name()))
         .spawn(move || {
-            let _ = cpu::pin_current_thread(engine_core);
+            let _ = affinity::pin_current_thread(engine_core);
             peer.register();
             let _ = ready_tx.send(());
             serve(&mut peer, role, size);
@@ -263,7 +263,7 @@ impl Drop for FifoRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{measure, Pattern, Plan};
+    use offhost_bench::run::{measure, Pattern, Plan};
 
     #[test]
     fn every_discipline_echoes_the_bytes_and_ends() {

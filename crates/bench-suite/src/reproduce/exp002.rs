@@ -5,20 +5,23 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
+use super::seeds;
 use indicatif::ProgressBar;
-use offhost_bench::cpu::{self, Counter, LoadProbe};
+use offhost_bench::affinity;
+use offhost_bench::cpu::{Counter, LoadProbe};
 use offhost_bench::fit;
 use offhost_bench::plot::{self, Series, Spec};
 use offhost_bench::report::Row;
-use offhost_bench::reproduce::seeds;
 use offhost_bench::run::{self, Pattern, Plan, Role};
 use offhost_bench::sizes::format_size;
 
 use super::md::{pct, ratio, yes_no, Finding, Table};
 use super::Settings;
-use crate::bench::link_target::LinkRun;
-use crate::bench::shm_target::ShmRun;
+use crate::channel::ChannelRun;
+use crate::error::{Context as _, Result};
+use crate::process::PeerProcess;
+use crate::ring::RingRun;
+use offhost_bench::transport::Transport;
 
 /// Message lengths of the figures.
 pub fn lengths(quick: bool) -> Vec<usize> {
@@ -76,14 +79,14 @@ pub fn points(quick: bool) -> usize {
 }
 
 fn one(
-    transport: &str,
+    transport: Transport,
     packet: usize,
     pattern: Pattern,
     size: usize,
     plan: &Plan,
     probe: Option<&LoadProbe>,
-) -> anyhow::Result<run::Measured> {
-    let mut r = LinkRun::start(transport, packet, Role::Echo, size)?;
+) -> Result<run::Measured> {
+    let mut r = ChannelRun::start(transport, packet, Role::Echo, size)?;
     run::measure(r.endpoint(), pattern, size, plan, probe, None)
         .with_context(|| format!("{transport} packet {packet} at {size} B"))
 }
@@ -109,36 +112,28 @@ pub struct Data002 {
 }
 
 /// Busy processes pinned one per core, killed on drop.
-struct BusyProcesses(Vec<std::process::Child>);
-
-impl BusyProcesses {
-    fn start() -> anyhow::Result<BusyProcesses> {
-        let (h, e) = cpu::host_engine_cores();
-        let mut kids = Vec::new();
-        for core in if h == e { vec![h] } else { vec![h, e] } {
-            let child = std::process::Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .context("starting a busy sh process for the process-load run")?;
-            let _ = cpu::pin_process(child.id(), core);
-            kids.push(child);
-        }
-        Ok(BusyProcesses(kids))
-    }
+struct BusyProcesses {
+    _kids: Vec<PeerProcess>,
 }
 
-impl Drop for BusyProcesses {
-    fn drop(&mut self) {
-        for k in &mut self.0 {
-            let _ = k.kill();
-            let _ = k.wait();
+impl BusyProcesses {
+    fn start() -> Result<BusyProcesses> {
+        let (h, e) = affinity::host_engine_cores();
+        let mut kids = Vec::new();
+        for core in if h == e { vec![h] } else { vec![h, e] } {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", "while :; do :; done"]);
+            let p = PeerProcess::spawn("busy sh process for the process-load run", &mut cmd)?;
+            let _ = affinity::pin_process(p.id(), core);
+            kids.push(p);
         }
+        Ok(BusyProcesses { _kids: kids })
     }
 }
 
 /// Runs the seed 002 measurements over link transport `transport`.
-pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Result<Data002> {
-    let t = s.transport.as_str();
+pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Data002> {
+    let t = s.transport;
     let lens = lengths(s.quick);
     let mut figures = Vec::new();
     for p in [Pattern::PingPong, Pattern::Exchange] {
@@ -150,7 +145,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
                     format_size(n)
                 ));
                 let m = one(t, pk, p, n, &s.plan, None)?;
-                figures.extend(m.row(bench_of(p), t, &format!("pkt{pk}"), n));
+                figures.extend(m.row(bench_of(p), t.name(), &format!("pkt{pk}"), n));
                 bar.inc(1);
             }
         }
@@ -160,14 +155,14 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
                 bench_of(p),
                 format_size(n)
             ));
-            let mut r = ShmRun::start(offhost_shm::Mode::Poll, Role::Echo, n)?;
+            let mut r = RingRun::start(offhost_shm::Mode::Poll, Role::Echo, n)?;
             let m = run::measure(r.endpoint(), p, n, &s.plan, None, None)?;
             figures.extend(m.row(bench_of(p), "shm", "poll", n));
             bar.inc(1);
         }
     }
     let mut loaded = Vec::new();
-    let (h, e) = cpu::host_engine_cores();
+    let (h, e) = affinity::host_engine_cores();
     for (label, threads) in [("thread-load", true), ("process-load", false)] {
         for &n in &lens {
             bar.set_message(format!("seed 002: comms2 {label} {}", format_size(n)));
@@ -189,7 +184,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
                 c.stop()?;
             }
             drop(busy);
-            loaded.extend(m?.row("comms2", t, label, n));
+            loaded.extend(m?.row("comms2", t.name(), label, n));
             bar.inc(1);
         }
     }
@@ -202,7 +197,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
         for &pk in &load_packets(s.quick) {
             bar.set_message(format!("seed 002: {} load packet {pk}", bench_of(p)));
             let m = one(t, pk, p, long, &lplan, Some(probe))?;
-            load_rows.extend(m.row(bench_of(p), t, &format!("pkt{pk}"), long));
+            load_rows.extend(m.row(bench_of(p), t.name(), &format!("pkt{pk}"), long));
             bar.inc(1);
         }
     }
@@ -210,7 +205,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Re
     for &pk in &latency_packets(s.quick) {
         bar.set_message(format!("seed 002: 1-byte latency packet {pk}"));
         let m = one(t, pk, Pattern::PingPong, 1, &s.plan, None)?;
-        min_latency.extend(m.row("comms1", t, &format!("pkt{pk}"), 1));
+        min_latency.extend(m.row("comms1", t.name(), &format!("pkt{pk}"), 1));
         bar.inc(1);
     }
     Ok(Data002 {
@@ -233,12 +228,7 @@ fn series(rows: &[Row], bench: &str, value: impl Fn(&Row) -> f64) -> Vec<Series>
 }
 
 fn fit_of(rows: &[Row], bench: &str, transport: &str, mode: &str) -> Option<fit::Fit> {
-    let pts: Vec<(f64, f64)> = rows
-        .iter()
-        .filter(|r| r.bench == bench && r.transport == transport && r.mode == mode)
-        .map(|r| (r.size as f64, r.one_way_ns_median))
-        .collect();
-    fit::fit_linear(&pts).ok()
+    fit::fit_linear(&fit::points(rows, bench, transport, mode)).ok()
 }
 
 fn find<'a>(rows: &'a [Row], bench: &str, mode: &str) -> Option<&'a Row> {
@@ -246,8 +236,8 @@ fn find<'a>(rows: &'a [Row], bench: &str, mode: &str) -> Option<&'a Row> {
 }
 
 /// The report section for seed 002, its plots, and its findings.
-pub fn section(d: &Data002, s: &Settings, dir: &Path) -> anyhow::Result<(String, Vec<Finding>)> {
-    let t = s.transport.as_str();
+pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Finding>)> {
+    let t = s.transport.name();
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -493,7 +483,7 @@ fn findings_002(
     f_thr: Option<fit::Fit>,
     f_proc: Option<fit::Fit>,
 ) -> Vec<Finding> {
-    let t = s.transport.as_str();
+    let t = s.transport.name();
     let mut f = Vec::new();
     // The top throughput over all lengths (the seed read its maxima off the curves); a single
     // length is too exposed to a noisy repetition.

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::samples::Summary;
+use offhost_bench::stats::Summary;
 
 /// A word-by-word code style of seed 000's Figure 17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,16 +1,18 @@
-//! The shared-memory rings of `offhost-shm` as a suite target: a host endpoint and an engine
-//! thread on a segment made by `offhost_shm::pair`, each side waiting in the chosen doorbell
-//! mode. Messages larger than a ring record are sent as several records.
+//! The raw shared-memory rings of `offhost-shm` (transport `shm`) as a suite target: a host
+//! endpoint and an engine thread on a segment made by `offhost_shm::pair`, each side waiting in
+//! the chosen doorbell mode. Messages larger than a ring record are sent as several records.
 
 use std::io;
 use std::thread::JoinHandle;
 
-use offhost_bench::cpu;
+use offhost_bench::affinity;
 use offhost_bench::run::{serve, Endpoint, Role};
 use offhost_shm::{Config, Mode, ShmError};
 
+use crate::error::Result;
+
 /// One side of the rings as a suite endpoint.
-pub struct ShmEndpoint {
+pub struct RingEndpoint {
     ep: offhost_shm::Endpoint,
     chunk: usize,
     ring_bytes: usize,
@@ -27,11 +29,11 @@ fn overrun(record: usize, message: usize) -> io::Error {
     )
 }
 
-impl ShmEndpoint {
-    fn new(mut ep: offhost_shm::Endpoint, ring_bytes: usize) -> ShmEndpoint {
+impl RingEndpoint {
+    fn new(mut ep: offhost_shm::Endpoint, ring_bytes: usize) -> RingEndpoint {
         // A quarter ring per record lets the reader drain one while the writer fills another.
         let max = ep.sender().max_record();
-        ShmEndpoint {
+        RingEndpoint {
             chunk: max.min(ring_bytes / 4).max(8),
             ring_bytes,
             ep,
@@ -39,7 +41,7 @@ impl ShmEndpoint {
     }
 }
 
-impl Endpoint for ShmEndpoint {
+impl Endpoint for RingEndpoint {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let chunk = self.chunk;
         let tx = self.ep.sender();
@@ -123,31 +125,31 @@ impl Endpoint for ShmEndpoint {
     }
 }
 
-/// A running shm target: the host endpoint and the engine thread.
-pub struct ShmRun {
-    host: Option<ShmEndpoint>,
+/// A running raw-ring target: the host endpoint and the engine thread.
+pub struct RingRun {
+    host: Option<RingEndpoint>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl ShmRun {
+impl RingRun {
     /// Starts the engine thread serving `role` for `size`-byte messages, both sides in `mode`.
-    pub fn start(mode: Mode, role: Role, size: usize) -> anyhow::Result<ShmRun> {
+    pub fn start(mode: Mode, role: Role, size: usize) -> Result<RingRun> {
         let config = Config {
             mode,
             ..Config::default()
         };
         let ring = config.ring_bytes as usize;
         let (host, engine) = offhost_shm::pair(&config)?;
-        let (_, engine_core) = cpu::host_engine_cores();
-        let mut engine = ShmEndpoint::new(engine, ring);
+        let (_, engine_core) = affinity::host_engine_cores();
+        let mut engine = RingEndpoint::new(engine, ring);
         let thread = std::thread::Builder::new()
             .name("shm-engine".into())
             .spawn(move || {
-                let _ = cpu::pin_current_thread(engine_core);
+                let _ = affinity::pin_current_thread(engine_core);
                 serve(&mut engine, role, size);
             })?;
-        Ok(ShmRun {
-            host: Some(ShmEndpoint::new(host, ring)),
+        Ok(RingRun {
+            host: Some(RingEndpoint::new(host, ring)),
             thread: Some(thread),
         })
     }
@@ -158,11 +160,38 @@ impl ShmRun {
     }
 }
 
-impl Drop for ShmRun {
+impl Drop for RingRun {
     fn drop(&mut self) {
         drop(self.host.take()); // the engine sees the peer gone and returns
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offhost_bench::run::{measure, Pattern, Plan};
+
+    /// Messages larger than a record (a quarter ring) cross in several records, and in an
+    /// exchange both ways at once.
+    #[test]
+    fn the_rings_carry_every_pattern_in_every_mode() {
+        let plan = Plan::preset("small").unwrap();
+        for mode in [Mode::Poll, Mode::Block, Mode::Adaptive] {
+            for pattern in [
+                Pattern::PingPong,
+                Pattern::Exchange,
+                Pattern::Stream { window: 4 },
+            ] {
+                for size in [8, 300_000] {
+                    let mut run = RingRun::start(mode, pattern.role(), size).unwrap();
+                    let m = measure(run.endpoint(), pattern, size, &plan, None, None)
+                        .unwrap_or_else(|e| panic!("{mode:?} {pattern:?} {size}: {e}"));
+                    assert_eq!(m.samples.len(), plan.reps);
+                }
+            }
         }
     }
 }

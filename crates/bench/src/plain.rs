@@ -1,6 +1,7 @@
-//! The peers offhost is measured against, in the same run: pipes, Unix sockets and TCP used
-//! directly (transports `pipe-raw`, `unix-raw`, `tcp-raw`) and an in-process crossbeam channel
-//! (`crossbeam`). Each peer runs in a thread of this process pinned on the engine core.
+//! The plain transports offhost is measured against, in the same run: pipes, Unix sockets and
+//! TCP used directly (`pipe-raw`, `unix-raw`, `tcp-raw`) and an in-process crossbeam channel
+//! (`crossbeam`). Each echo or sink peer runs in a thread of this process pinned on the engine
+//! core.
 
 use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
@@ -10,46 +11,9 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 use rustix::event::{PollFd, PollFlags};
 
-use crate::cpu;
+use crate::affinity;
 use crate::run::{serve, Endpoint, Role};
-
-/// A peer kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeerKind {
-    /// Two pipes, one per direction.
-    Pipe,
-    /// A Unix stream socket pair.
-    Unix,
-    /// TCP over loopback with TCP_NODELAY.
-    Tcp,
-    /// Two unbounded crossbeam channels of owned buffers.
-    Crossbeam,
-}
-
-impl PeerKind {
-    /// Every peer kind.
-    pub const ALL: [PeerKind; 4] = [
-        PeerKind::Pipe,
-        PeerKind::Unix,
-        PeerKind::Tcp,
-        PeerKind::Crossbeam,
-    ];
-
-    /// The transport name in result rows.
-    pub fn name(self) -> &'static str {
-        match self {
-            PeerKind::Pipe => "pipe-raw",
-            PeerKind::Unix => "unix-raw",
-            PeerKind::Tcp => "tcp-raw",
-            PeerKind::Crossbeam => "crossbeam",
-        }
-    }
-
-    /// The kind with this transport name.
-    pub fn from_name(name: &str) -> Option<PeerKind> {
-        PeerKind::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
+use crate::transport::{Kind, Transport};
 
 /// A byte-stream endpoint over a file descriptor for each direction.
 pub struct FdEndpoint {
@@ -168,7 +132,7 @@ impl Endpoint for ChannelEndpoint {
     }
 }
 
-/// A running peer: the host's endpoint and the peer thread, joined on drop.
+/// A running plain transport: the host's endpoint and the peer thread, joined on drop.
 pub struct PeerRun {
     host: Option<Box<dyn Endpoint>>,
     thread: Option<JoinHandle<()>>,
@@ -192,9 +156,9 @@ impl Drop for PeerRun {
     }
 }
 
-fn pair(kind: PeerKind) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
-    Ok(match kind {
-        PeerKind::Pipe => {
+fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+    Ok(match t {
+        Transport::PipeRaw => {
             let (r1, w1) = rustix::pipe::pipe()?;
             let (r2, w2) = rustix::pipe::pipe()?;
             (
@@ -202,7 +166,7 @@ fn pair(kind: PeerKind) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(FdEndpoint::new(r1, w2)),
             )
         }
-        PeerKind::Unix => {
+        Transport::UnixRaw => {
             let (a, b) = std::os::unix::net::UnixStream::pair()?;
             let (a2, b2) = (a.try_clone()?, b.try_clone()?);
             (
@@ -210,7 +174,7 @@ fn pair(kind: PeerKind) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(FdEndpoint::new(b.into(), b2.into())),
             )
         }
-        PeerKind::Tcp => {
+        Transport::TcpRaw => {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             let a = std::net::TcpStream::connect(l.local_addr()?)?;
             let (b, _) = l.accept()?;
@@ -222,7 +186,7 @@ fn pair(kind: PeerKind) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(FdEndpoint::new(b.into(), b2.into())),
             )
         }
-        PeerKind::Crossbeam => {
+        Transport::Crossbeam => {
             let (t1, r1) = crossbeam_channel::unbounded();
             let (t2, r2) = crossbeam_channel::unbounded();
             (
@@ -230,24 +194,37 @@ fn pair(kind: PeerKind) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(ChannelEndpoint { tx: t2, rx: r1 }),
             )
         }
+        other => {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{other} is not a plain transport"),
+            ))
+        }
     })
 }
 
-/// Starts a peer of `kind` serving `role` for `size`-byte messages in a thread pinned on the
-/// engine core.
-pub fn start(kind: PeerKind, role: Role, size: usize) -> io::Result<PeerRun> {
-    let (host, mut peer) = pair(kind)?;
-    let (_, engine_core) = cpu::host_engine_cores();
+/// Starts the plain transport `t` with a peer serving `role` for `size`-byte messages in a
+/// thread pinned on the engine core.
+pub fn start(t: Transport, role: Role, size: usize) -> io::Result<PeerRun> {
+    let (host, mut peer) = pair(t)?;
+    let (_, engine_core) = affinity::host_engine_cores();
     let thread = std::thread::Builder::new()
-        .name(format!("peer-{}", kind.name()))
+        .name(format!("peer-{t}"))
         .spawn(move || {
-            let _ = cpu::pin_current_thread(engine_core);
+            let _ = affinity::pin_current_thread(engine_core);
             serve(peer.as_mut(), role, size);
         })?;
     Ok(PeerRun {
         host: Some(host),
         thread: Some(thread),
     })
+}
+
+/// The plain transports, in report order.
+pub fn all() -> impl Iterator<Item = Transport> {
+    Transport::ALL
+        .into_iter()
+        .filter(|t| t.kind() == Kind::Plain)
 }
 
 #[cfg(test)]
@@ -260,7 +237,7 @@ mod tests {
     #[test]
     fn every_peer_runs_every_pattern() {
         let plan = Plan::preset("small").unwrap();
-        for kind in PeerKind::ALL {
+        for kind in all() {
             for pattern in [
                 Pattern::PingPong,
                 Pattern::Exchange,
@@ -282,7 +259,7 @@ mod tests {
     /// The echo returns the bytes sent, not just the count.
     #[test]
     fn echo_returns_the_same_bytes() {
-        for kind in PeerKind::ALL {
+        for kind in all() {
             let mut run = start(kind, Role::Echo, 5000).unwrap();
             let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
             let mut back = vec![0u8; 5000];
@@ -294,11 +271,20 @@ mod tests {
 
     #[test]
     fn a_dead_peer_is_an_error_not_a_hang() {
-        for kind in PeerKind::ALL {
+        for kind in all() {
             let (mut host, peer) = pair(kind).unwrap();
             drop(peer);
             let mut buf = [0u8; 8];
             assert!(host.recv(&mut buf).is_err(), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn only_plain_transports_start_here() {
+        assert_eq!(all().count(), 4);
+        let e = start(Transport::Tcp, Role::Echo, 8)
+            .err()
+            .expect("tcp channels are not plain");
+        assert!(e.to_string().contains("not a plain transport"), "{e}");
     }
 }

@@ -1,37 +1,51 @@
-//! `offhost bench reproduce`: the seed papers' experiments rerun on this machine, written as
-//! a report folder (report.md, SVG plots, results.json) with each published figure beside
-//! today's and each of the papers' findings checked.
+//! `reproduce`: the seed papers' experiments rerun on this machine, written as a report
+//! folder (report.md, SVG plots, results.json) with each published figure beside today's and
+//! each of the papers' findings checked.
+//!
+//! - `fifo.rs`, `copies.rs`: seed 000's transfer disciplines and copies into shared memory;
+//! - `seeds.rs`: the papers' published numbers;
+//! - `exp000.rs`, `exp002.rs`: each seed's measurements, report section and findings;
+//! - `md.rs`: markdown tables and findings.
 
+pub mod copies;
 mod exp000;
 mod exp002;
+pub mod fifo;
 mod md;
+pub mod seeds;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use clap::Args;
-use offhost_bench::cpu::{self, LoadProbe};
+use indicatif::ProgressBar;
+use offhost_bench::cpu::LoadProbe;
 use offhost_bench::run::Plan;
+use offhost_bench::transport::{Kind, Transport};
+use offhost_bench::{affinity, report};
 
-use super::suite::progress;
+use crate::error::{require, Context as _, Result};
 
-/// Flags of `reproduce`.
-#[derive(Args, Debug, Clone)]
-pub struct ReproduceArgs {
+/// What to rerun, and where the report goes.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Folder for report.md, results.json and the plots (created if missing).
-    #[arg(long, default_value = "offhost-report")]
     pub out: PathBuf,
     /// A shorter run (under a minute): fewer sizes, packet sizes and repetitions.
-    #[arg(long)]
     pub quick: bool,
     /// FIFO size of the buffered and interrupt-driven transfers, bytes (the seed's was 1024).
-    #[arg(long, default_value_t = 1024)]
     pub fifo: usize,
-    /// Link transport for Comms1/Comms2: tcp, unix or mem.
-    #[arg(long, default_value = "tcp")]
-    pub transport: String,
+    /// Channel transport for Comms1/Comms2.
+    pub transport: Transport,
+}
+
+/// What a reproduction wrote.
+#[derive(Debug)]
+pub struct Report {
+    /// The report's markdown file.
+    pub path: PathBuf,
+    /// How long the run took.
+    pub elapsed: Duration,
 }
 
 /// What every experiment needs.
@@ -41,8 +55,8 @@ pub struct Settings {
     pub quick: bool,
     /// FIFO size.
     pub fifo: usize,
-    /// Link transport.
-    pub transport: String,
+    /// Channel transport.
+    pub transport: Transport,
     /// Repetitions.
     pub plan: Plan,
     /// Length of each CPU-load pass.
@@ -62,7 +76,7 @@ fn machine() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    format!("{cpu}, {} cores usable, Linux {kernel}", cpu::cores())
+    format!("{cpu}, {} cores usable, Linux {kernel}", affinity::cores())
 }
 
 /// The 1, 5 and 15 minute load averages: how busy the machine was (other users' work too).
@@ -72,21 +86,20 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Runs the reproduction.
-pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
-    if !super::link_target::TRANSPORTS.contains(&args.transport.as_str()) {
-        anyhow::bail!(
-            "--transport {:?}: expected one of {}",
-            args.transport,
-            super::link_target::TRANSPORTS.join(", ")
-        );
-    }
-    if args.fifo < 2 {
-        anyhow::bail!(
+/// Runs the reproduction and writes its report; `bar` counts the points measured.
+pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
+    require(args.transport.kind() == Kind::Channel, || {
+        format!(
+            "--transport {}: expected a channel transport (shm-chan, tcp, unix or mem)",
+            args.transport
+        )
+    })?;
+    require(args.fifo >= 2, || {
+        format!(
             "--fifo {}: a FIFO needs at least 2 bytes (two halves)",
             args.fifo
-        );
-    }
+        )
+    })?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let start = Instant::now();
@@ -103,19 +116,18 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     let s = Settings {
         quick: args.quick,
         fifo: args.fifo,
-        transport: args.transport.clone(),
+        transport: args.transport,
         plan,
         cpu_time: Duration::from_millis(if args.quick { 30 } else { 200 }),
     };
-    let (host_core, _) = cpu::host_engine_cores();
-    let _ = cpu::pin_current_thread(host_core);
+    let (host_core, _) = affinity::host_engine_cores();
+    let _ = affinity::pin_current_thread(host_core);
     let probe = LoadProbe::calibrate(Duration::from_millis(if args.quick { 50 } else { 300 }))?;
     let total = 4 * exp000::transfer_sizes(s.quick).len() + 9 + exp002::points(s.quick);
-    let bar = progress(total as u64);
-    let transfers = exp000::transfers(&s, &probe, &bar)?;
-    let copies = exp000::copies(&s, &bar)?;
-    let d002 = exp002::measure(&s, &probe, &bar)?;
-    bar.finish_and_clear();
+    bar.set_length(total as u64);
+    let transfers = exp000::transfers(&s, &probe, bar)?;
+    let copies = exp000::copies(&s, bar)?;
+    let d002 = exp002::measure(&s, &probe, bar)?;
 
     let (sec000, mut found) = exp000::section(&transfers, &copies, &s, &args.out)?;
     let (sec002, f002) = exp002::section(&d002, &s, &args.out)?;
@@ -145,7 +157,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
         s.plan.reps,
         load_before,
         loadavg(),
-        cpu::cores()
+        affinity::cores()
     );
     let _ = writeln!(
         report,
@@ -162,14 +174,10 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     all.extend(d002.loaded);
     all.extend(d002.load_rows);
     all.extend(d002.min_latency);
-    std::fs::write(
-        args.out.join("results.json"),
-        offhost_bench::report::to_json(&all),
-    )?;
-    eprintln!(
-        "wrote {} ({:.0} s)",
-        report_path.display(),
-        elapsed.as_secs_f64()
-    );
-    Ok(())
+    std::fs::write(args.out.join("results.json"), report::to_json(&all))
+        .with_context(|| format!("writing {}", args.out.join("results.json").display()))?;
+    Ok(Report {
+        path: report_path,
+        elapsed,
+    })
 }

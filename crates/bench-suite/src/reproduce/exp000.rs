@@ -5,19 +5,19 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
+use super::copies::{self, Direction, Style};
+use super::fifo::{self, Discipline};
+use super::seeds;
 use indicatif::ProgressBar;
 use offhost_bench::cpu::LoadProbe;
 use offhost_bench::plot::{self, Series, Spec};
 use offhost_bench::report::Row;
-use offhost_bench::reproduce::copies::{self, Direction, Style};
-use offhost_bench::reproduce::fifo::{self, Discipline};
-use offhost_bench::reproduce::seeds;
 use offhost_bench::run::{self, Pattern, Plan, Role};
 use offhost_bench::sizes::format_size;
 
 use super::md::{bps, findings, pct, ratio, yes_no, Finding, Table};
 use super::Settings;
+use crate::error::{Context as _, Result};
 
 /// Sizes of the transfer tables.
 pub fn transfer_sizes(quick: bool) -> Vec<usize> {
@@ -29,7 +29,7 @@ pub fn transfer_sizes(quick: bool) -> Vec<usize> {
 }
 
 /// Measures every discipline at every size (pingpong against an echo, as the seed's `nrate`).
-pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> anyhow::Result<Vec<Row>> {
+pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Vec<Row>> {
     let mut plan: Plan = s.plan;
     plan.cpu_time = Some(s.cpu_time);
     let mut rows = Vec::new();
@@ -79,7 +79,7 @@ pub struct Copies {
 }
 
 /// Measures the copies into a 256 KiB buffer of an `offhost-shm` segment.
-pub fn copies(s: &Settings, bar: &ProgressBar) -> anyhow::Result<Copies> {
+pub fn copies(s: &Settings, bar: &ProgressBar) -> Result<Copies> {
     let region = 256 << 10;
     let config = offhost_shm::Config {
         pool_buffers: 1,
@@ -124,7 +124,7 @@ pub fn section(
     c: &Copies,
     s: &Settings,
     dir: &Path,
-) -> anyhow::Result<(String, Vec<Finding>)> {
+) -> Result<(String, Vec<Finding>)> {
     let mut md = String::new();
     let sizes = transfer_sizes(s.quick);
     let _ = writeln!(
