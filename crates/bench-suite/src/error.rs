@@ -35,6 +35,12 @@ pub enum Error {
     /// A plot could not be drawn.
     #[error(transparent)]
     Plot(#[from] PlotError),
+    /// A pipeline's text or graph is wrong.
+    #[error(transparent)]
+    Pipeline(#[from] offhost_engine::PipelineError),
+    /// A pipeline failed while it ran.
+    #[error(transparent)]
+    Run(#[from] Box<offhost_engine::RunError>),
     /// JSON could not be written or read.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -47,6 +53,12 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+}
+
+impl From<offhost_engine::RunError> for Error {
+    fn from(e: offhost_engine::RunError) -> Error {
+        Error::Run(Box::new(e))
+    }
 }
 
 /// The suite's results.

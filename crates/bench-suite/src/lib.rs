@@ -10,6 +10,7 @@
 //! | [`rate`] | `bench rate` | messages per second through a channel, by copy or loan |
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
+//! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
 //!
 //! The machinery they share:
 //!
@@ -33,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod channel;
+pub mod engine;
 pub mod error;
 pub mod overhead;
 pub mod pingpong;

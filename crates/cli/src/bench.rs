@@ -12,7 +12,7 @@ use offhost_bench::transport::{Placement, Transport};
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong::{self, RecordPath};
 use offhost_bench_suite::rate::{self, RatePath};
-use offhost_bench_suite::{overhead, reproduce, suite};
+use offhost_bench_suite::{engine, overhead, reproduce, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -41,7 +41,7 @@ enum BenchCmd {
     /// Message rate of a one-way stream through a channel (batched), copies or loans.
     Rate(RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
-    Engine(crate::bench_engine::BenchEngineArgs),
+    Engine(EngineArgs),
     /// The NBD server against nbdkit's memory plugin, same fio jobs.
     Nbd(crate::bench_nbd::BenchArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
@@ -187,6 +187,25 @@ struct ReproduceArgs {
     /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
     #[arg(long, default_value = "tcp")]
     transport: Transport,
+}
+
+#[derive(Args, Debug)]
+struct EngineArgs {
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Buffers sent through the hop chain.
+    #[arg(long, default_value_t = 400_000)]
+    hop_buffers: u64,
+    /// Bytes sent through the 4-stage chain (K, M, G suffixes).
+    #[arg(long, default_value = "2G", value_parser = sizes::parse_size)]
+    chain_bytes: usize,
+    /// Seconds of audio streamed through examples/audio.ion.
+    #[arg(long, default_value_t = 600.0)]
+    audio_seconds: f64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -364,7 +383,20 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
             };
             print!("{}", report::render(&rows, out, report::rate_table));
         }
-        BenchCmd::Engine(a) => crate::bench_engine::run(a)?,
+        BenchCmd::Engine(a) => {
+            let o = engine::Options {
+                workers: a.workers,
+                hop_buffers: a.hop_buffers,
+                chain_bytes: a.chain_bytes as u64,
+                audio_seconds: a.audio_seconds,
+            };
+            let r = engine::run(&o, bar)?;
+            bar.finish_and_clear();
+            match a.json {
+                true => json(&r)?,
+                false => print!("{}", r.table()),
+            }
+        }
         BenchCmd::Nbd(a) => crate::bench_nbd::run(a)?,
         BenchCmd::Pet(a) => crate::bench_pet::run(a)?,
     }
