@@ -11,6 +11,7 @@
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
+//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
 //!
 //! The machinery they share:
 //!
@@ -36,6 +37,7 @@
 pub mod channel;
 pub mod engine;
 pub mod error;
+pub mod nbd;
 pub mod overhead;
 pub mod pingpong;
 pub mod process;

@@ -12,7 +12,7 @@ use offhost_bench::transport::{Placement, Transport};
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong::{self, RecordPath};
 use offhost_bench_suite::rate::{self, RatePath};
-use offhost_bench_suite::{engine, overhead, reproduce, suite};
+use offhost_bench_suite::{engine, nbd, overhead, reproduce, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -43,7 +43,7 @@ enum BenchCmd {
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(EngineArgs),
     /// The NBD server against nbdkit's memory plugin, same fio jobs.
-    Nbd(crate::bench_nbd::BenchArgs),
+    Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(crate::bench_pet::BenchArgs),
 }
@@ -204,6 +204,31 @@ struct EngineArgs {
     #[arg(long, default_value_t = 600.0)]
     audio_seconds: f64,
     /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct NbdArgs {
+    /// Seconds per fio job.
+    #[arg(long, default_value_t = 10)]
+    runtime: u32,
+    /// Export size, and the region fio works over.
+    #[arg(long, default_value = "1G")]
+    size: String,
+    /// Rounds (servers alternate within each round); the median round is reported.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// nbdkit binary.
+    #[arg(long, default_value = "nbdkit")]
+    nbdkit: String,
+    /// fio binary.
+    #[arg(long, default_value = "fio")]
+    fio: String,
+    /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
+    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    conn_threads: usize,
+    /// Print one JSON object per server and workload (a JSON array).
     #[arg(long)]
     json: bool,
 }
@@ -397,7 +422,23 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 false => print!("{}", r.table()),
             }
         }
-        BenchCmd::Nbd(a) => crate::bench_nbd::run(a)?,
+        BenchCmd::Nbd(a) => {
+            let o = nbd::Options {
+                runtime: a.runtime,
+                size: a.size,
+                rounds: a.rounds,
+                nbdkit: a.nbdkit,
+                fio: a.fio,
+                conn_threads: a.conn_threads,
+                exe: std::env::current_exe()?,
+            };
+            let figs = nbd::run(&o, bar)?;
+            bar.finish_and_clear();
+            match a.json {
+                true => json(&figs)?,
+                false => print!("{}", nbd::table(&figs)),
+            }
+        }
         BenchCmd::Pet(a) => crate::bench_pet::run(a)?,
     }
     Ok(())

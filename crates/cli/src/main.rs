@@ -4,7 +4,6 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod bench_nbd;
 mod bench_pet;
 mod channel_cmds;
 mod echo;

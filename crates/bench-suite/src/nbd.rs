@@ -1,39 +1,36 @@
-//! `offhost bench nbd`: this NBD server against nbdkit's `memory` plugin, same fio jobs (fio's
-//! `nbd` ioengine, i.e. libnbd), same run, both over Unix sockets.
+//! `nbd`: this NBD server (`offhost nbd`) against nbdkit's `memory` plugin, same fio jobs
+//! (fio's `nbd` ioengine, i.e. libnbd), same run, both over Unix sockets.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{bail, Context};
-use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
+use offhost_bench::cpu::process_cpu_s;
+use offhost_bench::stats::median;
 use serde::Serialize;
 
-/// Arguments of the NBD benchmark.
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Print one JSON object per server and workload (a JSON array).
-    #[arg(long)]
-    json: bool,
+use crate::error::{require, Context as _, Error, Result};
+use crate::process::{exists, PeerProcess};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Seconds per fio job.
-    #[arg(long, default_value_t = 10)]
-    runtime: u32,
-    /// Export size, and the region fio works over.
-    #[arg(long, default_value = "1G")]
-    size: String,
+    pub runtime: u32,
+    /// Export size, and the region fio works over (as fio and `offhost nbd` read it: `1G`).
+    pub size: String,
     /// Rounds (servers alternate within each round); the median round is reported.
-    #[arg(long, default_value_t = 1)]
-    rounds: u32,
+    pub rounds: u32,
     /// nbdkit binary.
-    #[arg(long, default_value = "nbdkit")]
-    nbdkit: String,
+    pub nbdkit: String,
     /// fio binary.
-    #[arg(long, default_value = "fio")]
-    fio: String,
+    pub fio: String,
     /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
-    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
-    conn_threads: usize,
+    pub conn_threads: usize,
+    /// The `offhost` binary whose `nbd` command is measured.
+    pub exe: PathBuf,
 }
 
 /// One measured figure.
@@ -89,76 +86,39 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
-struct Peer {
+/// A server under test.
+struct Server {
     name: &'static str,
-    child: Child,
+    process: PeerProcess,
     socket: PathBuf,
 }
 
-impl Peer {
-    /// CPU seconds (user + system) the server process has used so far, from /proc.
+impl Server {
+    /// Starts `cmd` and waits until `ready` exists (nbdkit's pid file, written once it
+    /// listens; our server's socket, bound before it serves). Probing by connecting would make
+    /// nbdkit log a broken handshake.
+    fn start(
+        name: &'static str,
+        cmd: &mut Command,
+        socket: PathBuf,
+        ready: &Path,
+    ) -> Result<Server> {
+        let mut process = PeerProcess::spawn(name, cmd)?;
+        process.until_ready(Duration::from_secs(20), || exists(ready))?;
+        Ok(Server {
+            name,
+            process,
+            socket,
+        })
+    }
+
+    /// CPU seconds (user + system) the server has used so far.
     fn cpu_s(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which is in parentheses): utime is the 14th field
-        // of the line, stime the 15th, in clock ticks (100 per second on Linux).
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<f64> = rest
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0.0))
-            .collect();
-        if f.len() > 12 {
-            (f[11] + f[12]) / 100.0
-        } else {
-            0.0
-        }
+        process_cpu_s(Some(self.process.id())).unwrap_or(0.0)
     }
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits until `ready` exists (nbdkit's pid file, written once it listens; our server's
-/// socket, bound before `serve`). Probing by connecting would make nbdkit log a broken
-/// handshake.
-fn wait_ready(ready: &Path, child: &mut Child, what: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if ready.exists() {
-            return Ok(());
-        }
-        if let Some(st) = child.try_wait()? {
-            bail!("{what} exited before listening: {st}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    bail!("{what} was not ready ({}) within 20 s", ready.display())
-}
-
-fn start(
-    name: &'static str,
-    mut cmd: Command,
-    socket: PathBuf,
-    ready: &Path,
-) -> anyhow::Result<Peer> {
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot start {name} ({cmd:?})"))?;
-    wait_ready(ready, &mut child, name)?;
-    Ok(Peer {
-        name,
-        child,
-        socket,
-    })
-}
-
-fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64, f64, String)> {
+fn run_fio(a: &Options, peer: &Server, w: &Workload) -> Result<(f64, f64, f64, String)> {
     let uri = format!("nbd+unix:///?socket={}", peer.socket.display());
     let mut args: Vec<String> = vec![
         "--name=bench".into(),
@@ -178,16 +138,18 @@ fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64
         .output()
         .with_context(|| format!("cannot run {} (is fio installed?)", a.fio))?;
     if !out.status.success() {
-        bail!(
+        return Err(Error::Peer(format!(
             "fio failed on {} ({}): {}",
             peer.name,
             w.name,
             String::from_utf8_lossy(&out.stderr)
-        );
+        )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     // fio may print notes before the JSON document.
-    let start = text.find('{').context("fio printed no JSON")?;
+    let start = text
+        .find('{')
+        .ok_or_else(|| Error::Peer("fio printed no JSON".into()))?;
     let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio JSON")?;
     let job = &v["jobs"][0];
     let f = |dir: &str, k: &str| job[dir][k].as_f64().unwrap_or(0.0);
@@ -205,19 +167,13 @@ fn run_fio(a: &BenchArgs, peer: &Peer, w: &Workload) -> anyhow::Result<(f64, f64
     Ok((iops, mbps, cpu_us_per_io, shown))
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Runs the benchmark.
-pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(a.rounds >= 1, "--rounds must be at least 1");
+/// Runs the benchmark: one figure per server and workload, offhost's first.
+pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
+    require(a.rounds >= 1, || "--rounds must be at least 1".into())?;
     let dir = tempfile::tempdir()?;
-    let exe = std::env::current_exe()?;
     let ours_sock = dir.path().join("offhost.sock");
     let kit_sock = dir.path().join("nbdkit.sock");
-    let mut ours_cmd = Command::new(&exe);
+    let mut ours_cmd = Command::new(&a.exe);
     ours_cmd.args([
         "nbd",
         "--listen",
@@ -236,73 +192,120 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         .arg(&kit_pid)
         .args(["memory", &a.size]);
     let peers = [
-        start("offhost", ours_cmd, ours_sock.clone(), &ours_sock)?,
-        start("nbdkit-memory", kit_cmd, kit_sock, &kit_pid)
+        Server::start("offhost", &mut ours_cmd, ours_sock.clone(), &ours_sock)?,
+        Server::start("nbdkit-memory", &mut kit_cmd, kit_sock, &kit_pid)
             .context("nbdkit is the peer of this benchmark")?,
     ];
-    let total = (a.rounds as usize * peers.len() * WORKLOADS.len()) as u64;
-    let pb = ProgressBar::new(total);
-    pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
+    bar.set_length((a.rounds as usize * peers.len() * WORKLOADS.len()) as u64);
     // results[peer][workload] = (iops per round, MB/s per round, cpu per io per round, args)
     type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>, String);
     let mut res: Vec<Vec<Rounds>> = vec![vec![Default::default(); WORKLOADS.len()]; 2];
     for round in 0..a.rounds {
         for (wi, w) in WORKLOADS.iter().enumerate() {
             if !w.time_based && round > 0 {
-                pb.inc(peers.len() as u64);
+                bar.inc(peers.len() as u64);
                 continue;
             }
             for (pi, p) in peers.iter().enumerate() {
-                pb.set_message(format!("round {} {} {}", round + 1, p.name, w.name));
-                let (iops, mbps, cpu, shown) = run_fio(&a, p, w)?;
+                bar.set_message(format!("round {} {} {}", round + 1, p.name, w.name));
+                let (iops, mbps, cpu, shown) = run_fio(a, p, w)?;
                 let r = &mut res[pi][wi];
                 r.0.push(iops);
                 r.1.push(mbps);
                 r.2.push(cpu);
                 r.3 = shown;
-                pb.inc(1);
+                bar.inc(1);
             }
         }
     }
-    pb.finish_and_clear();
+    let median = |v: &[f64]| median(v).unwrap_or(0.0);
     let mut figs = Vec::new();
     for (wi, w) in WORKLOADS.iter().enumerate() {
-        let kit_iops = median(&mut res[1][wi].0.clone());
+        let kit_iops = median(&res[1][wi].0);
         for (pi, p) in peers.iter().enumerate() {
             let (iops, mbps, cpu, shown) = &res[pi][wi];
-            let m = median(&mut iops.clone());
+            let m = median(iops);
             figs.push(Figure {
                 server: p.name.to_owned(),
                 workload: w.name.to_owned(),
                 iops: m,
-                mb_per_s: median(&mut mbps.clone()),
+                mb_per_s: median(mbps),
                 ratio_vs_nbdkit: (pi == 0 && kit_iops > 0.0).then(|| m / kit_iops),
                 rounds_iops: iops.clone(),
-                server_cpu_us_per_io: median(&mut cpu.clone()),
+                server_cpu_us_per_io: median(cpu),
                 fio_args: shown.clone(),
             });
         }
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&figs)?);
-    } else {
-        println!(
-            "{:<28} {:<14} {:>12} {:>10} {:>8} {:>12}",
-            "workload", "server", "IOPS", "MB/s", "ratio", "cpu us/io"
+    Ok(figs)
+}
+
+/// The figures as a text table.
+pub fn table(figs: &[Figure]) -> String {
+    let mut s = format!(
+        "{:<28} {:<14} {:>12} {:>10} {:>8} {:>12}\n",
+        "workload", "server", "IOPS", "MB/s", "ratio", "cpu us/io"
+    );
+    for f in figs {
+        let _ = writeln!(
+            s,
+            "{:<28} {:<14} {:>12.0} {:>10.1} {:>8} {:>12.2}",
+            f.workload,
+            f.server,
+            f.iops,
+            f.mb_per_s,
+            f.ratio_vs_nbdkit
+                .map(|r| format!("{r:.2}x"))
+                .unwrap_or_default(),
+            f.server_cpu_us_per_io
         );
-        for f in &figs {
-            println!(
-                "{:<28} {:<14} {:>12.0} {:>10.1} {:>8} {:>12.2}",
-                f.workload,
-                f.server,
-                f.iops,
-                f.mb_per_s,
-                f.ratio_vs_nbdkit
-                    .map(|r| format!("{r:.2}x"))
-                    .unwrap_or_default(),
-                f.server_cpu_us_per_io
-            );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(exe: &str, runtime: u32) -> Options {
+        Options {
+            runtime,
+            size: "16M".into(),
+            rounds: 1,
+            nbdkit: "nbdkit".into(),
+            fio: "fio".into(),
+            conn_threads: 2,
+            exe: PathBuf::from(exe),
         }
     }
-    Ok(())
+
+    /// With nbdkit on both sides (the server under test is nbdkit too, where the binary
+    /// would be `offhost`) the bench runs every fio job against both and compares them.
+    #[test]
+    fn every_workload_runs_against_both_servers() {
+        let script = tempfile::NamedTempFile::new().unwrap();
+        // An `offhost nbd --listen unix:SOCK ...` stand-in: nbdkit's memory plugin there.
+        std::fs::write(
+            script.path(),
+            "#!/bin/sh\nsock=${3#unix:}\nexec nbdkit -f -U \"$sock\" memory 16M\n",
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(script.path()).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(script.path(), perm).unwrap();
+        let path = script.into_temp_path();
+        let figs = run(&options(path.to_str().unwrap(), 1), &ProgressBar::hidden()).unwrap();
+        assert_eq!(figs.len(), 2 * WORKLOADS.len());
+        for f in &figs {
+            assert!(f.iops > 0.0 && f.mb_per_s > 0.0, "{f:?}");
+        }
+        assert!(figs[0].ratio_vs_nbdkit.is_some() && figs[1].ratio_vs_nbdkit.is_none());
+        assert_eq!(table(&figs).lines().count(), 1 + figs.len());
+    }
+
+    #[test]
+    fn a_server_that_does_not_start_is_reported() {
+        let e = run(&options("/nonexistent/offhost", 1), &ProgressBar::hidden()).unwrap_err();
+        assert!(e.to_string().contains("start the offhost"), "{e}");
+    }
 }
