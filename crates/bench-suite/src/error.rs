@@ -41,6 +41,12 @@ pub enum Error {
     /// A pipeline failed while it ran.
     #[error(transparent)]
     Run(#[from] Box<offhost_engine::RunError>),
+    /// A scanner or sinogram geometry is wrong.
+    #[error(transparent)]
+    Geometry(#[from] offhost_pet::GeometryError),
+    /// A PET file could not be written or read.
+    #[error(transparent)]
+    Format(#[from] offhost_pet::FormatError),
     /// JSON could not be written or read.
     #[error(transparent)]
     Json(#[from] serde_json::Error),

@@ -12,6 +12,7 @@
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
+//! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
 //!
 //! The machinery they share:
 //!
@@ -39,6 +40,7 @@ pub mod engine;
 pub mod error;
 pub mod nbd;
 pub mod overhead;
+pub mod pet;
 pub mod pingpong;
 pub mod process;
 pub mod rate;

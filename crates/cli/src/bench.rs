@@ -12,7 +12,7 @@ use offhost_bench::transport::{Placement, Transport};
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong::{self, RecordPath};
 use offhost_bench_suite::rate::{self, RatePath};
-use offhost_bench_suite::{engine, nbd, overhead, reproduce, suite};
+use offhost_bench_suite::{engine, nbd, overhead, pet, reproduce, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -45,7 +45,7 @@ enum BenchCmd {
     /// The NBD server against nbdkit's memory plugin, same fio jobs.
     Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
-    Pet(crate::bench_pet::BenchArgs),
+    Pet(PetArgs),
 }
 
 /// How rows are printed.
@@ -92,22 +92,18 @@ struct PingpongArgs {
     #[arg(long)]
     peer: Option<Placement>,
     /// A running raw echo engine (shm:PATH or shm:@name) instead of starting one.
-    #[arg(long)]
-    connect: Option<crate::echo::Url>,
+    #[arg(long, value_parser = crate::echo::shm_addr)]
+    connect: Option<String>,
     /// Timed round trips per size (default: from 20000 for small messages down to 500).
     #[arg(long)]
     iters: Option<usize>,
     /// Measure every transport this many times in turn, a share of the round trips each time,
-    /// and pool the samples: transports then see the same changes of the machine's state
-    /// (on a shared VM the same transport can run twice as fast in one minute as in the next),
-    /// so their ratios mean more.
+    /// and pool the samples: the transports' ratios then share the machine's changing state.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
     /// Keep every transport's echo running and measure the transports in turn, this many
-    /// round trips at a time (after a few untimed ones), until each has its round trips:
-    /// adjacent blocks of different transports then share the machine's state far more often
-    /// than whole rounds do. Each block's median is reported like a round's. (The idle echo
-    /// engine's CPU use is not measured then.)
+    /// round trips at a time: adjacent blocks share the machine's state far more often than
+    /// rounds do. Each block's median is reported like a round's (idle CPU is not measured).
     #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     interleave: Option<u64>,
@@ -234,6 +230,28 @@ struct NbdArgs {
 }
 
 #[derive(Args, Debug)]
+struct PetArgs {
+    /// Events held in memory for the histogramming measurement.
+    #[arg(long, default_value_t = 4_000_000)]
+    events: usize,
+    /// Passes over them (the best pass is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Events through the end-to-end demo pipeline.
+    #[arg(long, default_value_t = 8_000_000)]
+    pipeline_events: u64,
+    /// Simulated clinical count rate of the pipeline, events per second.
+    #[arg(long, default_value_t = 4.0e6)]
+    rate: f64,
+    /// PETLINK file replayed for the word-histogramming measurement.
+    #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
+    petlink: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
 struct RateArgs {
     /// Channel transport: shm-chan, tcp, unix or mem (`shm`, this command's old name for
     /// shm-chan, is read as shm-chan for a while).
@@ -263,7 +281,7 @@ struct RateArgs {
 }
 
 /// A progress bar on stderr (drawn only when stderr is a terminal).
-pub(crate) fn progress() -> ProgressBar {
+fn progress() -> ProgressBar {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
@@ -274,69 +292,69 @@ pub(crate) fn progress() -> ProgressBar {
     bar
 }
 
-/// Prints `rows` as `p` asks (drawing `table` for the text form) and writes the plots.
-fn print_rows(rows: &[Row], p: &PrintArgs, table: fn(&[Row]) -> String) -> Result<()> {
+/// What a bench prints: the text for stdout, and notes for stderr.
+type Printed = (String, Vec<String>);
+
+/// `v` as pretty JSON with `json`, else as `text` draws it.
+fn show<T: serde::Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<String> {
+    Ok(match json {
+        true => serde_json::to_string_pretty(v)? + "\n",
+        false => text(v),
+    })
+}
+
+/// `rows` as `p` asks (drawn by `table` as text), with the plots it asks for.
+fn rows(rows: &[Row], p: &PrintArgs, table: fn(&[Row]) -> String) -> Result<Printed> {
     let out = Output {
         json: p.json,
         csv: p.csv,
         fit: p.fit,
     };
-    print!("{}", report::render(rows, out, table));
+    let mut notes = Vec::new();
     if let Some(dir) = &p.plot {
         let files =
             plot::plot_rows(dir, rows).with_context(|| format!("--plot {}", dir.display()))?;
-        for f in files {
-            eprintln!("wrote {}", f.display());
-        }
+        notes.extend(files.iter().map(|f| format!("wrote {}", f.display())));
     }
-    Ok(())
+    Ok((report::render(rows, out, table), notes))
 }
 
-fn json(v: &impl serde::Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
-}
-
-/// Runs `offhost bench`.
+/// Runs `offhost bench`: measures with a progress bar, then prints.
 pub fn run(args: BenchArgs) -> Result<()> {
     let bar = progress();
-    let done = run_with(args, &bar);
+    let done = measure(args, &bar);
     bar.finish_and_clear();
-    done
+    let (text, notes) = done?;
+    for n in notes {
+        eprintln!("{n}");
+    }
+    print!("{text}");
+    Ok(())
 }
 
-fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
-    match args.cmd {
+fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
+    let exe = std::env::current_exe;
+    Ok(match args.cmd {
         BenchCmd::Floors(a) => {
+            let n = a.samples.max(10);
             let plan = floors::Plan {
-                warmup: a.samples.max(10) / 10,
-                samples: a.samples.max(10),
+                warmup: n / 10,
+                samples: n,
             };
             let f = floors::measure(plan, &mut |p| bar.set_message(format!("floors: {p}")));
-            bar.finish_and_clear();
-            match a.json {
-                true => println!("{}", serde_json::to_string(&f)?),
-                false => print!("{}", f.table()),
-            }
+            let text = match a.json {
+                true => serde_json::to_string(&f)? + "\n",
+                false => f.table(),
+            };
+            (text, vec![])
         }
         BenchCmd::Pingpong(a) => {
-            if a.transport.contains(&Transport::Mem) {
-                eprintln!(
-                    "note: mem is channels over the in-process mem: transport; the raw ring with \
-                     its echo on a thread (pingpong's old mem) is --transport shm --peer thread"
-                );
-            }
-            let connect = match a.connect {
-                Some(crate::echo::Url::Shm(addr)) => Some(addr),
-                Some(crate::echo::Url::Mem) => anyhow::bail!("--connect needs an shm: address"),
-                None => None,
-            };
             let o = pingpong::Options {
                 transports: a.transport,
                 mode: a.mode,
                 sizes: a.sizes,
                 peer: a.peer,
-                connect,
+                connect: a.connect,
                 iters: a.iters,
                 rounds: a.rounds,
                 interleave: a.interleave,
@@ -345,14 +363,19 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 idle_secs: a.idle_secs,
                 touch: a.touch,
                 floors: a.floors,
-                exe: std::env::current_exe()?,
+                exe: exe()?,
             };
             let out = pingpong::run(&o, bar)?;
-            bar.finish_and_clear();
-            for n in &out.notes {
-                eprintln!("{n}");
+            let (text, mut notes) = rows(&out.rows, &a.print, report::latency_table)?;
+            if o.transports.contains(&Transport::Mem) {
+                notes.push(
+                    "note: mem is channels over the in-process mem: transport; the raw ring with \
+                     its echo on a thread (pingpong's old mem) is --transport shm --peer thread"
+                        .into(),
+                );
             }
-            print_rows(&out.rows, &a.print, report::latency_table)?;
+            notes.extend(out.notes);
+            (text, notes)
         }
         BenchCmd::Overhead(a) => {
             let o = overhead::Options {
@@ -360,12 +383,8 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 iters: a.iters,
                 trials: a.trials,
             };
-            let rows = overhead::run(&o, bar)?;
-            bar.finish_and_clear();
-            match a.json {
-                true => json(&rows)?,
-                false => print!("{}", overhead::table(&rows)),
-            }
+            let r = overhead::run(&o, bar)?;
+            (show(a.json, &r, |r| overhead::table(r))?, vec![])
         }
         BenchCmd::Exchange(a) => suite_cmd("exchange", a, bar)?,
         BenchCmd::Stream(a) => suite_cmd("stream", a, bar)?,
@@ -377,22 +396,18 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 transport: a.transport,
             };
             let r = reproduce::run(&o, bar)?;
-            bar.finish_and_clear();
-            eprintln!(
+            let wrote = format!(
                 "wrote {} ({:.0} s)",
                 r.path.display(),
                 r.elapsed.as_secs_f64()
             );
+            (String::new(), vec![wrote])
         }
         BenchCmd::Rate(a) => {
-            let transport = if a.transport == Transport::Shm {
-                eprintln!("note: bench rate reads shm as shm-chan (channels over shared memory)");
-                Transport::ShmChan
-            } else {
-                a.transport
-            };
+            // `shm` was this command's name for channels over shared memory.
+            let old = a.transport == Transport::Shm;
             let o = rate::Options {
-                transport,
+                transport: if old { Transport::ShmChan } else { a.transport },
                 sizes: a.sizes,
                 paths: a.path,
                 count: a.count,
@@ -400,13 +415,18 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 runs: a.runs,
                 mode: a.mode,
             };
-            let rows = rate::run(&o, bar)?;
-            bar.finish_and_clear();
+            let r = rate::run(&o, bar)?;
             let out = Output {
                 json: a.json,
                 ..Output::default()
             };
-            print!("{}", report::render(&rows, out, report::rate_table));
+            let note = old.then(|| {
+                "note: bench rate reads shm as shm-chan (channels over shared memory)".into()
+            });
+            (
+                report::render(&r, out, report::rate_table),
+                note.into_iter().collect(),
+            )
         }
         BenchCmd::Engine(a) => {
             let o = engine::Options {
@@ -416,11 +436,7 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 audio_seconds: a.audio_seconds,
             };
             let r = engine::run(&o, bar)?;
-            bar.finish_and_clear();
-            match a.json {
-                true => json(&r)?,
-                false => print!("{}", r.table()),
-            }
+            (show(a.json, &r, engine::Report::table)?, vec![])
         }
         BenchCmd::Nbd(a) => {
             let o = nbd::Options {
@@ -430,21 +446,26 @@ fn run_with(args: BenchArgs, bar: &ProgressBar) -> Result<()> {
                 nbdkit: a.nbdkit,
                 fio: a.fio,
                 conn_threads: a.conn_threads,
-                exe: std::env::current_exe()?,
+                exe: exe()?,
             };
-            let figs = nbd::run(&o, bar)?;
-            bar.finish_and_clear();
-            match a.json {
-                true => json(&figs)?,
-                false => print!("{}", nbd::table(&figs)),
-            }
+            let r = nbd::run(&o, bar)?;
+            (show(a.json, &r, |r| nbd::table(r))?, vec![])
         }
-        BenchCmd::Pet(a) => crate::bench_pet::run(a)?,
-    }
-    Ok(())
+        BenchCmd::Pet(a) => {
+            let o = pet::Options {
+                events: a.events,
+                reps: a.reps,
+                pipeline_events: a.pipeline_events,
+                rate: a.rate,
+                petlink: a.petlink,
+            };
+            let r = pet::run(&o, bar)?;
+            (show(a.json, &r, pet::Report::text)?, r.notes.clone())
+        }
+    })
 }
 
-fn suite_cmd(bench: &str, a: SuiteArgs, bar: &ProgressBar) -> Result<()> {
+fn suite_cmd(bench: &str, a: SuiteArgs, bar: &ProgressBar) -> Result<Printed> {
     let sizes = sizes::parse_sizes(&a.sizes).with_context(|| format!("--sizes {:?}", a.sizes))?;
     let o = suite::Options {
         bench: bench.into(),
@@ -454,7 +475,5 @@ fn suite_cmd(bench: &str, a: SuiteArgs, bar: &ProgressBar) -> Result<()> {
         plan: suite::plan(&a.reps, a.cpu)?,
         window: a.window,
     };
-    let rows = suite::run(&o, bar)?;
-    bar.finish_and_clear();
-    print_rows(&rows, &a.print, report::to_table)
+    rows(&suite::run(&o, bar)?, &a.print, report::to_table)
 }

@@ -4,7 +4,6 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod bench_pet;
 mod channel_cmds;
 mod echo;
 mod engine_cmd;
