@@ -7,6 +7,11 @@ use std::os::fd::AsFd;
 
 use crate::error::AccessError;
 
+/// The uid this process runs as.
+pub fn own_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
 /// The uids admitted besides our own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowUids {
@@ -29,7 +34,7 @@ impl AllowUids {
 
     /// Whether `uid` is admitted.
     pub fn admits(&self, uid: u32) -> bool {
-        uid == rustix::process::getuid().as_raw() || self.extra.contains(&uid)
+        uid == own_uid() || self.extra.contains(&uid)
     }
 
     /// Checks the peer of a connected Unix socket.

@@ -1,8 +1,27 @@
-//! Pinning threads to CPUs, so that a ping-pong really crosses between two cores.
+//! Pinning threads and processes to CPUs, so that a ping-pong really crosses between two
+//! cores: the one pinning helper of every bench.
+//!
+//! The host (measuring) side runs on the first CPU this process may use and the engine (echo
+//! or sink) side on the second. They are taken once, at the first call of any function here,
+//! so pinning a thread later narrows what that thread may use, not what the bench thinks the
+//! process has.
+
+use std::sync::OnceLock;
 
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
-/// The CPUs this process may run on.
+/// Pinning a thread or process failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot pin to CPU {cpu}: {source}")]
+pub struct PinError {
+    /// The CPU asked for.
+    pub cpu: usize,
+    /// The system's answer.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The CPUs the calling thread may run on now.
 pub fn allowed_cpus() -> Vec<usize> {
     match sched_getaffinity(None) {
         Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
@@ -10,17 +29,60 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Two distinct CPUs to put the two ends of a ping-pong on, if the process has two.
-pub fn cpu_pair() -> Option<(usize, usize)> {
-    let cpus = allowed_cpus();
-    (cpus.len() >= 2).then(|| (cpus[0], cpus[1]))
+/// The CPUs of this process as the first call saw them.
+fn process_cpus() -> &'static [usize] {
+    static CPUS: OnceLock<Vec<usize>> = OnceLock::new();
+    CPUS.get_or_init(allowed_cpus)
 }
 
-/// Pins the calling thread to `cpu`; false if the system refused.
-pub fn pin_current_thread(cpu: usize) -> bool {
+/// Number of cores this process may run on (at least 1), as the first call saw them.
+pub fn cores() -> usize {
+    process_cpus().len().max(1)
+}
+
+/// Two distinct CPUs for the two ends of a ping-pong (host, engine), if the process has two.
+pub fn cpu_pair() -> Option<(usize, usize)> {
+    match process_cpus() {
+        [a, b, ..] => Some((*a, *b)),
+        _ => None,
+    }
+}
+
+/// The (host, engine) cores: the first two this process may use, or one core twice.
+pub fn host_engine_cores() -> (usize, usize) {
+    match process_cpus() {
+        [a, b, ..] => (*a, *b),
+        [a] => (*a, *a),
+        [] => (0, 0),
+    }
+}
+
+/// Pins the calling thread (and the threads it starts later) to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
+    let _ = process_cpus(); // remember the process's CPUs before narrowing this thread's
     let mut set = CpuSet::new();
     set.set(cpu);
-    sched_setaffinity(None, &set).is_ok()
+    sched_setaffinity(None, &set).map_err(|e| PinError {
+        cpu,
+        source: e.into(),
+    })
+}
+
+/// Pins process `pid` (its main thread, and the threads it starts later) to `cpu`.
+pub fn pin_process(pid: u32, cpu: usize) -> Result<(), PinError> {
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| PinError {
+            cpu,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad pid"),
+        })?;
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    sched_setaffinity(Some(p), &set).map_err(|e| PinError {
+        cpu,
+        source: e.into(),
+    })
 }
 
 /// Lets the calling thread run on every CPU in `cpus` again (after [`pin_current_thread`]).
@@ -30,4 +92,35 @@ pub fn unpin_current_thread(cpus: &[usize]) -> bool {
         set.set(c);
     }
     !cpus.is_empty() && sched_setaffinity(None, &set).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pinned thread runs on its CPU only, and the process keeps its CPUs.
+    #[test]
+    fn pinning_narrows_the_thread_not_the_process() {
+        let before = cores();
+        let (host, engine) = host_engine_cores();
+        std::thread::spawn(move || {
+            pin_current_thread(engine).unwrap();
+            assert_eq!(allowed_cpus(), vec![engine]);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(cores(), before);
+        assert_eq!(host_engine_cores(), (host, engine));
+        if before >= 2 {
+            assert_eq!(cpu_pair(), Some((host, engine)));
+            assert_ne!(host, engine);
+        }
+    }
+
+    #[test]
+    fn a_cpu_or_process_that_does_not_exist_is_an_error() {
+        let e = pin_current_thread(CpuSet::MAX_CPU - 1).unwrap_err();
+        assert!(e.to_string().contains("cannot pin to CPU"), "{e}");
+        assert!(pin_process(u32::MAX, 0).is_err());
+    }
 }

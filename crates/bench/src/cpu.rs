@@ -13,22 +13,22 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::affinity::{host_engine_cores, pin_current_thread, PinError};
 
 /// Errors of the CPU measurements.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CpuError {
-    /// Pinning a thread to a core failed.
-    #[error("cannot pin to core {core}: {source}")]
-    Pin {
-        /// The core asked for.
-        core: usize,
-        /// The system's answer.
-        source: std::io::Error,
-    },
+    /// Pinning a counting thread to its core failed.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    /// The counting thread could not be started.
+    #[error("cannot start a counting thread: {0}")]
+    Spawn(std::io::Error),
     /// A `/proc` file could not be read or parsed.
     #[error("cannot read {path}: {reason}")]
     Proc {
@@ -40,54 +40,6 @@ pub enum CpuError {
     /// The counting thread died.
     #[error("counting thread panicked")]
     CounterDied,
-}
-
-/// Number of cores this process may run on (at least 1), as seen by the first call: pinning
-/// a thread later narrows what the thread may use, not what the process has.
-pub fn cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// The (host, engine) cores: the first two this process may use, or one core twice.
-pub fn host_engine_cores() -> (usize, usize) {
-    static PAIR: OnceLock<(usize, usize)> = OnceLock::new();
-    *PAIR.get_or_init(|| {
-        let cpus = crate::affinity::allowed_cpus();
-        match cpus.as_slice() {
-            [a, b, ..] => (*a, *b),
-            [a] => (*a, *a),
-            [] => (0, 0),
-        }
-    })
-}
-
-/// Pins the calling thread to `core`.
-pub fn pin_current_thread(core: usize) -> Result<(), CpuError> {
-    let _ = (cores(), host_engine_cores()); // remember the process's cores before narrowing
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    rustix::thread::sched_setaffinity(None, &set).map_err(|e| CpuError::Pin {
-        core,
-        source: e.into(),
-    })
-}
-
-/// Pins process `pid` (its main thread, and the threads it starts later) to `core`.
-pub fn pin_process(pid: u32, core: usize) -> Result<(), CpuError> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    let p = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .ok_or_else(|| CpuError::Pin {
-            core,
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad pid"),
-        })?;
-    rustix::thread::sched_setaffinity(Some(p), &set).map_err(|e| CpuError::Pin {
-        core,
-        source: e.into(),
-    })
 }
 
 /// A counting task running on one core.
@@ -129,7 +81,7 @@ impl Counter {
                 }
                 c.store(n, Ordering::Relaxed);
             })
-            .map_err(|e| CpuError::Pin { core, source: e })?;
+            .map_err(CpuError::Spawn)?;
         ready_rx.recv().map_err(|_| CpuError::CounterDied)??;
         Ok(Counter {
             stop,
@@ -365,6 +317,28 @@ pub fn current_tid() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
+/// CPU time (user + system) process `pid` (`None`: this process) has used so far, in seconds,
+/// exited threads included, from `/proc/<pid>/stat` (clock ticks of 1/100 s). `None` when the
+/// process is gone.
+pub fn process_cpu_s(pid: Option<u32>) -> Option<f64> {
+    let path = pid.map_or("/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The fields after the command name (in parentheses, and it may hold spaces): utime is the
+    // 12th of them and stime the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// CPU time the calling thread has used so far, in seconds (on a shared machine wall time
+/// includes other people's work; thread CPU time does not).
+pub fn thread_cpu_s() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,5 +396,19 @@ mod tests {
         let after = thread_cpu_time(tid).unwrap();
         assert!(after > before, "{before:?} -> {after:?}");
         assert!(process_cpu_time(std::process::id()).unwrap() >= after);
+    }
+
+    #[test]
+    fn process_and_thread_cpu_seconds_grow_with_work() {
+        let (p0, t0) = (process_cpu_s(None).unwrap(), thread_cpu_s());
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(thread_cpu_s() > t0);
+        assert!(process_cpu_s(None).unwrap() >= p0);
+        assert!(process_cpu_s(Some(std::process::id())).is_some());
+        assert!(process_cpu_s(Some(u32::MAX - 7)).is_none());
     }
 }

@@ -8,6 +8,9 @@
 //! residuals, sum(((t_i - model_i) / t_i)^2): ordinary least squares with weights 1 / t_i^2.
 
 use serde::Serialize;
+use std::fmt::Write as _;
+
+use crate::report::Row;
 
 /// Why a fit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -163,6 +166,104 @@ pub fn fit_two_segments(points: &[(f64, f64)]) -> Result<TwoSegmentFit, FitError
     })
 }
 
+/// The fit of one bench, transport and mode's rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitRow {
+    /// Bench name.
+    pub bench: String,
+    /// Transport.
+    pub transport: String,
+    /// Mode.
+    pub mode: String,
+    /// Zero-byte time, ns.
+    pub t0_ns: f64,
+    /// Asymptotic bandwidth, MB/s.
+    pub r_inf_mb_per_s: f64,
+    /// Half-performance length, bytes.
+    pub n_half_bytes: f64,
+    /// RMS relative residual of the fit.
+    pub rms_rel_residual: f64,
+    /// Two-segment fit, when there are at least six sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub two_segment: Option<TwoSegmentFit>,
+    /// Why no fit, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The (size, median one-way ns) points of one bench, transport and mode among `rows`.
+pub fn points(rows: &[Row], bench: &str, transport: &str, mode: &str) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter(|r| r.bench == bench && r.transport == transport && r.mode == mode)
+        .map(|r| (r.size as f64, r.one_way_ns_median))
+        .collect()
+}
+
+/// Fits every (bench, transport, mode) series of `rows`, in sorted order; a series that
+/// cannot be fitted says why.
+pub fn series_fits(rows: &[Row]) -> Vec<FitRow> {
+    let mut keys: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r.bench.as_str(), r.transport.as_str(), r.mode.as_str()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|(bench, transport, mode)| {
+            let pts = points(rows, bench, transport, mode);
+            let two = (pts.len() >= 6)
+                .then(|| fit_two_segments(&pts).ok())
+                .flatten();
+            let (f, error) = match fit_linear(&pts) {
+                Ok(f) => (f, None),
+                Err(e) => (
+                    Fit {
+                        t0_ns: f64::NAN,
+                        r_inf_mb_per_s: f64::NAN,
+                        n_half_bytes: f64::NAN,
+                        rms_rel_residual: f64::NAN,
+                        points: pts.len(),
+                    },
+                    Some(e.to_string()),
+                ),
+            };
+            FitRow {
+                bench: bench.into(),
+                transport: transport.into(),
+                mode: mode.into(),
+                t0_ns: f.t0_ns,
+                r_inf_mb_per_s: f.r_inf_mb_per_s,
+                n_half_bytes: f.n_half_bytes,
+                rms_rel_residual: f.rms_rel_residual,
+                two_segment: two,
+                error,
+            }
+        })
+        .collect()
+}
+
+/// A blank line, then one line per fit.
+pub fn fits_text(fits: &[FitRow]) -> String {
+    let mut s = String::from("\n");
+    for r in fits {
+        let _ = match &r.error {
+            Some(e) => writeln!(s, "fit {} {} {}: {e}", r.bench, r.transport, r.mode),
+            None => writeln!(
+                s,
+                "fit {} {} {}: t0 {:.0} ns, r_inf {:.1} MB/s, n_1/2 {:.0} B (rms residual {:.1} %)",
+                r.bench,
+                r.transport,
+                r.mode,
+                r.t0_ns,
+                r.r_inf_mb_per_s,
+                r.n_half_bytes,
+                100.0 * r.rms_rel_residual
+            ),
+        };
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +334,35 @@ mod tests {
         assert!((f.long.t0_ns / 5000.0 - 1.0).abs() < 0.05, "{f:?}");
         let one = fit_linear(&pts).unwrap();
         assert!(f.rms_rel_residual < one.rms_rel_residual);
+    }
+
+    /// One fit per series, in sorted order; a series too short to fit says why.
+    #[test]
+    fn series_of_rows_are_fitted_apart() {
+        let mut rows = Vec::new();
+        for (t, t0) in [("b", 300.0), ("a", 100.0)] {
+            for n in [8usize, 64, 4096] {
+                let s = crate::stats::Summary::of(&[t0 + n as f64]).unwrap();
+                rows.push(Row::new("x", t, "-", n, &s));
+            }
+        }
+        rows.push(Row::new(
+            "x",
+            "c",
+            "-",
+            8,
+            &crate::stats::Summary::of(&[1.0]).unwrap(),
+        ));
+        let f = series_fits(&rows);
+        let names: Vec<&str> = f.iter().map(|r| r.transport.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!((f[0].t0_ns - 100.0).abs() < 1e-6 && (f[1].t0_ns - 300.0).abs() < 1e-6);
+        assert!(
+            f[2].error.as_deref().unwrap().contains("at least 2"),
+            "{f:?}"
+        );
+        let text = fits_text(&f);
+        assert!(text.starts_with("\nfit x a -: t0 100 ns"), "{text}");
     }
 
     #[test]

@@ -84,6 +84,29 @@ pub fn measure(plan: Plan, progress: &mut dyn FnMut(&str)) -> Floors {
     }
 }
 
+impl Floors {
+    /// The floors as a short text table.
+    pub fn table(&self) -> String {
+        let cpus = self
+            .cpus
+            .map_or("unpinned".to_owned(), |(a, b)| format!("CPUs {a} and {b}"));
+        format!(
+            "floor                     median        p99\n\
+             cache-line one way   {:>10.0} ns {:>10.0} ns\n\
+             futex one way        {:>10.1} us {:>10.1} us\n\
+             memcpy 1 MiB         {:>10.2} GB/s\n\
+             cross-core read 1 MiB{:>10.2} GB/s\n\
+             ({cpus})\n",
+            self.cacheline_ns,
+            self.cacheline_ns_p99,
+            self.futex_ns / 1e3,
+            self.futex_ns_p99 / 1e3,
+            self.memcpy_gb_per_s,
+            self.cross_core_read_gb_per_s
+        )
+    }
+}
+
 fn spin_until(cond: impl Fn() -> bool) {
     let mut i = 0u32;
     while !cond() {
@@ -106,7 +129,7 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
         let line = line.clone();
         std::thread::spawn(move || {
             if let Some((_, b)) = cpus {
-                affinity::pin_current_thread(b);
+                let _ = affinity::pin_current_thread(b);
             }
             for k in 0..total {
                 // Acquire/Release: the hand-off itself is what we time; orderings as a ring uses.
@@ -116,7 +139,7 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
         })
     };
     if let Some((a, _)) = cpus {
-        affinity::pin_current_thread(a);
+        let _ = affinity::pin_current_thread(a);
     }
     let mut samples = Vec::with_capacity(plan.samples);
     for k in 0..total {
@@ -128,7 +151,7 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
         }
     }
     peer.join().expect("cache-line peer");
-    Summary::of(&mut samples).expect("samples")
+    Summary::of(&samples).expect("samples")
 }
 
 fn futex_wait_for(word: &AtomicU32, want: u32) {
@@ -153,7 +176,7 @@ pub fn futex_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
         let words = words.clone();
         std::thread::spawn(move || {
             if let Some((_, b)) = cpus {
-                affinity::pin_current_thread(b);
+                let _ = affinity::pin_current_thread(b);
             }
             for k in 0..total {
                 let v = (k % 2) as u32 ^ 1;
@@ -164,7 +187,7 @@ pub fn futex_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
         })
     };
     if let Some((a, _)) = cpus {
-        affinity::pin_current_thread(a);
+        let _ = affinity::pin_current_thread(a);
     }
     let mut samples = Vec::with_capacity(plan.samples);
     for k in 0..total {
@@ -178,7 +201,7 @@ pub fn futex_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
         }
     }
     peer.join().expect("futex peer");
-    Summary::of(&mut samples).expect("samples")
+    Summary::of(&samples).expect("samples")
 }
 
 /// Bandwidth of copying `size` bytes between two private buffers, in GB/s (10^9 B/s).
@@ -195,7 +218,7 @@ pub fn memcpy_gb_per_s(size: usize, plan: Plan) -> Summary {
             samples.push(size as f64 / dt);
         }
     }
-    Summary::of(&mut samples).expect("samples")
+    Summary::of(&samples).expect("samples")
 }
 
 /// Bandwidth of one thread reading `size` bytes that a thread on the other CPU has just
@@ -209,7 +232,7 @@ pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, us
         let (buf, turn) = (buf.clone(), turn.clone());
         std::thread::spawn(move || {
             if let Some((a, _)) = cpus {
-                affinity::pin_current_thread(a);
+                let _ = affinity::pin_current_thread(a);
             }
             for k in 0..total {
                 spin_until(|| turn.load(Ordering::Acquire) == 2 * k);
@@ -222,7 +245,7 @@ pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, us
         })
     };
     if let Some((_, b)) = cpus {
-        affinity::pin_current_thread(b);
+        let _ = affinity::pin_current_thread(b);
     }
     let mut samples = Vec::with_capacity(plan.samples);
     for k in 0..total {
@@ -237,7 +260,7 @@ pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, us
         }
     }
     writer.join().expect("writer");
-    Summary::of(&mut samples).expect("samples")
+    Summary::of(&samples).expect("samples")
 }
 
 #[cfg(test)]
@@ -255,7 +278,7 @@ mod tests {
         let c = cacheline_one_way_ns(TINY, cpus);
         let f = futex_one_way_ns(TINY, cpus);
         let m = memcpy_gb_per_s(1 << 16, TINY);
-        assert_eq!((c.n, f.n, m.n), (200, 200, 200));
+        assert_eq!((c.samples, f.samples, m.samples), (200, 200, 200));
 
         for s in [c, f, m] {
             assert!(s.min > 0.0 && s.median <= s.p99 && s.p99 <= s.max, "{s:?}");
@@ -270,5 +293,11 @@ mod tests {
         assert_eq!(affinity::allowed_cpus(), before);
         assert_eq!(phases.len(), 4);
         assert!(f.cacheline_ns > 0.0 && f.futex_ns > 0.0 && f.memcpy_gb_per_s > 0.0);
+        let t = f.table();
+        assert_eq!(t.lines().count(), 6, "{t}");
+        assert!(
+            t.lines().nth(1).unwrap().starts_with("cache-line one way"),
+            "{t}"
+        );
     }
 }

@@ -187,7 +187,7 @@ pub fn plot_rows(dir: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, PlotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::Summary;
+    use crate::stats::Summary;
 
     #[test]
     fn writes_svg_with_a_line_per_series() {

@@ -1,26 +1,42 @@
-//! Result rows of every `offhost bench` subcommand and their renderings: JSON, CSV and an
-//! aligned text table.
+//! The one row type of every `offhost bench` latency and throughput measurement (one
+//! transport, mode and message size), and its renderings: JSON, CSV, the suite's aligned table,
+//! pingpong's and rate's tables, with fits.
 //!
 //! The keys `bench`, `transport`, `mode`, `size`, `one_way_ns_median`, `one_way_ns_p99` and
-//! `mb_per_s` are a contract that scripts depend on; the optional columns appear only where
-//! they were measured.
+//! `mb_per_s` are a contract that scripts depend on; the optional keys appear only where a
+//! bench measured them (keys are added over time, never renamed).
 
 use serde::Serialize;
 use std::fmt::Write as _;
 
-use crate::samples::Summary;
+use crate::fit;
+use crate::floors::Floors;
+use crate::stats::Summary;
 
 /// One measured point: a bench, a transport and mode, and a message size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     /// Which benchmark: `pingpong`, `exchange`, `stream`, `rate`, ...
     pub bench: String,
-    /// Transport or peer: `shm`, `tcp`, `unix`, `mem`, `tcp-raw`, `pipe-raw`, `crossbeam`, ...
+    /// What carried the bytes ([`crate::transport::Transport`]'s names), or for the seed
+    /// reproductions the transfer discipline.
     pub transport: String,
     /// Doorbell or I/O mode (`poll`, `block`, `adaptive`, or `-` when it has none).
     pub mode: String,
     /// Message size in bytes.
     pub size: usize,
+    /// Where the echo or sink peer ran: `thread`, `process` or `remote`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// How records travelled: `inline` or `loan` on the raw ring, `copy` or `loan` elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Whether the echo engine read buffer records (false: reflected descriptors only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub touch: Option<bool>,
+    /// Timed round trips (pingpong) or messages (rate) behind the row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iters: Option<usize>,
     /// Median one-way time per message (ns).
     pub one_way_ns_median: f64,
     /// 99th percentile one-way time per message (ns).
@@ -30,6 +46,29 @@ pub struct Row {
     /// Messages per second at the median, where the bench counts messages.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub msgs_per_s: Option<f64>,
+    /// With rounds or interleaved blocks: the median one-way time of each, in order (the
+    /// median above is over the pooled samples). Rows of different transports of one round
+    /// were measured back to back, so their per-round ratios share the machine's state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub round_medians_ns: Vec<f64>,
+    /// A channel's one-way time over its raw peer's
+    /// ([`crate::transport::Transport::raw_peer`]): the median of the per-round (or
+    /// per-block) ratios, when both were measured in the same rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_raw: Option<f64>,
+    /// CPU use of the idle echo engine, percent of one core: absent where the bench does not
+    /// measure it, null where it could not be measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_idle_pct: Option<Option<f64>>,
+    /// The median over the floors' cache-line one-way time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_cacheline: Option<f64>,
+    /// The median over the floors' futex one-way time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_futex: Option<f64>,
+    /// The throughput over the floors' memcpy bandwidth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_memcpy: Option<f64>,
     /// Fraction (0..1) of the host core taken by communication, by the counting-task method.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_load_host: Option<f64>,
@@ -39,13 +78,13 @@ pub struct Row {
     /// Voluntary context switches (sleeps, hence wake-ups) per message, both sides together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups_per_msg: Option<f64>,
-    /// Timed repetitions behind the statistics (warm-ups excluded).
+    /// Timed samples behind the statistics (warm-ups excluded).
     pub samples: usize,
-    /// Fastest repetition, one-way ns.
+    /// Fastest sample, one-way ns.
     pub one_way_ns_min: f64,
-    /// Slowest repetition, one-way ns.
+    /// Slowest sample, one-way ns.
     pub one_way_ns_max: f64,
-    /// Repetitions slower than three times the median (kept in the statistics).
+    /// Samples slower than three times the median (kept in the statistics).
     pub outliers: usize,
 }
 
@@ -59,10 +98,20 @@ impl Row {
             transport: transport.into(),
             mode: mode.into(),
             size,
+            peer: None,
+            path: None,
+            touch: None,
+            iters: None,
             one_way_ns_median: s.median,
             one_way_ns_p99: s.p99,
             mb_per_s: per_s * size as f64 / 1e6,
             msgs_per_s: Some(per_s),
+            round_medians_ns: Vec::new(),
+            vs_raw: None,
+            cpu_idle_pct: None,
+            vs_cacheline: None,
+            vs_futex: None,
+            vs_memcpy: None,
             cpu_load_host: None,
             cpu_load_engine: None,
             wakeups_per_msg: None,
@@ -71,6 +120,13 @@ impl Row {
             one_way_ns_max: s.max,
             outliers: s.outliers,
         }
+    }
+
+    /// Sets the ratios against the machine's floors.
+    pub fn against(&mut self, f: &Floors) {
+        self.vs_cacheline = Some(self.one_way_ns_median / f.cacheline_ns);
+        self.vs_futex = Some(self.one_way_ns_median / f.futex_ns);
+        self.vs_memcpy = Some(self.mb_per_s / (f.memcpy_gb_per_s * 1e3));
     }
 
     /// The series this row belongs to in plots and fits: `transport/mode` (or `transport`).
@@ -142,7 +198,7 @@ pub fn to_csv(rows: &[Row]) -> String {
     out
 }
 
-/// Rows as an aligned text table; columns that no row measured are left out.
+/// Rows as the suite's aligned text table; columns that no row measured are left out.
 pub fn to_table(rows: &[Row]) -> String {
     let all: Vec<[String; 15]> = rows.iter().map(cells).collect();
     let keep: Vec<usize> = (0..HEADER.len())
@@ -177,6 +233,122 @@ pub fn to_table(rows: &[Row]) -> String {
     out
 }
 
+fn text(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or("-")
+}
+
+/// Rows as pingpong's table: one line per row with the idle engine's CPU, then each channel's
+/// ratio to its raw peer and the ratios to the floors, where measured.
+pub fn latency_table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<9} {:<9} {:>8} {:<6} {:>12} {:>12} {:>10} {:>9}\n",
+        "transport", "mode", "size", "path", "median ns", "p99 ns", "MB/s", "idle cpu"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<9} {:<9} {:>8} {:<6} {:>12.0} {:>12.0} {:>10.1} {:>8}",
+            r.transport,
+            r.mode,
+            r.size,
+            text(&r.path),
+            r.one_way_ns_median,
+            r.one_way_ns_p99,
+            r.mb_per_s,
+            r.cpu_idle_pct
+                .flatten()
+                .map_or("-".to_owned(), |p| format!("{p:.2}%"))
+        );
+    }
+    if rows.iter().any(|r| r.vs_raw.is_some()) {
+        let _ = write!(
+            s,
+            "\n{:<9} {:<9} {:>8} {:>12}\n",
+            "transport", "mode", "size", "x raw peer"
+        );
+        for r in rows {
+            if let Some(v) = r.vs_raw {
+                let _ = writeln!(
+                    s,
+                    "{:<9} {:<9} {:>8} {:>12.2}",
+                    r.transport, r.mode, r.size, v
+                );
+            }
+        }
+    }
+    if rows.iter().any(|r| r.vs_cacheline.is_some()) {
+        let _ = write!(
+            s,
+            "\n{:>8} {:>14} {:>10} {:>10}\n",
+            "size", "x cache-line", "x futex", "x memcpy"
+        );
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "{:>8} {:>14.2} {:>10.3} {:>10.3}",
+                r.size,
+                r.vs_cacheline.unwrap_or(f64::NAN),
+                r.vs_futex.unwrap_or(f64::NAN),
+                r.vs_memcpy.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    s
+}
+
+/// Rows as rate's table: messages per second and time per message.
+pub fn rate_table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14} {:>12} {:>12}\n",
+        "transport", "mode", "size", "path", "messages", "msgs/s", "ns/msg", "MB/s"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14.0} {:>12.1} {:>12.1}",
+            r.transport,
+            r.mode,
+            r.size,
+            text(&r.path),
+            r.iters.unwrap_or(r.samples),
+            r.msgs_per_s.unwrap_or(f64::NAN),
+            r.one_way_ns_median,
+            r.mb_per_s
+        );
+    }
+    s
+}
+
+/// How a command prints its rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Output {
+    /// JSON: the rows' array, or with `fit` an object `{"rows": [...], "fit": [...]}`.
+    pub json: bool,
+    /// CSV with every column instead of the table.
+    pub csv: bool,
+    /// Fit t(n) = t0 + n / r_inf per bench, transport and mode.
+    pub fit: bool,
+}
+
+/// The text a command prints for `rows`: JSON, CSV or the table `table` draws, and with
+/// `fit` the fits (in the JSON object, or one line each after the table or CSV).
+pub fn render(rows: &[Row], out: Output, table: fn(&[Row]) -> String) -> String {
+    let fits = out.fit.then(|| fit::series_fits(rows));
+    if out.json {
+        let text = match &fits {
+            Some(f) => serde_json::to_string_pretty(&serde_json::json!({"rows": rows, "fit": f}))
+                .unwrap_or_default(),
+            None => to_json(rows),
+        };
+        return text + "\n";
+    }
+    let mut s = if out.csv { to_csv(rows) } else { table(rows) };
+    if let Some(f) = &fits {
+        s.push_str(&fit::fits_text(f));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,9 +377,22 @@ mod tests {
         ] {
             assert!(o.get(k).is_some(), "missing {k}");
         }
-        assert!(o.get("cpu_load_engine").is_none());
+        for k in ["cpu_load_engine", "cpu_idle_pct", "path", "peer", "vs_raw"] {
+            assert!(o.get(k).is_none(), "{k} shown unmeasured");
+        }
         assert_eq!(o["mb_per_s"], 1000.0); // 1000 B per 1000 ns = 1 GB/s
         assert_eq!(o["msgs_per_s"], 1e6);
+    }
+
+    /// The idle engine's CPU is null when it could not be measured, absent where no bench
+    /// measures it.
+    #[test]
+    fn unmeasurable_idle_cpu_is_null() {
+        let mut r = row();
+        r.cpu_idle_pct = Some(None);
+        let v: serde_json::Value = serde_json::from_str(&to_json(&[r])).unwrap();
+        assert!(v[0]["cpu_idle_pct"].is_null());
+        assert!(v[0].get("cpu_idle_pct").is_some());
     }
 
     #[test]
@@ -226,5 +411,47 @@ mod tests {
         assert!(widths.windows(2).all(|w| w[0] == w[1]), "{table}");
         assert!(!table.contains("cpu_load_host"));
         assert_eq!(rows[0].series(), "tcp-raw");
+    }
+
+    #[test]
+    fn latency_table_lists_ratios_under_their_headings() {
+        let mut a = row();
+        a.transport = "unix".into();
+        a.vs_raw = Some(1.25);
+        a.path = Some("copy".into());
+        let t = latency_table(&[row(), a]);
+        let ratio = t.lines().skip_while(|l| !l.contains("x raw peer")).nth(1);
+        assert_eq!(
+            ratio.map(|l| l.split_whitespace().collect::<Vec<_>>()),
+            Some(vec!["unix", "-", "1000", "1.25"])
+        );
+        assert!(t.starts_with("transport"), "{t}");
+        assert!(!t.contains("x cache-line"), "{t}");
+    }
+
+    #[test]
+    fn render_json_with_fits_is_an_object() {
+        let rows: Vec<Row> = [8usize, 64, 4096]
+            .iter()
+            .map(|&n| Row::new("b", "t", "-", n, &Summary::of(&[100.0 + n as f64]).unwrap()))
+            .collect();
+        let out = Output {
+            json: true,
+            fit: true,
+            ..Output::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&render(&rows, out, to_table)).unwrap();
+        assert_eq!(v["rows"].as_array().unwrap().len(), 3);
+        assert_eq!(v["fit"][0]["transport"], "t");
+        let out = Output {
+            json: false,
+            csv: true,
+            fit: true,
+        };
+        let csv = render(&rows, out, to_table);
+        assert!(
+            csv.starts_with("bench,") && csv.contains("\nfit b t -: t0 "),
+            "{csv}"
+        );
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::cpu::{self, Account, LoadProbe};
 use crate::report::Row;
-use crate::samples::Summary;
+use crate::stats::Summary;
 
 /// One side of a message connection: whole messages of a size both sides know.
 pub trait Endpoint: Send {

@@ -1,48 +1,67 @@
-//! Summaries of repeated measurements.
+//! Summaries of repeated timings: median, p99, minimum, maximum and outliers. Every bench
+//! summarises its samples here (one statistics and percentile implementation).
+//!
+//! Warm-up samples are never passed here; every sample given is kept, and outliers are
+//! counted and reported rather than dropped.
 
 use serde::Serialize;
 
-/// Order statistics of a set of samples.
+/// A sample counts as an outlier when it exceeds this multiple of the median.
+pub const OUTLIER_FACTOR: f64 = 3.0;
+
+/// Order statistics of a set of samples (timings in ns, or rates).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Summary {
     /// Number of samples.
-    pub n: usize,
-    /// Smallest sample.
-    pub min: f64,
-    /// Median (50th percentile).
+    pub samples: usize,
+    /// Median (the mean of the two middle samples when there is an even number).
     pub median: f64,
     /// 99th percentile (nearest rank).
     pub p99: f64,
+    /// Smallest sample.
+    pub min: f64,
     /// Largest sample.
     pub max: f64,
-    /// Arithmetic mean.
-    pub mean: f64,
+    /// Samples above [`OUTLIER_FACTOR`] times the median (kept in every statistic).
+    pub outliers: usize,
 }
 
 impl Summary {
-    /// Summarises `samples` (reordered in place). Returns `None` when there are none or any
-    /// is not a number.
-    pub fn of(samples: &mut [f64]) -> Option<Summary> {
-        if samples.is_empty() || samples.iter().any(|s| s.is_nan()) {
+    /// Summarises `samples`; `None` when there are none or any is not finite.
+    pub fn of(samples: &[f64]) -> Option<Summary> {
+        if samples.is_empty() || samples.iter().any(|s| !s.is_finite()) {
             return None;
         }
-        samples.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-        let n = samples.len();
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let p99 = percentile(&v, 0.99);
+        let outliers = v.iter().filter(|&&s| s > OUTLIER_FACTOR * median).count();
         Some(Summary {
-            n,
-            min: samples[0],
-            median: percentile(samples, 50.0),
-            p99: percentile(samples, 99.0),
-            max: samples[n - 1],
-            mean: samples.iter().sum::<f64>() / n as f64,
+            samples: n,
+            median,
+            p99,
+            min: v[0],
+            max: v[n - 1],
+            outliers,
         })
     }
 }
 
-/// The `p`-th percentile of sorted `samples` by the nearest-rank method.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The median of `samples`; `None` when there are none or any is not finite.
+pub fn median(samples: &[f64]) -> Option<f64> {
+    Summary::of(samples).map(|s| s.median)
+}
+
+/// The nearest-rank percentile `q` (0..=1) of `sorted` (ascending, not empty).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     let n = sorted.len();
-    let rank = ((p / 100.0) * n as f64).ceil() as usize;
+    let rank = (q * n as f64).ceil() as usize;
     sorted[rank.clamp(1, n) - 1]
 }
 
@@ -51,19 +70,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn median_and_p99_by_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
-        let s = Summary::of(&mut v).unwrap();
-        assert_eq!((s.min, s.median, s.p99, s.max), (1.0, 50.0, 99.0, 100.0));
-        assert_eq!(s.mean, 50.5);
-        let mut one = [7.0];
-        let s = Summary::of(&mut one).unwrap();
-        assert_eq!((s.median, s.p99), (7.0, 7.0));
+    fn median_p99_and_outliers() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        v.push(1000.0);
+        let s = Summary::of(&v).unwrap();
+        assert_eq!(s.samples, 101);
+        assert_eq!(s.median, 51.0);
+        assert_eq!(s.p99, 100.0);
+        assert_eq!(s.max, 1000.0);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.outliers, 1);
+        assert_eq!(Summary::of(&[2.0, 4.0]).unwrap().median, 3.0);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
     }
 
     #[test]
-    fn empty_or_nan_has_no_summary() {
-        assert!(Summary::of(&mut []).is_none());
-        assert!(Summary::of(&mut [1.0, f64::NAN]).is_none());
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+    }
+
+    #[test]
+    fn empty_or_nan_is_none() {
+        assert!(Summary::of(&[]).is_none());
+        assert!(Summary::of(&[1.0, f64::NAN]).is_none());
+        assert!(median(&[f64::INFINITY]).is_none());
     }
 }

@@ -61,7 +61,7 @@ pub fn default_engine_url() -> String {
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|d| !d.is_empty())
         .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    let uid = rustix::process::getuid().as_raw();
+    let uid = offhost_access::peer::own_uid();
     format!(
         "unix:{}",
         dir.join(format!("offhost-engine-{uid}.sock")).display()

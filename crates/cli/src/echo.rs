@@ -5,30 +5,19 @@ use anyhow::{bail, Context, Result};
 use offhost_shm::{Listener, Mode};
 use std::time::Duration;
 
-/// Where a link endpoint lives: `shm:PATH` (or `shm:@name`), or `mem:` (in-process).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Url {
-    /// Shared memory, set up over the Unix socket at this address.
-    Shm(String),
-    /// The same rings between two threads of this process.
-    Mem,
-}
-
-impl std::str::FromStr for Url {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(addr) = s.strip_prefix("shm:") {
-            if addr.is_empty() || addr == "@" {
-                return Err(format!("{s:?}: shm: needs a socket path or @name"));
-            }
-            return Ok(Url::Shm(addr.to_owned()));
-        }
-        if s == "mem:" || s == "mem" {
-            return Ok(Url::Mem);
-        }
-        Err(format!(
-            "{s:?}: unknown address (expected shm:PATH, shm:@name or mem:)"
-        ))
+/// The address in `shm:ADDR` (a socket path or `@name`), as `--raw` and `bench pingpong
+/// --connect` take it.
+pub fn shm_addr(url: &str) -> Result<String, String> {
+    match url.strip_prefix("shm:") {
+        Some(a) if !a.is_empty() && a != "@" => Ok(a.to_owned()),
+        Some(_) => Err(format!("{url:?}: shm: needs a socket path or @name")),
+        None if url == "mem" || url.starts_with("mem:") => Err(format!(
+            "{url:?}: mem: is in-process only; it has no listener \
+             (try `offhost bench pingpong --transport shm --peer thread`)"
+        )),
+        None => Err(format!(
+            "{url:?}: unknown address (expected shm:PATH or shm:@name)"
+        )),
     }
 }
 
@@ -65,30 +54,19 @@ pub struct EchoArgs {
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
 pub fn run(args: EchoArgs) -> Result<()> {
+    // Threads started later (sessions, channels) inherit the pinning.
+    if let Some(cpu) = args.pin {
+        if let Err(e) = offhost_bench::affinity::pin_current_thread(cpu) {
+            eprintln!("echo: {e}; running unpinned");
+        }
+    }
     if !args.raw {
         if args.listen == "mem:" || args.listen.starts_with("mem:") {
             bail!("mem: is in-process only; it has no listener (try tcp:, unix: or shm:)");
         }
-        // Threads started later (sessions, channels) inherit the pinning.
-        if let Some(cpu) = args.pin {
-            if !offhost_bench::affinity::pin_current_thread(cpu) {
-                eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
-            }
-        }
         return crate::channel_cmds::serve_echo(&args.listen, args.once, &args.access);
     }
-    let listen: Url = args.listen.parse().map_err(anyhow::Error::msg)?;
-    let addr = match &listen {
-        Url::Shm(addr) => addr.clone(),
-        Url::Mem => bail!(
-            "mem: is in-process only; it has no listener (try `offhost bench pingpong --transport mem`)"
-        ),
-    };
-    if let Some(cpu) = args.pin {
-        if !offhost_bench::affinity::pin_current_thread(cpu) {
-            eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
-        }
-    }
+    let addr = shm_addr(&args.listen).map_err(anyhow::Error::msg)?;
     let mut listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
     listener.set_allowed_uids(args.access.allow_uids.clone());
     eprintln!("echo: listening on shm:{addr}");
@@ -119,17 +97,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_parse_or_say_what_is_wrong() {
-        assert_eq!("shm:/tmp/x".parse(), Ok(Url::Shm("/tmp/x".into())));
-        assert_eq!("shm:@e".parse(), Ok(Url::Shm("@e".into())));
-        assert_eq!("mem:".parse(), Ok(Url::Mem));
-        assert!("shm:"
-            .parse::<Url>()
-            .unwrap_err()
-            .contains("needs a socket"));
-        assert!("tcp:1"
-            .parse::<Url>()
-            .unwrap_err()
-            .contains("unknown address"));
+    fn shm_addresses_parse_or_say_what_is_wrong() {
+        assert_eq!(shm_addr("shm:/tmp/x"), Ok("/tmp/x".into()));
+        assert_eq!(shm_addr("shm:@e"), Ok("@e".into()));
+        for (bad, why) in [
+            ("shm:", "needs a socket"),
+            ("mem:", "in-process"),
+            ("tcp:1", "unknown"),
+        ] {
+            assert!(shm_addr(bad).unwrap_err().contains(why), "{bad}");
+        }
     }
 }

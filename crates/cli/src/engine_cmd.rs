@@ -1,16 +1,16 @@
 //! `offhost engine --listen URL` (the engine daemon) and `offhost submit` (a host using it).
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, Context as _};
 use offhost_engine::daemon::{Client, Daemon};
 use offhost_engine::{EngineConfig, Registry, Stats};
 
 use crate::engine_table::render;
+use crate::run_cmd::parse_bindings;
 
 /// Arguments of `offhost engine`.
 #[derive(clap::Args, Debug)]
@@ -90,24 +90,6 @@ pub struct SubmitArgs {
     json: bool,
 }
 
-fn bindings(
-    list: &[String],
-    names: &[String],
-    what: &str,
-) -> anyhow::Result<HashMap<String, String>> {
-    let mut m = HashMap::new();
-    for b in list {
-        let (n, p) = b
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--{what} {b}: expected NAME=PATH"))?;
-        if !names.iter().any(|x| x == n) {
-            bail!("--{what} {b}: the pipeline has no host-{what} channel '{n}'");
-        }
-        m.insert(n.to_string(), p.to_string());
-    }
-    Ok(m)
-}
-
 fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(v)?);
@@ -151,8 +133,8 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
         println!("{}", sub.id);
         return Ok(());
     }
-    let mut outs = bindings(&args.outs, &sub.host_out, "out")?;
-    let mut ins = bindings(&args.ins, &sub.host_in, "in")?;
+    let mut outs = parse_bindings(&args.outs, "out", &sub.host_out)?;
+    let mut ins = parse_bindings(&args.ins, "in", &sub.host_in)?;
     for n in &sub.host_out {
         outs.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
     }

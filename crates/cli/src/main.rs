@@ -5,9 +5,6 @@ use clap::{Parser, Subcommand};
 
 mod access_args;
 mod bench;
-mod bench_engine;
-mod bench_nbd;
-mod bench_pet;
 mod certs_cmd;
 mod channel_cmds;
 mod echo;
@@ -32,7 +29,7 @@ enum Command {
     Version,
     /// Echo engine: reflect every record back (the seed's nrate).
     Echo(echo::EchoArgs),
-    /// Benchmarks: floors, pingpong, exchange, stream, rate, reproduce, engine, nbd, pet.
+    /// Benchmarks: floors, pingpong, overhead, exchange, stream, rate, reproduce, engine, nbd, pet.
     Bench(bench::BenchArgs),
     /// The engine daemon: hosts submit pipelines and connect to their channels.
     Engine(engine_cmd::EngineArgs),

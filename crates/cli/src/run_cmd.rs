@@ -49,7 +49,9 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-fn parse_bindings(
+/// The `--out`/`--in` bindings NAME=PATH of `list`, each naming one of the pipeline's host
+/// channels `names`.
+pub fn parse_bindings(
     list: &[String],
     what: &str,
     names: &[String],

@@ -48,7 +48,7 @@ fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
             ("tcp", "-"),
             ("unix", "-"),
             ("mem", "-"),
-            ("shm-link", "-"),
+            ("shm-chan", "-"),
             ("pipe-raw", "-"),
             ("unix-raw", "-"),
             ("tcp-raw", "-"),

@@ -7,21 +7,15 @@ fn offhost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offhost"))
 }
 
-/// `<workspace root>/../shared/data/petlink` (a nested worktree looks one level further up).
+/// `data/petlink` of this repository: the mMR sample with its README and licence.
 fn petlink_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let root = root.canonicalize().unwrap_or(root);
-    root.ancestors()
-        .skip(1)
-        .take(3)
-        .map(|a| a.join("shared/data/petlink"))
-        .find(|d| d.join("small_listmode_file.l").is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "test data missing: expected {}/../shared/data/petlink/small_listmode_file.l",
-                root.display()
-            )
-        })
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/petlink");
+    assert!(
+        dir.join("small_listmode_file.l").is_file(),
+        "test data missing: expected {}/small_listmode_file.l",
+        dir.display()
+    );
+    dir
 }
 
 fn json_of(out: std::process::Output) -> serde_json::Value {

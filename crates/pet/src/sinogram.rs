@@ -227,7 +227,7 @@ impl Histogrammer {
     /// Adds a batch of events: prompts add one, delayeds subtract one.
     ///
     /// Bin indices are computed a block at a time (rejected events go to a trash bin past
-    /// the sinogram, see [`crate::hist_index`]) and handed to [`Counts::add`].
+    /// the sinogram, see the private `hist_index` module) and handed to [`Counts::add`].
     pub fn add(&mut self, events: &[Event]) {
         let mut t = Tallies::default();
         let mut entries = [0u32; 1024];

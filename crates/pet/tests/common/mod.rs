@@ -4,23 +4,15 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `<workspace root>/../shared/data/petlink`, where CI keeps the mMR file beside the clone.
-/// A git worktree nested one level deeper finds it one more level up.
+/// `data/petlink` of this repository: the mMR sample with its README and licence.
 pub fn petlink_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let root = root.canonicalize().unwrap_or(root);
-    let found = root
-        .ancestors()
-        .skip(1)
-        .take(3)
-        .map(|a| a.join("shared/data/petlink"))
-        .find(|d| d.join("small_listmode_file.l").is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "test data missing: expected {}/../shared/data/petlink/small_listmode_file.l",
-            root.display()
-        )
-    })
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/petlink");
+    assert!(
+        dir.join("small_listmode_file.l").is_file(),
+        "test data missing: expected {}/small_listmode_file.l",
+        dir.display()
+    );
+    dir
 }
 
 /// Runs a python3 script and returns its stdout; fails clearly when python3 or a module is missing.

@@ -1,0 +1,52 @@
+//! offhost's experiments as a library: each `offhost bench` subcommand is a module here with
+//! an `Options` struct and a `run` function that returns rows (or a report) for the binary to
+//! print. The binary only parses arguments and prints; everything measured can be tested
+//! here without it.
+//!
+//! | module | command | measures |
+//! |---|---|---|
+//! | [`pingpong`] | `bench pingpong` | one-way latency against an echo, per transport and size, in rounds or interleaved |
+//! | [`suite`] | `bench exchange`, `bench stream` | both directions at once; a window then an acknowledgement |
+//! | [`rate`] | `bench rate` | messages per second through a channel, by copy or loan |
+//! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
+//! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
+//! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
+//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
+//! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
+//!
+//! The machinery they share:
+//!
+//! - transports are named once, in [`offhost_bench::transport::Transport`] (`shm` the raw
+//!   ring, `shm-chan`, `tcp`, `unix`, `mem` channels, `tcp-raw`, `unix-raw`, `pipe-raw`,
+//!   `crossbeam` plain), and where the echo runs in
+//!   [`offhost_bench::transport::Placement`];
+//! - every latency measurement is an [`offhost_bench::report::Row`], summarised by
+//!   [`offhost_bench::stats::Summary`];
+//! - threads are pinned with [`offhost_bench::affinity`];
+//! - a peer in another process is started and reaped by [`process::PeerProcess`]; a channel
+//!   with its peer on a thread by [`channel::Served`]; the raw ring by [`ring::RingRun`];
+//!   plain transports by [`offhost_bench::plain`];
+//! - progress goes to the [`indicatif::ProgressBar`] the caller passes (hidden in tests).
+//!
+//! To add an experiment: a module with `Options` (plain data, no clap) and `run(&Options,
+//! &ProgressBar) -> Result<...>` returning rows or a serialisable report (and a `table`
+//! function for the text form); start peers with the helpers above; add a test here with
+//! small options; then a subcommand in the binary's `bench.rs` that fills `Options` from its
+//! flags and prints. See ARCHITECTURE.md.
+#![forbid(unsafe_code)]
+
+pub mod channel;
+pub mod engine;
+pub mod error;
+pub mod nbd;
+pub mod overhead;
+pub mod pet;
+pub mod pingpong;
+pub mod process;
+pub mod rate;
+pub mod reproduce;
+pub mod ring;
+pub mod suite;
+pub mod targets;
+
+pub use error::{Error, Result};

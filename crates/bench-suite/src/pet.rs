@@ -1,0 +1,358 @@
+//! `pet`: histogramming speed on one core and the demo pipeline's real-time factor at a
+//! clinical count rate, with the real mMR file's PETLINK words and a reconstruction.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use offhost_bench::cpu::thread_cpu_s;
+use offhost_engine::{EngineConfig, Pipeline};
+use offhost_pet::petlink_hist::PetlinkHistogrammer;
+use offhost_pet::recon::{self, Method};
+use offhost_pet::sim::{SimConfig, Source};
+use offhost_pet::sinogram::{EnergyWindow, Histogrammer};
+use offhost_pet::Scanner;
+use serde::Serialize;
+
+use crate::error::{Context as _, Result};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Events held in memory for the histogramming measurement.
+    pub events: usize,
+    /// Passes over them (the best pass is reported).
+    pub reps: usize,
+    /// Events through the end-to-end demo pipeline.
+    pub pipeline_events: u64,
+    /// Simulated clinical count rate of the pipeline, events per second.
+    pub rate: f64,
+    /// PETLINK file replayed for the word-histogramming measurement (skipped, with a note,
+    /// when it cannot be read).
+    pub petlink: PathBuf,
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Events histogrammed into span 1 per wall second, one core (best pass).
+    pub events_per_s: f64,
+    /// Events histogrammed per pass.
+    pub hist_events: usize,
+    /// Passes over them (the best counts).
+    pub hist_passes: usize,
+    /// Events histogrammed into span 1 per CPU second.
+    pub events_per_cpu_s: f64,
+    /// Size of the span-1 sinogram, bytes.
+    pub hist_sinogram_bytes: usize,
+    /// Events histogrammed into SSRB sinograms per wall second.
+    pub ssrb_events_per_s: f64,
+    /// The same per CPU second.
+    pub ssrb_events_per_cpu_s: f64,
+    /// Size of the SSRB sinogram, bytes.
+    pub ssrb_sinogram_bytes: usize,
+    /// Best pass of the span-1 histogramming, s.
+    pub hist_best_s: f64,
+    /// PETLINK words histogrammed per wall second (none without the file).
+    pub petlink_words_per_s: Option<f64>,
+    /// The same per CPU second.
+    pub petlink_words_per_cpu_s: Option<f64>,
+    /// Simulated events per wall second, one core.
+    pub sim_events_per_s: f64,
+    /// The same per CPU second.
+    pub sim_events_per_cpu_s: f64,
+    /// Events of the recorded-file replay.
+    pub replay_events: usize,
+    /// Scan time those events span, s.
+    pub replay_scan_s: f64,
+    /// Wall time of the replay pipeline, s.
+    pub replay_wall_s: f64,
+    /// Events per wall second of the replay.
+    pub replay_events_per_s: f64,
+    /// Scan seconds per wall second of the replay.
+    pub realtime_factor: f64,
+    /// Events of the live demo pipeline.
+    pub pipeline_events: u64,
+    /// Its simulated count rate, events per second.
+    pub pipeline_rate: f64,
+    /// The scan time its events span, s.
+    pub pipeline_acquisition_s: f64,
+    /// Its wall time, s.
+    pub pipeline_wall_s: f64,
+    /// Its events per wall second.
+    pub pipeline_events_per_s: f64,
+    /// Scan seconds per wall second of the live pipeline.
+    pub live_realtime_factor: f64,
+    /// Its worker threads.
+    pub pipeline_workers: usize,
+    /// FBP of a demo sinogram, s.
+    pub recon_fbp_s: f64,
+    /// MLEM, 10 iterations, s.
+    pub recon_mlem10_s: f64,
+    /// Cores of this machine.
+    pub cores: usize,
+    /// The live source's report.
+    #[serde(skip)]
+    pub source: String,
+    /// Notes for the reader (a measurement skipped, and why).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+/// Best wall time and best thread CPU time over `reps` runs of `f`.
+fn best_of(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
+    (0..reps.max(1))
+        .map(|_| {
+            let (t, c) = (Instant::now(), thread_cpu_s());
+            f();
+            (t.elapsed().as_secs_f64(), thread_cpu_s() - c)
+        })
+        .fold((f64::INFINITY, f64::INFINITY), |(a, b), (x, y)| {
+            (a.min(x), b.min(y))
+        })
+}
+
+/// Runs the benchmark; `bar` names each phase.
+pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
+    let scanner = Scanner::demo();
+    let mut notes = Vec::new();
+    bar.set_message(format!("simulating {} events", a.events));
+    let mut src = Source::new(
+        &scanner,
+        SimConfig {
+            rate: a.rate,
+            ..SimConfig::default()
+        },
+    )?;
+    let mut events = Vec::with_capacity(a.events);
+    let (t, c) = (Instant::now(), thread_cpu_s());
+    src.fill(&mut events, a.events);
+    let (sim_s, sim_cpu_s) = (t.elapsed().as_secs_f64(), thread_cpu_s() - c);
+
+    // Histogramming on one core: the calling thread, events already in memory. The span-1
+    // sinogram (256 sinograms, 16 MiB) is larger than the caches, so nearly every event
+    // is a cache miss; the single-slice-rebinned one (31 sinograms, 2 MiB) stays in cache.
+    let mut h = Histogrammer::new(&scanner, EnergyWindow::kev(435.0, 650.0))?;
+    // Each pass ends with a flush, so increments still waiting in buckets (sinograms over
+    // 2 MiB) are counted in the pass that added them.
+    let (hist_s, hist_cpu_s) = best_of(a.reps, || {
+        h.add(&events);
+        h.flush();
+    });
+    let events_per_s = a.events as f64 / hist_s;
+    let mut h2 = Histogrammer::new(
+        &scanner.with_span(scanner.ssrb_span()),
+        EnergyWindow::kev(435.0, 650.0),
+    )?;
+    let (ssrb_s, ssrb_cpu_s) = best_of(a.reps, || {
+        h2.add(&events);
+        h2.flush();
+    });
+
+    // PETLINK words (the real mMR file, replayed to at least 4 M words).
+    bar.set_message("histogramming");
+    let petlink = match std::fs::read(&a.petlink) {
+        Ok(bytes) => {
+            let words: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect();
+            let mut all = Vec::new();
+            while !words.is_empty() && all.len() < 4_000_000 {
+                all.extend_from_slice(&words);
+            }
+            let mut ph = PetlinkHistogrammer::new(&Scanner::mmr(), 11)?;
+            let (s, c) = best_of(a.reps, || {
+                ph.add_words(&all);
+                ph.flush();
+            });
+            Some((all.len() as f64 / s, all.len() as f64 / c))
+        }
+        Err(e) => {
+            notes.push(format!(
+                "skipping PETLINK words: {}: {e}",
+                a.petlink.display()
+            ));
+            None
+        }
+    };
+
+    // Processing at the clinical rate: the events above, recorded to a file, replayed
+    // through read -> energy window -> sinogram (with snapshots). Their time stamps span
+    // `events / rate` seconds of scan.
+    let file = std::env::temp_dir().join(format!("offhost-bench-pet-{}.lm", std::process::id()));
+    {
+        let mut w = offhost_pet::listmode::Writer::create(&file, &scanner)?;
+        w.write_events(&events)?;
+        w.finish()?;
+    }
+    let registry = offhost_pet::tasks::registry();
+    let cfg = EngineConfig::default();
+    let replay = format!(
+        "pet-read path={} >events:lm(16,64k)\n\
+         energy-window lower=435 upper=650 <events >windowed\n\
+         sinogram scanner=demo span=1 snapshot={} <windowed >sinograms\n\
+         null <sinograms\n",
+        file.display(),
+        (a.events / 4).max(1)
+    );
+    let t = Instant::now();
+    let replayed = Pipeline::parse(&replay)?
+        .start(&registry, &cfg)?
+        .wait()
+        .context("replay pipeline");
+    let replay_s = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&file);
+    replayed?;
+    let scan_s = src.time_s();
+
+    // Live: two simulated sources (one per core) at the clinical rate, window, histogram.
+    bar.set_message(format!("live demo pipeline, {} events", a.pipeline_events));
+    let half = a.pipeline_events / 2;
+    let text = format!(
+        "pet-sim scanner=demo phantom=nema events={half} rate={r} seed=1 >e1:lm1(16,64k)\n\
+         pet-sim scanner=demo phantom=nema events={half} rate={r} seed=2 >e2:lm2(16,64k)\n\
+         energy-window lower=435 upper=650 <e1 >w1\n\
+         energy-window lower=435 upper=650 <e2 >w2\n\
+         sinogram scanner=demo span=1 snapshot={snap} <w1 <w2 >sinograms\n\
+         null <sinograms\n",
+        r = a.rate / 2.0,
+        snap = (a.pipeline_events / 4).max(1)
+    );
+    let t = Instant::now();
+    let stats = Pipeline::parse(&text)?
+        .start(&registry, &cfg)?
+        .wait()
+        .context("demo pipeline")?;
+    let pipe_s = t.elapsed().as_secs_f64();
+    let acquisition_s = (2 * half) as f64 / a.rate;
+    let sim_report = stats.tasks[0].report.clone().unwrap_or_default();
+
+    // Reconstruction of a full demo sinogram.
+    bar.set_message("reconstruction");
+    let (sino, _) = {
+        let mut h = Histogrammer::new(&scanner, EnergyWindow::kev(435.0, 650.0))?;
+        h.add(&events);
+        h.finish()
+    };
+    let t = Instant::now();
+    let _ = recon::reconstruct(&sino, Method::Fbp, true);
+    let fbp_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let _ = recon::reconstruct(&sino, Method::Mlem(10), true);
+    let mlem_s = t.elapsed().as_secs_f64();
+
+    Ok(Report {
+        events_per_s,
+        hist_events: a.events,
+        hist_passes: a.reps.max(1),
+        events_per_cpu_s: a.events as f64 / hist_cpu_s,
+        hist_sinogram_bytes: 4 * h.snapshot().data.len(),
+        ssrb_events_per_s: a.events as f64 / ssrb_s,
+        ssrb_events_per_cpu_s: a.events as f64 / ssrb_cpu_s,
+        ssrb_sinogram_bytes: 4 * h2.snapshot().data.len(),
+        hist_best_s: hist_s,
+        petlink_words_per_s: petlink.map(|p| p.0),
+        petlink_words_per_cpu_s: petlink.map(|p| p.1),
+        sim_events_per_s: a.events as f64 / sim_s,
+        sim_events_per_cpu_s: a.events as f64 / sim_cpu_s,
+        replay_events: a.events,
+        replay_scan_s: scan_s,
+        replay_wall_s: replay_s,
+        replay_events_per_s: a.events as f64 / replay_s,
+        realtime_factor: scan_s / replay_s,
+        pipeline_events: 2 * half,
+        pipeline_rate: a.rate,
+        pipeline_acquisition_s: acquisition_s,
+        pipeline_wall_s: pipe_s,
+        pipeline_events_per_s: a.pipeline_events as f64 / pipe_s,
+        live_realtime_factor: acquisition_s / pipe_s,
+        pipeline_workers: cfg.workers,
+        recon_fbp_s: fbp_s,
+        recon_mlem10_s: mlem_s,
+        cores: offhost_bench::affinity::cores(),
+        source: sim_report,
+        notes,
+    })
+}
+
+impl Report {
+    /// The figures as text.
+    pub fn text(&self) -> String {
+        let m = |v: f64| v / 1e6;
+        let mut s = format!(
+            "histogramming into span 1 (16 MiB), one core: {:.1} M events/s wall, {:.1} M events per CPU second (best of {} passes over {} events)\n\
+             histogramming into 2D (SSRB, 2 MiB), one core: {:.1} M events/s wall, {:.1} M per CPU second\n",
+            m(self.events_per_s),
+            m(self.events_per_cpu_s),
+            self.hist_passes,
+            self.hist_events,
+            m(self.ssrb_events_per_s),
+            m(self.ssrb_events_per_cpu_s)
+        );
+        if let (Some(w), Some(c)) = (self.petlink_words_per_s, self.petlink_words_per_cpu_s) {
+            s += &format!(
+                "PETLINK words, one core: {:.1} M words/s wall, {:.1} M per CPU second\n",
+                m(w),
+                m(c)
+            );
+        }
+        s += &format!(
+            "simulation, one core: {:.2} M events/s wall, {:.2} M per CPU second\n\
+             recorded events replayed (read, energy window, sinogram): {} events = {:.2} s of scan at {:.1} M/s in {:.2} s wall: real-time factor {:.2}\n\
+             live demo pipeline (2 simulators, windows, sinogram): {} events at {:.1} M/s = {:.2} s of scan in {:.2} s wall: real-time factor {:.2} ({} workers)\n  \
+             source: {}\n\
+             reconstruction of 31 slices: FBP {:.2} s, MLEM 10 iterations {:.2} s\n",
+            m(self.sim_events_per_s),
+            m(self.sim_events_per_cpu_s),
+            self.replay_events,
+            self.replay_scan_s,
+            m(self.replay_events as f64 / self.replay_scan_s),
+            self.replay_wall_s,
+            self.realtime_factor,
+            self.pipeline_events,
+            m(self.pipeline_rate),
+            self.pipeline_acquisition_s,
+            self.pipeline_wall_s,
+            self.live_realtime_factor,
+            self.pipeline_workers,
+            self.source,
+            self.recon_fbp_s,
+            self.recon_mlem10_s
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small run of every phase on the repository's mMR file: the replay and the live
+    /// pipeline move every event, and the text names each figure.
+    #[test]
+    fn a_small_run_measures_every_phase() {
+        let o = Options {
+            events: 20_000,
+            reps: 1,
+            pipeline_events: 20_000,
+            rate: 4.0e6,
+            petlink: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../data/petlink/small_listmode_file.l"),
+        };
+        let r = run(&o, &ProgressBar::hidden()).unwrap();
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+        assert!(r.petlink_words_per_s.unwrap() > 0.0);
+        assert_eq!((r.replay_events, r.pipeline_events), (20_000, 20_000));
+        assert!(r.realtime_factor > 0.0 && r.live_realtime_factor > 0.0);
+        let t = r.text();
+        assert_eq!(t.lines().count(), 8, "{t}");
+        let missing = Options {
+            petlink: "/nonexistent.l".into(),
+            ..o
+        };
+        let r = run(&missing, &ProgressBar::hidden()).unwrap();
+        assert!(r.petlink_words_per_s.is_none() && r.notes[0].contains("skipping"));
+        assert_eq!(r.text().lines().count(), 7);
+    }
+}

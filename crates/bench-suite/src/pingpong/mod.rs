@@ -1,0 +1,506 @@
+//! `pingpong`: one-way latency (half the round trip) and throughput against an echo peer, per
+//! transport and message size, in one run, in rounds ([`Options::rounds`]) or interleaved in
+//! blocks ([`Options::interleave`]), with each channel's ratio to its raw peer and, when
+//! asked, ratios to the machine's floors.
+
+mod interleave;
+mod peer;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use offhost_bench::affinity;
+use offhost_bench::floors::{self, Floors};
+use offhost_bench::report::Row;
+use offhost_bench::stats::{median, Summary};
+use offhost_bench::transport::{Placement, Transport};
+use offhost_shm::{Config, Mode};
+
+use crate::error::{check, require, Context as _, Error, Result};
+pub(crate) use peer::options as channel_options;
+use peer::PingPeer;
+
+/// Records up to this size go inline in the ring by default; larger ones as pool buffers.
+pub const INLINE_MAX: usize = 4096;
+
+/// How records travel on the raw ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordPath {
+    /// Inline up to [`INLINE_MAX`] bytes, pool buffers above.
+    #[default]
+    Auto,
+    /// Copied into the ring.
+    Inline,
+    /// Written into a pool buffer and sent by descriptor.
+    Loan,
+}
+
+/// A record path name that names nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown record path {0:?} (expected auto, inline or loan)")]
+pub struct UnknownPath(pub String);
+
+impl FromStr for RecordPath {
+    type Err = UnknownPath;
+    fn from_str(s: &str) -> Result<RecordPath, UnknownPath> {
+        match s {
+            "auto" => Ok(RecordPath::Auto),
+            "inline" => Ok(RecordPath::Inline),
+            "loan" => Ok(RecordPath::Loan),
+            other => Err(UnknownPath(other.into())),
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Transports, measured in this order.
+    pub transports: Vec<Transport>,
+    /// Doorbell mode of both sides on shared memory.
+    pub mode: Mode,
+    /// Message sizes.
+    pub sizes: Vec<usize>,
+    /// Where the echo runs (default: another process for `shm` and `shm-chan`, a thread for
+    /// the others).
+    pub peer: Option<Placement>,
+    /// A running raw echo engine (`offhost echo --raw`) at this shm address instead of one
+    /// started here (`shm` only).
+    pub connect: Option<String>,
+    /// Timed round trips per size (default: from 20000 for small messages down to 500).
+    pub iters: Option<usize>,
+    /// Measure every transport this many times in turn, a share of the round trips each time,
+    /// and pool the samples.
+    pub rounds: u32,
+    /// Keep every echo running and measure the transports in turn, this many round trips at a
+    /// time (excludes `rounds` > 1).
+    pub interleave: Option<u64>,
+    /// Spin budget of adaptive mode, in microseconds.
+    pub spin_us: u64,
+    /// How records travel on the raw ring.
+    pub path: RecordPath,
+    /// Seconds over which the idle raw-ring echo's CPU use is measured (0: skip).
+    pub idle_secs: f64,
+    /// Have the raw-ring echo read every byte of buffer records.
+    pub touch: bool,
+    /// Measure the floors first and report ratios against them.
+    pub floors: bool,
+    /// The `offhost` binary whose `echo` command serves process peers.
+    pub exe: PathBuf,
+}
+
+impl Options {
+    /// Options for `transports` with every other setting at its default.
+    pub fn new(transports: Vec<Transport>, sizes: Vec<usize>, exe: PathBuf) -> Options {
+        Options {
+            transports,
+            mode: Mode::Poll,
+            sizes,
+            peer: None,
+            connect: None,
+            iters: None,
+            rounds: 1,
+            interleave: None,
+            spin_us: 50,
+            path: RecordPath::Auto,
+            idle_secs: 1.0,
+            touch: false,
+            floors: false,
+            exe,
+        }
+    }
+
+    /// Where the echo of `t` runs.
+    fn placement(&self, t: Transport) -> Result<Placement> {
+        if self.connect.is_some() {
+            return if t == Transport::Shm {
+                Ok(Placement::Remote)
+            } else {
+                Err(Error::Invalid("--connect needs --transport shm".into()))
+            };
+        }
+        let p = self.peer.unwrap_or_else(|| peer::default_placement(t));
+        require(p == Placement::Thread || t.has_modes(), || {
+            format!("--peer {p}: {t} runs its echo on a thread only")
+        })?;
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<()> {
+        require(!self.transports.is_empty(), || {
+            "no transport to measure".into()
+        })?;
+        require(!self.sizes.is_empty(), || {
+            "no message size to measure".into()
+        })?;
+        require(self.rounds >= 1, || "--rounds must be at least 1".into())?;
+        require(self.interleave.is_none() || self.rounds == 1, || {
+            "--interleave excludes --rounds".into()
+        })?;
+        require(self.interleave != Some(0), || {
+            "--interleave must be at least 1".into()
+        })?;
+        for &t in &self.transports {
+            self.placement(t)?;
+        }
+        Ok(())
+    }
+
+    /// Raw ring records larger than this travel in pool buffers.
+    fn loan_above(&self) -> usize {
+        match self.path {
+            RecordPath::Auto => INLINE_MAX,
+            RecordPath::Inline => usize::MAX,
+            RecordPath::Loan => 0,
+        }
+    }
+
+    /// The raw ring's set-up: a ring for the largest inline record, pool buffers for the
+    /// largest loaned one.
+    fn ring_config(&self) -> Config {
+        let loan = |s: &&usize| **s > self.loan_above();
+        let inline_max = self.sizes.iter().filter(|s| !loan(s)).max().copied();
+        let loan_max = self.sizes.iter().filter(loan).max().copied();
+        Config {
+            ring_bytes: ((inline_max.unwrap_or(0) + 16).next_power_of_two() as u64).max(64 << 10),
+            pool_buffers: 4,
+            buffer_size: (loan_max.unwrap_or(64).div_ceil(64) * 64).max(64) as u32,
+            mode: self.mode,
+            spin: Duration::from_micros(self.spin_us),
+        }
+    }
+
+    /// Timed round trips for `size`: `iters`, or from 20000 for small sizes down to 500.
+    fn iters_for(&self, size: usize) -> usize {
+        self.iters
+            .unwrap_or((50_000_000 / size).clamp(500, 20_000))
+            .max(1)
+    }
+}
+
+/// The rows of a run, and what the run noticed on the way (printed by the caller).
+#[derive(Debug)]
+pub struct Outcome {
+    /// One row per transport and size, in the order of the transports.
+    pub rows: Vec<Row>,
+    /// Notes: an echo engine that had to be killed, and the like.
+    pub notes: Vec<String>,
+}
+
+/// Samples of one report row, pooled over the rounds (or blocks).
+struct Pooled {
+    transport: Transport,
+    placement: Placement,
+    size: usize,
+    samples: Vec<f64>,
+    /// The median of each round's (or interleaved block's) samples.
+    round_medians: Vec<f64>,
+    cpu_idle_pct: Option<f64>,
+}
+
+impl Pooled {
+    /// The row of `peer`'s transport at `size` with its first round's `samples` (not empty).
+    fn new(peer: &PingPeer, size: usize, samples: Vec<f64>) -> Result<Pooled> {
+        let m = median(&samples).ok_or_else(|| Error::Check("no samples".into()))?;
+        Ok(Pooled {
+            transport: peer.transport(),
+            placement: peer.placement(),
+            size,
+            samples,
+            round_medians: vec![m],
+            cpu_idle_pct: None,
+        })
+    }
+
+    fn row(self, o: &Options, floors: Option<&Floors>) -> Result<Row> {
+        let s = Summary::of(&self.samples).ok_or_else(|| Error::Check("no samples".into()))?;
+        let t = self.transport;
+        // Doorbell modes apply to shared memory only; sockets, pipes and crossbeam block.
+        let mode = if t.has_modes() { o.mode } else { Mode::Block };
+        let mut r = Row::new("pingpong", t.name(), mode.name(), self.size, &s);
+        let (path, touch) = match t {
+            Transport::Shm if self.size > o.loan_above() => ("loan", o.touch),
+            Transport::Shm => ("inline", o.touch),
+            _ => ("copy", true),
+        };
+        r.peer = Some(self.placement.name().into());
+        r.path = Some(path.into());
+        r.touch = Some(touch);
+        r.iters = Some(self.samples.len());
+        r.cpu_idle_pct = Some(self.cpu_idle_pct);
+        if self.round_medians.len() > 1 {
+            r.round_medians_ns = self.round_medians;
+        }
+        if let Some(f) = floors {
+            r.against(f);
+        }
+        Ok(r)
+    }
+}
+
+/// Runs the pingpong; `bar` shows each phase.
+pub fn run(o: &Options, bar: &ProgressBar) -> Result<Outcome> {
+    o.check()?;
+    // Chosen before anything pins this thread (an echo process inherits our affinity).
+    let cpus = affinity::cpu_pair();
+    let floors = o.floors.then(|| {
+        let plan = floors::Plan {
+            warmup: 10_000,
+            samples: 100_000,
+        };
+        floors::measure(plan, &mut |phase| {
+            bar.set_message(format!("floors: {phase}"))
+        })
+    });
+    let mut notes = Vec::new();
+    let pooled = match o.interleave {
+        Some(block) => interleave::measure(o, cpus, block as usize, bar, &mut notes)?,
+        None => rounds(o, cpus, bar, &mut notes)?,
+    };
+    let mut rows = pooled
+        .into_iter()
+        .map(|p| p.row(o, floors.as_ref()))
+        .collect::<Result<Vec<_>>>()?;
+    vs_raw(&mut rows);
+    Ok(Outcome { rows, notes })
+}
+
+/// Every transport in turn, `o.rounds` times: the raw ring's echo serves every size of a
+/// round, every other transport's one size.
+fn rounds(
+    o: &Options,
+    cpus: Option<(usize, usize)>,
+    bar: &ProgressBar,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Pooled>> {
+    let rounds = o.rounds as usize;
+    let mut pooled: Vec<Pooled> = Vec::new();
+    for round in 0..rounds {
+        let mut blocks = Vec::new();
+        for &t in &o.transports {
+            if t == Transport::Shm {
+                let last = round + 1 == rounds;
+                blocks.extend(ring_round(o, cpus, round, last, bar, notes)?);
+                continue;
+            }
+            for &size in &o.sizes {
+                let iters = share(o.iters_for(size), rounds, round);
+                let mut peer = PingPeer::start(o, t, size, cpus)
+                    .with_context(|| format!("start the {t} echo for {size}-byte messages"))?;
+                let samples = time(&mut peer, size, iters, bar);
+                let block = samples.and_then(|s| Pooled::new(&peer, size, s));
+                notes.extend(peer.finish()?);
+                blocks.push(
+                    block.with_context(|| format!("pingpong of {size}-byte messages over {t}"))?,
+                );
+            }
+        }
+        if round == 0 {
+            pooled = blocks;
+            continue;
+        }
+        for (p, b) in pooled.iter_mut().zip(blocks) {
+            p.samples.extend(b.samples);
+            p.round_medians.extend(b.round_medians);
+            p.cpu_idle_pct = b.cpu_idle_pct.or(p.cpu_idle_pct);
+        }
+    }
+    Ok(pooled)
+}
+
+/// One round of the raw ring: samples per size from one echo, and on the `last` round the
+/// echo's CPU use while idle.
+fn ring_round(
+    o: &Options,
+    cpus: Option<(usize, usize)>,
+    round: usize,
+    last: bool,
+    bar: &ProgressBar,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Pooled>> {
+    let mut peer = PingPeer::start(o, Transport::Shm, 0, cpus)?;
+    let mut blocks = Vec::new();
+    for &size in &o.sizes {
+        let iters = share(o.iters_for(size), o.rounds as usize, round);
+        let samples = time(&mut peer, size, iters, bar)
+            .with_context(|| format!("pingpong of {size}-byte records"))?;
+        blocks.push(Pooled::new(&peer, size, samples)?);
+    }
+    if last {
+        let idle = idle_cpu_pct(&peer, o.idle_secs);
+        for b in &mut blocks {
+            b.cpu_idle_pct = idle;
+        }
+    }
+    notes.extend(peer.finish()?);
+    Ok(blocks)
+}
+
+/// The bytes pingpong sends for `size`.
+fn message(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 7 + size) as u8).collect()
+}
+
+/// Times `iters` round trips of `size`-byte messages after a tenth as many untimed ones;
+/// returns one-way times (half of each round trip) in ns.
+fn time(peer: &mut PingPeer, size: usize, iters: usize, bar: &ProgressBar) -> Result<Vec<f64>> {
+    let data = message(size);
+    let mut back = Vec::with_capacity(size);
+    let warmup = iters / 10;
+    bar.set_length((warmup + iters) as u64);
+    bar.set_position(0);
+    bar.set_message(format!("pingpong {} {size} B", peer.transport()));
+    let mut samples = Vec::with_capacity(iters);
+    for k in 0..warmup + iters {
+        let t0 = Instant::now();
+        peer.round_trip(&data, &mut back)?;
+        if k >= warmup {
+            samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+        }
+        if k % 256 == 0 {
+            bar.set_position(k as u64);
+        }
+    }
+    check(back == data, || {
+        "echoed bytes differ from the bytes sent".into()
+    })?;
+    Ok(samples)
+}
+
+/// Round `round`'s share of `iters` round trips split over `rounds` (the shares add up to
+/// `iters`; each is at least 1).
+fn share(iters: usize, rounds: usize, round: usize) -> usize {
+    (iters / rounds + usize::from(round < iters % rounds)).max(1)
+}
+
+/// CPU use of the echo while no records flow, in percent of one core.
+fn idle_cpu_pct(peer: &PingPeer, secs: f64) -> Option<f64> {
+    if secs <= 0.0 {
+        return None;
+    }
+    // Let an adaptive engine's spin budget run out first.
+    std::thread::sleep(Duration::from_millis(200));
+    let c0 = peer.echo_cpu_time()?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let c1 = peer.echo_cpu_time()?;
+    Some((c1.saturating_sub(c0)).as_secs_f64() / t0.elapsed().as_secs_f64() * 100.0)
+}
+
+/// Fills each channel row's `vs_raw`: the median over rounds (or blocks) of its round median
+/// divided by its raw peer's in the same round, when the run measured both more than once.
+fn vs_raw(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        let peer = rows[i].transport.parse().ok().and_then(Transport::raw_peer);
+        let Some(peer) = peer else { continue };
+        let raw = rows.iter().find(|r| {
+            r.transport == peer.name() && r.size == rows[i].size && r.mode == rows[i].mode
+        });
+        let Some(raw) = raw else { continue };
+        let (a, b) = (&rows[i].round_medians_ns, &raw.round_medians_ns);
+        if a.len() < 2 || a.len() != b.len() {
+            continue;
+        }
+        let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        rows[i].vs_raw = median(&ratios);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(t: &[Transport], sizes: &[usize]) -> Options {
+        let mut o = Options::new(t.to_vec(), sizes.to_vec(), PathBuf::from("/nonexistent"));
+        o.iters = Some(40);
+        o.idle_secs = 0.0;
+        o
+    }
+
+    #[test]
+    fn shares_add_up() {
+        assert_eq!(
+            (0..3).map(|r| share(31, 3, r)).collect::<Vec<_>>(),
+            [11, 10, 10]
+        );
+        assert_eq!(share(1, 3, 2), 1);
+    }
+
+    /// Every transport whose echo can run on a thread gives a row with its own name, kind of
+    /// path and placement; the raw ring inline and by loan.
+    #[test]
+    fn every_transport_on_a_thread_echoes_the_bytes() {
+        let mut o = options(&Transport::ALL, &[64, 8192]);
+        o.peer = Some(Placement::Thread);
+        o.mode = Mode::Block;
+        let out = run(&o, &ProgressBar::hidden()).unwrap();
+        assert_eq!(out.rows.len(), Transport::ALL.len() * 2);
+        for (r, t) in out.rows.chunks(2).zip(Transport::ALL) {
+            assert_eq!((r[0].transport.as_str(), r[1].size), (t.name(), 8192));
+            assert_eq!(r[0].peer.as_deref(), Some("thread"));
+            assert_eq!(r[0].iters, Some(40));
+            assert!(r[0].cpu_idle_pct.is_some(), "the key is always there");
+        }
+        assert_eq!(out.rows[0].path.as_deref(), Some("inline"));
+        assert_eq!(out.rows[1].path.as_deref(), Some("loan"));
+        assert_eq!(out.rows[2].path.as_deref(), Some("copy"));
+        assert!(out.notes.is_empty(), "{:?}", out.notes);
+    }
+
+    /// In rounds, each channel row carries the median of its per-round ratios to its raw peer.
+    #[test]
+    fn rounds_pool_samples_and_compare_channels_with_their_raw_peer() {
+        let mut o = options(&[Transport::Crossbeam, Transport::Mem], &[100]);
+        o.rounds = 3;
+        let rows = run(&o, &ProgressBar::hidden()).unwrap().rows;
+        assert_eq!(rows.len(), 2);
+        let (raw, chan) = (&rows[0], &rows[1]);
+        assert_eq!(chan.round_medians_ns.len(), 3);
+        let mut ratios: Vec<f64> = chan
+            .round_medians_ns
+            .iter()
+            .zip(&raw.round_medians_ns)
+            .map(|(a, b)| a / b)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        assert_eq!(chan.vs_raw, Some(ratios[1]));
+        assert_eq!(raw.vs_raw, None);
+    }
+
+    #[test]
+    fn impossible_placements_and_combinations_are_refused() {
+        let mut o = options(&[Transport::Tcp], &[8]);
+        o.peer = Some(Placement::Process);
+        let e = run(&o, &ProgressBar::hidden()).unwrap_err();
+        assert!(e.to_string().contains("on a thread only"), "{e}");
+        let mut o = options(&[Transport::Mem], &[8]);
+        o.connect = Some("@nobody".into());
+        assert!(run(&o, &ProgressBar::hidden())
+            .unwrap_err()
+            .to_string()
+            .contains("--connect"));
+        let mut o = options(&[Transport::Shm], &[8]);
+        (o.interleave, o.rounds) = (Some(10), 2);
+        assert!(run(&o, &ProgressBar::hidden()).is_err());
+    }
+
+    /// A process peer needs the `offhost` binary: without one the start says so.
+    #[test]
+    fn a_missing_echo_binary_is_reported() {
+        let o = options(&[Transport::Shm], &[8]);
+        let e = run(&o, &ProgressBar::hidden()).unwrap_err();
+        assert!(e.to_string().contains("start the echo engine"), "{e}");
+    }
+
+    #[test]
+    fn the_ring_is_sized_for_the_largest_record_of_each_path() {
+        let o = options(&[Transport::Shm], &[8, 4096, 65536]);
+        let c = o.ring_config();
+        assert_eq!((c.ring_bytes, c.buffer_size), (64 << 10, 65536));
+        let mut o = options(&[Transport::Shm], &[200_000]);
+        o.path = RecordPath::Inline;
+        assert_eq!(o.ring_config().ring_bytes, 256 << 10);
+    }
+}

@@ -1,0 +1,274 @@
+//! `rate`: messages per second of a one-way stream through a channel, sent in batches, by copy
+//! or (on shared memory) by loan, to a sink engine on a thread.
+
+use std::str::FromStr;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use offhost_bench::report::Row;
+use offhost_bench::stats::Summary;
+use offhost_bench::transport::{Kind, Placement, Transport};
+use offhost_link::{ChannelOptions, Message, SendMode, Session};
+use offhost_shm::Mode;
+
+use crate::channel::Served;
+use crate::error::{check, require, Error, Result};
+
+/// How messages travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatePath {
+    /// Copied through the link (`send_batch`).
+    Copy,
+    /// Zero-copy loans of the shared pool (`shm-chan` only; the sender does not touch the
+    /// bytes).
+    Loan,
+}
+
+impl RatePath {
+    /// The name in commands and rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            RatePath::Copy => "copy",
+            RatePath::Loan => "loan",
+        }
+    }
+}
+
+/// A rate path name that names nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown path {0:?} (expected copy or loan)")]
+pub struct UnknownRatePath(pub String);
+
+impl FromStr for RatePath {
+    type Err = UnknownRatePath;
+    fn from_str(s: &str) -> Result<RatePath, UnknownRatePath> {
+        match s {
+            "copy" => Ok(RatePath::Copy),
+            "loan" => Ok(RatePath::Loan),
+            other => Err(UnknownRatePath(other.into())),
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A channel transport.
+    pub transport: Transport,
+    /// Message sizes.
+    pub sizes: Vec<usize>,
+    /// Paths, each measured at every size.
+    pub paths: Vec<RatePath>,
+    /// Messages per run (default: 4 GiB worth, from 200 up to 2 million).
+    pub count: Option<usize>,
+    /// Messages per `send_batch` call (copy path).
+    pub batch: usize,
+    /// Runs per size and path; the row gives the median and the slowest.
+    pub runs: usize,
+    /// Doorbell mode on shared memory.
+    pub mode: Mode,
+}
+
+impl Options {
+    fn check(&self) -> Result<()> {
+        require(self.transport.kind() == Kind::Channel, || {
+            format!(
+                "--transport {}: rate measures channels (shm-chan, tcp, unix or mem)",
+                self.transport
+            )
+        })?;
+        require(self.runs > 0 && self.batch > 0, || {
+            "--runs and --batch must be at least 1".into()
+        })?;
+        require(
+            !self.paths.contains(&RatePath::Loan) || self.transport == Transport::ShmChan,
+            || "--path loan needs --transport shm-chan".into(),
+        )
+    }
+}
+
+/// Runs the rate bench; one row per size and path. `bar` shows the runs.
+pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
+    o.check()?;
+    let loans = o.paths.contains(&RatePath::Loan);
+    let shm = offhost_shm::Config {
+        mode: o.mode,
+        ..offhost_link::default_shm_config()
+    };
+    let served = Served::start(o.transport, Some(&shm), move |s| sink(s, loans))?;
+    bar.set_length((o.sizes.len() * o.paths.len() * o.runs) as u64);
+    let mut rows = Vec::new();
+    for &size in &o.sizes {
+        for &path in &o.paths {
+            let count = o
+                .count
+                .unwrap_or((4usize << 30) / size)
+                .clamp(200, 2_000_000);
+            let mut ns = Vec::new();
+            for run in 0..o.runs {
+                bar.set_message(format!(
+                    "rate {size} B {}: run {}/{}",
+                    path.name(),
+                    run + 1,
+                    o.runs
+                ));
+                ns.push(one_run(served.session(), size, path, count, o.batch)?);
+                bar.inc(1);
+            }
+            let s = Summary::of(&ns).ok_or_else(|| Error::Check("no runs".into()))?;
+            let mode = if o.transport.has_modes() {
+                o.mode
+            } else {
+                Mode::Block
+            };
+            let mut r = Row::new("rate", o.transport.name(), mode.name(), size, &s);
+            // The slowest run, as the 99th percentile of so few.
+            r.one_way_ns_p99 = s.max;
+            r.peer = Some(Placement::Thread.name().into());
+            r.path = Some(path.name().into());
+            r.iters = Some(count);
+            rows.push(r);
+        }
+    }
+    served.finish()?;
+    Ok(rows)
+}
+
+/// Streams `count` messages on a fresh channel; returns ns per message, from the first send
+/// (once the sink said it is ready) until the sink has taken the last one.
+fn one_run(
+    session: &Session,
+    size: usize,
+    path: RatePath,
+    count: usize,
+    batch: usize,
+) -> Result<f64> {
+    let opts = ChannelOptions {
+        packet_size: size.clamp(8, 64 * 1024).next_power_of_two(),
+        recv_buffer: (4 * size).max(4 << 20) as u32,
+        max_message: size as u64,
+        send_mode: SendMode::Async,
+    };
+    let ch = session.open(&format!("rate-{}", path.name()), opts)?;
+    let data = vec![0x5au8; size];
+    let refs: Vec<&[u8]> = vec![&data; batch.min(count)];
+    // The clock starts once the sink has the channel: the rate is the stream's, not the time
+    // it takes the engine to accept a channel.
+    ch.recv()?
+        .ok_or_else(|| Error::Check("sink ended before it was ready".into()))?;
+    let t0 = Instant::now();
+    match path {
+        RatePath::Copy => {
+            let mut left = count;
+            while left > 0 {
+                let n = left.min(batch);
+                ch.send_batch(&refs[..n])?;
+                left -= n;
+            }
+        }
+        RatePath::Loan => {
+            for _ in 0..count {
+                let mut loan = ch.loan(None)?;
+                loan.set_len(size)?;
+                ch.send_loan(loan)?;
+            }
+        }
+    }
+    ch.close()?;
+    // The sink answers with the number it took once it saw the end of the stream.
+    let got = ch
+        .recv()?
+        .ok_or_else(|| Error::Check("sink ended without a count".into()))?;
+    let elapsed = t0.elapsed();
+    let got = <[u8; 8]>::try_from(got.as_slice())
+        .map(u64::from_le_bytes)
+        .map_err(|_| Error::Check(format!("sink count of {} bytes", got.len())))?;
+    check(got == count as u64, || {
+        format!("sink took {got} messages of {count}")
+    })?;
+    Ok(elapsed.as_nanos() as f64 / count as f64)
+}
+
+/// The sink engine: counts the messages of each channel and answers with the count.
+fn sink(session: Session, loans: bool) -> Result<()> {
+    while let Ok(ch) = session.accept() {
+        ch.send(b"ready")?;
+        let mut n = 0u64;
+        if loans && ch.name() == "rate-loan" {
+            while let Some(m) = ch.recv_message()? {
+                check(matches!(m, Message::Loan(_)), || "expected loans".into())?;
+                n += 1;
+            }
+        } else {
+            // Every message is looked at in place (its first byte), none is copied.
+            let mut seen = 0u8;
+            loop {
+                let k = ch.recv_each(1024, |m| seen ^= m.first().copied().unwrap_or(0))?;
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+            }
+            std::hint::black_box(seen);
+        }
+        ch.send(&n.to_le_bytes())?;
+        ch.close()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(t: Transport, paths: &[RatePath]) -> Options {
+        Options {
+            transport: t,
+            sizes: vec![64],
+            paths: paths.to_vec(),
+            count: Some(300),
+            batch: 32,
+            runs: 2,
+            mode: Mode::Block,
+        }
+    }
+
+    #[test]
+    fn every_channel_transport_streams_and_counts() {
+        for t in [Transport::Mem, Transport::Unix, Transport::ShmChan] {
+            let rows = run(&options(t, &[RatePath::Copy]), &ProgressBar::hidden()).unwrap();
+            assert_eq!(rows.len(), 1);
+            let r = &rows[0];
+            assert_eq!(
+                (r.transport.as_str(), r.iters, r.samples),
+                (t.name(), Some(300), 2)
+            );
+            assert!(r.msgs_per_s.unwrap() > 0.0 && r.one_way_ns_p99 >= r.one_way_ns_median);
+        }
+        let rows = run(
+            &options(Transport::ShmChan, &[RatePath::Loan]),
+            &ProgressBar::hidden(),
+        );
+        assert_eq!(rows.unwrap()[0].path.as_deref(), Some("loan"));
+    }
+
+    #[test]
+    fn loans_and_raw_transports_are_refused_where_they_cannot_be() {
+        let e = run(
+            &options(Transport::Tcp, &[RatePath::Loan]),
+            &ProgressBar::hidden(),
+        );
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("needs --transport shm-chan"));
+        let e = run(
+            &options(Transport::Shm, &[RatePath::Copy]),
+            &ProgressBar::hidden(),
+        );
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("rate measures channels"));
+    }
+}

@@ -1,0 +1,443 @@
+//! Seed 000 rerun: Tables 1 to 3 (unbuffered, buffered FIFO full and half, interrupt-driven
+//! transfers against an echo) and Tables 4 to 5 (word-by-word and block copies into a buffer
+//! of an `offhost-shm` segment).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::copies::{self, Direction, Style};
+use super::fifo::{self, Discipline};
+use super::seeds;
+use indicatif::ProgressBar;
+use offhost_bench::cpu::LoadProbe;
+use offhost_bench::plot::{self, Series, Spec};
+use offhost_bench::report::Row;
+use offhost_bench::run::{self, Pattern, Plan, Role};
+use offhost_bench::sizes::format_size;
+
+use super::md::{bps, findings, pct, ratio, yes_no, Finding, Table};
+use super::Settings;
+use crate::error::{Context as _, Result};
+
+/// Sizes of the transfer tables.
+pub fn transfer_sizes(quick: bool) -> Vec<usize> {
+    if quick {
+        vec![4, 1024, 4096, 65536]
+    } else {
+        seeds::SIZES_000.to_vec()
+    }
+}
+
+/// Measures every discipline at every size (pingpong against an echo, as the seed's `nrate`).
+pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Vec<Row>> {
+    let mut plan: Plan = s.plan;
+    plan.cpu_time = Some(s.cpu_time);
+    let mut rows = Vec::new();
+    for d in Discipline::ALL {
+        for &size in &transfer_sizes(s.quick) {
+            bar.set_message(format!("seed 000: {} {}", d.name(), format_size(size)));
+            let mut r = fifo::start(d, s.fifo, Role::Echo, size)?;
+            let m = run::measure(
+                r.endpoint(),
+                Pattern::PingPong,
+                size,
+                &plan,
+                Some(probe),
+                None,
+            )
+            .with_context(|| format!("{} at {size} B", d.name()))?;
+            r.finish();
+            rows.extend(m.row("t000", d.name(), &format!("fifo{}", s.fifo), size));
+            bar.inc(1);
+        }
+    }
+    Ok(rows)
+}
+
+fn rate(rows: &[Row], d: Discipline, size: usize) -> f64 {
+    rows.iter()
+        .find(|r| r.transport == d.name() && r.size == size)
+        .map_or(f64::NAN, |r| r.mb_per_s * 1e6)
+}
+
+fn load(rows: &[Row], d: Discipline, size: usize) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.transport == d.name() && r.size == size)
+        .and_then(|r| r.cpu_load_host)
+}
+
+/// (size, block to shared, block from shared, words to shared, words from shared), B/s.
+pub type CopyRates = (usize, f64, f64, f64, f64);
+
+/// Today's copy rates: Table 4 (the four styles over the whole region) and Table 5 (block
+/// and word copies per size).
+pub struct Copies {
+    /// Rate per style, bytes/s.
+    pub styles: Vec<(Style, f64)>,
+    /// Per size, bytes/s.
+    pub sizes: Vec<CopyRates>,
+}
+
+/// Measures the copies into a 256 KiB buffer of an `offhost-shm` segment.
+pub fn copies(s: &Settings, bar: &ProgressBar) -> Result<Copies> {
+    let region = 256 << 10;
+    let config = offhost_shm::Config {
+        pool_buffers: 1,
+        buffer_size: region as u32,
+        ..offhost_shm::Config::default()
+    };
+    let (mut host, _engine) = offhost_shm::pair(&config).context("shared segment")?;
+    let mut buf = host
+        .sender()
+        .alloc(Some(std::time::Duration::from_secs(1)))
+        .context("shared buffer")?;
+    let shared = buf.whole_mut();
+    let mut local: Vec<u8> = (0..shared.len()).map(|i| i as u8).collect();
+    let (reps, t) = (s.plan.reps.min(7), s.plan.rep_time);
+    bar.set_message("seed 000: copies");
+    let styles = Style::ALL
+        .iter()
+        .map(|&st| {
+            (
+                st,
+                copies::word_rate(st, shared, &mut local, region, reps, t),
+            )
+        })
+        .collect();
+    let mut sizes = Vec::new();
+    for &n in &seeds::SIZES_T5 {
+        sizes.push((
+            n,
+            copies::block_rate(Direction::ToShared, shared, &mut local, n, reps, t),
+            copies::block_rate(Direction::FromShared, shared, &mut local, n, reps, t),
+            copies::word_rate(Style::CopyToShared, shared, &mut local, n, reps, t),
+            copies::word_rate(Style::CopyFromShared, shared, &mut local, n, reps, t),
+        ));
+        bar.inc(1);
+    }
+    Ok(Copies { styles, sizes })
+}
+
+/// The report section for seed 000, its plots, and its findings.
+pub fn section(
+    rows: &[Row],
+    c: &Copies,
+    s: &Settings,
+    dir: &Path,
+) -> Result<(String, Vec<Finding>)> {
+    let mut md = String::new();
+    let sizes = transfer_sizes(s.quick);
+    let _ = writeln!(
+        md,
+        "## Seed 000, Tables 1-3: transfer disciplines\n\n\
+         Two threads on two cores; the host sends a packet and an echo thread sends it back \
+         (the seed's `nrate`). Throughput = packet / (round trip / 2), bytes/s. FIFO size \
+         {} B (seed: 1024 B). Seed columns: SUN3/110 (best optimised) and SUN4/110. CPU load: \
+         counting task on the host core (seed: not measured).\n",
+        s.fifo
+    );
+    let mut t = Table::new(&[
+        "size",
+        "seed unbuf SUN3",
+        "seed unbuf SUN4",
+        "today unbuf",
+        "seed full SUN3",
+        "today full",
+        "seed half SUN3",
+        "seed SUN4",
+        "today half",
+        "seed intr SUN3",
+        "seed intr SUN4",
+        "today intr",
+        "load half %",
+        "load intr %",
+    ]);
+    for &n in &sizes {
+        let i = seeds::SIZES_000.iter().position(|&x| x == n);
+        let seed = |f: &dyn Fn(usize) -> u32| i.map_or("-".into(), |i| bps(f64::from(f(i))));
+        t.row(vec![
+            format_size(n),
+            seed(&|i| seeds::T1_UNBUFFERED[i][2]),
+            seed(&|i| seeds::T1_UNBUFFERED[i][3]),
+            bps(rate(rows, Discipline::Unbuffered, n)),
+            seed(&|i| seeds::T2_BUFFERED[i][0]),
+            bps(rate(rows, Discipline::FullFifo, n)),
+            seed(&|i| seeds::T2_BUFFERED[i][1]),
+            seed(&|i| seeds::T2_BUFFERED[i][2]),
+            bps(rate(rows, Discipline::HalfFifo, n)),
+            seed(&|i| seeds::T3_INTERRUPT[i][0]),
+            seed(&|i| seeds::T3_INTERRUPT[i][1]),
+            bps(rate(rows, Discipline::Interrupt, n)),
+            pct(load(rows, Discipline::HalfFifo, n)),
+            pct(load(rows, Discipline::Interrupt, n)),
+        ]);
+    }
+    md.push_str(&t.render());
+    let mut series: Vec<Series> = Discipline::ALL
+        .iter()
+        .map(|&d| Series {
+            label: format!("today {}", d.name()),
+            points: sizes
+                .iter()
+                .map(|&n| (n as f64, rate(rows, d, n)))
+                .collect(),
+        })
+        .collect();
+    let seed_series = |label: &str, f: &dyn Fn(usize) -> u32| Series {
+        label: label.into(),
+        points: (0..10)
+            .map(|i| (seeds::SIZES_000[i] as f64, f64::from(f(i))))
+            .collect(),
+    };
+    series.push(seed_series("seed SUN3 unbuffered", &|i| {
+        seeds::T1_UNBUFFERED[i][2]
+    }));
+    series.push(seed_series("seed SUN3 half FIFO", &|i| {
+        seeds::T2_BUFFERED[i][1]
+    }));
+    series.push(seed_series("seed SUN3 interrupt", &|i| {
+        seeds::T3_INTERRUPT[i][0]
+    }));
+    plot::plot_xy(
+        &dir.join("000-transfers.svg"),
+        &Spec {
+            title: "Seed 000 Tables 1-3: throughput vs packet size".into(),
+            x_label: "packet size (bytes)".into(),
+            y_label: "bytes/s".into(),
+            log_y: true,
+        },
+        &series,
+    )?;
+    md.push_str("\n![transfers](000-transfers.svg)\n\n");
+
+    md.push_str(
+        "## Seed 000, Tables 4-5: copies into shared memory\n\n\
+         The shared region is a 256 KiB buffer of an `offhost-shm` segment (a memfd mapped \
+         shared). Table 4: 32-bit words one at a time over the whole region. Seed columns: \
+         SUN4 to/from shared VME RAM, SUN4 to/from dual-ported RAM, transputer to/from shared \
+         VME RAM.\n\n",
+    );
+    let mut t4 = Table::new(&[
+        "code style",
+        "seed SUN4-VME",
+        "seed SUN4-DPRAM",
+        "seed T800-VME",
+        "today",
+    ]);
+    for (i, (st, v)) in c.styles.iter().enumerate() {
+        let row = seeds::T4_WORDS[i];
+        t4.row(vec![
+            format!("`{}`", st.code()),
+            bps(f64::from(row[0])),
+            bps(f64::from(row[1])),
+            bps(f64::from(row[2])),
+            bps(*v),
+        ]);
+    }
+    md.push_str(&t4.render());
+    md.push_str(
+        "\nTable 5: one block copy (`copy_from_slice`, i.e. memcpy; the seed's `bcopy`) per \
+         size, beside word-by-word loops of the same size. Seed: transputer bcopy, \
+         dual-ported RAM to/from shared VME RAM.\n\n",
+    );
+    let mut t5 = Table::new(&[
+        "size",
+        "seed to shared",
+        "seed from shared",
+        "today block to",
+        "today block from",
+        "today words to",
+        "today words from",
+    ]);
+    for (i, &(n, bt, bf, wt, wf)) in c.sizes.iter().enumerate() {
+        t5.row(vec![
+            format_size(n),
+            bps(f64::from(seeds::T5_BCOPY[i][0])),
+            bps(f64::from(seeds::T5_BCOPY[i][1])),
+            bps(bt),
+            bps(bf),
+            bps(wt),
+            bps(wf),
+        ]);
+    }
+    md.push_str(&t5.render());
+    let col = |label: &str, f: &dyn Fn(&CopyRates) -> f64| Series {
+        label: label.into(),
+        points: c.sizes.iter().map(|e| (e.0 as f64, f(e))).collect(),
+    };
+    let copy_series = vec![
+        col("today block to shared", &|e| e.1),
+        col("today block from shared", &|e| e.2),
+        col("today words to shared", &|e| e.3),
+        col("today words from shared", &|e| e.4),
+        Series {
+            label: "seed bcopy to shared".into(),
+            points: (0..9)
+                .map(|i| (seeds::SIZES_T5[i] as f64, f64::from(seeds::T5_BCOPY[i][0])))
+                .collect(),
+        },
+    ];
+    plot::plot_xy(
+        &dir.join("000-copies.svg"),
+        &Spec {
+            title: "Seed 000 Tables 4-5: copies into shared memory".into(),
+            x_label: "block size (bytes)".into(),
+            y_label: "bytes/s".into(),
+            log_y: true,
+        },
+        &copy_series,
+    )?;
+    md.push_str("\n![copies](000-copies.svg)\n\n");
+    Ok((md, findings_000(rows, c, &sizes)))
+}
+
+fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
+    let big = *sizes.last().unwrap_or(&65536);
+    let mut f = Vec::new();
+    let buf_vs_unbuf =
+        rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::Unbuffered, big);
+    f.push(Finding {
+        source: "000 §2.5, Tables 1-2",
+        claim: "one readiness check per FIFO instead of per byte roughly doubles throughput".into(),
+        seed: format!("{}x (SUN3, 64 KiB)", ratio(779536.0 / 435070.0)),
+        here: format!("{}x at {}", ratio(buf_vs_unbuf), format_size(big)),
+        holds: if buf_vs_unbuf >= 1.5 { "yes" } else { "no" },
+    });
+    let half_vs_full =
+        rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::FullFifo, big);
+    f.push(Finding {
+        source: "000 §2.5, Table 2",
+        claim: "passing half a FIFO at a time beats a full FIFO for large packets".into(),
+        seed: format!("{}x (SUN3, 256 KiB)", ratio(782475.0 / 773817.0)),
+        here: format!("{}x at {}", ratio(half_vs_full), format_size(big)),
+        holds: yes_no(half_vs_full > 1.0),
+    });
+    let from4k: Vec<f64> = sizes
+        .iter()
+        .filter(|&&n| n >= 4096)
+        .map(|&n| rate(rows, Discipline::Interrupt, n) / rate(rows, Discipline::HalfFifo, n))
+        .collect();
+    let min4k = from4k.iter().copied().fold(f64::INFINITY, f64::min);
+    let last4k = from4k.last().copied().unwrap_or(f64::NAN);
+    f.push(Finding {
+        source: "000 §3.4, Tables 2-3",
+        claim: "from 4 KiB packets the interrupt-driven transfer comes within 97 % of polling"
+            .into(),
+        seed: format!(
+            "{} at 4 KiB (SUN4); {} (SUN3)",
+            ratio(775244.0 / 779587.0),
+            ratio(609601.0 / 708465.0)
+        ),
+        here: format!(
+            "min {} over >= 4 KiB, {} at {}",
+            ratio(min4k),
+            ratio(last4k),
+            format_size(big)
+        ),
+        holds: if min4k >= 0.97 {
+            "yes"
+        } else if last4k >= 0.9 {
+            "partly"
+        } else {
+            "no"
+        },
+    });
+    let small = sizes[0];
+    let intr_small =
+        rate(rows, Discipline::Interrupt, small) / rate(rows, Discipline::HalfFifo, small);
+    f.push(Finding {
+        source: "000 §3.4, Table 3",
+        claim: "for small packets the interrupt-driven transfer is far slower (a sleep and wake-up per transfer)".into(),
+        seed: format!("{} of polling at 4 B (SUN3)", ratio(2806.0 / 133333.0)),
+        here: format!("{} of polling at {} B", ratio(intr_small), small),
+        holds: yes_no(intr_small < 0.5),
+    });
+    let (lp, li) = (
+        load(rows, Discipline::HalfFifo, big),
+        load(rows, Discipline::Interrupt, big),
+    );
+    f.push(Finding {
+        source: "000 §5 (4)",
+        claim: "the interrupt-driven transfer uses less host CPU than polling".into(),
+        seed: "stated, not measured".into(),
+        here: format!(
+            "host-core load {} % (intr) vs {} % (poll) at {}",
+            pct(li),
+            pct(lp),
+            format_size(big)
+        ),
+        holds: match (li, lp) {
+            (Some(i), Some(p)) => yes_no(i < p),
+            _ => "not measured",
+        },
+    });
+    let words_to = c
+        .styles
+        .iter()
+        .find(|s| s.0 == Style::CopyToShared)
+        .map_or(f64::NAN, |s| s.1);
+    let best_link =
+        rate(rows, Discipline::HalfFifo, big).max(rate(rows, Discipline::FullFifo, big));
+    f.push(Finding {
+        source: "000 §4.3, Table 4",
+        claim: "32-bit word transfers through shared memory are about 4x the byte-wide link".into(),
+        seed: format!(
+            "{}x (SUN4 words vs buffered link)",
+            ratio(3231000.0 / 888593.0)
+        ),
+        here: format!(
+            "{}x (words to shared vs best FIFO transfer)",
+            ratio(words_to / best_link)
+        ),
+        holds: if words_to / best_link >= 3.0 {
+            "yes"
+        } else {
+            "no"
+        },
+    });
+    let w = |st: Style| {
+        c.styles
+            .iter()
+            .find(|s| s.0 == st)
+            .map_or(f64::NAN, |s| s.1)
+    };
+    let wr = w(Style::WriteConst) / w(Style::ReadShared);
+    f.push(Finding {
+        source: "000 §4.3, Table 4",
+        claim: "writing shared memory is faster than reading it".into(),
+        seed: format!("{}x (SUN4, VME RAM)", ratio(4474000.0 / 3907000.0)),
+        here: format!("{}x", ratio(wr)),
+        holds: yes_no(wr > 1.0),
+    });
+    let (first, last) = (c.sizes.first(), c.sizes.last());
+    if let (Some(a), Some(b)) = (first, last) {
+        let tiny = a.1 / a.3;
+        f.push(Finding {
+            source: "000 §4.3, Table 5",
+            claim: "a block copy call is slower than a word store for the smallest blocks".into(),
+            seed: format!(
+                "{}x (4 B bcopy vs word loop, transputer)",
+                ratio(446000.0 / 520800.0)
+            ),
+            here: format!("{}x at 4 B", ratio(tiny)),
+            holds: yes_no(tiny < 1.0),
+        });
+        let large = b.1 / b.3;
+        f.push(Finding {
+            source: "000 §4.3, Table 5",
+            claim: "for large blocks the block copy beats word-by-word copying".into(),
+            seed: format!(
+                "{}x (256 KiB bcopy vs SUN4 words)",
+                ratio(3548000.0 / 3231000.0)
+            ),
+            here: format!("{}x at {}", ratio(large), format_size(b.0)),
+            holds: yes_no(large > 1.0),
+        });
+    }
+    f
+}
+
+/// Renders findings (re-exported for the report).
+pub fn render(f: &[Finding]) -> String {
+    findings(f)
+}

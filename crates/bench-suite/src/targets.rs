@@ -1,0 +1,126 @@
+//! What the suite (`exchange`, `stream`) measures: every transport (and doorbell mode) this
+//! build has, started fresh for each message size with the peer role the pattern needs, the
+//! peer on a thread pinned on the engine core.
+
+use offhost_bench::plain::{self, PeerRun};
+use offhost_bench::run::{Endpoint, Role};
+use offhost_bench::transport::{Kind, Placement, Transport};
+use offhost_shm::Mode;
+
+use crate::channel::ChannelRun;
+use crate::error::{Context as _, Result};
+use crate::ring::RingRun;
+
+/// One transport (with its mode) to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A plain transport (pipes, sockets, crossbeam).
+    Plain(Transport),
+    /// The raw shared-memory rings, both sides waiting in this mode.
+    Ring(Mode),
+    /// A channel transport with this packet size.
+    Channel(Transport, usize),
+}
+
+/// Packet size of channels unless told otherwise (the protocol's default).
+pub const DEFAULT_PACKET: usize = 16 * 1024;
+
+/// Doorbell modes, in report order.
+pub const MODES: [Mode; 3] = [Mode::Poll, Mode::Block, Mode::Adaptive];
+
+impl Target {
+    /// The transport.
+    pub fn transport(&self) -> Transport {
+        match *self {
+            Target::Plain(t) | Target::Channel(t, _) => t,
+            Target::Ring(_) => Transport::Shm,
+        }
+    }
+
+    /// Mode name in rows (`-` where the transport has none).
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Target::Plain(_) | Target::Channel(..) => "-",
+            Target::Ring(m) => m.name(),
+        }
+    }
+
+    /// Where the peer runs: always a thread of this process.
+    pub fn placement(&self) -> Placement {
+        Placement::Thread
+    }
+
+    /// Starts a peer serving `role` for `size`-byte messages.
+    pub fn start(&self, role: Role, size: usize) -> Result<Running> {
+        let what = || format!("starting {}", self.transport());
+        Ok(match *self {
+            Target::Plain(t) => Running::Plain(plain::start(t, role, size).with_context(what)?),
+            Target::Ring(m) => Running::Ring(RingRun::start(m, role, size).with_context(what)?),
+            Target::Channel(t, p) => {
+                Running::Channel(ChannelRun::start(t, p, role, size).with_context(what)?)
+            }
+        })
+    }
+}
+
+/// A started target.
+pub enum Running {
+    /// A plain transport.
+    Plain(PeerRun),
+    /// The raw rings.
+    Ring(RingRun),
+    /// A channel.
+    Channel(ChannelRun),
+}
+
+impl Running {
+    /// The host's endpoint.
+    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+        match self {
+            Running::Plain(p) => p.endpoint(),
+            Running::Ring(s) => s.endpoint(),
+            Running::Channel(l) => l.endpoint(),
+        }
+    }
+}
+
+/// The targets of `transports` (empty: all of them) in every mode of `modes` (empty: all
+/// three) where the transport has modes.
+pub fn select(transports: &[Transport], modes: &[Mode]) -> Vec<Target> {
+    let modes = if modes.is_empty() { &MODES[..] } else { modes };
+    let all = if transports.is_empty() {
+        &Transport::ALL[..]
+    } else {
+        transports
+    };
+    let mut out = Vec::new();
+    for &t in all {
+        match t.kind() {
+            Kind::RawRing => out.extend(modes.iter().map(|&m| Target::Ring(m))),
+            Kind::Channel => out.push(Target::Channel(t, DEFAULT_PACKET)),
+            Kind::Plain => out.push(Target::Plain(t)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_transport_is_a_target_and_only_the_ring_has_modes() {
+        let all = select(&[], &[]);
+        assert_eq!(all.len(), Transport::ALL.len() + 2);
+        assert_eq!(all.iter().filter(|t| t.mode() != "-").count(), 3);
+        let one = select(&[Transport::Shm, Transport::Tcp], &[Mode::Block]);
+        assert_eq!(
+            one,
+            [
+                Target::Ring(Mode::Block),
+                Target::Channel(Transport::Tcp, DEFAULT_PACKET)
+            ]
+        );
+        assert_eq!(one[0].transport().name(), "shm");
+    }
+}

@@ -1,0 +1,290 @@
+//! The plain transports offhost is measured against, in the same run: pipes, Unix sockets and
+//! TCP used directly (`pipe-raw`, `unix-raw`, `tcp-raw`) and an in-process crossbeam channel
+//! (`crossbeam`). Each echo or sink peer runs in a thread of this process pinned on the engine
+//! core.
+
+use std::fs::File;
+use std::io::{self, ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use rustix::event::{PollFd, PollFlags};
+
+use crate::affinity;
+use crate::run::{serve, Endpoint, Role};
+use crate::transport::{Kind, Transport};
+
+/// A byte-stream endpoint over a file descriptor for each direction.
+pub struct FdEndpoint {
+    rx: File,
+    tx: File,
+    nonblocking: bool,
+}
+
+fn eof() -> io::Error {
+    io::Error::new(ErrorKind::UnexpectedEof, "peer closed the connection")
+}
+
+impl FdEndpoint {
+    /// An endpoint reading `rx` and writing `tx` (may be the same socket, duplicated).
+    pub fn new(rx: OwnedFd, tx: OwnedFd) -> FdEndpoint {
+        FdEndpoint {
+            rx: File::from(rx),
+            tx: File::from(tx),
+            nonblocking: false,
+        }
+    }
+
+    /// Moves `out` and fills `inb` at once, waiting in poll(2) only when neither can move.
+    fn transfer(&mut self, out: &[u8], inb: &mut [u8]) -> io::Result<()> {
+        let (mut w, mut r) = (0, 0);
+        while w < out.len() || r < inb.len() {
+            let mut moved = false;
+            if w < out.len() {
+                match self.tx.write(&out[w..]) {
+                    Ok(n) => (w, moved) = (w + n, true),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if r < inb.len() {
+                match self.rx.read(&mut inb[r..]) {
+                    Ok(0) => return Err(eof()),
+                    Ok(n) => (r, moved) = (r + n, true),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if !moved {
+                let mut fds = Vec::with_capacity(2);
+                if w < out.len() {
+                    fds.push(PollFd::new(&self.tx, PollFlags::OUT));
+                }
+                if r < inb.len() {
+                    fds.push(PollFd::new(&self.rx, PollFlags::IN));
+                }
+                rustix::event::poll(&mut fds, None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Endpoint for FdEndpoint {
+    fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        if self.nonblocking {
+            self.transfer(msg, &mut [])
+        } else {
+            self.tx.write_all(msg)
+        }
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        if self.nonblocking {
+            self.transfer(&[], buf)
+        } else {
+            self.rx.read_exact(buf)
+        }
+    }
+
+    fn exchange(&mut self, out: &[u8], inb: &mut [u8]) -> io::Result<()> {
+        if self.nonblocking {
+            self.transfer(out, inb)
+        } else {
+            self.send(out)?;
+            self.recv(inb)
+        }
+    }
+
+    fn set_exchange_mode(&mut self, on: bool) -> io::Result<()> {
+        rustix::io::ioctl_fionbio(&self.rx, on)?;
+        rustix::io::ioctl_fionbio(&self.tx, on)?;
+        self.nonblocking = on;
+        Ok(())
+    }
+}
+
+/// An endpoint over two crossbeam channels: a send copies the message into a new buffer, a
+/// receive copies it out (the same two copies a socket makes).
+pub struct ChannelEndpoint {
+    tx: Sender<Vec<u8>>,
+    rx: Receiver<Vec<u8>>,
+}
+
+impl Endpoint for ChannelEndpoint {
+    fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.tx
+            .send(msg.to_vec())
+            .map_err(|_| io::Error::new(ErrorKind::BrokenPipe, "peer dropped the channel"))
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let v = self.rx.recv().map_err(|_| eof())?;
+        if v.len() != buf.len() {
+            return Err(io::Error::new(
+                ErrorKind::InvalidData,
+                format!("expected {} bytes, got {}", buf.len(), v.len()),
+            ));
+        }
+        buf.copy_from_slice(&v);
+        Ok(())
+    }
+}
+
+/// A running plain transport: the host's endpoint and the peer thread, joined on drop.
+pub struct PeerRun {
+    host: Option<Box<dyn Endpoint>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PeerRun {
+    /// The host's endpoint.
+    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+        self.host
+            .as_deref_mut()
+            .expect("endpoint present until drop")
+    }
+}
+
+impl Drop for PeerRun {
+    fn drop(&mut self) {
+        drop(self.host.take()); // closing the host side ends the peer's loop
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+    Ok(match t {
+        Transport::PipeRaw => {
+            let (r1, w1) = rustix::pipe::pipe()?;
+            let (r2, w2) = rustix::pipe::pipe()?;
+            (
+                Box::new(FdEndpoint::new(r2, w1)),
+                Box::new(FdEndpoint::new(r1, w2)),
+            )
+        }
+        Transport::UnixRaw => {
+            let (a, b) = std::os::unix::net::UnixStream::pair()?;
+            let (a2, b2) = (a.try_clone()?, b.try_clone()?);
+            (
+                Box::new(FdEndpoint::new(a.into(), a2.into())),
+                Box::new(FdEndpoint::new(b.into(), b2.into())),
+            )
+        }
+        Transport::TcpRaw => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let a = std::net::TcpStream::connect(l.local_addr()?)?;
+            let (b, _) = l.accept()?;
+            a.set_nodelay(true)?;
+            b.set_nodelay(true)?;
+            let (a2, b2) = (a.try_clone()?, b.try_clone()?);
+            (
+                Box::new(FdEndpoint::new(a.into(), a2.into())),
+                Box::new(FdEndpoint::new(b.into(), b2.into())),
+            )
+        }
+        Transport::Crossbeam => {
+            let (t1, r1) = crossbeam_channel::unbounded();
+            let (t2, r2) = crossbeam_channel::unbounded();
+            (
+                Box::new(ChannelEndpoint { tx: t1, rx: r2 }),
+                Box::new(ChannelEndpoint { tx: t2, rx: r1 }),
+            )
+        }
+        other => {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{other} is not a plain transport"),
+            ))
+        }
+    })
+}
+
+/// Starts the plain transport `t` with a peer serving `role` for `size`-byte messages in a
+/// thread pinned on the engine core.
+pub fn start(t: Transport, role: Role, size: usize) -> io::Result<PeerRun> {
+    let (host, mut peer) = pair(t)?;
+    let (_, engine_core) = affinity::host_engine_cores();
+    let thread = std::thread::Builder::new()
+        .name(format!("peer-{t}"))
+        .spawn(move || {
+            let _ = affinity::pin_current_thread(engine_core);
+            serve(peer.as_mut(), role, size);
+        })?;
+    Ok(PeerRun {
+        host: Some(host),
+        thread: Some(thread),
+    })
+}
+
+/// The plain transports, in report order.
+pub fn all() -> impl Iterator<Item = Transport> {
+    Transport::ALL
+        .into_iter()
+        .filter(|t| t.kind() == Kind::Plain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{measure, Pattern, Plan};
+
+    /// Every peer carries every pattern, including messages larger than a socket buffer in
+    /// both directions at once (exchange of 1 MiB would deadlock with blocking writes).
+    #[test]
+    fn every_peer_runs_every_pattern() {
+        let plan = Plan::preset("small").unwrap();
+        for kind in all() {
+            for pattern in [
+                Pattern::PingPong,
+                Pattern::Exchange,
+                Pattern::Stream { window: 8 },
+            ] {
+                for size in [8, 1 << 20] {
+                    let mut run = start(kind, pattern.role(), size).unwrap();
+                    let m = measure(run.endpoint(), pattern, size, &plan, None, None)
+                        .unwrap_or_else(|e| panic!("{kind:?} {pattern:?} {size}: {e}"));
+                    assert_eq!(m.samples.len(), plan.reps);
+                    let row = m.row("x", kind.name(), "-", size).unwrap();
+                    assert!(row.one_way_ns_median > 0.0);
+                    assert!(row.wakeups_per_msg.is_some());
+                }
+            }
+        }
+    }
+
+    /// The echo returns the bytes sent, not just the count.
+    #[test]
+    fn echo_returns_the_same_bytes() {
+        for kind in all() {
+            let mut run = start(kind, Role::Echo, 5000).unwrap();
+            let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+            let mut back = vec![0u8; 5000];
+            run.endpoint().send(&msg).unwrap();
+            run.endpoint().recv(&mut back).unwrap();
+            assert_eq!(msg, back, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_dead_peer_is_an_error_not_a_hang() {
+        for kind in all() {
+            let (mut host, peer) = pair(kind).unwrap();
+            drop(peer);
+            let mut buf = [0u8; 8];
+            assert!(host.recv(&mut buf).is_err(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn only_plain_transports_start_here() {
+        assert_eq!(all().count(), 4);
+        let e = start(Transport::Tcp, Role::Echo, 8)
+            .err()
+            .expect("tcp channels are not plain");
+        assert!(e.to_string().contains("not a plain transport"), "{e}");
+    }
+}

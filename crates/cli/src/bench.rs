@@ -1,0 +1,479 @@
+//! `offhost bench ...`: flags in, figures out. The experiments live in `offhost-bench-suite`
+//! (and the measurement kit in `offhost-bench`); this module fills their options from the
+//! flags and prints what they return, as a table or, with `--json`, as JSON.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use offhost_bench::report::{self, Output, Row};
+use offhost_bench::transport::{Placement, Transport};
+use offhost_bench::{floors, plot, sizes};
+use offhost_bench_suite::pingpong::{self, RecordPath};
+use offhost_bench_suite::rate::{self, RatePath};
+use offhost_bench_suite::{engine, nbd, overhead, pet, reproduce, suite};
+use offhost_shm::Mode;
+
+/// Arguments of `offhost bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// The machine's floors: cache-line and futex ping-pong one way, memcpy bandwidth.
+    Floors(FloorsArgs),
+    /// One-way latency and throughput against an echo, per transport and message size.
+    Pingpong(PingpongArgs),
+    /// The CPU a channel round trip costs against the raw ring, one thread, no cross-core
+    /// traffic (shared memory, in this process).
+    Overhead(OverheadArgs),
+    /// Comms2 over every transport: both sides send at once; recorded time = a quarter of a
+    /// two-step exchange.
+    Exchange(SuiteArgs),
+    /// A window of messages in flight, then an acknowledgement (like osu_bw).
+    Stream(SuiteArgs),
+    /// Rerun the seed papers' experiments; write a report with their figures beside today's.
+    Reproduce(ReproduceArgs),
+    /// Message rate of a one-way stream through a channel (batched), copies or loans.
+    Rate(RateArgs),
+    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    Engine(EngineArgs),
+    /// The NBD server against nbdkit's memory plugin, same fio jobs.
+    Nbd(NbdArgs),
+    /// PET: histogramming on one core and the end-to-end demo pipeline.
+    Pet(PetArgs),
+}
+
+/// How rows are printed.
+#[derive(Args, Debug)]
+struct PrintArgs {
+    /// Fit t(n) = t0 + n / r_inf per transport and mode (t0, r_inf, n_1/2).
+    #[arg(long)]
+    fit: bool,
+    /// Print JSON (an array of rows; with --fit, an object with `rows` and `fit`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV instead of the aligned table.
+    #[arg(long)]
+    csv: bool,
+    /// Write throughput and latency plots (SVG) into this folder.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct FloorsArgs {
+    /// Timed cache-line round trips (the futex ping-pong does a tenth as many).
+    #[arg(long, default_value_t = 100_000)]
+    samples: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct PingpongArgs {
+    /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, unix, mem (channels),
+    /// tcp-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link for shm-chan.
+    #[arg(long, value_delimiter = ',', default_value = "shm")]
+    transport: Vec<Transport>,
+    /// Doorbell mode of both sides on shared memory: poll, block or adaptive.
+    #[arg(long, default_value = "poll")]
+    mode: Mode,
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "8,64,4096,65536,1048576", value_parser = sizes::parse_size)]
+    sizes: Vec<usize>,
+    /// Where the echo runs: thread or process (default: `offhost echo` in another process for
+    /// shm and shm-chan, a thread for the rest).
+    #[arg(long)]
+    peer: Option<Placement>,
+    /// A running raw echo engine (shm:PATH or shm:@name) instead of starting one.
+    #[arg(long, value_parser = crate::echo::shm_addr)]
+    connect: Option<String>,
+    /// Timed round trips per size (default: from 20000 for small messages down to 500).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// Measure every transport this many times in turn, a share of the round trips each time,
+    /// and pool the samples: the transports' ratios then share the machine's changing state.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Keep every transport's echo running and measure the transports in turn, this many
+    /// round trips at a time: adjacent blocks share the machine's state far more often than
+    /// rounds do. Each block's median is reported like a round's (idle CPU is not measured).
+    #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    interleave: Option<u64>,
+    /// Spin budget of adaptive mode, in microseconds.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+    /// How records travel on the raw ring: auto (inline up to 4096 bytes, pool buffers
+    /// above), inline or loan.
+    #[arg(long, default_value = "auto")]
+    path: RecordPath,
+    /// Seconds over which the idle raw-ring echo's CPU use is measured (0: skip).
+    #[arg(long, default_value_t = 1.0)]
+    idle_secs: f64,
+    /// Have the raw-ring echo read every byte of buffer records (so data crosses cores).
+    #[arg(long)]
+    touch: bool,
+    /// Also measure the floors first and report ratios against them.
+    #[arg(long)]
+    floors: bool,
+    #[command(flatten)]
+    print: PrintArgs,
+}
+
+#[derive(Args, Debug)]
+struct OverheadArgs {
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64,4096", value_parser = sizes::parse_size)]
+    sizes: Vec<usize>,
+    /// Round trips per trial.
+    #[arg(long, default_value_t = 100_000)]
+    iters: usize,
+    /// Trials per size, channels and ring in turn; the fastest of each counts.
+    #[arg(long, default_value_t = 15)]
+    trials: usize,
+    /// Print JSON (an array of rows).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct SuiteArgs {
+    /// Transports, comma-separated (default: all): shm, shm-chan, tcp, unix, mem, tcp-raw,
+    /// unix-raw, pipe-raw, crossbeam. Old name: shm-link for shm-chan.
+    #[arg(long, value_delimiter = ',')]
+    transport: Vec<Transport>,
+    /// Doorbell modes of the raw ring (poll, block, adaptive; default: all three).
+    #[arg(long, value_delimiter = ',')]
+    mode: Vec<Mode>,
+    /// Message sizes: a list `8,64,4096` and/or ranges of powers of two `4..1M`.
+    #[arg(long, default_value = "4..1M")]
+    sizes: String,
+    /// Repetition preset: small, quick, normal or long.
+    #[arg(long, default_value = "normal")]
+    reps: String,
+    /// Messages in flight per acknowledgement (`stream`: 64; 256 with sizes 8,64 measures the
+    /// short-message rate).
+    #[arg(long)]
+    window: Option<usize>,
+    /// Also measure CPU load with counting tasks on the host and engine cores.
+    #[arg(long)]
+    cpu: bool,
+    #[command(flatten)]
+    print: PrintArgs,
+}
+
+#[derive(Args, Debug)]
+struct ReproduceArgs {
+    /// Folder for report.md, results.json and the plots (created if missing).
+    #[arg(long, default_value = "offhost-report")]
+    out: PathBuf,
+    /// A shorter run (under a minute): fewer sizes, packet sizes and repetitions.
+    #[arg(long)]
+    quick: bool,
+    /// FIFO size of the buffered and interrupt-driven transfers, bytes (the seed's was 1024).
+    #[arg(long, default_value_t = 1024)]
+    fifo: usize,
+    /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
+    #[arg(long, default_value = "tcp")]
+    transport: Transport,
+}
+
+#[derive(Args, Debug)]
+struct EngineArgs {
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Buffers sent through the hop chain.
+    #[arg(long, default_value_t = 400_000)]
+    hop_buffers: u64,
+    /// Bytes sent through the 4-stage chain (K, M, G suffixes).
+    #[arg(long, default_value = "2G", value_parser = sizes::parse_size)]
+    chain_bytes: usize,
+    /// Seconds of audio streamed through examples/audio.ion.
+    #[arg(long, default_value_t = 600.0)]
+    audio_seconds: f64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct NbdArgs {
+    /// Seconds per fio job.
+    #[arg(long, default_value_t = 10)]
+    runtime: u32,
+    /// Export size, and the region fio works over.
+    #[arg(long, default_value = "1G")]
+    size: String,
+    /// Rounds (servers alternate within each round); the median round is reported.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// nbdkit binary.
+    #[arg(long, default_value = "nbdkit")]
+    nbdkit: String,
+    /// fio binary.
+    #[arg(long, default_value = "fio")]
+    fio: String,
+    /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
+    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    conn_threads: usize,
+    /// Print one JSON object per server and workload (a JSON array).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct PetArgs {
+    /// Events held in memory for the histogramming measurement.
+    #[arg(long, default_value_t = 4_000_000)]
+    events: usize,
+    /// Passes over them (the best pass is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Events through the end-to-end demo pipeline.
+    #[arg(long, default_value_t = 8_000_000)]
+    pipeline_events: u64,
+    /// Simulated clinical count rate of the pipeline, events per second.
+    #[arg(long, default_value_t = 4.0e6)]
+    rate: f64,
+    /// PETLINK file replayed for the word-histogramming measurement.
+    #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
+    petlink: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct RateArgs {
+    /// Channel transport: shm-chan, tcp, unix or mem (`shm`, this command's old name for
+    /// shm-chan, is read as shm-chan for a while).
+    #[arg(long, default_value = "shm-chan")]
+    transport: Transport,
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64", value_parser = sizes::parse_size)]
+    sizes: Vec<usize>,
+    /// Paths, comma-separated: copy, loan (shm-chan only).
+    #[arg(long, value_delimiter = ',', default_value = "copy")]
+    path: Vec<RatePath>,
+    /// Messages per run (default: 4 GiB worth, from 200 up to 2 million).
+    #[arg(long)]
+    count: Option<usize>,
+    /// Messages per send_batch call (copy path).
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Runs per size and path; the report gives the median and the slowest.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Doorbell mode on shared memory: poll, block or adaptive.
+    #[arg(long, default_value = "adaptive")]
+    mode: Mode,
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A progress bar on stderr (drawn only when stderr is a terminal).
+fn progress() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+            .expect("progress template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// What a bench prints: the text for stdout, and notes for stderr.
+type Printed = (String, Vec<String>);
+
+/// `v` as pretty JSON with `json`, else as `text` draws it.
+fn show<T: serde::Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<String> {
+    Ok(match json {
+        true => serde_json::to_string_pretty(v)? + "\n",
+        false => text(v),
+    })
+}
+
+/// `rows` as `p` asks (drawn by `table` as text), with the plots it asks for.
+fn rows(rows: &[Row], p: &PrintArgs, table: fn(&[Row]) -> String) -> Result<Printed> {
+    let out = Output {
+        json: p.json,
+        csv: p.csv,
+        fit: p.fit,
+    };
+    let mut notes = Vec::new();
+    if let Some(dir) = &p.plot {
+        let files =
+            plot::plot_rows(dir, rows).with_context(|| format!("--plot {}", dir.display()))?;
+        notes.extend(files.iter().map(|f| format!("wrote {}", f.display())));
+    }
+    Ok((report::render(rows, out, table), notes))
+}
+
+/// Runs `offhost bench`: measures with a progress bar, then prints.
+pub fn run(args: BenchArgs) -> Result<()> {
+    let bar = progress();
+    let done = measure(args, &bar);
+    bar.finish_and_clear();
+    let (text, notes) = done?;
+    for n in notes {
+        eprintln!("{n}");
+    }
+    print!("{text}");
+    Ok(())
+}
+
+fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
+    let exe = std::env::current_exe;
+    Ok(match args.cmd {
+        BenchCmd::Floors(a) => {
+            let n = a.samples.max(10);
+            let plan = floors::Plan {
+                warmup: n / 10,
+                samples: n,
+            };
+            let f = floors::measure(plan, &mut |p| bar.set_message(format!("floors: {p}")));
+            let text = match a.json {
+                true => serde_json::to_string(&f)? + "\n",
+                false => f.table(),
+            };
+            (text, vec![])
+        }
+        BenchCmd::Pingpong(a) => {
+            let o = pingpong::Options {
+                transports: a.transport,
+                mode: a.mode,
+                sizes: a.sizes,
+                peer: a.peer,
+                connect: a.connect,
+                iters: a.iters,
+                rounds: a.rounds,
+                interleave: a.interleave,
+                spin_us: a.spin_us,
+                path: a.path,
+                idle_secs: a.idle_secs,
+                touch: a.touch,
+                floors: a.floors,
+                exe: exe()?,
+            };
+            let out = pingpong::run(&o, bar)?;
+            let (text, mut notes) = rows(&out.rows, &a.print, report::latency_table)?;
+            if o.transports.contains(&Transport::Mem) {
+                notes.push(
+                    "note: mem is channels over the in-process mem: transport; the raw ring with \
+                     its echo on a thread (pingpong's old mem) is --transport shm --peer thread"
+                        .into(),
+                );
+            }
+            notes.extend(out.notes);
+            (text, notes)
+        }
+        BenchCmd::Overhead(a) => {
+            let o = overhead::Options {
+                sizes: a.sizes,
+                iters: a.iters,
+                trials: a.trials,
+            };
+            let r = overhead::run(&o, bar)?;
+            (show(a.json, &r, |r| overhead::table(r))?, vec![])
+        }
+        BenchCmd::Exchange(a) => suite_cmd("exchange", a, bar)?,
+        BenchCmd::Stream(a) => suite_cmd("stream", a, bar)?,
+        BenchCmd::Reproduce(a) => {
+            let o = reproduce::Options {
+                out: a.out,
+                quick: a.quick,
+                fifo: a.fifo,
+                transport: a.transport,
+            };
+            let r = reproduce::run(&o, bar)?;
+            let wrote = format!(
+                "wrote {} ({:.0} s)",
+                r.path.display(),
+                r.elapsed.as_secs_f64()
+            );
+            (String::new(), vec![wrote])
+        }
+        BenchCmd::Rate(a) => {
+            // `shm` was this command's name for channels over shared memory.
+            let old = a.transport == Transport::Shm;
+            let o = rate::Options {
+                transport: if old { Transport::ShmChan } else { a.transport },
+                sizes: a.sizes,
+                paths: a.path,
+                count: a.count,
+                batch: a.batch,
+                runs: a.runs,
+                mode: a.mode,
+            };
+            let r = rate::run(&o, bar)?;
+            let out = Output {
+                json: a.json,
+                ..Output::default()
+            };
+            let note = old.then(|| {
+                "note: bench rate reads shm as shm-chan (channels over shared memory)".into()
+            });
+            (
+                report::render(&r, out, report::rate_table),
+                note.into_iter().collect(),
+            )
+        }
+        BenchCmd::Engine(a) => {
+            let o = engine::Options {
+                workers: a.workers,
+                hop_buffers: a.hop_buffers,
+                chain_bytes: a.chain_bytes as u64,
+                audio_seconds: a.audio_seconds,
+            };
+            let r = engine::run(&o, bar)?;
+            (show(a.json, &r, engine::Report::table)?, vec![])
+        }
+        BenchCmd::Nbd(a) => {
+            let o = nbd::Options {
+                runtime: a.runtime,
+                size: a.size,
+                rounds: a.rounds,
+                nbdkit: a.nbdkit,
+                fio: a.fio,
+                conn_threads: a.conn_threads,
+                exe: exe()?,
+            };
+            let r = nbd::run(&o, bar)?;
+            (show(a.json, &r, |r| nbd::table(r))?, vec![])
+        }
+        BenchCmd::Pet(a) => {
+            let o = pet::Options {
+                events: a.events,
+                reps: a.reps,
+                pipeline_events: a.pipeline_events,
+                rate: a.rate,
+                petlink: a.petlink,
+            };
+            let r = pet::run(&o, bar)?;
+            (show(a.json, &r, pet::Report::text)?, r.notes.clone())
+        }
+    })
+}
+
+fn suite_cmd(bench: &str, a: SuiteArgs, bar: &ProgressBar) -> Result<Printed> {
+    let sizes = sizes::parse_sizes(&a.sizes).with_context(|| format!("--sizes {:?}", a.sizes))?;
+    let o = suite::Options {
+        bench: bench.into(),
+        transports: a.transport,
+        modes: a.mode,
+        sizes,
+        plan: suite::plan(&a.reps, a.cpu)?,
+        window: a.window,
+    };
+    rows(&suite::run(&o, bar)?, &a.print, report::to_table)
+}
