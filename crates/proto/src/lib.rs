@@ -29,7 +29,9 @@ mod error;
 pub mod frame;
 mod in_place;
 mod input;
+pub mod offload;
 mod options;
+pub mod peer;
 mod store;
 
 pub use batch::BatchEnd;
