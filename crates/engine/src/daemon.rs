@@ -116,6 +116,21 @@ impl Daemon {
     }
 
     fn session(self: Arc<Self>, session: Session) {
+        self.serve_session(session, None);
+    }
+
+    /// Serves one session, whose first channel `first` (if given) the caller already
+    /// accepted (to see whether it is the daemon's or a peer engine's): a thread per channel,
+    /// until the session ends.
+    pub fn serve_session(self: Arc<Self>, session: Session, first: Option<Channel>) {
+        if let Some(ch) = first {
+            let d = Arc::clone(&self);
+            std::thread::spawn(move || {
+                if let Err(e) = d.channel(&ch) {
+                    tracing::info!("channel {:?}: {e}", ch.name());
+                }
+            });
+        }
         loop {
             match session.accept() {
                 Ok(ch) => {
@@ -131,6 +146,17 @@ impl Daemon {
                     return;
                 }
             }
+        }
+    }
+
+    /// The host's end of `host-in name=NAME` of running pipeline `id` (once per name, as
+    /// [`Running::host_input`]).
+    pub fn host_input(&self, id: u64, name: &str) -> Option<crate::HostInput> {
+        let entry = self.entry(id).ok()?;
+        let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *st {
+            State::Running(run) => run.host_input(name),
+            State::Finished(..) => None,
         }
     }
 

@@ -69,6 +69,7 @@ mod graph;
 mod graph_checks;
 mod host;
 pub mod lang;
+pub mod offload;
 mod pool;
 mod queue;
 mod registry;

@@ -92,6 +92,13 @@ impl Session {
         Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "shm"))
     }
 
+    /// The engine's end of a session over a shared-memory endpoint it accepted itself (a
+    /// listener that looked at the first record before deciding what the host speaks).
+    pub fn serve_shm(ep: offhost_shm::Endpoint) -> Session {
+        let (r, w) = crate::shm::halves(ep);
+        Self::over(Box::new(r), Box::new(w), Side::Server, "shm")
+    }
+
     pub(crate) fn over_socket(
         fd: std::os::fd::OwnedFd,
         side: Side,

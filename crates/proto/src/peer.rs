@@ -4,10 +4,12 @@
 //! A peer link is one session per *lane* (bulk or urgent). The connecting side opens the
 //! session's **control channel** ([`CONTROL_CHANNEL`]) first and sends a hello on it; the
 //! accepting side answers with its own. After that each side opens one **data channel** per
-//! destination channel it sends to, named `d/FIRST/CHANNEL` ([`DataName`]): FIRST is the
-//! sequence number of the channel's first message on this session (so a resend after a
-//! reconnect can be recognised), CHANNEL the destination's channel name. The receiving side
-//! acknowledges on the control channel how many messages of each data channel it has taken.
+//! stream it sends, named `d/STREAM/FIRST/CHANNEL` ([`DataName`]): STREAM is the sender's
+//! number for the stream (one per sending handle, kept across reconnects), FIRST the sequence
+//! number of the stream's first message on this session (so a resend after a reconnect can be
+//! recognised), CHANNEL the destination's channel name. The receiving side acknowledges on the
+//! control channel how many messages of each data channel it has taken, or refuses a data
+//! channel it cannot deliver.
 //!
 //! Control messages (little-endian):
 //!
@@ -16,6 +18,7 @@
 //! | 1 hello | `kind: u8`, `lane: u8` (0 bulk, 1 urgent), `reserved: u16`, `version: u32`, `instance: u64`, name (UTF-8, 1 to [`MAX_PEER_NAME`] bytes of `A-Za-z0-9._-`) |
 //! | 2 acks  | `kind: u8`, `reserved: [u8; 3]`, `count: u32` (1 to [`MAX_ACKS`]), then `count` times `channel: u32`, `reserved: u32`, `taken: u64` (messages of that data channel taken so far, cumulative) |
 //! | 3 ping  | `kind: u8`, `reserved: [u8; 7]`: liveness when nothing else was sent for a while |
+//! | 4 refused | `kind: u8`, `reserved: [u8; 3]`, `channel: u32`, reason (UTF-8, at most [`MAX_PEER_REASON`] bytes): the data channel's messages from the first not acknowledged on will not be delivered |
 
 /// Name of the control channel every peer session opens first.
 pub const CONTROL_CHANNEL: &str = "offhost-peer/1";
@@ -27,10 +30,13 @@ pub const MAX_PEER_NAME: usize = 64;
 pub const MAX_ACKS: usize = 4096;
 /// Longest destination channel name in a data channel's name.
 pub const MAX_DATA_CHANNEL: usize = 200;
+/// Longest reason of a refusal, in bytes.
+pub const MAX_PEER_REASON: usize = 512;
 
 const KIND_HELLO: u8 = 1;
 const KIND_ACKS: u8 = 2;
 const KIND_PING: u8 = 3;
+const KIND_REFUSED: u8 = 4;
 const HELLO_FIXED: usize = 16;
 const ACK_LEN: usize = 16;
 
@@ -71,6 +77,13 @@ pub enum PeerMessage<'a> {
     Acks(Vec<(u32, u64)>),
     /// Liveness.
     Ping,
+    /// A data channel the receiver will not deliver.
+    Refused {
+        /// The data channel's id.
+        channel: u32,
+        /// Why.
+        reason: &'a str,
+    },
 }
 
 /// A control message did not decode.
@@ -192,6 +205,30 @@ impl<'a> PeerMessage<'a> {
                 }
                 Ok(PeerMessage::Ping)
             }
+            KIND_REFUSED => {
+                if b.len() < 8 || b.len() > 8 + MAX_PEER_REASON {
+                    return Err(PeerError::Length {
+                        kind: "refused",
+                        len: b.len(),
+                    });
+                }
+                if b[1..4] != [0, 0, 0] {
+                    return Err(PeerError::Field {
+                        kind: "refused",
+                        field: "reserved",
+                        why: "must be zero",
+                    });
+                }
+                let reason = std::str::from_utf8(&b[8..]).map_err(|_| PeerError::Field {
+                    kind: "refused",
+                    field: "reason",
+                    why: "not UTF-8",
+                })?;
+                Ok(PeerMessage::Refused {
+                    channel: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+                    reason,
+                })
+            }
             k => Err(PeerError::UnknownKind(k)),
         }
     }
@@ -236,44 +273,61 @@ impl<'a> PeerMessage<'a> {
                 out.push(KIND_PING);
                 out.extend_from_slice(&[0; 7]);
             }
+            PeerMessage::Refused { channel, reason } => {
+                let mut end = reason.len().min(MAX_PEER_REASON);
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.push(KIND_REFUSED);
+                out.extend_from_slice(&[0, 0, 0]);
+                out.extend_from_slice(&channel.to_le_bytes());
+                out.extend_from_slice(&reason.as_bytes()[..end]);
+            }
         }
     }
 }
 
-/// The name of a data channel: `d/FIRST/CHANNEL`.
+/// The name of a data channel: `d/STREAM/FIRST/CHANNEL`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataName<'a> {
-    /// Sequence number of the channel's first message on this session.
+    /// The sender's number of the stream.
+    pub stream: u64,
+    /// Sequence number of the stream's first message on this session.
     pub first: u64,
     /// The destination channel.
     pub channel: &'a str,
 }
 
 impl<'a> DataName<'a> {
-    /// Parses `d/FIRST/CHANNEL`; `None` for anything else (FIRST decimal without sign or
-    /// leading zeros, CHANNEL 1 to [`MAX_DATA_CHANNEL`] bytes).
+    /// Parses `d/STREAM/FIRST/CHANNEL`; `None` for anything else (STREAM and FIRST decimal
+    /// without sign or leading zeros, CHANNEL 1 to [`MAX_DATA_CHANNEL`] bytes).
     pub fn parse(name: &'a str) -> Option<DataName<'a>> {
-        let rest = name.strip_prefix("d/")?;
-        let (first, channel) = rest.split_once('/')?;
-        if first.is_empty()
-            || first.len() > 20
-            || !first.bytes().all(|b| b.is_ascii_digit())
-            || (first.len() > 1 && first.starts_with('0'))
-        {
-            return None;
+        fn number(s: &str) -> Option<u64> {
+            if s.is_empty()
+                || s.len() > 20
+                || !s.bytes().all(|b| b.is_ascii_digit())
+                || (s.len() > 1 && s.starts_with('0'))
+            {
+                return None;
+            }
+            s.parse().ok()
         }
+        let rest = name.strip_prefix("d/")?;
+        let (stream, rest) = rest.split_once('/')?;
+        let (first, channel) = rest.split_once('/')?;
         if channel.is_empty() || channel.len() > MAX_DATA_CHANNEL {
             return None;
         }
         Some(DataName {
-            first: first.parse().ok()?,
+            stream: number(stream)?,
+            first: number(first)?,
             channel,
         })
     }
 
     /// The channel name on the wire.
     pub fn to_name(&self) -> String {
-        format!("d/{}/{}", self.first, self.channel)
+        format!("d/{}/{}/{}", self.stream, self.first, self.channel)
     }
 }
 
@@ -292,6 +346,10 @@ mod tests {
             },
             PeerMessage::Acks(vec![(3, 9), (5, u64::MAX)]),
             PeerMessage::Ping,
+            PeerMessage::Refused {
+                channel: 9,
+                reason: "no such pipeline",
+            },
         ] {
             let mut b = Vec::new();
             m.encode(&mut b);
@@ -337,10 +395,13 @@ mod tests {
 
     #[test]
     fn data_names() {
-        let d = DataName::parse("d/12/in/3/x").unwrap();
-        assert_eq!((d.first, d.channel), (12, "in/3/x"));
-        assert_eq!(d.to_name(), "d/12/in/3/x");
-        for n in ["d/", "d/1", "d/01/x", "d/x/y", "e/1/x", "d/1/", "d/-1/x"] {
+        let d = DataName::parse("d/4/12/in/3/x").unwrap();
+        assert_eq!((d.stream, d.first, d.channel), (4, 12, "in/3/x"));
+        assert_eq!(d.to_name(), "d/4/12/in/3/x");
+        for n in [
+            "d/", "d/1", "d/1/2", "d/1/01/x", "d/1/x/y", "e/1/1/x", "d/1/1/", "d/1/-1/x",
+            "d/01/1/x",
+        ] {
             assert!(DataName::parse(n).is_none(), "{n}");
         }
     }

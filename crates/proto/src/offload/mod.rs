@@ -149,6 +149,8 @@ pub enum ErrorCode {
     Shutdown,
     /// The local engine went away (made by the host's side of the queue, never sent).
     EngineGone,
+    /// The remote engine refused the channel (no such pipeline input, over its budget).
+    Refused,
     /// A code this version does not know.
     Other(u16),
 }
@@ -168,6 +170,7 @@ impl ErrorCode {
             ErrorCode::BadAddress => 9,
             ErrorCode::Shutdown => 10,
             ErrorCode::EngineGone => 11,
+            ErrorCode::Refused => 12,
             ErrorCode::Other(c) => c,
         }
     }
@@ -186,6 +189,7 @@ impl ErrorCode {
             9 => ErrorCode::BadAddress,
             10 => ErrorCode::Shutdown,
             11 => ErrorCode::EngineGone,
+            12 => ErrorCode::Refused,
             c => ErrorCode::Other(c),
         }
     }
@@ -204,6 +208,7 @@ impl ErrorCode {
             ErrorCode::BadAddress => "bad address",
             ErrorCode::Shutdown => "shutting down",
             ErrorCode::EngineGone => "engine gone",
+            ErrorCode::Refused => "refused by the remote engine",
             ErrorCode::Other(_) => "error",
         }
     }

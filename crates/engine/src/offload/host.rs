@@ -1,0 +1,423 @@
+//! One host's queue at the engine: its submissions read off the ring, its completions
+//! written back (by whichever thread finishes them), its channels and budgets.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use offhost_link::offload::{Address, HostSink, Posted};
+use offhost_link::peer::{Failure, Lane, Notify, Outgoing, Payload, Rate, Stream};
+use offhost_proto::offload::{
+    header_of, Completion, ErrorCode, Limits, Op, Status, Submission, SubmissionHeader, HEADER,
+};
+use offhost_shm::{Receiver, Sender, ShmError};
+
+use super::Offload;
+
+/// Records taken from the ring before the completions they made are published.
+const BATCH: usize = 64;
+
+struct Tx {
+    tx: Sender,
+    /// Completions that found the ring (or the pool) full, in order.
+    overflow: VecDeque<Vec<u8>>,
+    dirty: bool,
+}
+
+struct Chan {
+    channel: String,
+    stream: Option<Stream>,
+}
+
+/// A host's queue (its completion side is shared with the links' threads).
+pub(crate) struct HostConn {
+    id: u64,
+    tx: Mutex<Tx>,
+    limits: Limits,
+    /// Submissions taken and not yet completed.
+    outstanding: AtomicUsize,
+    /// Bytes of sends taken and not yet completed.
+    bytes: AtomicU64,
+    inline_max: usize,
+}
+
+impl HostConn {
+    pub(crate) fn new(id: u64, tx: Sender, limits: Limits) -> Arc<HostConn> {
+        let inline_max = (tx.max_record() / 4).min(64 << 10).max(HEADER + 64);
+        Arc::new(HostConn {
+            id,
+            tx: Mutex::new(Tx {
+                tx,
+                overflow: VecDeque::new(),
+                dirty: false,
+            }),
+            limits,
+            outstanding: AtomicUsize::new(0),
+            bytes: AtomicU64::new(0),
+            inline_max,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tx> {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes one record into the ring (inline, or in a pool buffer when large); false when
+    /// there is no room now. A dead ring takes everything (and drops it).
+    fn try_put(&self, tx: &mut Tx, len: usize, fill: &dyn Fn(&mut [u8])) -> bool {
+        if len <= self.inline_max {
+            return match tx.tx.write_with(len, fill) {
+                Ok(true) => {
+                    tx.dirty = true;
+                    true
+                }
+                Ok(false) => false,
+                Err(_) => true,
+            };
+        }
+        match tx.tx.try_alloc() {
+            Ok(Some(mut b)) => {
+                if b.set_range(0, len).is_err() {
+                    return true;
+                }
+                fill(&mut b);
+                match tx.tx.write_buf(b) {
+                    Ok(Ok(())) => {
+                        tx.dirty = true;
+                        true
+                    }
+                    Ok(Err(_)) => false,
+                    Err(_) => true,
+                }
+            }
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// Writes a completion, behind any that wait for room.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        tx: &mut Tx,
+        op: Op,
+        status: Status,
+        handle: u32,
+        id: u64,
+        value: u64,
+        body: &[u8],
+    ) {
+        let len = HEADER + body.len();
+        let fill = |out: &mut [u8]| {
+            Completion::encode_header(op, status, handle, id, body.len() as u32, value, out);
+            out[HEADER..].copy_from_slice(body);
+        };
+        if tx.overflow.is_empty() && self.try_put(tx, len, &fill) {
+            return;
+        }
+        let mut v = vec![0u8; len];
+        fill(&mut v);
+        tx.overflow.push_back(v);
+    }
+
+    fn drain(&self, tx: &mut Tx) {
+        while let Some(v) = tx.overflow.pop_front() {
+            if !self.try_put(tx, v.len(), &|out: &mut [u8]| out.copy_from_slice(&v)) {
+                tx.overflow.push_front(v);
+                break;
+            }
+        }
+    }
+
+    fn publish(&self, tx: &mut Tx) {
+        self.drain(tx);
+        if tx.dirty {
+            tx.dirty = false;
+            let _ = tx.tx.flush();
+        }
+    }
+
+    /// Completes a submission the host thread finished itself.
+    fn finish(&self, op: Op, handle: u32, id: u64, r: Result<(), Failure>) {
+        let mut tx = self.lock();
+        match r {
+            Ok(()) => self.put(&mut tx, op, Status::Ok, handle, id, 0, &[]),
+            Err(f) => {
+                let c = Completion::error(op, f.code, handle, id, &f.reason);
+                self.put(&mut tx, op, c.status, handle, id, 0, c.body);
+            }
+        }
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Serves the host until it goes away or is refused.
+    pub(crate) fn run(self: Arc<Self>, mut rx: Receiver, off: &Offload) {
+        let mut chans: HashMap<u32, Chan> = HashMap::new();
+        let end = loop {
+            let waiting = !self.lock().overflow.is_empty();
+            let timeout = waiting.then(|| Duration::from_millis(1));
+            let first = match rx.recv(timeout) {
+                Ok(rec) => self.take(rec, &mut chans, off),
+                Err(ShmError::Timeout) => Ok(()),
+                Err(ShmError::PeerGone) => break None,
+                Err(e) => break Some(e.to_string()),
+            };
+            if let Err(why) = first {
+                break Some(why);
+            }
+            let mut refused = None;
+            for _ in 1..BATCH {
+                match rx.try_recv() {
+                    Ok(Some(rec)) => {
+                        if let Err(why) = self.take(rec, &mut chans, off) {
+                            refused = Some(why);
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(ShmError::PeerGone) => break,
+                    Err(e) => {
+                        refused = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            if refused.is_some() {
+                break refused;
+            }
+            self.publish(&mut self.lock());
+        };
+        if let Some(why) = end {
+            tracing::warn!("offload host {}: refused: {why}", self.id);
+            let c = Completion::error(Op::Refused, ErrorCode::BadRecord, 0, 0, &why);
+            let mut tx = self.lock();
+            tx.overflow.clear();
+            let len = c.encoded_len();
+            let _ = self.try_put(&mut tx, len, &|out: &mut [u8]| c.encode(out));
+            self.publish(&mut tx);
+        } else {
+            tracing::info!("offload host {} went away", self.id);
+        }
+        off.router.cancel(self.id, None, false);
+        drop(chans);
+    }
+
+    /// Acts on one submission record; `Err` refuses the host.
+    fn take(
+        self: &Arc<Self>,
+        rec: offhost_shm::Record<'_>,
+        chans: &mut HashMap<u32, Chan>,
+        off: &Offload,
+    ) -> Result<(), String> {
+        let is_buf = rec.is_buf();
+        let bytes = rec.bytes();
+        let h = header_of(bytes)
+            .and_then(|h| SubmissionHeader::decode(&h))
+            .map_err(|e| e.to_string())?;
+        let body_len = bytes.len() - HEADER;
+        if body_len != h.len as usize {
+            return Err(format!(
+                "{} record says {} body bytes, carries {body_len}",
+                h.op.name(),
+                h.len
+            ));
+        }
+        if is_buf && h.op != Op::Send {
+            return Err(format!("a pool buffer carries a {} record", h.op.name()));
+        }
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        if h.op == Op::Send {
+            let data = if is_buf {
+                let mut b = rec.take_buf().expect("a buffer record");
+                let at = b.offset() + HEADER;
+                b.set_range(at, body_len).map_err(|e| e.to_string())?;
+                Payload::Shm(b)
+            } else {
+                Payload::Bytes(bytes[HEADER..].to_vec())
+            };
+            self.on_send(h.handle, h.id, data, chans, off);
+            return Ok(());
+        }
+        // Small records: copied out once, then checked and used.
+        let owned = bytes.to_vec();
+        drop(rec);
+        match Submission::parse(&h, &owned[HEADER..]).map_err(|e| e.to_string())? {
+            Submission::Hello { .. } => Err("a second hello".into()),
+            Submission::Open {
+                handle,
+                id,
+                urgent,
+                rate,
+                burst,
+                address,
+            } => {
+                let r = self.on_open(handle, urgent, rate, burst, address, chans, off);
+                self.finish(Op::Open, handle, id, r);
+                Ok(())
+            }
+            Submission::Recv { handle, id, max } => {
+                match chans.get(&handle) {
+                    None => self.finish(Op::Recv, handle, id, Err(bad_handle(handle))),
+                    Some(c) => off.router.post(
+                        &c.channel,
+                        Posted {
+                            sink: self.clone(),
+                            owner: self.id,
+                            handle,
+                            id,
+                            max,
+                        },
+                    ),
+                }
+                Ok(())
+            }
+            Submission::Close { handle, id } => {
+                let r = match chans.remove(&handle) {
+                    None => Err(bad_handle(handle)),
+                    Some(_) => {
+                        off.router.cancel(self.id, Some(handle), true);
+                        Ok(())
+                    }
+                };
+                self.finish(Op::Close, handle, id, r);
+                Ok(())
+            }
+            Submission::Send { .. } => Err("a send decoded twice".into()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_open(
+        &self,
+        handle: u32,
+        urgent: bool,
+        rate: u64,
+        burst: u64,
+        address: &str,
+        chans: &mut HashMap<u32, Chan>,
+        off: &Offload,
+    ) -> Result<(), Failure> {
+        if chans.contains_key(&handle) {
+            return Err(Failure {
+                code: ErrorCode::BadHandle,
+                reason: format!("handle {handle} is open already"),
+            });
+        }
+        if chans.len() >= self.limits.max_channels as usize {
+            return Err(Failure {
+                code: ErrorCode::Budget,
+                reason: format!("{} channels per host at most", self.limits.max_channels),
+            });
+        }
+        let a = Address::parse(address).map_err(|reason| Failure {
+            code: ErrorCode::BadAddress,
+            reason,
+        })?;
+        let stream = match &a.peer {
+            None => None,
+            Some(p) => {
+                let lane = if urgent { Lane::Urgent } else { Lane::Bulk };
+                let rate = (rate > 0).then_some(Rate {
+                    bytes_per_sec: rate,
+                    burst,
+                });
+                Some(off.peers.stream(p, &a.channel, lane, rate)?)
+            }
+        };
+        chans.insert(
+            handle,
+            Chan {
+                channel: a.channel,
+                stream,
+            },
+        );
+        Ok(())
+    }
+
+    fn on_send(
+        self: &Arc<Self>,
+        handle: u32,
+        id: u64,
+        data: Payload,
+        chans: &HashMap<u32, Chan>,
+        off: &Offload,
+    ) {
+        let len = data.len() as u64;
+        let fail = |code, reason: String| {
+            self.finish(Op::Send, handle, id, Err(Failure { code, reason }));
+        };
+        if self.outstanding.load(Ordering::Acquire) > self.limits.max_outstanding as usize {
+            return fail(
+                ErrorCode::Budget,
+                format!("{} outstanding submissions at most", self.limits.max_outstanding),
+            );
+        }
+        let before = self.bytes.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > self.limits.max_bytes {
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+            return fail(
+                ErrorCode::Budget,
+                format!("{} bytes of sends in flight at most", self.limits.max_bytes),
+            );
+        }
+        let Some(c) = chans.get(&handle) else {
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+            return fail(ErrorCode::BadHandle, format!("handle {handle} is not open"));
+        };
+        match &c.stream {
+            Some(s) => s.send(Outgoing {
+                data,
+                notify: self.clone(),
+                handle,
+                token: id,
+            }),
+            None => off
+                .router
+                .deliver_local(&c.channel, data.to_vec(), self.clone(), handle, id),
+        }
+    }
+}
+
+fn bad_handle(handle: u32) -> Failure {
+    Failure {
+        code: ErrorCode::BadHandle,
+        reason: format!("handle {handle} is not open"),
+    }
+}
+
+impl Notify for HostConn {
+    fn done(&self, handle: u32, token: u64, len: u64, result: Result<u64, Failure>) {
+        let mut tx = self.lock();
+        match result {
+            Ok(n) => self.put(&mut tx, Op::Send, Status::Ok, handle, token, n, &[]),
+            Err(f) => {
+                let c = Completion::error(Op::Send, f.code, handle, token, &f.reason);
+                self.put(&mut tx, Op::Send, c.status, handle, token, 0, c.body);
+            }
+        }
+        drop(tx);
+        self.bytes.fetch_sub(len, Ordering::AcqRel);
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn flush(&self) {
+        self.publish(&mut self.lock());
+    }
+}
+
+impl HostSink for HostConn {
+    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) {
+        let mut tx = self.lock();
+        match result {
+            Ok(Some(m)) => self.put(&mut tx, Op::Recv, Status::Ok, handle, id, m.len() as u64, m),
+            Ok(None) => self.put(&mut tx, Op::Recv, Status::End, handle, id, 0, &[]),
+            Err(f) => {
+                let c = Completion::error(Op::Recv, f.code, handle, id, &f.reason);
+                self.put(&mut tx, Op::Recv, c.status, handle, id, 0, c.body);
+            }
+        }
+        drop(tx);
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+}

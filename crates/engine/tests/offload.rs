@@ -1,0 +1,184 @@
+//! Off-host queues end to end in one process: two engines (alpha, beta) with their peer link
+//! over loopback, hosts on shared memory, an in-host queue against an engine.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use offhost_engine::offload::{Offload, OffloadConfig};
+use offhost_link::offload::{ErrorCode, HostQueue, Outcome, OpenOptions, RecvSize};
+use offhost_link::peer::PeerConfig;
+use offhost_link::{LinkOptions, Server};
+
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct Engine {
+    shm: String,
+    url: String,
+    offload: Arc<Offload>,
+}
+
+/// An engine named `name` with `peers`, serving hosts on an abstract shm socket and peer
+/// links on plain tcp (loopback).
+fn engine(name: &str, peers: &[(&str, &str)], tweak: impl FnOnce(&mut OffloadConfig)) -> Engine {
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let shm = format!("@offload-test-{}-{n}-{name}", std::process::id());
+    let opts = LinkOptions::new().insecure(true);
+    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
+    let url = server.url().to_owned();
+    let mut pc = PeerConfig::new(name).options(opts);
+    for (p, u) in peers {
+        pc = pc.peer(*p, *u);
+    }
+    let mut config = OffloadConfig::new(pc);
+    tweak(&mut config);
+    let offload = Offload::new(config, None).unwrap();
+    let listener = offhost_shm::Listener::bind(&shm).unwrap();
+    let o = offload.clone();
+    std::thread::spawn(move || o.serve_shm(listener, Arc::new(|s: offhost_link::Session| s.close())));
+    let o = offload.clone();
+    std::thread::spawn(move || o.serve_links(&server, None));
+    Engine {
+        shm: format!("shm:{shm}"),
+        url,
+        offload,
+    }
+}
+
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (k * 31 + i * 7) as u8).collect()
+}
+
+const T: Option<Duration> = Some(Duration::from_secs(20));
+
+#[test]
+fn messages_cross_two_engines_in_order_and_byte_exact() {
+    let beta = engine("beta", &[], |_| {});
+    let alpha = engine("alpha", &[("beta", &beta.url)], |_| {});
+    let mut a = HostQueue::connect(&alpha.shm).unwrap();
+    let mut b = HostQueue::connect(&beta.shm).unwrap();
+    assert_eq!(a.mode(), "off-host");
+    let rx = b.open("pet", OpenOptions::bulk()).unwrap();
+    let tx = a.open("beta/pet", OpenOptions::bulk()).unwrap();
+    let sizes = [0usize, 1, 64, 4096, 65_000, 70_000, 300_000, 1 << 20];
+    for (i, &n) in sizes.iter().enumerate() {
+        a.push_send(tx, &pattern(i, n), i as u64).unwrap();
+    }
+    let mut loan = a.loan(100_000).unwrap();
+    loan.copy_from_slice(&pattern(99, 100_000));
+    a.push_send_loan(tx, loan, 99).unwrap();
+    a.submit().unwrap();
+    // Receives posted after the messages arrived, and before: both work.
+    for i in 0..=sizes.len() {
+        b.push_recv(rx, RecvSize::Any, i as u64).unwrap();
+    }
+    b.submit().unwrap();
+    let mut got = Vec::new();
+    while got.len() < sizes.len() + 1 {
+        b.wait(1, T).unwrap();
+        while let Some(c) = b.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            got.push(c.data.into_vec());
+        }
+    }
+    for (i, &n) in sizes.iter().enumerate() {
+        assert_eq!(got[i], pattern(i, n), "message {i} of {n} bytes");
+    }
+    assert_eq!(got[sizes.len()], pattern(99, 100_000));
+    let mut done = 0;
+    while done < sizes.len() + 1 {
+        a.wait(1, T).unwrap();
+        while let Some(c) = a.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            done += 1;
+        }
+    }
+    assert_eq!(a.outstanding(), 0);
+    assert_eq!(a.bytes_in_flight(), 0);
+    // And back: beta's host answers alpha's over the link alpha made.
+    let back = b.open("alpha/pet", OpenOptions::urgent()).unwrap();
+    b.send(back, b"pong").unwrap();
+    let m = a.recv(tx, T).unwrap().unwrap();
+    assert_eq!(&*m, b"pong");
+}
+
+#[test]
+fn local_channels_and_errors_come_back_as_completions() {
+    let e = engine("solo", &[], |c| c.host.max_channels = 3);
+    let mut h1 = HostQueue::connect(&e.shm).unwrap();
+    let mut h2 = HostQueue::connect(&e.shm).unwrap();
+    let a = h1.open("box", OpenOptions::bulk()).unwrap();
+    let b = h2.open("box", OpenOptions::bulk()).unwrap();
+    h1.send(a, b"hello").unwrap();
+    assert_eq!(&*h2.recv(b, T).unwrap().unwrap(), b"hello");
+    // A receive smaller than the message fails; the message stays for the next one.
+    h1.send(a, &[7u8; 100]).unwrap();
+    h2.push_recv(b, RecvSize::Max(10), 1).unwrap();
+    h2.push_recv(b, RecvSize::Any, 2).unwrap();
+    h2.submit().unwrap();
+    h2.wait(2, T).unwrap();
+    let c1 = h2.pop().unwrap();
+    let c2 = h2.pop().unwrap();
+    assert!(
+        matches!(&c1.outcome, Outcome::Failed(f) if f.code == ErrorCode::TooLarge),
+        "{c1:?}"
+    );
+    assert_eq!(c2.data.len(), 100);
+    // Unknown peer, bad address.
+    match h1.open("nowhere/x", OpenOptions::bulk()) {
+        Err(offhost_link::offload::QueueError::Failed(f)) => {
+            assert_eq!(f.code, ErrorCode::UnknownPeer, "{f}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Closing a channel ends its posted receives.
+    h2.push_recv(b, RecvSize::Any, 3).unwrap();
+    h2.submit().unwrap();
+    h2.close(b).unwrap();
+    h2.wait(1, T).unwrap();
+    let c = h2.pop().unwrap();
+    assert_eq!((c.tag, c.outcome), (3, Outcome::End));
+    // The engine's channel budget (3 per host).
+    let _x = h1.open("x", OpenOptions::bulk()).unwrap();
+    let _y = h1.open("y", OpenOptions::bulk()).unwrap();
+    assert!(h1.limits().max_channels == 3);
+    assert!(matches!(
+        h1.open("z", OpenOptions::bulk()),
+        Err(offhost_link::offload::QueueError::Full("channels"))
+    ));
+}
+
+#[test]
+fn an_in_host_queue_talks_to_an_engine_with_the_same_api() {
+    let beta = engine("beta", &[], |_| {});
+    let mut b = HostQueue::connect(&beta.shm).unwrap();
+    let rx = b.open("cam", OpenOptions::bulk()).unwrap();
+    let mut a = HostQueue::in_host(
+        PeerConfig::new("hostA")
+            .peer("beta", &beta.url)
+            .options(LinkOptions::new().insecure(true)),
+    )
+    .unwrap();
+    assert_eq!(a.mode(), "in-host");
+    let tx = a.open("beta/cam", OpenOptions::bulk().rate(50 << 20, 1 << 20)).unwrap();
+    for i in 0..50 {
+        a.push_send(tx, &pattern(i, 1000 + i * 997), i as u64).unwrap();
+    }
+    a.submit().unwrap();
+    for i in 0..50 {
+        let m = b.recv(rx, T).unwrap().unwrap();
+        assert_eq!(&*m, &pattern(i, 1000 + i * 997)[..], "message {i}");
+    }
+    let mut n = 0;
+    while n < 50 {
+        a.wait(1, T).unwrap();
+        while let Some(c) = a.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            n += 1;
+        }
+    }
+    // The engine answers the in-host node over the link it made.
+    let back = b.open("hostA/cam", OpenOptions::bulk()).unwrap();
+    b.send(back, b"ack").unwrap();
+    assert_eq!(&*a.recv(tx, T).unwrap().unwrap(), b"ack");
+    assert!(beta.offload.peers().stats().sessions >= 1);
+}

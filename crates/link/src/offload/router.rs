@@ -1,0 +1,315 @@
+//! Mailboxes: where messages for a node's channels wait for its hosts' posted receives.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::peer::{Deliver, ErrorCode, Failure, Notify};
+
+/// Where a host's receives and sends end: the engine writes completion records into the host's
+/// ring, an in-host queue keeps them in memory. Called outside the router's lock; any number
+/// of calls, then [`Notify::flush`].
+pub trait HostSink: Notify {
+    /// Receive `id` on `handle` ended: with a message, at the end of its channel (`Ok(None)`),
+    /// or failed.
+    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>);
+}
+
+/// A receive a host posted, waiting for a message.
+pub struct Posted {
+    /// Where its completion goes.
+    pub sink: Arc<dyn HostSink>,
+    /// Which host posted it (to cancel a host's receives).
+    pub owner: u64,
+    /// The host's handle.
+    pub handle: u32,
+    /// The submission id.
+    pub id: u64,
+    /// The largest message it takes (0: any).
+    pub max: u32,
+}
+
+/// A local send waiting for room in a full mailbox.
+struct Waiting {
+    msg: Vec<u8>,
+    notify: Arc<dyn Notify>,
+    handle: u32,
+    token: u64,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    queued: VecDeque<Vec<u8>>,
+    bytes: usize,
+    posted: VecDeque<Posted>,
+    waiting: VecDeque<Waiting>,
+}
+
+/// Bounds of a router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterLimits {
+    /// Channels (mailboxes) at most.
+    pub mailboxes: usize,
+    /// Bytes a mailbox queues before senders wait (one message is always taken).
+    pub mailbox_bytes: usize,
+}
+
+impl Default for RouterLimits {
+    fn default() -> Self {
+        RouterLimits {
+            mailboxes: 1024,
+            mailbox_bytes: 8 << 20,
+        }
+    }
+}
+
+/// A node's mailboxes, one per channel name: messages from peers and local hosts meet the
+/// receives hosts post. A message goes to the oldest posted receive of its channel, or waits
+/// in the mailbox (bounded: a peer's sender then waits, which stops the link's credit for
+/// that stream; a local sender's completion waits).
+pub struct Router {
+    st: Mutex<HashMap<String, Mailbox>>,
+    room: Condvar,
+    limits: RouterLimits,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Completions to make once the lock is released.
+#[derive(Default)]
+struct After {
+    got: Vec<(Posted, Result<Option<Vec<u8>>, Failure>)>,
+    sent: Vec<(Arc<dyn Notify>, u32, u64, u64, Result<u64, Failure>)>,
+}
+
+impl After {
+    fn run(self, delivered: Option<(Posted, &[u8])>) {
+        let mut sinks: Vec<Arc<dyn Notify>> = Vec::new();
+        let mut note = |n: Arc<dyn Notify>| {
+            if !sinks.iter().any(|s| Arc::ptr_eq(s, &n)) {
+                sinks.push(n);
+            }
+        };
+        for (p, r) in self.got {
+            p.sink
+                .received(p.handle, p.id, r.as_ref().map(|m| m.as_deref()).map_err(Clone::clone));
+            note(p.sink.clone());
+        }
+        if let Some((p, msg)) = delivered {
+            p.sink.received(p.handle, p.id, Ok(Some(msg)));
+            note(p.sink.clone());
+        }
+        for (n, h, t, len, r) in self.sent {
+            n.done(h, t, len, r);
+            note(n);
+        }
+        for s in sinks {
+            s.flush();
+        }
+    }
+}
+
+fn too_large(len: usize, max: u32) -> Failure {
+    Failure::new(
+        ErrorCode::TooLarge,
+        format!("message of {len} bytes, the receive takes {max}"),
+    )
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new(limits: RouterLimits) -> Router {
+        Router {
+            st: Mutex::new(HashMap::new()),
+            room: Condvar::new(),
+            limits,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Mailbox>> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mailbox<'a>(
+        &self,
+        boxes: &'a mut HashMap<String, Mailbox>,
+        channel: &str,
+    ) -> Result<&'a mut Mailbox, Failure> {
+        if !boxes.contains_key(channel) {
+            if boxes.len() >= self.limits.mailboxes {
+                return Err(Failure::new(
+                    ErrorCode::Budget,
+                    format!("{} channels at most", self.limits.mailboxes),
+                ));
+            }
+            boxes.insert(channel.to_owned(), Mailbox::default());
+        }
+        Ok(boxes.get_mut(channel).expect("inserted above"))
+    }
+
+    /// The first posted receive that takes `len` bytes; those that cannot take it fail.
+    fn take_posted(mb: &mut Mailbox, len: usize, after: &mut After) -> Option<Posted> {
+        while let Some(p) = mb.posted.pop_front() {
+            if p.max != 0 && len > p.max as usize {
+                let f = too_large(len, p.max);
+                after.got.push((p, Err(f)));
+                continue;
+            }
+            return Some(p);
+        }
+        None
+    }
+
+    /// Moves waiting local sends into the mailbox while there is room.
+    fn admit_waiting(&self, mb: &mut Mailbox, after: &mut After) {
+        while let Some(w) = mb.waiting.front() {
+            if mb.bytes + w.msg.len() > self.limits.mailbox_bytes && !mb.queued.is_empty() {
+                break;
+            }
+            let w = mb.waiting.pop_front().expect("front exists");
+            let n = w.msg.len();
+            mb.bytes += n;
+            mb.queued.push_back(w.msg);
+            after.sent.push((w.notify, w.handle, w.token, n as u64, Ok(n as u64)));
+        }
+    }
+
+    /// Posts a receive on `channel`: completed at once if a message waits, else when one comes.
+    pub fn post(&self, channel: &str, p: Posted) {
+        let mut after = After::default();
+        let mut immediate = None;
+        {
+            let mut boxes = self.lock();
+            match self.mailbox(&mut boxes, channel) {
+                Err(f) => after.got.push((p, Err(f))),
+                Ok(mb) => match mb.queued.front() {
+                    Some(m) if p.max != 0 && m.len() > p.max as usize => {
+                        let f = too_large(m.len(), p.max);
+                        after.got.push((p, Err(f)));
+                    }
+                    Some(_) => {
+                        let m = mb.queued.pop_front().expect("front exists");
+                        mb.bytes -= m.len();
+                        self.admit_waiting(mb, &mut after);
+                        immediate = Some((p, m));
+                        self.room.notify_all();
+                    }
+                    None => mb.posted.push_back(p),
+                },
+            }
+        }
+        match immediate {
+            Some((p, m)) => after.run(Some((p, &m))),
+            None => after.run(None),
+        }
+    }
+
+    /// Ends the posted receives of `owner` (on `handle`, or all of them): with end of channel
+    /// when `end`, silently otherwise (the host is gone).
+    pub fn cancel(&self, owner: u64, handle: Option<u32>, end: bool) {
+        let mut after = After::default();
+        {
+            let mut boxes = self.lock();
+            for mb in boxes.values_mut() {
+                let (gone, keep): (Vec<Posted>, Vec<Posted>) = mb
+                    .posted
+                    .drain(..)
+                    .partition(|p| p.owner == owner && handle.map_or(true, |h| p.handle == h));
+                mb.posted = keep.into();
+                if end {
+                    after.got.extend(gone.into_iter().map(|p| (p, Ok(None))));
+                }
+            }
+            boxes.retain(|_, mb| {
+                !mb.queued.is_empty() || !mb.posted.is_empty() || !mb.waiting.is_empty()
+            });
+        }
+        after.run(None);
+    }
+
+    /// A message from this node for `channel`: to a posted receive, into the mailbox, or
+    /// waiting for room; `notify` is told when it is in (never waits).
+    pub fn deliver_local(
+        &self,
+        channel: &str,
+        msg: Vec<u8>,
+        notify: Arc<dyn Notify>,
+        handle: u32,
+        token: u64,
+    ) {
+        let mut after = After::default();
+        let mut direct = None;
+        let n = msg.len() as u64;
+        {
+            let mut boxes = self.lock();
+            match self.mailbox(&mut boxes, channel) {
+                Err(f) => after.sent.push((notify, handle, token, n, Err(f))),
+                Ok(mb) => {
+                    if mb.waiting.is_empty() && mb.queued.is_empty() {
+                        if let Some(p) = Self::take_posted(mb, msg.len(), &mut after) {
+                            direct = Some(p);
+                        }
+                    }
+                    if direct.is_some() {
+                        after.sent.push((notify, handle, token, n, Ok(n)));
+                    } else {
+                        mb.waiting.push_back(Waiting {
+                            msg,
+                            notify,
+                            handle,
+                            token,
+                        });
+                        self.admit_waiting(mb, &mut after);
+                        return after.run(None);
+                    }
+                }
+            }
+        }
+        match direct {
+            Some(p) => after.run(Some((p, &msg))),
+            None => after.run(None),
+        }
+    }
+
+    /// Messages waiting in `channel`'s mailbox.
+    pub fn queued(&self, channel: &str) -> usize {
+        self.lock().get(channel).map_or(0, |mb| mb.queued.len())
+    }
+}
+
+impl Deliver for Router {
+    /// A message from a peer: to a posted receive or into the mailbox, waiting while the
+    /// mailbox is full.
+    fn deliver(&self, _from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
+        let mut after = After::default();
+        let mut boxes = self.lock();
+        loop {
+            let mb = self.mailbox(&mut boxes, channel).map_err(|f| f.reason)?;
+            if mb.queued.is_empty() && mb.waiting.is_empty() {
+                if let Some(p) = Self::take_posted(mb, msg.len(), &mut after) {
+                    drop(boxes);
+                    after.run(Some((p, msg)));
+                    return Ok(());
+                }
+            }
+            if mb.queued.is_empty() || mb.bytes + msg.len() <= self.limits.mailbox_bytes {
+                mb.bytes += msg.len();
+                mb.queued.push_back(msg.to_vec());
+                drop(boxes);
+                after.run(None);
+                return Ok(());
+            }
+            boxes = self
+                .room
+                .wait_timeout(boxes, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}

@@ -1,0 +1,547 @@
+//! Engine-to-engine links: the network side an engine runs on its hosts' behalf.
+//!
+//! A [`Peers`] holds this engine's links to other engines, by name. Each link to a peer is one
+//! [`Session`] per [`Lane`]: a **bulk** lane and an **urgent** lane, so that no byte of an urgent
+//! channel ever waits behind a bulk channel's bytes, neither in our queues nor in a socket
+//! buffer (TCP has one byte stream; XTP's priorities preempt at packet level, two connections
+//! are how we get the same over TCP). Links are made on demand, to an address from the peer
+//! table (`recon=tls:10.0.0.2:7460`) or a URL, or accepted from a peer that connected
+//! ([`Peers::accept`]); a link a peer made is used to answer it.
+//!
+//! A sender opens a [`Stream`] to `(peer, channel, lane, rate)` and hands it messages
+//! ([`Stream::send`]); every message ends in exactly one call of its [`Notify::done`]:
+//!
+//! - `Ok(bytes)` once the **remote engine acknowledged** it: the remote engine took it off the
+//!   link and handed it to a local host's posted receive, queued it in the channel's mailbox,
+//!   or put it into a pipeline's `host-in` (what its [`Deliver`] does). That is the delivery
+//!   guarantee: the message is in the remote engine's hands, not necessarily a host's.
+//! - `Err` when the link fails before the acknowledgement: at once (within the link timeout
+//!   for a silent peer) with no retry policy; with [`PeerConfig::retry_for`] the link is made
+//!   again (every 100 ms, by whichever side has the address) and the unacknowledged messages
+//!   are sent again in order, and only if that does not succeed within the time do they fail.
+//!   A resent message carries its sequence number, and the remote engine drops one it has
+//!   already taken, so a retry delivers exactly once while the remote engine lives; if it
+//!   restarted, a message it took but had not acknowledged before dying comes again (at least
+//!   once).
+//!
+//! Rate and burst ([`Rate`]) are a token bucket per stream, enforced here, on the sending
+//! engine. Within a lane, streams take turns one message at a time; a stream out of tokens or
+//! credit waits without holding up the others.
+//!
+//! Liveness: each side sends a ping on the control channel every 100 ms; a session from which
+//! nothing (ping, acknowledgement, data) came for [`PeerConfig::link_timeout`] is closed as
+//! failed. A peer that exits or is killed closes its sockets, which is noticed at once.
+//!
+//! The wire format of the control channel and the data channels' names are in
+//! [`offhost_proto::peer`].
+
+mod bucket;
+mod lane;
+mod runner;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use bucket::Rate;
+pub use offhost_proto::offload::ErrorCode;
+pub use offhost_proto::peer::Lane;
+use offhost_proto::peer::{valid_peer_name, MAX_DATA_CHANNEL};
+
+use crate::{Channel, LinkOptions, Session};
+use lane::PeerLane;
+
+/// Settings of an engine's peer links.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PeerConfig {
+    /// This engine's name, sent to the peers it links to (1 to 64 bytes of `A-Za-z0-9._-`).
+    pub name: String,
+    /// Peer names and where they listen (`tls:HOST:PORT`, or `tcp:HOST:PORT` with
+    /// [`LinkOptions::insecure`]).
+    pub table: BTreeMap<String, String>,
+    /// Certificates for `tls:` links; `insecure` allows `tcp:` peers.
+    pub options: LinkOptions,
+    /// How long a failed link is retried before its unacknowledged messages fail (zero: no
+    /// retry, they fail at once).
+    pub retry_for: Duration,
+    /// A session from which nothing arrived for this long is closed as failed.
+    pub link_timeout: Duration,
+    /// Sessions to other engines at most (incoming and outgoing, both lanes).
+    pub max_links: usize,
+    /// Streams a lane sends at most, and data channels a session accepts at most.
+    pub max_streams: usize,
+    /// Largest message.
+    pub max_message: u32,
+}
+
+impl PeerConfig {
+    /// Defaults: no peers, no retry, link timeout 750 ms, 64 sessions, 256 streams, messages
+    /// up to 1 MiB.
+    pub fn new(name: impl Into<String>) -> PeerConfig {
+        PeerConfig {
+            name: name.into(),
+            table: BTreeMap::new(),
+            options: LinkOptions::new(),
+            retry_for: Duration::ZERO,
+            link_timeout: Duration::from_millis(750),
+            max_links: 64,
+            max_streams: 256,
+            max_message: 1 << 20,
+        }
+    }
+
+    /// Adds a peer `name` listening at `url`.
+    pub fn peer(mut self, name: impl Into<String>, url: impl Into<String>) -> PeerConfig {
+        self.table.insert(name.into(), url.into());
+        self
+    }
+
+    /// Uses `options` for links (certificates, `insecure`).
+    pub fn options(mut self, options: LinkOptions) -> PeerConfig {
+        self.options = options;
+        self
+    }
+
+    /// Retries a failed link for `d` (see the module doc).
+    pub fn retry_for(mut self, d: Duration) -> PeerConfig {
+        self.retry_for = d;
+        self
+    }
+
+    /// Closes a silent session after `d`.
+    pub fn link_timeout(mut self, d: Duration) -> PeerConfig {
+        self.link_timeout = d;
+        self
+    }
+
+    /// At most `n` sessions to other engines.
+    pub fn max_links(mut self, n: usize) -> PeerConfig {
+        self.max_links = n;
+        self
+    }
+
+    /// At most `n` streams per lane and data channels per session.
+    pub fn max_streams(mut self, n: usize) -> PeerConfig {
+        self.max_streams = n;
+        self
+    }
+
+    /// Messages of at most `n` bytes.
+    pub fn max_message(mut self, n: u32) -> PeerConfig {
+        self.max_message = n;
+        self
+    }
+}
+
+/// A peer configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerSetupError {
+    /// The engine's own name, or a peer's, is not usable.
+    #[error("bad engine name {0:?}: use 1 to 64 of A-Z a-z 0-9 . _ -")]
+    BadName(String),
+    /// A peer's address is not a `tls:` or `tcp:` URL.
+    #[error("peer {name}: {why}")]
+    BadPeer {
+        /// The peer.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Why a message or a stream failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The kind of failure.
+    pub code: ErrorCode,
+    /// What happened, for people.
+    pub reason: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: ErrorCode, reason: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.reason)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// A message's bytes: owned, or in a shared-memory pool buffer (an off-host host's loan,
+/// sent from where it lies).
+#[derive(Debug)]
+pub enum Payload {
+    /// Bytes of our own.
+    Bytes(Vec<u8>),
+    /// A pool buffer's data range.
+    Shm(offhost_shm::Buf),
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Payload::Bytes(b) => b,
+            Payload::Shm(b) => b,
+        }
+    }
+}
+
+/// Told how messages ended. Called from the link's threads, in batches: any number of
+/// [`done`](Self::done) calls, then one [`flush`](Self::flush), never under a lock of ours.
+pub trait Notify: Send + Sync {
+    /// Message `token` of `handle`, `len` bytes, ended: delivered (`Ok(bytes)`) or failed.
+    fn done(&self, handle: u32, token: u64, len: u64, result: Result<u64, Failure>);
+    /// The end of a batch of [`done`](Self::done) calls (publish them).
+    fn flush(&self);
+}
+
+/// One message to send and whom to tell when it ends.
+pub struct Outgoing {
+    /// The message.
+    pub data: Payload,
+    /// Told when it ends.
+    pub notify: Arc<dyn Notify>,
+    /// Passed to [`Notify::done`].
+    pub handle: u32,
+    /// Passed to [`Notify::done`].
+    pub token: u64,
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("len", &self.data.len())
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// Ends a batch of finished messages: tells each its result, then flushes every distinct
+/// notifier once.
+pub(crate) fn finish(done: Vec<(Outgoing, Result<u64, Failure>)>) {
+    if done.is_empty() {
+        return;
+    }
+    let mut flushed: Vec<Arc<dyn Notify>> = Vec::new();
+    for (out, r) in done {
+        out.notify.done(out.handle, out.token, out.data.len() as u64, r);
+        if !flushed.iter().any(|n| Arc::ptr_eq(n, &out.notify)) {
+            flushed.push(out.notify.clone());
+        }
+    }
+    for n in flushed {
+        n.flush();
+    }
+}
+
+/// Where messages from peers go: the engine's mailboxes and pipelines.
+pub trait Deliver: Send + Sync {
+    /// A message for `channel` from peer `from`. May wait while the destination is full (the
+    /// link then stops granting credit to that stream). `Err(reason)` refuses the stream: the
+    /// sender's unacknowledged messages on it fail with [`ErrorCode::Refused`].
+    fn deliver(&self, from: &str, channel: &str, msg: &[u8]) -> Result<(), String>;
+}
+
+/// Counts of what the links hold, for status and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    /// Live sessions.
+    pub sessions: usize,
+    /// Messages waiting to be sent.
+    pub queued: usize,
+    /// Messages sent, not yet acknowledged.
+    pub in_flight: usize,
+}
+
+/// Sequence numbers of streams already taken, per (sender instance, lane, stream): a message
+/// sent again after a reconnect is recognised and dropped. Bounded; the oldest entries go.
+#[derive(Default)]
+struct Seen {
+    next: HashMap<(u64, Lane, u64), u64>,
+    order: VecDeque<(u64, Lane, u64)>,
+}
+
+const SEEN_MAX: usize = 1 << 16;
+
+impl Seen {
+    fn get(&self, key: &(u64, Lane, u64)) -> Option<u64> {
+        self.next.get(key).copied()
+    }
+
+    fn set(&mut self, key: (u64, Lane, u64), next: u64) {
+        if self.next.insert(key, next).is_none() {
+            self.order.push_back(key);
+            while self.order.len() > SEEN_MAX {
+                if let Some(old) = self.order.pop_front() {
+                    self.next.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    config: PeerConfig,
+    instance: u64,
+    deliver: Arc<dyn Deliver>,
+    lanes: Mutex<HashMap<(String, Lane), Arc<PeerLane>>>,
+    sessions: AtomicUsize,
+    seen: Mutex<Seen>,
+    next_stream: AtomicU64,
+    next_runner: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// This engine's links to other engines (see the module doc).
+#[derive(Clone)]
+pub struct Peers {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers")
+            .field("name", &self.inner.config.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_url(name: &str, url: &str, options: &LinkOptions) -> Result<(), PeerSetupError> {
+    let bad = |why: String| PeerSetupError::BadPeer {
+        name: name.to_owned(),
+        why,
+    };
+    match crate::Endpoint::parse(url).map_err(|e| bad(e.to_string()))? {
+        crate::Endpoint::Tls(_) => Ok(()),
+        crate::Endpoint::Tcp(_) if options.insecure => Ok(()),
+        crate::Endpoint::Tcp(_) => Err(bad(format!(
+            "{url} is plain tcp (no authentication, no encryption): use tls:HOST:PORT, or allow tcp with --insecure"
+        ))),
+        _ => Err(bad(format!("{url}: a peer is reached at tls:HOST:PORT or tcp:HOST:PORT"))),
+    }
+}
+
+impl Peers {
+    /// Links for an engine configured by `config`, delivering what peers send to `deliver`.
+    pub fn new(config: PeerConfig, deliver: Arc<dyn Deliver>) -> Result<Peers, PeerSetupError> {
+        if !valid_peer_name(&config.name) {
+            return Err(PeerSetupError::BadName(config.name));
+        }
+        for (name, url) in &config.table {
+            if !valid_peer_name(name) {
+                return Err(PeerSetupError::BadName(name.clone()));
+            }
+            check_url(name, url, &config.options)?;
+        }
+        let instance = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ (u64::from(std::process::id()) << 32)
+            ^ rand_word();
+        Ok(Peers {
+            inner: Arc::new(Inner {
+                config,
+                instance,
+                deliver,
+                lanes: Mutex::new(HashMap::new()),
+                sessions: AtomicUsize::new(0),
+                seen: Mutex::new(Seen::default()),
+                next_stream: AtomicU64::new(1),
+                next_runner: AtomicU64::new(1),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// This engine's name.
+    pub fn name(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PeerConfig {
+        &self.inner.config
+    }
+
+    /// Opens a stream of messages to `channel` at `peer` (a name of the peer table, the name
+    /// of an engine that linked to us, or a `tls:`/`tcp:` URL), in `lane`, limited to `rate`.
+    /// The link is made when the first message is sent.
+    pub fn stream(
+        &self,
+        peer: &str,
+        channel: &str,
+        lane: Lane,
+        rate: Option<Rate>,
+    ) -> Result<Stream, Failure> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(Failure::new(ErrorCode::Shutdown, "the peer links are closed"));
+        }
+        if channel.is_empty() || channel.len() > MAX_DATA_CHANNEL {
+            return Err(Failure::new(
+                ErrorCode::BadAddress,
+                format!("channel names have 1 to {MAX_DATA_CHANNEL} bytes"),
+            ));
+        }
+        if let Some(r) = rate {
+            if r.bytes_per_sec == 0 || r.burst == 0 {
+                return Err(Failure::new(
+                    ErrorCode::BadAddress,
+                    "a rate needs bytes per second and a burst of at least 1",
+                ));
+            }
+        }
+        let url = if peer.starts_with("tls:") || peer.starts_with("tcp:") {
+            check_url(peer, peer, &inner.config.options)
+                .map_err(|e| Failure::new(ErrorCode::BadAddress, e.to_string()))?;
+            Some(peer.to_owned())
+        } else {
+            inner.config.table.get(peer).cloned()
+        };
+        let lane_obj = {
+            let mut lanes = inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (peer.to_owned(), lane);
+            let other = (
+                peer.to_owned(),
+                match lane {
+                    Lane::Bulk => Lane::Urgent,
+                    Lane::Urgent => Lane::Bulk,
+                },
+            );
+            match lanes.get(&key) {
+                Some(l) => l.clone(),
+                // A peer we cannot reach ourselves is answered on the lane it made.
+                None if url.is_none() && lanes.contains_key(&other) => lanes[&other].clone(),
+                None => {
+                    if url.is_none() {
+                        return Err(Failure::new(
+                            ErrorCode::UnknownPeer,
+                            format!("no peer named {peer:?} (not in the peer table, and no engine of that name linked to us)"),
+                        ));
+                    }
+                    if lanes.len() >= inner.config.max_links.saturating_mul(2) {
+                        return Err(Failure::new(
+                            ErrorCode::Budget,
+                            format!("{} peer links at most", inner.config.max_links),
+                        ));
+                    }
+                    let l = PeerLane::new(Arc::downgrade(inner), peer.to_owned(), lane, url);
+                    lanes.insert(key, l.clone());
+                    l
+                }
+            }
+        };
+        let id = inner.next_stream.fetch_add(1, Ordering::Relaxed);
+        lane_obj.add_stream(id, channel, rate)?;
+        Ok(Stream { lane: lane_obj, id })
+    }
+
+    /// Serves a session a peer opened to us, whose first channel, `control`, is the peer
+    /// control channel ([`offhost_proto::peer::CONTROL_CHANNEL`]): the hello exchange runs on
+    /// a thread of its own (never on the caller's accept loop), then the session's channels
+    /// are served until it ends.
+    pub fn accept(&self, session: Session, control: Channel) {
+        let inner = self.inner.clone();
+        std::thread::Builder::new()
+            .name("peer-accept".into())
+            .spawn(move || {
+                if let Err(e) = runner::accept(&inner, session, control) {
+                    tracing::warn!("peer link refused: {e}");
+                }
+            })
+            .map(drop)
+            .unwrap_or_else(|e| tracing::warn!("peer link: cannot start a thread: {e}"));
+    }
+
+    /// What the links hold now.
+    pub fn stats(&self) -> PeerStats {
+        let lanes: Vec<Arc<PeerLane>> = self
+            .inner
+            .lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut s = PeerStats {
+            sessions: self.inner.sessions.load(Ordering::Acquire),
+            ..PeerStats::default()
+        };
+        for l in lanes {
+            let (q, f) = l.counts();
+            s.queued += q;
+            s.in_flight += f;
+        }
+        s
+    }
+
+    /// Closes every link: messages not acknowledged fail with [`ErrorCode::Shutdown`].
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        let lanes: Vec<Arc<PeerLane>> = self
+            .inner
+            .lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, l)| l)
+            .collect();
+        for l in lanes {
+            l.close();
+        }
+    }
+}
+
+/// 64 random bits (std's hash seeds come from the kernel), so two engines started in the same
+/// nanosecond still draw different instances.
+fn rand_word() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// A sender's stream of messages to one channel of one peer (see [`Peers::stream`]). Dropping
+/// it closes it once its messages have ended.
+pub struct Stream {
+    lane: Arc<PeerLane>,
+    id: u64,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("id", &self.id).finish()
+    }
+}
+
+impl Stream {
+    /// Queues a message (or sends it at once when nothing is ahead of it and the link, the
+    /// rate and the credit allow). Its [`Notify`] is told how it ends; a message over the
+    /// maximum size fails at once.
+    pub fn send(&self, out: Outgoing) {
+        self.lane.send(self.id, out);
+    }
+
+    /// The stream's number (unique in this engine).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.lane.close_stream(self.id);
+    }
+}

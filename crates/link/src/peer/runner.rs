@@ -1,0 +1,511 @@
+//! One session to a peer engine: the hello exchange, the control channel (acknowledgements,
+//! refusals, pings, the liveness watch), and the data channels the peer opens to us.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use offhost_proto::peer::{DataName, Lane, PeerMessage, CONTROL_CHANNEL, PEER_VERSION};
+
+use super::lane::PeerLane;
+use super::{ErrorCode, Failure, Inner};
+use crate::{Channel, ChannelOptions, LinkError, SendMode, Session};
+
+/// How long each side waits for the other's hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pings go out this often.
+const PING_EVERY: Duration = Duration::from_millis(100);
+/// Messages a data channel's reader takes before it acknowledges them (fewer when no more
+/// are ready).
+const ACK_BATCH: usize = 64;
+
+fn control_options() -> ChannelOptions {
+    ChannelOptions {
+        packet_size: 4096,
+        recv_buffer: 1 << 20,
+        max_message: 128 << 10,
+        send_mode: SendMode::Async,
+    }
+}
+
+/// A live session to a peer engine, sending (attached to a lane) or only receiving.
+pub(crate) struct Runner {
+    pub(crate) id: u64,
+    /// The peer's name as it said in its hello.
+    peer: String,
+    lane: Lane,
+    remote_instance: u64,
+    pub(crate) session: Session,
+    control: Channel,
+    max_message: u32,
+    timeout: Duration,
+    started: Instant,
+    /// Milliseconds after `started` when the peer was last heard.
+    heard_ms: AtomicU64,
+    dead: AtomicBool,
+    sending: Mutex<Option<Weak<PeerLane>>>,
+    /// Data channels we opened on this session: id -> (stream, first sequence number).
+    opened: Mutex<HashMap<u32, (u64, u64)>>,
+    incoming: AtomicUsize,
+    inner: Weak<Inner>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("id", &self.id)
+            .field("peer", &self.peer)
+            .field("lane", &self.lane)
+            .finish()
+    }
+}
+
+fn hello(inner: &Inner, lane: Lane) -> Vec<u8> {
+    let mut b = Vec::new();
+    PeerMessage::Hello {
+        lane,
+        version: PEER_VERSION,
+        instance: inner.instance,
+        name: &inner.config.name,
+    }
+    .encode(&mut b);
+    b
+}
+
+/// Waits for the peer's hello on `control`: its lane, instance and name.
+fn their_hello(control: &Channel, what: &str) -> Result<(Lane, u64, String), Failure> {
+    let refused = |why: String| Failure::new(ErrorCode::Refused, format!("{what}: {why}"));
+    let msg = match control.recv_timeout(HELLO_TIMEOUT) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err(refused("the peer closed before its hello".into())),
+        Err(LinkError::Timeout) => return Err(refused("no hello within 5 s".into())),
+        Err(e) => return Err(Failure::new(ErrorCode::Unreachable, format!("{what}: {e}"))),
+    };
+    match PeerMessage::decode(&msg) {
+        Ok(PeerMessage::Hello {
+            lane,
+            version,
+            instance,
+            name,
+        }) => {
+            if version != PEER_VERSION {
+                return Err(refused(format!(
+                    "peer protocol version {version}, we speak {PEER_VERSION}"
+                )));
+            }
+            Ok((lane, instance, name.to_owned()))
+        }
+        Ok(_) => Err(refused("the first control message is not a hello".into())),
+        Err(e) => Err(refused(e.to_string())),
+    }
+}
+
+fn take_session_slot(inner: &Inner) -> Result<(), Failure> {
+    let max = inner.config.max_links;
+    inner
+        .sessions
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .map(drop)
+        .map_err(|_| {
+            Failure::new(
+                ErrorCode::Budget,
+                format!("{max} sessions to other engines at most"),
+            )
+        })
+}
+
+/// Makes a session to the peer known as `key` at `url`, in `lane`.
+pub(crate) fn connect(
+    inner: &Arc<Inner>,
+    key: &str,
+    url: &str,
+    lane: Lane,
+) -> Result<Arc<Runner>, Failure> {
+    take_session_slot(inner)?;
+    let r = (|| {
+        let session = Session::connect_with(url, &inner.config.options)
+            .map_err(|e| Failure::new(ErrorCode::Unreachable, format!("{key} at {url}: {e}")))?;
+        let control = session
+            .open(CONTROL_CHANNEL, control_options())
+            .map_err(|e| Failure::new(ErrorCode::Unreachable, format!("{key}: {e}")))?;
+        control
+            .send(&hello(inner, lane))
+            .map_err(|e| Failure::new(ErrorCode::Unreachable, format!("{key}: {e}")))?;
+        let (their_lane, instance, name) = their_hello(&control, key)?;
+        if their_lane != lane {
+            return Err(Failure::new(
+                ErrorCode::Refused,
+                format!("{key} answered on the {} lane", their_lane.name()),
+            ));
+        }
+        let by_url = key.starts_with("tls:") || key.starts_with("tcp:");
+        if !by_url && name != key {
+            return Err(Failure::new(
+                ErrorCode::Refused,
+                format!("the engine at {url} says it is {name:?}, not {key:?}"),
+            ));
+        }
+        Ok(Runner::start(inner, name, lane, instance, session, control))
+    })();
+    if r.is_err() {
+        inner.sessions.fetch_sub(1, Ordering::AcqRel);
+    }
+    r
+}
+
+/// Serves a session a peer opened: hello both ways, then the runner, attached to the lane of
+/// the peer's name if that lane has no session to send on.
+pub(crate) fn accept(inner: &Arc<Inner>, session: Session, control: Channel) -> Result<(), Failure> {
+    take_session_slot(inner).inspect_err(|_| session.close())?;
+    let r = (|| {
+        let (lane, instance, name) = their_hello(&control, "incoming peer link")?;
+        control
+            .send(&hello(inner, lane))
+            .map_err(|e| Failure::new(ErrorCode::Unreachable, format!("{name}: {e}")))?;
+        Ok((lane, instance, name))
+    })();
+    let (lane, instance, name) = match r {
+        Ok(v) => v,
+        Err(e) => {
+            inner.sessions.fetch_sub(1, Ordering::AcqRel);
+            session.close();
+            return Err(e);
+        }
+    };
+    let runner = Runner::start(inner, name.clone(), lane, instance, session, control);
+    let lane_obj = {
+        let mut lanes = inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.closed.load(Ordering::Acquire) {
+            None
+        } else {
+            Some(
+                lanes
+                    .entry((name.clone(), lane))
+                    .or_insert_with(|| {
+                        PeerLane::new(
+                            Arc::downgrade(inner),
+                            name.clone(),
+                            lane,
+                            inner.config.table.get(&name).cloned(),
+                        )
+                    })
+                    .clone(),
+            )
+        }
+    };
+    match lane_obj {
+        Some(l) => {
+            l.attach(&runner);
+        }
+        None => runner.kill("closing"),
+    }
+    tracing::info!("peer {name} linked to us ({} lane)", lane.name());
+    Ok(())
+}
+
+impl Runner {
+    fn start(
+        inner: &Arc<Inner>,
+        peer: String,
+        lane: Lane,
+        remote_instance: u64,
+        session: Session,
+        control: Channel,
+    ) -> Arc<Runner> {
+        let r = Arc::new(Runner {
+            id: inner.next_runner.fetch_add(1, Ordering::Relaxed),
+            peer,
+            lane,
+            remote_instance,
+            session,
+            control,
+            max_message: inner.config.max_message,
+            timeout: inner.config.link_timeout,
+            started: Instant::now(),
+            heard_ms: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            sending: Mutex::new(None),
+            opened: Mutex::new(HashMap::new()),
+            incoming: AtomicUsize::new(0),
+            inner: Arc::downgrade(inner),
+        });
+        for (what, f) in [
+            ("control", Runner::control_loop as fn(Arc<Runner>)),
+            ("accept", Runner::accept_loop),
+        ] {
+            let me = r.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("peer-{}-{what}", r.peer))
+                .spawn(move || f(me));
+            if let Err(e) = spawned {
+                r.kill(&format!("cannot start a thread: {e}"));
+            }
+        }
+        r
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Closes the session (once) and tells the lane it was sending for.
+    pub(crate) fn kill(&self, reason: &str) {
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::info!(
+            "session to {} ({} lane) ends: {reason}",
+            self.peer,
+            self.lane.name()
+        );
+        self.session.close();
+        if let Some(inner) = self.inner.upgrade() {
+            inner.sessions.fetch_sub(1, Ordering::AcqRel);
+        }
+        let lane = self
+            .sending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .and_then(|w| w.upgrade());
+        if let Some(l) = lane {
+            l.runner_died(self.id, reason);
+        }
+    }
+
+    pub(crate) fn set_sending(&self, lane: &Arc<PeerLane>) {
+        *self.sending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(lane));
+        if self.is_dead() {
+            // Died between its start and now: tell the lane, which holds it already.
+            lane.runner_died(self.id, "the session ended");
+        }
+    }
+
+    pub(crate) fn data_options(&self) -> ChannelOptions {
+        let max = u64::from(self.max_message.max(1));
+        ChannelOptions {
+            packet_size: 64 << 10,
+            recv_buffer: u32::try_from((2 * max).max(2 << 20)).unwrap_or(u32::MAX),
+            max_message: max,
+            send_mode: SendMode::Async,
+        }
+    }
+
+    pub(crate) fn register(&self, ch: u32, stream: u64, first: u64) {
+        self.opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ch, (stream, first));
+    }
+
+    pub(crate) fn unregister(&self, ch: u32) {
+        self.opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ch);
+    }
+
+    fn heard(&self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.heard_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn silent_for(&self) -> Duration {
+        let now = self.started.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.heard_ms.load(Ordering::Relaxed)))
+    }
+
+    fn lane(&self) -> Option<Arc<PeerLane>> {
+        self.sending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(Weak::upgrade)
+    }
+
+    fn send_control(&self, m: &PeerMessage<'_>) -> Result<(), LinkError> {
+        let mut b = Vec::with_capacity(32);
+        m.encode(&mut b);
+        self.control.send(&b)
+    }
+
+    /// Reads acknowledgements, refusals and pings; pings the peer; closes the session when the
+    /// peer has been silent too long.
+    fn control_loop(self: Arc<Self>) {
+        self.heard();
+        let mut buf = Vec::new();
+        let mut last_ping = Instant::now() - PING_EVERY;
+        let mut ping = Vec::new();
+        PeerMessage::Ping.encode(&mut ping);
+        let reason = loop {
+            if self.is_dead() {
+                return;
+            }
+            if last_ping.elapsed() >= PING_EVERY {
+                last_ping = Instant::now();
+                match self.control.try_send(&ping) {
+                    Ok(()) | Err(LinkError::WouldBlock) => {}
+                    Err(e) => break format!("ping: {e}"),
+                }
+            }
+            if self.silent_for() > self.timeout {
+                break format!("nothing heard for {:?}", self.timeout);
+            }
+            match self.control.recv_into_timeout(&mut buf, PING_EVERY) {
+                Ok(true) => {}
+                Ok(false) => break "the peer closed the link".into(),
+                Err(LinkError::Timeout) => continue,
+                Err(e) => break e.to_string(),
+            }
+            self.heard();
+            match PeerMessage::decode(&buf) {
+                Ok(PeerMessage::Ping) => {}
+                Ok(PeerMessage::Acks(acks)) => self.acks(&acks),
+                Ok(PeerMessage::Refused { channel, reason }) => {
+                    let s = self
+                        .opened
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&channel)
+                        .copied();
+                    if let (Some((stream, _)), Some(l)) = (s, self.lane()) {
+                        l.refused(stream, reason);
+                    }
+                }
+                Ok(PeerMessage::Hello { .. }) => break "a second hello".into(),
+                Err(e) => break format!("bad control message: {e}"),
+            }
+        };
+        self.kill(&reason);
+    }
+
+    fn acks(&self, acks: &[(u32, u64)]) {
+        let Some(lane) = self.lane() else {
+            return;
+        };
+        let found: Vec<(u64, u64)> = {
+            let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+            acks.iter()
+                .filter_map(|(ch, taken)| {
+                    opened
+                        .get(ch)
+                        .map(|(stream, first)| (*stream, first.saturating_add(*taken)))
+                })
+                .collect()
+        };
+        for (stream, upto) in found {
+            lane.ack(stream, upto);
+        }
+    }
+
+    /// Accepts the data channels the peer opens, a reader thread each, within the budget.
+    fn accept_loop(self: Arc<Self>) {
+        let max = self
+            .inner
+            .upgrade()
+            .map_or(0, |i| i.config.max_streams);
+        loop {
+            let ch = match self.session.accept() {
+                Ok(ch) => ch,
+                Err(e) => {
+                    self.kill(&format!("accept: {e}"));
+                    return;
+                }
+            };
+            let Some(name) = DataName::parse(ch.name()) else {
+                let _ = self.refuse(ch.id, "not a data channel name (d/STREAM/FIRST/CHANNEL)");
+                continue;
+            };
+            let (stream, first, channel) = (name.stream, name.first, name.channel.to_owned());
+            if self.incoming.fetch_add(1, Ordering::AcqRel) >= max {
+                self.incoming.fetch_sub(1, Ordering::AcqRel);
+                let _ = self.refuse(ch.id, &format!("{max} channels per session at most"));
+                continue;
+            }
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("peer-{}-data", self.peer))
+                .spawn(move || {
+                    me.read_data(&ch, stream, first, &channel);
+                    me.incoming.fetch_sub(1, Ordering::AcqRel);
+                });
+            if let Err(e) = spawned {
+                self.incoming.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!("peer {}: cannot start a reader: {e}", self.peer);
+            }
+        }
+    }
+
+    fn refuse(&self, ch: u32, reason: &str) -> Result<(), LinkError> {
+        self.send_control(&PeerMessage::Refused {
+            channel: ch,
+            reason,
+        })
+    }
+
+    /// Reads one data channel: drops messages already taken before a reconnect, delivers the
+    /// others, acknowledges each batch.
+    fn read_data(&self, ch: &Channel, stream: u64, first: u64, channel: &str) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let key = (self.remote_instance, self.lane, stream);
+        let mut expected = inner
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .map_or(first, |e| e.max(first));
+        let deliver = inner.deliver.clone();
+        drop(inner);
+        let mut seq = first;
+        let mut taken = 0u64;
+        let mut buf = Vec::new();
+        loop {
+            match ch.recv_into(&mut buf) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return,
+            }
+            let mut n = 0;
+            loop {
+                self.heard();
+                if seq >= expected {
+                    if let Err(why) = deliver.deliver(&self.peer, channel, &buf) {
+                        if taken > 0 {
+                            let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
+                        }
+                        let _ = self.refuse(ch.id, &why);
+                        return;
+                    }
+                    expected = seq + 1;
+                    if let Some(inner) = self.inner.upgrade() {
+                        inner
+                            .seen
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .set(key, expected);
+                    }
+                }
+                seq += 1;
+                taken += 1;
+                n += 1;
+                if n >= ACK_BATCH {
+                    break;
+                }
+                match ch.try_recv_into(&mut buf) {
+                    Ok(true) => {}
+                    _ => break,
+                }
+            }
+            if self
+                .send_control(&PeerMessage::Acks(vec![(ch.id, taken)]))
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
