@@ -11,7 +11,7 @@ use crate::access_args::{ConnectAccess, ServeAccess};
 /// Channel options shared by the three commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChannelFlags {
-    /// Channel name (1 to 255 bytes).
+    /// Channel name (1 to 255 bytes); with --via, an address [PEER/]CHANNEL.
     #[arg(long)]
     channel: String,
     /// Packet size in bytes: a power of two from 8 to 65536.
@@ -48,10 +48,16 @@ impl ChannelFlags {
 #[derive(clap::Args, Debug)]
 pub struct SendArgs {
     /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
-    #[arg(long)]
-    to: String,
+    #[arg(long, required_unless_present = "via")]
+    to: Option<String>,
+    /// Off-host: hand the messages to the local engine at shm:PATH, which carries them to
+    /// --channel [PEER/]CHANNEL (see `offhost engine --peer`) and says when each is delivered.
+    #[arg(long, conflicts_with = "to")]
+    via: Option<String>,
     #[command(flatten)]
     flags: ChannelFlags,
+    #[command(flatten)]
+    offload: crate::offload_cmds::SendFlags,
     #[command(flatten)]
     access: ConnectAccess,
 }
@@ -60,8 +66,15 @@ pub struct SendArgs {
 #[derive(clap::Args, Debug)]
 pub struct RecvArgs {
     /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
-    #[arg(long)]
-    from: String,
+    #[arg(long, required_unless_present = "via")]
+    from: Option<String>,
+    /// Off-host: receive --channel CHANNEL's messages from the local engine at shm:PATH,
+    /// until the sender's end mark (an empty message).
+    #[arg(long, conflicts_with = "from")]
+    via: Option<String>,
+    /// With --via: give up when no message came for this many seconds.
+    #[arg(long, value_name = "SECS", requires = "via")]
+    idle_timeout: Option<f64>,
     #[command(flatten)]
     flags: ChannelFlags,
     #[command(flatten)]
@@ -104,7 +117,16 @@ fn pump_in(ch: &offhost_link::Channel) -> Result<u64> {
 
 /// `offhost send`: stdin to the channel; whatever the engine sends back is discarded.
 pub fn send(args: SendArgs) -> Result<()> {
-    let (session, ch) = open(&args.to, &args.flags, &args.access)?;
+    if let Some(engine) = &args.via {
+        return crate::offload_cmds::send(
+            engine,
+            &args.flags.channel,
+            args.flags.max_message,
+            &args.offload,
+        );
+    }
+    let to = args.to.as_deref().expect("clap requires --to or --via");
+    let (session, ch) = open(to, &args.flags, &args.access)?;
     std::thread::scope(|s| {
         // Drain the other direction so the engine never waits on us.
         let drain = s.spawn(|| while let Ok(Some(_)) = ch.recv() {});
@@ -118,7 +140,11 @@ pub fn send(args: SendArgs) -> Result<()> {
 
 /// `offhost recv`: the channel's messages to stdout until the engine ends the stream.
 pub fn recv(args: RecvArgs) -> Result<()> {
-    let (session, ch) = open(&args.from, &args.flags, &args.access)?;
+    if let Some(engine) = &args.via {
+        return crate::offload_cmds::recv(engine, &args.flags.channel, args.idle_timeout);
+    }
+    let from = args.from.as_deref().expect("clap requires --from or --via");
+    let (session, ch) = open(from, &args.flags, &args.access)?;
     ch.close().context("end our direction of the channel")?;
     let mut out = std::io::stdout().lock();
     while let Some(m) = ch.recv().context("receive from the channel")? {

@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context as _};
+use std::sync::Arc;
+
 use offhost_engine::daemon::{Client, Daemon};
+use offhost_engine::offload::{HostLimits, Offload, OffloadConfig};
+use offhost_link::peer::PeerConfig;
 use offhost_engine::{EngineConfig, Registry, Stats};
 
 use crate::engine_table::render;
@@ -15,11 +19,12 @@ use crate::run_cmd::parse_bindings;
 /// Arguments of `offhost engine`.
 #[derive(clap::Args, Debug)]
 pub struct EngineArgs {
-    /// Where to listen: unix:PATH (the default: a socket only this user may use), shm:ADDR,
-    /// tls:HOST:PORT (with --tls-certificates; clients need a certificate of the same CA), or
+    /// Where to listen (repeatable): unix:PATH (the default: a socket only this user may use),
+    /// shm:ADDR (hosts: link sessions and off-host queues), tls:HOST:PORT (with
+    /// --tls-certificates; clients and peer engines need a certificate of the same CA), or
     /// plain tcp:HOST:PORT (only with --insecure).
-    #[arg(long, default_value_t = crate::access_args::default_engine_url())]
-    listen: String,
+    #[arg(long)]
+    listen: Vec<String>,
     /// Let submitted pipelines open files beneath DIR (paths resolve beneath it: `..`,
     /// absolute paths and symlinks out of it are refused). Without it they open no files.
     #[arg(long, value_name = "DIR")]
@@ -32,9 +37,71 @@ pub struct EngineArgs {
     /// Pin worker threads to cores.
     #[arg(long)]
     pin: bool,
+    #[command(flatten)]
+    offload: OffloadArgs,
 }
 
-/// Runs the daemon until killed.
+/// The engine as protocol processor for off-host hosts.
+#[derive(clap::Args, Debug)]
+pub struct OffloadArgs {
+    /// This engine's name, told to the engines it links to (A-Z a-z 0-9 . _ -).
+    #[arg(long, default_value = "engine")]
+    name: String,
+    /// A peer engine: NAME=tls:HOST:PORT (or tcp:HOST:PORT with --insecure). Hosts reach its
+    /// channels as NAME/CHANNEL. Repeatable. The link uses --tls-certificates's client
+    /// certificate.
+    #[arg(long = "peer", value_name = "NAME=URL")]
+    peers: Vec<String>,
+    /// Retry a failed peer link for this long, sending unacknowledged messages again, before
+    /// they fail (default 0: they fail at once).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    retry_for: f64,
+    /// Close a peer link from which nothing came for this long.
+    #[arg(long, value_name = "MS", default_value_t = 750)]
+    link_timeout: u64,
+    /// Hosts served at once.
+    #[arg(long, default_value_t = 64)]
+    max_hosts: usize,
+    /// Sessions to other engines at most.
+    #[arg(long, default_value_t = 64)]
+    max_links: usize,
+    /// Per host: submissions outstanding at most.
+    #[arg(long, default_value_t = 4096)]
+    host_outstanding: u32,
+    /// Per host: bytes of sends in flight at most.
+    #[arg(long, default_value_t = 64 << 20)]
+    host_bytes: u64,
+    /// Per host: open channels at most.
+    #[arg(long, default_value_t = 256)]
+    host_channels: u32,
+}
+
+impl OffloadArgs {
+    fn config(&self, options: offhost_link::LinkOptions) -> anyhow::Result<OffloadConfig> {
+        let mut pc = PeerConfig::new(&self.name)
+            .options(options)
+            .retry_for(std::time::Duration::from_secs_f64(self.retry_for.max(0.0)))
+            .link_timeout(std::time::Duration::from_millis(self.link_timeout.max(1)))
+            .max_links(self.max_links);
+        for p in &self.peers {
+            let (n, u) = p
+                .split_once('=')
+                .ok_or_else(|| anyhow!("--peer {p}: expected NAME=URL"))?;
+            pc = pc.peer(n, u);
+        }
+        let mut c = OffloadConfig::new(pc);
+        c.max_hosts = self.max_hosts;
+        c.host = HostLimits {
+            max_outstanding: self.host_outstanding,
+            max_channels: self.host_channels,
+            max_bytes: self.host_bytes,
+        };
+        Ok(c)
+    }
+}
+
+/// Runs the daemon until killed: pipelines for hosts on every listener, off-host queues on
+/// shm: listeners, peer engines' links on network listeners.
 pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
     let files = match &args.files {
         Some(d) => {
@@ -42,8 +109,7 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         }
         None => offhost_engine::Files::Denied,
     };
-    let server = offhost_link::Server::bind_with(&args.listen, &args.access.link_options())
-        .with_context(|| format!("listen on {}", args.listen))?;
+    let options = args.access.link_options();
     let mut config = EngineConfig {
         pin: args.pin,
         ..EngineConfig::default()
@@ -51,8 +117,41 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
     if let Some(w) = args.workers {
         config.workers = w.max(1);
     }
-    eprintln!("engine: listening on {}", server.url());
-    Daemon::with_files(registry, config, files).serve(&server);
+    let daemon = Daemon::with_files(registry, config, files);
+    let offload = Offload::new(args.offload.config(options.clone())?, Some(daemon.clone()))
+        .context("peer configuration")?;
+    let listen = if args.listen.is_empty() {
+        vec![crate::access_args::default_engine_url()]
+    } else {
+        args.listen.clone()
+    };
+    let mut threads = Vec::new();
+    for url in &listen {
+        if let Some(addr) = url.strip_prefix("shm:") {
+            let mut l = offhost_shm::Listener::bind(addr).with_context(|| format!("listen on {url}"))?;
+            l.set_allowed_uids(options.allow_uids.clone());
+            eprintln!("engine: listening on {url}");
+            let (o, d) = (offload.clone(), daemon.clone());
+            threads.push(std::thread::spawn(move || {
+                o.serve_shm(
+                    l,
+                    Arc::new(move |s| {
+                        let d = d.clone();
+                        std::thread::spawn(move || d.serve_session(s, None));
+                    }),
+                )
+            }));
+        } else {
+            let server = offhost_link::Server::bind_with(url, &options)
+                .with_context(|| format!("listen on {url}"))?;
+            eprintln!("engine: listening on {}", server.url());
+            let (o, d) = (offload.clone(), daemon.clone());
+            threads.push(std::thread::spawn(move || o.serve_links(&server, Some(d))));
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@ mod echo;
 mod engine_cmd;
 mod engine_table;
 mod nbd_cmd;
+mod offload_cmds;
 mod pet_cmd;
 mod run_cmd;
 mod tasks_cmd;

@@ -45,6 +45,7 @@ mod address;
 mod book;
 mod inhost;
 mod offhost;
+mod pipe;
 mod router;
 
 use std::collections::VecDeque;
@@ -52,6 +53,7 @@ use std::time::{Duration, Instant};
 
 pub use address::Address;
 pub use offhost_proto::offload::{ErrorCode, Limits, Op};
+pub use pipe::{recv_all, send_all};
 pub use router::{HostSink, Posted, Router, RouterLimits};
 
 use crate::peer::{Failure, PeerConfig, PeerSetupError, Rate};
