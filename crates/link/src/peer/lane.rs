@@ -9,7 +9,7 @@ use offhost_proto::peer::{DataName, Lane};
 
 use super::bucket::{Bucket, Rate};
 use super::runner::{self, Runner};
-use super::{finish, ErrorCode, Failure, Inner, Outgoing};
+use super::{finish, ErrorCode, Failure, Inner, Msg, Outgoing};
 use crate::{Channel, LinkError};
 
 /// Messages up to this size are sent by the caller's thread when nothing is ahead of them
@@ -22,7 +22,7 @@ const CREDIT_WAIT: Duration = Duration::from_millis(20);
 /// Between two attempts to make a failed link again.
 const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 
-type Done = Vec<(Outgoing, Result<u64, Failure>)>;
+type Done = Vec<(Msg, Result<u64, Failure>)>;
 
 /// The data channel a stream sends on in one session.
 struct Link {
@@ -43,9 +43,12 @@ struct StreamState {
     channel: String,
     bucket: Option<Bucket>,
     /// Not yet written to a session.
-    queue: VecDeque<Outgoing>,
+    queue: VecDeque<Msg>,
     /// Written, not yet acknowledged, in sequence order.
-    inflight: VecDeque<Outgoing>,
+    inflight: VecDeque<Msg>,
+    /// Changes whenever `inflight` is emptied behind the sender thread's back (failure,
+    /// requeue), so a write that ends after that knows its message was dealt with.
+    generation: u64,
     /// Messages acknowledged (the sequence number of the first in `inflight`).
     acked: u64,
     /// The sequence number the next message written gets.
@@ -83,6 +86,7 @@ impl StreamState {
         self.acked = self.next_seq;
         self.taken = self.taken.max(self.next_seq);
         self.link = None;
+        self.generation += 1;
     }
 
     fn idle(&self) -> bool {
@@ -240,6 +244,7 @@ impl PeerLane {
                 acked: 0,
                 next_seq: 0,
                 taken: 0,
+                generation: 0,
                 link: None,
                 sending: false,
                 stall_until: None,
@@ -304,6 +309,7 @@ impl PeerLane {
                 }
                 s.next_seq = s.acked;
                 s.link = None;
+                s.generation += 1;
             }
             let ids: Vec<u64> = st
                 .streams
@@ -395,6 +401,7 @@ impl PeerLane {
 
     /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
     pub(crate) fn send(&self, id: u64, out: Outgoing) {
+        let out = Msg::from(out);
         let max = self.max_message();
         if out.data.len() > max {
             let f = Failure::new(
@@ -545,16 +552,23 @@ impl PeerLane {
                 }
             };
             let out = s.queue.pop_front().expect("picked stream has a message");
-            let len = out.data.len();
+            let data = out.data.clone();
+            let len = data.len();
             if let Some(b) = &mut s.bucket {
                 b.take(len, now);
             }
+            // Numbered and among those in flight before it is written, so an ack that comes
+            // at once finds it and a failure meanwhile requeues it with the others.
             s.sending = true;
+            s.next_seq += 1;
+            s.inflight.push_back(out);
+            let generation = s.generation;
             drop(st);
-            let mut r = ch.try_send(&out.data);
+            let mut r = ch.try_send(&data);
             if alone && matches!(r, Err(LinkError::WouldBlock)) {
-                r = ch.send_timeout(&out.data, CREDIT_WAIT);
+                r = ch.send_timeout(&data, CREDIT_WAIT);
             }
+            drop(data);
             st = self.lock();
             let Some(s) = st.streams.get_mut(&id) else {
                 continue;
@@ -563,13 +577,15 @@ impl PeerLane {
             let mut broken = None;
             let mut done = Vec::new();
             match r {
-                Ok(()) => {
-                    s.next_seq += 1;
-                    s.inflight.push_back(out);
-                    s.pop_acked(&mut done);
-                }
+                Ok(()) => s.pop_acked(&mut done),
                 Err(e) => {
-                    s.queue.push_front(out);
+                    if s.generation == generation {
+                        // Not written: back to the head of the queue.
+                        if let Some(m) = s.inflight.pop_back() {
+                            s.queue.push_front(m);
+                            s.next_seq -= 1;
+                        }
+                    }
                     if let Some(b) = &mut s.bucket {
                         b.take_back(len);
                     }

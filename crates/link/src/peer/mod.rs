@@ -228,15 +228,36 @@ impl std::fmt::Debug for Outgoing {
     }
 }
 
+/// A message as the lanes keep it: its bytes shared, so the sender thread can write them
+/// while the message already sits, numbered, among those in flight.
+pub(crate) struct Msg {
+    pub(crate) data: Arc<Payload>,
+    pub(crate) notify: Arc<dyn Notify>,
+    pub(crate) handle: u32,
+    pub(crate) token: u64,
+}
+
+impl From<Outgoing> for Msg {
+    fn from(o: Outgoing) -> Msg {
+        Msg {
+            data: Arc::new(o.data),
+            notify: o.notify,
+            handle: o.handle,
+            token: o.token,
+        }
+    }
+}
+
 /// Ends a batch of finished messages: tells each its result, then flushes every distinct
 /// notifier once.
-pub(crate) fn finish(done: Vec<(Outgoing, Result<u64, Failure>)>) {
+pub(crate) fn finish(done: Vec<(Msg, Result<u64, Failure>)>) {
     if done.is_empty() {
         return;
     }
     let mut flushed: Vec<Arc<dyn Notify>> = Vec::new();
     for (out, r) in done {
-        out.notify.done(out.handle, out.token, out.data.len() as u64, r);
+        out.notify
+            .done(out.handle, out.token, out.data.len() as u64, r);
         if !flushed.iter().any(|n| Arc::ptr_eq(n, &out.notify)) {
             flushed.push(out.notify.clone());
         }
@@ -265,30 +286,33 @@ pub struct PeerStats {
     pub in_flight: usize,
 }
 
-/// Sequence numbers of streams already taken, per (sender instance, lane, stream): a message
-/// sent again after a reconnect is recognised and dropped. Bounded; the oldest entries go.
+/// The next sequence number to take, per (sender instance, lane, stream): a message sent
+/// again after a reconnect is recognised and dropped. Each entry has its own lock, held while
+/// a message of that stream is delivered, so the readers of an old and a new session of the
+/// same stream take turns. Bounded; the oldest entries go.
 #[derive(Default)]
-struct Seen {
-    next: HashMap<(u64, Lane, u64), u64>,
+pub(crate) struct Seen {
+    next: HashMap<(u64, Lane, u64), Arc<Mutex<u64>>>,
     order: VecDeque<(u64, Lane, u64)>,
 }
 
 const SEEN_MAX: usize = 1 << 16;
 
 impl Seen {
-    fn get(&self, key: &(u64, Lane, u64)) -> Option<u64> {
-        self.next.get(key).copied()
-    }
-
-    fn set(&mut self, key: (u64, Lane, u64), next: u64) {
-        if self.next.insert(key, next).is_none() {
-            self.order.push_back(key);
-            while self.order.len() > SEEN_MAX {
-                if let Some(old) = self.order.pop_front() {
-                    self.next.remove(&old);
-                }
+    /// The entry of `key`, made (at `first`) if there is none.
+    pub(crate) fn entry(&mut self, key: (u64, Lane, u64), first: u64) -> Arc<Mutex<u64>> {
+        if let Some(e) = self.next.get(&key) {
+            return e.clone();
+        }
+        let e = Arc::new(Mutex::new(first));
+        self.next.insert(key, e.clone());
+        self.order.push_back(key);
+        while self.order.len() > SEEN_MAX {
+            if let Some(old) = self.order.pop_front() {
+                self.next.remove(&old);
             }
         }
+        e
     }
 }
 
@@ -298,7 +322,7 @@ pub(crate) struct Inner {
     deliver: Arc<dyn Deliver>,
     lanes: Mutex<HashMap<(String, Lane), Arc<PeerLane>>>,
     sessions: AtomicUsize,
-    seen: Mutex<Seen>,
+    pub(crate) seen: Mutex<Seen>,
     next_stream: AtomicU64,
     next_runner: AtomicU64,
     closed: AtomicBool,

@@ -453,12 +453,11 @@ impl Runner {
             return;
         };
         let key = (self.remote_instance, self.lane, stream);
-        let mut expected = inner
+        let next = inner
             .seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .map_or(first, |e| e.max(first));
+            .entry(key, first);
         let deliver = inner.deliver.clone();
         drop(inner);
         let mut seq = first;
@@ -472,21 +471,19 @@ impl Runner {
             let mut n = 0;
             loop {
                 self.heard();
-                if seq >= expected {
-                    if let Err(why) = deliver.deliver(&self.peer, channel, &buf) {
-                        if taken > 0 {
-                            let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
+                {
+                    let mut expected = next.lock().unwrap_or_else(|e| e.into_inner());
+                    if seq >= *expected {
+                        if let Err(why) = deliver.deliver(&self.peer, channel, &buf) {
+                            drop(expected);
+                            if taken > 0 {
+                                let _ =
+                                    self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
+                            }
+                            let _ = self.refuse(ch.id, &why);
+                            return;
                         }
-                        let _ = self.refuse(ch.id, &why);
-                        return;
-                    }
-                    expected = seq + 1;
-                    if let Some(inner) = self.inner.upgrade() {
-                        inner
-                            .seen
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .set(key, expected);
+                        *expected = seq + 1;
                     }
                 }
                 seq += 1;

@@ -1,0 +1,293 @@
+//! Peer links between two nodes over loopback, through a TCP relay the test can cut or freeze:
+//! what the sender is told when a link fails, the retry policy delivering exactly once and in
+//! order, a refusal, a silent peer.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use offhost_link::peer::{
+    Deliver, ErrorCode, Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers,
+};
+use offhost_link::{LinkOptions, Server};
+use offhost_proto::peer::CONTROL_CHANNEL;
+
+/// Records what arrives; refuses channel `nope`.
+#[derive(Default)]
+struct Inbox {
+    got: Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+impl Deliver for Inbox {
+    fn deliver(&self, _from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
+        if channel == "nope" {
+            return Err("no such channel here".into());
+        }
+        self.got.lock().unwrap().push((channel.into(), msg.to_vec()));
+        Ok(())
+    }
+}
+
+/// Collects how messages ended.
+#[derive(Default)]
+struct Results {
+    done: Mutex<Vec<(u64, Result<u64, Failure>)>>,
+    cv: Condvar,
+}
+
+impl Notify for Results {
+    fn done(&self, _h: u32, token: u64, _len: u64, r: Result<u64, Failure>) {
+        self.done.lock().unwrap().push((token, r));
+    }
+    fn flush(&self) {
+        self.cv.notify_all();
+    }
+}
+
+impl Results {
+    fn wait_for(&self, n: usize, bound: Duration) -> Vec<(u64, Result<u64, Failure>)> {
+        let t0 = Instant::now();
+        let mut d = self.done.lock().unwrap();
+        while d.len() < n {
+            assert!(t0.elapsed() < bound, "only {} of {n} ended within {bound:?}", d.len());
+            d = self.cv.wait_timeout(d, Duration::from_millis(50)).unwrap().0;
+        }
+        d.clone()
+    }
+}
+
+/// A node that accepts peer links on plain tcp (loopback).
+fn node(name: &str, inbox: Arc<Inbox>) -> (Peers, String) {
+    let opts = LinkOptions::new().insecure(true);
+    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
+    let url = server.url().to_owned();
+    let peers = Peers::new(PeerConfig::new(name).options(opts), inbox).unwrap();
+    let p = peers.clone();
+    std::thread::spawn(move || loop {
+        let Ok(s) = server.accept() else { return };
+        let p = p.clone();
+        std::thread::spawn(move || {
+            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
+                if ch.name() == CONTROL_CHANNEL {
+                    p.accept(s, ch);
+                }
+            }
+        });
+    });
+    (peers, url)
+}
+
+/// A TCP relay to `upstream` whose connections can be cut (closed) or frozen (kept open,
+/// nothing forwarded).
+struct Relay {
+    url: String,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        let up = upstream.strip_prefix("tcp:").unwrap().to_owned();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("tcp:{}", l.local_addr().unwrap());
+        let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let frozen: Arc<AtomicBool> = Arc::default();
+        let (c2, f2) = (conns.clone(), frozen.clone());
+        std::thread::spawn(move || {
+            for down in l.incoming() {
+                let Ok(down) = down else { return };
+                let Ok(upc) = TcpStream::connect(&up) else { continue };
+                c2.lock().unwrap().push(down.try_clone().unwrap());
+                c2.lock().unwrap().push(upc.try_clone().unwrap());
+                for (mut a, mut b) in [
+                    (down.try_clone().unwrap(), upc.try_clone().unwrap()),
+                    (upc, down),
+                ] {
+                    let f = f2.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = vec![0u8; 64 << 10];
+                        loop {
+                            let n = match a.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while f.load(Ordering::Acquire) {
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            if b.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = b.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { url, conns, frozen }
+    }
+
+    fn cut(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn msg(i: u64) -> Vec<u8> {
+    let mut v = i.to_le_bytes().to_vec();
+    v.resize(8 + (i as usize * 37) % 3000, (i % 251) as u8);
+    v
+}
+
+fn send(stream: &offhost_link::peer::Stream, r: &Arc<Results>, i: u64) {
+    stream.send(Outgoing {
+        data: Payload::Bytes(msg(i)),
+        notify: r.clone(),
+        handle: 1,
+        token: i,
+    });
+}
+
+#[test]
+fn a_cut_link_fails_every_unacknowledged_message_and_delivered_ones_arrived() {
+    let inbox = Arc::new(Inbox::default());
+    let (_b, burl) = node("b", inbox.clone());
+    let relay = Relay::start(&burl);
+    let a = Peers::new(
+        PeerConfig::new("a").peer("b", &relay.url).options(LinkOptions::new().insecure(true)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let s = a.stream("b", "x", Lane::Bulk, None).unwrap();
+    let r = Arc::new(Results::default());
+    for i in 0..300 {
+        send(&s, &r, i);
+    }
+    r.wait_for(300, Duration::from_secs(20));
+    for i in 300..3000 {
+        send(&s, &r, i);
+        if i == 1500 {
+            relay.cut();
+        }
+    }
+    let done = r.wait_for(3000, Duration::from_secs(10));
+    let ok: Vec<u64> = done.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| *t).collect();
+    let failed = done.len() - ok.len();
+    assert!(done.iter().all(|(_, r)| match r {
+        Ok(_) => true,
+        Err(f) => matches!(f.code, ErrorCode::LinkFailed | ErrorCode::Unreachable),
+    }));
+    assert!(failed > 0, "messages were in flight at the cut");
+    // Every message reported delivered is at b, once, in order.
+    let got = inbox.got.lock().unwrap().clone();
+    let firsts: Vec<u64> = got
+        .iter()
+        .map(|(_, m)| u64::from_le_bytes(m[..8].try_into().unwrap()))
+        .collect();
+    for t in &ok {
+        assert!(firsts.contains(t), "message {t} was reported delivered but is not at b");
+    }
+    assert!(firsts.windows(2).all(|w| w[0] < w[1]), "in order, no copies");
+}
+
+#[test]
+fn with_retry_cuts_deliver_everything_exactly_once_in_order() {
+    let inbox = Arc::new(Inbox::default());
+    let (_b, burl) = node("b", inbox.clone());
+    let relay = Relay::start(&burl);
+    let a = Peers::new(
+        PeerConfig::new("a")
+            .peer("b", &relay.url)
+            .options(LinkOptions::new().insecure(true))
+            .retry_for(Duration::from_secs(20)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let s = a.stream("b", "x", Lane::Bulk, None).unwrap();
+    let r = Arc::new(Results::default());
+    let n = 4000;
+    for i in 0..n {
+        send(&s, &r, i);
+        if i % 1000 == 500 {
+            relay.cut();
+        }
+    }
+    let done = r.wait_for(n as usize, Duration::from_secs(60));
+    assert!(done.iter().all(|(_, r)| r.is_ok()), "{:?}", done.iter().find(|(_, r)| r.is_err()));
+    let got = inbox.got.lock().unwrap().clone();
+    let firsts: Vec<u64> = got
+        .iter()
+        .map(|(_, m)| u64::from_le_bytes(m[..8].try_into().unwrap()))
+        .collect();
+    if let Some(i) = (0..n as usize).find(|&i| firsts.get(i) != Some(&(i as u64))) {
+        panic!(
+            "every message once, in order: at {i} found {:?} (of {} received)",
+            &firsts[i.saturating_sub(2)..(i + 3).min(firsts.len())],
+            firsts.len()
+        );
+    }
+    assert_eq!(firsts.len(), n as usize);
+    for (_, m) in &got {
+        let i = u64::from_le_bytes(m[..8].try_into().unwrap());
+        assert_eq!(m, &msg(i));
+    }
+}
+
+#[test]
+fn a_refused_channel_fails_its_messages() {
+    let (_b, burl) = node("b", Arc::new(Inbox::default()));
+    let a = Peers::new(
+        PeerConfig::new("a").peer("b", &burl).options(LinkOptions::new().insecure(true)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let s = a.stream("b", "nope", Lane::Urgent, None).unwrap();
+    let r = Arc::new(Results::default());
+    for i in 0..5 {
+        send(&s, &r, i);
+    }
+    let done = r.wait_for(5, Duration::from_secs(10));
+    for (_, res) in done {
+        let f = res.unwrap_err();
+        assert_eq!(f.code, ErrorCode::Refused, "{f}");
+        assert!(f.reason.contains("no such channel here"), "{f}");
+    }
+    // An unknown peer and a plain tcp URL without --insecure are refused at once.
+    assert_eq!(a.stream("zz", "x", Lane::Bulk, None).unwrap_err().code, ErrorCode::UnknownPeer);
+    let strict = Peers::new(PeerConfig::new("s"), Arc::new(Inbox::default())).unwrap();
+    assert_eq!(
+        strict.stream("tcp:127.0.0.1:1", "x", Lane::Bulk, None).unwrap_err().code,
+        ErrorCode::BadAddress
+    );
+}
+
+#[test]
+fn a_silent_peer_is_given_up_after_the_link_timeout() {
+    let (_b, burl) = node("b", Arc::new(Inbox::default()));
+    let relay = Relay::start(&burl);
+    let a = Peers::new(
+        PeerConfig::new("a")
+            .peer("b", &relay.url)
+            .options(LinkOptions::new().insecure(true))
+            .link_timeout(Duration::from_millis(500)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let s = a.stream("b", "x", Lane::Bulk, None).unwrap();
+    let r = Arc::new(Results::default());
+    send(&s, &r, 0);
+    r.wait_for(1, Duration::from_secs(10));
+    relay.frozen.store(true, Ordering::Release);
+    let t0 = Instant::now();
+    for i in 1..20 {
+        send(&s, &r, i);
+    }
+    let done = r.wait_for(20, Duration::from_secs(10));
+    eprintln!("a frozen link was given up after {:?}", t0.elapsed());
+    assert!(done[1..]
+        .iter()
+        .all(|(_, r)| matches!(r, Err(f) if f.code == ErrorCode::LinkFailed)));
+    relay.frozen.store(false, Ordering::Release);
+}
