@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use offhost_engine::daemon::{Client, Daemon};
 use offhost_engine::offload::{HostLimits, Offload, OffloadConfig};
-use offhost_link::peer::PeerConfig;
 use offhost_engine::{EngineConfig, Registry, Stats};
+use offhost_link::peer::PeerConfig;
 
 use crate::engine_table::render;
 use crate::run_cmd::parse_bindings;
@@ -128,7 +128,8 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
     let mut threads = Vec::new();
     for url in &listen {
         if let Some(addr) = url.strip_prefix("shm:") {
-            let mut l = offhost_shm::Listener::bind(addr).with_context(|| format!("listen on {url}"))?;
+            let mut l =
+                offhost_shm::Listener::bind(addr).with_context(|| format!("listen on {url}"))?;
             l.set_allowed_uids(options.allow_uids.clone());
             eprintln!("engine: listening on {url}");
             let (o, d) = (offload.clone(), daemon.clone());

@@ -64,11 +64,27 @@ fn engine(args: &[&str]) -> (Reaped, Vec<String>) {
 /// their shm addresses.
 fn pair(dir: &Path, alpha_extra: &[&str]) -> (Reaped, Reaped, String, String) {
     let bs = format!("shm:{}", dir.join("beta.sock").display());
-    let (b, bu) = engine(&["--name", "beta", "--listen", &bs, "--listen", "tcp:127.0.0.1:0", "--insecure"]);
+    let (b, bu) = engine(&[
+        "--name",
+        "beta",
+        "--listen",
+        &bs,
+        "--listen",
+        "tcp:127.0.0.1:0",
+        "--insecure",
+    ]);
     let as_ = format!("shm:{}", dir.join("alpha.sock").display());
     let peer = format!("beta={}", bu[1]);
     let mut args = vec![
-        "--name", "alpha", "--listen", &as_, "--listen", "tcp:127.0.0.1:0", "--insecure", "--peer", &peer,
+        "--name",
+        "alpha",
+        "--listen",
+        &as_,
+        "--listen",
+        "tcp:127.0.0.1:0",
+        "--insecure",
+        "--peer",
+        &peer,
     ];
     args.extend_from_slice(alpha_extra);
     let (a, _) = engine(&args);
@@ -118,7 +134,11 @@ fn drain(engine: &str, name: &str) -> std::thread::JoinHandle<u64> {
 
 /// Streams 64 KiB messages on `ch` until `stop()` says so, reaping as it goes; returns the
 /// completions seen.
-fn stream_until(q: &mut HostQueue, ch: offhost_link::offload::ChannelId, mut stop: impl FnMut(usize) -> bool) -> usize {
+fn stream_until(
+    q: &mut HostQueue,
+    ch: offhost_link::offload::ChannelId,
+    mut stop: impl FnMut(usize) -> bool,
+) -> usize {
     let msg = vec![0x5au8; 64 << 10];
     let mut done = 0;
     let mut tag = 0;
@@ -149,7 +169,10 @@ fn reap_all(q: &mut HostQueue, bound: Duration) -> (Vec<Outcome>, Duration) {
     let t0 = Instant::now();
     let mut out = Vec::new();
     while q.outstanding() > 0 {
-        assert!(t0.elapsed() < bound, "completions did not come within {bound:?}");
+        assert!(
+            t0.elapsed() < bound,
+            "completions did not come within {bound:?}"
+        );
         q.wait(1, Some(Duration::from_millis(200))).unwrap();
         while let Some(c) = q.pop() {
             out.push(c.outcome);
@@ -162,22 +185,62 @@ fn reap_all(q: &mut HostQueue, bound: Duration) -> (Vec<Outcome>, Duration) {
 fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path().join("pki");
-    assert!(Command::new(BIN).args(["certs", pki.to_str().unwrap()]).status().unwrap().success());
+    assert!(Command::new(BIN)
+        .args(["certs", pki.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
     let pki = pki.to_str().unwrap();
     let bs = format!("shm:{}", dir.path().join("b.sock").display());
-    let (_b, bu) = engine(&["--name", "beta", "--listen", &bs, "--listen", "tls:127.0.0.1:0", "--tls-certificates", pki]);
+    let (_b, bu) = engine(&[
+        "--name",
+        "beta",
+        "--listen",
+        &bs,
+        "--listen",
+        "tls:127.0.0.1:0",
+        "--tls-certificates",
+        pki,
+    ]);
     let as_ = format!("shm:{}", dir.path().join("a.sock").display());
     let peer = format!("beta={}", bu[1]);
-    let (_a, _) = engine(&["--name", "alpha", "--listen", &as_, "--peer", &peer, "--tls-certificates", pki]);
-    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let (_a, _) = engine(&[
+        "--name",
+        "alpha",
+        "--listen",
+        &as_,
+        "--peer",
+        &peer,
+        "--tls-certificates",
+        pki,
+    ]);
+    let data: Vec<u8> = (0..5_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let recv = Command::new(BIN)
-        .args(["recv", "--via", &bs, "--channel", "film", "--idle-timeout", "60"])
+        .args([
+            "recv",
+            "--via",
+            &bs,
+            "--channel",
+            "film",
+            "--idle-timeout",
+            "60",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut send = Command::new(BIN)
-        .args(["send", "--via", &as_, "--channel", "beta/film", "--max-message", "300000"])
+        .args([
+            "send",
+            "--via",
+            &as_,
+            "--channel",
+            "beta/film",
+            "--max-message",
+            "300000",
+        ])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -188,7 +251,12 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
     assert!(String::from_utf8_lossy(&s.stderr).contains("5000000 bytes delivered"));
     let r = recv.wait_with_output().unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    assert!(r.stdout == data, "received {} bytes, not the {} sent", r.stdout.len(), data.len());
+    assert!(
+        r.stdout == data,
+        "received {} bytes, not the {} sent",
+        r.stdout.len(),
+        data.len()
+    );
     // A peer that is not in the table is a clear error.
     let o = Command::new(BIN)
         .args(["send", "--via", &as_, "--channel", "gamma/x"])
@@ -196,7 +264,11 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no peer named \"gamma\""), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no peer named \"gamma\""),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -219,7 +291,10 @@ fn remote_engine_killed_mid_stream_fails_what_it_had_not_acknowledged() {
         .count();
     let other = outcomes
         .iter()
-        .filter(|o| !matches!(o, Outcome::Ok(_)) && !matches!(o, Outcome::Failed(f) if f.code == ErrorCode::LinkFailed))
+        .filter(|o| {
+            !matches!(o, Outcome::Ok(_))
+                && !matches!(o, Outcome::Failed(f) if f.code == ErrorCode::LinkFailed)
+        })
         .count();
     eprintln!(
         "{ok_before} delivered before the kill; after it {} completions in {took:?}: {failed} link failed",
@@ -254,11 +329,15 @@ fn local_engine_killed_mid_stream_ends_every_submission() {
     let (outcomes, _) = reap_all(&mut q, Duration::from_secs(5));
     let took = t_kill.elapsed();
     eprintln!("{n} outstanding at the kill, all ended in {took:?}");
-    assert!(outcomes.iter().any(|o| matches!(o, Outcome::Failed(f) if f.code == ErrorCode::EngineGone)));
     assert!(outcomes
         .iter()
-        .all(|o| matches!(o, Outcome::Ok(_)) || matches!(o, Outcome::Failed(f) if f.code == ErrorCode::EngineGone)));
-    assert!(matches!(q.push_send(ch, b"x", 1), Err(QueueError::EngineGone)));
+        .any(|o| matches!(o, Outcome::Failed(f) if f.code == ErrorCode::EngineGone)));
+    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Ok(_))
+        || matches!(o, Outcome::Failed(f) if f.code == ErrorCode::EngineGone)));
+    assert!(matches!(
+        q.push_send(ch, b"x", 1),
+        Err(QueueError::EngineGone)
+    ));
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -276,7 +355,9 @@ fn a_host_faster_than_its_link_is_held_back_with_bounded_memory() {
     let reader = drain(&bs, "slow");
     let mut q = HostQueue::connect(&as_).unwrap();
     // 4 MB/s with 64 KiB bursts; the host offers as much as it can for 3 s.
-    let ch = q.open("beta/slow", OpenOptions::bulk().rate(4_000_000, 64 << 10)).unwrap();
+    let ch = q
+        .open("beta/slow", OpenOptions::bulk().rate(4_000_000, 64 << 10))
+        .unwrap();
     let rss0 = rss_kib(a.id());
     let msg = vec![1u8; 64 << 10];
     let t0 = Instant::now();
@@ -307,7 +388,10 @@ fn a_host_faster_than_its_link_is_held_back_with_bounded_memory() {
     eprintln!("pushed {pushed} x 64 KiB in 3 s, refused for budget {full} times, engine RSS +{growth} KiB");
     assert!(full > 0, "the queue pushed back");
     // 3 s at 4 MB/s is about 12 MB: far less than the host offered without the budget.
-    assert!(pushed * 65536 < 3 * 4_000_000 + 8 * 1024 * 1024, "{pushed} messages went through a 4 MB/s channel");
+    assert!(
+        pushed * 65536 < 3 * 4_000_000 + 8 * 1024 * 1024,
+        "{pushed} messages went through a 4 MB/s channel"
+    );
     assert!(growth < 48 * 1024, "engine grew by {growth} KiB");
     let _ = reader;
 }
@@ -320,16 +404,16 @@ fn garbage_records_get_that_host_refused_while_others_are_served() {
     let mut good = HostQueue::connect(&s).unwrap();
     let c1 = good.open("box", OpenOptions::bulk()).unwrap();
     let garbage: Vec<Vec<u8>> = vec![
-        vec![9; 32],                       // unknown op
+        vec![9; 32], // unknown op
         {
-            let mut v = vec![0u8; 40];     // a send whose length lies
+            let mut v = vec![0u8; 40]; // a send whose length lies
             v[0] = 3;
             v[16] = 200;
             v
         },
-        vec![1, 2, 3],                     // shorter than a header
+        vec![1, 2, 3], // shorter than a header
         {
-            let mut v = vec![0u8; 48];     // a second hello
+            let mut v = vec![0u8; 48]; // a second hello
             v[0] = 1;
             v[16] = 16;
             v[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
@@ -345,11 +429,23 @@ fn garbage_records_get_that_host_refused_while_others_are_served() {
         hello[16] = 16;
         hello[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
         hello[40] = 1;
-        ep.sender().send(&hello, Some(Duration::from_secs(5))).unwrap();
-        let limits = ep.receiver().recv(Some(Duration::from_secs(5))).unwrap().bytes().to_vec();
+        ep.sender()
+            .send(&hello, Some(Duration::from_secs(5)))
+            .unwrap();
+        let limits = ep
+            .receiver()
+            .recv(Some(Duration::from_secs(5)))
+            .unwrap()
+            .bytes()
+            .to_vec();
         assert_eq!((limits[0], limits[1]), (1, 0), "hello answered");
         ep.sender().send(&g, Some(Duration::from_secs(5))).unwrap();
-        let refusal = ep.receiver().recv(Some(Duration::from_secs(5))).unwrap().bytes().to_vec();
+        let refusal = ep
+            .receiver()
+            .recv(Some(Duration::from_secs(5)))
+            .unwrap()
+            .bytes()
+            .to_vec();
         assert_eq!(refusal[0], 6, "a refusal record: {refusal:?}");
         let why = String::from_utf8_lossy(&refusal[32..]).into_owned();
         eprintln!("refused: {why}");
@@ -359,7 +455,13 @@ fn garbage_records_get_that_host_refused_while_others_are_served() {
         ));
         // The good host goes on.
         good.send(c1, b"still here").unwrap();
-        assert_eq!(&*good.recv(c1, Some(Duration::from_secs(5))).unwrap().unwrap(), b"still here");
+        assert_eq!(
+            &*good
+                .recv(c1, Some(Duration::from_secs(5)))
+                .unwrap()
+                .unwrap(),
+            b"still here"
+        );
     }
 }
 
@@ -371,7 +473,13 @@ struct Netns {
 
 impl Netns {
     fn make(tag: &str, netem: &str) -> Option<Netns> {
-        let ok = |args: &[&str]| Command::new(args[0]).args(&args[1..]).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        let ok = |args: &[&str]| {
+            Command::new(args[0])
+                .args(&args[1..])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
         if !ok(&["ip", "netns", "list"]) {
             return None;
         }
@@ -384,7 +492,9 @@ impl Netns {
         let steps: Vec<Vec<String>> = vec![
             vec!["ip", "netns", "add", &n.a],
             vec!["ip", "netns", "add", &n.b],
-            vec!["ip", "link", "add", &va, "type", "veth", "peer", "name", &vb],
+            vec![
+                "ip", "link", "add", &va, "type", "veth", "peer", "name", &vb,
+            ],
             vec!["ip", "link", "set", &va, "netns", &n.a],
             vec!["ip", "link", "set", &vb, "netns", &n.b],
             vec!["ip", "-n", &n.a, "addr", "add", "10.231.0.1/24", "dev", &va],
@@ -406,16 +516,38 @@ impl Netns {
         // netem where the kernel has it; else 1% random drops by nftables and a 100 Mbit/s
         // token bucket whose queue delays packets under load (this VM's kernel has no netem).
         for (ns, dev) in [(&n.a, &va), (&n.b, &vb)] {
-            let mut args = vec!["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem"];
+            let mut args = vec![
+                "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem",
+            ];
             args.extend(netem.split_whitespace());
             if ok(&args) {
                 continue;
             }
-            let tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "50ms"];
+            let tbf = [
+                "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                "100mbit", "burst", "64kb", "latency", "50ms",
+            ];
             let nft = [
-                vec!["ip", "netns", "exec", ns, "nft", "add", "table", "inet", "lossy"],
-                vec!["ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "lossy", "out", "{ type filter hook output priority 0; }"],
-                vec!["ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "lossy", "out", "numgen", "random", "mod", "100", "<", "1", "drop"],
+                vec![
+                    "ip", "netns", "exec", ns, "nft", "add", "table", "inet", "lossy",
+                ],
+                vec![
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "nft",
+                    "add",
+                    "chain",
+                    "inet",
+                    "lossy",
+                    "out",
+                    "{ type filter hook output priority 0; }",
+                ],
+                vec![
+                    "ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "lossy", "out",
+                    "numgen", "random", "mod", "100", "<", "1", "drop",
+                ],
             ];
             if !ok(&tbf) || !nft.iter().all(|a| ok(a)) {
                 return None;
@@ -456,11 +588,31 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
     let as_ = format!("shm:{}", dir.path().join("a.sock").display());
     let (_b, _) = engine_in(
         &["ip", "netns", "exec", &ns.b],
-        &["--name", "beta", "--listen", &bs, "--listen", "tls:10.231.0.2:7461", "--tls-certificates", pki],
+        &[
+            "--name",
+            "beta",
+            "--listen",
+            &bs,
+            "--listen",
+            "tls:10.231.0.2:7461",
+            "--tls-certificates",
+            pki,
+        ],
     );
     let (_a, _) = engine_in(
         &["ip", "netns", "exec", &ns.a],
-        &["--name", "alpha", "--listen", &as_, "--peer", "beta=tls:10.231.0.2:7461", "--tls-certificates", pki, "--retry-for", "30"],
+        &[
+            "--name",
+            "alpha",
+            "--listen",
+            &as_,
+            "--peer",
+            "beta=tls:10.231.0.2:7461",
+            "--tls-certificates",
+            pki,
+            "--retry-for",
+            "30",
+        ],
     );
     let input = dir.path().join("in.bin");
     {
@@ -480,7 +632,19 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
     let output = dir.path().join("out.bin");
     let mut recv = Reaped(
         Command::new("ip")
-            .args(["netns", "exec", &ns.b, BIN, "recv", "--via", &bs, "--channel", "big", "--idle-timeout", "60"])
+            .args([
+                "netns",
+                "exec",
+                &ns.b,
+                BIN,
+                "recv",
+                "--via",
+                &bs,
+                "--channel",
+                "big",
+                "--idle-timeout",
+                "60",
+            ])
             .stdout(std::fs::File::create(&output).unwrap())
             .spawn()
             .unwrap(),
@@ -488,7 +652,17 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
     let t0 = Instant::now();
     let mut send = Reaped(
         Command::new("ip")
-            .args(["netns", "exec", &ns.a, BIN, "send", "--via", &as_, "--channel", "beta/big"])
+            .args([
+                "netns",
+                "exec",
+                &ns.a,
+                BIN,
+                "send",
+                "--via",
+                &as_,
+                "--channel",
+                "beta/big",
+            ])
             .stdin(std::fs::File::open(&input).unwrap())
             .spawn()
             .unwrap(),
@@ -509,6 +683,10 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
         bytes >> 20,
         t0.elapsed()
     );
-    let same = Command::new("cmp").arg(&input).arg(&output).status().unwrap();
+    let same = Command::new("cmp")
+        .arg(&input)
+        .arg(&output)
+        .status()
+        .unwrap();
     assert!(same.success(), "output differs from input");
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use offhost_engine::offload::{Offload, OffloadConfig};
-use offhost_link::offload::{ErrorCode, HostQueue, Outcome, OpenOptions, RecvSize};
+use offhost_link::offload::{ErrorCode, HostQueue, OpenOptions, Outcome, RecvSize};
 use offhost_link::peer::PeerConfig;
 use offhost_link::{LinkOptions, Server};
 
@@ -34,7 +34,9 @@ fn engine(name: &str, peers: &[(&str, &str)], tweak: impl FnOnce(&mut OffloadCon
     let offload = Offload::new(config, None).unwrap();
     let listener = offhost_shm::Listener::bind(&shm).unwrap();
     let o = offload.clone();
-    std::thread::spawn(move || o.serve_shm(listener, Arc::new(|s: offhost_link::Session| s.close())));
+    std::thread::spawn(move || {
+        o.serve_shm(listener, Arc::new(|s: offhost_link::Session| s.close()))
+    });
     let o = offload.clone();
     std::thread::spawn(move || o.serve_links(&server, None));
     Engine {
@@ -159,9 +161,12 @@ fn an_in_host_queue_talks_to_an_engine_with_the_same_api() {
     )
     .unwrap();
     assert_eq!(a.mode(), "in-host");
-    let tx = a.open("beta/cam", OpenOptions::bulk().rate(50 << 20, 1 << 20)).unwrap();
+    let tx = a
+        .open("beta/cam", OpenOptions::bulk().rate(50 << 20, 1 << 20))
+        .unwrap();
     for i in 0..50 {
-        a.push_send(tx, &pattern(i, 1000 + i * 997), i as u64).unwrap();
+        a.push_send(tx, &pattern(i, 1000 + i * 997), i as u64)
+            .unwrap();
     }
     a.submit().unwrap();
     for i in 0..50 {

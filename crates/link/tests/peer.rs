@@ -25,7 +25,10 @@ impl Deliver for Inbox {
         if channel == "nope" {
             return Err("no such channel here".into());
         }
-        self.got.lock().unwrap().push((channel.into(), msg.to_vec()));
+        self.got
+            .lock()
+            .unwrap()
+            .push((channel.into(), msg.to_vec()));
         Ok(())
     }
 }
@@ -51,8 +54,16 @@ impl Results {
         let t0 = Instant::now();
         let mut d = self.done.lock().unwrap();
         while d.len() < n {
-            assert!(t0.elapsed() < bound, "only {} of {n} ended within {bound:?}", d.len());
-            d = self.cv.wait_timeout(d, Duration::from_millis(50)).unwrap().0;
+            assert!(
+                t0.elapsed() < bound,
+                "only {} of {n} ended within {bound:?}",
+                d.len()
+            );
+            d = self
+                .cv
+                .wait_timeout(d, Duration::from_millis(50))
+                .unwrap()
+                .0;
         }
         d.clone()
     }
@@ -98,7 +109,9 @@ impl Relay {
         std::thread::spawn(move || {
             for down in l.incoming() {
                 let Ok(down) = down else { return };
-                let Ok(upc) = TcpStream::connect(&up) else { continue };
+                let Ok(upc) = TcpStream::connect(&up) else {
+                    continue;
+                };
                 c2.lock().unwrap().push(down.try_clone().unwrap());
                 c2.lock().unwrap().push(upc.try_clone().unwrap());
                 for (mut a, mut b) in [
@@ -156,7 +169,9 @@ fn a_cut_link_fails_every_unacknowledged_message_and_delivered_ones_arrived() {
     let (_b, burl) = node("b", inbox.clone());
     let relay = Relay::start(&burl);
     let a = Peers::new(
-        PeerConfig::new("a").peer("b", &relay.url).options(LinkOptions::new().insecure(true)),
+        PeerConfig::new("a")
+            .peer("b", &relay.url)
+            .options(LinkOptions::new().insecure(true)),
         Arc::new(Inbox::default()),
     )
     .unwrap();
@@ -173,7 +188,11 @@ fn a_cut_link_fails_every_unacknowledged_message_and_delivered_ones_arrived() {
         }
     }
     let done = r.wait_for(3000, Duration::from_secs(10));
-    let ok: Vec<u64> = done.iter().filter(|(_, r)| r.is_ok()).map(|(t, _)| *t).collect();
+    let ok: Vec<u64> = done
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(t, _)| *t)
+        .collect();
     let failed = done.len() - ok.len();
     assert!(done.iter().all(|(_, r)| match r {
         Ok(_) => true,
@@ -187,9 +206,15 @@ fn a_cut_link_fails_every_unacknowledged_message_and_delivered_ones_arrived() {
         .map(|(_, m)| u64::from_le_bytes(m[..8].try_into().unwrap()))
         .collect();
     for t in &ok {
-        assert!(firsts.contains(t), "message {t} was reported delivered but is not at b");
+        assert!(
+            firsts.contains(t),
+            "message {t} was reported delivered but is not at b"
+        );
     }
-    assert!(firsts.windows(2).all(|w| w[0] < w[1]), "in order, no copies");
+    assert!(
+        firsts.windows(2).all(|w| w[0] < w[1]),
+        "in order, no copies"
+    );
 }
 
 #[test]
@@ -215,7 +240,11 @@ fn with_retry_cuts_deliver_everything_exactly_once_in_order() {
         }
     }
     let done = r.wait_for(n as usize, Duration::from_secs(60));
-    assert!(done.iter().all(|(_, r)| r.is_ok()), "{:?}", done.iter().find(|(_, r)| r.is_err()));
+    assert!(
+        done.iter().all(|(_, r)| r.is_ok()),
+        "{:?}",
+        done.iter().find(|(_, r)| r.is_err())
+    );
     let got = inbox.got.lock().unwrap().clone();
     let firsts: Vec<u64> = got
         .iter()
@@ -239,7 +268,9 @@ fn with_retry_cuts_deliver_everything_exactly_once_in_order() {
 fn a_refused_channel_fails_its_messages() {
     let (_b, burl) = node("b", Arc::new(Inbox::default()));
     let a = Peers::new(
-        PeerConfig::new("a").peer("b", &burl).options(LinkOptions::new().insecure(true)),
+        PeerConfig::new("a")
+            .peer("b", &burl)
+            .options(LinkOptions::new().insecure(true)),
         Arc::new(Inbox::default()),
     )
     .unwrap();
@@ -255,10 +286,16 @@ fn a_refused_channel_fails_its_messages() {
         assert!(f.reason.contains("no such channel here"), "{f}");
     }
     // An unknown peer and a plain tcp URL without --insecure are refused at once.
-    assert_eq!(a.stream("zz", "x", Lane::Bulk, None).unwrap_err().code, ErrorCode::UnknownPeer);
+    assert_eq!(
+        a.stream("zz", "x", Lane::Bulk, None).unwrap_err().code,
+        ErrorCode::UnknownPeer
+    );
     let strict = Peers::new(PeerConfig::new("s"), Arc::new(Inbox::default())).unwrap();
     assert_eq!(
-        strict.stream("tcp:127.0.0.1:1", "x", Lane::Bulk, None).unwrap_err().code,
+        strict
+            .stream("tcp:127.0.0.1:1", "x", Lane::Bulk, None)
+            .unwrap_err()
+            .code,
         ErrorCode::BadAddress
     );
 }

@@ -36,7 +36,12 @@ impl EngineDeliver {
         }
     }
 
-    fn input(&self, daemon: &Daemon, channel: &str, rest: &str) -> Result<Arc<Mutex<Option<HostInput>>>, String> {
+    fn input(
+        &self,
+        daemon: &Daemon,
+        channel: &str,
+        rest: &str,
+    ) -> Result<Arc<Mutex<Option<HostInput>>>, String> {
         let mut inputs = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = inputs.get(channel) {
             return Ok(i.clone());

@@ -44,7 +44,7 @@ pub(crate) struct HostConn {
 
 impl HostConn {
     pub(crate) fn new(id: u64, tx: Sender, limits: Limits) -> Arc<HostConn> {
-        let inline_max = (tx.max_record() / 4).min(64 << 10).max(HEADER + 64);
+        let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 64 << 10);
         Arc::new(HostConn {
             id,
             tx: Mutex::new(Tx {
@@ -350,7 +350,10 @@ impl HostConn {
         if self.outstanding.load(Ordering::Acquire) > self.limits.max_outstanding as usize {
             return fail(
                 ErrorCode::Budget,
-                format!("{} outstanding submissions at most", self.limits.max_outstanding),
+                format!(
+                    "{} outstanding submissions at most",
+                    self.limits.max_outstanding
+                ),
             );
         }
         let before = self.bytes.fetch_add(len, Ordering::AcqRel);

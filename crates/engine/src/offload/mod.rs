@@ -31,10 +31,10 @@ use std::time::Duration;
 use offhost_link::offload::{Router, RouterLimits};
 use offhost_link::peer::{PeerConfig, PeerSetupError, Peers};
 use offhost_link::{Server, Session};
-use offhost_proto::peer::CONTROL_CHANNEL;
 use offhost_proto::offload::{
     Completion, ErrorCode, Limits, Op, Status, Submission, HEADER, LIMITS_BODY, MAGIC, VERSION,
 };
+use offhost_proto::peer::CONTROL_CHANNEL;
 use offhost_shm::{Endpoint, Listener, Mode};
 
 use crate::daemon::Daemon;
@@ -115,7 +115,10 @@ const FIRST_RECORD: Duration = Duration::from_secs(10);
 
 impl Offload {
     /// The service for `config`; what peers send to `in/N/NAME` goes to `daemon`'s pipelines.
-    pub fn new(config: OffloadConfig, daemon: Option<Arc<Daemon>>) -> Result<Arc<Offload>, PeerSetupError> {
+    pub fn new(
+        config: OffloadConfig,
+        daemon: Option<Arc<Daemon>>,
+    ) -> Result<Arc<Offload>, PeerSetupError> {
         let router = Arc::new(Router::new(config.router));
         let deliver = Arc::new(EngineDeliver::new(router.clone(), daemon));
         let peers = Peers::new(config.peers.clone(), deliver)?;

@@ -70,7 +70,13 @@ mod tests {
     #[test]
     fn parses_addresses() {
         let a = |s| Address::parse(s).unwrap();
-        assert_eq!(a("pet"), Address { peer: None, channel: "pet".into() });
+        assert_eq!(
+            a("pet"),
+            Address {
+                peer: None,
+                channel: "pet".into()
+            }
+        );
         assert_eq!(
             a("./in/3/x"),
             Address {

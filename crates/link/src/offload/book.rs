@@ -137,9 +137,8 @@ impl Book {
         self.free.push(index as u32);
         self.outstanding -= 1;
         self.bytes -= e.bytes;
-        match e.op {
-            Op::Close => self.forget(e.handle),
-            _ => {}
+        if e.op == Op::Close {
+            self.forget(e.handle);
         }
         Some(e)
     }
@@ -178,7 +177,10 @@ mod tests {
         let mut b = Book::new(limits());
         let h = b.new_handle().unwrap();
         assert!(matches!(b.new_handle(), Err(QueueError::Full("channels"))));
-        assert!(matches!(b.check_send(h, 9), Err(QueueError::TooLarge { .. })));
+        assert!(matches!(
+            b.check_send(h, 9),
+            Err(QueueError::TooLarge { .. })
+        ));
         let e = Entry {
             tag: 1,
             op: Op::Send,
@@ -204,6 +206,9 @@ mod tests {
         assert_eq!(b.drain().len(), 2);
         assert_eq!((b.outstanding(), b.bytes()), (0, 0));
         let _ = id2;
-        assert!(matches!(b.check_send(99, 1), Err(QueueError::BadChannel(99))));
+        assert!(matches!(
+            b.check_send(99, 1),
+            Err(QueueError::BadChannel(99))
+        ));
     }
 }

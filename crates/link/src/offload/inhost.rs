@@ -10,7 +10,7 @@ use offhost_proto::offload::{ErrorCode, Limits, Op};
 use super::book::Book;
 use super::router::{HostSink, Posted, Router, RouterLimits};
 use super::{complete, Address, Completion, Data, OpenOptions, Outcome, QueueError};
-use crate::peer::{Failure, Lane, Notify, Outgoing, PeerConfig, Payload, Peers, Stream};
+use crate::peer::{Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers, Stream};
 
 /// The budgets of an in-host queue: the engine's defaults.
 pub(crate) fn default_limits(max_message: u32) -> Limits {
@@ -213,7 +213,11 @@ impl InHost {
                     let stream = match &address.peer {
                         None => None,
                         Some(p) => {
-                            let lane = if opts.urgent { Lane::Urgent } else { Lane::Bulk };
+                            let lane = if opts.urgent {
+                                Lane::Urgent
+                            } else {
+                                Lane::Bulk
+                            };
                             match self.peers.stream(p, &address.channel, lane, opts.rate) {
                                 Ok(s) => Some(s),
                                 Err(f) => {

@@ -315,7 +315,10 @@ impl HostQueue {
     }
 
     /// Connects to the local engine at `engine` with a segment of `config`.
-    pub fn connect_with(engine: &str, config: &offhost_shm::Config) -> Result<HostQueue, QueueError> {
+    pub fn connect_with(
+        engine: &str,
+        config: &offhost_shm::Config,
+    ) -> Result<HostQueue, QueueError> {
         let addr = engine.strip_prefix("shm:").ok_or_else(|| {
             QueueError::BadAddress(format!(
                 "{engine:?}: the local engine is reached at shm:PATH"
@@ -409,7 +412,12 @@ impl HostQueue {
             .map(|()| (ChannelId(handle), id))
     }
 
-    fn undo_on_error(&mut self, id: u64, op: Op, r: Result<(), QueueError>) -> Result<(), QueueError> {
+    fn undo_on_error(
+        &mut self,
+        id: u64,
+        op: Op,
+        r: Result<(), QueueError>,
+    ) -> Result<(), QueueError> {
         if r.is_err() {
             if let Some(e) = self.book.take(id, op) {
                 if op == Op::Open {

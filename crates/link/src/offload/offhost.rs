@@ -66,12 +66,18 @@ impl OffHost {
             (Op::Refused, _) | (Op::Hello, Status::Error(_)) => {
                 return Err(QueueError::Refused(c.reason().to_owned()))
             }
-            _ => return Err(QueueError::Corrupt("the answer to hello is not a hello".into())),
+            _ => {
+                return Err(QueueError::Corrupt(
+                    "the answer to hello is not a hello".into(),
+                ))
+            }
         };
-        let inline_max = (tx.max_record() / 4).min(64 << 10).max(HEADER + 64);
+        let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 64 << 10);
         let buffer_room = tx.buffer_size().saturating_sub(HEADER);
         let limits = Limits {
-            max_message: limits.max_message.min(buffer_room.max(inline_max - HEADER) as u32),
+            max_message: limits
+                .max_message
+                .min(buffer_room.max(inline_max - HEADER) as u32),
             ..limits
         };
         Ok((
@@ -154,7 +160,12 @@ impl OffHost {
         self.tx.alloc(None).map_err(shm)
     }
 
-    pub(crate) fn send_buf(&mut self, id: u64, handle: u32, mut buf: Buf) -> Result<(), QueueError> {
+    pub(crate) fn send_buf(
+        &mut self,
+        id: u64,
+        handle: u32,
+        mut buf: Buf,
+    ) -> Result<(), QueueError> {
         self.usable()?;
         let len = buf.len();
         if buf.offset() != HEADER {

@@ -36,8 +36,7 @@ pub fn send_all(
     loop {
         // Room first (so the push below cannot be refused for the budgets).
         while q.outstanding() + 1 >= limits.max_outstanding as usize
-            || (q.bytes_in_flight() > 0
-                && q.bytes_in_flight() + chunk as u64 > limits.max_bytes)
+            || (q.bytes_in_flight() > 0 && q.bytes_in_flight() + chunk as u64 > limits.max_bytes)
         {
             q.submit()?;
             q.wait(1, None)?;

@@ -81,11 +81,16 @@ impl std::fmt::Debug for Router {
     }
 }
 
+/// A receive that ended: with a message, at the end of its channel (`None`), or failed.
+type Got = (Posted, Result<Option<Vec<u8>>, Failure>);
+/// A local send that ended: notifier, handle, token, length, result.
+type Sent = (Arc<dyn Notify>, u32, u64, u64, Result<u64, Failure>);
+
 /// Completions to make once the lock is released.
 #[derive(Default)]
 struct After {
-    got: Vec<(Posted, Result<Option<Vec<u8>>, Failure>)>,
-    sent: Vec<(Arc<dyn Notify>, u32, u64, u64, Result<u64, Failure>)>,
+    got: Vec<Got>,
+    sent: Vec<Sent>,
 }
 
 impl After {
@@ -97,8 +102,11 @@ impl After {
             }
         };
         for (p, r) in self.got {
-            p.sink
-                .received(p.handle, p.id, r.as_ref().map(|m| m.as_deref()).map_err(Clone::clone));
+            p.sink.received(
+                p.handle,
+                p.id,
+                r.as_ref().map(|m| m.as_deref()).map_err(Clone::clone),
+            );
             note(p.sink.clone());
         }
         if let Some((p, msg)) = delivered {
@@ -176,7 +184,9 @@ impl Router {
             let n = w.msg.len();
             mb.bytes += n;
             mb.queued.push_back(w.msg);
-            after.sent.push((w.notify, w.handle, w.token, n as u64, Ok(n as u64)));
+            after
+                .sent
+                .push((w.notify, w.handle, w.token, n as u64, Ok(n as u64)));
         }
     }
 

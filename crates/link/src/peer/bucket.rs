@@ -37,7 +37,8 @@ impl Bucket {
     fn refill(&mut self, now: Instant) {
         let dt = now.saturating_duration_since(self.at).as_secs_f64();
         self.at = now;
-        self.tokens = (self.tokens + dt * self.rate.bytes_per_sec as f64).min(self.rate.burst as f64);
+        self.tokens =
+            (self.tokens + dt * self.rate.bytes_per_sec as f64).min(self.rate.burst as f64);
     }
 
     /// How long until a message may go (zero: now).
@@ -104,7 +105,10 @@ mod tests {
         assert!(b.wait(t0).is_zero());
         b.take(1100, t0);
         let w = b.wait(t0);
-        assert!(w >= Duration::from_millis(999) && w <= Duration::from_millis(1001), "{w:?}");
+        assert!(
+            w >= Duration::from_millis(999) && w <= Duration::from_millis(1001),
+            "{w:?}"
+        );
         assert!(b.wait(t0 + Duration::from_secs(1)).is_zero());
         // Idle for long: the bucket holds no more than the burst.
         let later = t0 + Duration::from_secs(100);

@@ -126,11 +126,7 @@ impl LaneState {
     }
 
     fn remove_if_done(&mut self, id: u64) {
-        if self
-            .streams
-            .get(&id)
-            .is_some_and(|s| s.closing && s.idle())
-        {
+        if self.streams.get(&id).is_some_and(|s| s.closing && s.idle()) {
             self.streams.remove(&id);
         }
     }
@@ -220,7 +216,10 @@ impl PeerLane {
             .ok_or_else(|| Failure::new(ErrorCode::Shutdown, "the peer links are closed"))?;
         let mut st = self.lock();
         if st.closed {
-            return Err(Failure::new(ErrorCode::Shutdown, "the peer links are closed"));
+            return Err(Failure::new(
+                ErrorCode::Shutdown,
+                "the peer links are closed",
+            ));
         }
         if st.streams.len() >= inner.config.max_streams {
             return Err(Failure::new(
@@ -421,7 +420,10 @@ impl PeerLane {
         let runner = st.live_runner();
         let Some(s) = st.streams.get_mut(&id) else {
             drop(st);
-            finish(vec![(out, Err(Failure::new(ErrorCode::Closed, "stream closed")))]);
+            finish(vec![(
+                out,
+                Err(Failure::new(ErrorCode::Closed, "stream closed")),
+            )]);
             return;
         };
         let now = Instant::now();
@@ -503,11 +505,7 @@ impl PeerLane {
         Err(earliest)
     }
 
-    fn wait<'a>(
-        &self,
-        st: MutexGuard<'a, LaneState>,
-        d: Duration,
-    ) -> MutexGuard<'a, LaneState> {
+    fn wait<'a>(&self, st: MutexGuard<'a, LaneState>, d: Duration) -> MutexGuard<'a, LaneState> {
         self.cv
             .wait_timeout(st, d)
             .unwrap_or_else(|e| e.into_inner())
@@ -533,9 +531,8 @@ impl PeerLane {
             let id = match Self::pick(&mut st, now) {
                 Ok(id) => id,
                 Err(earliest) => {
-                    let d = earliest.map_or(Duration::from_secs(1), |t| {
-                        t.saturating_duration_since(now)
-                    });
+                    let d = earliest
+                        .map_or(Duration::from_secs(1), |t| t.saturating_duration_since(now));
                     st = self.wait(st, d.min(Duration::from_secs(1)));
                     continue;
                 }

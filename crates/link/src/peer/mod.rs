@@ -411,7 +411,10 @@ impl Peers {
     ) -> Result<Stream, Failure> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
-            return Err(Failure::new(ErrorCode::Shutdown, "the peer links are closed"));
+            return Err(Failure::new(
+                ErrorCode::Shutdown,
+                "the peer links are closed",
+            ));
         }
         if channel.is_empty() || channel.len() > MAX_DATA_CHANNEL {
             return Err(Failure::new(

@@ -158,7 +158,11 @@ pub(crate) fn connect(
 
 /// Serves a session a peer opened: hello both ways, then the runner, attached to the lane of
 /// the peer's name if that lane has no session to send on.
-pub(crate) fn accept(inner: &Arc<Inner>, session: Session, control: Channel) -> Result<(), Failure> {
+pub(crate) fn accept(
+    inner: &Arc<Inner>,
+    session: Session,
+    control: Channel,
+) -> Result<(), Failure> {
     take_session_slot(inner).inspect_err(|_| session.close())?;
     let r = (|| {
         let (lane, instance, name) = their_hello(&control, "incoming peer link")?;
@@ -403,10 +407,7 @@ impl Runner {
 
     /// Accepts the data channels the peer opens, a reader thread each, within the budget.
     fn accept_loop(self: Arc<Self>) {
-        let max = self
-            .inner
-            .upgrade()
-            .map_or(0, |i| i.config.max_streams);
+        let max = self.inner.upgrade().map_or(0, |i| i.config.max_streams);
         loop {
             let ch = match self.session.accept() {
                 Ok(ch) => ch,
@@ -477,8 +478,7 @@ impl Runner {
                         if let Err(why) = deliver.deliver(&self.peer, channel, &buf) {
                             drop(expected);
                             if taken > 0 {
-                                let _ =
-                                    self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
+                                let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
                             }
                             let _ = self.refuse(ch.id, &why);
                             return;

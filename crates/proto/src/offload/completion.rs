@@ -1,8 +1,7 @@
 //! Completion records: engine -> host.
 
 use super::{
-    header_of, u16_at, u32_at, u64_at, ErrorCode, Op, RecordError, HEADER, LIMITS_BODY,
-    MAX_REASON,
+    header_of, u16_at, u32_at, u64_at, ErrorCode, Op, RecordError, HEADER, LIMITS_BODY, MAX_REASON,
 };
 
 /// How a submission ended.
@@ -60,8 +59,7 @@ impl Limits {
             max_message: u32_at(b, 16),
             inline_max: u32_at(b, 20),
         };
-        if l.max_outstanding == 0 || l.max_channels == 0 || l.max_bytes == 0 || l.max_message == 0
-        {
+        if l.max_outstanding == 0 || l.max_channels == 0 || l.max_bytes == 0 || l.max_message == 0 {
             return Err(RecordError::Field {
                 op: "hello",
                 field: "limits",

@@ -275,7 +275,9 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
 /// too short.
 pub fn header_of(record: &[u8]) -> Result<[u8; HEADER], RecordError> {
     let mut h = [0u8; HEADER];
-    let src = record.get(..HEADER).ok_or(RecordError::Short(record.len()))?;
+    let src = record
+        .get(..HEADER)
+        .ok_or(RecordError::Short(record.len()))?;
     h.copy_from_slice(src);
     Ok(h)
 }

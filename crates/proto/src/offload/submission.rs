@@ -306,7 +306,16 @@ impl<'a> Submission<'a> {
     /// Writes the header of a send of `len` bytes into `out` (the message then follows it), so
     /// a message can be written in place after its header.
     pub fn encode_send_header(handle: u32, id: u64, len: u32, out: &mut [u8]) {
-        write_header(&mut out[..HEADER], Op::Send.to_wire(), 0, handle, id, len, 0, 0);
+        write_header(
+            &mut out[..HEADER],
+            Op::Send.to_wire(),
+            0,
+            handle,
+            id,
+            len,
+            0,
+            0,
+        );
     }
 }
 

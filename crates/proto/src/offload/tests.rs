@@ -252,7 +252,13 @@ fn completions_round_trip_and_check_their_fields() {
             value: 0,
             body: b"",
         },
-        Completion::error(Op::Send, ErrorCode::LinkFailed, 1, 5, "link to recon failed"),
+        Completion::error(
+            Op::Send,
+            ErrorCode::LinkFailed,
+            1,
+            5,
+            "link to recon failed",
+        ),
         Completion::error(Op::Refused, ErrorCode::BadRecord, 0, 0, "bad"),
     ] {
         let v = enc_comp(&c);
