@@ -13,6 +13,7 @@
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
+//! | [`offload`] | `bench offload` | seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host against off-host; a rate-limited channel; an urgent channel under bulk load |
 //!
 //! The machinery they share:
 //!
@@ -39,6 +40,7 @@ pub mod channel;
 pub mod engine;
 pub mod error;
 pub mod nbd;
+pub mod offload;
 pub mod overhead;
 pub mod pet;
 pub mod pingpong;

@@ -35,11 +35,36 @@ impl PeerProcess {
         })
     }
 
+    /// Starts `cmd` as the peer called `name` with its stdout and stderr piped to us (see
+    /// [`take_stdout`](Self::take_stdout), [`take_stderr`](Self::take_stderr)).
+    pub fn spawn_piped(name: &str, cmd: &mut Command) -> Result<PeerProcess> {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start the {name} ({cmd:?})"))?;
+        Ok(PeerProcess {
+            name: name.into(),
+            child: Some(child),
+        })
+    }
+
     /// Starts `offhost echo ARGS` from the `offhost` binary at `exe`, its stderr silenced.
     pub fn echo(exe: &Path, args: &[String]) -> Result<PeerProcess> {
         let mut cmd = Command::new(exe);
         cmd.arg("echo").args(args).stderr(Stdio::null());
         PeerProcess::spawn("echo engine", &mut cmd)
+    }
+
+    /// The peer's standard error, when the command piped it (once).
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.as_mut()?.stderr.take()
+    }
+
+    /// The peer's standard output, when the command piped it (once).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut()?.stdout.take()
     }
 
     /// The process id.

@@ -78,6 +78,17 @@ pub struct Row {
     /// Voluntary context switches (sleeps, hence wake-ups) per message, both sides together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups_per_msg: Option<f64>,
+    /// The host process's CPU time (user + system, all its threads) per message, us (`bench
+    /// offload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cpu_us_per_msg: Option<f64>,
+    /// The host process's voluntary context switches per message, all its threads (`bench
+    /// offload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_wakeups_per_msg: Option<f64>,
+    /// The median one-way time in us (`bench offload`: half the round trip host to host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us_median: Option<f64>,
     /// Timed samples behind the statistics (warm-ups excluded).
     pub samples: usize,
     /// Fastest sample, one-way ns.
@@ -115,6 +126,9 @@ impl Row {
             cpu_load_host: None,
             cpu_load_engine: None,
             wakeups_per_msg: None,
+            host_cpu_us_per_msg: None,
+            host_wakeups_per_msg: None,
+            latency_us_median: None,
             samples: s.samples,
             one_way_ns_min: s.min,
             one_way_ns_max: s.max,

@@ -12,7 +12,7 @@ use offhost_bench::transport::{Placement, Transport};
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong::{self, RecordPath};
 use offhost_bench_suite::rate::{self, RatePath};
-use offhost_bench_suite::{engine, nbd, overhead, pet, reproduce, suite};
+use offhost_bench_suite::{engine, nbd, offload, overhead, pet, reproduce, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -46,6 +46,67 @@ enum BenchCmd {
     Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(PetArgs),
+    /// Seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host (the
+    /// host runs the TLS link) against off-host (its local engine does); or a rate-limited
+    /// channel; or an urgent channel under bulk load.
+    Offload(OffloadArgs),
+    /// (Internal) the measuring host of `bench offload`, in its own process.
+    #[command(hide = true)]
+    OffloadHost(SpecArgs),
+    /// (Internal) the echoing and sinking peer host of `bench offload`.
+    #[command(hide = true)]
+    OffloadPeer(SpecArgs),
+}
+
+#[derive(Args, Debug)]
+struct OffloadArgs {
+    /// Message sizes in bytes (K, M suffixes).
+    #[arg(long, value_delimiter = ',', default_value = "64,256,1K,4K,16K,64K,256K,1M", value_parser = sizes::parse_size)]
+    sizes: Vec<usize>,
+    /// Modes, comma-separated: in-host, off-host.
+    #[arg(long, value_delimiter = ',', default_value = "in-host,off-host")]
+    modes: Vec<offload::Mode>,
+    /// netns (two network namespaces joined by a veth pair: needs root and iproute2) or
+    /// loopback (default: netns where it can be made).
+    #[arg(long)]
+    network: Option<offload::Network>,
+    /// tc netem arguments for both ends of the veth pair, e.g. "delay 1ms loss 0.1%".
+    #[arg(long, value_name = "ARGS")]
+    netem: Option<String>,
+    /// Plain TCP between the engines instead of TLS.
+    #[arg(long)]
+    plain_tcp: bool,
+    /// Timed round trips per size (fewer for large messages).
+    #[arg(long, default_value_t = 1000)]
+    round_trips: usize,
+    /// Bytes streamed per size (100 to 20000 messages).
+    #[arg(long, default_value = "32M", value_parser = sizes::parse_size)]
+    stream_bytes: usize,
+    /// table (the default), rate or priority.
+    #[arg(long, default_value = "table")]
+    experiment: String,
+    /// rate: bytes per second of the limited channel.
+    #[arg(long, default_value_t = 20_000_000)]
+    rate: u64,
+    /// rate: burst in bytes.
+    #[arg(long, default_value_t = 65536)]
+    burst: u64,
+    /// rate: seconds streamed.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Print JSON (table: an array of rows, one per mode and size).
+    #[arg(long)]
+    json: bool,
+    /// Write SVG plots (throughput, latency, host CPU, wake-ups) into this folder.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct SpecArgs {
+    /// The spec, as JSON.
+    #[arg(long)]
+    spec: String,
 }
 
 /// How rows are printed.
@@ -461,6 +522,88 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             };
             let r = pet::run(&o, bar)?;
             (show(a.json, &r, pet::Report::text)?, r.notes.clone())
+        }
+        BenchCmd::Offload(a) => offload_cmd(a, bar, exe()?)?,
+        BenchCmd::OffloadHost(a) => {
+            let spec: offload::host::HostSpec = serde_json::from_str(&a.spec).context("--spec")?;
+            let r = offload::host::host_main(&spec)?;
+            (serde_json::to_string(&r)? + "\n", vec![])
+        }
+        BenchCmd::OffloadPeer(a) => {
+            let spec: offload::host::PeerSpec = serde_json::from_str(&a.spec).context("--spec")?;
+            offload::host::peer_main(&spec)?;
+            (String::new(), vec![])
+        }
+    })
+}
+
+fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printed> {
+    let experiment = match a.experiment.as_str() {
+        "table" => offload::Experiment::Table,
+        "rate" => offload::Experiment::Rate {
+            rate: a.rate,
+            burst: a.burst,
+            seconds: a.seconds,
+        },
+        "priority" => offload::Experiment::Priority {
+            round_trips: a.round_trips,
+        },
+        o => anyhow::bail!("--experiment {o}: table, rate or priority"),
+    };
+    let o = offload::Options {
+        exe,
+        sizes: a.sizes,
+        modes: a.modes,
+        network: a.network,
+        netem: a.netem,
+        plain_tcp: a.plain_tcp,
+        round_trips: a.round_trips,
+        stream_bytes: a.stream_bytes,
+        experiment: experiment.clone(),
+    };
+    Ok(match experiment {
+        offload::Experiment::Table => {
+            let (rows, note) = offload::table(&o, bar)?;
+            let mut notes: Vec<String> = note.into_iter().collect();
+            if let Some(dir) = &a.plot {
+                let files = offload::plots(dir, &rows)
+                    .with_context(|| format!("--plot {}", dir.display()))?;
+                notes.extend(files.iter().map(|f| format!("wrote {}", f.display())));
+            }
+            let text = if a.json {
+                report::to_json(&rows) + "\n"
+            } else {
+                offload::text_table(&rows)
+            };
+            (text, notes)
+        }
+        offload::Experiment::Rate {
+            rate,
+            burst,
+            seconds,
+        } => {
+            let r = offload::rate(&o, rate, burst, seconds, bar)?;
+            (
+                show(a.json, &r, |r| {
+                    format!(
+                        "rate {} B/s, burst {} B, {} B messages, {:.1} s: achieved {:.0} B/s ({:+.2}%)\n",
+                        r.rate, r.burst, r.size, r.seconds, r.achieved, r.error_pct
+                    )
+                })?,
+                vec![],
+            )
+        }
+        offload::Experiment::Priority { round_trips } => {
+            let r = offload::priority(&o, round_trips, bar)?;
+            (
+                show(a.json, &r, |r| {
+                    format!(
+                        "64 B one way: idle {:.1} us; under a bulk stream ({:.0} MB/s): urgent {:.1} us ({:.2}x idle), bulk channel {:.1} us ({:.2}x)\n",
+                        r.idle_us, r.bulk_mb_per_s, r.loaded_urgent_us, r.urgent_ratio, r.loaded_bulk_us, r.bulk_ratio
+                    )
+                })?,
+                vec![],
+            )
         }
     })
 }

@@ -187,3 +187,85 @@ fn an_in_host_queue_talks_to_an_engine_with_the_same_api() {
     assert_eq!(&*a.recv(tx, T).unwrap().unwrap(), b"ack");
     assert!(beta.offload.peers().stats().sessions >= 1);
 }
+
+/// Regression: pings after a stream of small messages on the same lane got no answer.
+#[test]
+fn pings_still_cross_after_a_stream_on_the_same_lane() {
+    let beta = engine("beta", &[], |_| {});
+    let shm = beta.shm.clone();
+    std::thread::spawn(move || {
+        let mut b = HostQueue::connect(&shm).unwrap();
+        let ping = b.open("ping", OpenOptions::bulk()).unwrap();
+        let sink = b.open("sink", OpenOptions::bulk()).unwrap();
+        let mut pong = None;
+        for _ in 0..2 {
+            b.push_recv(ping, RecvSize::Any, 1).unwrap();
+        }
+        for _ in 0..32 {
+            b.push_recv(sink, RecvSize::Any, 2).unwrap();
+        }
+        b.submit().unwrap();
+        loop {
+            if b.wait(1, Some(Duration::from_secs(30))).unwrap() == 0 {
+                return;
+            }
+            while let Some(c) = b.pop() {
+                if c.op != offhost_link::offload::Op::Recv {
+                    continue;
+                }
+                if c.channel == ping {
+                    let p = *pong
+                        .get_or_insert_with(|| b.open("hostA/pong", OpenOptions::bulk()).unwrap());
+                    b.push_send(p, &c.data, 0).unwrap();
+                }
+                b.push_recv(c.channel, RecvSize::Any, 0).unwrap();
+            }
+            b.submit().unwrap();
+        }
+    });
+    let mut a = HostQueue::in_host(
+        PeerConfig::new("hostA")
+            .peer("beta", &beta.url)
+            .options(LinkOptions::new().insecure(true)),
+    )
+    .unwrap();
+    let ping = a.open("beta/ping", OpenOptions::bulk()).unwrap();
+    let pong = a.open("pong", OpenOptions::bulk()).unwrap();
+    let sink = a.open("beta/sink", OpenOptions::bulk()).unwrap();
+    let round = |a: &mut HostQueue, size: usize| {
+        a.push_send(ping, &vec![1u8; size], 0).unwrap();
+        a.push_recv(pong, RecvSize::Any, 9).unwrap();
+        a.submit().unwrap();
+        let mut got = false;
+        while !got {
+            assert!(a.wait(1, T).unwrap() > 0, "no answer to a {size}-byte ping");
+            while let Some(c) = a.pop() {
+                assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+                if c.tag == 9 {
+                    assert_eq!(c.data.len(), size);
+                    got = true;
+                }
+            }
+        }
+    };
+    for _ in 0..50 {
+        round(&mut a, 64);
+    }
+    let msg = [5u8; 64];
+    let (mut pushed, mut done) = (0, 0);
+    while done < 20_000 {
+        while pushed < 20_000 && a.outstanding() < 64 {
+            a.push_send(sink, &msg, 0).unwrap();
+            pushed += 1;
+        }
+        a.submit().unwrap();
+        a.wait(1, T).unwrap();
+        while let Some(c) = a.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            done += 1;
+        }
+    }
+    for size in [64, 4096, 65536] {
+        round(&mut a, size);
+    }
+}

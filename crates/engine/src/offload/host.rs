@@ -410,8 +410,13 @@ impl Notify for HostConn {
 }
 
 impl HostSink for HostConn {
-    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) {
+    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) -> bool {
         let mut tx = self.lock();
+        if result.as_ref().is_ok_and(|m| m.is_some()) && tx.tx.check_peer().is_err() {
+            // The host is gone (its thread may not have noticed yet): leave the message to
+            // the next receive rather than to a ring nobody reads.
+            return false;
+        }
         match result {
             Ok(Some(m)) => self.put(&mut tx, Op::Recv, Status::Ok, handle, id, m.len() as u64, m),
             Ok(None) => self.put(&mut tx, Op::Recv, Status::End, handle, id, 0, &[]),
@@ -422,5 +427,6 @@ impl HostSink for HostConn {
         }
         drop(tx);
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
+        true
     }
 }

@@ -76,7 +76,7 @@ impl Notify for LocalSink {
 }
 
 impl HostSink for LocalSink {
-    fn received(&self, _handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) {
+    fn received(&self, _handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) -> bool {
         let (outcome, data) = match result {
             Ok(Some(m)) => (Outcome::Ok(m.len() as u64), Some(m.to_vec())),
             Ok(None) => (Outcome::End, None),
@@ -88,6 +88,7 @@ impl HostSink for LocalSink {
             outcome,
             data,
         });
+        true
     }
 }
 

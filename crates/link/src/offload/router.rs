@@ -11,8 +11,9 @@ use crate::peer::{Deliver, ErrorCode, Failure, Notify};
 /// of calls, then [`Notify::flush`].
 pub trait HostSink: Notify {
     /// Receive `id` on `handle` ended: with a message, at the end of its channel (`Ok(None)`),
-    /// or failed.
-    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>);
+    /// or failed. False when the host is gone and the message was not taken (the router then
+    /// gives it to the next receive).
+    fn received(&self, handle: u32, id: u64, result: Result<Option<&[u8]>, Failure>) -> bool;
 }
 
 /// A receive a host posted, waiting for a message.
@@ -94,7 +95,8 @@ struct After {
 }
 
 impl After {
-    fn run(self, delivered: Option<(Posted, &[u8])>) {
+    /// Makes the completions; true unless the delivered message's host was gone.
+    fn run(self, delivered: Option<(Posted, &[u8])>) -> bool {
         let mut sinks: Vec<Arc<dyn Notify>> = Vec::new();
         let mut note = |n: Arc<dyn Notify>| {
             if !sinks.iter().any(|s| Arc::ptr_eq(s, &n)) {
@@ -109,9 +111,12 @@ impl After {
             );
             note(p.sink.clone());
         }
+        let mut taken = true;
         if let Some((p, msg)) = delivered {
-            p.sink.received(p.handle, p.id, Ok(Some(msg)));
-            note(p.sink.clone());
+            taken = p.sink.received(p.handle, p.id, Ok(Some(msg)));
+            if taken {
+                note(p.sink.clone());
+            }
         }
         for (n, h, t, len, r) in self.sent {
             n.done(h, t, len, r);
@@ -120,6 +125,7 @@ impl After {
         for s in sinks {
             s.flush();
         }
+        taken
     }
 }
 
@@ -215,8 +221,19 @@ impl Router {
             }
         }
         match immediate {
-            Some((p, m)) => after.run(Some((p, &m))),
-            None => after.run(None),
+            Some((p, m)) => {
+                if !after.run(Some((p, &m))) {
+                    // The posting host is gone already: the message waits for the next one.
+                    let mut boxes = self.lock();
+                    if let Ok(mb) = self.mailbox(&mut boxes, channel) {
+                        mb.bytes += m.len();
+                        mb.queued.push_front(m);
+                    }
+                }
+            }
+            None => {
+                after.run(None);
+            }
         }
     }
 
@@ -253,37 +270,46 @@ impl Router {
         handle: u32,
         token: u64,
     ) {
-        let mut after = After::default();
-        let mut direct = None;
         let n = msg.len() as u64;
-        {
-            let mut boxes = self.lock();
-            match self.mailbox(&mut boxes, channel) {
-                Err(f) => after.sent.push((notify, handle, token, n, Err(f))),
-                Ok(mb) => {
-                    if mb.waiting.is_empty() && mb.queued.is_empty() {
-                        if let Some(p) = Self::take_posted(mb, msg.len(), &mut after) {
-                            direct = Some(p);
-                        }
+        loop {
+            let mut after = After::default();
+            let direct = {
+                let mut boxes = self.lock();
+                let mb = match self.mailbox(&mut boxes, channel) {
+                    Ok(mb) => mb,
+                    Err(f) => {
+                        drop(boxes);
+                        after.sent.push((notify, handle, token, n, Err(f)));
+                        after.run(None);
+                        return;
                     }
-                    if direct.is_some() {
-                        after.sent.push((notify, handle, token, n, Ok(n)));
-                    } else {
-                        mb.waiting.push_back(Waiting {
-                            msg,
-                            notify,
-                            handle,
-                            token,
-                        });
-                        self.admit_waiting(mb, &mut after);
-                        return after.run(None);
-                    }
+                };
+                let direct = if mb.waiting.is_empty() && mb.queued.is_empty() {
+                    Self::take_posted(mb, msg.len(), &mut after)
+                } else {
+                    None
+                };
+                if direct.is_none() {
+                    mb.waiting.push_back(Waiting {
+                        msg,
+                        notify,
+                        handle,
+                        token,
+                    });
+                    self.admit_waiting(mb, &mut after);
+                    drop(boxes);
+                    after.run(None);
+                    return;
                 }
+                direct
+            };
+            if after.run(direct.map(|p| (p, msg.as_slice()))) {
+                let mut sent = After::default();
+                sent.sent.push((notify, handle, token, n, Ok(n)));
+                sent.run(None);
+                return;
             }
-        }
-        match direct {
-            Some(p) => after.run(Some((p, &msg))),
-            None => after.run(None),
+            // That receive's host is gone: the next one, or the mailbox.
         }
     }
 
@@ -297,15 +323,19 @@ impl Deliver for Router {
     /// A message from a peer: to a posted receive or into the mailbox, waiting while the
     /// mailbox is full.
     fn deliver(&self, _from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
-        let mut after = After::default();
         let mut boxes = self.lock();
         loop {
+            let mut after = After::default();
             let mb = self.mailbox(&mut boxes, channel).map_err(|f| f.reason)?;
             if mb.queued.is_empty() && mb.waiting.is_empty() {
                 if let Some(p) = Self::take_posted(mb, msg.len(), &mut after) {
                     drop(boxes);
-                    after.run(Some((p, msg)));
-                    return Ok(());
+                    if after.run(Some((p, msg))) {
+                        return Ok(());
+                    }
+                    // That receive's host is gone: the next one, or the mailbox.
+                    boxes = self.lock();
+                    continue;
                 }
             }
             if mb.queued.is_empty() || mb.bytes + msg.len() <= self.limits.mailbox_bytes {
@@ -315,6 +345,9 @@ impl Deliver for Router {
                 after.run(None);
                 return Ok(());
             }
+            drop(boxes);
+            after.run(None);
+            boxes = self.lock();
             boxes = self
                 .room
                 .wait_timeout(boxes, Duration::from_millis(100))

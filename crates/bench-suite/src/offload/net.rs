@@ -1,0 +1,168 @@
+//! Where the two "machines" of the offload bench live: two network namespaces joined by a veth
+//! pair (root and iproute2 needed), or this machine's loopback.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+
+/// Which network joins the two engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// Two network namespaces joined by a veth pair.
+    Netns,
+    /// 127.0.0.1.
+    Loopback,
+}
+
+impl std::str::FromStr for Network {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "netns" => Ok(Network::Netns),
+            "loopback" => Ok(Network::Loopback),
+            o => Err(format!("unknown network {o:?}: netns or loopback")),
+        }
+    }
+}
+
+/// The network made for a run; the namespaces (and the veth pair with them) are deleted when
+/// it is dropped.
+#[derive(Debug)]
+pub struct Net {
+    /// What it is.
+    pub kind: Network,
+    namespaces: Option<(String, String)>,
+    /// Engine B's address (where A's side connects).
+    pub addr_b: String,
+    /// What was done to the link (`tc netem` arguments), if anything.
+    pub impairment: Option<String>,
+}
+
+fn run(args: &[&str]) -> Result<()> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Peer(format!("{}: {e}", args.join(" "))))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Peer(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+impl Net {
+    /// Two namespaces joined by a veth pair (10.232.0.1 and .2), `netem` (tc netem arguments,
+    /// e.g. `delay 1ms loss 0.1%`) on both ends if given; `None` when namespaces cannot be
+    /// made here (not root, no iproute2), with the reason.
+    pub fn netns(netem: Option<&str>) -> std::result::Result<Net, String> {
+        remove_stale();
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("ohbench{tag}a"), format!("ohbench{tag}b"));
+        let (va, vb) = (format!("vob{tag}a"), format!("vob{tag}b"));
+        let mut net = Net {
+            kind: Network::Netns,
+            namespaces: None,
+            addr_b: "10.232.0.2".into(),
+            impairment: None,
+        };
+        let steps: [&[&str]; 2] = [&["ip", "netns", "add", &a], &["ip", "netns", "add", &b]];
+        for s in steps {
+            run(s).map_err(|e| e.to_string())?;
+        }
+        net.namespaces = Some((a.clone(), b.clone()));
+        let steps: [&[&str]; 9] = [
+            &[
+                "ip", "link", "add", &va, "type", "veth", "peer", "name", &vb,
+            ],
+            &["ip", "link", "set", &va, "netns", &a],
+            &["ip", "link", "set", &vb, "netns", &b],
+            &["ip", "-n", &a, "addr", "add", "10.232.0.1/24", "dev", &va],
+            &["ip", "-n", &b, "addr", "add", "10.232.0.2/24", "dev", &vb],
+            &["ip", "-n", &a, "link", "set", &va, "up"],
+            &["ip", "-n", &b, "link", "set", &vb, "up"],
+            &["ip", "-n", &a, "link", "set", "lo", "up"],
+            &["ip", "-n", &b, "link", "set", "lo", "up"],
+        ];
+        for s in steps {
+            run(s).map_err(|e| e.to_string())?;
+        }
+        if let Some(args) = netem {
+            for (ns, dev) in [(&a, &va), (&b, &vb)] {
+                let mut cmd = vec!["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev];
+                cmd.extend(["root", "netem"]);
+                cmd.extend(args.split_whitespace());
+                run(&cmd).map_err(|e| {
+                    format!("{e} (this kernel may have no netem: run without --netem)")
+                })?;
+            }
+            net.impairment = Some(format!("netem {args}, both ways"));
+        }
+        Ok(net)
+    }
+
+    /// This machine's loopback.
+    pub fn loopback() -> Net {
+        Net {
+            kind: Network::Loopback,
+            namespaces: None,
+            addr_b: "127.0.0.1".into(),
+            impairment: None,
+        }
+    }
+
+    /// The command prefix that runs a program on side A (`a`) or B.
+    pub fn prefix(&self, a: bool) -> Vec<String> {
+        match &self.namespaces {
+            Some((na, nb)) => vec![
+                "ip".into(),
+                "netns".into(),
+                "exec".into(),
+                if a { na.clone() } else { nb.clone() },
+            ],
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Deletes the namespaces of earlier runs whose process is gone (killed before it could clean
+/// up), recognised by their name `ohbench{pid}{a|b}`.
+fn remove_stale() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_prefix("ohbench")
+            .and_then(|r| r.strip_suffix(['a', 'b']))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() % 100_000 && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if let Some((a, b)) = &self.namespaces {
+            for ns in [a, b] {
+                let _ = Command::new("ip")
+                    .args(["netns", "del", ns])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
