@@ -455,6 +455,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 quick: a.quick,
                 fifo: a.fifo,
                 transport: a.transport,
+                exe: Some(exe()?),
             };
             let r = reproduce::run(&o, bar)?;
             let wrote = format!(

@@ -27,6 +27,8 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         "Figure 8",
         "Table 2",
         "Table 3",
+        "Seed 004, Table 1",
+        "004 §4",
     ] {
         assert!(md.contains(section), "report lacks {section}");
     }
@@ -62,6 +64,13 @@ fn quick_reproduce_writes_report_plots_and_rows() {
     assert!(rows
         .iter()
         .any(|r| r["bench"] == "comms2" && r.get("one_way_ns_median").is_some()));
+    for mode in ["in-host", "off-host"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["bench"] == "offload" && r["mode"] == mode && r["size"] == 65536),
+            "no seed 004 row for {mode}"
+        );
+    }
 }
 
 #[test]

@@ -4,12 +4,14 @@
 //!
 //! - `fifo.rs`, `copies.rs`: seed 000's transfer disciplines and copies into shared memory;
 //! - `seeds.rs`: the papers' published numbers;
-//! - `exp000.rs`, `exp002.rs`: each seed's measurements, report section and findings;
+//! - `exp000.rs`, `exp002.rs`, `exp004.rs`: each seed's measurements, report section and
+//!   findings (004 runs `bench offload`'s engines and hosts, so it needs the binary);
 //! - `md.rs`: markdown tables and findings.
 
 pub mod copies;
 mod exp000;
 mod exp002;
+mod exp004;
 pub mod fifo;
 mod md;
 pub mod seeds;
@@ -37,6 +39,8 @@ pub struct Options {
     pub fifo: usize,
     /// Channel transport for Comms1/Comms2.
     pub transport: Transport,
+    /// The `offhost` binary, for seed 004's engines and hosts (`None`: seed 004 is skipped).
+    pub exe: Option<PathBuf>,
 }
 
 /// What a reproduction wrote.
@@ -123,15 +127,27 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     let (host_core, _) = affinity::host_engine_cores();
     let _ = affinity::pin_current_thread(host_core);
     let probe = LoadProbe::calibrate(Duration::from_millis(if args.quick { 50 } else { 300 }))?;
-    let total = 4 * exp000::transfer_sizes(s.quick).len() + 9 + exp002::points(s.quick);
+    let total = 4 * exp000::transfer_sizes(s.quick).len() + 9 + exp002::points(s.quick) + 4;
     bar.set_length(total as u64);
     let transfers = exp000::transfers(&s, &probe, bar)?;
     let copies = exp000::copies(&s, bar)?;
     let d002 = exp002::measure(&s, &probe, bar)?;
+    let d004 = match &args.exe {
+        Some(exe) => Some(exp004::measure(exe.clone(), s.quick, bar)?),
+        None => None,
+    };
 
     let (sec000, mut found) = exp000::section(&transfers, &copies, &s, &args.out)?;
     let (sec002, f002) = exp002::section(&d002, &s, &args.out)?;
     found.extend(f002);
+    let sec004 = match &d004 {
+        Some((rows, note)) => {
+            let (sec, f) = exp004::section(rows, note.as_deref());
+            found.extend(f);
+            sec
+        }
+        None => "## Seed 004\n\nNot run (no `offhost` binary given).\n".into(),
+    };
     let elapsed = start.elapsed();
     let mut report = String::new();
     let _ = writeln!(
@@ -147,7 +163,8 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
          wait for whole scheduler time slices)\n\
          - figures are from one run on a machine that may be shared: treat them as noisy.\n\
          - seed 000: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); seed 002: \
-         Pentium Pro PCs with DSNIC boards. Their figures are quoted from the papers' tables.\n",
+         Pentium Pro PCs with DSNIC boards; seed 004: a SPARC DTC-2 with an MVME-167 XTP \
+         board on its VME bus. Their figures are quoted from the papers' tables.\n",
         args.out.display(),
         if args.quick { " --quick" } else { "" },
         args.fifo,
@@ -161,10 +178,11 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     );
     let _ = writeln!(
         report,
-        "## Findings checked\n\n{}\n{}\n{}",
+        "## Findings checked\n\n{}\n{}\n{}\n{}",
         exp000::render(&found),
         sec000,
-        sec002
+        sec002,
+        sec004
     );
     let report_path = args.out.join("report.md");
     std::fs::write(&report_path, report)
@@ -174,6 +192,9 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     all.extend(d002.loaded);
     all.extend(d002.load_rows);
     all.extend(d002.min_latency);
+    if let Some((rows, _)) = d004 {
+        all.extend(rows);
+    }
     std::fs::write(args.out.join("results.json"), report::to_json(&all))
         .with_context(|| format!("writing {}", args.out.join("results.json").display()))?;
     Ok(Report {

@@ -113,6 +113,33 @@ pub const COMMS1_MIN_LATENCY_US: f64 = 67.0;
 /// Seed 002 section 8.1: smallest packet size reaching the maximum throughput, bytes.
 pub const MIN_PACKET_FOR_MAX: usize = 512;
 
+/// Seed 004 Table 1 (a): a one-byte SEND_MESSAGE on the off-host XTP board, host time, us:
+/// (operation, us per call, calls, total us).
+pub const T1A_004: [(&str, u32, u32, u32); 10] = [
+    ("wait for completion", 3881, 1, 3881),
+    ("physio() & iodone()", 301, 3, 903),
+    ("read() system call", 81, 2, 162),
+    ("signal delivery", 143, 1, 143),
+    ("write() system call", 83, 1, 83),
+    ("disable signals", 25, 3, 75),
+    ("enable signals", 22, 3, 66),
+    ("control block copyin()", 29, 1, 29),
+    ("ack block copyout()", 23, 1, 23),
+    ("other", 0, 0, 732),
+];
+/// Seed 004 Table 1 (a) total, us.
+pub const T1A_004_TOTAL: u32 = 6097;
+/// Seed 004 Table 1 (b): the same for 64 KiB, the rows that differ or are added.
+pub const T1B_004: [(&str, u32, u32, u32); 3] = [
+    ("wait for completion", 23455, 1, 23455),
+    ("data copyin()", 18164, 1, 18164),
+    ("get and return buffer", 109, 1, 109),
+];
+/// Seed 004 Table 1 (b) "other" and total, us.
+pub const T1B_004_OTHER_TOTAL: (u32, u32) = (1636, 44848);
+/// Seed 004 §4: host interrupts per 64 KiB message, in-host (kernel XTP) and off-host.
+pub const INTERRUPTS_004: (u32, u32) = (26, 1);
+
 #[cfg(test)]
 mod tests {
     use super::*;
