@@ -20,6 +20,15 @@ struct Engine {
 /// An engine named `name` with `peers`, serving hosts on an abstract shm socket and peer
 /// links on plain tcp (loopback).
 fn engine(name: &str, peers: &[(&str, &str)], tweak: impl FnOnce(&mut OffloadConfig)) -> Engine {
+    engine_with(name, peers, tweak, None)
+}
+
+fn engine_with(
+    name: &str,
+    peers: &[(&str, &str)],
+    tweak: impl FnOnce(&mut OffloadConfig),
+    daemon: Option<Arc<offhost_engine::daemon::Daemon>>,
+) -> Engine {
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let shm = format!("@offload-test-{}-{n}-{name}", std::process::id());
     let opts = LinkOptions::new().insecure(true);
@@ -31,14 +40,14 @@ fn engine(name: &str, peers: &[(&str, &str)], tweak: impl FnOnce(&mut OffloadCon
     }
     let mut config = OffloadConfig::new(pc);
     tweak(&mut config);
-    let offload = Offload::new(config, None).unwrap();
+    let offload = Offload::new(config, daemon.clone()).unwrap();
     let listener = offhost_shm::Listener::bind(&shm).unwrap();
     let o = offload.clone();
     std::thread::spawn(move || {
         o.serve_shm(listener, Arc::new(|s: offhost_link::Session| s.close()))
     });
     let o = offload.clone();
-    std::thread::spawn(move || o.serve_links(&server, None));
+    std::thread::spawn(move || o.serve_links(&server, daemon));
     Engine {
         shm: format!("shm:{shm}"),
         url,
@@ -268,4 +277,79 @@ fn pings_still_cross_after_a_stream_on_the_same_lane() {
     for size in [64, 4096, 65536] {
         round(&mut a, size);
     }
+}
+
+#[test]
+fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
+    let daemon = offhost_engine::daemon::Daemon::new(
+        offhost_engine::Registry::with_builtins(),
+        offhost_engine::EngineConfig::default(),
+    );
+    let beta = engine_with("beta", &[], |_| {}, Some(daemon));
+    let alpha = engine("alpha", &[("beta", &beta.url)], |_| {});
+    // The daemon's clients reach beta on the same listener as peer engines.
+    let client = offhost_engine::daemon::Client::connect_with(
+        &beta.url,
+        &LinkOptions::new().insecure(true),
+    )
+    .unwrap();
+    let sub = client
+        .submit("host-in name=in >a:p(8,4096)\ncrc32c <a >b\nhost-out name=out <b\n")
+        .unwrap();
+    let output = client.open_output(sub.id, "out").unwrap();
+    let mut a = HostQueue::connect(&alpha.shm).unwrap();
+    let ch = a
+        .open(&format!("beta/in/{}/in", sub.id), OpenOptions::bulk())
+        .unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 241) as u8).collect();
+    for part in data.chunks(7000) {
+        a.send(ch, part).unwrap();
+    }
+    a.send(ch, b"").unwrap(); // the end of that input
+    let mut got = Vec::new();
+    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+        got.extend_from_slice(&m);
+    }
+    assert_eq!(got, data);
+    let v = client.wait(sub.id).unwrap();
+    assert_eq!(v["state"], "finished", "{v}");
+    // A pipeline input that does not exist is refused, and says so.
+    let bad = a.open("beta/in/99/in", OpenOptions::bulk()).unwrap();
+    match a.send(bad, b"x") {
+        Err(offhost_link::offload::QueueError::Failed(f)) => {
+            assert_eq!(f.code, ErrorCode::Refused, "{f}");
+            assert!(f.reason.contains("no pipeline 99"), "{f}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn engine_budgets_refuse_hosts_and_urgent_channels_get_their_own_session() {
+    let beta = engine("beta", &[], |_| {});
+    let alpha = engine("alpha", &[("beta", &beta.url)], |c| c.max_hosts = 1);
+    let mut a = HostQueue::connect(&alpha.shm).unwrap();
+    match HostQueue::connect(&alpha.shm) {
+        Err(offhost_link::offload::QueueError::Refused(why)) => {
+            assert!(why.contains("1 hosts at most"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let bulk = a.open("beta/x", OpenOptions::bulk()).unwrap();
+    let urgent = a.open("beta/y", OpenOptions::urgent()).unwrap();
+    a.send(bulk, b"1").unwrap();
+    assert_eq!(alpha.offload.peers().stats().sessions, 1);
+    a.send(urgent, b"2").unwrap();
+    assert_eq!(alpha.offload.peers().stats().sessions, 2, "an urgent lane of its own");
+    // The host's outstanding budget is the engine's: pushes beyond it are refused at once.
+    let limits = a.limits();
+    let mut pushed = 0;
+    let err = loop {
+        match a.push_recv(bulk, RecvSize::Any, 0) {
+            Ok(()) => pushed += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(pushed, limits.max_outstanding as usize);
+    assert!(matches!(err, offhost_link::offload::QueueError::Full(_)), "{err}");
 }
