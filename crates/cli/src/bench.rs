@@ -79,9 +79,9 @@ struct OffloadArgs {
     /// Timed round trips per size (fewer for large messages).
     #[arg(long, default_value_t = 1000)]
     round_trips: usize,
-    /// Bytes streamed per size (100 to 20000 messages).
-    #[arg(long, default_value = "32M", value_parser = sizes::parse_size)]
-    stream_bytes: usize,
+    /// Seconds each size is streamed (after a tenth of that to warm up).
+    #[arg(long, default_value_t = 2.0)]
+    stream_seconds: f64,
     /// table (the default), rate or priority.
     #[arg(long, default_value = "table")]
     experiment: String,
@@ -559,7 +559,7 @@ fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printe
         netem: a.netem,
         plain_tcp: a.plain_tcp,
         round_trips: a.round_trips,
-        stream_bytes: a.stream_bytes,
+        stream_seconds: a.stream_seconds,
         experiment: experiment.clone(),
     };
     Ok(match experiment {

@@ -74,6 +74,13 @@ pub struct OffloadArgs {
     /// Per host: open channels at most.
     #[arg(long, default_value_t = 256)]
     host_channels: u32,
+    /// How the engine waits for a host's submissions: poll, block or adaptive (spin
+    /// --spin-us, then sleep).
+    #[arg(long, default_value = "adaptive")]
+    host_wait: offhost_shm::Mode,
+    /// Spin budget of --host-wait adaptive, in microseconds.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
 }
 
 impl OffloadArgs {
@@ -91,6 +98,10 @@ impl OffloadArgs {
         }
         let mut c = OffloadConfig::new(pc);
         c.max_hosts = self.max_hosts;
+        c.wait = (
+            self.host_wait,
+            std::time::Duration::from_micros(self.spin_us),
+        );
         c.host = HostLimits {
             max_outstanding: self.host_outstanding,
             max_channels: self.host_channels,

@@ -288,11 +288,9 @@ fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
     let beta = engine_with("beta", &[], |_| {}, Some(daemon));
     let alpha = engine("alpha", &[("beta", &beta.url)], |_| {});
     // The daemon's clients reach beta on the same listener as peer engines.
-    let client = offhost_engine::daemon::Client::connect_with(
-        &beta.url,
-        &LinkOptions::new().insecure(true),
-    )
-    .unwrap();
+    let client =
+        offhost_engine::daemon::Client::connect_with(&beta.url, &LinkOptions::new().insecure(true))
+            .unwrap();
     let sub = client
         .submit("host-in name=in >a:p(8,4096)\ncrc32c <a >b\nhost-out name=out <b\n")
         .unwrap();
@@ -340,7 +338,11 @@ fn engine_budgets_refuse_hosts_and_urgent_channels_get_their_own_session() {
     a.send(bulk, b"1").unwrap();
     assert_eq!(alpha.offload.peers().stats().sessions, 1);
     a.send(urgent, b"2").unwrap();
-    assert_eq!(alpha.offload.peers().stats().sessions, 2, "an urgent lane of its own");
+    assert_eq!(
+        alpha.offload.peers().stats().sessions,
+        2,
+        "an urgent lane of its own"
+    );
     // The host's outstanding budget is the engine's: pushes beyond it are refused at once.
     let limits = a.limits();
     let mut pushed = 0;
@@ -351,5 +353,8 @@ fn engine_budgets_refuse_hosts_and_urgent_channels_get_their_own_session() {
         }
     };
     assert_eq!(pushed, limits.max_outstanding as usize);
-    assert!(matches!(err, offhost_link::offload::QueueError::Full(_)), "{err}");
+    assert!(
+        matches!(err, offhost_link::offload::QueueError::Full(_)),
+        "{err}"
+    );
 }

@@ -44,8 +44,8 @@ pub enum Task {
         sizes: Vec<usize>,
         /// Timed round trips per size (fewer for large messages).
         round_trips: usize,
-        /// Bytes streamed per size (bounded in messages).
-        stream_bytes: usize,
+        /// Seconds each size is streamed (after a tenth of that to warm up).
+        stream_seconds: f64,
     },
     /// A rate-limited channel streamed for a while.
     Rate {
@@ -208,8 +208,9 @@ fn stream(
 ) -> Result<(u64, f64)> {
     let msg = vec![0x5au8; size];
     let limits = q.limits();
-    let window = (64usize).min(limits.max_outstanding as usize - 2);
-    let max_bytes = (16u64 << 20).min(limits.max_bytes);
+    // A deep window, as a queue is meant to be used: up to 512 messages and 32 MiB in flight.
+    let window = 512usize.min(limits.max_outstanding as usize - 2);
+    let max_bytes = (32u64 << 20).min(limits.max_bytes);
     let t0 = Instant::now();
     let (mut pushed, mut done) = (0u64, 0u64);
     let more = |pushed: u64| pushed < n && until.map_or(true, |u| Instant::now() < u);
@@ -219,7 +220,12 @@ fn stream(
             && q.outstanding() < window
             && (q.bytes_in_flight() == 0 || q.bytes_in_flight() + size as u64 <= max_bytes)
         {
-            q.push_send(tx, &msg, pushed).map_err(q_err("send"))?;
+            match q.push_send(tx, &msg, pushed) {
+                Ok(()) => {}
+                // Out of pool buffers: reap first.
+                Err(QueueError::Full(_)) if q.outstanding() > 0 => break,
+                Err(e) => return Err(q_err("send")(e)),
+            }
             pushed += 1;
             staged = true;
         }
@@ -253,7 +259,7 @@ pub fn host_main(spec: &HostSpec) -> Result<HostReport> {
         Task::Table {
             sizes,
             round_trips,
-            stream_bytes,
+            stream_seconds,
         } => {
             let ping_tx = open(&mut q, "beta/ping", OpenOptions::bulk())?;
             let pong = open(&mut q, "pong", OpenOptions::bulk())?;
@@ -261,11 +267,18 @@ pub fn host_main(spec: &HostSpec) -> Result<HostReport> {
             for &size in sizes {
                 let timed = (*round_trips).min((64 << 20) / size.max(1)).max(20);
                 let one_way_ns = ping(&mut q, ping_tx, pong, size, timed / 10 + 2, timed)?;
-                let n = (*stream_bytes / size.max(1)).clamp(100, 20_000) as u64;
+                let secs = Duration::from_secs_f64(stream_seconds.max(0.01));
                 // Warm the stream's path first, then count.
-                stream(&mut q, sink, size, (n / 10).max(10), None)?;
+                stream(
+                    &mut q,
+                    sink,
+                    size,
+                    u64::MAX,
+                    Some(Instant::now() + secs / 10),
+                )?;
                 let before = cpu::account(None, &[])?;
-                let (messages, seconds) = stream(&mut q, sink, size, n, None)?;
+                let (messages, seconds) =
+                    stream(&mut q, sink, size, u64::MAX, Some(Instant::now() + secs))?;
                 let used = cpu::account(None, &[])?.since(&before);
                 report.sizes.push(SizeResult {
                     size,
@@ -366,7 +379,18 @@ pub fn peer_main(spec: &PeerSpec) -> Result<()> {
                 }
             };
             if let Some(b) = back {
-                q.push_send(b, &c.data, 0).map_err(q_err("send"))?;
+                loop {
+                    match q.push_send(b, &c.data, 0) {
+                        Ok(()) => break,
+                        // Out of pool buffers: earlier answers' completions bring them home.
+                        Err(QueueError::Full(_)) if q.outstanding() > 0 => {
+                            q.submit().map_err(q_err("submit"))?;
+                            let n = q.wait(0, Some(Duration::ZERO)).map_err(q_err("wait"))?;
+                            q.wait(n + 1, None).map_err(q_err("wait"))?;
+                        }
+                        Err(e) => return Err(q_err("send")(e)),
+                    }
+                }
             }
             q.push_recv(c.channel, RecvSize::Any, u64::from(c.channel.0))
                 .map_err(q_err("recv"))?;

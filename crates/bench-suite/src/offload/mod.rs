@@ -97,8 +97,8 @@ pub struct Options {
     pub plain_tcp: bool,
     /// Timed round trips per size (fewer for large messages).
     pub round_trips: usize,
-    /// Bytes streamed per size.
-    pub stream_bytes: usize,
+    /// Seconds each size is streamed.
+    pub stream_seconds: f64,
     /// Which experiment.
     pub experiment: Experiment,
 }
@@ -373,7 +373,7 @@ pub fn table(o: &Options, bar: &ProgressBar) -> Result<(Vec<Row>, Option<String>
                 Task::Table {
                     sizes: o.sizes.clone(),
                     round_trips: o.round_trips,
-                    stream_bytes: o.stream_bytes,
+                    stream_seconds: o.stream_seconds,
                 },
                 bar,
                 Duration::from_secs(1200),

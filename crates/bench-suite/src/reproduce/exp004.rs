@@ -25,7 +25,7 @@ pub fn measure(exe: PathBuf, quick: bool, bar: &ProgressBar) -> Result<(Vec<Row>
         netem: None,
         plain_tcp: false,
         round_trips: if quick { 100 } else { 1000 },
-        stream_bytes: if quick { 2 << 20 } else { 32 << 20 },
+        stream_seconds: if quick { 0.2 } else { 2.0 },
         experiment: offload::Experiment::Table,
     };
     let progress = ProgressBar::hidden();

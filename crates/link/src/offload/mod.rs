@@ -428,7 +428,10 @@ impl HostQueue {
         r
     }
 
-    /// Pushes a send of a copy of `data` on `ch`.
+    /// Pushes a send of a copy of `data` on `ch`. Off-host, a message too large for a ring
+    /// record is copied into a pool buffer; when none is free this is
+    /// [`QueueError::Full`]`("pool buffers")`: reap completions (which bring buffers home)
+    /// and push again.
     pub fn push_send(&mut self, ch: ChannelId, data: &[u8], tag: u64) -> Result<(), QueueError> {
         self.send_id(ch, data, tag).map(drop)
     }
@@ -606,7 +609,20 @@ impl HostQueue {
     /// Sends a copy of `data` and waits until it is delivered (see the module doc); the
     /// bytes delivered.
     pub fn send(&mut self, ch: ChannelId, data: &[u8]) -> Result<u64, QueueError> {
-        let id = self.send_id(ch, data, 0)?;
+        let id = loop {
+            match self.send_id(ch, data, 0) {
+                // Wait for earlier submissions to complete (they bring pool buffers home).
+                Err(QueueError::Full(what)) => {
+                    if self.book.outstanding() == 0 {
+                        return Err(QueueError::Full(what));
+                    }
+                    self.submit()?;
+                    let n = self.ready.len();
+                    self.wait(n + 1, None)?;
+                }
+                r => break r?,
+            }
+        };
         self.submit()?;
         match self.wait_for(id, None)?.outcome {
             Outcome::Ok(n) => Ok(n),

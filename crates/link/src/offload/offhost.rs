@@ -72,7 +72,7 @@ impl OffHost {
                 ))
             }
         };
-        let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 64 << 10);
+        let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 256 << 10);
         let buffer_room = tx.buffer_size().saturating_sub(HEADER);
         let limits = Limits {
             max_message: limits
@@ -147,7 +147,12 @@ impl OffHost {
             });
         }
         self.usable()?;
-        let mut buf = self.tx.alloc(None).map_err(shm)?;
+        // No waiting for a pool buffer here: they come home with completions, so the caller
+        // reaps (one wake-up for a batch) rather than sleeping on each buffer's return.
+        let Some(mut buf) = self.tx.try_alloc().map_err(shm)? else {
+            self.tx.flush().map_err(shm)?;
+            return Err(QueueError::Full("pool buffers"));
+        };
         buf.set_range(0, len).map_err(QueueError::Shm)?;
         Submission::encode_send_header(handle, id, data.len() as u32, &mut buf);
         buf[HEADER..].copy_from_slice(data);

@@ -69,7 +69,7 @@ impl StreamState {
             match self.inflight.pop_front() {
                 Some(o) => {
                     self.acked += 1;
-                    let n = o.data.len() as u64;
+                    let n = o.len as u64;
                     done.push((o, Ok(n)));
                 }
                 None => break,
@@ -202,6 +202,13 @@ impl PeerLane {
         self.inner
             .upgrade()
             .map_or(0, |i| i.config.max_message as usize)
+    }
+
+    /// Whether written messages keep their bytes until acknowledged (for a resend).
+    fn keeps_bytes(&self) -> bool {
+        self.inner
+            .upgrade()
+            .is_some_and(|i| !i.config.retry_for.is_zero())
     }
 
     pub(crate) fn add_stream(
@@ -400,8 +407,9 @@ impl PeerLane {
 
     /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
     pub(crate) fn send(&self, id: u64, out: Outgoing) {
-        let out = Msg::from(out);
+        let mut out = Msg::from(out);
         let max = self.max_message();
+        let keep = self.keeps_bytes();
         if out.data.len() > max {
             let f = Failure::new(
                 ErrorCode::TooLarge,
@@ -442,6 +450,7 @@ impl PeerLane {
                             b.take(out.data.len(), now);
                         }
                         s.next_seq += 1;
+                        out.written(keep);
                         s.inflight.push_back(out);
                         let mut done = Vec::new();
                         s.pop_acked(&mut done);
@@ -538,6 +547,7 @@ impl PeerLane {
                 }
             };
             let alone = st.ready.len() <= 1;
+            let keep = self.keeps_bytes();
             let s = st.streams.get_mut(&id).expect("picked stream exists");
             let ch = match ensure_link(s, id, &runner) {
                 Ok(ch) => ch,
@@ -550,7 +560,7 @@ impl PeerLane {
             };
             let out = s.queue.pop_front().expect("picked stream has a message");
             let data = out.data.clone();
-            let len = data.len();
+            let len = out.len;
             if let Some(b) = &mut s.bucket {
                 b.take(len, now);
             }
@@ -574,7 +584,14 @@ impl PeerLane {
             let mut broken = None;
             let mut done = Vec::new();
             match r {
-                Ok(()) => s.pop_acked(&mut done),
+                Ok(()) => {
+                    if s.generation == generation && !keep {
+                        if let Some(m) = s.inflight.back_mut() {
+                            m.written(false);
+                        }
+                    }
+                    s.pop_acked(&mut done);
+                }
                 Err(e) => {
                     if s.generation == generation {
                         // Not written: back to the head of the queue.

@@ -231,15 +231,32 @@ impl std::fmt::Debug for Outgoing {
 /// A message as the lanes keep it: its bytes shared, so the sender thread can write them
 /// while the message already sits, numbered, among those in flight.
 pub(crate) struct Msg {
+    /// The bytes; once written and without a retry policy, an empty payload for owned bytes
+    /// (see [`Msg::written`]).
     pub(crate) data: Arc<Payload>,
+    /// The message's length.
+    pub(crate) len: usize,
     pub(crate) notify: Arc<dyn Notify>,
     pub(crate) handle: u32,
     pub(crate) token: u64,
 }
 
+impl Msg {
+    /// Lets go of the bytes once written when no retry policy will send them again. A
+    /// shared-memory buffer is kept until the acknowledgement all the same: buffers then go
+    /// home in batches (one acknowledgement covers several), which wakes a host waiting for
+    /// one once per batch instead of once per message.
+    pub(crate) fn written(&mut self, keep: bool) {
+        if !keep && matches!(*self.data, Payload::Bytes(_)) {
+            self.data = Arc::new(Payload::Bytes(Vec::new()));
+        }
+    }
+}
+
 impl From<Outgoing> for Msg {
     fn from(o: Outgoing) -> Msg {
         Msg {
+            len: o.data.len(),
             data: Arc::new(o.data),
             notify: o.notify,
             handle: o.handle,
@@ -256,8 +273,7 @@ pub(crate) fn finish(done: Vec<(Msg, Result<u64, Failure>)>) {
     }
     let mut flushed: Vec<Arc<dyn Notify>> = Vec::new();
     for (out, r) in done {
-        out.notify
-            .done(out.handle, out.token, out.data.len() as u64, r);
+        out.notify.done(out.handle, out.token, out.len as u64, r);
         if !flushed.iter().any(|n| Arc::ptr_eq(n, &out.notify)) {
             flushed.push(out.notify.clone());
         }
