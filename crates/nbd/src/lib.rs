@@ -7,7 +7,9 @@
 //! - [`export`]: export specifications (`NAME=KIND:ARG,OPTION...`);
 //! - [`actions`]: a pipeline as a disk (`actions:FILE.ion`), block addresses that start, stop,
 //!   query and move data on the pipeline's host channels;
-//! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
+//! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report;
+//! - [`limits`]: connections, bytes in flight and deadlines ([`Limits`]); [`hostile`]: clients
+//!   that ask for more than they give back, for tests and measurements.
 #![forbid(unsafe_code)]
 
 pub mod actions;
@@ -16,6 +18,8 @@ pub mod conn;
 pub mod drive;
 pub mod export;
 pub mod handshake;
+pub mod hostile;
+pub mod limits;
 pub mod mem;
 pub mod proto;
 pub mod report;
@@ -25,4 +29,5 @@ pub mod trace;
 
 pub use backend::Backend;
 pub use export::{Export, SpecError};
+pub use limits::Limits;
 pub use server::{ListenAddr, Server, ServerError};
