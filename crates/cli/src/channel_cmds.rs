@@ -135,10 +135,11 @@ pub fn cat(args: CatArgs) -> Result<()> {
     Ok(())
 }
 
-/// Serves the channel echo at `url`: every message of every channel of every host comes back
-/// on the same channel; with `once`, after the first host leaves, exit.
-pub fn serve_echo(url: &str, once: bool) -> Result<()> {
-    let server = Server::bind(url).with_context(|| format!("listen on {url}"))?;
+/// Serves the channel echo at `url` within `limits`: every message of every channel of every
+/// host comes back on the same channel; with `once`, after the first host leaves, exit.
+pub fn serve_echo(url: &str, once: bool, limits: offhost_link::Limits) -> Result<()> {
+    let mut server = Server::bind(url).with_context(|| format!("listen on {url}"))?;
+    server.set_limits(limits);
     eprintln!("echo: serving channels on {}", server.url());
     if !once {
         offhost_link::serve_echo(&server)?;

@@ -58,6 +58,8 @@ pub struct EchoArgs {
     /// descriptor only, zero-copy).
     #[arg(long)]
     touch: bool,
+    #[command(flatten)]
+    limits: crate::limit_args::LinkLimitArgs,
 }
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
@@ -72,7 +74,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
                 eprintln!("echo: could not pin to CPU {cpu}; running unpinned");
             }
         }
-        return crate::channel_cmds::serve_echo(&args.listen, args.once);
+        return crate::channel_cmds::serve_echo(&args.listen, args.once, args.limits.limits()?);
     }
     let listen: Url = args.listen.parse().map_err(anyhow::Error::msg)?;
     let addr = match &listen {

@@ -24,12 +24,17 @@ pub struct EngineArgs {
     /// Pin worker threads to cores.
     #[arg(long)]
     pin: bool,
+    #[command(flatten)]
+    daemon_limits: crate::limit_args::DaemonLimitArgs,
+    #[command(flatten)]
+    link_limits: crate::limit_args::LinkLimitArgs,
 }
 
 /// Runs the daemon until killed.
 pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
-    let server = offhost_link::Server::bind(&args.listen)
+    let mut server = offhost_link::Server::bind(&args.listen)
         .with_context(|| format!("listen on {}", args.listen))?;
+    server.set_limits(args.link_limits.limits()?);
     let mut config = EngineConfig {
         pin: args.pin,
         ..EngineConfig::default()
@@ -38,7 +43,7 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         config.workers = w.max(1);
     }
     eprintln!("engine: listening on {}", server.url());
-    Daemon::new(registry, config).serve(&server);
+    Daemon::with_limits(registry, config, args.daemon_limits.limits()).serve(&server);
     Ok(())
 }
 

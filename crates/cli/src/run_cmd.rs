@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The pipeline's budget.
+    #[command(flatten)]
+    pub budget: crate::limit_args::BudgetArgs,
 }
 
 fn parse_bindings(
@@ -98,7 +101,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
     let pipeline = Pipeline::parse(&text).map_err(|e| anyhow!("{path}: {e}"))?;
     let built = pipeline
-        .build(registry)
+        .build_within(registry, &args.budget.budget())
         .map_err(|e| anyhow!("{path}: {e}"))?;
 
     let out_names = built.host_outputs();
@@ -150,7 +153,9 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         readers.push((n.clone(), p.clone(), r));
     }
 
-    let mut running = built.start(&config);
+    let mut running = built
+        .try_start(&config)
+        .map_err(|e| anyhow!("{path}: {e}"))?;
     let stopper = running.stopper();
     let _ = ctrlc::set_handler(move || stopper.stop());
 
