@@ -151,6 +151,16 @@ impl Daemon {
         }
     }
 
+    /// Answers one message of a `control` channel (a JSON request, see the module's table)
+    /// with its JSON reply, as the channel does.
+    pub fn answer(&self, msg: &[u8]) -> String {
+        let reply = match serde_json::from_slice::<Request>(msg) {
+            Ok(r) => self.request(r),
+            Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+        };
+        reply.to_string()
+    }
+
     fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
         self.pipelines
             .lock()
@@ -164,11 +174,7 @@ impl Daemon {
         let name = ch.name().to_string();
         if name == "control" {
             while let Some(msg) = ch.recv()? {
-                let reply = match serde_json::from_slice::<Request>(&msg) {
-                    Ok(r) => self.request(r),
-                    Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
-                };
-                ch.send(reply.to_string().as_bytes())?;
+                ch.send(self.answer(&msg).as_bytes())?;
             }
             return ch.close();
         }
