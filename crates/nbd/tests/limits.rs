@@ -89,9 +89,7 @@ fn connections_past_the_limit_are_refused_naming_the_flag() {
     });
     let a = hostile::idle(&addr, "disk").unwrap();
     let b = hostile::idle(&addr, "disk").unwrap();
-    let e = hostile::idle(&addr, "disk")
-        .err()
-        .expect("a third is refused");
+    let e = hostile::idle(&addr, "disk").expect_err("a third is refused");
     assert!(e.to_string().contains("--max-connections"), "{e}");
     drop(a);
     let t0 = std::time::Instant::now();

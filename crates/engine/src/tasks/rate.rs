@@ -73,7 +73,8 @@ impl Resampler {
         let dw = 2.0 * std::f64::consts::PI * (nyq - passband) / from as f64;
         // In f64 first: an absurd ratio asks for more taps than any integer holds.
         let taps_f = ((atten_db - 8.0) / (2.285 * dw)).ceil().max(4.0);
-        if !(taps_f * l as f64 <= MAX_FILTER_LEN as f64) {
+        let coefficients = taps_f * l as f64;
+        if coefficients.is_nan() || coefficients > MAX_FILTER_LEN as f64 {
             return Err(format!(
                 "{from} Hz to {to} Hz with passband {passband} Hz needs a filter of {taps_f:.0} taps x {l} phases, over the limit of {MAX_FILTER_LEN} coefficients (widen the gap between passband and {nyq} Hz, or lower atten)"
             ));
