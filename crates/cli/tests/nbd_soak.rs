@@ -94,7 +94,9 @@ fn nbd_soak_fio_verifies_under_hostile_clients_and_rss_stays_bounded() {
     let ListenAddr::Tcp(hp) = &addr else {
         unreachable!("tcp listener")
     };
+    let scratch = tempfile::tempdir().unwrap();
     let fio = Command::new("fio")
+        .current_dir(scratch.path())
         .args([
             "--name=soak",
             "--ioengine=nbd",
@@ -107,6 +109,7 @@ fn nbd_soak_fio_verifies_under_hostile_clients_and_rss_stays_bounded() {
             "--verify=crc32c",
             "--verify_backlog=64",
             "--verify_fatal=1",
+            "--verify_state_save=0",
             "--time_based",
             &format!("--runtime={SECONDS}"),
             "--group_reporting",
