@@ -32,6 +32,10 @@ pub struct EngineArgs {
     /// Pin worker threads to cores.
     #[arg(long)]
     pin: bool,
+    #[command(flatten)]
+    daemon_limits: crate::limit_args::DaemonLimitArgs,
+    #[command(flatten)]
+    link_limits: crate::limit_args::LinkLimitArgs,
 }
 
 /// Runs the daemon until killed.
@@ -42,8 +46,9 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         }
         None => offhost_engine::Files::Denied,
     };
-    let server = offhost_link::Server::bind_with(&args.listen, &args.access.link_options())
+    let mut server = offhost_link::Server::bind_with(&args.listen, &args.access.link_options())
         .with_context(|| format!("listen on {}", args.listen))?;
+    server.set_limits(args.link_limits.limits()?);
     let mut config = EngineConfig {
         pin: args.pin,
         ..EngineConfig::default()
@@ -52,7 +57,8 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         config.workers = w.max(1);
     }
     eprintln!("engine: listening on {}", server.url());
-    Daemon::with_files(registry, config, files).serve(&server);
+    Daemon::with_files_and_limits(registry, config, files, args.daemon_limits.limits())
+        .serve(&server);
     Ok(())
 }
 
