@@ -17,9 +17,11 @@
 //! The machinery they share:
 //!
 //! - transports are named once, in [`offhost_bench::transport::Transport`] (`shm` the raw
-//!   ring, `shm-chan`, `tcp`, `unix`, `mem` channels, `tcp-raw`, `unix-raw`, `pipe-raw`,
-//!   `crossbeam` plain), and where the echo runs in
+//!   ring, `shm-chan`, `tcp`, `tls`, `unix`, `mem` channels, `tcp-raw`, `tls-raw`,
+//!   `unix-raw`, `pipe-raw`, `crossbeam` plain), and where the echo runs in
 //!   [`offhost_bench::transport::Placement`];
+//! - TLS transports get a throw-away certificate directory per run ([`tls::Pki`]); `tls-raw`
+//!   (one plain rustls connection) starts in [`tls`];
 //! - every latency measurement is an [`offhost_bench::report::Row`], summarised by
 //!   [`offhost_bench::stats::Summary`];
 //! - threads are pinned with [`offhost_bench::affinity`];
@@ -48,5 +50,6 @@ pub mod reproduce;
 pub mod ring;
 pub mod suite;
 pub mod targets;
+pub mod tls;
 
 pub use error::{Error, Result};
