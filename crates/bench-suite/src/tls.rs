@@ -6,8 +6,9 @@
 //! encryption (the same rustls configurations, from the same kind of directory, so the same
 //! cipher suite) without the channel protocol and without `offhost-access`'s split halves. It
 //! is rustls used the way one thread uses it best: plaintext written through
-//! `Connection::writer`, records sent as rustls makes them, ciphertext received up to
-//! [`RECV_CHUNK`] bytes per `read(2)` and handed to rustls from memory. Its `vs_raw` therefore
+//! `Connection::writer` two records at a time and their records sent at once (as the split
+//! stream does, [`WRITE_PIECE`]), ciphertext received up to [`RECV_CHUNK`] bytes per
+//! `read(2)` and handed to rustls from memory. Its `vs_raw` therefore
 //! says what the channel (and the halves shared by two threads) costs over TLS, and its
 //! `throughput_vs_tcp` what TLS itself costs over `tcp-raw`.
 
@@ -15,6 +16,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 
+use offhost_access::stream::WRITE_PIECE;
 use offhost_access::{CertDir, ClientAuth, TlsClient, TlsServer};
 use offhost_bench::plain::{self, PeerRun};
 use offhost_bench::run::{Endpoint, Role};
@@ -148,7 +150,8 @@ impl RawTls {
         while w < out.len() || r < inb.len() || self.conn.wants_write() {
             let mut moved = false;
             if w < out.len() {
-                let n = self.conn.writer().write(&out[w..])?;
+                let end = out.len().min(w + WRITE_PIECE);
+                let n = self.conn.writer().write(&out[w..end])?;
                 (w, moved) = (w + n, n > 0);
             }
             moved |= self.push()? > 0;
