@@ -42,7 +42,7 @@ enum BenchCmd {
     Rate(RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(EngineArgs),
-    /// The NBD server against nbdkit's memory plugin, same fio jobs.
+    /// The NBD server against nbdkit's memory plugin, same fio jobs (with --tls, over TLS too).
     Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(PetArgs),
@@ -227,6 +227,12 @@ struct NbdArgs {
     /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
     #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
+    /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
+    /// certificate directory made for the run and removed after) and reach them with
+    /// nbds+unix://...?tls-certificates=DIR: reports offhost over TLS against offhost plain
+    /// and against nbdkit over TLS, in the same rounds.
+    #[arg(long)]
+    tls: bool,
     /// Print one JSON object per server and workload (a JSON array).
     #[arg(long)]
     json: bool,
@@ -456,6 +462,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 fio: a.fio,
                 conn_threads: a.conn_threads,
                 exe: exe()?,
+                tls: a.tls,
             };
             let r = nbd::run(&o, bar)?;
             (show(a.json, &r, |r| nbd::table(r))?, vec![])
