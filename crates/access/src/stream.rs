@@ -24,15 +24,15 @@
 //!   and rustls never holds more than a piece of records: freeing a larger batch at once
 //!   returns the memory to the system (glibc trims the heap above 128 KiB) and the next batch
 //!   faults its pages in again, which made encrypting 256 KiB batches about twice as slow as
-//!   64 KiB pieces. Two records, not four: four full records and their headers are a little
-//!   more than loopback's 64 KiB segment, so each send would also put a segment of a hundred
-//!   bytes on the wire (and wake the peer for it), and streams took about 40% more CPU per
-//!   byte (docs/notes/access.md, "Figures"). A write reports bytes as written only once their
-//!   records have left for the kernel: when the socket takes only part of a piece, the call
-//!   reports the pieces before it (or says `WouldBlock` if there were none), keeps the rest of
-//!   the piece's records, and the next call (which, by the contract of a byte stream writer,
-//!   offers the bytes not reported first) finishes sending them before it goes on. So nothing
-//!   is ever left in a buffer that no caller knows about.
+//!   64 KiB pieces. Two records, not four: with four, streams took about half again as much
+//!   CPU per byte, likely because four full records with their headers are a little more than
+//!   one loopback segment carries, so each send also put a segment of a hundred bytes on the
+//!   wire and woke the peer for it (docs/notes/access.md, "Performance"). A write reports
+//!   bytes as written only once their records have left for the kernel: when the socket takes
+//!   only part of a piece, the call reports the pieces before it (or says `WouldBlock` if
+//!   there were none), keeps the rest of the piece's records, and the next call (which, by the
+//!   contract of a byte stream writer, offers the bytes not reported first) finishes sending
+//!   them before it goes on. So nothing is ever left in a buffer that no caller knows about.
 //! - **Ending**: [`TlsWriter::shutdown`] sends `close_notify` and shuts the socket's writing
 //!   side; the reader reports the end of input on the peer's `close_notify` or on the end of
 //!   the TCP stream (the protocols above have their own goodbye, so a cut stream is a peer

@@ -7,11 +7,11 @@
 //! |---|---|---|
 //! | [`pingpong`] | `bench pingpong` | one-way latency against an echo, per transport and size, in rounds or interleaved |
 //! | [`suite`] | `bench exchange`, `bench stream` | both directions at once; a window then an acknowledgement |
-//! | [`rate`] | `bench rate` | messages per second through a channel, by copy or loan |
+//! | [`rate`] | `bench rate` | messages per second through channels (in turn, run by run), by copy or loan |
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
-//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
+//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
 //!
 //! The machinery they share:
