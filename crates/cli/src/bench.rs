@@ -228,9 +228,11 @@ struct NbdArgs {
     #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
     /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
-    /// certificate directory made for the run and removed after) and reach them with
-    /// nbds+unix://...?tls-certificates=DIR: reports offhost over TLS against offhost plain
-    /// and against nbdkit over TLS, in the same rounds.
+    /// certificate directory made for the run and removed after); all four servers then listen
+    /// on TCP loopback (the plain ones with --insecure) and fio reaches the TLS ones with
+    /// nbds:// and the directory's client certificate (found by libnbd in $HOME/.pki/libnbd;
+    /// fio runs as nobody when the bench runs as root). Reports offhost over TLS against
+    /// offhost plain and against nbdkit over TLS, in the same rounds.
     #[arg(long)]
     tls: bool,
     /// Print one JSON object per server and workload (a JSON array).
