@@ -3,8 +3,8 @@
 //!
 //! With [`Options::tls`], both servers also run with `--tls=require --tls-certificates DIR
 //! --tls-verify-peer` on one throw-away certificate directory ([`Pki`]), and fio reaches them
-//! with `nbds://` (libnbd presents the directory's client certificate; see [`servers`] for how
-//! fio is given it): every round then measures offhost and nbdkit, plain and over TLS, all
+//! with `nbds://` (libnbd presents the directory's client certificate; `nbd/servers.rs` says
+//! how fio is given it): every round then measures offhost and nbdkit, plain and over TLS, all
 //! four on TCP loopback, in turn; the TLS rows say how they compare with their plain selves
 //! ([`Figure::ratio_vs_plain`]) and offhost's with nbdkit's over TLS
 //! ([`Figure::ratio_vs_nbdkit`]).
