@@ -10,7 +10,9 @@
 //! `$HOME/.pki/libnbd`, but only for a user other than root (root's are in
 //! `/etc/pki/libnbd`). So with TLS every fio job (plain or not, so that the client is the same)
 //! runs with `HOME` at a directory holding a copy of the CA and client certificate and key,
-//! and, when the bench runs as root, as `nobody` (uid and gid 65534).
+//! and, when the bench runs as root, as `nobody` (uid and gid 65534), that `HOME` then a
+//! temporary directory of its own in `/tmp` (which `nobody` can reach whatever `TMPDIR`'s
+//! permissions are).
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -71,6 +73,8 @@ impl Server {
 pub(super) struct Client {
     home: Option<PathBuf>,
     uid: Option<u32>,
+    /// The `HOME` made for `nobody`, removed with the client.
+    _own: Option<tempfile::TempDir>,
 }
 
 impl Client {
@@ -247,37 +251,41 @@ pub(super) fn start(a: &Options, dir: &Path, pki: Option<&Pki>) -> Result<(Vec<S
     Ok((servers, client))
 }
 
-/// A `HOME` in `dir` whose `.pki/libnbd` holds the CA and the client certificate and key of
-/// `pki`, and (when we are root) `nobody` to run fio as, owning it.
+/// A `HOME` whose `.pki/libnbd` holds the CA and the client certificate and key of `pki`: in
+/// `dir`, or (when we are root) in a temporary directory of `/tmp` given to `nobody`, whom fio
+/// then runs as.
 fn client(dir: &Path, pki: &Pki) -> Result<Client> {
-    let home = dir.join("fio-home");
+    let root = offhost_access::peer::own_uid() == 0;
+    let own = match root {
+        true => Some(
+            tempfile::Builder::new()
+                .prefix("offhost-fio")
+                .tempdir_in("/tmp")?,
+        ),
+        false => None,
+    };
+    let home = match &own {
+        Some(t) => t.path().to_owned(),
+        None => dir.join("fio-home"),
+    };
     let certs = home.join(".pki").join("libnbd");
     std::fs::create_dir_all(&certs)?;
+    let mut given = vec![home.clone(), home.join(".pki"), certs.clone()];
     for f in [CA_CERT, CLIENT_CERT, CLIENT_KEY] {
         std::fs::copy(pki.dir().join(f), certs.join(f))
             .with_context(|| format!("copy {f} for fio"))?;
+        given.push(certs.join(f));
     }
-    if offhost_access::peer::own_uid() != 0 {
-        return Ok(Client {
-            home: Some(home),
-            uid: None,
-        });
-    }
-    // nobody must get through the temporary directory (0700) to its HOME, and own it.
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
-    for p in [
-        home.clone(),
-        home.join(".pki"),
-        certs.clone(),
-        certs.join(CA_CERT),
-        certs.join(CLIENT_CERT),
-        certs.join(CLIENT_KEY),
-    ] {
-        std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY))
-            .with_context(|| format!("give {} to nobody for fio", p.display()))?;
+    if root {
+        for p in &given {
+            std::os::unix::fs::chown(p, Some(NOBODY), Some(NOBODY))
+                .with_context(|| format!("give {} to nobody for fio", p.display()))?;
+        }
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(Client {
         home: Some(home),
-        uid: Some(NOBODY),
+        uid: root.then_some(NOBODY),
+        _own: own,
     })
 }
