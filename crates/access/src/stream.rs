@@ -17,12 +17,22 @@
 //!   plaintext buffer never fills. Anything rustls wants to send while reading (an alert, a
 //!   key update) is written at once when the socket takes it, and by the writer otherwise; a
 //!   reader that waits while such bytes are pending also waits for the socket to take them.
-//! - **Writing**: a write encrypts a prefix of the caller's bytes (at most [`WRITE_CHUNK`]) and
-//!   sends the records. A write reports bytes as written only once their records have left
-//!   for the kernel: when the socket takes only part, the call says `WouldBlock`, keeps the
-//!   rest of the records, and the next call (which, by the contract of a byte stream writer,
-//!   offers the same bytes again first) finishes sending them and then reports those bytes.
-//!   So nothing is ever left in a buffer that no caller knows about.
+//! - **Writing**: a write encrypts the caller's bytes a piece at a time ([`WRITE_PIECE`], two
+//!   full records) and sends each piece's records before encrypting the next, for as long as
+//!   the socket takes them all (at most [`WRITE_CHUNK`] per call), letting go of the lock
+//!   between pieces. So the peer decrypts the first records while the next are encrypted,
+//!   and rustls never holds more than a piece of records: freeing a larger batch at once
+//!   returns the memory to the system (glibc trims the heap above 128 KiB) and the next batch
+//!   faults its pages in again, which made encrypting 256 KiB batches about twice as slow as
+//!   64 KiB pieces. Two records, not four: with four, streams took about half again as much
+//!   CPU per byte, likely because four full records with their headers are a little more than
+//!   one loopback segment carries, so each send also put a segment of a hundred bytes on the
+//!   wire and woke the peer for it (docs/notes/access.md, "Performance"). A write reports
+//!   bytes as written only once their records have left for the kernel: when the socket takes
+//!   only part of a piece, the call reports the pieces before it (or says `WouldBlock` if
+//!   there were none), keeps the rest of the piece's records, and the next call (which, by the
+//!   contract of a byte stream writer, offers the bytes not reported first) finishes sending
+//!   them before it goes on. So nothing is ever left in a buffer that no caller knows about.
 //! - **Ending**: [`TlsWriter::shutdown`] sends `close_notify` and shuts the socket's writing
 //!   side; the reader reports the end of input on the peer's `close_notify` or on the end of
 //!   the TCP stream (the protocols above have their own goodbye, so a cut stream is a peer
@@ -43,7 +53,10 @@ use crate::error::AccessError;
 /// Ciphertext received from the socket in one call at most.
 pub const SOCKET_BUFFER: usize = 256 * 1024;
 /// Plaintext encrypted by one write at most.
-pub const WRITE_CHUNK: usize = 256 * 1024;
+pub const WRITE_CHUNK: usize = 1024 * 1024;
+/// Plaintext encrypted, and its records sent, at a time within a write: two records of
+/// 16 KiB (the most TLS puts in one record), so the peer starts decrypting early.
+pub const WRITE_PIECE: usize = 32 * 1024;
 
 struct State {
     conn: rustls::Connection,
@@ -387,29 +400,37 @@ impl TlsWriter {
         let mut st = sh.lock();
         st.check()?;
         st.flush(&sh.fd)?;
-        if self.owed > 0 {
-            // Everything of the earlier call has left: those bytes are written now.
-            if buf.len() < self.owed {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a tls write must offer the bytes it was not told were written",
-                ));
+        // Everything of the earlier call has left: those bytes are written now.
+        let mut done = std::mem::take(&mut self.owed);
+        if buf.len() < done {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a tls write must offer the bytes it was not told were written",
+            ));
+        }
+        let limit = buf.len().min(done + WRITE_CHUNK);
+        while done < limit {
+            if done > 0 {
+                // Let the reading half in between pieces; a failure it met is the next call's.
+                drop(st);
+                st = sh.lock();
+                if st.failed.is_some() {
+                    break;
+                }
             }
-            return Ok(std::mem::take(&mut self.owed));
-        }
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        let k = buf.len().min(WRITE_CHUNK);
-        let n = io::Write::write(&mut st.conn.writer(), &buf[..k])?;
-        match st.flush(&sh.fd) {
-            Ok(()) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.owed = n;
-                Err(e)
+            let end = limit.min(done + WRITE_PIECE);
+            let n = io::Write::write(&mut st.conn.writer(), &buf[done..end])?;
+            match st.flush(&sh.fd) {
+                Ok(()) if n == 0 => break, // rustls took nothing (it never should)
+                Ok(()) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.owed = n;
+                    return if done > 0 { Ok(done) } else { Err(e) };
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+        Ok(done)
     }
 
     /// Waits at most `timeout` (`None`: for ever) for room in the socket, without holding the

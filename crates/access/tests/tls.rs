@@ -77,6 +77,57 @@ fn both_halves_carry_data_at_once_and_close_notify_ends_the_input() {
     });
 }
 
+/// A non-blocking write reports only bytes whose records left: against a peer that reads
+/// nothing, writes go on until the socket is full and then say `WouldBlock`; once the peer
+/// reads, the bytes not reported are offered again and every byte arrives once, in order.
+#[test]
+fn a_write_the_socket_cannot_take_reports_only_what_left() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let (s, c) = pair(&server, &client);
+    let (mut sr, _sw) = s.unwrap();
+    let (_cr, mut cw) = c.unwrap();
+    let data: Vec<u8> = (0..64u32 << 20)
+        .map(|i| (i * 13 + i / 65536) as u8)
+        .collect();
+    let mut at = 0;
+    let stuck = loop {
+        match cw.write_nb(&data[at..]) {
+            Ok(n) => {
+                assert!(n > 0 && n <= offhost_access::stream::WRITE_CHUNK, "{n}");
+                at += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break at,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(at < data.len(), "64 MiB fitted in the socket buffers");
+    };
+    assert!(stuck > 0);
+    let len = data.len();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            let mut got = vec![0u8; len];
+            sr.read_exact(&mut got).unwrap();
+            got
+        });
+        while at < data.len() {
+            match cw.write_nb(&data[at..]) {
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    cw.wait(Some(T)).unwrap();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        cw.flush().unwrap();
+        assert!(
+            reader.join().unwrap() == data,
+            "bytes lost, doubled or reordered"
+        );
+    });
+}
+
 fn refused(server: &TlsServer, client: &TlsClient) -> String {
     let (s, c) = pair(server, client);
     let s = s.err().map(|e| e.to_string());

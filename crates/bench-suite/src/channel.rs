@@ -2,7 +2,8 @@
 //! fresh address of the transport, an engine thread pinned on the engine core that accepts
 //! one session (and channel) and serves it, and the host's session (and channel). The
 //! pingpong, the suite (exchange, stream), rate, overhead and the seed 002 reproduction all
-//! start their channels here.
+//! start their channels here. A `tls` channel's server and session use a throw-away
+//! certificate directory ([`Pki`]): the run's, or one made for the channel.
 
 use std::io;
 use std::thread::JoinHandle;
@@ -10,16 +11,18 @@ use std::thread::JoinHandle;
 use offhost_bench::affinity;
 use offhost_bench::run::{serve, Endpoint, Role};
 use offhost_bench::transport::Transport;
-use offhost_link::{Channel, ChannelOptions, LinkError, Server, Session};
+use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session};
 
 use crate::error::{Error, Result};
 use crate::process::unique_name;
+use crate::tls::Pki;
 
 /// A fresh address to listen on for `t` (a channel transport), and the folder a Unix socket
 /// lives in while it is used.
 pub fn listen_url(t: Transport) -> Result<(String, Option<tempfile::TempDir>)> {
     Ok(match t {
         Transport::Tcp => ("tcp:127.0.0.1:0".into(), None),
+        Transport::Tls => ("tls:127.0.0.1:0".into(), None),
         Transport::Unix => {
             let dir = tempfile::tempdir()?;
             let url = format!("unix:{}", dir.path().join("bench.sock").display());
@@ -49,18 +52,39 @@ pub struct Served {
     session: Option<Session>,
     thread: Option<JoinHandle<Result<()>>>,
     _dir: Option<tempfile::TempDir>,
+    _pki: Option<Pki>,
 }
 
 impl Served {
     /// Binds a server on a fresh address of `t`, hands the session it accepts to `engine` on
-    /// a thread pinned on the engine core, and connects the host (see [`connect`]).
+    /// a thread pinned on the engine core, and connects the host (see [`connect`]); a `tls`
+    /// channel gets a certificate directory of its own.
     pub fn start(
         t: Transport,
         shm: Option<&offhost_shm::Config>,
         engine: impl FnOnce(Session) -> Result<()> + Send + 'static,
     ) -> Result<Served> {
+        Served::start_with(t, shm, None, engine)
+    }
+
+    /// [`start`](Self::start) with the run's certificate directory for `tls` (`None`: one
+    /// made for this channel, removed with it).
+    pub fn start_with(
+        t: Transport,
+        shm: Option<&offhost_shm::Config>,
+        pki: Option<&Pki>,
+        engine: impl FnOnce(Session) -> Result<()> + Send + 'static,
+    ) -> Result<Served> {
         let (url, dir) = listen_url(t)?;
-        let server = Server::bind(&url)?;
+        let own = match (t.is_tls(), pki) {
+            (true, None) => Some(Pki::generate()?),
+            _ => None,
+        };
+        let link = match own.as_ref().or(pki) {
+            Some(p) if t.is_tls() => p.link_options(),
+            _ => LinkOptions::new().insecure(true),
+        };
+        let server = Server::bind_with(&url, &link)?;
         let url = server.url().to_owned();
         let (_, engine_core) = affinity::host_engine_cores();
         let thread = std::thread::Builder::new()
@@ -69,11 +93,15 @@ impl Served {
                 let _ = affinity::pin_current_thread(engine_core);
                 engine(server.accept()?)
             })?;
-        let session = connect(&url, shm)?;
+        let session = match t.is_tls() {
+            true => Session::connect_with(&url, &link)?,
+            false => connect(&url, shm)?,
+        };
         Ok(Served {
             session: Some(session),
             thread: Some(thread),
             _dir: dir,
+            _pki: own,
         })
     }
 
@@ -206,6 +234,7 @@ mod tests {
     fn every_channel_transport_echoes() {
         for t in [
             Transport::Tcp,
+            Transport::Tls,
             Transport::Unix,
             Transport::Mem,
             Transport::ShmChan,

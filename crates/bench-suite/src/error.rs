@@ -23,6 +23,9 @@ pub enum Error {
     /// The shared-memory rings failed.
     #[error(transparent)]
     Shm(#[from] offhost_shm::ShmError),
+    /// Certificates could not be made or loaded.
+    #[error(transparent)]
+    Access(#[from] offhost_access::AccessError),
     /// A link session or channel failed.
     #[error(transparent)]
     Link(#[from] offhost_link::LinkError),

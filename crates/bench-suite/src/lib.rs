@@ -7,20 +7,22 @@
 //! |---|---|---|
 //! | [`pingpong`] | `bench pingpong` | one-way latency against an echo, per transport and size, in rounds or interleaved |
 //! | [`suite`] | `bench exchange`, `bench stream` | both directions at once; a window then an acknowledgement |
-//! | [`rate`] | `bench rate` | messages per second through a channel, by copy or loan |
+//! | [`rate`] | `bench rate` | messages per second through channels (in turn, run by run), by copy or loan |
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
-//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs |
+//! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
 //! | [`offload`] | `bench offload` | seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host against off-host; a rate-limited channel; an urgent channel under bulk load |
 //!
 //! The machinery they share:
 //!
 //! - transports are named once, in [`offhost_bench::transport::Transport`] (`shm` the raw
-//!   ring, `shm-chan`, `tcp`, `unix`, `mem` channels, `tcp-raw`, `unix-raw`, `pipe-raw`,
-//!   `crossbeam` plain), and where the echo runs in
+//!   ring, `shm-chan`, `tcp`, `tls`, `unix`, `mem` channels, `tcp-raw`, `tls-raw`,
+//!   `unix-raw`, `pipe-raw`, `crossbeam` plain), and where the echo runs in
 //!   [`offhost_bench::transport::Placement`];
+//! - TLS transports get a throw-away certificate directory per run ([`tls::Pki`]); `tls-raw`
+//!   (one plain rustls connection) starts in [`tls`];
 //! - every latency measurement is an [`offhost_bench::report::Row`], summarised by
 //!   [`offhost_bench::stats::Summary`];
 //! - threads are pinned with [`offhost_bench::affinity`];
@@ -50,5 +52,6 @@ pub mod reproduce;
 pub mod ring;
 pub mod suite;
 pub mod targets;
+pub mod tls;
 
 pub use error::{Error, Result};

@@ -50,6 +50,37 @@ impl PeerProcess {
         })
     }
 
+    /// Starts `cmd` as the peer called `name`, stdin silenced, with its standard output read
+    /// line by line on a thread: the lines come through the receiver (a server that prints
+    /// its address once it listens, like `offhost nbd --listen tcp:HOST:0`).
+    pub fn spawn_with_lines(
+        name: &str,
+        cmd: &mut Command,
+    ) -> Result<(PeerProcess, std::sync::mpsc::Receiver<String>)> {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start the {name} ({cmd:?})"))?;
+        let out = child.stdout.take().expect("stdout was piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("{name} stdout"))
+            .spawn(move || {
+                // Read to the end even when nobody listens any more, so that the peer never
+                // blocks on a full pipe.
+                for line in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+                    let Ok(l) = line else { return };
+                    let _ = tx.send(l);
+                }
+            })?;
+        let p = PeerProcess {
+            name: name.into(),
+            child: Some(child),
+        };
+        Ok((p, rx))
+    }
+
     /// Starts `offhost echo ARGS` from the `offhost` binary at `exe`, its stderr silenced.
     pub fn echo(exe: &Path, args: &[String]) -> Result<PeerProcess> {
         let mut cmd = Command::new(exe);
@@ -194,6 +225,31 @@ mod tests {
         let pid = p.id();
         drop(p);
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "not reaped");
+    }
+
+    #[test]
+    fn a_peer_is_ready_once_it_printed_the_line_waited_for() {
+        let (mut p, lines) = PeerProcess::spawn_with_lines(
+            "test peer",
+            Command::new("sh").args(["-c", "echo starting; echo listening on x:1; sleep 30"]),
+        )
+        .unwrap();
+        let addr = p
+            .until_ready(START_TIMEOUT, || loop {
+                match lines.try_recv() {
+                    Ok(l) => match l.strip_prefix("listening on ") {
+                        Some(a) => return Ok(a.to_owned()),
+                        None => continue,
+                    },
+                    Err(_) => return Err(Error::Peer("not yet".into())),
+                }
+            })
+            .unwrap();
+        assert_eq!(addr, "x:1");
+        assert!(
+            p.reap(Duration::from_millis(50)).unwrap(),
+            "killed after the grace"
+        );
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `rate`: messages per second of a one-way stream through a channel, sent in batches, by copy
-//! or (on shared memory) by loan, to a sink engine on a thread.
+//! or (on shared memory) by loan, to a sink engine on a thread. Several transports are
+//! measured in turn, run by run, so that their ratios (a `tls` row's `throughput_vs_tcp`)
+//! come from runs taken side by side.
 
 use std::str::FromStr;
 use std::time::Instant;
 
 use indicatif::ProgressBar;
-use offhost_bench::report::Row;
+use offhost_bench::report::{self, Row};
 use offhost_bench::stats::Summary;
 use offhost_bench::transport::{Kind, Placement, Transport};
 use offhost_link::{ChannelOptions, Message, SendMode, Session};
@@ -13,6 +15,7 @@ use offhost_shm::Mode;
 
 use crate::channel::Served;
 use crate::error::{check, require, Error, Result};
+use crate::tls::Pki;
 
 /// How messages travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +56,8 @@ impl FromStr for RatePath {
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// A channel transport.
-    pub transport: Transport,
+    /// Channel transports, each with its sink, measured in turn run by run.
+    pub transports: Vec<Transport>,
     /// Message sizes.
     pub sizes: Vec<usize>,
     /// Paths, each measured at every size.
@@ -71,23 +74,26 @@ pub struct Options {
 
 impl Options {
     fn check(&self) -> Result<()> {
-        require(self.transport.kind() == Kind::Channel, || {
-            format!(
-                "--transport {}: rate measures channels (shm-chan, tcp, unix or mem)",
-                self.transport
-            )
+        require(!self.transports.is_empty(), || {
+            "no transport to measure".into()
         })?;
+        for t in &self.transports {
+            require(t.kind() == Kind::Channel, || {
+                format!("--transport {t}: rate measures channels (shm-chan, tcp, tls, unix or mem)")
+            })?;
+        }
         require(self.runs > 0 && self.batch > 0, || {
             "--runs and --batch must be at least 1".into()
         })?;
         require(
-            !self.paths.contains(&RatePath::Loan) || self.transport == Transport::ShmChan,
+            !self.paths.contains(&RatePath::Loan)
+                || self.transports.iter().all(|&t| t == Transport::ShmChan),
             || "--path loan needs --transport shm-chan".into(),
         )
     }
 }
 
-/// Runs the rate bench; one row per size and path. `bar` shows the runs.
+/// Runs the rate bench; one row per size, path and transport. `bar` shows the runs.
 pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
     o.check()?;
     let loans = o.paths.contains(&RatePath::Loan);
@@ -95,8 +101,14 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
         mode: o.mode,
         ..offhost_link::default_shm_config()
     };
-    let served = Served::start(o.transport, Some(&shm), move |s| sink(s, loans))?;
-    bar.set_length((o.sizes.len() * o.paths.len() * o.runs) as u64);
+    let pki = Pki::for_transports(&o.transports)?;
+    let served = o
+        .transports
+        .iter()
+        .map(|&t| Served::start_with(t, Some(&shm), pki.as_ref(), move |s| sink(s, loans)))
+        .collect::<Result<Vec<_>>>()?;
+    let n = o.transports.len();
+    bar.set_length((o.sizes.len() * o.paths.len() * o.runs * n) as u64);
     let mut rows = Vec::new();
     for &size in &o.sizes {
         for &path in &o.paths {
@@ -104,33 +116,41 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                 .count
                 .unwrap_or((4usize << 30) / size)
                 .clamp(200, 2_000_000);
-            let mut ns = Vec::new();
+            let mut ns = vec![Vec::with_capacity(o.runs); n];
             for run in 0..o.runs {
-                bar.set_message(format!(
-                    "rate {size} B {}: run {}/{}",
-                    path.name(),
-                    run + 1,
-                    o.runs
-                ));
-                ns.push(one_run(served.session(), size, path, count, o.batch)?);
-                bar.inc(1);
+                for (i, s) in served.iter().enumerate() {
+                    bar.set_message(format!(
+                        "rate {} {size} B {}: run {}/{}",
+                        o.transports[i],
+                        path.name(),
+                        run + 1,
+                        o.runs
+                    ));
+                    ns[i].push(one_run(s.session(), size, path, count, o.batch)?);
+                    bar.inc(1);
+                }
             }
-            let s = Summary::of(&ns).ok_or_else(|| Error::Check("no runs".into()))?;
-            let mode = if o.transport.has_modes() {
-                o.mode
-            } else {
-                Mode::Block
-            };
-            let mut r = Row::new("rate", o.transport.name(), mode.name(), size, &s);
-            // The slowest run, as the 99th percentile of so few.
-            r.one_way_ns_p99 = s.max;
-            r.peer = Some(Placement::Thread.name().into());
-            r.path = Some(path.name().into());
-            r.iters = Some(count);
-            rows.push(r);
+            for (&t, ns) in o.transports.iter().zip(ns) {
+                let s = Summary::of(&ns).ok_or_else(|| Error::Check("no runs".into()))?;
+                let mode = if t.has_modes() { o.mode } else { Mode::Block };
+                let mut r = Row::new("rate", t.name(), mode.name(), size, &s);
+                // The slowest run, as the 99th percentile of so few.
+                r.one_way_ns_p99 = s.max;
+                r.peer = Some(Placement::Thread.name().into());
+                r.path = Some(path.name().into());
+                r.iters = Some(count);
+                if n > 1 {
+                    // Runs of the transports alternate: each run is a round.
+                    r.round_medians_ns = ns;
+                }
+                rows.push(r);
+            }
         }
     }
-    served.finish()?;
+    for s in served {
+        s.finish()?;
+    }
+    report::throughput_vs_tcp(&mut rows);
     Ok(rows)
 }
 
@@ -223,7 +243,7 @@ mod tests {
 
     fn options(t: Transport, paths: &[RatePath]) -> Options {
         Options {
-            transport: t,
+            transports: vec![t],
             sizes: vec![64],
             paths: paths.to_vec(),
             count: Some(300),
@@ -250,6 +270,21 @@ mod tests {
             &ProgressBar::hidden(),
         );
         assert_eq!(rows.unwrap()[0].path.as_deref(), Some("loan"));
+    }
+
+    /// TLS and TCP streamed in turn: a row each, the runs as rounds, and TLS's throughput
+    /// over TCP's from them.
+    #[test]
+    fn tls_and_tcp_run_side_by_side() {
+        let mut o = options(Transport::Tls, &[RatePath::Copy]);
+        o.transports.push(Transport::Tcp);
+        o.sizes = vec![65536];
+        let rows = run(&o, &ProgressBar::hidden()).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.transport.as_str()).collect();
+        assert_eq!(names, ["tls", "tcp"]);
+        assert!(rows.iter().all(|r| r.round_medians_ns.len() == 2));
+        assert!(rows[0].throughput_vs_tcp.is_some_and(|v| v > 0.0));
+        assert_eq!(rows[1].throughput_vs_tcp, None);
     }
 
     #[test]

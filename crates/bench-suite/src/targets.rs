@@ -2,7 +2,7 @@
 //! build has, started fresh for each message size with the peer role the pattern needs, the
 //! peer on a thread pinned on the engine core.
 
-use offhost_bench::plain::{self, PeerRun};
+use offhost_bench::plain::PeerRun;
 use offhost_bench::run::{Endpoint, Role};
 use offhost_bench::transport::{Kind, Placement, Transport};
 use offhost_shm::Mode;
@@ -10,6 +10,7 @@ use offhost_shm::Mode;
 use crate::channel::ChannelRun;
 use crate::error::{Context as _, Result};
 use crate::ring::RingRun;
+use crate::tls;
 
 /// One transport (with its mode) to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,9 @@ impl Target {
     pub fn start(&self, role: Role, size: usize) -> Result<Running> {
         let what = || format!("starting {}", self.transport());
         Ok(match *self {
-            Target::Plain(t) => Running::Plain(plain::start(t, role, size).with_context(what)?),
+            Target::Plain(t) => {
+                Running::Plain(tls::start_plain(t, None, role, size).with_context(what)?)
+            }
             Target::Ring(m) => Running::Ring(RingRun::start(m, role, size).with_context(what)?),
             Target::Channel(t, p) => {
                 Running::Channel(ChannelRun::start(t, p, role, size).with_context(what)?)

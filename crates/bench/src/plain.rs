@@ -1,7 +1,8 @@
 //! The plain transports offhost is measured against, in the same run: pipes, Unix sockets and
 //! TCP used directly (`pipe-raw`, `unix-raw`, `tcp-raw`) and an in-process crossbeam channel
 //! (`crossbeam`). Each echo or sink peer runs in a thread of this process pinned on the engine
-//! core.
+//! core. `tls-raw` is plain too but needs certificates: `offhost-bench-suite` makes its pair of
+//! endpoints and runs them with [`start_pair`].
 
 use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
@@ -194,6 +195,12 @@ fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(ChannelEndpoint { tx: t2, rx: r1 }),
             )
         }
+        Transport::TlsRaw => {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                "tls-raw needs certificates: offhost-bench-suite starts it",
+            ))
+        }
         other => {
             return Err(io::Error::new(
                 ErrorKind::InvalidInput,
@@ -204,9 +211,22 @@ fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
 }
 
 /// Starts the plain transport `t` with a peer serving `role` for `size`-byte messages in a
-/// thread pinned on the engine core.
+/// thread pinned on the engine core (every plain transport but `tls-raw`).
 pub fn start(t: Transport, role: Role, size: usize) -> io::Result<PeerRun> {
-    let (host, mut peer) = pair(t)?;
+    let (host, peer) = pair(t)?;
+    start_pair(t, host, peer, role, size)
+}
+
+/// Runs `peer` serving `role` for `size`-byte messages in a thread (named after `t`) pinned on
+/// the engine core, with `host` as the measuring side: a plain transport whose two ends were
+/// made elsewhere.
+pub fn start_pair(
+    t: Transport,
+    host: Box<dyn Endpoint>,
+    mut peer: Box<dyn Endpoint>,
+    role: Role,
+    size: usize,
+) -> io::Result<PeerRun> {
     let (_, engine_core) = affinity::host_engine_cores();
     let thread = std::thread::Builder::new()
         .name(format!("peer-{t}"))
@@ -220,11 +240,11 @@ pub fn start(t: Transport, role: Role, size: usize) -> io::Result<PeerRun> {
     })
 }
 
-/// The plain transports, in report order.
+/// The plain transports [`start`] starts, in report order (all but `tls-raw`).
 pub fn all() -> impl Iterator<Item = Transport> {
     Transport::ALL
         .into_iter()
-        .filter(|t| t.kind() == Kind::Plain)
+        .filter(|t| t.kind() == Kind::Plain && !t.is_tls())
 }
 
 #[cfg(test)]
@@ -286,5 +306,9 @@ mod tests {
             .err()
             .expect("tcp channels are not plain");
         assert!(e.to_string().contains("not a plain transport"), "{e}");
+        let e = start(Transport::TlsRaw, Role::Echo, 8)
+            .err()
+            .expect("tls-raw needs certificates");
+        assert!(e.to_string().contains("needs certificates"), "{e}");
     }
 }

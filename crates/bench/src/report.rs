@@ -56,6 +56,12 @@ pub struct Row {
     /// per-block) ratios, when both were measured in the same rounds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_raw: Option<f64>,
+    /// A TLS row's throughput over its unencrypted counterpart's in the same run
+    /// ([`crate::transport::Transport::unencrypted`]: `tls` over `tcp`, `tls-raw` over
+    /// `tcp-raw`; 1 = as fast): the median of the per-round (or per-block, per-run) ratios
+    /// when both have several, else the ratio of their medians.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_vs_tcp: Option<f64>,
     /// CPU use of the idle echo engine, percent of one core: absent where the bench does not
     /// measure it, null where it could not be measured.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,6 +125,7 @@ impl Row {
             msgs_per_s: Some(per_s),
             round_medians_ns: Vec::new(),
             vs_raw: None,
+            throughput_vs_tcp: None,
             cpu_idle_pct: None,
             vs_cacheline: None,
             vs_futex: None,
@@ -150,6 +157,38 @@ impl Row {
         } else {
             format!("{}/{}", self.transport, self.mode)
         }
+    }
+}
+
+/// Fills every TLS row's [`Row::throughput_vs_tcp`] from the row of its unencrypted
+/// counterpart with the same bench, mode and size, where `rows` has one.
+pub fn throughput_vs_tcp(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        let plain = rows[i]
+            .transport
+            .parse()
+            .ok()
+            .and_then(crate::transport::Transport::unencrypted);
+        let Some(plain) = plain else { continue };
+        let me = &rows[i];
+        let other = rows.iter().find(|r| {
+            r.transport == plain.name()
+                && r.bench == me.bench
+                && r.size == me.size
+                && r.mode == me.mode
+        });
+        let Some(other) = other else { continue };
+        let (a, b) = (&me.round_medians_ns, &other.round_medians_ns);
+        // Throughput is inverse to the time per message: theirs over ours.
+        let ratio = if a.len() >= 2 && a.len() == b.len() {
+            let per_round: Vec<f64> = a.iter().zip(b).map(|(t, p)| p / t).collect();
+            crate::stats::median(&per_round)
+        } else if me.one_way_ns_median > 0.0 {
+            Some(other.one_way_ns_median / me.one_way_ns_median)
+        } else {
+            None
+        };
+        rows[i].throughput_vs_tcp = ratio;
     }
 }
 
@@ -290,6 +329,7 @@ pub fn latency_table(rows: &[Row]) -> String {
             }
         }
     }
+    s.push_str(&tls_ratios(rows));
     if rows.iter().any(|r| r.vs_cacheline.is_some()) {
         let _ = write!(
             s,
@@ -329,6 +369,34 @@ pub fn rate_table(rows: &[Row]) -> String {
             r.one_way_ns_median,
             r.mb_per_s
         );
+    }
+    s.push_str(&tls_ratios(rows));
+    s
+}
+
+/// The TLS rows' throughput over their unencrypted counterparts', under its heading (empty
+/// when no row has one).
+fn tls_ratios(rows: &[Row]) -> String {
+    let mut s = String::new();
+    if rows.iter().any(|r| r.throughput_vs_tcp.is_some()) {
+        let _ = write!(
+            s,
+            "\n{:<9} {:<9} {:>8} {:<5} {:>18}\n",
+            "transport", "mode", "size", "path", "throughput x tcp"
+        );
+        for r in rows {
+            if let Some(v) = r.throughput_vs_tcp {
+                let _ = writeln!(
+                    s,
+                    "{:<9} {:<9} {:>8} {:<5} {:>18.2}",
+                    r.transport,
+                    r.mode,
+                    r.size,
+                    text(&r.path),
+                    v
+                );
+            }
+        }
     }
     s
 }
@@ -441,6 +509,39 @@ mod tests {
         );
         assert!(t.starts_with("transport"), "{t}");
         assert!(!t.contains("x cache-line"), "{t}");
+    }
+
+    /// A TLS row gets its throughput over the plain row of the same size, from the rounds
+    /// when both have several, and the tables show it.
+    #[test]
+    fn tls_rows_are_compared_with_their_unencrypted_counterpart() {
+        let at = |t: &str, size: usize, ns: f64, rounds: Vec<f64>| {
+            let mut r = Row::new("pingpong", t, "block", size, &Summary::of(&[ns]).unwrap());
+            r.round_medians_ns = rounds;
+            r
+        };
+        let mut rows = vec![
+            at("tcp", 64, 100.0, vec![]),
+            at("tls", 64, 125.0, vec![]),
+            at("tcp-raw", 8, 10.0, vec![10.0, 20.0, 30.0]),
+            at("tls-raw", 8, 20.0, vec![20.0, 25.0, 30.0]),
+            at("tls", 4096, 1.0, vec![]), // no tcp row at this size
+        ];
+        throughput_vs_tcp(&mut rows);
+        let got: Vec<Option<f64>> = rows.iter().map(|r| r.throughput_vs_tcp).collect();
+        assert_eq!(got, [None, Some(0.8), None, Some(0.8), None]);
+        for table in [latency_table(&rows), rate_table(&rows)] {
+            let line = table
+                .lines()
+                .skip_while(|l| !l.contains("throughput x tcp"))
+                .nth(1)
+                .map(|l| l.split_whitespace().collect::<Vec<_>>());
+            assert_eq!(
+                line.as_deref(),
+                Some(&["tls", "block", "64", "-", "0.80"][..])
+            );
+        }
+        assert!(!latency_table(&rows[..1]).contains("throughput x tcp"));
     }
 
     #[test]

@@ -8,12 +8,21 @@
 //! | `shm` | raw ring | records on the shared-memory rings of `offhost-shm`, no channel protocol |
 //! | `shm-chan` | channel | `offhost-link` channels over those rings (old name `shm-link`) |
 //! | `tcp` | channel | channels over TCP on loopback |
+//! | `tls` | channel | channels over mutual TLS (rustls) on TCP loopback (`tls:`) |
 //! | `unix` | channel | channels over a Unix socket |
 //! | `mem` | channel | channels over the in-process `mem:` transport |
 //! | `tcp-raw` | plain | TCP on loopback used directly (`TCP_NODELAY`) |
+//! | `tls-raw` | plain | one rustls connection on TCP loopback used directly, the way rustls's own examples use it (no channel protocol, no split halves) |
 //! | `unix-raw` | plain | a Unix stream socket pair used directly |
 //! | `pipe-raw` | plain | two pipes used directly |
 //! | `crossbeam` | plain | two crossbeam channels of owned buffers, in this process |
+//!
+//! `tls` and `tls-raw` need a certificate directory and rustls, which this crate does not know:
+//! `offhost-bench-suite` starts them (with a throw-away directory per run), and
+//! [`crate::plain::start`] refuses `tls-raw`. `tls-raw` is `tls`'s raw peer as `tcp-raw` is
+//! `tcp`'s: the same bytes, encrypted the same way, without the channel protocol, so `vs_raw`
+//! says what the channel costs over TLS and [`Transport::unencrypted`] (`tls` against `tcp`,
+//! `tls-raw` against `tcp-raw`) what TLS costs.
 //!
 //! Where the other side (the echo or sink peer) runs is a [`Placement`], reported in the
 //! rows' `peer` field: a thread of the bench process, another process, or a remote engine the
@@ -31,12 +40,16 @@ pub enum Transport {
     ShmChan,
     /// Channels over TCP loopback.
     Tcp,
+    /// Channels over mutual TLS on TCP loopback.
+    Tls,
     /// Channels over a Unix socket.
     Unix,
     /// Channels over the in-process `mem:` transport.
     Mem,
     /// Plain TCP loopback.
     TcpRaw,
+    /// One plain rustls connection on TCP loopback.
+    TlsRaw,
     /// A plain Unix stream socket pair.
     UnixRaw,
     /// Two plain pipes.
@@ -50,9 +63,10 @@ pub enum Transport {
 pub enum Kind {
     /// The raw shared-memory ring (`shm`).
     RawRing,
-    /// An `offhost-link` channel (`shm-chan`, `tcp`, `unix`, `mem`).
+    /// An `offhost-link` channel (`shm-chan`, `tcp`, `tls`, `unix`, `mem`).
     Channel,
-    /// Something offhost is compared with (`tcp-raw`, `unix-raw`, `pipe-raw`, `crossbeam`).
+    /// Something offhost is compared with (`tcp-raw`, `tls-raw`, `unix-raw`, `pipe-raw`,
+    /// `crossbeam`).
     Plain,
 }
 
@@ -73,13 +87,15 @@ fn known_names() -> String {
 
 impl Transport {
     /// Every transport, in report order.
-    pub const ALL: [Transport; 9] = [
+    pub const ALL: [Transport; 11] = [
         Transport::Shm,
         Transport::ShmChan,
         Transport::Tcp,
+        Transport::Tls,
         Transport::Unix,
         Transport::Mem,
         Transport::TcpRaw,
+        Transport::TlsRaw,
         Transport::UnixRaw,
         Transport::PipeRaw,
         Transport::Crossbeam,
@@ -91,9 +107,11 @@ impl Transport {
             Transport::Shm => "shm",
             Transport::ShmChan => "shm-chan",
             Transport::Tcp => "tcp",
+            Transport::Tls => "tls",
             Transport::Unix => "unix",
             Transport::Mem => "mem",
             Transport::TcpRaw => "tcp-raw",
+            Transport::TlsRaw => "tls-raw",
             Transport::UnixRaw => "unix-raw",
             Transport::PipeRaw => "pipe-raw",
             Transport::Crossbeam => "crossbeam",
@@ -104,23 +122,46 @@ impl Transport {
     pub fn kind(self) -> Kind {
         match self {
             Transport::Shm => Kind::RawRing,
-            Transport::ShmChan | Transport::Tcp | Transport::Unix | Transport::Mem => Kind::Channel,
-            Transport::TcpRaw | Transport::UnixRaw | Transport::PipeRaw | Transport::Crossbeam => {
-                Kind::Plain
-            }
+            Transport::ShmChan
+            | Transport::Tcp
+            | Transport::Tls
+            | Transport::Unix
+            | Transport::Mem => Kind::Channel,
+            Transport::TcpRaw
+            | Transport::TlsRaw
+            | Transport::UnixRaw
+            | Transport::PipeRaw
+            | Transport::Crossbeam => Kind::Plain,
         }
     }
 
     /// The transport a channel is compared with: the same bytes carried without the channel
-    /// protocol (`shm-chan`: `shm`, `tcp`: `tcp-raw`, `unix`: `unix-raw`, `mem`: `crossbeam`).
+    /// protocol (`shm-chan`: `shm`, `tcp`: `tcp-raw`, `tls`: `tls-raw`, `unix`: `unix-raw`,
+    /// `mem`: `crossbeam`).
     pub fn raw_peer(self) -> Option<Transport> {
         match self {
             Transport::ShmChan => Some(Transport::Shm),
             Transport::Tcp => Some(Transport::TcpRaw),
+            Transport::Tls => Some(Transport::TlsRaw),
             Transport::Unix => Some(Transport::UnixRaw),
             Transport::Mem => Some(Transport::Crossbeam),
             _ => None,
         }
+    }
+
+    /// The same transport without encryption, for TLS ones (`tls`: `tcp`, `tls-raw`:
+    /// `tcp-raw`): a TLS row's `throughput_vs_tcp` is measured against it.
+    pub fn unencrypted(self) -> Option<Transport> {
+        match self {
+            Transport::Tls => Some(Transport::Tcp),
+            Transport::TlsRaw => Some(Transport::TcpRaw),
+            _ => None,
+        }
+    }
+
+    /// Whether it needs a certificate directory (`tls`, `tls-raw`).
+    pub fn is_tls(self) -> bool {
+        self.unencrypted().is_some()
     }
 
     /// Whether the bytes cross shared memory, where doorbell modes (`poll`, `block`,
@@ -234,6 +275,22 @@ mod tests {
             }
         }
         assert!(Transport::Shm.has_modes() && !Transport::Tcp.has_modes());
+    }
+
+    #[test]
+    fn tls_transports_pair_with_their_plain_tcp_of_the_same_kind() {
+        for t in Transport::ALL {
+            match t.unencrypted() {
+                Some(plain) => {
+                    assert!(t.is_tls() && !plain.is_tls(), "{t}");
+                    assert_eq!(plain.kind(), t.kind(), "{t}");
+                }
+                None => assert!(!t.is_tls(), "{t}"),
+            }
+        }
+        assert_eq!("tls".parse(), Ok(Transport::Tls));
+        assert_eq!(Transport::Tls.raw_peer(), Some(Transport::TlsRaw));
+        assert_eq!(Transport::TlsRaw.unencrypted(), Some(Transport::TcpRaw));
     }
 
     #[test]

@@ -42,7 +42,7 @@ enum BenchCmd {
     Rate(RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(EngineArgs),
-    /// The NBD server against nbdkit's memory plugin, same fio jobs.
+    /// The NBD server against nbdkit's memory plugin, same fio jobs (with --tls, over TLS too).
     Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(PetArgs),
@@ -138,8 +138,11 @@ struct FloorsArgs {
 
 #[derive(Args, Debug)]
 struct PingpongArgs {
-    /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, unix, mem (channels),
-    /// tcp-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link for shm-chan.
+    /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, tls, unix, mem
+    /// (channels), tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link
+    /// for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one plain rustls
+    /// connection (tls's raw peer); both use a certificate directory made for the run and
+    /// removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to the report.
     #[arg(long, value_delimiter = ',', default_value = "shm")]
     transport: Vec<Transport>,
     /// Doorbell mode of both sides on shared memory: poll, block or adaptive.
@@ -206,8 +209,8 @@ struct OverheadArgs {
 
 #[derive(Args, Debug)]
 struct SuiteArgs {
-    /// Transports, comma-separated (default: all): shm, shm-chan, tcp, unix, mem, tcp-raw,
-    /// unix-raw, pipe-raw, crossbeam. Old name: shm-link for shm-chan.
+    /// Transports, comma-separated (default: all): shm, shm-chan, tcp, tls, unix, mem,
+    /// tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam. Old name: shm-link for shm-chan.
     #[arg(long, value_delimiter = ',')]
     transport: Vec<Transport>,
     /// Doorbell modes of the raw ring (poll, block, adaptive; default: all three).
@@ -285,6 +288,14 @@ struct NbdArgs {
     /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
     #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
+    /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
+    /// certificate directory made for the run and removed after); all four servers then listen
+    /// on TCP loopback (the plain ones with --insecure) and fio reaches the TLS ones with
+    /// nbds:// and the directory's client certificate (found by libnbd in $HOME/.pki/libnbd;
+    /// fio runs as nobody when the bench runs as root). Reports offhost over TLS against
+    /// offhost plain and against nbdkit over TLS, in the same rounds.
+    #[arg(long)]
+    tls: bool,
     /// Print one JSON object per server and workload (a JSON array).
     #[arg(long)]
     json: bool,
@@ -314,10 +325,12 @@ struct PetArgs {
 
 #[derive(Args, Debug)]
 struct RateArgs {
-    /// Channel transport: shm-chan, tcp, unix or mem (`shm`, this command's old name for
-    /// shm-chan, is read as shm-chan for a while).
-    #[arg(long, default_value = "shm-chan")]
-    transport: Transport,
+    /// Channel transports, comma-separated: shm-chan, tcp, tls, unix, mem (`shm`, this
+    /// command's old name for shm-chan, is read as shm-chan for a while). Several are measured
+    /// in turn, run by run; `tls,tcp` adds TLS's throughput over TCP's (tls uses a certificate
+    /// directory made for the run and removed after).
+    #[arg(long, value_delimiter = ',', default_value = "shm-chan")]
+    transport: Vec<Transport>,
     /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
     #[arg(long, value_delimiter = ',', default_value = "64", value_parser = sizes::parse_size)]
     sizes: Vec<usize>,
@@ -467,9 +480,13 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
         }
         BenchCmd::Rate(a) => {
             // `shm` was this command's name for channels over shared memory.
-            let old = a.transport == Transport::Shm;
+            let old = a.transport.contains(&Transport::Shm);
+            let transports = a.transport.iter().map(|&t| match t {
+                Transport::Shm => Transport::ShmChan,
+                t => t,
+            });
             let o = rate::Options {
-                transport: if old { Transport::ShmChan } else { a.transport },
+                transports: transports.collect(),
                 sizes: a.sizes,
                 paths: a.path,
                 count: a.count,
@@ -509,6 +526,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 fio: a.fio,
                 conn_threads: a.conn_threads,
                 exe: exe()?,
+                tls: a.tls,
             };
             let r = nbd::run(&o, bar)?;
             (show(a.json, &r, |r| nbd::table(r))?, vec![])

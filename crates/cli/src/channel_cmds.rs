@@ -174,11 +174,18 @@ pub fn cat(args: CatArgs) -> Result<()> {
     Ok(())
 }
 
-/// Serves the channel echo at `url`: every message of every channel of every host comes back
-/// on the same channel; with `once`, after the first host leaves, exit.
-pub fn serve_echo(url: &str, once: bool, access: &ServeAccess) -> Result<()> {
-    let server = Server::bind_with(url, &access.link_options())
+/// Serves the channel echo at `url` with `access` and within `limits`: every message of every
+/// channel of every host comes back on the same channel; with `once`, after the first host
+/// leaves, exit.
+pub fn serve_echo(
+    url: &str,
+    once: bool,
+    access: &ServeAccess,
+    limits: offhost_link::Limits,
+) -> Result<()> {
+    let mut server = Server::bind_with(url, &access.link_options())
         .with_context(|| format!("listen on {url}"))?;
+    server.set_limits(limits);
     eprintln!("echo: serving channels on {}", server.url());
     if !once {
         offhost_link::serve_echo(&server)?;

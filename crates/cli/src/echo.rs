@@ -50,6 +50,8 @@ pub struct EchoArgs {
     touch: bool,
     #[command(flatten)]
     access: crate::access_args::ServeAccess,
+    #[command(flatten)]
+    limits: crate::limit_args::LinkLimitArgs,
 }
 
 /// Runs `offhost echo`: reflects every record of each host, one host after another.
@@ -64,7 +66,12 @@ pub fn run(args: EchoArgs) -> Result<()> {
         if args.listen == "mem:" || args.listen.starts_with("mem:") {
             bail!("mem: is in-process only; it has no listener (try tcp:, unix: or shm:)");
         }
-        return crate::channel_cmds::serve_echo(&args.listen, args.once, &args.access);
+        return crate::channel_cmds::serve_echo(
+            &args.listen,
+            args.once,
+            &args.access,
+            args.limits.limits()?,
+        );
     }
     let addr = shm_addr(&args.listen).map_err(anyhow::Error::msg)?;
     let mut listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;

@@ -39,6 +39,10 @@ pub struct EngineArgs {
     pin: bool,
     #[command(flatten)]
     offload: OffloadArgs,
+    #[command(flatten)]
+    daemon_limits: crate::limit_args::DaemonLimitArgs,
+    #[command(flatten)]
+    link_limits: crate::limit_args::LinkLimitArgs,
 }
 
 /// The engine as protocol processor for off-host hosts.
@@ -121,6 +125,7 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         None => offhost_engine::Files::Denied,
     };
     let options = args.access.link_options();
+    let link_limits = args.link_limits.limits()?;
     let mut config = EngineConfig {
         pin: args.pin,
         ..EngineConfig::default()
@@ -128,9 +133,12 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
     if let Some(w) = args.workers {
         config.workers = w.max(1);
     }
-    let daemon = Daemon::with_files(registry, config, files);
-    let offload = Offload::new(args.offload.config(options.clone())?, Some(daemon.clone()))
-        .context("peer configuration")?;
+    let daemon =
+        Daemon::with_files_and_limits(registry, config, files, args.daemon_limits.limits());
+    let mut offload_config = args.offload.config(options.clone())?;
+    offload_config.link = link_limits;
+    let offload =
+        Offload::new(offload_config, Some(daemon.clone())).context("peer configuration")?;
     let listen = if args.listen.is_empty() {
         vec![crate::access_args::default_engine_url()]
     } else {
@@ -144,18 +152,27 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
             l.set_allowed_uids(options.allow_uids.clone());
             eprintln!("engine: listening on {url}");
             let (o, d) = (offload.clone(), daemon.clone());
+            // Link sessions of shm: hosts share one thread budget, as a server's do.
+            let budget = offhost_link::Threads::new(link_limits.max_threads);
             threads.push(std::thread::spawn(move || {
                 o.serve_shm(
                     l,
-                    Arc::new(move |s| {
-                        let d = d.clone();
-                        std::thread::spawn(move || d.serve_session(s, None));
+                    Arc::new(move |s: offhost_link::Session| {
+                        let (d, t) = (d.clone(), budget.clone());
+                        let session = s.clone();
+                        let spawned = budget.spawn("offhost-daemon-session", move || {
+                            d.serve_session(s, None, &t)
+                        });
+                        if let Err(e) = spawned {
+                            session.refuse(&e.to_string());
+                        }
                     }),
                 )
             }));
         } else {
-            let server = offhost_link::Server::bind_with(url, &options)
+            let mut server = offhost_link::Server::bind_with(url, &options)
                 .with_context(|| format!("listen on {url}"))?;
+            server.set_limits(link_limits);
             eprintln!("engine: listening on {}", server.url());
             let (o, d) = (offload.clone(), daemon.clone());
             threads.push(std::thread::spawn(move || o.serve_links(&server, Some(d))));

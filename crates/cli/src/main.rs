@@ -10,6 +10,7 @@ mod channel_cmds;
 mod echo;
 mod engine_cmd;
 mod engine_table;
+mod limit_args;
 mod nbd_cmd;
 mod offload_cmds;
 mod pet_cmd;

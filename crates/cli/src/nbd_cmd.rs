@@ -68,6 +68,8 @@ struct ServeArgs {
     /// Worker threads per connection, taking turns at the socket.
     #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
+    #[command(flatten)]
+    limits: crate::limit_args::NbdLimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -131,6 +133,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         "--conn-threads must be 1 to 256"
     );
     server.set_conn_threads(a.conn_threads);
+    server.set_limits(a.limits.limits());
     for e in server.exports() {
         eprintln!(
             "export `{}`: {} bytes{}{}",

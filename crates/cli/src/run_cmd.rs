@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The pipeline's budget.
+    #[command(flatten)]
+    pub budget: crate::limit_args::BudgetArgs,
 }
 
 /// The `--out`/`--in` bindings NAME=PATH of `list`, each naming one of the pipeline's host
@@ -100,7 +103,11 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
     let pipeline = Pipeline::parse(&text).map_err(|e| anyhow!("{path}: {e}"))?;
     let built = pipeline
-        .build(registry)
+        .build_within(
+            registry,
+            &offhost_engine::Files::Ambient,
+            &args.budget.budget(),
+        )
         .map_err(|e| anyhow!("{path}: {e}"))?;
 
     let out_names = built.host_outputs();
@@ -152,7 +159,9 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         readers.push((n.clone(), p.clone(), r));
     }
 
-    let mut running = built.start(&config);
+    let mut running = built
+        .try_start(&config)
+        .map_err(|e| anyhow!("{path}: {e}"))?;
     let stopper = running.stopper();
     let _ = ctrlc::set_handler(move || stopper.stop());
 

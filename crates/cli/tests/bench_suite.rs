@@ -46,12 +46,14 @@ fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
             ("shm", "block"),
             ("shm", "adaptive"),
             ("tcp", "-"),
+            ("tls", "-"),
             ("unix", "-"),
             ("mem", "-"),
             ("shm-chan", "-"),
             ("pipe-raw", "-"),
             ("unix-raw", "-"),
             ("tcp-raw", "-"),
+            ("tls-raw", "-"),
             ("crossbeam", "-"),
         ];
         assert_eq!(rows.len(), targets.len() * 2, "{bench}: {rows:?}");

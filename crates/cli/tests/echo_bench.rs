@@ -571,3 +571,78 @@ fn bench_pingpong_csv_and_plots() {
     let out = short_pingpong(&["--csv", "--json"]);
     fails_saying(&out, "cannot be used with");
 }
+
+/// TLS channels and the raw rustls connection beside their plain TCP counterparts, in one run
+/// of the real binary: each TLS row carries its throughput over TCP's, `tls` its ratio to
+/// `tls-raw`, and the table shows the TLS ratios under their heading. No certificate
+/// directory is left behind.
+#[test]
+fn bench_pingpong_and_rate_compare_tls_with_tcp_in_one_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pingpong = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "pingpong",
+            "--transport",
+            "tls,tcp,tls-raw,tcp-raw",
+            "--sizes",
+            "64,65536",
+            "--iters",
+            "40",
+            "--rounds",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        Command::new(BIN)
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap()
+    };
+    let v = json(&pingpong(&["--json"]));
+    let rows = v.as_array().unwrap();
+    assert_eq!(
+        transports_and_sizes(rows),
+        [
+            ("tls", 64),
+            ("tls", 65536),
+            ("tcp", 64),
+            ("tcp", 65536),
+            ("tls-raw", 64),
+            ("tls-raw", 65536),
+            ("tcp-raw", 64),
+            ("tcp-raw", 65536)
+        ]
+    );
+    for r in rows {
+        let tls = r["transport"].as_str().unwrap().starts_with("tls");
+        assert_eq!(r["throughput_vs_tcp"].as_f64().is_some(), tls, "{r}");
+        assert_eq!(r["peer"], "thread");
+    }
+    assert!(rows[0]["vs_raw"].as_f64().unwrap() > 0.0, "{}", rows[0]);
+    let out = pingpong(&[]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("throughput x tcp"), "{table}");
+    let v = json(
+        &Command::new(BIN)
+            .args([
+                "bench",
+                "rate",
+                "--transport",
+                "tls,tcp",
+                "--sizes",
+                "65536",
+            ])
+            .args(["--count", "200", "--runs", "2", "--json"])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap(),
+    );
+    let rows = v.as_array().unwrap();
+    assert_eq!(transports_and_sizes(rows), [("tls", 65536), ("tcp", 65536)]);
+    assert!(rows[0]["throughput_vs_tcp"].as_f64().unwrap() > 0.0);
+    assert_eq!(round_medians(&rows[0]).len(), 2);
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -20,16 +20,22 @@
 //! `host-in name=NAME` of pipeline N; closing it ends the stream) and `out/N/NAME` (the
 //! buffers reaching `host-out name=NAME`, then end of stream). A host that goes away ends
 //! the branches it was connected to; the daemon and its other pipelines go on.
+//!
+//! Everything a host can ask for is bounded ([`DaemonLimits`], and the link server's
+//! [`offhost_link::Limits`]): a pipeline over its budget, past the running-pipeline limit or
+//! the daemon's total free-list bytes is refused with an error naming the limit and its flag;
+//! a session or channel for which no thread can be started is refused the same way.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session};
+use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session, Threads};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::budget::DaemonLimits;
 use crate::engine::{EngineConfig, Pipeline, RunError, Running};
 use crate::registry::Registry;
 use crate::sandbox::Files;
@@ -71,6 +77,7 @@ pub struct Daemon {
     registry: Registry,
     config: EngineConfig,
     files: Files,
+    limits: DaemonLimits,
     next: AtomicU64,
     pipelines: Mutex<BTreeMap<u64, Arc<Mutex<State>>>>,
 }
@@ -80,32 +87,59 @@ fn stats_value(s: &crate::Stats) -> Value {
 }
 
 impl Daemon {
-    /// A daemon that builds pipelines from `registry` and runs them with `config`; the
-    /// pipelines get no file access.
+    /// A daemon that builds pipelines from `registry` and runs them with `config`, within the
+    /// default [`DaemonLimits`]; the pipelines get no file access.
     pub fn new(registry: Registry, config: EngineConfig) -> Arc<Daemon> {
-        Self::with_files(registry, config, Files::Denied)
+        Self::with_files_and_limits(registry, config, Files::Denied, DaemonLimits::default())
     }
 
-    /// A daemon whose pipelines open files through `files` (e.g. [`Files::beneath`] a
-    /// directory).
+    /// As [`Daemon::new`], with pipelines that open files through `files` (e.g.
+    /// [`Files::beneath`] a directory).
     pub fn with_files(registry: Registry, config: EngineConfig, files: Files) -> Arc<Daemon> {
+        Self::with_files_and_limits(registry, config, files, DaemonLimits::default())
+    }
+
+    /// As [`Daemon::new`], within `limits`.
+    pub fn with_limits(
+        registry: Registry,
+        config: EngineConfig,
+        limits: DaemonLimits,
+    ) -> Arc<Daemon> {
+        Self::with_files_and_limits(registry, config, Files::Denied, limits)
+    }
+
+    /// A daemon whose pipelines open files through `files` and are held to `limits`.
+    pub fn with_files_and_limits(
+        registry: Registry,
+        config: EngineConfig,
+        files: Files,
+        limits: DaemonLimits,
+    ) -> Arc<Daemon> {
         Arc::new(Daemon {
             registry,
             config,
             files,
+            limits,
             next: AtomicU64::new(1),
             pipelines: Mutex::new(BTreeMap::new()),
         })
     }
 
-    /// Accepts sessions for ever, a thread per session and per channel. A failing session
-    /// is logged; the daemon goes on.
+    /// Accepts sessions for ever, a thread per session and per channel under the server's
+    /// thread budget ([`Server::threads`]). A failing session is logged, one that finds no
+    /// thread is refused; the daemon goes on.
     pub fn serve(self: &Arc<Self>, server: &Server) {
+        let threads = server.threads();
         loop {
             match server.accept() {
                 Ok(session) => {
                     let d = Arc::clone(self);
-                    std::thread::spawn(move || d.session(session));
+                    let (s, t) = (session.clone(), threads.clone());
+                    if let Err(e) =
+                        threads.spawn("offhost-daemon-session", move || d.session(s, &t))
+                    {
+                        session.refuse(&e.to_string());
+                    }
                 }
                 Err(e) => {
                     tracing::warn!("accept on {}: {e}", server.url());
@@ -115,37 +149,45 @@ impl Daemon {
         }
     }
 
-    fn session(self: Arc<Self>, session: Session) {
-        self.serve_session(session, None);
+    fn session(self: Arc<Self>, session: Session, threads: &Threads) {
+        self.serve_session(session, None, threads);
     }
 
     /// Serves one session, whose first channel `first` (if given) the caller already
-    /// accepted (to see whether it is the daemon's or a peer engine's): a thread per channel,
-    /// until the session ends.
-    pub fn serve_session(self: Arc<Self>, session: Session, first: Option<Channel>) {
+    /// accepted (to see whether it is the daemon's or a peer engine's): a thread per channel
+    /// under `threads` (a channel that finds none is refused), until the session ends.
+    pub fn serve_session(
+        self: Arc<Self>,
+        session: Session,
+        first: Option<Channel>,
+        threads: &Threads,
+    ) {
         if let Some(ch) = first {
-            let d = Arc::clone(&self);
-            std::thread::spawn(move || {
-                if let Err(e) = d.channel(&ch) {
-                    tracing::info!("channel {:?}: {e}", ch.name());
-                }
-            });
+            self.spawn_channel(ch, threads);
         }
         loop {
             match session.accept() {
-                Ok(ch) => {
-                    let d = Arc::clone(&self);
-                    std::thread::spawn(move || {
-                        if let Err(e) = d.channel(&ch) {
-                            tracing::info!("channel {:?}: {e}", ch.name());
-                        }
-                    });
-                }
+                Ok(ch) => self.spawn_channel(ch, threads),
                 Err(e) => {
                     tracing::info!("session ended: {e}");
                     return;
                 }
             }
+        }
+    }
+
+    /// Serves channel `ch` on a thread of `threads`; refused when none is left.
+    fn spawn_channel(self: &Arc<Self>, ch: Channel, threads: &Threads) {
+        let d = Arc::clone(self);
+        let ch = Arc::new(ch);
+        let c = Arc::clone(&ch);
+        let spawned = threads.spawn("offhost-daemon-channel", move || {
+            if let Err(e) = d.channel(&c) {
+                tracing::info!("channel {:?}: {e}", c.name());
+            }
+        });
+        if let Err(e) = spawned {
+            let _ = ch.refuse(&e.to_string());
         }
     }
 
@@ -158,6 +200,16 @@ impl Daemon {
             State::Running(run) => run.host_input(name),
             State::Finished(..) => None,
         }
+    }
+
+    /// Answers one message of a `control` channel (a JSON request, see the module's table)
+    /// with its JSON reply, as the channel does.
+    pub fn answer(&self, msg: &[u8]) -> String {
+        let reply = match serde_json::from_slice::<Request>(msg) {
+            Ok(r) => self.request(r),
+            Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
+        };
+        reply.to_string()
     }
 
     fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
@@ -173,11 +225,7 @@ impl Daemon {
         let name = ch.name().to_string();
         if name == "control" {
             while let Some(msg) = ch.recv()? {
-                let reply = match serde_json::from_slice::<Request>(&msg) {
-                    Ok(r) => self.request(r),
-                    Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
-                };
-                ch.send(reply.to_string().as_bytes())?;
+                ch.send(self.answer(&msg).as_bytes())?;
             }
             return ch.close();
         }
@@ -268,16 +316,53 @@ impl Daemon {
     fn request(&self, r: Request) -> Value {
         match (r.op.as_str(), r.id, r.text) {
             ("submit", _, Some(text)) => {
+                let limits = &self.limits;
+                if text.len() > limits.text_bytes {
+                    let e = format!(
+                        "pipeline text of {} bytes, over the limit of {} (raise it with --max-text-bytes)",
+                        text.len(),
+                        limits.text_bytes
+                    );
+                    return json!({"ok": false, "error": e});
+                }
                 let built = match Pipeline::parse(&text)
-                    .and_then(|p| p.build_with(&self.registry, &self.files))
+                    .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))
                 {
                     Ok(b) => b,
                     Err(e) => return json!({"ok": false, "error": e.to_string()}),
                 };
                 let (ins, outs) = (built.host_inputs(), built.host_outputs());
-                let id = self.next.fetch_add(1, Ordering::Relaxed);
-                let run = built.start(&self.config);
+                // Checked and started under the table's lock: concurrent submits see each other.
                 let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+                let (mut running, mut bytes) = (0usize, 0u64);
+                for e in table.values() {
+                    if let State::Running(r) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
+                        if !r.is_finished() {
+                            running += 1;
+                            bytes = bytes.saturating_add(r.pool_bytes());
+                        }
+                    }
+                }
+                if running >= limits.pipelines {
+                    let e = format!(
+                        "the engine runs {running} pipelines, its limit (raise it with --max-pipelines)"
+                    );
+                    return json!({"ok": false, "error": e});
+                }
+                let total = bytes.saturating_add(built.pool_bytes());
+                if total > limits.pool_bytes {
+                    let e = format!(
+                        "free lists of {} bytes would bring the engine's running pipelines to {total}, over its limit of {} (raise it with --max-total-pool-bytes)",
+                        built.pool_bytes(),
+                        limits.pool_bytes
+                    );
+                    return json!({"ok": false, "error": e});
+                }
+                let run = match built.try_start(&self.config) {
+                    Ok(r) => r,
+                    Err(e) => return json!({"ok": false, "error": e.to_string()}),
+                };
+                let id = self.next.fetch_add(1, Ordering::Relaxed);
                 // Forget the oldest finished pipelines beyond KEEP_FINISHED.
                 let finished: Vec<u64> = table
                     .iter()

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph::{self, Graph};
 use crate::host::{self, HostInput, HostOutput};
@@ -58,30 +59,44 @@ impl Pipeline {
     }
 
     /// Checks the graph against `registry` (tasks, arguments, queues, free lists, cycles)
-    /// and creates the tasks; nothing runs yet. The tasks see files as this process does
-    /// ([`Files::Ambient`]): for the user's own pipelines only.
+    /// and the default [`Budget`], and creates the tasks; nothing runs yet. The tasks see
+    /// files as this process does ([`Files::Ambient`]): for the user's own pipelines only.
     pub fn build(&self, registry: &Registry) -> Result<Built, PipelineError> {
-        self.build_with(registry, &Files::Ambient)
+        self.build_within(registry, &Files::Ambient, &Budget::default())
     }
 
     /// Like [`build`](Self::build), with the tasks' file access limited to `files` (a
     /// pipeline from outside: [`Files::Denied`], or [`Files::beneath`] a directory). A path
     /// the access refuses is an error naming the task, its line and the path.
     pub fn build_with(&self, registry: &Registry, files: &Files) -> Result<Built, PipelineError> {
+        self.build_within(registry, files, &Budget::default())
+    }
+
+    /// The one way a pipeline is built: its tasks see files through `files` (as in
+    /// [`build_with`](Self::build_with)), and a pipeline that asks for more than `budget`
+    /// (tasks, free-list bytes or buffers) is [`PipelineError::OverBudget`], found before
+    /// anything is allocated or any file opened.
+    pub fn build_within(
+        &self,
+        registry: &Registry,
+        files: &Files,
+        budget: &Budget,
+    ) -> Result<Built, PipelineError> {
         Ok(Built {
-            graph: graph::build(&self.spec, registry, files)?,
+            graph: graph::build(&self.spec, registry, files, budget)?,
             put_hooks: HashMap::new(),
             get_hooks: HashMap::new(),
+            budget: *budget,
         })
     }
 
-    /// Builds and starts in one step.
+    /// Builds and starts in one step (within the default [`Budget`]).
     pub fn start(
         &self,
         registry: &Registry,
         config: &EngineConfig,
     ) -> Result<Running, PipelineError> {
-        Ok(self.build(registry)?.start(config))
+        self.build(registry)?.try_start(config)
     }
 }
 
@@ -90,6 +105,7 @@ pub struct Built {
     graph: Graph,
     put_hooks: HashMap<String, PutHook>,
     get_hooks: HashMap<String, GetHook>,
+    budget: Budget,
 }
 
 /// A hook named a queue the pipeline does not have.
@@ -110,6 +126,15 @@ impl Built {
         let mut v: Vec<_> = self.graph.host.outputs.keys().cloned().collect();
         v.sort();
         v
+    }
+
+    /// Bytes the pipeline's free lists allocate when it starts.
+    pub fn pool_bytes(&self) -> u64 {
+        self.graph
+            .pools
+            .iter()
+            .map(|p| crate::budget::pool_bytes(p).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add)
     }
 
     fn has_queue(&self, q: &str) -> Result<(), NoSuchQueue> {
@@ -145,9 +170,37 @@ impl Built {
     }
 
     /// Creates the pools and queues and starts the worker threads.
-    pub fn start(mut self, config: &EngineConfig) -> Running {
+    ///
+    /// # Panics
+    ///
+    /// When the pipeline cannot start (see [`try_start`](Self::try_start), which servers use).
+    pub fn start(self, config: &EngineConfig) -> Running {
+        self.try_start(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Creates the pools and queues and starts the worker threads; more workers than the
+    /// budget allows, or none that the system would start, is [`PipelineError::Start`] (a
+    /// worker thread past the first that cannot start leaves the pipeline with fewer).
+    pub fn try_start(mut self, config: &EngineConfig) -> Result<Running, PipelineError> {
+        let workers = config.workers.max(1);
+        if workers > self.budget.workers {
+            return Err(PipelineError::Start {
+                message: format!(
+                    "{workers} worker threads, over the budget of {} (raise it with --max-workers)",
+                    self.budget.workers
+                ),
+            });
+        }
         let g = self.graph;
-        let pools: Vec<Pool> = g.pools.iter().cloned().map(Pool::new).collect();
+        let pools: Vec<Pool> = g
+            .pools
+            .iter()
+            .cloned()
+            .map(Pool::try_new)
+            .collect::<Result<_, _>>()
+            .map_err(|e| PipelineError::Start {
+                message: e.to_string(),
+            })?;
         let queues: Vec<Arc<Queue>> = g
             .queues
             .iter()
@@ -189,29 +242,39 @@ impl Built {
         } else {
             Vec::new()
         };
-        let workers = (0..config.workers.max(1))
-            .map(|i| {
-                let s = Arc::clone(&shared);
-                let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-                std::thread::Builder::new()
-                    .name(format!("offhost-worker-{i}"))
-                    .spawn(move || {
-                        if let Some(c) = core {
-                            core_affinity::set_for_current(c);
-                        }
-                        s.run_worker();
+        let mut threads = Vec::with_capacity(workers);
+        for i in 0..workers {
+            let s = Arc::clone(&shared);
+            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            let spawned = std::thread::Builder::new()
+                .name(format!("offhost-worker-{i}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    s.run_worker();
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) if threads.is_empty() => {
+                    return Err(PipelineError::Start {
+                        message: format!("cannot start a worker thread: {e}"),
                     })
-                    .expect("spawn a worker thread")
-            })
-            .collect();
-        Running {
+                }
+                Err(e) => {
+                    tracing::warn!("worker thread {i} did not start ({e}); running with {i}");
+                    break;
+                }
+            }
+        }
+        Ok(Running {
             shared,
-            workers,
+            workers: threads,
             host,
             pools,
             queues,
             started: Instant::now(),
-        }
+        })
     }
 }
 
@@ -308,6 +371,14 @@ impl Running {
             }
         }
         self.host.outputs.clear();
+    }
+
+    /// Bytes the pipeline's free lists hold (allocated when it started).
+    pub fn pool_bytes(&self) -> u64 {
+        self.pools
+            .iter()
+            .map(|p| crate::budget::pool_bytes(p.config()).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add)
     }
 
     /// Current statistics.

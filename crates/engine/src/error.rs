@@ -113,6 +113,22 @@ pub enum PipelineError {
         /// Why.
         message: String,
     },
+    /// The pipeline asks for more than its [`Budget`](crate::Budget) allows.
+    #[error("line {line}, column {col}: {message}")]
+    OverBudget {
+        /// Line of what goes over (the task or free list).
+        line: usize,
+        /// Column.
+        col: usize,
+        /// What goes over, the limit and the flag that raises it.
+        message: String,
+    },
+    /// The pipeline could not start (no worker thread, or a budget of the run); position 1:1.
+    #[error("line 1, column 1: cannot start the pipeline: {message}")]
+    Start {
+        /// Why.
+        message: String,
+    },
     /// Queues that form a loop: each task would wait on the previous one.
     #[error("line {line}, column {col}: queues form a cycle that could deadlock ({path}); each task in it waits for input from the one before")]
     Cycle {
@@ -137,7 +153,7 @@ impl PipelineError {
     /// The (line, column) the error points at.
     pub fn position(&self) -> (usize, usize) {
         match self {
-            PipelineError::Empty => (1, 1),
+            PipelineError::Empty | PipelineError::Start { .. } => (1, 1),
             PipelineError::Syntax { line, col, .. }
             | PipelineError::UnknownTask { line, col, .. }
             | PipelineError::BadArgument { line, col, .. }
@@ -147,6 +163,7 @@ impl PipelineError {
             | PipelineError::TwoReaders { line, col, .. }
             | PipelineError::PoolDeclaration { line, col, .. }
             | PipelineError::PoolTooSmall { line, col, .. }
+            | PipelineError::OverBudget { line, col, .. }
             | PipelineError::Cycle { line, col, .. } => (*line, *col),
         }
     }

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph_checks::{check_cycles, check_pool_sizes};
 use crate::host::HostPorts;
@@ -146,12 +147,25 @@ fn bind_args(t: &TaskLine, info: &TaskInfo) -> Result<Bound, PipelineError> {
     Ok((args, prio, cols))
 }
 
-/// Checks `spec` and builds the graph; nothing runs yet.
+/// Checks `spec` (within `budget`) and builds the graph, its tasks seeing files through
+/// `files`; nothing runs yet.
 pub(crate) fn build(
     spec: &Spec,
     registry: &Registry,
     files: &crate::sandbox::Files,
+    budget: &Budget,
 ) -> Result<Graph, PipelineError> {
+    if let Some(t) = spec.tasks.get(budget.tasks) {
+        return Err(PipelineError::OverBudget {
+            line: t.line,
+            col: t.col,
+            message: format!(
+                "the pipeline has {} tasks, over its budget of {} (raise it with --max-tasks)",
+                spec.tasks.len(),
+                budget.tasks
+            ),
+        });
+    }
     let mut infos = Vec::new();
     for t in &spec.tasks {
         let Some((info, _)) = registry.get(&t.command) else {
@@ -317,6 +331,19 @@ pub(crate) fn build(
         }
         task_pools.push(v);
     }
+    budget
+        .check_pools(pools.iter().map(|p| &p.0))
+        .map_err(|(cfg, message)| {
+            let (_, line, col) = pools
+                .iter()
+                .find(|p| p.0.name == cfg.name)
+                .expect("a pool of the list");
+            PipelineError::OverBudget {
+                line: *line,
+                col: *col,
+                message: format!("free list '{}': {message}", cfg.name),
+            }
+        })?;
     check_pool_sizes(spec, &infos, &task_pools, &pools, &uses)?;
 
     // Build the tasks.

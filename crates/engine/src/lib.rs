@@ -61,6 +61,7 @@
 //! and [`daemon::Client`] submits them and opens their channels (`offhost submit`).
 #![forbid(unsafe_code)]
 
+mod budget;
 mod buffer;
 pub mod daemon;
 mod engine;
@@ -79,11 +80,15 @@ mod slot;
 mod task;
 pub mod tasks;
 
+pub use budget::{
+    pool_bytes, Budget, DaemonLimits, DEFAULT_BUFFERS, DEFAULT_PIPELINES, DEFAULT_POOL_BYTES,
+    DEFAULT_TASKS, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES, DEFAULT_WORKERS,
+};
 pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
-pub use pool::{Pool, PoolConfig, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
+pub use pool::{Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
 pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{parse_size, ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
 pub use sandbox::{FileError, Files, ReadFile, WriteFile};

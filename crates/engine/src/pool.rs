@@ -107,16 +107,49 @@ pub struct PoolStats {
     pub empty: u64,
 }
 
+/// A pool whose buffers cannot exist: head- and tailroom plus data past `usize`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("free list '{name}': buffers of {headroom} + {size} + {tailroom} bytes overflow the address space")]
+pub struct PoolSizeError {
+    /// Pool name.
+    pub name: String,
+    /// Headroom.
+    pub headroom: usize,
+    /// Data size.
+    pub size: usize,
+    /// Tailroom.
+    pub tailroom: usize,
+}
+
 impl Pool {
     /// Allocates `config.count` buffers now; none are allocated later.
+    ///
+    /// # Panics
+    ///
+    /// When the buffer size overflows (see [`Pool::try_new`]); pipelines check their pools
+    /// against their [`Budget`](crate::Budget) first.
     pub fn new(config: PoolConfig) -> Pool {
+        Pool::try_new(config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Pool::new`], the size overflow an error.
+    pub fn try_new(config: PoolConfig) -> Result<Pool, PoolSizeError> {
         let count = config.count.max(1);
-        let total = config.headroom + config.size + config.tailroom;
+        let total = config
+            .headroom
+            .checked_add(config.size)
+            .and_then(|t| t.checked_add(config.tailroom))
+            .ok_or_else(|| PoolSizeError {
+                name: config.name.clone(),
+                headroom: config.headroom,
+                size: config.size,
+                tailroom: config.tailroom,
+            })?;
         let free = ArrayQueue::new(count);
         for _ in 0..config.count {
             let _ = free.push(vec![0u8; total]);
         }
-        Pool {
+        Ok(Pool {
             shared: Arc::new(PoolShared {
                 name: config.name.clone(),
                 free,
@@ -127,7 +160,7 @@ impl Pool {
                 empty_hits: AtomicU64::new(0),
             }),
             config: Arc::new(config),
-        }
+        })
     }
 
     /// The pool's shape.

@@ -282,6 +282,20 @@ impl Channel {
         r
     }
 
+    /// Refuses or resets this channel (one the peer opened, say, that this side has no
+    /// budget to serve): the peer's calls on it fail with `reason` (name the limit and the flag
+    /// that raises it); the session and its other channels go on.
+    pub fn refuse(&self, reason: &str) -> Result<(), LinkError> {
+        let d = &self.handle.driver;
+        let mut st = d.lock();
+        let r = st
+            .conn
+            .reset(self.id, offhost_proto::CODE_REFUSED, reason)
+            .map_err(|e| st.call_error(e));
+        drop(d.flush(st));
+        r
+    }
+
     /// A [`std::io::Read`] over the messages of this channel.
     pub fn reader(&self) -> crate::io::ChannelReader<'_> {
         crate::io::ChannelReader::new(self)

@@ -213,6 +213,8 @@ pub(crate) struct Driver {
     pub(crate) writes_in_place: bool,
     /// Where a quick receiver parks the reading half between two receives (see `quick.rs`).
     pub(crate) parked: Handoff<Box<dyn WireRead>>,
+    /// Bytes held for the peer and write progress: past them the session ends.
+    pub(crate) write_limits: crate::limits::WriteLimits,
     /// The channel whose quick receive parked it (written before the slot's release store).
     pub(crate) parked_for: AtomicU32,
 }
@@ -222,12 +224,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Driver {
-    /// Starts driving `conn` over the two halves; spawns the flusher thread.
+    /// Starts driving `conn` over the two halves; spawns the flusher thread (a failure to
+    /// start it is the error).
     pub(crate) fn start(
         conn: Connection,
         read: Box<dyn WireRead>,
         mut write: Box<dyn WireWrite>,
-    ) -> Arc<Driver> {
+        write_limits: crate::limits::WriteLimits,
+    ) -> Result<Arc<Driver>, LinkError> {
         let alloc = write.allocator();
         let writes_in_place = write.shm_sender().is_some();
         let d = Arc::new(Driver {
@@ -259,15 +263,16 @@ impl Driver {
             writes_in_place,
             parked: Handoff::new(),
             parked_for: AtomicU32::new(0),
+            write_limits,
         });
         let f = d.clone();
         std::thread::Builder::new()
             .name("offhost-flush".into())
             .spawn(move || f.flusher())
-            .expect("spawn the session flusher thread");
+            .map_err(|e| LinkError::io("start the session's flusher thread", e))?;
         let st = d.lock();
         drop(d.flush(st));
-        d
+        Ok(d)
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

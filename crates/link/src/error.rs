@@ -78,6 +78,16 @@ pub enum LinkError {
     /// Zero-copy loans need the `shm` transport.
     #[error("loans need the shm transport")]
     NoLoans,
+    /// A budget of the server ([`Limits`](crate::Limits)) has no room for what a peer asked.
+    #[error("over the limit of {limit} {what} (raise it with {flag})")]
+    OverLimit {
+        /// What is counted.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+        /// The `offhost` flag that raises it.
+        flag: &'static str,
+    },
     /// `select` was given no channels, or channels of different sessions.
     #[error("select needs one or more channels of one session")]
     BadSelect,

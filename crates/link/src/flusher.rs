@@ -30,6 +30,10 @@ impl Driver {
     fn flush_out<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         let State { conn, pending, .. } = &mut *st;
         conn.poll_transmit(pending);
+        if st.pending.len() as u64 > self.write_limits.max_unsent {
+            self.too_much_unsent(&mut st);
+            return st;
+        }
         // While the flusher owns the bytes (stuck), it picks up what was added.
         if st.pending.is_empty() || st.stuck || st.dead.is_some() {
             return st;
@@ -96,6 +100,19 @@ impl Driver {
         st.dead.as_ref().map_or(LinkError::PeerGone, Dead::error)
     }
 
+    /// The peer reads nothing while the session holds more than it may for it: the session
+    /// ends, and what was held is dropped.
+    #[cold]
+    fn too_much_unsent(&self, st: &mut State) {
+        let e = std::io::Error::other(format!(
+            "the peer reads nothing: {} bytes wait to be written, over the limit of {} (raise it with --max-unsent)",
+            st.pending.len(),
+            self.write_limits.max_unsent
+        ));
+        st.pending = Vec::new();
+        self.kill(st, &e);
+    }
+
     /// Hands the pending bytes to the flusher thread.
     pub(crate) fn hand_over(&self, st: &mut State) {
         st.stuck = true;
@@ -148,6 +165,9 @@ impl Driver {
             }
             let State { conn, pending, .. } = &mut *st;
             conn.poll_transmit(pending);
+            if st.pending.len() as u64 > self.write_limits.max_unsent {
+                self.too_much_unsent(&mut st);
+            }
             if st.pending.is_empty() {
                 buf.clear();
                 st.pending = buf; // keep the capacity
@@ -158,22 +178,45 @@ impl Driver {
     }
 
     /// Writes all of `buf`, blocking; gives up a second after shutdown on a peer that reads
-    /// nothing.
+    /// nothing, and when no byte could be written for the session's write-stall limit.
     fn write_all(&self, w: &mut dyn WireWrite, buf: &[u8]) -> Option<std::io::Error> {
         let mut at = 0;
         let give_up = Instant::now() + Duration::from_secs(1);
+        let mut progress = Instant::now();
         while at < buf.len() {
             match w.write_wait(&buf[at..], TICK) {
-                Ok(n) => at += n,
+                Ok(n) => {
+                    at += n;
+                    progress = Instant::now();
+                }
                 Err(e) if is_idle(&e) => {
                     if self.lock().shutdown && Instant::now() > give_up {
                         return Some(std::io::ErrorKind::TimedOut.into());
+                    }
+                    if let Some(stall) = self.write_limits.write_stall {
+                        if progress.elapsed() > stall {
+                            return Some(std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                format!(
+                                    "the peer read nothing for {} s, the limit (raise it with --write-stall)",
+                                    stall.as_secs_f64()
+                                ),
+                            ));
+                        }
                     }
                 }
                 Err(e) => return Some(e),
             }
         }
         None
+    }
+
+    /// Refuses the link: an error frame with `reason` for the peer, then [`Driver::close`].
+    pub(crate) fn refuse(&self, reason: &str) {
+        let mut st = self.lock();
+        st.conn.refuse_link(reason);
+        drop(self.flush(st));
+        self.close();
     }
 
     /// Says goodbye to the peer, waits (boundedly) until everything is written, and stops the

@@ -25,11 +25,14 @@
 //! goes away every blocked call returns [`LinkError::PeerGone`] within a fraction of a second.
 #![forbid(unsafe_code)]
 
+mod acceptor;
 mod channel;
 mod driver;
 mod error;
 mod flusher;
 mod io;
+mod limits;
+mod linger;
 mod loan;
 mod mem;
 pub mod offload;
@@ -46,6 +49,10 @@ mod wire;
 pub use channel::{select, Channel};
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
+pub use limits::{
+    Limits, Threads, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_THREADS, DEFAULT_MAX_UNSENT, DEFAULT_WRITE_STALL,
+};
 pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
 pub use options::LinkOptions;

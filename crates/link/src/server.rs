@@ -2,11 +2,15 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use offhost_proto::Side;
 
+use crate::acceptor::{self, Acceptor};
 use crate::channel::Channel;
 use crate::error::LinkError;
+use crate::limits::{Counter, Held, Limits, Threads, WriteLimits};
 use crate::mem::MemListener;
 use crate::options::LinkOptions;
 use crate::session::Session;
@@ -17,14 +21,44 @@ enum Listener {
     Tls(std::net::TcpListener, offhost_access::TlsServer),
     Unix(std::os::unix::net::UnixListener, PathBuf),
     Mem(MemListener),
-    Shm(offhost_shm::Listener),
+    Shm(Arc<offhost_shm::Listener>),
+}
+
+/// What a session is held to when it starts: a server's limits and its slot, or a host's.
+pub(crate) struct Accepted {
+    pub(crate) side: Side,
+    pub(crate) limits: Limits,
+    pub(crate) write: WriteLimits,
+    pub(crate) slot: Option<Held>,
+}
+
+impl Accepted {
+    /// A host's own session: default receive limits, no write limits, no slot.
+    pub(crate) fn host(side: Side) -> Accepted {
+        Accepted {
+            side,
+            limits: Limits::default(),
+            write: WriteLimits::NONE,
+            slot: None,
+        }
+    }
 }
 
 /// Accepts host sessions at one URL; each session carries many channels.
+///
+/// Every session is held to the server's [`Limits`] ([`set_limits`](Self::set_limits)):
+/// sessions past the limit are refused with a link error naming it, and a shared-memory
+/// handshake runs on its own thread with its own deadline, so a host that connects and says
+/// nothing never delays the others.
 pub struct Server {
     listener: Listener,
     url: String,
     allow: offhost_access::AllowUids,
+    limits: Limits,
+    sessions: Counter,
+    threads: Threads,
+    /// The acceptor of `tls:` and `shm:`, started by the first `accept`.
+    acceptor: Mutex<Option<Acceptor>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -93,18 +127,45 @@ impl Server {
             Endpoint::Shm(addr) => {
                 let mut l = offhost_shm::Listener::bind(&addr)?;
                 l.set_allowed_uids(options.allow_uids.clone());
-                (Listener::Shm(l), format!("shm:{addr}"))
+                (Listener::Shm(Arc::new(l)), format!("shm:{addr}"))
             }
             Endpoint::Mem(name) => (
                 Listener::Mem(MemListener::bind(&name)?),
                 format!("mem:{name}"),
             ),
         };
+        let limits = Limits::default();
         Ok(Server {
             listener,
             url,
             allow,
+            limits,
+            sessions: Counter::new(),
+            threads: Threads::new(limits.max_threads),
+            acceptor: Mutex::new(None),
         })
+    }
+
+    /// Holds the sessions accepted from now on, and the services' threads, to `limits`.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        self.threads = Threads::new(limits.max_threads);
+    }
+
+    /// The limits sessions are held to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The budget of threads services start for this server's peers (under
+    /// [`Limits::max_threads`]).
+    pub fn threads(&self) -> Threads {
+        self.threads.clone()
+    }
+
+    /// Sessions open now.
+    pub fn sessions(&self) -> usize {
+        self.sessions.held()
     }
 
     /// The URL hosts connect to (with the real port for `tcp:...:0` and `tls:...:0`).
@@ -112,85 +173,155 @@ impl Server {
         &self.url
     }
 
-    /// Waits for the next host session. A peer that is refused (another uid on `unix:` or
-    /// `shm:`, no or a wrong certificate on `tls:`) is logged and turned away, and the wait
-    /// goes on; errors are those of the listening socket.
-    pub fn accept(&self) -> Result<Session, LinkError> {
-        loop {
-            match self.accept_one() {
-                Ok(Some(s)) => return Ok(s),
-                Ok(None) => continue,
-                Err(e) => return Err(e),
-            }
+    fn accepted(&self, slot: Held) -> Accepted {
+        Accepted {
+            side: Side::Server,
+            limits: self.limits,
+            write: WriteLimits::from(&self.limits),
+            slot: Some(slot),
         }
     }
 
-    /// One connection: `None` when its peer was turned away.
-    fn accept_one(&self) -> Result<Option<Session>, LinkError> {
+    fn over_sessions(&self) -> String {
+        over_sessions(&self.limits)
+    }
+
+    /// Waits for the next host session. A peer that is turned away (another uid on `unix:` or
+    /// `shm:`, no or a wrong certificate on `tls:`) is logged, and a host past the session
+    /// limit is refused (it is told why); either way the wait goes on. Errors are those of the
+    /// listening socket.
+    pub fn accept(&self) -> Result<Session, LinkError> {
         let turned_away = |what: &str, e: &dyn std::fmt::Display| {
             tracing::warn!("{}: turned away {what}: {e}", self.url);
         };
-        match &self.listener {
-            Listener::Tcp(l) => {
-                let (s, _) = l.accept().map_err(|e| LinkError::io("accept tcp", e))?;
-                s.set_nodelay(true)
-                    .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
-                Session::over_socket(s.into(), Side::Server, "tcp").map(Some)
-            }
-            Listener::Tls(l, config) => {
-                let (s, peer) = l.accept().map_err(|e| LinkError::io("accept tls", e))?;
-                match crate::tls::accept(s, config) {
-                    Ok((r, w)) => Ok(Some(Session::over(
-                        Box::new(r),
-                        Box::new(w),
-                        Side::Server,
-                        "tls",
-                    ))),
-                    Err(e) => {
-                        turned_away(&peer.to_string(), &e);
-                        Ok(None)
+        loop {
+            let fd: std::os::fd::OwnedFd = match &self.listener {
+                Listener::Tcp(l) => {
+                    let (s, _) = l.accept().map_err(|e| LinkError::io("accept tcp", e))?;
+                    s.set_nodelay(true)
+                        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                    s.into()
+                }
+                Listener::Tls(..) | Listener::Shm(_) => return self.accept_in_background(),
+                Listener::Unix(l, _) => {
+                    let (s, _) = l.accept().map_err(|e| LinkError::io("accept unix", e))?;
+                    // Before a session slot is taken: a refused peer holds nothing.
+                    if let Err(e) = self.allow.check(&s) {
+                        turned_away("a unix peer", &e);
+                        continue;
+                    }
+                    s.into()
+                }
+                Listener::Mem(l) => {
+                    let c = l.accept()?;
+                    match self.start_or_refuse(Box::new(c.read), Box::new(c.write), "mem")? {
+                        Some(s) => return Ok(s),
+                        None => continue,
                     }
                 }
-            }
-            Listener::Unix(l, _) => {
-                let (s, _) = l.accept().map_err(|e| LinkError::io("accept unix", e))?;
-                if let Err(e) = self.allow.check(&s) {
-                    turned_away("a unix peer", &e);
-                    return Ok(None);
-                }
-                Session::over_socket(s.into(), Side::Server, "unix").map(Some)
-            }
-            Listener::Shm(l) => match l.accept() {
-                Ok(ep) => {
-                    let (r, w) = crate::shm::halves(ep);
-                    Ok(Some(Session::over(
-                        Box::new(r),
-                        Box::new(w),
-                        Side::Server,
-                        "shm",
-                    )))
-                }
-                Err(e @ offhost_shm::ShmError::PeerUid { .. }) => {
-                    turned_away("an shm peer", &e);
-                    Ok(None)
-                }
-                Err(e) => Err(e.into()),
-            },
-            Listener::Mem(l) => {
-                let c = l.accept()?;
-                Ok(Some(Session::over(
-                    Box::new(c.read),
-                    Box::new(c.write),
-                    Side::Server,
-                    "mem",
-                )))
-            }
+            };
+            let transport = if matches!(self.listener, Listener::Tcp(_)) {
+                "tcp"
+            } else {
+                "unix"
+            };
+            let Some(slot) = self.sessions.try_take(self.limits.max_sessions) else {
+                refuse_socket(fd, &self.over_sessions());
+                continue;
+            };
+            let (r, w) =
+                crate::wire::sock_pair(fd).map_err(|e| LinkError::io("duplicate socket", e))?;
+            return Session::over_limited(Box::new(r), Box::new(w), transport, self.accepted(slot));
         }
     }
+
+    /// Starts the session of a connection whose transport carries the refusal itself (`mem:`,
+    /// `tls:`): with a session slot, or, when none is left, refused over the session (its
+    /// peer's calls fail with the reason) and `None`.
+    fn start_or_refuse(
+        &self,
+        read: Box<dyn crate::wire::WireRead>,
+        write: Box<dyn crate::wire::WireWrite>,
+        transport: &'static str,
+    ) -> Result<Option<Session>, LinkError> {
+        let slot = self.sessions.try_take(self.limits.max_sessions);
+        let refused = slot.is_none();
+        let accepted = match slot {
+            Some(slot) => self.accepted(slot),
+            None => Accepted::host(Side::Server),
+        };
+        let s = Session::over_limited(read, write, transport, accepted)?;
+        if refused {
+            s.refuse(&self.over_sessions());
+            return Ok(None);
+        }
+        Ok(Some(s))
+    }
+
+    /// The next session of a `tls:` or `shm:` listener, whose handshakes run on the
+    /// background acceptor (started by the first call).
+    fn accept_in_background(&self) -> Result<Session, LinkError> {
+        let mut acc = self.acceptor.lock().unwrap_or_else(|e| e.into_inner());
+        if acc.is_none() {
+            let sessions = self.sessions.clone();
+            let (name, next) = match &self.listener {
+                Listener::Shm(l) => (
+                    "offhost-shm-accept",
+                    acceptor::shm_connections(Arc::clone(l), self.limits, sessions),
+                ),
+                Listener::Tls(l, config) => {
+                    let l = l
+                        .try_clone()
+                        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                        .map_err(|e| LinkError::io("share the tls listener", e))?;
+                    (
+                        "offhost-tls-accept",
+                        acceptor::tls_connections(l, config.clone(), self.limits, sessions),
+                    )
+                }
+                _ => unreachable!("only tls: and shm: accept in the background"),
+            };
+            *acc = Some(Acceptor::start(name, self.limits, next)?);
+        }
+        let acc = acc.as_ref().expect("started above");
+        // Holding the lock while waiting: callers of accept take turns, as on a socket.
+        acc.next()
+    }
+}
+
+pub(crate) fn over_sessions(limits: &Limits) -> String {
+    format!(
+        "the server has {} sessions open, its limit (raise it with --max-sessions)",
+        limits.max_sessions
+    )
+}
+
+/// Tells a host over its socket that its session is refused (a link error frame with
+/// `reason`), without waiting for it; the socket lingers so that the refusal reaches the host
+/// even if it keeps sending (see `linger.rs`).
+fn refuse_socket(fd: std::os::fd::OwnedFd, reason: &str) {
+    let mut conn = offhost_proto::Connection::new(offhost_proto::Config::new(Side::Server));
+    conn.refuse_link(reason);
+    let mut bytes = Vec::new();
+    conn.poll_transmit(&mut bytes);
+    // Best effort: a socket buffer takes these few bytes at once, or the host reads nothing.
+    let _ = rustix::net::send(
+        &fd,
+        &bytes,
+        rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+    );
+    crate::linger::close(fd);
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // Stop the acceptor first: it holds the listener.
+        drop(
+            self.acceptor
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         if let Listener::Unix(_, path) = &self.listener {
             // Best effort: the file may already be gone.
             let _ = std::fs::remove_file(path);
@@ -216,24 +347,36 @@ pub fn echo_channel(ch: &Channel) -> Result<u64, LinkError> {
 }
 
 /// Serves echo on every channel of every session accepted by `server`, a thread per session
-/// and per channel, for ever. A failing session or channel is logged and the server goes on.
+/// and per channel under the server's thread budget ([`Server::threads`]), for ever. A
+/// session or channel that finds no thread is refused with the reason; a failing session or
+/// channel is logged and the server goes on.
 pub fn serve_echo(server: &Server) -> Result<(), LinkError> {
+    let threads = server.threads();
     loop {
         let session = match server.accept() {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("accept on {}: {e}", server.url());
+                // Out of descriptors, say: let some close before trying again.
+                std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
         };
-        std::thread::spawn(move || loop {
-            match session.accept() {
+        let t = threads.clone();
+        let s = session.clone();
+        let spawned = threads.spawn("offhost-echo-session", move || loop {
+            match s.accept() {
                 Ok(ch) => {
-                    std::thread::spawn(move || {
-                        if let Err(e) = echo_channel(&ch) {
-                            tracing::info!("echo on channel {:?}: {e}", ch.name());
+                    let ch = Arc::new(ch);
+                    let c = Arc::clone(&ch);
+                    let spawned = t.spawn("offhost-echo", move || {
+                        if let Err(e) = echo_channel(&c) {
+                            tracing::info!("echo on channel {:?}: {e}", c.name());
                         }
                     });
+                    if let Err(e) = spawned {
+                        let _ = ch.refuse(&e.to_string());
+                    }
                 }
                 Err(e) => {
                     tracing::info!("session ended: {e}");
@@ -241,5 +384,8 @@ pub fn serve_echo(server: &Server) -> Result<(), LinkError> {
                 }
             }
         });
+        if let Err(e) = spawned {
+            session.refuse(&e.to_string());
+        }
     }
 }

@@ -16,6 +16,8 @@ use crate::wire::{WireRead, WireWrite};
 pub(crate) struct Handle {
     pub(crate) driver: Arc<Driver>,
     pub(crate) transport: &'static str,
+    /// The server's session slot this session holds (given back with the last handle).
+    pub(crate) _slot: Option<crate::limits::Held>,
 }
 
 impl Drop for Handle {
@@ -57,7 +59,7 @@ impl Session {
             Endpoint::Tls(addr) => {
                 let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
                 let (r, w) = crate::tls::connect(&addr, &client)?;
-                Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "tls"))
+                Self::over(Box::new(r), Box::new(w), Side::Client, "tls")
             }
             Endpoint::Tcp(addr) => {
                 let s = std::net::TcpStream::connect(&addr)
@@ -73,12 +75,7 @@ impl Session {
             }
             Endpoint::Mem(name) => {
                 let c = crate::mem::connect(&name)?;
-                Ok(Self::over(
-                    Box::new(c.read),
-                    Box::new(c.write),
-                    Side::Client,
-                    "mem",
-                ))
+                Self::over(Box::new(c.read), Box::new(c.write), Side::Client, "mem")
             }
             Endpoint::Shm(addr) => Self::connect_shm(&addr, &crate::shm::default_config()),
         }
@@ -89,14 +86,24 @@ impl Session {
     pub fn connect_shm(addr: &str, config: &offhost_shm::Config) -> Result<Session, LinkError> {
         let ep = offhost_shm::connect(addr, config)?;
         let (r, w) = crate::shm::halves(ep);
-        Ok(Self::over(Box::new(r), Box::new(w), Side::Client, "shm"))
+        Self::over(Box::new(r), Box::new(w), Side::Client, "shm")
     }
 
     /// The engine's end of a session over a shared-memory endpoint it accepted itself (a
-    /// listener that looked at the first record before deciding what the host speaks).
-    pub fn serve_shm(ep: offhost_shm::Endpoint) -> Session {
+    /// listener that looked at the first record before deciding what the host speaks), its
+    /// peer held to `limits` as a [`Server`](crate::Server)'s are.
+    pub fn serve_shm(
+        ep: offhost_shm::Endpoint,
+        limits: &crate::Limits,
+    ) -> Result<Session, LinkError> {
         let (r, w) = crate::shm::halves(ep);
-        Self::over(Box::new(r), Box::new(w), Side::Server, "shm")
+        let accepted = crate::server::Accepted {
+            side: Side::Server,
+            limits: *limits,
+            write: crate::limits::WriteLimits::from(limits),
+            slot: None,
+        };
+        Self::over_limited(Box::new(r), Box::new(w), "shm", accepted)
     }
 
     pub(crate) fn over_socket(
@@ -106,7 +113,7 @@ impl Session {
     ) -> Result<Session, LinkError> {
         let (r, w) =
             crate::wire::sock_pair(fd).map_err(|e| LinkError::io("duplicate socket", e))?;
-        Ok(Self::over(Box::new(r), Box::new(w), side, transport))
+        Self::over(Box::new(r), Box::new(w), side, transport)
     }
 
     pub(crate) fn over(
@@ -114,11 +121,34 @@ impl Session {
         write: Box<dyn WireWrite>,
         side: Side,
         transport: &'static str,
-    ) -> Session {
-        let driver = Driver::start(Connection::new(Config::new(side)), read, write);
-        Session {
-            handle: Arc::new(Handle { driver, transport }),
-        }
+    ) -> Result<Session, LinkError> {
+        let accepted = crate::server::Accepted::host(side);
+        Self::over_limited(read, write, transport, accepted)
+    }
+
+    /// A session whose peer is held to `accepted`'s limits (a server's session).
+    pub(crate) fn over_limited(
+        read: Box<dyn WireRead>,
+        write: Box<dyn WireWrite>,
+        transport: &'static str,
+        accepted: crate::server::Accepted,
+    ) -> Result<Session, LinkError> {
+        let mut config = Config::new(accepted.side);
+        config.limits = accepted.limits.proto;
+        let driver = Driver::start(Connection::new(config), read, write, accepted.write)?;
+        Ok(Session {
+            handle: Arc::new(Handle {
+                driver,
+                transport,
+                _slot: accepted.slot,
+            }),
+        })
+    }
+
+    /// Refuses this session: the peer's calls fail with `reason` (name the limit and the
+    /// flag that raises it), and the link closes.
+    pub fn refuse(&self, reason: &str) {
+        self.handle.driver.refuse(reason);
     }
 
     /// The transport's name: `tls`, `tcp`, `unix`, `mem` or `shm`.

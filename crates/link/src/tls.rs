@@ -21,7 +21,7 @@ use crate::wire::{Input, WireRead, WireWrite, FEED_BUDGET};
 /// The byte a server sends once it has admitted a client.
 pub(crate) const ADMITTED: u8 = 0x5a;
 
-/// Longest TLS handshake (and admission) a side waits for.
+/// Longest TLS handshake (and admission) a client waits for.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reading half: plaintext into a buffer, handed to the driver in one piece.
@@ -79,14 +79,15 @@ pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWri
 }
 
 /// Runs the server side on an accepted TCP connection: the handshake (the client must present
-/// a certificate of our CA), then the admission byte.
+/// a certificate of our CA) within `timeout`, then the admission byte.
 pub(crate) fn accept(
     s: std::net::TcpStream,
     server: &TlsServer,
+    timeout: Duration,
 ) -> Result<(TlsRead, TlsWrite), LinkError> {
     s.set_nodelay(true)
         .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
-    let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, HANDSHAKE_TIMEOUT)?;
+    let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, timeout)?;
     w.write_all(&[ADMITTED])
         .and_then(|()| w.flush())
         .map_err(|e| LinkError::io("tls admission", e))?;

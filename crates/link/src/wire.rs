@@ -155,6 +155,15 @@ impl SockRead {
     }
 }
 
+impl Drop for SockRead {
+    fn drop(&mut self) {
+        // The session is over: let its last frames reach the peer (see `linger.rs`).
+        if let Ok(fd) = self.fd.try_clone() {
+            crate::linger::close(fd);
+        }
+    }
+}
+
 impl WireRead for SockRead {
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         if self.len > 0 || self.eof {

@@ -110,3 +110,52 @@ fn a_unix_socket_is_owner_only() {
     let mode = std::fs::metadata(&p).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn silent_tls_clients_do_not_hold_up_a_good_one() {
+    let url = tls_server();
+    let addr = url.strip_prefix("tls:").unwrap();
+    // Clients that connect and never say hello: before, the accept loop ran each handshake
+    // in turn for its whole deadline, and the good client's own timed out behind them.
+    let silent: Vec<_> = (0..6)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let t0 = std::time::Instant::now();
+    let s = common::connect(&url).expect("a good client is served beside silent ones");
+    let ch = s.open("ok", ChannelOptions::default()).unwrap();
+    ch.send(b"still here").unwrap();
+    let m = ch.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(m.as_deref(), Some(&b"still here"[..]));
+    assert!(
+        t0.elapsed() < offhost_link::DEFAULT_HANDSHAKE_TIMEOUT,
+        "served only after the silent clients' deadline: {:?}",
+        t0.elapsed()
+    );
+    drop(silent);
+}
+
+#[test]
+fn tls_sessions_past_the_limit_are_refused_naming_the_flag() {
+    let mut s = Server::bind_with("tls:127.0.0.1:0", &common::options()).unwrap();
+    s.set_limits(offhost_link::Limits {
+        max_sessions: 1,
+        ..offhost_link::Limits::default()
+    });
+    let url = s.url().to_owned();
+    echo(s);
+    let first = common::connect(&url).unwrap();
+    let ch = first.open("x", ChannelOptions::default()).unwrap();
+    ch.send(b"x").unwrap();
+    assert!(ch.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+    let why = match common::connect(&url) {
+        Err(e) => e.to_string(),
+        Ok(c) => match c.open("x", ChannelOptions::default()).and_then(|ch| {
+            let _ = ch.send(b"x");
+            ch.recv_timeout(Duration::from_secs(20))
+        }) {
+            Err(e) => e.to_string(),
+            Ok(m) => panic!("a second session was served: {m:?}"),
+        },
+    };
+    assert!(why.contains("--max-sessions"), "{why}");
+}

@@ -44,7 +44,7 @@
 //! reason (task, line, path) is shown in the status block, as `rejected: ...`. The pipeline
 //! of the export's own file is the operator's and sees files as the server does.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -476,9 +476,35 @@ impl ActionDisk {
             r.stop();
             // Dropping the old channels' ports lets the old pipeline drain and finish.
             drop(old.channels);
-            std::thread::spawn(move || {
+            // A few old pipelines finish on threads of their own; past that (a client
+            // replacing pipelines in a loop), the request that replaced it waits for it.
+            static DRAINING: AtomicUsize = AtomicUsize::new(0);
+            let wait = move |r: Running| {
                 let _ = r.wait_timeout(Duration::from_secs(30));
-            });
+            };
+            let room = DRAINING
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < 4).then_some(n + 1)
+                })
+                .is_ok();
+            let mut r = Some(r);
+            if room {
+                let taken = r.take();
+                let spawned = std::thread::Builder::new()
+                    .name("nbd-actions-drain".into())
+                    .spawn(move || {
+                        if let Some(r) = taken {
+                            wait(r);
+                        }
+                        DRAINING.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    DRAINING.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            if let Some(r) = r {
+                wait(r);
+            }
         }
         Ok(())
     }

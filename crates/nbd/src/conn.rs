@@ -9,15 +9,18 @@
 //! Requests on backends that may block (modelled latency, waiting for data) and reads and
 //! writes of at least [`BIG_REQUEST`] bytes run on their own scoped threads and reply when
 //! done, so replies leave out of order and later requests overtake slow ones. At most
-//! [`MAX_IN_FLIGHT`] such requests run at once per connection; `NBD_CMD_DISC` waits for all
-//! of them.
+//! [`MAX_IN_FLIGHT`] such requests, holding at most [`ConnLimits::max_in_flight`] payload bytes
+//! together, run at once per connection: past that the reader stops reading the socket until
+//! replies have gone out (a larger request runs alone). `NBD_CMD_DISC` waits for all of them.
+//! A connection that sends no request for [`ConnLimits::idle_timeout`] ends (`End::Idle`).
 
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::export::Export;
+pub use crate::limits::ConnLimits;
 use crate::proto::*;
 use crate::request::{Ctx, Out, Outcome};
 use crate::trace::Tracer;
@@ -44,23 +47,72 @@ fn drain<R: Read>(r: &mut R, n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Counts blocking requests in flight.
+/// Counts the requests running on their own threads, and their payload bytes; a reply that
+/// could not be written kills the connection (every wait here ends).
 struct Gate {
-    n: Mutex<usize>,
+    /// Requests and payload bytes in flight.
+    n: Mutex<(usize, u64)>,
     cv: Condvar,
+    max_bytes: u64,
+    dead: AtomicBool,
 }
 
 impl Gate {
-    fn enter(&self) {
-        let mut n = self.n.lock().unwrap_or_else(|e| e.into_inner());
-        while *n >= MAX_IN_FLIGHT {
-            n = self.cv.wait(n).unwrap_or_else(|e| e.into_inner());
+    fn new(max_bytes: u64) -> Gate {
+        Gate {
+            n: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+            max_bytes,
+            dead: AtomicBool::new(false),
         }
-        *n += 1;
     }
-    fn leave(&self) {
-        *self.n.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        self.cv.notify_one();
+
+    fn has_room(&self, n: (usize, u64), cost: u64) -> bool {
+        n.0 < MAX_IN_FLIGHT && (n.1 == 0 || n.1.saturating_add(cost) <= self.max_bytes)
+    }
+
+    /// Whether a request of `cost` bytes would wait now.
+    fn would_wait(&self, cost: u64) -> bool {
+        !self.has_room(*self.n.lock().unwrap_or_else(|e| e.into_inner()), cost)
+    }
+
+    /// Waits for room for a request of `cost` payload bytes; false once the connection died.
+    fn enter(&self, cost: u64) -> bool {
+        let mut n = self.n.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.has_room(*n, cost) && !self.is_dead() {
+            n = self
+                .cv
+                .wait_timeout(n, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if self.is_dead() {
+            return false;
+        }
+        n.0 += 1;
+        n.1 += cost;
+        true
+    }
+
+    fn leave(&self, cost: u64) {
+        let mut n = self.n.lock().unwrap_or_else(|e| e.into_inner());
+        n.0 -= 1;
+        n.1 -= cost;
+        drop(n);
+        self.cv.notify_all();
+    }
+
+    fn idle(&self) -> bool {
+        self.n.lock().unwrap_or_else(|e| e.into_inner()).0 == 0
+    }
+
+    fn kill(&self) {
+        self.dead.store(true, Ordering::Release);
+        self.cv.notify_all();
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
     }
 }
 
@@ -94,6 +146,8 @@ pub enum End {
     Closed,
     /// The client broke the protocol (bad magic); the server dropped the connection.
     Violation(String),
+    /// The client sent no request for the idle timeout; the server dropped the connection.
+    Idle,
 }
 
 /// Serves requests until the client disconnects, with one thread. `reader` and `writer` are
@@ -122,6 +176,34 @@ pub fn serve_transmission_threads<R: Read + Send, W: Write + Send>(
     conn: u32,
     threads: usize,
 ) -> io::Result<End> {
+    serve_transmission_limited(
+        reader,
+        writer,
+        export,
+        structured,
+        tracer,
+        conn,
+        threads,
+        &ConnLimits::default(),
+    )
+}
+
+/// As [`serve_transmission_threads`], within `limits` (payload bytes in flight, idle timeout).
+/// The idle timeout is measured in the reader's timeouts: a read that fails with `WouldBlock`
+/// or `TimedOut` while no request is pending counts as idle time (give the socket a read
+/// timeout no longer than the idle timeout); one in the middle of a request ends the
+/// connection.
+#[allow(clippy::too_many_arguments)]
+pub fn serve_transmission_limited<R: Read + Send, W: Write + Send>(
+    reader: R,
+    writer: W,
+    export: &Export,
+    structured: bool,
+    tracer: Option<&Tracer>,
+    conn: u32,
+    threads: usize,
+    limits: &ConnLimits,
+) -> io::Result<End> {
     let input = Mutex::new(Input {
         rd: BufReader::with_capacity(
             256 * 1024,
@@ -142,10 +224,7 @@ pub fn serve_transmission_threads<R: Read + Send, W: Write + Send>(
         tracer,
         conn,
     };
-    let gate = Gate {
-        n: Mutex::new(0),
-        cv: Condvar::new(),
-    };
+    let gate = Gate::new(limits.max_in_flight);
     let pool: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     // Whether the input buffer held another complete request when a worker last took one:
     // if so, a later worker will flush and this one need not.
@@ -157,6 +236,7 @@ pub fn serve_transmission_threads<R: Read + Send, W: Write + Send>(
         pool: &pool,
         more: &more,
         blocking: export.backend.may_block(),
+        idle_timeout: limits.idle_timeout,
     };
     std::thread::scope(|scope| {
         for _ in 1..threads.max(1) {
@@ -184,6 +264,7 @@ struct Shared<'a, R, W: Write> {
     pool: &'a Mutex<Vec<Vec<u8>>>,
     more: &'a AtomicBool,
     blocking: bool,
+    idle_timeout: Option<Duration>,
 }
 
 /// A request taken from the socket, with its payload.
@@ -193,6 +274,8 @@ struct Taken {
     problem: Option<Outcome>,
     arrival: Instant,
     data_ns: u64,
+    /// Runs on its own thread, holding `cost` payload bytes of the gate.
+    threaded: Option<u64>,
 }
 
 impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
@@ -209,6 +292,10 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
     fn take(&self, spare: &mut Vec<u8>) -> Option<Taken> {
         let mut inp = self.input.lock().unwrap_or_else(|e| e.into_inner());
         if inp.done.is_some() {
+            return None;
+        }
+        if self.gate.is_dead() {
+            inp.done = Some(Ok(End::Closed));
             return None;
         }
         match self.take_locked(&mut inp, spare) {
@@ -236,6 +323,29 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             self.more.store(false, Ordering::Release);
             self.flush()?;
         }
+        if rd.buffer().is_empty() {
+            // Waiting for the next request: a read timeout here is idle time.
+            let since = Instant::now();
+            loop {
+                match rd.fill_buf() {
+                    Ok([]) => return Ok(Err(End::Closed)),
+                    Ok(_) => break,
+                    Err(e) if crate::limits::timed_out(&e) => {
+                        if self.gate.is_dead() {
+                            return Ok(Err(End::Closed));
+                        }
+                        if self
+                            .idle_timeout
+                            .is_some_and(|t| since.elapsed() >= t && self.gate.idle())
+                        {
+                            return Ok(Err(End::Idle));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let mut h = [0u8; REQUEST_LEN];
         match rd.read_exact(&mut h) {
             Ok(()) => {}
@@ -251,6 +361,25 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             return Ok(Err(End::Disconnect));
         }
         let problem = self.ctx.check(&req);
+        // Slow backends and large transfers get their own thread; their payloads count
+        // against the connection's budget, taken before the payload is allocated or read.
+        let threaded =
+            (problem.is_none() && (self.blocking || req.length >= BIG_REQUEST)).then(|| match req
+                .command
+            {
+                Command::Read | Command::Write => u64::from(req.length),
+                _ => 0,
+            });
+        if let Some(cost) = threaded {
+            if self.gate.would_wait(cost) {
+                // Replies must leave while this waits: they are what frees the budget.
+                self.more.store(false, Ordering::Release);
+                self.flush()?;
+            }
+            if !self.gate.enter(cost) {
+                return Ok(Err(End::Closed));
+            }
+        }
         let mut data_ns = 0;
         let mut payload = std::mem::take(spare);
         if payload.capacity() < req.length as usize {
@@ -266,11 +395,17 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 self.flush()?;
             }
             let t0 = Instant::now();
-            if problem.is_some() {
-                drain(rd, u64::from(req.length))?;
+            let read = if problem.is_some() {
+                drain(rd, u64::from(req.length))
             } else {
                 payload.resize(req.length as usize, 0);
-                rd.read_exact(&mut payload)?;
+                rd.read_exact(&mut payload)
+            };
+            if let Err(e) = read {
+                if let Some(cost) = threaded {
+                    self.gate.leave(cost);
+                }
+                return Err(e);
             }
             data_ns = t0.elapsed().as_nanos() as u64;
         }
@@ -283,10 +418,12 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             problem,
             arrival,
             data_ns,
+            threaded,
         }))
     }
 
     fn fail(&self, e: io::Error) {
+        self.gate.kill();
         let mut inp = self.input.lock().unwrap_or_else(|e| e.into_inner());
         if inp.done.is_none() {
             inp.done = Some(Err(e));
@@ -306,6 +443,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 problem,
                 arrival,
                 data_ns,
+                threaded,
             } = t;
             if let Some(fail) = problem {
                 spare = payload;
@@ -319,9 +457,8 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 continue;
             }
             // Slow backends and large transfers get their own thread, so later requests
-            // overtake them and large copies overlap.
-            if self.blocking || req.length >= BIG_REQUEST {
-                self.gate.enter();
+            // overtake them and large copies overlap (the gate was entered in `take`).
+            if let Some(cost) = threaded {
                 let (ctx, gate, pool) = (self.ctx, self.gate, self.pool);
                 let max = ctx.export.max_payload as usize;
                 let job = move || {
@@ -330,7 +467,9 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                     let outcome = ctx.execute(&req, &mut payload);
                     let service = t.elapsed().as_nanos() as u64;
                     if let Err(e) = ctx.reply(&req, &outcome, None, arrival, data_ns, service) {
+                        // The client stopped reading (or left): the connection is over.
                         tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
+                        gate.kill();
                     }
                     let buf = match outcome {
                         Outcome::Data(b) => b,
@@ -341,11 +480,11 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                         p.push(buf);
                     }
                     drop(p);
-                    gate.leave();
+                    gate.leave(cost);
                 };
                 if let Err(e) = std::thread::Builder::new().spawn_scoped(scope, job) {
                     // Out of threads: refuse this request, keep the connection.
-                    self.gate.leave();
+                    self.gate.leave(cost);
                     let fail =
                         Outcome::Fail(Errno::Io, format!("server cannot start a thread: {e}"));
                     if let Err(e) = self.ctx.reply(&req, &fail, None, arrival, data_ns, 0) {

@@ -70,6 +70,35 @@ fn send_reply<S: Write>(s: &mut S, option: u32, reply: u32, data: &[u8]) -> std:
     s.write_all(&out)
 }
 
+/// Refuses a connection: greets the client, then answers every option with
+/// `NBD_REP_ERR_POLICY` and `reason` (name the limit and the flag that raises it) until it
+/// aborts or gives up; an `NBD_OPT_EXPORT_NAME`, which cannot carry an error, ends it. Bound
+/// the time this may take with the stream's timeouts.
+pub fn refuse_handshake<S: Read + Write>(s: &mut S, reason: &str) -> Result<(), HandshakeError> {
+    serve_greeting(s)?;
+    loop {
+        let mut h = [0u8; OPTION_HEADER_LEN];
+        s.read_exact(&mut h)?;
+        let hdr = parse_option_header(&h).map_err(|e| HandshakeError::Protocol(e.to_string()))?;
+        if hdr.length > MAX_OPTION_LEN {
+            return Err(HandshakeError::Protocol("option too long".into()));
+        }
+        std::io::copy(
+            &mut (&mut *s).take(u64::from(hdr.length)),
+            &mut std::io::sink(),
+        )?;
+        match hdr.option {
+            OPT_EXPORT_NAME => return Ok(()),
+            OPT_ABORT => {
+                let _ = send_reply(s, hdr.option, REP_ACK, &[]);
+                return Ok(());
+            }
+            opt => send_reply(s, opt, REP_ERR_POLICY, reason.as_bytes())?,
+        }
+        s.flush()?;
+    }
+}
+
 /// Runs the server side of the handshake on `s`, without TLS. Returns the negotiated export
 /// when the client enters transmission.
 pub fn serve_handshake<S: Read + Write>(

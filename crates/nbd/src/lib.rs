@@ -8,7 +8,9 @@
 //! - [`actions`]: a pipeline as a disk (`actions:FILE.ion`), block addresses that start, stop,
 //!   query and move data on the pipeline's host channels;
 //! - [`tls`]: TLS as the protocol specifies it (`NBD_OPT_STARTTLS`, nbdkit's `--tls` modes);
-//! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report.
+//! - [`trace`], [`report`]: device-side tracing and the transfer-rate / overhead report;
+//! - [`limits`]: connections, bytes in flight and deadlines ([`Limits`]); [`hostile`]: clients
+//!   that ask for more than they give back, for tests and measurements.
 #![forbid(unsafe_code)]
 
 pub mod actions;
@@ -17,6 +19,8 @@ pub mod conn;
 pub mod drive;
 pub mod export;
 pub mod handshake;
+pub mod hostile;
+pub mod limits;
 pub mod mem;
 pub mod proto;
 pub mod report;
@@ -27,5 +31,6 @@ pub mod trace;
 
 pub use backend::Backend;
 pub use export::{Export, SpecError};
+pub use limits::Limits;
 pub use server::{ListenAddr, Server, ServerError};
 pub use tls::{NbdTls, TlsMode};

@@ -4,18 +4,19 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::conn::{serve_transmission_threads, End};
+use crate::conn::{serve_transmission_limited, End};
 use crate::export::Export;
-use crate::handshake::{serve_greeting, serve_options, Haggled, HandshakeError};
+use crate::handshake::{refuse_handshake, serve_greeting, serve_options, Haggled, HandshakeError};
+use crate::limits::{Deadlined, Limits, Timeouts, MAX_REFUSING, REFUSAL_TIMEOUT};
 use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
 
-/// How long a client may take over the handshake before the server drops it.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a client may take over the whole handshake by default (see [`Limits`]).
+pub const HANDSHAKE_TIMEOUT: Duration = crate::limits::DEFAULT_HANDSHAKE_TIMEOUT;
 
 /// Default time a connection polls its socket before sleeping: none (polling showed no gain
 /// on the shared 2-core machine; see docs/notes/nbd.md).
@@ -102,12 +103,58 @@ impl Stream {
             Self::Unix(s) => s.set_read_timeout(t),
         }
     }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_write_timeout(t),
+            Self::Unix(s) => s.set_write_timeout(t),
+        }
+    }
     pub(crate) fn shutdown(&self) {
         // The peer may be gone already; nothing to do about a failure here.
         let _ = match self {
             Self::Tcp(s) => s.shutdown(Shutdown::Both),
             Self::Unix(s) => s.shutdown(Shutdown::Both),
         };
+    }
+}
+
+impl Timeouts for Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_write_timeout(self, t)
+    }
+}
+
+/// The writing half of a connection: a write that fails (the client stopped reading for the
+/// I/O timeout, or left) aborts the connection: the socket is shut down, so the reader and
+/// every request of the connection end too, and its close resets the connection, dropping
+/// what the client never read (a FIN would wait behind it for ever).
+struct Writer(Stream);
+
+impl Writer {
+    fn failed(&self, e: &io::Error) {
+        if e.kind() != io::ErrorKind::Interrupted {
+            let fd = match &self.0 {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+            self.0.shutdown();
+        }
+    }
+}
+
+impl Write for Writer {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b).inspect_err(|e| self.failed(e))
+    }
+    fn write_vectored(&mut self, b: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(b).inspect_err(|e| self.failed(e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -152,6 +199,10 @@ pub struct Server {
     opts: ConnOptions,
     tls: Arc<NbdTls>,
     allow: offhost_access::AllowUids,
+    limits: Limits,
+    /// Connections being served, and being refused, now.
+    live: Arc<AtomicUsize>,
+    refusing: Arc<AtomicUsize>,
 }
 
 /// Per-connection tuning.
@@ -229,6 +280,9 @@ impl Server {
             opts: ConnOptions::default(),
             tls: Arc::new(NbdTls::off()),
             allow: offhost_access::AllowUids::own(),
+            limits: Limits::default(),
+            live: Arc::new(AtomicUsize::new(0)),
+            refusing: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -251,6 +305,21 @@ impl Server {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Holds connections from now on to `limits` (connections, bytes in flight, deadlines).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The limits connections are held to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Connections being served now.
+    pub fn connections(&self) -> usize {
+        self.live.load(Ordering::Acquire)
     }
 
     /// Sets how long a connection polls its socket before sleeping (0 = never polls).
@@ -279,8 +348,9 @@ impl Server {
         &self.exports
     }
 
-    /// Accepts connections forever, one thread per connection. A failing connection never
-    /// affects the others.
+    /// Accepts connections forever, one thread per connection up to
+    /// [`Limits::max_connections`]; past it a connection is refused (see
+    /// [`refuse_handshake`]). A failing connection never affects the others.
     pub fn serve(&self) -> io::Result<()> {
         loop {
             let stream = match &self.listener {
@@ -290,6 +360,7 @@ impl Server {
                 }),
                 Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
             };
+            // Before a connection slot is taken: a refused peer holds nothing.
             if let Ok(Stream::Unix(s)) = &stream {
                 if let Err(e) = self.allow.check(s) {
                     tracing::warn!("turned away a unix client: {e}");
@@ -307,46 +378,121 @@ impl Server {
             };
             // Relaxed: only a unique number is needed.
             let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = Slot::take(&self.live, self.limits.max_connections) else {
+                self.refuse(stream, id);
+                continue;
+            };
             let exports = self.exports.clone();
             let tracer = self.tracer.clone();
-            let opts = self.opts;
+            let (opts, limits) = (self.opts, self.limits);
             let tls = self.tls.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
-                .spawn(move || handle(stream, &exports, tracer.as_deref(), id, opts, &tls));
+                .spawn(move || {
+                    let _slot = slot;
+                    handle_limited(stream, &exports, tracer.as_deref(), id, opts, &tls, &limits)
+                });
             if let Err(e) = spawned {
+                // The stream went with the closure: the client sees the connection close.
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
         }
     }
+
+    /// Refuses a connection past the limit on a thread of its own, with a short deadline;
+    /// past [`MAX_REFUSING`] at once, closes it at once.
+    fn refuse(&self, stream: Stream, id: u32) {
+        let Some(slot) = Slot::take(&self.refusing, MAX_REFUSING) else {
+            stream.shutdown();
+            return;
+        };
+        let reason = self.limits.over_connections();
+        tracing::info!("conn {id}: refused: {reason}");
+        let spawned = std::thread::Builder::new()
+            .name(format!("nbd-refuse-{id}"))
+            .spawn(move || {
+                let _slot = slot;
+                let mut stream = stream;
+                let deadline = Instant::now() + REFUSAL_TIMEOUT;
+                let _ = refuse_handshake(&mut Deadlined::new(&mut stream, deadline), &reason);
+                stream.shutdown();
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("conn {id}: cannot start a thread to refuse it: {e}");
+        }
+    }
 }
 
-/// Serves one connection from handshake to close.
+/// One unit of a count of things held at once, given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(count)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serves one connection from handshake to close, with the default [`Limits`].
 pub fn handle(
-    mut stream: Stream,
+    stream: Stream,
     exports: &[Arc<Export>],
     tracer: Option<&Tracer>,
     id: u32,
     opts: ConnOptions,
     tls: &NbdTls,
 ) {
-    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let haggled = serve_greeting(&mut stream).and_then(|no_zeroes| {
-        match serve_options(&mut stream, exports, no_zeroes, tls.haggle())? {
-            Haggled::Go(neg) => Ok(Haggled2::Plain(stream, neg)),
-            Haggled::StartTls => crate::tls::upgrade(stream, tls, exports, no_zeroes),
+    handle_limited(stream, exports, tracer, id, opts, tls, &Limits::default());
+}
+
+/// Serves one connection from handshake to close with `tls` and within `limits`: the
+/// handshake by its deadline, then requests with their byte budget, I/O timeout and idle
+/// timeout.
+pub fn handle_limited(
+    mut stream: Stream,
+    exports: &[Arc<Export>],
+    tracer: Option<&Tracer>,
+    id: u32,
+    opts: ConnOptions,
+    tls: &NbdTls,
+    limits: &Limits,
+) {
+    let deadline = Instant::now() + limits.handshake_timeout;
+    let haggled = {
+        let mut s = Deadlined::new(&mut stream, deadline);
+        serve_greeting(&mut s).and_then(|no_zeroes| {
+            serve_options(&mut s, exports, no_zeroes, tls.haggle()).map(|h| (no_zeroes, h))
+        })
+    };
+    let haggled = match haggled {
+        Ok((_, Haggled::Go(neg))) => Ok(Haggled2::Plain(stream, neg)),
+        Ok((no_zeroes, Haggled::StartTls)) => {
+            crate::tls::upgrade(stream, tls, exports, no_zeroes, deadline)
         }
-    });
-    let (neg, end) = match haggled {
-        Ok(Haggled2::Plain(stream, neg)) => {
-            let _ = stream.set_read_timeout(None);
-            let end = serve_plain(&stream, &neg, tracer, id, opts);
+        Err(e) => {
             stream.shutdown();
-            (neg, end)
+            Err(e)
+        }
+    };
+    let end = match haggled {
+        Ok(Haggled2::Plain(stream, neg)) => {
+            let end = serve_plain(&stream, &neg, tracer, id, opts, limits);
+            stream.shutdown();
+            end
         }
         Ok(Haggled2::Tls(mut r, mut w, neg)) => {
             log_negotiated(id, &neg);
-            let end = serve_transmission_threads(
+            let end = serve_transmission_limited(
                 &mut r,
                 &mut w,
                 &neg.export,
@@ -354,10 +500,11 @@ pub fn handle(
                 tracer,
                 id,
                 opts.threads,
+                &limits.conn(),
             );
             w.shutdown();
             w.abort();
-            (neg, end)
+            end
         }
         Err(HandshakeError::Aborted) => {
             tracing::debug!("conn {id}: client aborted the handshake");
@@ -368,9 +515,9 @@ pub fn handle(
             return;
         }
     };
-    let _ = neg;
     match end {
         Ok(End::Violation(why)) => tracing::info!("conn {id}: dropped: {why}"),
+        Ok(End::Idle) => tracing::info!("conn {id}: dropped: idle past --idle-timeout"),
         Ok(end) => tracing::debug!("conn {id}: {end:?}"),
         Err(e) => tracing::debug!("conn {id}: i/o error: {e}"),
     }
@@ -387,21 +534,28 @@ fn log_negotiated(id: u32, neg: &crate::handshake::Negotiated) {
     );
 }
 
-/// The transmission phase on a plain socket.
+/// The transmission phase on a plain socket: a read or write waits at most the I/O timeout
+/// (and reads no longer than the idle timeout, which the connection counts in them).
 fn serve_plain(
     stream: &Stream,
     neg: &crate::handshake::Negotiated,
     tracer: Option<&Tracer>,
     id: u32,
     opts: ConnOptions,
+    limits: &Limits,
 ) -> io::Result<End> {
+    let read_timeout = limits
+        .idle_timeout
+        .map_or(limits.io_timeout, |t| t.min(limits.io_timeout));
+    stream.set_read_timeout(Some(read_timeout.max(Duration::from_millis(1))))?;
+    stream.set_write_timeout(Some(limits.io_timeout.max(Duration::from_millis(1))))?;
     log_negotiated(id, neg);
-    let writer = stream.try_clone()?;
+    let writer = Writer(stream.try_clone()?);
     let reader = SpinReader {
         stream,
         spin: opts.spin,
     };
-    serve_transmission_threads(
+    serve_transmission_limited(
         reader,
         writer,
         &neg.export,
@@ -409,6 +563,7 @@ fn serve_plain(
         tracer,
         id,
         opts.threads,
+        &limits.conn(),
     )
 }
 

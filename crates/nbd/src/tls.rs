@@ -15,14 +15,16 @@
 //! client certificate is verified when one is presented, and required with
 //! `--tls-verify-peer`.
 
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
-use offhost_access::{CertDir, ClientAuth, TlsReader, TlsServer, TlsStream, TlsWriter};
+use offhost_access::{CertDir, ClientAuth, TlsReader, TlsServer, TlsWriter};
 
 use crate::export::Export;
 use crate::handshake::{serve_options, Haggle, Haggled, HandshakeError, Negotiated};
-use crate::server::{Stream, HANDSHAKE_TIMEOUT};
+use crate::server::Stream;
 
 /// `--tls=off|on|require`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -118,12 +120,14 @@ pub(crate) enum Haggled2 {
 }
 
 /// After the client's `NBD_OPT_STARTTLS` was acknowledged on `stream`: the TLS handshake,
-/// then option haggling over TLS until the client enters transmission.
+/// then option haggling over TLS until the client enters transmission, all by `deadline` (the
+/// handshake's, which began before `NBD_OPT_STARTTLS`).
 pub(crate) fn upgrade(
     stream: Stream,
     tls: &NbdTls,
     exports: &[Arc<Export>],
     no_zeroes: bool,
+    deadline: Instant,
 ) -> Result<Haggled2, HandshakeError> {
     let server = tls
         .server
@@ -136,20 +140,74 @@ pub(crate) fn upgrade(
         Stream::Tcp(s) => s.into(),
         Stream::Unix(s) => s.into(),
     };
-    let (r, w) = offhost_access::handshake(fd, conn, HANDSHAKE_TIMEOUT)
+    let left = left_until(deadline).map_err(HandshakeError::Io)?;
+    let (r, w) = offhost_access::handshake(fd, conn, left)
         .map_err(|e| HandshakeError::Protocol(e.to_string()))?;
-    let mut s = TlsStream::new(r, w);
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let mut s = DeadlineTls { r, w, deadline };
     let haggle = Haggle {
         tls_active: true,
         ..tls.haggle()
     };
     match serve_options(&mut s, exports, no_zeroes, haggle)? {
         Haggled::Go(n) => {
-            s.set_read_timeout(None);
-            let (r, w) = s.into_halves();
+            let (mut r, w) = (s.r, s.w);
+            r.set_timeout(None);
             Ok(Haggled2::Tls(r, w, n))
         }
         Haggled::StartTls => Err(HandshakeError::Protocol("NBD_OPT_STARTTLS twice".into())),
+    }
+}
+
+/// The time left until `deadline`, or the error that names the handshake's limit.
+fn left_until(deadline: Instant) -> io::Result<std::time::Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake's deadline passed (raise it with --handshake-timeout)",
+            )
+        })
+}
+
+/// Option haggling over TLS: every read and write ends by the handshake's deadline.
+struct DeadlineTls {
+    r: TlsReader,
+    w: TlsWriter,
+    deadline: Instant,
+}
+
+fn past_deadline(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the handshake's deadline passed (raise it with --handshake-timeout)",
+        ),
+        _ => e,
+    }
+}
+
+impl io::Read for DeadlineTls {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.r.set_timeout(Some(left_until(self.deadline)?));
+        self.r.read(buf).map_err(past_deadline)
+    }
+}
+
+impl io::Write for DeadlineTls {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.w.write_nb(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.w.wait(Some(left_until(self.deadline)?))?;
+                }
+                r => return r,
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        // A write returns once its records have left; an empty one sends what is owed.
+        self.write(&[]).map(|_| ())
     }
 }

@@ -202,3 +202,33 @@ fn off_answers_starttls_unsupported() {
     assert_eq!(reply(&mut s).1, REP_ERR_UNSUP);
     assert_eq!(go(&mut s, "disk"), REP_ACK);
 }
+
+#[test]
+fn a_client_that_stalls_after_starttls_is_dropped_at_the_handshake_deadline() {
+    use offhost_nbd::hostile;
+    let (_d, pki) = pki();
+    let exports = vec![Export::from_spec("disk=mem:1M").unwrap()];
+    let mut server = Server::bind(&ListenAddr::Tcp("127.0.0.1:0".into()), exports, None).unwrap();
+    server.set_tls(NbdTls::new(TlsMode::On, Some(&pki), false).unwrap());
+    server.set_limits(offhost_nbd::Limits {
+        handshake_timeout: Duration::from_millis(500),
+        max_connections: 1,
+        ..offhost_nbd::Limits::default()
+    });
+    let addr: ListenAddr = server.local_addr().parse().unwrap();
+    std::thread::spawn(move || server.serve());
+    let stalled = hostile::stalled_starttls(&addr).unwrap();
+    // Before, the TLS handshake and the haggling after it had a fixed two minutes of their
+    // own; now the handshake's deadline covers them, and the one connection slot comes back.
+    let took = hostile::dropped_within(&stalled, T).expect("dropped by the deadline");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(stalled);
+    let t0 = std::time::Instant::now();
+    loop {
+        match hostile::idle(&addr, "disk") {
+            Ok(_) => break,
+            Err(e) => assert!(t0.elapsed() < T, "never served again: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -7,6 +7,12 @@
 
 use crate::error::GeometryError;
 
+/// Most views, and most radial bins, a sinogram may have (the mMR has 252 and 344).
+pub const MAX_BINS_PER_AXIS: u32 = 8192;
+/// Most bins (counts) in one sinogram stack: 2^29, 2 GiB of `i32` counts (the mMR at span 1
+/// has 354 million). Sizes from headers are checked against it before anything is allocated.
+pub const MAX_SINOGRAM_BINS: u64 = 1 << 29;
+
 /// A cylindrical PET scanner and the sinogram sampling used with it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scanner {
@@ -92,6 +98,13 @@ impl Scanner {
         if self.views == 0 || self.radial_bins == 0 {
             return bad("views and radial bins must be positive".into());
         }
+        for (what, v) in [("views", self.views), ("radial bins", self.radial_bins)] {
+            if v > MAX_BINS_PER_AXIS {
+                return bad(format!(
+                    "{what} {v} exceed the limit of {MAX_BINS_PER_AXIS}"
+                ));
+            }
+        }
         if self.max_ring_difference >= self.rings {
             return bad(format!(
                 "max ring difference {} must be below the ring count {}",
@@ -100,6 +113,13 @@ impl Scanner {
         }
         if self.span % 2 == 0 {
             return bad(format!("span must be odd, got {}", self.span));
+        }
+        if self.span > self.ssrb_span() {
+            return bad(format!(
+                "span {} exceeds the limit of {} (2 x max ring difference + 1: single-slice rebinning)",
+                self.span,
+                self.ssrb_span()
+            ));
         }
         for (what, v) in [
             ("ring spacing", self.ring_spacing_mm),
@@ -151,6 +171,24 @@ mod tests {
         assert_eq!(
             Scanner::preset("nope"),
             Err(GeometryError::UnknownPreset("nope".into()))
+        );
+    }
+
+    #[test]
+    fn rejects_spans_and_sizes_past_their_limits() {
+        let e = Scanner::demo().with_span(u32::MAX).validate().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("span 4294967295 exceeds the limit of 31"),
+            "{e}"
+        );
+        let mut s = Scanner::demo();
+        s.views = u32::MAX;
+        let e = s.validate().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("views 4294967295 exceed the limit of 8192"),
+            "{e}"
         );
     }
 

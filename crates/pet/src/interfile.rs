@@ -80,20 +80,42 @@ impl PetlinkHeader {
             }
             Ok(v as u32)
         };
+        // Offsets and counts: non-negative integers below 2^53 (exact in the header's f64).
+        let count = |key: &str| -> Result<Option<u64>, FormatError> {
+            let Some(v) = opt_num(key)? else {
+                return Ok(None);
+            };
+            if v < 0.0 || v.fract() != 0.0 || v > (1u64 << 53) as f64 {
+                return Err(FormatError::Interfile {
+                    line: get(key).map(|x| x.0).unwrap_or(0),
+                    what: format!("{key:?} must be an integer from 0 to 2^53, got {v}"),
+                });
+            }
+            Ok(Some(v as u64))
+        };
         let views = int("number of views")?;
+        let detectors_per_ring = views.checked_mul(2).ok_or_else(|| FormatError::Interfile {
+            line: get("number of views").map(|x| x.0).unwrap_or(0),
+            what: format!(
+                "\"number of views\" {views} is too large (2 x views detectors per ring)"
+            ),
+        })?;
         let scanner = Scanner {
             name: get("originating system")
                 .map(|x| x.1.clone())
                 .unwrap_or_else(|| "petlink".into()),
             rings: int("number of rings")?,
-            detectors_per_ring: 2 * views,
+            detectors_per_ring,
             ring_spacing_mm: mm(num("distance between rings (cm)")?),
             crystal_radius_mm: mm(num("gantry crystal radius (cm)")?),
             radial_bins: int("number of projections")?,
             views,
             bin_size_mm: mm(num("bin size (cm)")?),
             max_ring_difference: int("maximum ring difference")?,
-            span: opt_num("axial compression")?.map(|v| v as u32).unwrap_or(1),
+            span: match count("axial compression")? {
+                None => 1,
+                Some(v) => u32::try_from(v).unwrap_or(u32::MAX),
+            },
         };
         scanner.validate().map_err(|e| FormatError::Interfile {
             line: 0,
@@ -116,8 +138,8 @@ impl PetlinkHeader {
         let hi = opt_num("energy window upper level (kev) [1]")?;
         Ok(PetlinkHeader {
             scanner,
-            data_offset: opt_num("data offset in bytes")?.unwrap_or(0.0) as u64,
-            total_words: opt_num("total listmode word counts")?.map(|v| v as u64),
+            data_offset: count("data offset in bytes")?.unwrap_or(0),
+            total_words: count("total listmode word counts")?,
             data_file: get("name of data file").map(|x| x.1.clone()),
             segment_table,
             energy_window_kev: lo.zip(hi),

@@ -111,6 +111,23 @@ impl Layout {
         &self.segments
     }
 
+    /// Bins (counts) of a sinogram stack of this layout for `scanner`'s views and radial bins,
+    /// checked against [`crate::geometry::MAX_SINOGRAM_BINS`] (the error names the sizes).
+    pub fn bins(&self, scanner: &Scanner) -> Result<usize, GeometryError> {
+        let max = crate::geometry::MAX_SINOGRAM_BINS;
+        let bins = u64::from(self.total)
+            .checked_mul(u64::from(scanner.views))
+            .and_then(|v| v.checked_mul(u64::from(scanner.radial_bins)))
+            .filter(|&b| b <= max)
+            .ok_or_else(|| {
+                GeometryError::Invalid(format!(
+                    "{} sinograms x {} views x {} radial bins exceed the limit of {max} bins",
+                    self.total, scanner.views, scanner.radial_bins
+                ))
+            })?;
+        usize::try_from(bins).map_err(|_| GeometryError::Invalid("sinogram too large".into()))
+    }
+
     /// Total number of sinograms.
     pub fn total_sinograms(&self) -> u32 {
         self.total

@@ -339,6 +339,7 @@ impl<R: Read> Reader<R> {
         let declared = self.header.count;
         if declared != COUNT_UNKNOWN {
             if self.read > declared {
+                // `declared` is below `read`, a count of records that were read: no overflow.
                 return Err(FormatError::Mismatch {
                     offset: HEADER_LEN as u64 + declared * RECORD_LEN as u64,
                     what: format!("header declares {declared} records but more data follows"),

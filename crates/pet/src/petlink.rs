@@ -174,6 +174,21 @@ impl PetlinkReader<std::io::BufReader<std::fs::File>> {
                 ),
             });
         }
+        if let Some(total) = header.total_words {
+            // The file may be an excerpt (shorter than declared), never longer.
+            let declared_end = total
+                .checked_mul(4)
+                .and_then(|b| b.checked_add(header.data_offset));
+            if declared_end.is_some_and(|end| len > end) {
+                return Err(FormatError::Mismatch {
+                    offset: declared_end.unwrap_or(len),
+                    what: format!(
+                        "the file holds {} words, more than the header's total listmode word counts of {total}",
+                        (len - header.data_offset) / 4
+                    ),
+                });
+            }
+        }
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(header.data_offset))?;
         Self::new(
             std::io::BufReader::with_capacity(1 << 20, f),
@@ -192,8 +207,10 @@ impl<R: Read> PetlinkReader<R> {
                 what: e.to_string(),
             })?;
         let max_bin = layout
-            .total_sinograms()
-            .checked_mul(header.scanner.plane_size() as u32)
+            .bins(&header.scanner)
+            .ok()
+            .and_then(|b| u32::try_from(b).ok())
+            .filter(|&b| b <= 1 << 30)
             .ok_or_else(|| FormatError::BadHeader {
                 offset: 0,
                 what: "sinogram too large for 30-bit bin addresses".into(),

@@ -12,6 +12,7 @@
 
 use crate::error::FormatError;
 use crate::geometry::Scanner;
+use crate::layout::Layout;
 use crate::sinogram::Sinogram;
 
 /// Magic of an encoded sinogram.
@@ -87,17 +88,27 @@ pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
         crystal_radius_mm: f(40),
         bin_size_mm: f(48),
     };
-    let mut s = Sinogram::new(&scanner).map_err(|e| FormatError::BadHeader {
+    let bad_header = |e: crate::error::GeometryError| FormatError::BadHeader {
         offset: 8,
         what: e.to_string(),
-    })?;
-    let need = HEADER_LEN + 4 * s.data.len();
+    };
+    // The size the header implies is checked against the data before anything is allocated.
+    let layout = Layout::new(&scanner).map_err(bad_header)?;
+    let bins = layout.bins(&scanner).map_err(bad_header)?;
+    let need = bins
+        .checked_mul(4)
+        .and_then(|n| n.checked_add(HEADER_LEN))
+        .ok_or_else(|| FormatError::BadHeader {
+            offset: 8,
+            what: format!("{bins} bins overflow the data length"),
+        })?;
     if b.len() != need {
         return Err(FormatError::Mismatch {
             offset: b.len().min(need) as u64,
             what: format!("header implies {need} bytes, data has {}", b.len()),
         });
     }
+    let mut s = Sinogram::new(&scanner).map_err(bad_header)?;
     for (d, c) in s.data.iter_mut().zip(b[HEADER_LEN..].chunks_exact(4)) {
         *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
     }
@@ -132,5 +143,37 @@ mod tests {
             decode(&b[..b.len() - 4]),
             Err(FormatError::Mismatch { .. })
         ));
+    }
+
+    /// A 64-byte header whose sizes are valid numbers but absurd: each is an error naming
+    /// the field and its limit, found before anything is allocated.
+    #[test]
+    fn crafted_headers_are_errors_before_allocation() {
+        let base = encode(
+            &Sinogram::new(&Scanner::demo()).unwrap(),
+            SinoFlags::default(),
+        );
+        let with = |at: usize, v: u32| {
+            let mut h = base[..HEADER_LEN].to_vec();
+            h[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            h[48..56].copy_from_slice(&0.01f64.to_le_bytes());
+            h
+        };
+        // views x bins that multiply past u64 (wrapped to 0 before).
+        let mut h = with(16, u32::MAX);
+        h[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = decode(&h).unwrap_err().to_string();
+        assert!(e.contains("exceed the limit of 8192"), "{e}");
+        // Valid per axis, petabytes together.
+        let mut h = with(16, 8192);
+        h[20..24].copy_from_slice(&8192u32.to_le_bytes());
+        let e = decode(&h).unwrap_err().to_string();
+        assert!(e.contains("exceed the limit of 536870912 bins"), "{e}");
+        // Span 0xFFFFFFFF (looped for ever before).
+        let e = decode(&with(28, u32::MAX)).unwrap_err().to_string();
+        assert!(e.contains("span 4294967295 exceeds the limit"), "{e}");
+        // A plausible header with no data.
+        let e = decode(&base[..HEADER_LEN]).unwrap_err().to_string();
+        assert!(e.contains("header implies"), "{e}");
     }
 }

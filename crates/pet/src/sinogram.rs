@@ -50,7 +50,7 @@ impl Sinogram {
     /// An empty sinogram for a scanner and its span.
     pub fn new(scanner: &Scanner) -> Result<Self, GeometryError> {
         let layout = Layout::new(scanner)?;
-        let len = layout.total_sinograms() as usize * scanner.plane_size();
+        let len = layout.bins(scanner)?;
         Ok(Sinogram {
             scanner: scanner.clone(),
             layout,

@@ -10,10 +10,22 @@ pub(crate) fn cost(len: usize) -> u64 {
     (len as u64).max(1)
 }
 
+/// Who opened a channel, as the peer's limits count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opener {
+    /// This side: not counted against the limits.
+    Us,
+    /// The peer, admitted: counted against the limits.
+    Peer,
+    /// The peer, refused: only its table entry is counted.
+    Refused,
+}
+
 #[derive(Debug)]
 pub(crate) struct Chan {
     pub(crate) name: String,
     pub(crate) opts: ChannelOptions,
+    pub(crate) opener: Opener,
     // Send direction.
     /// Absolute byte offset the peer allows us to reach.
     pub(crate) send_limit: u64,
@@ -50,6 +62,7 @@ impl Chan {
         Chan {
             name,
             opts,
+            opener: Opener::Us,
             send_limit: window,
             sent: 0,
             sent_msgs: 0,
@@ -63,6 +76,14 @@ impl Chan {
             store: Store::default(),
             recv_closed: false,
             reset: None,
+        }
+    }
+
+    /// Receive buffer counted in the link window: none for a refused channel.
+    pub(crate) fn window(&self) -> u64 {
+        match self.opener {
+            Opener::Refused => 0,
+            _ => u64::from(self.opts.recv_buffer),
         }
     }
 

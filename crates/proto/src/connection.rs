@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::channel::{cost, Chan};
+use crate::channel::{cost, Chan, Opener};
 use crate::error::{CallError, ProtoError};
 use crate::frame::Frame;
 use crate::options::{ChannelOptions, Config, SendMode, Side};
@@ -165,6 +165,12 @@ pub struct Connection {
     pub(crate) channels: BTreeMap<u32, Chan>,
     /// Sum of the receive buffers of the channels in the table (part of the link window).
     recv_bufs: u64,
+    /// Channels the peer opened that were admitted and are in the table, and their receive
+    /// buffers (counted against the limits).
+    pub(crate) peer_open: u32,
+    pub(crate) peer_windows: u64,
+    /// Channels the peer opened that were refused and are still in the table.
+    pub(crate) refused_open: u32,
     /// The store of the channel retired by the last `recv_ref`, whose bytes it lent out.
     retired_store: crate::store::Store,
     pub(crate) link: LinkCredit,
@@ -184,6 +190,9 @@ impl Connection {
             last_peer_id: 0,
             channels: BTreeMap::new(),
             recv_bufs: 0,
+            peer_open: 0,
+            peer_windows: 0,
+            refused_open: 0,
             retired_store: Default::default(),
             link: LinkCredit {
                 send_limit: INITIAL_LINK_CREDIT,
@@ -529,16 +538,53 @@ impl Connection {
     }
 
     pub(crate) fn insert_chan(&mut self, id: u32, ch: Chan) {
-        self.recv_bufs += u64::from(ch.opts.recv_buffer);
+        self.count(&ch, true);
         if let Some(old) = self.channels.insert(id, ch) {
-            self.recv_bufs -= u64::from(old.opts.recv_buffer);
+            self.count(&old, false);
         }
     }
 
     pub(crate) fn remove_chan(&mut self, id: u32) -> Option<Chan> {
         let ch = self.channels.remove(&id)?;
-        self.recv_bufs -= u64::from(ch.opts.recv_buffer);
+        self.count(&ch, false);
         Some(ch)
+    }
+
+    /// Counts a channel entering (`add`) or leaving the table: its window in the link window,
+    /// and a peer's channel against the limits.
+    fn count(&mut self, ch: &Chan, add: bool) {
+        let w = ch.window();
+        let (open, refused) = match ch.opener {
+            Opener::Us => (0, 0),
+            Opener::Peer => (1, 0),
+            Opener::Refused => (0, 1),
+        };
+        let peer_w = if ch.opener == Opener::Peer { w } else { 0 };
+        if add {
+            self.recv_bufs += w;
+            self.peer_open += open;
+            self.peer_windows += peer_w;
+            self.refused_open += refused;
+        } else {
+            self.recv_bufs -= w;
+            self.peer_open -= open;
+            self.peer_windows -= peer_w;
+            self.refused_open -= refused;
+        }
+    }
+
+    /// Refuses the whole link (a server over its session limit, say): an `error` frame with
+    /// code [`CODE_REFUSED`] and `reason` for the peer, then nothing more is sent.
+    pub fn refuse_link(&mut self, reason: &str) {
+        if self.state == State::Open {
+            Frame::Error {
+                channel: 0,
+                code: CODE_REFUSED,
+                reason,
+            }
+            .encode(&mut self.out);
+            self.state = State::Closed;
+        }
     }
 
     fn link_grantable(&self) -> u64 {

@@ -105,6 +105,17 @@ pub enum ProtoError {
         /// Reason sent by the peer.
         reason: String,
     },
+    /// The peer went past one of this side's [`Limits`](crate::Limits) in a way that a
+    /// refused channel cannot answer.
+    #[error("peer kept more than {limit} {what} (raise it with {flag})")]
+    OverLimit {
+        /// What was counted.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+        /// The `offhost` flag that raises it.
+        flag: &'static str,
+    },
     /// The link was already closed or failed.
     #[error("link is closed")]
     LinkClosed,

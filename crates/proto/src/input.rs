@@ -1,6 +1,6 @@
 //! The input side of a [`Connection`]: parsing the peer's frames and acting on them.
 
-use crate::channel::{cost, Chan};
+use crate::channel::{cost, Chan, Opener};
 use crate::connection::{
     receive_within_credit, Connection, Event, State, CODE_PROTOCOL, CODE_REFUSED,
 };
@@ -180,17 +180,32 @@ impl Connection {
                     },
                 };
                 let mut ch = Chan::new(name.to_owned(), options);
-                if let Err(e) = options.validate() {
-                    let reason = e.to_string();
+                let limits = self.config.limits;
+                let verdict = options
+                    .validate()
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| limits.admit(self.peer_open, self.peer_windows, &options));
+                if let Err(reason) = verdict {
+                    if self.refused_open >= limits.max_channels {
+                        return Err(ProtoError::OverLimit {
+                            what: "refused channels open",
+                            limit: u64::from(limits.max_channels),
+                            flag: "--max-channels",
+                        });
+                    }
                     Frame::Error {
                         channel,
                         code: CODE_REFUSED,
                         reason: &reason,
                     }
                     .encode(&mut self.out);
+                    // Nothing will be sent on it: it retires once the peer closes it.
                     ch.reset = Some((CODE_REFUSED, reason));
+                    ch.send_closed = true;
+                    ch.opener = Opener::Refused;
                     self.insert_chan(channel, ch);
                 } else {
+                    ch.opener = Opener::Peer;
                     self.insert_chan(channel, ch);
                     self.grant_link(true);
                     self.events.push_back(Event::Opened {

@@ -29,6 +29,7 @@ mod error;
 pub mod frame;
 mod in_place;
 mod input;
+mod limits;
 pub mod offload;
 mod options;
 pub mod peer;
@@ -41,4 +42,7 @@ pub use connection::{
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;
 pub use in_place::{DataFrames, SendPermit};
+pub use limits::{
+    Limits, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHANNEL_WINDOW, DEFAULT_MAX_SESSION_WINDOW,
+};
 pub use options::{ChannelOptions, Config, SendMode, Side, MAX_PACKET, MIN_PACKET};

@@ -83,14 +83,17 @@ pub struct Config {
     pub side: Side,
     /// Link-level receive window on top of the sum of the open channels' receive buffers.
     pub link_window: u64,
+    /// What the peer may make this side hold (the channels it opens and their windows).
+    pub limits: crate::limits::Limits,
 }
 
 impl Config {
-    /// Default configuration for `side`.
+    /// Default configuration for `side`, with the default [`Limits`](crate::Limits).
     pub fn new(side: Side) -> Self {
         Config {
             side,
             link_window: 1 << 20,
+            limits: crate::limits::Limits::default(),
         }
     }
 }

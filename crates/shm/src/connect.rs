@@ -132,10 +132,79 @@ impl Listener {
 
     /// As [`Listener::accept`], but waits with `mode` (and its spin budget) when given.
     pub fn accept_with(&self, mode: Option<(Mode, Duration)>) -> Result<Endpoint, ShmError> {
+        let pending = loop {
+            if let Some(p) = self.accept_pending(None)? {
+                break p;
+            }
+        };
+        pending.finish(mode, control::HANDSHAKE_TIMEOUT)
+    }
+
+    /// Accepts the next host's connection without its handshake (so that the handshake can run
+    /// on another thread, with its own deadline, while this one accepts the next host): waits
+    /// up to `timeout` (`None`: for ever) and returns `None` when none came. A peer running as
+    /// another user (not ours, nor admitted by [`Listener::set_allowed_uids`]) is refused here.
+    pub fn accept_pending(&self, timeout: Option<Duration>) -> Result<Option<Pending>, ShmError> {
+        if let Some(t) = timeout {
+            let ms = i32::try_from(t.as_millis()).unwrap_or(i32::MAX);
+            let mut fds = [rustix::event::PollFd::new(
+                &self.inner,
+                rustix::event::PollFlags::IN,
+            )];
+            let ts = rustix::time::Timespec {
+                tv_sec: i64::from(ms / 1000),
+                tv_nsec: i64::from(ms % 1000) * 1_000_000,
+            };
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => return Err(ShmError::io("poll the listener")(e)),
+            }
+            self.inner
+                .set_nonblocking(true)
+                .map_err(ShmError::std_io("set_nonblocking"))?;
+            let r = self.inner.accept();
+            self.inner
+                .set_nonblocking(false)
+                .map_err(ShmError::std_io("set_nonblocking"))?;
+            return match r {
+                Ok((sock, _)) => Pending::new(sock, &self.allowed).map(Some),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(ShmError::std_io("accept")(e)),
+            };
+        }
         let (sock, _) = self.inner.accept().map_err(ShmError::std_io("accept"))?;
-        control::check_peer_uid_allowing(&sock, &self.allowed)?;
-        sock.set_read_timeout(Some(control::HANDSHAKE_TIMEOUT))
+        Pending::new(sock, &self.allowed).map(Some)
+    }
+}
+
+/// A host's connection whose handshake has not run yet (see [`Listener::accept_pending`]).
+#[derive(Debug)]
+pub struct Pending {
+    sock: UnixStream,
+}
+
+impl Pending {
+    /// Checks the peer's uid (ours or one of `allowed`) before anything is read.
+    fn new(sock: UnixStream, allowed: &[u32]) -> Result<Pending, ShmError> {
+        // An accepted socket does not inherit the listener's non-blocking flag on Linux.
+        control::check_peer_uid_allowing(&sock, allowed)?;
+        Ok(Pending { sock })
+    }
+
+    /// Runs the handshake within `timeout`: receives the host's segment, attaches to it and
+    /// returns the engine end (waits follow `mode` when given, else the host's choice). A
+    /// host that sends a bad segment gets the reason back and this returns the error.
+    pub fn finish(
+        self,
+        mode: Option<(Mode, Duration)>,
+        timeout: Duration,
+    ) -> Result<Endpoint, ShmError> {
+        let sock = self.sock;
+        sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
             .map_err(ShmError::std_io("set_read_timeout"))?;
+        sock.set_write_timeout(Some(timeout.max(Duration::from_millis(1))))
+            .map_err(ShmError::std_io("set_write_timeout"))?;
         let seg = match control::recv_hello(&sock).and_then(|fd| Ok(segment::attach(fd)?)) {
             Ok(seg) => seg,
             Err(e) => {
@@ -146,6 +215,8 @@ impl Listener {
         control::send_verdict(&sock, Ok(()));
         sock.set_read_timeout(None)
             .map_err(ShmError::std_io("set_read_timeout"))?;
+        sock.set_write_timeout(None)
+            .map_err(ShmError::std_io("set_write_timeout"))?;
         let (mode, spin) = mode.unwrap_or_else(|| {
             (
                 Mode::from_wire(seg.header.mode).unwrap_or(Mode::Adaptive),
@@ -153,6 +224,17 @@ impl Listener {
             )
         });
         Ok(Endpoint::new(Shared::new(seg, sock, 1, mode, spin)))
+    }
+
+    /// Refuses the host within `timeout`: takes its hello (and drops its segment) and answers
+    /// with `reason`, which the host's [`connect`] returns as its error.
+    pub fn refuse(self, reason: &str, timeout: Duration) {
+        let sock = self.sock;
+        let t = Some(timeout.max(Duration::from_millis(1)));
+        if sock.set_read_timeout(t).is_ok() && sock.set_write_timeout(t).is_ok() {
+            drop(control::recv_hello(&sock));
+            control::send_verdict(&sock, Err(reason.to_string()));
+        }
     }
 }
 

@@ -145,7 +145,7 @@ mod sender;
 mod shared;
 
 pub use config::{Config, Mode};
-pub use connect::{connect, pair, Listener};
+pub use connect::{connect, pair, Listener, Pending};
 pub use echo::{echo, echo_with, EchoStats};
 pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};

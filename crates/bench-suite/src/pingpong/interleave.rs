@@ -14,6 +14,7 @@ use indicatif::ProgressBar;
 
 use super::{message, Options, PingPeer, Pooled};
 use crate::error::{check, Context as _, Error, Result};
+use crate::tls::Pki;
 use offhost_bench::stats::median;
 
 /// Untimed round trips before each block: the echo was idle while the others ran (an adaptive
@@ -26,6 +27,7 @@ pub(super) fn measure(
     o: &Options,
     cpus: Option<(usize, usize)>,
     block: usize,
+    pki: Option<&Pki>,
     bar: &ProgressBar,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Pooled>> {
@@ -33,7 +35,7 @@ pub(super) fn measure(
     for &size in &o.sizes {
         let mut live = Vec::new();
         for &t in &o.transports {
-            match PingPeer::start(o, t, size, cpus)
+            match PingPeer::start(o, t, size, cpus, pki)
                 .with_context(|| format!("start the {t} echo for {size}-byte messages"))
             {
                 Ok(p) => live.push(p),

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use offhost_bench::affinity;
 use offhost_bench::floors::{self, Floors};
-use offhost_bench::report::Row;
+use offhost_bench::report::{self, Row};
 use offhost_bench::stats::{median, Summary};
 use offhost_bench::transport::{Placement, Transport};
 use offhost_shm::{Config, Mode};
 
 use crate::error::{check, require, Context as _, Error, Result};
+use crate::tls::Pki;
 pub(crate) use peer::options as channel_options;
 use peer::PingPeer;
 
@@ -254,16 +255,20 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Outcome> {
             bar.set_message(format!("floors: {phase}"))
         })
     });
+    // One throw-away certificate directory for every TLS peer of the run.
+    let pki = Pki::for_transports(&o.transports)?;
+    let pki = pki.as_ref();
     let mut notes = Vec::new();
     let pooled = match o.interleave {
-        Some(block) => interleave::measure(o, cpus, block as usize, bar, &mut notes)?,
-        None => rounds(o, cpus, bar, &mut notes)?,
+        Some(block) => interleave::measure(o, cpus, block as usize, pki, bar, &mut notes)?,
+        None => rounds(o, cpus, pki, bar, &mut notes)?,
     };
     let mut rows = pooled
         .into_iter()
         .map(|p| p.row(o, floors.as_ref()))
         .collect::<Result<Vec<_>>>()?;
     vs_raw(&mut rows);
+    report::throughput_vs_tcp(&mut rows);
     Ok(Outcome { rows, notes })
 }
 
@@ -272,6 +277,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Outcome> {
 fn rounds(
     o: &Options,
     cpus: Option<(usize, usize)>,
+    pki: Option<&Pki>,
     bar: &ProgressBar,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Pooled>> {
@@ -287,7 +293,7 @@ fn rounds(
             }
             for &size in &o.sizes {
                 let iters = share(o.iters_for(size), rounds, round);
-                let mut peer = PingPeer::start(o, t, size, cpus)
+                let mut peer = PingPeer::start(o, t, size, cpus, pki)
                     .with_context(|| format!("start the {t} echo for {size}-byte messages"))?;
                 let samples = time(&mut peer, size, iters, bar);
                 let block = samples.and_then(|s| Pooled::new(&peer, size, s));
@@ -320,7 +326,7 @@ fn ring_round(
     bar: &ProgressBar,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Pooled>> {
-    let mut peer = PingPeer::start(o, Transport::Shm, 0, cpus)?;
+    let mut peer = PingPeer::start(o, Transport::Shm, 0, cpus, None)?;
     let mut blocks = Vec::new();
     for &size in &o.sizes {
         let iters = share(o.iters_for(size), o.rounds as usize, round);
@@ -467,6 +473,37 @@ mod tests {
         ratios.sort_by(f64::total_cmp);
         assert_eq!(chan.vs_raw, Some(ratios[1]));
         assert_eq!(raw.vs_raw, None);
+    }
+
+    /// TLS channels and the raw rustls connection run with their unencrypted counterparts in
+    /// one run (rounds, then interleaved): each TLS row has its ratio to the raw peer and its
+    /// throughput over tcp's.
+    #[test]
+    fn tls_rows_carry_their_ratios_to_tls_raw_and_to_tcp() {
+        let ts = [
+            Transport::Tcp,
+            Transport::Tls,
+            Transport::TcpRaw,
+            Transport::TlsRaw,
+        ];
+        for interleave in [None, Some(10)] {
+            let mut o = options(&ts, &[65536]);
+            (o.rounds, o.interleave) = if interleave.is_some() {
+                (1, interleave)
+            } else {
+                (2, None)
+            };
+            let rows = run(&o, &ProgressBar::hidden()).unwrap().rows;
+            let names: Vec<&str> = rows.iter().map(|r| r.transport.as_str()).collect();
+            assert_eq!(names, ["tcp", "tls", "tcp-raw", "tls-raw"]);
+            let tls = &rows[1];
+            assert!(tls.vs_raw.is_some_and(|v| v > 0.0), "{tls:?}");
+            for r in &rows {
+                let want = r.transport.starts_with("tls");
+                assert_eq!(r.throughput_vs_tcp.is_some(), want, "{r:?}");
+                assert!(r.throughput_vs_tcp.unwrap_or(1.0) > 0.0, "{r:?}");
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use offhost_bench::affinity;
 use offhost_bench::cpu;
-use offhost_bench::plain::{self, PeerRun};
+use offhost_bench::plain::PeerRun;
 use offhost_bench::run::Role;
 use offhost_bench::transport::{Kind, Placement, Transport};
 use offhost_link::{Channel, ChannelOptions, SendMode, Session};
@@ -18,6 +18,7 @@ use super::Options;
 use crate::channel::Served;
 use crate::error::{check, Context as _, Error, Result};
 use crate::process::{unique_name, PeerProcess, EXIT_GRACE, START_TIMEOUT};
+use crate::tls::{self, Pki};
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
@@ -74,12 +75,14 @@ pub(super) fn default_placement(t: Transport) -> Placement {
 impl PingPeer {
     /// Starts the echo peer of `t` for `size`-byte messages (the raw ring serves every size
     /// of `o`): the measuring thread is pinned to the first CPU of `cpus`, the echo side (and
-    /// the threads it starts) to the second.
+    /// the threads it starts) to the second. `tls` and `tls-raw` use the run's certificates
+    /// `pki`.
     pub(super) fn start(
         o: &Options,
         t: Transport,
         size: usize,
         cpus: Option<(usize, usize)>,
+        pki: Option<&Pki>,
     ) -> Result<PingPeer> {
         let placement = o.placement(t)?;
         if let Some((a, _)) = cpus {
@@ -141,14 +144,17 @@ impl PingPeer {
             }
             (Kind::Channel, Placement::Thread) => {
                 let config = channel_shm_config(o, size);
-                let served = Served::start(t, Some(&config), |session| {
+                let served = Served::start_with(t, Some(&config), pki, |session| {
                     offhost_link::echo_channel(&session.accept()?)?;
                     Ok(())
                 })?;
                 let ch = served.session().open("pingpong", options(size))?;
                 (Ends::Channel(ch, None), Side::Served(served))
             }
-            (Kind::Plain, _) => (Ends::Plain(plain::start(t, Role::Echo, size)?), Side::InRun),
+            (Kind::Plain, _) => (
+                Ends::Plain(tls::start_plain(t, pki, Role::Echo, size)?),
+                Side::InRun,
+            ),
             (_, p) => return Err(Error::Invalid(format!("{t} cannot run its echo as {p}"))),
         };
         Ok(PingPeer {

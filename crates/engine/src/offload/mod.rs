@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use offhost_link::offload::{Router, RouterLimits};
 use offhost_link::peer::{PeerConfig, PeerSetupError, Peers};
-use offhost_link::{Server, Session};
+use offhost_link::{Server, Session, Threads};
 use offhost_proto::offload::{
     Completion, ErrorCode, Limits, Op, Status, Submission, HEADER, LIMITS_BODY, MAGIC, VERSION,
 };
@@ -76,11 +76,13 @@ pub struct OffloadConfig {
     /// How the engine's side of a host's segment waits (it spins briefly by default: the
     /// engine's cores are the protocol processor's).
     pub wait: (Mode, Duration),
+    /// What link sessions of hosts on shared memory are held to.
+    pub link: offhost_link::Limits,
 }
 
 impl OffloadConfig {
     /// Defaults for an engine configured by `peers`: 64 hosts, [`HostLimits::default`],
-    /// [`RouterLimits::default`], adaptive waits spinning 50 us.
+    /// [`RouterLimits::default`], adaptive waits spinning 50 us, default link limits.
     pub fn new(peers: PeerConfig) -> OffloadConfig {
         OffloadConfig {
             peers,
@@ -88,6 +90,7 @@ impl OffloadConfig {
             max_hosts: 64,
             router: RouterLimits::default(),
             wait: (Mode::Adaptive, Duration::from_micros(50)),
+            link: offhost_link::Limits::default(),
         }
     }
 }
@@ -155,8 +158,11 @@ impl Offload {
 
     /// Accepts sessions on `server` for ever: one whose first channel is the peer control
     /// channel is a peer engine's link ([`Peers::accept`]); any other is a host of `daemon`
-    /// (closed if there is none). The first channel is awaited on a thread per session.
+    /// (closed if there is none). The first channel is awaited on a thread per session, and
+    /// the daemon's channels run on threads, all under the server's thread budget
+    /// ([`Server::threads`]); a session that finds no thread is refused.
     pub fn serve_links(self: &Arc<Self>, server: &Server, daemon: Option<Arc<Daemon>>) {
+        let threads = server.threads();
         loop {
             let session = match server.accept() {
                 Ok(s) => s,
@@ -168,17 +174,18 @@ impl Offload {
             };
             let me = self.clone();
             let daemon = daemon.clone();
-            let spawned = std::thread::Builder::new()
-                .name("first-channel".into())
-                .spawn(move || me.dispatch(session, daemon));
+            let (s, t) = (session.clone(), threads.clone());
+            let spawned =
+                threads.spawn("offhost-first-channel", move || me.dispatch(s, daemon, &t));
             if let Err(e) = spawned {
-                tracing::warn!("cannot start a thread: {e}");
+                session.refuse(&e.to_string());
             }
         }
     }
 
     /// Hands a session to the peer links or the daemon, by its first channel.
-    pub fn dispatch(&self, session: Session, daemon: Option<Arc<Daemon>>) {
+    /// The daemon serves its channels on threads of `threads`.
+    pub fn dispatch(&self, session: Session, daemon: Option<Arc<Daemon>>, threads: &Threads) {
         let first = match session.accept_timeout(Some(FIRST_RECORD)) {
             Ok(ch) => ch,
             Err(_) => return session.close(),
@@ -186,7 +193,7 @@ impl Offload {
         if first.name() == CONTROL_CHANNEL {
             self.peers.accept(session, first);
         } else if let Some(d) = daemon {
-            d.serve_session(session, Some(first));
+            d.serve_session(session, Some(first), threads);
         } else {
             session.close();
         }
@@ -241,7 +248,10 @@ impl Offload {
         });
         match (taken, hello) {
             (Ok(Some(true)), Some(h)) => self.start_host(ep, h),
-            (Ok(Some(false)), _) => sessions(Session::serve_shm(ep)),
+            (Ok(Some(false)), _) => match Session::serve_shm(ep, &self.config.link) {
+                Ok(s) => sessions(s),
+                Err(e) => tracing::info!("shm session: {e}"),
+            },
             _ => {}
         }
     }

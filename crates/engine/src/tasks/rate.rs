@@ -34,6 +34,10 @@ fn bessel_i0(x: f64) -> f64 {
     sum
 }
 
+/// Most coefficients of a resampler's prototype filter (taps x phases): 2^20, 8 MiB while it
+/// is designed and 4 MiB kept.
+pub const MAX_FILTER_LEN: usize = 1 << 20;
+
 /// A streaming polyphase resampler.
 pub struct Resampler {
     l: usize,
@@ -67,7 +71,15 @@ impl Resampler {
         let fs_up = from as f64 * l as f64;
         let cutoff = (passband + nyq) / 2.0;
         let dw = 2.0 * std::f64::consts::PI * (nyq - passband) / from as f64;
-        let taps = (((atten_db - 8.0) / (2.285 * dw)).ceil() as usize).max(4);
+        // In f64 first: an absurd ratio asks for more taps than any integer holds.
+        let taps_f = ((atten_db - 8.0) / (2.285 * dw)).ceil().max(4.0);
+        let coefficients = taps_f * l as f64;
+        if coefficients.is_nan() || coefficients > MAX_FILTER_LEN as f64 {
+            return Err(format!(
+                "{from} Hz to {to} Hz with passband {passband} Hz needs a filter of {taps_f:.0} taps x {l} phases, over the limit of {MAX_FILTER_LEN} coefficients (widen the gap between passband and {nyq} Hz, or lower atten)"
+            ));
+        }
+        let taps = taps_f as usize;
         let beta = if atten_db > 50.0 {
             0.1102 * (atten_db - 8.7)
         } else if atten_db >= 21.0 {
@@ -254,6 +266,14 @@ mod tests {
         let tail = &out[out.len() / 4..];
         let p = tail.iter().map(|&s| (s as f64).powi(2)).sum::<f64>() / tail.len() as f64;
         (p.sqrt(), out.len())
+    }
+
+    #[test]
+    fn an_absurd_ratio_is_an_error_not_an_allocation() {
+        let e = Resampler::new(u32::MAX, 1, 0.375, 80.0)
+            .err()
+            .expect("refused");
+        assert!(e.contains("over the limit of 1048576 coefficients"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,9 @@ use offhost_engine::{
 use crate::recon::{self, Method};
 use crate::sinofile;
 
+/// Most MLEM iterations a `recon` task runs.
+const MAX_ITERATIONS: usize = 10_000;
+
 struct Recon {
     method: Method,
     png: WriteFile,
@@ -90,7 +93,16 @@ pub(super) fn register(r: &mut Registry) {
             let method = match a.get("method").unwrap_or("fbp") {
                 "fbp" => Method::Fbp,
                 "fbp-hann" => Method::FbpHann,
-                "mlem" => Method::Mlem(a.parse("iterations")?),
+                "mlem" => {
+                    let it: usize = a.parse("iterations")?;
+                    if !(1..=MAX_ITERATIONS).contains(&it) {
+                        return Err(ArgError::new(
+                            "iterations",
+                            format!("iterations={it}: must be 1 to {MAX_ITERATIONS}"),
+                        ));
+                    }
+                    Method::Mlem(it)
+                }
                 other => {
                     return Err(ArgError::new(
                         "method",

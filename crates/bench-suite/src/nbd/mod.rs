@@ -1,18 +1,27 @@
 //! `nbd`: this NBD server (`offhost nbd`) against nbdkit's `memory` plugin, same fio jobs
 //! (fio's `nbd` ioengine, i.e. libnbd), same run, both over Unix sockets.
+//!
+//! With [`Options::tls`], both servers also run with `--tls=require --tls-certificates DIR
+//! --tls-verify-peer` on one throw-away certificate directory ([`Pki`]), and fio reaches them
+//! with `nbds://` (libnbd presents the directory's client certificate; `nbd/servers.rs` says
+//! how fio is given it): every round then measures offhost and nbdkit, plain and over TLS, all
+//! four on TCP loopback, in turn; the TLS rows say how they compare with their plain selves
+//! ([`Figure::ratio_vs_plain`]) and offhost's with nbdkit's over TLS
+//! ([`Figure::ratio_vs_nbdkit`]).
+
+mod servers;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use indicatif::ProgressBar;
-use offhost_bench::cpu::process_cpu_s;
 use offhost_bench::stats::median;
 use serde::Serialize;
 
 use crate::error::{require, Context as _, Error, Result};
-use crate::process::{exists, PeerProcess};
+use crate::tls::Pki;
+use servers::{Client, Server};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -31,22 +40,33 @@ pub struct Options {
     pub conn_threads: usize,
     /// The `offhost` binary whose `nbd` command is measured.
     pub exe: PathBuf,
+    /// Also measure both servers over TLS (`--tls=require`, client certificates verified).
+    pub tls: bool,
 }
 
 /// One measured figure.
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
-    /// `offhost` or `nbdkit-memory`.
+    /// `offhost` or `nbdkit-memory`, with `-tls` when reached over TLS.
     pub server: String,
+    /// Whether fio reached the server over TLS (the server ran with `--tls=require`).
+    pub tls: bool,
+    /// How fio reached it: `unix` (a Unix socket) or, in a run with TLS, `tcp` (loopback).
+    pub transport: String,
     /// Workload name.
     pub workload: String,
     /// I/O operations per second (reads + writes).
     pub iops: f64,
     /// Bandwidth, 10^6 bytes per second (reads + writes).
     pub mb_per_s: f64,
-    /// This server's IOPS over nbdkit's in the same round (offhost rows only).
+    /// This server's IOPS over nbdkit's in the same run, both plain or both over TLS (offhost
+    /// rows only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_vs_nbdkit: Option<f64>,
+    /// This server's IOPS over TLS over its own IOPS without TLS in the same run (TLS rows
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_vs_plain: Option<f64>,
     /// IOPS of every round.
     pub rounds_iops: Vec<f64>,
     /// Server CPU time (user + system) per I/O, microseconds (median round): on a shared
@@ -86,44 +106,16 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
-/// A server under test.
-struct Server {
-    name: &'static str,
-    process: PeerProcess,
-    socket: PathBuf,
-}
-
-impl Server {
-    /// Starts `cmd` and waits until `ready` exists (nbdkit's pid file, written once it
-    /// listens; our server's socket, bound before it serves). Probing by connecting would make
-    /// nbdkit log a broken handshake.
-    fn start(
-        name: &'static str,
-        cmd: &mut Command,
-        socket: PathBuf,
-        ready: &Path,
-    ) -> Result<Server> {
-        let mut process = PeerProcess::spawn(name, cmd)?;
-        process.until_ready(Duration::from_secs(20), || exists(ready))?;
-        Ok(Server {
-            name,
-            process,
-            socket,
-        })
-    }
-
-    /// CPU seconds (user + system) the server has used so far.
-    fn cpu_s(&self) -> f64 {
-        process_cpu_s(Some(self.process.id())).unwrap_or(0.0)
-    }
-}
-
-fn run_fio(a: &Options, peer: &Server, w: &Workload) -> Result<(f64, f64, f64, String)> {
-    let uri = format!("nbd+unix:///?socket={}", peer.socket.display());
+fn run_fio(
+    a: &Options,
+    client: &Client,
+    peer: &Server,
+    w: &Workload,
+) -> Result<(f64, f64, f64, String)> {
     let mut args: Vec<String> = vec![
         "--name=bench".into(),
         "--ioengine=nbd".into(),
-        format!("--uri={uri}"),
+        format!("--uri={}", peer.uri),
         format!("--size={}", a.size),
         "--output-format=json".into(),
     ];
@@ -133,16 +125,20 @@ fn run_fio(a: &Options, peer: &Server, w: &Workload) -> Result<(f64, f64, f64, S
         args.push(format!("--runtime={}", a.runtime));
     }
     let cpu0 = peer.cpu_s();
-    let out = Command::new(&a.fio)
-        .args(&args)
+    let mut fio = Command::new(&a.fio);
+    fio.args(&args);
+    client.apply(&mut fio);
+    let out = fio
         .output()
         .with_context(|| format!("cannot run {} (is fio installed?)", a.fio))?;
     if !out.status.success() {
         return Err(Error::Peer(format!(
-            "fio failed on {} ({}): {}",
+            "fio failed on {} ({}): {}\n{} said: {}",
             peer.name,
             w.name,
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr),
+            peer.name,
+            peer.log_tail()
         )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
@@ -167,39 +163,17 @@ fn run_fio(a: &Options, peer: &Server, w: &Workload) -> Result<(f64, f64, f64, S
     Ok((iops, mbps, cpu_us_per_io, shown))
 }
 
-/// Runs the benchmark: one figure per server and workload, offhost's first.
+/// Runs the benchmark: one figure per server and workload, offhost's first (then nbdkit, then
+/// both over TLS with [`Options::tls`]).
 pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
     require(a.rounds >= 1, || "--rounds must be at least 1".into())?;
     let dir = tempfile::tempdir()?;
-    let ours_sock = dir.path().join("offhost.sock");
-    let kit_sock = dir.path().join("nbdkit.sock");
-    let mut ours_cmd = Command::new(&a.exe);
-    ours_cmd.args([
-        "nbd",
-        "--listen",
-        &format!("unix:{}", ours_sock.display()),
-        "--export",
-        &format!("bench=mem:{}", a.size),
-        "--conn-threads",
-        &a.conn_threads.to_string(),
-    ]);
-    let mut kit_cmd = Command::new(&a.nbdkit);
-    let kit_pid = dir.path().join("nbdkit.pid");
-    kit_cmd
-        .args(["-f", "-U"])
-        .arg(&kit_sock)
-        .arg("-P")
-        .arg(&kit_pid)
-        .args(["memory", &a.size]);
-    let peers = [
-        Server::start("offhost", &mut ours_cmd, ours_sock.clone(), &ours_sock)?,
-        Server::start("nbdkit-memory", &mut kit_cmd, kit_sock, &kit_pid)
-            .context("nbdkit is the peer of this benchmark")?,
-    ];
+    let pki = if a.tls { Some(Pki::generate()?) } else { None };
+    let (peers, client) = servers::start(a, dir.path(), pki.as_ref())?;
     bar.set_length((a.rounds as usize * peers.len() * WORKLOADS.len()) as u64);
     // results[peer][workload] = (iops per round, MB/s per round, cpu per io per round, args)
     type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>, String);
-    let mut res: Vec<Vec<Rounds>> = vec![vec![Default::default(); WORKLOADS.len()]; 2];
+    let mut res: Vec<Vec<Rounds>> = vec![vec![Default::default(); WORKLOADS.len()]; peers.len()];
     for round in 0..a.rounds {
         for (wi, w) in WORKLOADS.iter().enumerate() {
             if !w.time_based && round > 0 {
@@ -208,7 +182,7 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
             }
             for (pi, p) in peers.iter().enumerate() {
                 bar.set_message(format!("round {} {} {}", round + 1, p.name, w.name));
-                let (iops, mbps, cpu, shown) = run_fio(a, p, w)?;
+                let (iops, mbps, cpu, shown) = run_fio(a, &client, p, w)?;
                 let r = &mut res[pi][wi];
                 r.0.push(iops);
                 r.1.push(mbps);
@@ -219,18 +193,24 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
         }
     }
     let median = |v: &[f64]| median(v).unwrap_or(0.0);
+    let ratio = |m: f64, other: Option<usize>, wi: usize| {
+        let o = median(&res[other?][wi].0);
+        (o > 0.0).then(|| m / o)
+    };
     let mut figs = Vec::new();
     for (wi, w) in WORKLOADS.iter().enumerate() {
-        let kit_iops = median(&res[1][wi].0);
         for (pi, p) in peers.iter().enumerate() {
             let (iops, mbps, cpu, shown) = &res[pi][wi];
             let m = median(iops);
             figs.push(Figure {
-                server: p.name.to_owned(),
+                server: p.name.clone(),
+                tls: p.tls,
+                transport: p.transport.into(),
                 workload: w.name.to_owned(),
                 iops: m,
                 mb_per_s: median(mbps),
-                ratio_vs_nbdkit: (pi == 0 && kit_iops > 0.0).then(|| m / kit_iops),
+                ratio_vs_nbdkit: ratio(m, p.kit, wi),
+                ratio_vs_plain: ratio(m, p.plain, wi),
                 rounds_iops: iops.clone(),
                 server_cpu_us_per_io: median(cpu),
                 fio_args: shown.clone(),
@@ -243,20 +223,20 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
 /// The figures as a text table.
 pub fn table(figs: &[Figure]) -> String {
     let mut s = format!(
-        "{:<28} {:<14} {:>12} {:>10} {:>8} {:>12}\n",
-        "workload", "server", "IOPS", "MB/s", "ratio", "cpu us/io"
+        "{:<28} {:<18} {:>12} {:>10} {:>8} {:>8} {:>12}\n",
+        "workload", "server", "IOPS", "MB/s", "ratio", "x plain", "cpu us/io"
     );
+    let x = |r: Option<f64>| r.map(|r| format!("{r:.2}x")).unwrap_or_default();
     for f in figs {
         let _ = writeln!(
             s,
-            "{:<28} {:<14} {:>12.0} {:>10.1} {:>8} {:>12.2}",
+            "{:<28} {:<18} {:>12.0} {:>10.1} {:>8} {:>8} {:>12.2}",
             f.workload,
             f.server,
             f.iops,
             f.mb_per_s,
-            f.ratio_vs_nbdkit
-                .map(|r| format!("{r:.2}x"))
-                .unwrap_or_default(),
+            x(f.ratio_vs_nbdkit),
+            x(f.ratio_vs_plain),
             f.server_cpu_us_per_io
         );
     }
@@ -276,31 +256,93 @@ mod tests {
             fio: "fio".into(),
             conn_threads: 2,
             exe: PathBuf::from(exe),
+            tls: false,
         }
+    }
+
+    /// An `offhost nbd --listen ADDR ... [--tls=require --tls-certificates DIR
+    /// --tls-verify-peer]` stand-in: nbdkit's memory plugin with the same TLS flags, on the
+    /// Unix socket, or on a free loopback port that it announces the way `offhost nbd` does
+    /// (`listening on tcp:127.0.0.1:PORT`, once nbdkit listens; nbdkit ends with the script).
+    const STAND_IN: &str = r#"#!/bin/sh
+listen=$3
+tls=
+while [ $# -gt 0 ]; do
+  [ "$1" = --tls-certificates ] && tls="--tls=require --tls-certificates $2 --tls-verify-peer"
+  shift
+done
+case $listen in
+unix:*) exec nbdkit -f -U "${listen#unix:}" $tls memory 16M ;;
+esac
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pid=$(mktemp -u)
+nbdkit -f --exit-with-parent -i 127.0.0.1 -p "$port" -P "$pid" $tls memory 16M &
+while [ ! -s "$pid" ]; do sleep 0.05; done
+rm -f "$pid"
+echo "listening on tcp:127.0.0.1:$port"
+wait
+"#;
+
+    fn stand_in() -> tempfile::TempPath {
+        let script = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(script.path(), STAND_IN).unwrap();
+        let mut perm = std::fs::metadata(script.path()).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(script.path(), perm).unwrap();
+        script.into_temp_path()
     }
 
     /// With nbdkit on both sides (the server under test is nbdkit too, where the binary
     /// would be `offhost`) the bench runs every fio job against both and compares them.
     #[test]
     fn every_workload_runs_against_both_servers() {
-        let script = tempfile::NamedTempFile::new().unwrap();
-        // An `offhost nbd --listen unix:SOCK ...` stand-in: nbdkit's memory plugin there.
-        std::fs::write(
-            script.path(),
-            "#!/bin/sh\nsock=${3#unix:}\nexec nbdkit -f -U \"$sock\" memory 16M\n",
-        )
-        .unwrap();
-        let mut perm = std::fs::metadata(script.path()).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-        std::fs::set_permissions(script.path(), perm).unwrap();
-        let path = script.into_temp_path();
+        let path = stand_in();
         let figs = run(&options(path.to_str().unwrap(), 1), &ProgressBar::hidden()).unwrap();
         assert_eq!(figs.len(), 2 * WORKLOADS.len());
         for f in &figs {
             assert!(f.iops > 0.0 && f.mb_per_s > 0.0, "{f:?}");
+            assert!(!f.tls && f.ratio_vs_plain.is_none(), "{f:?}");
+            assert_eq!(f.transport, "unix");
         }
         assert!(figs[0].ratio_vs_nbdkit.is_some() && figs[1].ratio_vs_nbdkit.is_none());
         assert_eq!(table(&figs).lines().count(), 1 + figs.len());
+    }
+
+    /// With TLS, both servers run again with `--tls=require` on one certificate directory and
+    /// fio reaches them over `nbds+unix://` (a plain client would be refused, so a figure
+    /// means TLS carried it); the TLS rows compare with their plain selves and offhost's with
+    /// nbdkit's over TLS.
+    #[test]
+    fn with_tls_every_workload_runs_plain_and_over_tls() {
+        let path = stand_in();
+        let mut o = options(path.to_str().unwrap(), 1);
+        o.tls = true;
+        let figs = run(&o, &ProgressBar::hidden()).unwrap();
+        assert_eq!(figs.len(), 4 * WORKLOADS.len());
+        let servers: Vec<&str> = figs[..4].iter().map(|f| f.server.as_str()).collect();
+        assert_eq!(
+            servers,
+            [
+                "offhost",
+                "nbdkit-memory",
+                "offhost-tls",
+                "nbdkit-memory-tls"
+            ]
+        );
+        for f in &figs {
+            assert!(f.iops > 0.0 && f.mb_per_s > 0.0, "{f:?}");
+            assert_eq!(f.tls, f.server.ends_with("-tls"), "{f:?}");
+            assert_eq!(f.transport, "tcp", "{f:?}");
+            assert_eq!(f.ratio_vs_plain.is_some(), f.tls, "{f:?}");
+            assert_eq!(
+                f.ratio_vs_nbdkit.is_some(),
+                f.server.starts_with("offhost"),
+                "{f:?}"
+            );
+        }
+        let json = serde_json::to_value(&figs[2]).unwrap();
+        assert_eq!(json["tls"], true);
+        assert!(json["ratio_vs_plain"].as_f64().is_some());
     }
 
     #[test]

@@ -1,0 +1,158 @@
+//! The flags that raise (or lower) the servers' budgets: one group per layer, each turned into
+//! that layer's limits type. Every error a limit produces names its flag here.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+
+fn size(s: &str) -> Result<u64, String> {
+    offhost_engine::parse_size(s)
+        .ok_or_else(|| format!("{s:?}: expected a size like 4096, 64k or 1M"))
+}
+
+fn seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of seconds"))?;
+    Duration::try_from_secs_f64(v).map_err(|_| format!("{s:?}: expected a number of seconds"))
+}
+
+/// Budgets of a link server (`offhost engine`, `offhost echo`); see `offhost_link::Limits`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkLimitArgs {
+    /// Sessions (hosts) served at once; more are refused.
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
+    /// Channels one session may have open; more are refused.
+    #[arg(long, default_value_t = offhost_proto::DEFAULT_MAX_CHANNELS)]
+    max_channels: u32,
+    /// Largest receive window (and message) of one channel a host opens.
+    #[arg(long, default_value = "16M", value_parser = size)]
+    max_channel_window: u64,
+    /// Largest sum of the receive windows of one session's channels.
+    #[arg(long, default_value = "32M", value_parser = size)]
+    max_session_window: u64,
+    /// Threads run for hosts at once (a session or channel past it is refused).
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_THREADS)]
+    max_threads: usize,
+    /// Bytes held for a host that reads nothing before its session ends.
+    #[arg(long, default_value = "256M", value_parser = size)]
+    max_unsent: u64,
+    /// Seconds a write to a host may make no progress before its session ends (0: for ever).
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    write_stall: Duration,
+    /// Seconds a shared-memory handshake may take.
+    #[arg(long, default_value = "5", value_parser = seconds)]
+    handshake_timeout: Duration,
+}
+
+impl LinkLimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> Result<offhost_link::Limits> {
+        let window = u32::try_from(self.max_channel_window)
+            .map_err(|_| anyhow!("--max-channel-window: at most 4 GiB - 1"))?;
+        Ok(offhost_link::Limits {
+            proto: offhost_proto::Limits {
+                max_channels: self.max_channels,
+                max_channel_window: window,
+                max_session_window: self.max_session_window,
+            },
+            max_sessions: self.max_sessions,
+            max_threads: self.max_threads,
+            max_unsent: self.max_unsent,
+            write_stall: (!self.write_stall.is_zero()).then_some(self.write_stall),
+            handshake_timeout: self.handshake_timeout,
+            ..offhost_link::Limits::default()
+        })
+    }
+}
+
+/// Budget of one pipeline (`offhost run`, `offhost engine`); see `offhost_engine::Budget`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BudgetArgs {
+    /// Bytes of a pipeline's free lists, all together.
+    #[arg(long, default_value = "1G", value_parser = size)]
+    max_pool_bytes: u64,
+    /// Buffers of a pipeline's free lists, all together.
+    #[arg(long, default_value_t = offhost_engine::DEFAULT_BUFFERS)]
+    max_buffers: u64,
+    /// Tasks of a pipeline.
+    #[arg(long, default_value_t = offhost_engine::DEFAULT_TASKS)]
+    max_tasks: usize,
+    /// Worker threads of a pipeline.
+    #[arg(long, default_value_t = offhost_engine::DEFAULT_WORKERS)]
+    max_workers: usize,
+}
+
+impl BudgetArgs {
+    /// The budget these flags describe.
+    pub fn budget(&self) -> offhost_engine::Budget {
+        offhost_engine::Budget {
+            pool_bytes: self.max_pool_bytes,
+            buffers: self.max_buffers,
+            tasks: self.max_tasks,
+            workers: self.max_workers,
+        }
+    }
+}
+
+/// Limits of the engine daemon over all its pipelines; see `offhost_engine::DaemonLimits`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DaemonLimitArgs {
+    #[command(flatten)]
+    budget: BudgetArgs,
+    /// Pipelines running at once.
+    #[arg(long, default_value_t = offhost_engine::DEFAULT_PIPELINES)]
+    max_pipelines: usize,
+    /// Bytes of the free lists of all running pipelines together.
+    #[arg(long, default_value = "2G", value_parser = size)]
+    max_total_pool_bytes: u64,
+    /// Bytes of one pipeline text a host submits.
+    #[arg(long, default_value = "1M", value_parser = size)]
+    max_text_bytes: u64,
+}
+
+impl DaemonLimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> offhost_engine::DaemonLimits {
+        offhost_engine::DaemonLimits {
+            pipeline: self.budget.budget(),
+            pipelines: self.max_pipelines,
+            pool_bytes: self.max_total_pool_bytes,
+            text_bytes: usize::try_from(self.max_text_bytes).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// Limits of the NBD server; see `offhost_nbd::Limits`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NbdLimitArgs {
+    /// Connections served at once; more are refused.
+    #[arg(long, default_value_t = offhost_nbd::limits::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Payload bytes of one connection's requests in flight (a larger request runs alone).
+    #[arg(long, default_value = "64M", value_parser = size)]
+    max_in_flight: u64,
+    /// Seconds the whole handshake may take.
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    handshake_timeout: Duration,
+    /// Seconds a reply may wait to be written, or a request's bytes to arrive.
+    #[arg(long, default_value = "30", value_parser = seconds)]
+    io_timeout: Duration,
+    /// Seconds a connection may send no request before it is dropped (default: for ever).
+    #[arg(long, value_parser = seconds)]
+    idle_timeout: Option<Duration>,
+}
+
+impl NbdLimitArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> offhost_nbd::Limits {
+        offhost_nbd::Limits {
+            max_connections: self.max_connections,
+            max_in_flight: self.max_in_flight,
+            handshake_timeout: self.handshake_timeout,
+            io_timeout: self.io_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+}

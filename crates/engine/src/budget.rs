@@ -1,0 +1,148 @@
+//! Budgets: what one pipeline, and one engine daemon, may take.
+//!
+//! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks and its
+//! worker threads. It is checked when the pipeline is built ([`Pipeline::build_within`]),
+//! before anything is allocated, and when it starts. [`DaemonLimits`] bounds an engine daemon:
+//! the pipelines it runs at once and their free lists together, on top of each pipeline's
+//! budget. Going over refuses that one pipeline with an error that names the limit and the
+//! `offhost` flag that raises it (`offhost run` and `offhost engine` take the flags); the
+//! daemon's other pipelines and hosts are served. The defaults are ones a laptop survives.
+//!
+//! [`Pipeline::build_within`]: crate::Pipeline::build_within
+
+use crate::pool::PoolConfig;
+
+/// Default [`Budget::pool_bytes`]: 1 GiB.
+pub const DEFAULT_POOL_BYTES: u64 = 1 << 30;
+/// Default [`Budget::buffers`].
+pub const DEFAULT_BUFFERS: u64 = 1 << 16;
+/// Default [`Budget::tasks`].
+pub const DEFAULT_TASKS: usize = 1024;
+/// Default [`Budget::workers`].
+pub const DEFAULT_WORKERS: usize = 64;
+/// Default [`DaemonLimits::pipelines`].
+pub const DEFAULT_PIPELINES: usize = 64;
+/// Default [`DaemonLimits::pool_bytes`]: 2 GiB.
+pub const DEFAULT_TOTAL_POOL_BYTES: u64 = 2 << 30;
+/// Default [`DaemonLimits::text_bytes`]: 1 MiB.
+pub const DEFAULT_TEXT_BYTES: usize = 1 << 20;
+
+/// What one pipeline may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Bytes of all its free lists' buffers, head- and tailroom included (`--max-pool-bytes`).
+    pub pool_bytes: u64,
+    /// Buffers of all its free lists (`--max-buffers`).
+    pub buffers: u64,
+    /// Tasks (`--max-tasks`).
+    pub tasks: usize,
+    /// Worker threads (`--max-workers`).
+    pub workers: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            pool_bytes: DEFAULT_POOL_BYTES,
+            buffers: DEFAULT_BUFFERS,
+            tasks: DEFAULT_TASKS,
+            workers: DEFAULT_WORKERS,
+        }
+    }
+}
+
+/// What an engine daemon may take over all the pipelines it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DaemonLimits {
+    /// Each pipeline's budget.
+    pub pipeline: Budget,
+    /// Pipelines running at once (`--max-pipelines`).
+    pub pipelines: usize,
+    /// Bytes of the free lists of all running pipelines together
+    /// (`--max-total-pool-bytes`).
+    pub pool_bytes: u64,
+    /// Bytes of one pipeline text a host submits (`--max-text-bytes`).
+    pub text_bytes: usize,
+}
+
+impl Default for DaemonLimits {
+    fn default() -> Self {
+        DaemonLimits {
+            pipeline: Budget::default(),
+            pipelines: DEFAULT_PIPELINES,
+            pool_bytes: DEFAULT_TOTAL_POOL_BYTES,
+            text_bytes: DEFAULT_TEXT_BYTES,
+        }
+    }
+}
+
+/// Bytes one free list allocates (`count` buffers of head- and tailroom plus data), or
+/// `None` past `u64`.
+pub fn pool_bytes(p: &PoolConfig) -> Option<u64> {
+    let per = (p.headroom as u64)
+        .checked_add(p.size as u64)?
+        .checked_add(p.tailroom as u64)?;
+    per.checked_mul(p.count as u64)
+}
+
+impl Budget {
+    /// Checks the free lists of a pipeline; the error names the first one that goes over,
+    /// the limit and its flag.
+    pub(crate) fn check_pools<'a>(
+        &self,
+        pools: impl IntoIterator<Item = &'a PoolConfig>,
+    ) -> Result<(), (&'a PoolConfig, String)> {
+        let (mut bytes, mut buffers) = (0u64, 0u64);
+        for p in pools {
+            let mine = pool_bytes(p);
+            bytes = mine.map_or(u64::MAX, |m| bytes.saturating_add(m));
+            buffers = buffers.saturating_add(p.count as u64);
+            if bytes > self.pool_bytes {
+                let what = match mine {
+                    Some(m) if m < bytes => format!("with the free lists before it {bytes} bytes"),
+                    Some(m) => format!("{m} bytes"),
+                    None => "more than 2^64 bytes".into(),
+                };
+                return Err((
+                    p,
+                    format!(
+                        "{} buffers of {} bytes need {what}, over the pipeline's budget of {} bytes of free lists (raise it with --max-pool-bytes)",
+                        p.count, p.size, self.pool_bytes
+                    ),
+                ));
+            }
+            if buffers > self.buffers {
+                return Err((
+                    p,
+                    format!(
+                        "{} buffers bring the pipeline to {buffers}, over its budget of {} buffers (raise it with --max-buffers)",
+                        p.count, self.buffers
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_past_the_budget_name_the_flag() {
+        let b = Budget::default();
+        let huge = PoolConfig::new("a", 1_000_000, 1 << 30);
+        let e = b.check_pools([&huge]).unwrap_err().1;
+        assert!(e.contains("--max-pool-bytes"), "{e}");
+        let wraps = PoolConfig::new("b", usize::MAX, usize::MAX);
+        let e = b.check_pools([&wraps]).unwrap_err().1;
+        assert!(e.contains("more than 2^64 bytes"), "{e}");
+        let many = PoolConfig::new("c", 100_000, 1);
+        let e = b.check_pools([&many]).unwrap_err().1;
+        assert!(e.contains("--max-buffers"), "{e}");
+        let ok = PoolConfig::new("d", 16, 4096);
+        assert!(b.check_pools([&ok, &ok]).is_ok());
+        assert_eq!(pool_bytes(&ok), Some(16 * (64 + 4096 + 64)));
+    }
+}

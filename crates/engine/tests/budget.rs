@@ -1,0 +1,220 @@
+//! Pipelines that are valid syntax but absurd in size are refused before anything is
+//! allocated, with errors naming the limit and the flag that raises it; the daemon answers
+//! them (and hosts past its limits) with an error and goes on serving.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use offhost_engine::daemon::{Client, Daemon, DaemonError};
+use offhost_engine::{
+    Budget, DaemonLimits, EngineConfig, Files, Pipeline, PipelineError, Registry,
+};
+use offhost_link::{ChannelOptions, Limits, Server, Session};
+
+fn build(text: &str) -> Result<(), PipelineError> {
+    Pipeline::parse(text)?
+        .build(&Registry::with_builtins())
+        .map(|_| ())
+}
+
+fn refused(text: &str, want: &str) {
+    match build(text) {
+        Err(e) => assert!(e.to_string().contains(want), "{text:?}: {e}"),
+        Ok(()) => panic!("{text:?} was accepted"),
+    }
+}
+
+/// The cases of issue 19: each aborted, panicked, wrapped or spun before.
+#[test]
+fn each_pipeline_bomb_is_an_error_naming_its_limit() {
+    refused(
+        "fill bytes=1k >a:p(1000000,1G)\nnull <a\n",
+        "(raise it with --max-pool-bytes)",
+    );
+    refused(
+        "fill bytes=1k >a:p(1000000000,1)\nnull <a\n",
+        "(raise it with --max-pool-bytes)",
+    );
+    refused(
+        "fill bytes=1k >a:p(18446744073709551615,64)\nnull <a\n",
+        "(raise it with --max-pool-bytes)",
+    );
+    refused(
+        "fill bytes=1k >a:p(2,18446744073709551615)\nnull <a\n",
+        "more than 2^64 bytes",
+    );
+    refused(
+        "fill bytes=1k >a:p(100000,1)\nnull <a\n",
+        "(raise it with --max-buffers)",
+    );
+    refused(
+        "fill bytes=1k >a\nrate from=4294967295 to=1 <a >b\nnull <b\n",
+        "over the limit of 1048576 coefficients",
+    );
+    // 5,000 fill/null pairs (160 KB of text took 3.8 GB before).
+    let pairs: String = (0..5000)
+        .map(|i| format!("fill bytes=1 >q{i}\nnull <q{i}\n"))
+        .collect();
+    refused(&pairs, "(raise it with --max-tasks)");
+    // Many small default pools: the sum counts.
+    let pairs: String = (0..500)
+        .map(|i| format!("fill bytes=1 >q{i}:p{i}(16,1M)\nnull <q{i}\n"))
+        .collect();
+    refused(&pairs, "with the free lists before it");
+}
+
+#[test]
+fn a_larger_budget_admits_what_the_default_refuses() {
+    let text = "fill bytes=1k >a:p(100000,1)\nnull <a\n";
+    let budget = Budget {
+        buffers: 200_000,
+        ..Budget::default()
+    };
+    let built = Pipeline::parse(text)
+        .unwrap()
+        .build_within(&Registry::with_builtins(), &Files::Ambient, &budget)
+        .unwrap();
+    assert_eq!(built.pool_bytes(), 100_000 * 129);
+    let stats = built
+        .try_start(&EngineConfig {
+            workers: 1,
+            pin: false,
+            batch: 64,
+        })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(stats.finished);
+    // Workers past the budget.
+    let e = Pipeline::parse(text)
+        .unwrap()
+        .build_within(&Registry::with_builtins(), &Files::Ambient, &budget)
+        .unwrap()
+        .try_start(&EngineConfig {
+            workers: 65,
+            pin: false,
+            batch: 64,
+        })
+        .err()
+        .expect("65 workers refused");
+    assert!(e.to_string().contains("--max-workers"), "{e}");
+}
+
+fn daemon(limits: DaemonLimits, link: Limits) -> String {
+    let mut server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
+    server.set_limits(link);
+    let url = server.url().to_string();
+    let d = Daemon::with_limits(
+        Registry::with_builtins(),
+        EngineConfig {
+            workers: 1,
+            pin: false,
+            batch: 64,
+        },
+        limits,
+    );
+    let d2 = Arc::clone(&d);
+    std::thread::spawn(move || d2.serve(&server));
+    url
+}
+
+fn refusal(r: Result<offhost_engine::daemon::Submitted, DaemonError>) -> String {
+    match r {
+        Err(DaemonError::Refused(e)) => e,
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(s) => panic!("accepted as pipeline {}", s.id),
+    }
+}
+
+const GOOD: &str = "fill bytes=64k >a:p(4,4096)\ncrc32c <a\n";
+/// Runs until its host closes the input.
+const WAITS: &str = "host-in name=in >a:p(2,64)\nnull <a\n";
+
+#[test]
+fn the_daemon_answers_a_bomb_with_an_error_then_serves_a_good_pipeline() {
+    let limits = DaemonLimits {
+        text_bytes: 64 << 10,
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    let e = refusal(c.submit("fill bytes=1k >a:p(1000000,1G)\nnull <a\n"));
+    assert!(e.contains("--max-pool-bytes"), "{e}");
+    let big: String = "# padding\n".repeat(10_000);
+    let e = refusal(c.submit(&big));
+    assert!(e.contains("--max-text-bytes"), "{e}");
+    let sub = c.submit(GOOD).unwrap();
+    let v = c.wait(sub.id).unwrap();
+    assert_eq!(v["state"], "finished", "{v}");
+}
+
+#[test]
+fn pipelines_past_the_daemons_limits_are_refused_and_others_served() {
+    let limits = DaemonLimits {
+        pipelines: 2,
+        pool_bytes: 3 * 16 * (64 + 65536 + 64),
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    let a = c.submit(WAITS).unwrap();
+    let b = c.submit(WAITS).unwrap();
+    let e = refusal(c.submit(WAITS));
+    assert!(
+        e.contains("runs 2 pipelines") && e.contains("--max-pipelines"),
+        "{e}"
+    );
+    // One finishes: room for the next.
+    drop(c.open_input(a.id, "in").unwrap());
+    c.wait(a.id).unwrap();
+    let d = c.submit(WAITS).unwrap();
+    // Free lists: two default pools of 16 x 64 KiB fit, three more do not.
+    drop(c.open_input(b.id, "in").unwrap());
+    drop(c.open_input(d.id, "in").unwrap());
+    c.wait(b.id).unwrap();
+    c.wait(d.id).unwrap();
+    let e = refusal(c.submit(
+        "fill bytes=1 >a\nfill bytes=1 >b\nfill bytes=1 >c\nfill bytes=1 >d\nnull <a <b <c <d\n",
+    ));
+    assert!(e.contains("--max-total-pool-bytes"), "{e}");
+    let ok = c.submit(GOOD).unwrap();
+    assert_eq!(c.wait(ok.id).unwrap()["state"], "finished");
+}
+
+#[test]
+fn a_daemon_out_of_threads_refuses_the_channel_and_serves_the_next_host() {
+    // Session threads and channel threads share a budget of 4: one host's session thread and
+    // three of its control channels (each waits for requests on its thread); a fourth channel
+    // finds none (before, the daemon panicked or the host saw only "control channel closed").
+    let link = Limits {
+        max_threads: 4,
+        ..Limits::default()
+    };
+    let url = daemon(DaemonLimits::default(), link);
+    let s = Session::connect(&url).unwrap();
+    let held: Vec<_> = (0..3)
+        .map(|_| s.open("control", ChannelOptions::default()).unwrap())
+        .collect();
+    let c = s.open("control", ChannelOptions::default()).unwrap();
+    c.send(br#"{"op":"list"}"#).unwrap();
+    match c.recv_timeout(Duration::from_secs(20)) {
+        Err(e) => assert!(e.to_string().contains("--max-threads"), "{e}"),
+        Ok(m) => panic!("a fifth thread ran: {m:?}"),
+    }
+    drop(held);
+    drop(s);
+    // The daemon lives on: a new host is served once threads are back.
+    let t0 = std::time::Instant::now();
+    loop {
+        match Client::connect(&url).and_then(|c| c.list()) {
+            Ok(v) => {
+                assert_eq!(v["ok"], true);
+                break;
+            }
+            Err(e) => {
+                assert!(t0.elapsed() < Duration::from_secs(30), "never served: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}

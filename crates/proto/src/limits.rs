@@ -1,0 +1,124 @@
+//! What a peer may make this end of a link hold: the receiving side decides.
+//!
+//! The side that opens a channel proposes its options, receive buffer included; the other
+//! side adopts them only within its [`Limits`] (as a QUIC endpoint advertises the largest
+//! stream window it grants, and an iceoryx2 service fixes its subscribers' buffers). A channel
+//! over a limit is refused with an `error` frame whose reason names the limit and the
+//! `offhost` flag that raises it; the peer's other channels, and the link, go on. Refused
+//! channels stay in the table until the peer closes them: a peer that keeps more refused
+//! channels open than it may have channels fails the link ([`ProtoError::OverLimit`]).
+//!
+//! The limits bound, per link, the bytes the peer can make this side buffer (the sum of the
+//! receive buffers it granted, plus the link window) and the number of channels the
+//! application must serve.
+//!
+//! [`ProtoError::OverLimit`]: crate::ProtoError::OverLimit
+
+use crate::options::ChannelOptions;
+
+/// Default [`Limits::max_channels`].
+pub const DEFAULT_MAX_CHANNELS: u32 = 256;
+/// Default [`Limits::max_channel_window`]: 16 MiB.
+pub const DEFAULT_MAX_CHANNEL_WINDOW: u32 = 16 << 20;
+/// Default [`Limits::max_session_window`]: 32 MiB.
+pub const DEFAULT_MAX_SESSION_WINDOW: u64 = 32 << 20;
+
+/// The budget of one link end for the channels its peer opens. Channels this side opens are
+/// not counted: their options are this side's own choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Channels the peer may have open at once (`offhost ... --max-channels`).
+    pub max_channels: u32,
+    /// Largest receive buffer (window) granted to one channel the peer opens, in bytes
+    /// (`--max-channel-window`). It also bounds the channel's largest message.
+    pub max_channel_window: u32,
+    /// Largest sum of the receive buffers of the channels the peer has open, in bytes
+    /// (`--max-session-window`).
+    pub max_session_window: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_channels: DEFAULT_MAX_CHANNELS,
+            max_channel_window: DEFAULT_MAX_CHANNEL_WINDOW,
+            max_session_window: DEFAULT_MAX_SESSION_WINDOW,
+        }
+    }
+}
+
+impl Limits {
+    /// No limits: every channel the peer opens is adopted (for tests and trusted peers).
+    pub fn unlimited() -> Self {
+        Limits {
+            max_channels: u32::MAX,
+            max_channel_window: u32::MAX,
+            max_session_window: u64::MAX,
+        }
+    }
+
+    /// Whether a peer's channel with `options` may open when the peer already has `open`
+    /// channels with receive buffers summing to `windows`; the error is the reason sent with
+    /// the refusal (it names the limit and the flag that raises it).
+    pub fn admit(&self, open: u32, windows: u64, options: &ChannelOptions) -> Result<(), String> {
+        if open >= self.max_channels {
+            return Err(format!(
+                "this link has {open} channels open, the limit (raise it with --max-channels)"
+            ));
+        }
+        if options.recv_buffer > self.max_channel_window {
+            return Err(format!(
+                "receive buffer of {} bytes is over the limit of {} (raise it with --max-channel-window)",
+                options.recv_buffer, self.max_channel_window
+            ));
+        }
+        let total = windows.saturating_add(u64::from(options.recv_buffer));
+        if total > self.max_session_window {
+            return Err(format!(
+                "receive buffers of this link's channels would reach {total} bytes, over the limit of {} (raise it with --max-session-window)",
+                self.max_session_window
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(recv_buffer: u32) -> ChannelOptions {
+        ChannelOptions {
+            recv_buffer,
+            max_message: u64::from(recv_buffer),
+            ..ChannelOptions::default()
+        }
+    }
+
+    #[test]
+    fn each_refusal_names_its_limit_and_flag() {
+        let l = Limits {
+            max_channels: 2,
+            max_channel_window: 1000,
+            max_session_window: 1500,
+        };
+        assert_eq!(l.admit(0, 0, &opts(1000)), Ok(()));
+        let e = l.admit(2, 0, &opts(8)).unwrap_err();
+        assert!(
+            e.contains("2 channels open") && e.contains("--max-channels"),
+            "{e}"
+        );
+        let e = l.admit(0, 0, &opts(1001)).unwrap_err();
+        assert!(e.contains("over the limit of 1000") && e.contains("--max-channel-window"));
+        let e = l.admit(1, 1000, &opts(501)).unwrap_err();
+        assert!(
+            e.contains("1501 bytes") && e.contains("--max-session-window"),
+            "{e}"
+        );
+        assert_eq!(l.admit(1, 1000, &opts(500)), Ok(()));
+        assert_eq!(
+            Limits::unlimited().admit(u32::MAX - 1, u64::MAX, &opts(8)),
+            Ok(())
+        );
+    }
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpus of each fuzz target (run from the repository root:
+`python3 fuzz/seeds/make.py`). Each seed is a small input the tests use: frames of a channel's
+life, an NBD handshake and requests, the example pipelines and those of the tests, the
+PETLINK test header with its first words, a short list-mode file, a tiny sinogram, and the
+daemon's requests. (fuzz/seeds/offload_records holds one record of each kind, written by the
+offhost_proto::offload and ::peer encoders.)"""
+import json, os, struct, glob
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEEDS = os.path.join(ROOT, "fuzz", "seeds")
+
+
+def put(target, name, data):
+    d = os.path.join(SEEDS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+# --- link frames (frame_decode): header kind, flags, reserved, channel, length
+def frame(kind, channel, body, flags=0):
+    return struct.pack("<BBHII", kind, flags, 0, channel, len(body)) + body
+
+
+def open_frame(ch, name, recv=1 << 20, maxm=1 << 20, shift=14, sync=0):
+    n = name.encode()
+    return frame(1, ch, struct.pack("<BBHIQ", shift, sync, len(n), recv, maxm) + n)
+
+
+life = (open_frame(1, "data") + frame(2, 1, b"hello", 1) + frame(2, 1, b"", 1)
+        + frame(3, 1, struct.pack("<QQ", 1 << 21, 2)) + frame(3, 0, struct.pack("<QQ", 1 << 22, 0))
+        + frame(4, 1, struct.pack("<Q", 1 << 20)) + frame(6, 0, struct.pack("<Q", 7))
+        + frame(5, 1, b"") + frame(5, 0, b""))
+put("frame_decode", "channel_life", life)
+put("frame_decode", "packets", open_frame(1, "p", 4096, 4096, 3) + frame(2, 1, b"12345678")
+    + frame(2, 1, b"12345678") + frame(2, 1, b"123", 1))
+put("frame_decode", "refused_window", open_frame(1, "big", 1 << 30, 1 << 30) + frame(2, 1, b"x", 1))
+put("frame_decode", "error_and_loan", open_frame(1, "l") + frame(8, 1, struct.pack("<QQ", 64, 3))
+    + frame(7, 1, struct.pack("<I", 2) + b"refused") + frame(7, 0, struct.pack("<I", 1) + b"bye"))
+
+# --- NBD (nbd_request): client flags, options, then transmission requests
+IHAVEOPT = 0x49484156454F5054
+
+
+def opt(o, data=b""):
+    return struct.pack(">QII", IHAVEOPT, o, len(data)) + data
+
+
+def req(cmd, handle, off, ln, flags=0):
+    return struct.pack(">IHHQQI", 0x25609513, flags, cmd, handle, off, ln)
+
+
+go = struct.pack(">I", 1) + b"d" + struct.pack(">HH", 1, 3)
+put("nbd_request", "handshake_go", struct.pack(">I", 3) + opt(8) + opt(3) + opt(6, go) + opt(7, go))
+put("nbd_request", "handshake_export_name", struct.pack(">I", 1) + opt(1, b"d"))
+put("nbd_request", "handshake_abort", struct.pack(">I", 3) + opt(5) + opt(99, b"xx") + opt(2))
+put("nbd_request", "requests", req(1, 1, 0, 512) + b"w" * 512 + req(0, 2, 0, 4096) + req(3, 3, 0, 0)
+    + req(4, 4, 1024, 1024) + req(6, 5, 0, 512, 2) + req(0, 6, 1 << 40, 512) + req(2, 7, 0, 0))
+put("nbd_request", "big_read", req(0, 1, 0, 32 << 20) + req(0, 2, 0, 1 << 20))
+
+# --- pipelines (ion_pipeline): the examples and the shapes the tests use
+for p in glob.glob(os.path.join(ROOT, "examples", "*.ion")):
+    put("ion_pipeline", os.path.basename(p), open(p, "rb").read())
+for i, t in enumerate([
+    "host-in name=in >a:p(8,4096)\ncrc32c <a >b\nhost-out name=out <b\n",
+    "tone freq=440 >a:fl(8, 4k)\nmix<a >b\n   >c  # continues mix\nnull <b\nnull<c\n",
+    "fill bytes=1k >a\nrate from=44100 to=8000 <a >b\nnull <b\n",
+    "pet-sim events=1000 >a\nsinogram span=ssrb <a\n",
+    "random bytes=64k seed=3 >a:p(4,1k)\ndup <a >b >c\nhead bytes=1k <b >d\nnull <c <d\n",
+    "fill bytes=1k >a:p(2,18446744073709551615)\nnull <a\n",
+]):
+    put("ion_pipeline", f"test{i}.ion", t)
+
+# --- PETLINK header + NUL + words (petlink_header)
+data_dir = os.path.join(os.path.dirname(ROOT), "shared", "data", "petlink")
+for up in range(4):
+    d = os.path.join(ROOT, *([".."] * up), "shared", "data", "petlink")
+    if os.path.isfile(os.path.join(d, "PET_ACQ_small.l.hdr")):
+        data_dir = d
+        break
+hdr = open(os.path.join(data_dir, "PET_ACQ_small.l.hdr"), "rb").read()
+words = open(os.path.join(data_dir, "small_listmode_file.l"), "rb").read(2048)
+put("petlink_header", "mmr", hdr + b"\0" + words)
+small = ("number of rings:=4\ndistance between rings (cm):=0.5\ngantry crystal radius (cm):=10\n"
+         "bin size (cm):=0.5\nnumber of projections:=8\nnumber of views:=8\nmaximum ring difference:=3\n"
+         "axial compression:=3\ntotal listmode word counts:=4\n")
+put("petlink_header", "small", small.encode() + b"\0" + struct.pack("<IIII", 0x40000001, 5, 0x80000010, 0xA0000000))
+
+# --- our list-mode file (listmode_file): header then 16-byte records
+lm = b"OHPETLM1" + struct.pack("<HHHHffQ", 1, 16, 16, 256, 6.0, 250.0, 3)
+for i in range(3):
+    lm += struct.pack("<HHBBHHhI", i, 128 + i, i, 15 - i, 5110, 5100, -12, (i * 100) | (i == 2) << 31)
+put("listmode_file", "three", lm)
+put("listmode_file", "open_stream", lm[:24] + struct.pack("<Q", (1 << 64) - 1) + lm[32:])
+
+# --- a tiny sinogram (sinogram_file): 1 ring, 4 detectors, 1 view, 2 bins, span 1
+sino = b"OHSINO01" + struct.pack("<6I", 1, 4, 2, 1, 0, 1) + struct.pack("<3d", 4.0, 100.0, 1.0) \
+    + struct.pack("<II", 1, 0) + struct.pack("<2i", 3, -1)
+put("sinogram_file", "tiny", sino)
+
+# --- daemon control requests (daemon_request)
+for i, r in enumerate([
+    {"op": "submit", "text": "fill bytes=64k >a:p(4,4096)\ncrc32c <a\n"},
+    {"op": "submit", "text": "tone >a\nmix <a >b\n"},
+    {"op": "status", "id": 1}, {"op": "wait", "id": 2}, {"op": "stop", "id": 3}, {"op": "list"},
+    {"op": "nope"},
+]):
+    put("daemon_request", f"r{i}.json", json.dumps(r))
