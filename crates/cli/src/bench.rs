@@ -76,12 +76,20 @@ struct OffloadArgs {
     /// Plain TCP between the engines instead of TLS.
     #[arg(long)]
     plain_tcp: bool,
+    /// One more argument for both engines (repeatable), e.g. --engine-arg=--host-wait=block.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    engine_arg: Vec<String>,
     /// Timed round trips per size (fewer for large messages).
     #[arg(long, default_value_t = 1000)]
     round_trips: usize,
-    /// Seconds each size is streamed (after a tenth of that to warm up).
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds each size is streamed, over all rounds (each round warms up for a tenth of
+    /// its share first).
+    #[arg(long, default_value_t = 3.0)]
     stream_seconds: f64,
+    /// Rounds per size: in-host and off-host take turns (the order flips every round) so
+    /// that the machine's drift falls on both alike; a row sums its rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// table (the default), rate or priority.
     #[arg(long, default_value = "table")]
     experiment: String,
@@ -576,6 +584,8 @@ fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printe
         network: a.network,
         netem: a.netem,
         plain_tcp: a.plain_tcp,
+        engine_args: a.engine_arg.clone(),
+        rounds: a.rounds,
         round_trips: a.round_trips,
         stream_seconds: a.stream_seconds,
         experiment: experiment.clone(),

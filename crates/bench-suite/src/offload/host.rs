@@ -100,6 +100,17 @@ pub struct SizeResult {
     pub wakeups: u64,
 }
 
+impl SizeResult {
+    /// Adds another round of the same size: its round trips, messages, time, CPU, wake-ups.
+    pub fn add(&mut self, other: SizeResult) {
+        self.one_way_ns.extend(other.one_way_ns);
+        self.messages += other.messages;
+        self.seconds += other.seconds;
+        self.cpu_ns += other.cpu_ns;
+        self.wakeups += other.wakeups;
+    }
+}
+
 /// What host A measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HostReport {

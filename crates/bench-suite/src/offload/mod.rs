@@ -97,10 +97,14 @@ pub struct Options {
     pub plain_tcp: bool,
     /// Timed round trips per size (fewer for large messages).
     pub round_trips: usize,
-    /// Seconds each size is streamed.
+    /// Seconds each size is streamed (in all, over the rounds).
     pub stream_seconds: f64,
+    /// Rounds per size: the modes take turns, and a row sums its rounds.
+    pub rounds: usize,
     /// Which experiment.
     pub experiment: Experiment,
+    /// More arguments for both engines (e.g. `--host-wait block`).
+    pub engine_args: Vec<String>,
 }
 
 /// The engines and files of a run.
@@ -204,6 +208,7 @@ impl Setup {
             shm_b.clone(),
         ];
         args_b.extend(access.iter().cloned());
+        args_b.extend(o.engine_args.iter().cloned());
         let (engine_b, urls) = engine(&o.exe, &net.prefix(false), &args_b)?;
         let url_b = urls[0].clone();
         let engine_a = if need_a {
@@ -216,6 +221,7 @@ impl Setup {
                 format!("beta={url_b}"),
             ];
             args_a.append(&mut access);
+            args_a.extend(o.engine_args.iter().cloned());
             Some(engine(&o.exe, &net.prefix(true), &args_a)?.0)
         } else {
             None
@@ -362,24 +368,56 @@ pub fn table(o: &Options, bar: &ProgressBar) -> Result<(Vec<Row>, Option<String>
         return Err(Error::Invalid("no sizes or no modes".into()));
     }
     let setup = Setup::new(o, o.modes.contains(&Mode::OffHost))?;
-    bar.set_length((o.sizes.len() * o.modes.len()) as u64);
+    let rounds = o.rounds.max(1);
+    bar.set_length((o.sizes.len() * o.modes.len() * rounds) as u64);
     let transport = if o.plain_tcp { "tcp" } else { "tls" };
+    // Per size, the modes take turns in rounds (the order flips every round), so that the
+    // shared machine's drift falls on both alike; a row sums its mode's rounds.
+    let mut merged: Vec<(Mode, host::SizeResult)> = Vec::new();
+    for &size in &o.sizes {
+        for round in 0..rounds {
+            let mut order = o.modes.clone();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for mode in order {
+                let peer = setup.peer(mode)?;
+                let r = setup
+                    .host(
+                        mode,
+                        Task::Table {
+                            sizes: vec![size],
+                            round_trips: o.round_trips.div_ceil(rounds),
+                            stream_seconds: o.stream_seconds / rounds as f64,
+                        },
+                        bar,
+                        Duration::from_secs(1200),
+                    )
+                    .with_context(|| format!("{} run", mode.name()))?;
+                drop(peer);
+                for got in r.sizes {
+                    match merged
+                        .iter_mut()
+                        .find(|(m, s)| *m == mode && s.size == got.size)
+                    {
+                        Some((_, s)) => s.add(got),
+                        None => merged.push((mode, got)),
+                    }
+                }
+            }
+        }
+    }
     let mut rows = Vec::new();
     for &mode in &o.modes {
-        let peer = setup.peer(mode)?;
-        let r = setup
-            .host(
-                mode,
-                Task::Table {
-                    sizes: o.sizes.clone(),
-                    round_trips: o.round_trips,
-                    stream_seconds: o.stream_seconds,
-                },
-                bar,
-                Duration::from_secs(1200),
-            )
-            .with_context(|| format!("{} run", mode.name()))?;
-        drop(peer);
+        let sizes = merged
+            .iter()
+            .filter(|(m, _)| *m == mode)
+            .map(|(_, s)| s.clone())
+            .collect();
+        let r = HostReport {
+            sizes,
+            ..HostReport::default()
+        };
         rows.extend(table_rows(mode, transport, setup.net.kind, &r));
     }
     let mut note = setup.note.clone();

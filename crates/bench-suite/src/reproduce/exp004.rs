@@ -24,6 +24,8 @@ pub fn measure(exe: PathBuf, quick: bool, bar: &ProgressBar) -> Result<(Vec<Row>
         network: None,
         netem: None,
         plain_tcp: false,
+        engine_args: Vec::new(),
+        rounds: if quick { 1 } else { 3 },
         round_trips: if quick { 100 } else { 1000 },
         stream_seconds: if quick { 0.2 } else { 2.0 },
         experiment: offload::Experiment::Table,
