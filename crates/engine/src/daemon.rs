@@ -129,28 +129,10 @@ impl Daemon {
     /// thread budget ([`Server::threads`]). A failing session is logged, one that finds no
     /// thread is refused; the daemon goes on.
     pub fn serve(self: &Arc<Self>, server: &Server) {
-        let threads = server.threads();
-        loop {
-            match server.accept() {
-                Ok(session) => {
-                    let d = Arc::clone(self);
-                    let (s, t) = (session.clone(), threads.clone());
-                    if let Err(e) =
-                        threads.spawn("offhost-daemon-session", move || d.session(s, &t))
-                    {
-                        session.refuse(&e.to_string());
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!("accept on {}: {e}", server.url());
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-    }
-
-    fn session(self: Arc<Self>, session: Session, threads: &Threads) {
-        self.serve_session(session, None, threads);
+        let d = Arc::clone(self);
+        server.serve_each("offhost-daemon-session", move |s, t| {
+            Arc::clone(&d).serve_session(s, None, t)
+        })
     }
 
     /// Serves one session, whose first channel `first` (if given) the caller already

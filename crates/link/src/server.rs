@@ -258,6 +258,33 @@ impl Server {
         Ok(Some(s))
     }
 
+    /// Accepts sessions for ever and runs `serve` on each, on a thread named `name` under
+    /// the server's thread budget ([`threads`](Self::threads)), which `serve` gets too (for
+    /// its channels' threads). A session that finds no thread is refused with the reason; an
+    /// accept that fails (out of descriptors, say) is logged and tried again 50 ms later.
+    pub fn serve_each<F>(&self, name: &str, serve: F) -> !
+    where
+        F: Fn(Session, &Threads) + Send + Sync + 'static,
+    {
+        let threads = self.threads();
+        let serve = Arc::new(serve);
+        loop {
+            let session = match self.accept() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept on {}: {e}", self.url);
+                    // Let some descriptors close before trying again.
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            let (f, s, t) = (Arc::clone(&serve), session.clone(), threads.clone());
+            if let Err(e) = threads.spawn(name, move || f(s, &t)) {
+                session.refuse(&e.to_string());
+            }
+        }
+    }
+
     /// The next session of a `tls:` or `shm:` listener, whose handshakes run on the
     /// background acceptor (started by the first call).
     fn accept_in_background(&self) -> Result<Session, LinkError> {
@@ -351,41 +378,24 @@ pub fn echo_channel(ch: &Channel) -> Result<u64, LinkError> {
 /// session or channel that finds no thread is refused with the reason; a failing session or
 /// channel is logged and the server goes on.
 pub fn serve_echo(server: &Server) -> Result<(), LinkError> {
-    let threads = server.threads();
-    loop {
-        let session = match server.accept() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("accept on {}: {e}", server.url());
-                // Out of descriptors, say: let some close before trying again.
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let t = threads.clone();
-        let s = session.clone();
-        let spawned = threads.spawn("offhost-echo-session", move || loop {
-            match s.accept() {
-                Ok(ch) => {
-                    let ch = Arc::new(ch);
-                    let c = Arc::clone(&ch);
-                    let spawned = t.spawn("offhost-echo", move || {
-                        if let Err(e) = echo_channel(&c) {
-                            tracing::info!("echo on channel {:?}: {e}", c.name());
-                        }
-                    });
-                    if let Err(e) = spawned {
-                        let _ = ch.refuse(&e.to_string());
+    server.serve_each("offhost-echo-session", |s, t| loop {
+        match s.accept() {
+            Ok(ch) => {
+                let ch = Arc::new(ch);
+                let c = Arc::clone(&ch);
+                let spawned = t.spawn("offhost-echo", move || {
+                    if let Err(e) = echo_channel(&c) {
+                        tracing::info!("echo on channel {:?}: {e}", c.name());
                     }
-                }
-                Err(e) => {
-                    tracing::info!("session ended: {e}");
-                    return;
+                });
+                if let Err(e) = spawned {
+                    let _ = ch.refuse(&e.to_string());
                 }
             }
-        });
-        if let Err(e) = spawned {
-            session.refuse(&e.to_string());
+            Err(e) => {
+                tracing::info!("session ended: {e}");
+                return;
+            }
         }
-    }
+    })
 }

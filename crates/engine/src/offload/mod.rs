@@ -162,25 +162,10 @@ impl Offload {
     /// the daemon's channels run on threads, all under the server's thread budget
     /// ([`Server::threads`]); a session that finds no thread is refused.
     pub fn serve_links(self: &Arc<Self>, server: &Server, daemon: Option<Arc<Daemon>>) {
-        let threads = server.threads();
-        loop {
-            let session = match server.accept() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("accept on {}: {e}", server.url());
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            };
-            let me = self.clone();
-            let daemon = daemon.clone();
-            let (s, t) = (session.clone(), threads.clone());
-            let spawned =
-                threads.spawn("offhost-first-channel", move || me.dispatch(s, daemon, &t));
-            if let Err(e) = spawned {
-                session.refuse(&e.to_string());
-            }
-        }
+        let me = self.clone();
+        server.serve_each("offhost-first-channel", move |s, t| {
+            me.dispatch(s, daemon.clone(), t)
+        })
     }
 
     /// Hands a session to the peer links or the daemon, by its first channel.
