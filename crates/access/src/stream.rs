@@ -314,6 +314,13 @@ pub fn handshake(
 }
 
 impl TlsReader {
+    /// A second descriptor of the connection's socket (`dup`): the socket stays open until
+    /// it is closed too, e.g. to drain what the peer still sends after the session ended, so
+    /// that the kernel does not reset the connection and discard our last records.
+    pub fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        self.shared.fd.try_clone()
+    }
+
     /// Reads plaintext without waiting: `Ok(0)` at the end of the input, `WouldBlock` when
     /// none is ready.
     pub fn read_nb(&mut self, buf: &mut [u8]) -> io::Result<usize> {

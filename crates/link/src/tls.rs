@@ -116,6 +116,16 @@ impl TlsRead {
     }
 }
 
+impl Drop for TlsRead {
+    fn drop(&mut self) {
+        // The session is over: let its last records (a refusal, say) reach the peer even if
+        // it keeps sending (see `linger.rs`).
+        if let Ok(fd) = self.r.try_clone_fd() {
+            crate::linger::close(fd);
+        }
+    }
+}
+
 impl WireRead for TlsRead {
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         if self.len > 0 || self.eof || self.fill()? {
