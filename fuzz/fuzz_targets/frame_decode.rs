@@ -6,12 +6,22 @@
 use libfuzzer_sys::fuzz_target;
 use offhost_proto::{CallError, Config, Connection, Frame, Received, Side};
 
-/// The messages of `channel` that `recv` shows, up to the first that is not one; false when
-/// the channel turned out to be reset (which drops what was not taken yet).
-fn drain(conn: &mut Connection, channel: u32, into: &mut Vec<Vec<u8>>) -> bool {
+/// What a receiver of channel 1 got, in order: messages, and loans (which a byte stream
+/// carries as tokens).
+#[derive(Debug, PartialEq)]
+enum Got {
+    Message(Vec<u8>),
+    Loan { len: u64, token: u64 },
+}
+
+/// The messages and loans of `channel` that `recv` shows, up to the first call that has
+/// nothing more; false when the channel turned out to be reset (which drops what was not
+/// taken yet).
+fn drain(conn: &mut Connection, channel: u32, into: &mut Vec<Got>) -> bool {
     loop {
         match conn.recv(channel) {
-            Ok(Received::Message(m)) => into.push(m),
+            Ok(Received::Message(m)) => into.push(Got::Message(m)),
+            Ok(Received::Loan { len, token }) => into.push(Got::Loan { len, token }),
             Err(CallError::Reset { .. }) => return false,
             _ => return true,
         }
@@ -32,7 +42,9 @@ fuzz_target!(|data: &[u8]| {
     conn.poll_transmit(&mut out);
     // The same input with a receiver waiting on channel 1 (the first the peer opens), cut in
     // two where the first byte says, receiving what is stored after each part.
-    let cut = data.first().map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    let cut = data
+        .first()
+        .map_or(0, |&b| usize::from(b) % (data.len() + 1));
     let mut taking = Connection::new(Config::new(Side::Server));
     let mut got = Vec::new();
     let mut result = Ok(());
@@ -44,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
         }
         result = result.and_then(|()| {
             taking
-                .handle_input_taking(part, 1, &mut |m| got.push(m.to_vec()))
+                .handle_input_taking(part, 1, &mut |m| got.push(Got::Message(m.to_vec())))
                 .map(|_| ())
         });
         if result.is_ok() {
@@ -65,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
         let record = &data[at..at + len];
         at += len;
         if let Some(m) = whole.take_whole_message(record, 1) {
-            got_whole.push(m.to_vec());
+            got_whole.push(Got::Message(m.to_vec()));
             continue;
         }
         whole_result = whole.handle_input(record);
