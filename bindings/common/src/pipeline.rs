@@ -344,6 +344,7 @@ impl Pipeline {
                 let mut v = lock(&r.client).status(self.remote_id())?;
                 if let Some(o) = v.as_object_mut() {
                     o.remove("ok");
+                    o.entry("error").or_insert(Value::Null);
                 }
                 Ok(v)
             }

@@ -17,7 +17,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView};
 
-use crate::errors::to_py;
+use crate::errors::{at_path, to_py};
 
 /// A cylindrical PET scanner and its sinogram sampling: `Scanner("demo")`, `Scanner("mmr")`
 /// (the Siemens Biograph mMR), or the one a file records.
@@ -292,7 +292,7 @@ pub fn read_listmode<'py>(
             let h = *r.header();
             Ok((r.read_all()?, h))
         })
-        .map_err(to_py)?;
+        .map_err(|e| at_path(&path, e))?;
     let recs = PyByteArray::new_with(py, events.len() * RECORD_LEN, |b| {
         for (o, e) in b.chunks_exact_mut(RECORD_LEN).zip(&events) {
             o.copy_from_slice(&e.encode());
@@ -340,7 +340,7 @@ pub fn read_petlink(
             }
             Ok((all, h))
         })
-        .map_err(to_py)?;
+        .map_err(|e| at_path(&path, e))?;
     let recs = PyByteArray::new_with(py, words.len() * PETLINK_RECORD, |b| {
         let mut time_ms = 0u32;
         for (o, &w) in b.chunks_exact_mut(PETLINK_RECORD).zip(&words) {
@@ -384,7 +384,13 @@ pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
     let bytes = py
         .detach(|| std::fs::read(&path))
         .map_err(|e| PyErr::from(std::io::Error::new(e.kind(), format!("read {}: {e}", path.display()))))?;
-    decoded(py, &bytes)
+    let (s, flags) = sinofile::decode(&bytes).map_err(|e| at_path(&path, e))?;
+    Ok((
+        sino_bytes(py, &s)?,
+        Scanner { inner: s.scanner },
+        flags.last,
+        flags.detector_pairs,
+    ))
 }
 
 /// Decodes a sinogram as the `sinogram` task sends it: (i32 bytes, scanner, final,
