@@ -187,7 +187,7 @@ impl EventHistogrammer {
     }
 
     /// Adds the records in `records` (bytes, 16 per event; the caller passes chunks of a
-    /// numpy array) and counts what is pending, so the sinogram is up to date.
+    /// numpy array).
     fn add(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
         let buf = PyBuffer::<u8>::get(records)?;
         let n = buf.item_count();
@@ -207,9 +207,14 @@ impl EventHistogrammer {
                     .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
             );
             hist.add(events);
-            hist.flush();
         });
         Ok(())
+    }
+
+    /// Counts the increments still waiting in buckets (large sinograms batch them).
+    fn flush(&mut self, py: Python<'_>) {
+        let hist = &mut self.hist;
+        py.detach(|| hist.flush());
     }
 
     /// The sinogram so far as little-endian i32 bytes.

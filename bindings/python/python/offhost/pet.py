@@ -243,6 +243,7 @@ class Histogrammer:
         step = 16 * CHUNK
         for i in range(0, raw.size, step):
             self._h.add(raw[i : i + step])
+        self._h.flush()
 
     def sinogram(self) -> npt.NDArray[np.int32]:
         """The sinogram so far: int32, shape ``scanner.sinogram_shape``."""
