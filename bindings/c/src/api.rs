@@ -146,7 +146,11 @@ impl offhost_server {
 
 impl offhost_session {
     /// Opens a channel.
-    pub fn open(&self, name: &str, opts: offhost_channel_options) -> Result<offhost_channel, Error> {
+    pub fn open(
+        &self,
+        name: &str,
+        opts: offhost_channel_options,
+    ) -> Result<offhost_channel, Error> {
         Ok(offhost_channel::new(self.inner.open(name, opts.to_link())?))
     }
 

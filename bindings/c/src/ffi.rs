@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use offhost_bindings::Error;
 
 use crate::api::{
-    self, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan,
-    offhost_message, offhost_pipeline, offhost_server, offhost_session, Received,
+    self, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan, offhost_message,
+    offhost_pipeline, offhost_server, offhost_session, Received,
 };
 use crate::status::{fail, invalid, last_message, offhost_status, set_message};
 
@@ -699,7 +699,9 @@ pub unsafe extern "C" fn offhost_pipeline_recv(
 /// # Safety
 /// `pipeline` is a live pipeline.
 #[no_mangle]
-pub unsafe extern "C" fn offhost_pipeline_stop(pipeline: *const offhost_pipeline) -> offhost_status {
+pub unsafe extern "C" fn offhost_pipeline_stop(
+    pipeline: *const offhost_pipeline,
+) -> offhost_status {
     call(|| {
         // SAFETY: as the caller promises.
         unsafe { handle(pipeline, "pipeline") }?.inner.stop()?;

@@ -109,9 +109,7 @@ fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
     assert!(st.success(), "relay failed: {summary}");
     assert_eq!(
         summary.trim(),
-        format!(
-            "relayed 12 messages, {total} bytes ({loans} loans in), fnv1a {hash:016x}"
-        )
+        format!("relayed 12 messages, {total} bytes ({loans} loans in), fnv1a {hash:016x}")
     );
 }
 
@@ -153,7 +151,10 @@ fn the_pipeline_runner_gives_the_engines_bytes() {
         want.extend_from_slice(&b);
     }
     assert_eq!(want.len(), 22_050);
-    assert_eq!(std::fs::read(dir.path().join("c.out")).expect("c.out"), want);
+    assert_eq!(
+        std::fs::read(dir.path().join("c.out")).expect("c.out"),
+        want
+    );
 
     // offhost_run: no host channel taken, statistics printed.
     let r = Command::new(&runner)
@@ -191,7 +192,9 @@ fn errors_reach_c_with_their_codes_and_messages() {
         .expect("run");
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(
-        err.contains("no such channel: the pipeline has no host-out channel \"nope\" (it has: speech)"),
+        err.contains(
+            "no such channel: the pipeline has no host-out channel \"nope\" (it has: speech)"
+        ),
         "{err}"
     );
     let relay = build("relay", dir.path());

@@ -3,7 +3,8 @@
 #[test]
 fn the_header_is_what_cbindgen_makes() {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let config = cbindgen::Config::from_file(format!("{dir}/cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(format!("{dir}/cbindgen.toml")).expect("cbindgen.toml");
     let mut made = Vec::new();
     cbindgen::Builder::new()
         .with_crate(dir)

@@ -127,9 +127,7 @@ pub fn link_kind(e: &LinkError) -> ErrorKind {
         LinkError::Timeout => ErrorKind::Timeout,
         LinkError::WouldBlock => ErrorKind::WouldBlock,
         LinkError::PeerGone => ErrorKind::PeerGone,
-        LinkError::SessionClosed | LinkError::Closed | LinkError::Reset { .. } => {
-            ErrorKind::Closed
-        }
+        LinkError::SessionClosed | LinkError::Closed | LinkError::Reset { .. } => ErrorKind::Closed,
         LinkError::TooLarge { .. } => ErrorKind::TooLarge,
         LinkError::BadOptions(_) | LinkError::BadSelect => ErrorKind::InvalidArgument,
         LinkError::NoLoans => ErrorKind::NoLoans,

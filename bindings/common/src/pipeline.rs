@@ -497,7 +497,9 @@ impl Local {
                     stats,
                 }) => json!({"id": null, "state": "failed", "stats": *stats,
                              "error": format!("task '{task}' (line {line}) failed: {message}")}),
-                Err(e) => json!({"id": null, "state": "failed", "stats": null, "error": e.to_string()}),
+                Err(e) => {
+                    json!({"id": null, "state": "failed", "stats": null, "error": e.to_string()})
+                }
             });
         }
         true

@@ -92,10 +92,15 @@ impl Session {
         let max = max_message.unwrap_or(d.max_message);
         let options = ChannelOptions {
             packet_size: packet_size.unwrap_or(d.packet_size),
-            recv_buffer: recv_buffer
-                .unwrap_or_else(|| u32::try_from(max.max(u64::from(d.recv_buffer))).unwrap_or(u32::MAX)),
+            recv_buffer: recv_buffer.unwrap_or_else(|| {
+                u32::try_from(max.max(u64::from(d.recv_buffer))).unwrap_or(u32::MAX)
+            }),
             max_message: max,
-            send_mode: if sync { SendMode::Sync } else { SendMode::Async },
+            send_mode: if sync {
+                SendMode::Sync
+            } else {
+                SendMode::Async
+            },
         };
         let ch = py
             .detach(|| self.inner.open(name, options))
@@ -241,9 +246,10 @@ impl Channel {
             // A sync send that timed out may still be delivered: never retried in slices.
             let r = py.detach(|| match timeout {
                 None => self.inner.send(msg),
-                Some(t) => self
-                    .inner
-                    .send_timeout(msg, Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4)),
+                Some(t) => self.inner.send_timeout(
+                    msg,
+                    Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4),
+                ),
             });
             return r.map_err(to_py);
         }
@@ -261,10 +267,12 @@ impl Channel {
     /// The next message as `bytes`, waiting at most `timeout` seconds (`None`: for ever;
     /// then `offhost.TimeoutError`); `None` once the peer ended the stream.
     #[pyo3(signature = (timeout=None))]
-    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self
-            .recv_vec(py, timeout)?
-            .map(|m| PyBytes::new(py, &m)))
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self.recv_vec(py, timeout)?.map(|m| PyBytes::new(py, &m)))
     }
 
     /// The next message if one is there (`offhost.WouldBlockError` otherwise); `None` once
@@ -314,7 +322,9 @@ impl Channel {
             return Err(raise(
                 py,
                 "TooLargeError",
-                format!("message of {n} bytes does not fit the buffer of {cap} bytes (it stays queued)"),
+                format!(
+                    "message of {n} bytes does not fit the buffer of {cap} bytes (it stays queued)"
+                ),
             ));
         }
         let part = target.get_item(PySlice::new(py, 0, n as isize, 1))?;
@@ -338,7 +348,12 @@ impl Channel {
     /// Sends a loan by descriptor, without copying: its first `length` bytes (default: all
     /// of it). The loan (and views of it) must not be used afterwards.
     #[pyo3(signature = (loan, length=None))]
-    fn send_loan(&self, py: Python<'_>, loan: &Bound<'_, Loan>, length: Option<usize>) -> PyResult<()> {
+    fn send_loan(
+        &self,
+        py: Python<'_>,
+        loan: &Bound<'_, Loan>,
+        length: Option<usize>,
+    ) -> PyResult<()> {
         let mut l = loan.get().take(py)?;
         l.set_len(length.unwrap_or(l.capacity())).map_err(to_py)?;
         py.detach(|| self.inner.send_loan(l)).map_err(to_py)
@@ -392,8 +407,10 @@ pub fn select<'py>(
     if let Some(c) = channels.iter().find(|c| c.get().has_pending()) {
         return Ok(c.clone());
     }
-    let inner: Vec<Arc<offhost_link::Channel>> =
-        channels.iter().map(|c| Arc::clone(&c.get().inner)).collect();
+    let inner: Vec<Arc<offhost_link::Channel>> = channels
+        .iter()
+        .map(|c| Arc::clone(&c.get().inner))
+        .collect();
     let i = sliced(py, timeout, |slice| {
         let refs: Vec<&offhost_link::Channel> = inner.iter().map(|c| &**c).collect();
         Slice::link(offhost_link::select(&refs, Some(slice)))

@@ -42,9 +42,7 @@ impl Engine {
     /// `offhost.PipelineError` names the line and column of a mistake.
     fn submit(&self, py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
         let text = pipeline_text(pipeline)?;
-        let p = py
-            .detach(|| self.inner.submit(&text))
-            .map_err(to_py)?;
+        let p = py.detach(|| self.inner.submit(&text)).map_err(to_py)?;
         Ok(Pipeline { inner: Arc::new(p) })
     }
 
@@ -135,9 +133,11 @@ impl Pipeline {
         name: &str,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let out = sliced(py, timeout, |slice| match self.inner.recv(name, Some(slice)) {
-            Err(Error::Timeout) => Slice::Again,
-            r => Slice::Done(r),
+        let out = sliced(py, timeout, |slice| {
+            match self.inner.recv(name, Some(slice)) {
+                Err(Error::Timeout) => Slice::Again,
+                r => Slice::Done(r),
+            }
         })?;
         Ok(out.map(|o| PyBytes::new(py, &o)))
     }
@@ -225,4 +225,3 @@ impl OutputIter {
         Ok(out.map(|o| PyBytes::new(py, &o)))
     }
 }
-

@@ -58,11 +58,5 @@ pub(crate) fn to_py(e: impl Into<Error>) -> PyErr {
 /// The Python exception of a binding error about a file, its message prefixed with the path.
 pub(crate) fn at_path(path: &std::path::Path, e: impl Into<Error>) -> PyErr {
     let e = e.into();
-    Python::attach(|py| {
-        raise(
-            py,
-            class_name(e.kind()),
-            format!("{}: {e}", path.display()),
-        )
-    })
+    Python::attach(|py| raise(py, class_name(e.kind()), format!("{}: {e}", path.display())))
 }

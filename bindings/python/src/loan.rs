@@ -185,10 +185,7 @@ impl Message {
 
     /// Returns a loan's buffer to the pool now (views of it must not be used afterwards).
     fn release(&self) {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -215,10 +212,6 @@ impl Message {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "offhost.Message(len={}, loan={})",
-            self.len,
-            self.is_loan()
-        )
+        format!("offhost.Message(len={}, loan={})", self.len, self.is_loan())
     }
 }

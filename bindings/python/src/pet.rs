@@ -386,9 +386,12 @@ fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Decoded<'py>> {
 /// Reads a sinogram file of `offhost pet hist`: (i32 bytes, scanner, final, detector_pairs).
 #[pyfunction]
 pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
-    let bytes = py
-        .detach(|| std::fs::read(&path))
-        .map_err(|e| PyErr::from(std::io::Error::new(e.kind(), format!("read {}: {e}", path.display()))))?;
+    let bytes = py.detach(|| std::fs::read(&path)).map_err(|e| {
+        PyErr::from(std::io::Error::new(
+            e.kind(),
+            format!("read {}: {e}", path.display()),
+        ))
+    })?;
     let (s, flags) = sinofile::decode(&bytes).map_err(|e| at_path(&path, e))?;
     Ok((
         sino_bytes(py, &s)?,
@@ -470,9 +473,9 @@ pub fn simulate<'py>(
             "unknown phantom {phantom:?} (nema, shepp-logan, cylinder)"
         )))
     })?;
-    let len = events.checked_mul(RECORD_LEN).ok_or_else(|| {
-        to_py(Error::Invalid(format!("{events} events are too many")))
-    })?;
+    let len = events
+        .checked_mul(RECORD_LEN)
+        .ok_or_else(|| to_py(Error::Invalid(format!("{events} events are too many"))))?;
     let cfg = offhost_pet::sim::SimConfig {
         phantom,
         seed,
