@@ -165,6 +165,9 @@ fn sino_bytes<'py>(py: Python<'py>, s: &Sinogram) -> PyResult<Bound<'py, PyByteA
     })
 }
 
+/// Events decoded at a time before they are counted.
+const DECODE_BLOCK: usize = 1024;
+
 /// Histograms offhost list-mode records into a sinogram, prompts minus delayeds.
 #[pyclass(module = "offhost.pet")]
 pub struct EventHistogrammer {
@@ -200,13 +203,18 @@ impl EventHistogrammer {
         buf.copy_to_slice(py, &mut self.raw)?;
         drop(buf);
         let EventHistogrammer { hist, raw, events } = self;
+        // Decoded and counted a block at a time, the histogrammer's own block size, so the
+        // decoded events stay in the first-level cache.
         py.detach(|| {
-            events.clear();
-            events.extend(
-                raw.chunks_exact(RECORD_LEN)
-                    .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
-            );
-            hist.add(events);
+            for block in raw.chunks(RECORD_LEN * DECODE_BLOCK) {
+                events.clear();
+                events.extend(
+                    block
+                        .chunks_exact(RECORD_LEN)
+                        .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
+                );
+                hist.add(events);
+            }
         });
         Ok(())
     }

@@ -53,14 +53,21 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def python_round_trip(exe: str, size: int, iters: int, block: int = 100) -> float:
+def python_round_trip(exe: str, size: int, iters: int) -> float:
     """Median round trip (ns) of `size`-byte messages through an `offhost echo` process,
-    timed in blocks of `block` round trips."""
+    each round trip timed on its own (as the Rust bench times them), after a tenth as many
+    untimed ones. A median of single round trips is not moved by the preemptions of a busy
+    machine, which a mean over blocks would spread over every round trip."""
     addr = f"@offhost-pybench-echo-{os.getpid()}-{time.monotonic_ns()}"
+    # As the Rust bench: this thread on the first CPU allowed, the echo engine on the second.
+    allowed = sorted(os.sched_getaffinity(0))
+    pin = ["--pin", str(allowed[1])] if len(allowed) >= 2 else []
     echo = subprocess.Popen(
-        [exe, "echo", "--listen", f"shm:{addr}", "--once"],
+        [exe, "echo", "--listen", f"shm:{addr}", "--once", *pin],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    if pin:
+        os.sched_setaffinity(0, {allowed[0]})
     try:
         for _ in range(400):
             try:
@@ -77,20 +84,20 @@ def python_round_trip(exe: str, size: int, iters: int, block: int = 100) -> floa
         ch = s.channel("pingpong", max_message=size, recv_buffer=max(2 * size, 1 << 20), packet_size=packet)
         msg = bytes(size)
         send, recv = ch.send, ch.recv
-        for _ in range(max(iters // 10, block)):
+        for _ in range(max(iters // 10, 100)):
             send(msg)
             recv()
-        samples = []
+        samples = [0] * iters
         clock = time.perf_counter_ns
-        for _ in range(max(iters // block, 1)):
+        for i in range(iters):
             t = clock()
-            for _ in range(block):
-                send(msg)
-                recv()
-            samples.append((clock() - t) / block)
+            send(msg)
+            recv()
+            samples[i] = clock() - t
         s.close()
         return statistics.median(samples)
     finally:
+        os.sched_setaffinity(0, allowed)
         try:
             echo.wait(timeout=10)  # --once: it exits when the session closes
         except subprocess.TimeoutExpired:
