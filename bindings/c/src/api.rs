@@ -182,8 +182,9 @@ impl offhost_channel {
 
     /// Receives the next message into `buf`.
     pub fn recv(&self, buf: &mut [u8], timeout_ms: i64) -> Result<Received, Error> {
-        let mut pending = lock(&self.pending);
-        let msg = match pending.take() {
+        // The lock is not held while waiting: other threads may select or receive meanwhile.
+        let queued = lock(&self.pending).take();
+        let msg = match queued {
             Some(m) => m,
             None => {
                 let mut v = Vec::new();
@@ -203,7 +204,7 @@ impl offhost_channel {
             Some(n) => Ok(Received::Copied(n)),
             None => {
                 let n = msg.len();
-                *pending = Some(msg);
+                *lock(&self.pending) = Some(msg);
                 Ok(Received::TooSmall(n))
             }
         }
@@ -279,8 +280,9 @@ impl offhost_engine {
 impl offhost_pipeline {
     /// Receives the next buffer of an output into `buf`.
     pub fn recv(&self, name: &str, buf: &mut [u8], timeout_ms: i64) -> Result<Received, Error> {
-        let mut pending = lock(&self.pending);
-        let out = match pending.remove(name) {
+        // The lock is not held while waiting: other threads may receive other outputs.
+        let queued = lock(&self.pending).remove(name);
+        let out = match queued {
             Some(o) => o,
             None => match self.inner.recv(name, timeout(timeout_ms))? {
                 Some(o) => o,
@@ -291,7 +293,7 @@ impl offhost_pipeline {
             Some(n) => Ok(Received::Copied(n)),
             None => {
                 let n = out.len();
-                pending.insert(name.to_owned(), out);
+                lock(&self.pending).insert(name.to_owned(), out);
                 Ok(Received::TooSmall(n))
             }
         }

@@ -339,9 +339,17 @@ impl Channel {
     fn loan(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Loan> {
         let py = slf.py();
         let this = slf.get();
-        let l = sliced(py, timeout, |slice| {
-            Slice::link(this.inner.loan(Some(slice)))
-        })?;
+        // A free buffer is taken at once, without releasing the GIL (nothing waits then);
+        // only when the pool is empty does the call wait, in slices, without the GIL.
+        let l = match this.inner.loan(Some(Duration::ZERO)) {
+            Ok(l) => l,
+            Err(offhost_link::LinkError::Timeout | offhost_link::LinkError::WouldBlock) => {
+                sliced(py, timeout, |slice| {
+                    Slice::link(this.inner.loan(Some(slice)))
+                })?
+            }
+            Err(e) => return Err(to_py(e)),
+        };
         Ok(Loan::new(l, slf.clone().unbind()))
     }
 
