@@ -1,0 +1,208 @@
+//! The C examples (examples/c), built with `cc` against include/offhost.h and the shared
+//! library of this crate, run against Rust peers: the relay between a Rust host and the
+//! Rust echo engine over shared memory, and the pipeline runner against the embedded engine.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use offhost_link::{ChannelOptions, Server, Session};
+
+/// The directory holding liboffhost_c.so: beside this test's executable.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe.parent().expect("deps dir").to_path_buf();
+    assert!(
+        dir.join("liboffhost_c.so").exists(),
+        "liboffhost_c.so is not in {}",
+        dir.display()
+    );
+    dir
+}
+
+/// Compiles examples/c/NAME.c into `out`, warnings as errors.
+fn build(name: &str, out: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lib = lib_dir();
+    let exe = out.join(name);
+    let st = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("bindings/c/include"))
+        .arg(root.join(format!("examples/c/{name}.c")))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-loffhost_c")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc failed on examples/c/{name}.c");
+    exe
+}
+
+fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+#[test]
+fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let relay = build("relay", dir.path());
+    let pid = std::process::id();
+    let echo = Server::bind(&format!("shm:@offhost-c-test-echo-{pid}")).expect("echo server");
+    let echo_url = echo.url().to_owned();
+    std::thread::spawn(move || offhost_link::serve_echo(&echo));
+    let listen = format!("shm:@offhost-c-test-relay-{pid}");
+    let mut child = Command::new(&relay)
+        .args([&listen, &echo_url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the relay");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("relay's first line");
+    assert!(line.starts_with("listening on shm:@"), "{line}");
+
+    let s = Session::connect(&listen).expect("connect to the relay");
+    let ch = s
+        .open(
+            "data",
+            ChannelOptions {
+                max_message: 1 << 20,
+                recv_buffer: 4 << 20,
+                ..ChannelOptions::default()
+            },
+        )
+        .expect("open");
+    let (mut hash, mut total, mut loans) = (0xcbf29ce484222325u64, 0u64, 0u64);
+    let sizes = [1usize, 100, 4096, 4097, 70_000, 1 << 20];
+    for (i, &n) in sizes.iter().chain(&sizes).enumerate() {
+        let msg: Vec<u8> = (0..n).map(|k| (k * 31 + i * 7) as u8).collect();
+        if i % 2 == 1 {
+            let mut loan = ch.loan(Some(Duration::from_secs(30))).expect("loan");
+            loan[..n].copy_from_slice(&msg);
+            loan.set_len(n).expect("length");
+            ch.send_loan(loan).expect("send loan");
+            loans += 1;
+        } else {
+            ch.send(&msg).expect("send");
+        }
+        let back = ch
+            .recv_timeout(Duration::from_secs(60))
+            .expect("receive")
+            .expect("a message");
+        assert!(back == msg, "message {i} of {n} bytes came back changed");
+        hash = fnv1a(hash, &back);
+        total += n as u64;
+    }
+    ch.close().expect("close");
+    let mut summary = String::new();
+    out.read_line(&mut summary).expect("summary");
+    let st = child.wait().expect("relay exits");
+    assert!(st.success(), "relay failed: {summary}");
+    assert_eq!(
+        summary.trim(),
+        format!("relayed 12 messages, {total} bytes ({loans} loans in), fnv1a {hash:016x}")
+    );
+}
+
+fn tone_pipeline(dir: &Path) -> PathBuf {
+    let f = dir.join("tone.ion");
+    std::fs::write(
+        &f,
+        "tone seconds=0.5 freq=300 >stereo:audio(8,4096)\n\
+         mix <stereo >mono:pcm(8,4096)\n\
+         mulaw <mono >ulaw:law(8,2048)\n\
+         host-out name=speech <ulaw\n",
+    )
+    .expect("write pipeline");
+    f
+}
+
+#[test]
+fn the_pipeline_runner_gives_the_engines_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runner = build("pipeline", dir.path());
+    let ion = tone_pipeline(dir.path());
+    let r = Command::new(&runner)
+        .arg(&ion)
+        .arg("speech")
+        .arg(dir.path().join("c.out"))
+        .output()
+        .expect("run the C pipeline runner");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&r.stdout).expect("stats as JSON");
+    assert_eq!(stats["finished"], true);
+
+    // The same pipeline on the engine, from Rust.
+    let text = std::fs::read_to_string(&ion).expect("read");
+    let p = offhost_bindings::Engine::embedded(None)
+        .submit(&text)
+        .expect("submit");
+    let mut want = Vec::new();
+    while let Some(b) = p.recv("speech", None).expect("recv") {
+        want.extend_from_slice(&b);
+    }
+    assert_eq!(want.len(), 22_050);
+    assert_eq!(
+        std::fs::read(dir.path().join("c.out")).expect("c.out"),
+        want
+    );
+
+    // offhost_run: no host channel taken, statistics printed.
+    let r = Command::new(&runner)
+        .arg(&ion)
+        .args(["-", "unused"])
+        .output()
+        .expect("run");
+    assert!(r.status.success());
+    let stats: serde_json::Value = serde_json::from_slice(&r.stdout).expect("JSON");
+    assert_eq!(stats["tasks"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn errors_reach_c_with_their_codes_and_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runner = build("pipeline", dir.path());
+    let bad = dir.path().join("bad.ion");
+    std::fs::write(&bad, "tone seconds=1 >a\nfitler <a\n").expect("write");
+    let r = Command::new(&runner)
+        .arg(&bad)
+        .args(["x", "out"])
+        .output()
+        .expect("run");
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("pipeline error: line 2, column 1: unknown task 'fitler'"),
+        "{err}"
+    );
+    let ion = tone_pipeline(dir.path());
+    let r = Command::new(&runner)
+        .arg(&ion)
+        .args(["nope", "out"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains(
+            "no such channel: the pipeline has no host-out channel \"nope\" (it has: speech)"
+        ),
+        "{err}"
+    );
+    let relay = build("relay", dir.path());
+    let r = Command::new(&relay)
+        .args(["carrier-pigeon:home", "shm:@x"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(err.contains("listen: bad url: bad url"), "{err}");
+}

@@ -1,0 +1,157 @@
+//! Errors of the bindings and the kinds they map to.
+
+use offhost_engine::daemon::DaemonError;
+use offhost_link::LinkError;
+
+/// What kind of failure an [`Error`] is: each binding maps a kind to one exception class
+/// (Python) or status code (C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A deadline passed.
+    Timeout,
+    /// A non-blocking call could not complete now.
+    WouldBlock,
+    /// The peer went away.
+    PeerGone,
+    /// The session, channel or host channel was closed.
+    Closed,
+    /// A message exceeds the channel's maximum.
+    TooLarge,
+    /// A URL could not be parsed.
+    BadUrl,
+    /// Loans need the shm transport.
+    NoLoans,
+    /// The peer broke the protocol, or the shared memory is corrupt.
+    Protocol,
+    /// A system call failed.
+    Io,
+    /// An argument is out of range (channel options, select of channels of two sessions).
+    InvalidArgument,
+    /// Pipeline text does not parse or does not check against the tasks.
+    Pipeline,
+    /// A task of a running pipeline failed.
+    TaskFailed,
+    /// The engine daemon refused a request or answered out of protocol.
+    Engine,
+    /// The pipeline has no host channel of that name.
+    NoChannel,
+    /// A PET file or encoding is malformed.
+    Format,
+    /// A scanner geometry is invalid.
+    Geometry,
+}
+
+/// A failure of a binding call; its message is the one of the Rust layer that failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A session or channel call failed.
+    #[error("{0}")]
+    Link(#[from] LinkError),
+    /// Pipeline text does not parse or check.
+    #[error("{0}")]
+    Pipeline(#[from] offhost_engine::PipelineError),
+    /// A task failed: `task 'NAME' (line N) failed: MESSAGE`, as the engine says it.
+    #[error("{0}")]
+    TaskFailed(String),
+    /// The engine daemon refused a request.
+    #[error("engine refused: {0}")]
+    Refused(String),
+    /// The engine daemon's reply was out of protocol.
+    #[error("bad reply from engine: {0}")]
+    EngineProtocol(String),
+    /// The pipeline has no such host channel.
+    #[error("the pipeline has no host-{dir} channel {name:?} (it has: {have})")]
+    NoChannel {
+        /// `in` or `out`.
+        dir: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The names it has.
+        have: String,
+    },
+    /// The host-in channel was closed by this side.
+    #[error("host-in channel {0:?} is closed")]
+    InputClosed(String),
+    /// The pipeline no longer reads a host-in channel.
+    #[error("the pipeline no longer reads host-in channel {0:?}")]
+    NotRead(String),
+    /// Nothing arrived in time.
+    #[error("timed out")]
+    Timeout,
+    /// A PET file or encoding is malformed.
+    #[error("{0}")]
+    Format(#[from] offhost_pet::FormatError),
+    /// A scanner geometry is invalid.
+    #[error("{0}")]
+    Geometry(#[from] offhost_pet::GeometryError),
+    /// An argument is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<DaemonError> for Error {
+    fn from(e: DaemonError) -> Self {
+        match e {
+            DaemonError::Link(l) => Error::Link(l),
+            DaemonError::Refused(m) => Error::Refused(m),
+            DaemonError::Protocol(m) => Error::EngineProtocol(m),
+            other => Error::EngineProtocol(other.to_string()),
+        }
+    }
+}
+
+impl Error {
+    /// The kind of this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Link(l) => link_kind(l),
+            Error::Pipeline(_) => ErrorKind::Pipeline,
+            Error::TaskFailed(_) => ErrorKind::TaskFailed,
+            Error::Refused(_) | Error::EngineProtocol(_) => ErrorKind::Engine,
+            Error::NoChannel { .. } => ErrorKind::NoChannel,
+            Error::InputClosed(_) | Error::NotRead(_) => ErrorKind::Closed,
+            Error::Timeout => ErrorKind::Timeout,
+            Error::Format(_) => ErrorKind::Format,
+            Error::Geometry(_) => ErrorKind::Geometry,
+            Error::Invalid(_) => ErrorKind::InvalidArgument,
+        }
+    }
+}
+
+/// The kind of a link failure.
+pub fn link_kind(e: &LinkError) -> ErrorKind {
+    match e {
+        LinkError::BadUrl { .. } => ErrorKind::BadUrl,
+        LinkError::Io { .. } | LinkError::NoListener(_) => ErrorKind::Io,
+        LinkError::Timeout => ErrorKind::Timeout,
+        LinkError::WouldBlock => ErrorKind::WouldBlock,
+        LinkError::PeerGone => ErrorKind::PeerGone,
+        LinkError::SessionClosed | LinkError::Closed | LinkError::Reset { .. } => ErrorKind::Closed,
+        LinkError::TooLarge { .. } => ErrorKind::TooLarge,
+        LinkError::BadOptions(_) | LinkError::BadSelect => ErrorKind::InvalidArgument,
+        LinkError::NoLoans => ErrorKind::NoLoans,
+        LinkError::Protocol(_) | LinkError::Shm(_) => ErrorKind::Protocol,
+        _ => ErrorKind::Io,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_follow_the_link_error() {
+        let e = Error::from(LinkError::TooLarge { len: 9, max: 8 });
+        assert_eq!(e.kind(), ErrorKind::TooLarge);
+        assert_eq!(
+            e.to_string(),
+            "message of 9 bytes exceeds the channel maximum of 8"
+        );
+        assert_eq!(Error::from(LinkError::Timeout).kind(), ErrorKind::Timeout);
+        assert_eq!(
+            Error::from(DaemonError::Refused("no pipeline 7".into())).kind(),
+            ErrorKind::Engine
+        );
+    }
+}

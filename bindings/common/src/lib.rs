@@ -1,0 +1,15 @@
+//! What the Python (`bindings/python`) and C (`bindings/c`) bindings of offhost share.
+//!
+//! - [`Engine`] and [`Pipeline`]: a pipeline on the embedded engine (in this process) or on an
+//!   engine daemon (`offhost engine --listen URL`) behind one handle, with its `host-in` and
+//!   `host-out` channels by name, its status, stop and wait. Every blocking call takes a
+//!   timeout, so a binding can wait in slices and look for signals (Ctrl-C) in between.
+//! - [`Error`] and [`ErrorKind`]: every failure of the layers below with the kind a binding
+//!   maps to an exception class or a status code; the message is the Rust one.
+#![forbid(unsafe_code)]
+
+mod error;
+mod pipeline;
+
+pub use error::{Error, ErrorKind};
+pub use pipeline::{Dir, Engine, Output, Pipeline};

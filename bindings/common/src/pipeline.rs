@@ -1,0 +1,548 @@
+//! Pipelines on the embedded engine or an engine daemon, behind one handle.
+//!
+//! Host channels are taken (embedded) or opened (daemon) on first use. [`Pipeline::wait`]
+//! first ends the streams of the `host-in` channels never used and discards the `host-out`
+//! channels never read (as `offhost run` does), so a pipeline with host channels still
+//! finishes; attach the channels you want beforehand ([`Pipeline::attach`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use offhost_engine::daemon::Client;
+use offhost_engine::{Buffer, EngineConfig, HostInput, HostOutput, Registry, RunError, Running};
+use offhost_link::{Channel, LinkError};
+use serde_json::{json, Value};
+
+use crate::error::Error;
+
+/// Where pipelines run: this process, or an engine daemon.
+pub struct Engine {
+    place: Place,
+}
+
+enum Place {
+    Embedded {
+        registry: Registry,
+        config: EngineConfig,
+    },
+    Daemon {
+        url: String,
+        client: Arc<Mutex<Client>>,
+    },
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("url", &self.url()).finish()
+    }
+}
+
+impl Engine {
+    /// The embedded engine: pipelines run on worker threads of this process, with the
+    /// engine's built-in tasks and the PET tasks. `workers` defaults to the engine's choice.
+    pub fn embedded(workers: Option<usize>) -> Engine {
+        let mut config = EngineConfig::default();
+        if let Some(w) = workers {
+            config.workers = w.max(1);
+        }
+        Engine {
+            place: Place::Embedded {
+                registry: offhost_pet::tasks::registry(),
+                config,
+            },
+        }
+    }
+
+    /// Connects to an engine daemon at `url` (`tcp:`, `unix:`, `shm:`, `mem:`).
+    pub fn connect(url: &str) -> Result<Engine, Error> {
+        let client = Client::connect(url)?;
+        Ok(Engine {
+            place: Place::Daemon {
+                url: url.to_owned(),
+                client: Arc::new(Mutex::new(client)),
+            },
+        })
+    }
+
+    /// `embedded`, or the daemon's URL.
+    pub fn url(&self) -> &str {
+        match &self.place {
+            Place::Embedded { .. } => "embedded",
+            Place::Daemon { url, .. } => url,
+        }
+    }
+
+    /// Checks and starts pipeline `text`.
+    pub fn submit(&self, text: &str) -> Result<Pipeline, Error> {
+        match &self.place {
+            Place::Embedded { registry, config } => {
+                let built = offhost_engine::Pipeline::parse(text)?.build(registry)?;
+                let (inputs, outputs) = (built.host_inputs(), built.host_outputs());
+                let running = built.start(config);
+                Ok(Pipeline {
+                    id: None,
+                    inputs,
+                    outputs,
+                    run: Run::Local(Local {
+                        state: RwLock::new(State::Running(Box::new(running))),
+                        ins: Mutex::new(HashMap::new()),
+                        outs: Mutex::new(HashMap::new()),
+                    }),
+                })
+            }
+            Place::Daemon { client, .. } => {
+                let sub = lock(client).submit(text)?;
+                Ok(Pipeline {
+                    id: Some(sub.id),
+                    inputs: sub.host_in,
+                    outputs: sub.host_out,
+                    run: Run::Remote(Remote {
+                        client: Arc::clone(client),
+                        ins: Mutex::new(HashMap::new()),
+                        outs: Mutex::new(HashMap::new()),
+                    }),
+                })
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A buffer that reached a `host-out` channel.
+#[derive(Debug)]
+pub enum Output {
+    /// A buffer of the embedded engine's pool (returns to it when dropped).
+    Buffer(Buffer),
+    /// A message from a daemon.
+    Bytes(Vec<u8>),
+}
+
+impl std::ops::Deref for Output {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Output::Buffer(b) => b,
+            Output::Bytes(v) => v,
+        }
+    }
+}
+
+/// Which way a host channel carries data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// `host-in`: the host sends.
+    In,
+    /// `host-out`: the host receives.
+    Out,
+}
+
+/// A host channel's state on this side: in use, or closed (input) / discarded (output).
+enum Port<T> {
+    Open(Arc<T>),
+    Closed,
+}
+
+/// A started pipeline.
+pub struct Pipeline {
+    id: Option<u64>,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+    run: Run,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("id", &self.id)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+enum Run {
+    Local(Local),
+    Remote(Remote),
+}
+
+struct Local {
+    state: RwLock<State>,
+    ins: Mutex<HashMap<String, Port<HostInput>>>,
+    outs: Mutex<HashMap<String, Port<HostOutput>>>,
+}
+
+enum State {
+    Running(Box<Running>),
+    /// The final status (`state`, `stats`, `error`).
+    Done(Value),
+}
+
+struct Remote {
+    client: Arc<Mutex<Client>>,
+    ins: Mutex<HashMap<String, Port<Channel>>>,
+    outs: Mutex<HashMap<String, Port<Channel>>>,
+}
+
+/// Longest wait under the state lock of an embedded pipeline.
+const LOCAL_SLICE: Duration = Duration::from_millis(50);
+
+/// Polling interval of a daemon's status while waiting.
+const REMOTE_POLL: Duration = Duration::from_millis(20);
+
+impl Pipeline {
+    /// Its id on the daemon (`None` on the embedded engine).
+    pub fn id(&self) -> Option<u64> {
+        self.id
+    }
+
+    /// Names of its `host-in` channels.
+    pub fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+
+    /// Names of its `host-out` channels.
+    pub fn outputs(&self) -> &[String] {
+        &self.outputs
+    }
+
+    fn check_name(&self, dir: Dir, name: &str) -> Result<(), Error> {
+        let (names, d) = match dir {
+            Dir::In => (&self.inputs, "in"),
+            Dir::Out => (&self.outputs, "out"),
+        };
+        if names.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        Err(Error::NoChannel {
+            dir: d,
+            name: name.to_owned(),
+            have: if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+        })
+    }
+
+    /// Takes (embedded) or opens (daemon) a host channel now, so that [`wait`](Self::wait)
+    /// leaves it alone.
+    pub fn attach(&self, dir: Dir, name: &str) -> Result<(), Error> {
+        self.check_name(dir, name)?;
+        match (&self.run, dir) {
+            (Run::Local(l), Dir::In) => l.input(name).map(drop),
+            (Run::Local(l), Dir::Out) => l.output(name).map(drop),
+            (Run::Remote(r), Dir::In) => r.input(self.remote_id(), name).map(drop),
+            (Run::Remote(r), Dir::Out) => r.output(self.remote_id(), name).map(drop),
+        }
+    }
+
+    /// Sends one message to `host-in name=NAME`; waits while the pipeline is behind.
+    pub fn send(&self, name: &str, data: Vec<u8>) -> Result<(), Error> {
+        self.check_name(Dir::In, name)?;
+        match &self.run {
+            Run::Local(l) => l
+                .input(name)?
+                .send(data)
+                .map_err(|_| Error::NotRead(name.to_owned())),
+            Run::Remote(r) => {
+                let ch = r.input(self.remote_id(), name)?;
+                let max = ch.options().max_message.max(1) as usize;
+                for part in data.chunks(max) {
+                    ch.send(part)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the stream of `host-in name=NAME` (the task finishes once it has passed on what
+    /// was sent). Closing twice is harmless.
+    pub fn close_input(&self, name: &str) -> Result<(), Error> {
+        self.check_name(Dir::In, name)?;
+        match &self.run {
+            Run::Local(l) => {
+                if !matches!(lock(&l.ins).get(name), Some(Port::Closed)) {
+                    // Take it if nobody did, so that dropping it ends the stream.
+                    let _ = l.input(name);
+                }
+                lock(&l.ins).insert(name.to_owned(), Port::Closed);
+                Ok(())
+            }
+            Run::Remote(r) => {
+                if matches!(lock(&r.ins).get(name), Some(Port::Closed)) {
+                    return Ok(());
+                }
+                let ch = r.input(self.remote_id(), name)?;
+                lock(&r.ins).insert(name.to_owned(), Port::Closed);
+                ch.close()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The next buffer of `host-out name=NAME`, waiting at most `timeout` (`None`: for ever);
+    /// `Ok(None)` at the end of the stream, [`Error::Timeout`] if nothing came in time.
+    pub fn recv(&self, name: &str, timeout: Option<Duration>) -> Result<Option<Output>, Error> {
+        self.check_name(Dir::Out, name)?;
+        match &self.run {
+            Run::Local(l) => {
+                let Some(out) = l.output(name)? else {
+                    return Ok(None);
+                };
+                match timeout {
+                    None => Ok(out.recv().map(Output::Buffer)),
+                    Some(t) => match out.recv_timeout(t) {
+                        Ok(b) => Ok(b.map(Output::Buffer)),
+                        Err(_) => Err(Error::Timeout),
+                    },
+                }
+            }
+            Run::Remote(r) => {
+                let Some(ch) = r.output(self.remote_id(), name)? else {
+                    return Ok(None);
+                };
+                let m = match timeout {
+                    None => ch.recv(),
+                    Some(t) => ch.recv_timeout(t),
+                };
+                match m {
+                    Ok(m) => Ok(m.map(Output::Bytes)),
+                    Err(LinkError::Timeout) => Err(Error::Timeout),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Stops the pipeline's sources; end of stream flows through it and it finishes.
+    pub fn stop(&self) -> Result<(), Error> {
+        match &self.run {
+            Run::Local(l) => {
+                if let State::Running(r) = &*l.state.read().unwrap_or_else(|e| e.into_inner()) {
+                    r.stop();
+                }
+                Ok(())
+            }
+            Run::Remote(r) => Ok(lock(&r.client).stop(self.remote_id())?),
+        }
+    }
+
+    fn remote_id(&self) -> u64 {
+        self.id.unwrap_or(0)
+    }
+
+    /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`, as the daemon
+    /// reports it.
+    pub fn status(&self) -> Result<Value, Error> {
+        match &self.run {
+            Run::Local(l) => Ok(l.status()),
+            Run::Remote(r) => {
+                let mut v = lock(&r.client).status(self.remote_id())?;
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("ok");
+                    o.entry("error").or_insert(Value::Null);
+                }
+                Ok(v)
+            }
+        }
+    }
+
+    /// Waits at most `timeout` (`None`: for ever) for the pipeline to finish; its final
+    /// status, or `None` if it is still running. A failed pipeline is a status whose
+    /// `state` is `failed` (see [`Pipeline::result`]). Host channels never used are closed
+    /// first (see the module docs).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<Value>, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        match &self.run {
+            Run::Local(l) => {
+                l.close_untaken(&self.inputs, &self.outputs);
+                loop {
+                    {
+                        let st = l.state.read().unwrap_or_else(|e| e.into_inner());
+                        match &*st {
+                            State::Done(v) => return Ok(Some(v.clone())),
+                            State::Running(r) => {
+                                // In slices, so that nobody waits long for the lock.
+                                let slice = left().unwrap_or(LOCAL_SLICE).min(LOCAL_SLICE);
+                                if !r.wait_timeout(slice) && left().is_some_and(|t| t.is_zero()) {
+                                    return Ok(None);
+                                }
+                            }
+                        }
+                    }
+                    if l.finished() {
+                        return Ok(Some(l.status()));
+                    }
+                }
+            }
+            Run::Remote(r) => {
+                for n in &self.inputs {
+                    if !lock(&r.ins).contains_key(n) {
+                        self.close_input(n)?;
+                    }
+                }
+                loop {
+                    let v = self.status()?;
+                    if v["state"] != "running" {
+                        return Ok(Some(v));
+                    }
+                    match left() {
+                        Some(t) if t.is_zero() => return Ok(None),
+                        Some(t) => std::thread::sleep(t.min(REMOTE_POLL)),
+                        None => std::thread::sleep(REMOTE_POLL),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The statistics of a final status, or the failure it reports.
+    pub fn result(status: &Value) -> Result<Value, Error> {
+        if status["state"] == "failed" {
+            return Err(Error::TaskFailed(
+                status["error"].as_str().unwrap_or("failed").to_owned(),
+            ));
+        }
+        Ok(status["stats"].clone())
+    }
+}
+
+impl Local {
+    fn input(&self, name: &str) -> Result<Arc<HostInput>, Error> {
+        let mut ins = lock(&self.ins);
+        match ins.get(name) {
+            Some(Port::Open(p)) => return Ok(Arc::clone(p)),
+            Some(Port::Closed) => return Err(Error::InputClosed(name.to_owned())),
+            None => {}
+        }
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let State::Running(r) = &mut *st else {
+            return Err(Error::NotRead(name.to_owned()));
+        };
+        let p = Arc::new(
+            r.host_input(name)
+                .ok_or_else(|| Error::NotRead(name.to_owned()))?,
+        );
+        ins.insert(name.to_owned(), Port::Open(Arc::clone(&p)));
+        Ok(p)
+    }
+
+    /// The output port, or `None` once it was discarded.
+    fn output(&self, name: &str) -> Result<Option<Arc<HostOutput>>, Error> {
+        let mut outs = lock(&self.outs);
+        match outs.get(name) {
+            Some(Port::Open(p)) => return Ok(Some(Arc::clone(p))),
+            Some(Port::Closed) => return Ok(None),
+            None => {}
+        }
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let State::Running(r) = &mut *st else {
+            return Ok(None);
+        };
+        let Some(p) = r.host_output(name) else {
+            return Ok(None);
+        };
+        let p = Arc::new(p);
+        outs.insert(name.to_owned(), Port::Open(Arc::clone(&p)));
+        Ok(Some(p))
+    }
+
+    fn close_untaken(&self, inputs: &[String], outputs: &[String]) {
+        let mut ins = lock(&self.ins);
+        let mut outs = lock(&self.outs);
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let State::Running(r) = &mut *st else {
+            return;
+        };
+        for n in inputs {
+            if !ins.contains_key(n) {
+                drop(r.host_input(n));
+                ins.insert(n.clone(), Port::Closed);
+            }
+        }
+        for n in outputs {
+            if !outs.contains_key(n) {
+                drop(r.host_output(n));
+                outs.insert(n.clone(), Port::Closed);
+            }
+        }
+    }
+
+    /// Whether it has finished; if so, collects the final result once.
+    fn finished(&self) -> bool {
+        {
+            let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+            match &*st {
+                State::Done(_) => return true,
+                State::Running(r) if !r.is_finished() => return false,
+                State::Running(_) => {}
+            }
+        }
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if let State::Running(_) = &*st {
+            let State::Running(r) = std::mem::replace(&mut *st, State::Done(Value::Null)) else {
+                unreachable!("matched above")
+            };
+            *st = State::Done(match r.wait() {
+                Ok(s) => json!({"id": null, "state": "finished", "stats": s, "error": null}),
+                Err(RunError::TaskFailed {
+                    task,
+                    line,
+                    message,
+                    stats,
+                }) => json!({"id": null, "state": "failed", "stats": *stats,
+                             "error": format!("task '{task}' (line {line}) failed: {message}")}),
+                Err(e) => {
+                    json!({"id": null, "state": "failed", "stats": null, "error": e.to_string()})
+                }
+            });
+        }
+        true
+    }
+
+    fn status(&self) -> Value {
+        if !self.finished() {
+            if let State::Running(r) = &*self.state.read().unwrap_or_else(|e| e.into_inner()) {
+                return json!({"id": null, "state": "running", "stats": r.stats(), "error": null});
+            }
+        }
+        match &*self.state.read().unwrap_or_else(|e| e.into_inner()) {
+            State::Done(v) => v.clone(),
+            State::Running(_) => unreachable!("finished above"),
+        }
+    }
+}
+
+impl Remote {
+    fn input(&self, id: u64, name: &str) -> Result<Arc<Channel>, Error> {
+        self.port(&self.ins, name, |c, n| c.open_input(id, n))?
+            .ok_or_else(|| Error::InputClosed(name.to_owned()))
+    }
+
+    fn output(&self, id: u64, name: &str) -> Result<Option<Arc<Channel>>, Error> {
+        self.port(&self.outs, name, |c, n| c.open_output(id, n))
+    }
+
+    /// The channel of a host port, opening it on first use; `None` once closed.
+    fn port(
+        &self,
+        ports: &Mutex<HashMap<String, Port<Channel>>>,
+        name: &str,
+        open: impl FnOnce(&Client, &str) -> Result<Channel, offhost_engine::daemon::DaemonError>,
+    ) -> Result<Option<Arc<Channel>>, Error> {
+        let mut p = lock(ports);
+        match p.get(name) {
+            Some(Port::Open(c)) => return Ok(Some(Arc::clone(c))),
+            Some(Port::Closed) => return Ok(None),
+            None => {}
+        }
+        let ch = Arc::new(open(&lock(&self.client), name)?);
+        p.insert(name.to_owned(), Port::Open(Arc::clone(&ch)));
+        Ok(Some(ch))
+    }
+}

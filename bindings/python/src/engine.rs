@@ -1,0 +1,227 @@
+//! `offhost.Engine` and the pipelines it runs (`offhost.Pipeline`).
+
+use std::sync::Arc;
+
+use offhost_bindings::{Dir, Error};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::channel::data;
+use crate::convert::{json_to_py, pipeline_text, sliced, Slice};
+use crate::errors::{class, to_py};
+
+/// Where pipelines run: `offhost.Engine()` is the embedded engine (worker threads of this
+/// process, with the built-in and PET tasks); `offhost.Engine("unix:/tmp/engine.sock")` an
+/// engine daemon (`offhost engine --listen URL`).
+#[pyclass(frozen, module = "offhost")]
+pub struct Engine {
+    inner: offhost_bindings::Engine,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (url=None, *, workers=None))]
+    fn new(py: Python<'_>, url: Option<String>, workers: Option<usize>) -> PyResult<Engine> {
+        let inner = match url.as_deref() {
+            None | Some("embedded") => offhost_bindings::Engine::embedded(workers),
+            Some(u) => {
+                if workers.is_some() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "workers applies to the embedded engine only",
+                    ));
+                }
+                py.detach(|| offhost_bindings::Engine::connect(u))
+                    .map_err(to_py)?
+            }
+        };
+        Ok(Engine { inner })
+    }
+
+    /// Checks and starts a pipeline: its text, or a `pathlib.Path` to an `.ion` file.
+    /// `offhost.PipelineError` names the line and column of a mistake.
+    fn submit(&self, py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+        let text = pipeline_text(pipeline)?;
+        let p = py.detach(|| self.inner.submit(&text)).map_err(to_py)?;
+        Ok(Pipeline { inner: Arc::new(p) })
+    }
+
+    /// `"embedded"` or the daemon's URL.
+    #[getter]
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("offhost.Engine({:?})", self.inner.url())
+    }
+}
+
+/// A running pipeline: send to its `host-in` channels, receive from its `host-out` channels
+/// (or iterate over `output(name)`), ask its `status()`, `stop()` it, `wait()` for its
+/// statistics.
+#[pyclass(frozen, module = "offhost")]
+pub struct Pipeline {
+    inner: Arc<offhost_bindings::Pipeline>,
+}
+
+/// Raises `offhost.TaskFailedError` (with the final status as `.status`) for a failed status.
+fn stats_of(py: Python<'_>, status: &serde_json::Value) -> PyResult<Py<PyAny>> {
+    match offhost_bindings::Pipeline::result(status) {
+        Ok(stats) => Ok(json_to_py(py, &stats)?.unbind()),
+        Err(e) => {
+            let exc = class(py, "TaskFailedError")?.call1((e.to_string(),))?;
+            exc.setattr("status", json_to_py(py, status)?)?;
+            Err(PyErr::from_value(exc))
+        }
+    }
+}
+
+#[pymethods]
+impl Pipeline {
+    /// The pipeline's id on a daemon (`None` on the embedded engine).
+    #[getter]
+    fn id(&self) -> Option<u64> {
+        self.inner.id()
+    }
+
+    /// Names of its `host-in` channels.
+    #[getter]
+    fn inputs(&self) -> Vec<String> {
+        self.inner.inputs().to_vec()
+    }
+
+    /// Names of its `host-out` channels.
+    #[getter]
+    fn outputs(&self) -> Vec<String> {
+        self.inner.outputs().to_vec()
+    }
+
+    /// Sends one message (any bytes-like object) to `host-in name=NAME`; waits while the
+    /// pipeline is behind.
+    fn send(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let msg = self::data(data)?.to_vec();
+        py.detach(|| self.inner.send(name, msg)).map_err(to_py)
+    }
+
+    /// Ends the stream of `host-in name=NAME`.
+    fn close_input(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        py.detach(|| self.inner.close_input(name)).map_err(to_py)
+    }
+
+    /// Takes a host channel for this side now (`"in"` or `"out"`), so that `wait()` does not
+    /// close it; `recv`, `send` and `output` do this themselves.
+    fn attach(&self, py: Python<'_>, direction: &str, name: &str) -> PyResult<()> {
+        let dir = match direction {
+            "in" => Dir::In,
+            "out" => Dir::Out,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "direction {other:?}: expected \"in\" or \"out\""
+                )))
+            }
+        };
+        py.detach(|| self.inner.attach(dir, name)).map_err(to_py)
+    }
+
+    /// The next buffer of `host-out name=NAME` as `bytes`, waiting at most `timeout`
+    /// seconds (`None`: for ever; then `offhost.TimeoutError`); `None` at the end.
+    #[pyo3(signature = (name, timeout=None))]
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let out = sliced(py, timeout, |slice| {
+            match self.inner.recv(name, Some(slice)) {
+                Err(Error::Timeout) => Slice::Again,
+                r => Slice::Done(r),
+            }
+        })?;
+        Ok(out.map(|o| PyBytes::new(py, &o)))
+    }
+
+    /// An iterator over the buffers of `host-out name=NAME` (as `bytes`) until its end.
+    fn output(&self, py: Python<'_>, name: &str) -> PyResult<OutputIter> {
+        py.detach(|| self.inner.attach(Dir::Out, name))
+            .map_err(to_py)?;
+        Ok(OutputIter {
+            pipeline: Arc::clone(&self.inner),
+            name: name.to_owned(),
+        })
+    }
+
+    /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`.
+    fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let v = py.detach(|| self.inner.status()).map_err(to_py)?;
+        Ok(json_to_py(py, &v)?.unbind())
+    }
+
+    /// Stops the sources; end of stream flows through and the pipeline finishes.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.stop()).map_err(to_py)
+    }
+
+    /// Waits (at most `timeout` seconds; `None`: for ever; then `offhost.TimeoutError`)
+    /// for the pipeline to finish and returns its statistics; `offhost.TaskFailedError` if a
+    /// task failed. Host channels never used are closed first: `host-in` ones end their
+    /// stream, `host-out` ones are discarded.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        let status = sliced(py, timeout, |slice| match self.inner.wait(Some(slice)) {
+            Ok(Some(v)) => Slice::Done(Ok(v)),
+            Ok(None) => Slice::Again,
+            Err(e) => Slice::Done(Err(e)),
+        })?;
+        stats_of(py, &status)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Leaving a `with` block stops the pipeline if it still runs and waits for it.
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.stop(py)?;
+        sliced(py, None, |slice| match self.inner.wait(Some(slice)) {
+            Ok(Some(_)) => Slice::Done(Ok(())),
+            Ok(None) => Slice::Again,
+            Err(e) => Slice::Done(Err(e)),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "offhost.Pipeline(id={:?}, inputs={:?}, outputs={:?})",
+            self.inner.id(),
+            self.inner.inputs(),
+            self.inner.outputs()
+        )
+    }
+}
+
+/// The buffers of one `host-out` channel, as `bytes`, until its end.
+#[pyclass(module = "offhost")]
+pub struct OutputIter {
+    pipeline: Arc<offhost_bindings::Pipeline>,
+    name: String,
+}
+
+#[pymethods]
+impl OutputIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let out = sliced(py, None, |slice| {
+            match self.pipeline.recv(&self.name, Some(slice)) {
+                Err(Error::Timeout) => Slice::Again,
+                r => Slice::Done(r),
+            }
+        })?;
+        Ok(out.map(|o| PyBytes::new(py, &o)))
+    }
+}

@@ -1,0 +1,62 @@
+//! Rust errors as Python exceptions.
+//!
+//! The exception classes are defined in Python (`offhost/errors.py`: each derives from
+//! `offhost.Error` and, where one fits, a built-in class such as `TimeoutError` or
+//! `ValueError`); this module picks the class by [`ErrorKind`] and passes the Rust message.
+
+use offhost_bindings::{Error, ErrorKind};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// The class name in `offhost.errors` of each kind.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Timeout => "TimeoutError",
+        ErrorKind::WouldBlock => "WouldBlockError",
+        ErrorKind::PeerGone => "PeerGoneError",
+        ErrorKind::Closed => "ClosedError",
+        ErrorKind::TooLarge => "TooLargeError",
+        ErrorKind::BadUrl => "BadUrlError",
+        ErrorKind::NoLoans => "NoLoansError",
+        ErrorKind::Protocol => "ProtocolError",
+        ErrorKind::Io => "TransportError",
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::Pipeline => "PipelineError",
+        ErrorKind::TaskFailed => "TaskFailedError",
+        ErrorKind::Engine => "EngineError",
+        ErrorKind::NoChannel => "NoChannelError",
+        ErrorKind::Format => "FormatError",
+        ErrorKind::Geometry => "GeometryError",
+    }
+}
+
+/// The exception class `offhost.errors.NAME`.
+pub(crate) fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    let m = ERRORS.get_or_try_init(py, || {
+        PyModule::import(py, "offhost.errors").map(Bound::unbind)
+    })?;
+    Ok(m.bind(py).getattr(name)?.cast_into::<PyType>()?)
+}
+
+/// A Python exception of class `offhost.errors.NAME` with `msg`.
+pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
+    match class(py, name) {
+        Ok(c) => PyErr::from_type(c, msg),
+        Err(e) => e,
+    }
+}
+
+/// The Python exception of a binding error.
+pub(crate) fn to_py(e: impl Into<Error>) -> PyErr {
+    let e = e.into();
+    Python::attach(|py| raise(py, class_name(e.kind()), e.to_string()))
+}
+
+/// The Python exception of a binding error about a file, its message prefixed with the path.
+pub(crate) fn at_path(path: &std::path::Path, e: impl Into<Error>) -> PyErr {
+    let e = e.into();
+    Python::attach(|py| raise(py, class_name(e.kind()), format!("{}: {e}", path.display())))
+}

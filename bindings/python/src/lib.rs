@@ -1,0 +1,48 @@
+//! The native part of the `offhost` Python package (`offhost._offhost`).
+//!
+//! Sessions and channels ([`channel`]), loans and received messages ([`loan`]), pipelines on
+//! the embedded engine or a daemon ([`engine`]), the PET formats and histogramming ([`pet`])
+//! and a measurement helper ([`bench`]). The Python part of the package (`python/offhost`)
+//! adds `run`, the numpy views and the exception classes this module raises ([`errors`]).
+//!
+//! Every call that can block releases the GIL, and waits in slices of [`SLICE`] so that a
+//! signal (Ctrl-C) raises `KeyboardInterrupt` in the main thread within a slice.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod channel;
+mod convert;
+mod engine;
+mod errors;
+mod loan;
+mod pet;
+
+use pyo3::prelude::*;
+
+/// Longest uninterrupted wait of a blocking call before it looks for signals.
+pub(crate) const SLICE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The native module.
+#[pymodule]
+fn _offhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<channel::Session>()?;
+    m.add_class::<channel::Channel>()?;
+    m.add_class::<loan::Loan>()?;
+    m.add_class::<loan::Message>()?;
+    m.add_function(wrap_pyfunction!(channel::select, m)?)?;
+    m.add_class::<engine::Engine>()?;
+    m.add_class::<engine::Pipeline>()?;
+    m.add_class::<engine::OutputIter>()?;
+    m.add_class::<pet::Scanner>()?;
+    m.add_class::<pet::EventHistogrammer>()?;
+    m.add_class::<pet::PetlinkHistogrammer>()?;
+    m.add_function(wrap_pyfunction!(pet::read_listmode, m)?)?;
+    m.add_function(wrap_pyfunction!(pet::read_petlink, m)?)?;
+    m.add_function(wrap_pyfunction!(pet::read_sinogram, m)?)?;
+    m.add_function(wrap_pyfunction!(pet::decode_sinogram, m)?)?;
+    m.add_function(wrap_pyfunction!(pet::reconstruct, m)?)?;
+    m.add_function(wrap_pyfunction!(pet::simulate, m)?)?;
+    m.add_class::<bench::Sink>()?;
+    Ok(())
+}

@@ -1,0 +1,136 @@
+"""offhost.Engine and its pipelines, embedded and on a daemon (`offhost engine`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import offhost
+
+ECHO = """
+host-in name=in >raw:buf(8,4096)
+crc32c <raw >checked
+host-out name=out <checked
+"""
+
+TONE = """
+tone seconds=0.5 >stereo:audio(8,4096)
+mix <stereo >mono:pcm(8,4096)
+mulaw <mono >ulaw:law(8,2048)
+host-out name=speech <ulaw
+"""
+
+
+@pytest.fixture(params=["embedded", "daemon"])
+def engine(request, tmp_path: Path) -> offhost.Engine:
+    if request.param == "embedded":
+        return offhost.Engine(workers=2)
+    return offhost.Engine(request.getfixturevalue("daemon_url"))
+
+
+def test_send_recv_through_a_pipeline(engine: offhost.Engine) -> None:
+    p = engine.submit(ECHO)
+    assert p.inputs == ["in"] and p.outputs == ["out"]
+    assert (p.id is None) == (engine.url == "embedded")
+    data = [bytes([i]) * (100 + i) for i in range(20)]
+    for d in data:
+        p.send("in", d)
+    p.close_input("in")
+    got = b"".join(p.output("out"))
+    assert got == b"".join(data)
+    stats = p.wait(timeout=60)
+    assert stats["finished"] is True
+    assert [t["name"] for t in stats["tasks"]] == ["host-in", "crc32c", "host-out"]
+    assert p.status()["state"] == "finished"
+
+
+def test_recv_one_buffer_at_a_time_and_the_end(engine: offhost.Engine) -> None:
+    p = engine.submit(TONE)
+    total = 0
+    while (buf := p.recv("speech", timeout=60)) is not None:
+        total += len(buf)
+    assert total == 22050  # 0.5 s at 44.1 kHz, one byte per sample
+    assert p.recv("speech", timeout=60) is None
+    assert p.wait(timeout=60)["finished"]
+
+
+def test_status_stop_and_wait(engine: offhost.Engine) -> None:
+    p = engine.submit("tone seconds=100000 >a:p(4,4096)\nnull <a\n")
+    st = p.status()
+    assert st["state"] == "running" and set(st) >= {"state", "stats", "error"}
+    with pytest.raises(offhost.TimeoutError):
+        p.wait(timeout=0.2)
+    p.stop()
+    stats = p.wait(timeout=60)
+    assert stats["finished"]
+    assert p.status()["state"] == "finished"
+
+
+def test_a_failing_task_is_task_failed(engine: offhost.Engine, tmp_path: Path) -> None:
+    # A file that cannot be created (a directory is in the way) fails the task when it runs.
+    # The daemon's pipelines see files beneath its --files directory (tmp_path) by relative
+    # paths only; the embedded engine is the caller's own and takes any path.
+    (tmp_path / "taken").mkdir()
+    path = "taken" if engine.url != "embedded" else f"{tmp_path}/taken"
+    p = engine.submit(f"tone seconds=0.1 >a:p(4,4096)\nfile path={path} <a\n")
+    with pytest.raises(offhost.TaskFailedError, match=r"task 'file' \(line 2\) failed: .*taken") as e:
+        p.wait(timeout=60)
+    assert e.value.status["state"] == "failed"
+    assert "taken" in e.value.status["error"]
+
+
+def test_bad_pipelines_and_names(engine: offhost.Engine) -> None:
+    cls = offhost.PipelineError if engine.url == "embedded" else offhost.EngineError
+    with pytest.raises(cls, match=r"line 2, column 1: unknown task 'fitler'"):
+        engine.submit("tone seconds=1 >a\nfitler <a\n")
+    p = engine.submit(ECHO)
+    with pytest.raises(offhost.NoChannelError, match=r"no host-in channel \"nope\" \(it has: in\)") as e:
+        p.send("nope", b"x")
+    assert isinstance(e.value, LookupError)
+    with pytest.raises(offhost.NoChannelError, match="host-out"):
+        p.recv("in", timeout=1)
+    with pytest.raises(ValueError, match='expected "in" or "out"'):
+        p.attach("sideways", "in")
+    p.close_input("in")
+    with pytest.raises(offhost.ClosedError, match="closed"):
+        p.send("in", b"late")
+    p.wait(timeout=60)
+
+
+def test_a_path_is_read_as_pipeline_text(tmp_path: Path) -> None:
+    f = tmp_path / "tone.ion"
+    f.write_text(TONE)
+    p = offhost.Engine().submit(f)
+    assert sum(len(b) for b in p.output("speech")) == 22050
+    with pytest.raises(FileNotFoundError, match="missing.ion"):
+        offhost.Engine().submit(tmp_path / "missing.ion")
+
+
+def test_wait_closes_unused_inputs_and_discards_unread_outputs() -> None:
+    p = offhost.Engine().submit(ECHO)
+    # Nothing sent and nothing read: wait ends the input's stream, so the pipeline ends.
+    assert p.wait(timeout=60)["finished"]
+    assert p.recv("out", timeout=1) is None
+
+
+def test_a_pipeline_as_a_context_manager_stops_it() -> None:
+    with offhost.Engine().submit("tone seconds=100000 >a:p(4,4096)\nnull <a\n") as p:
+        assert p.status()["state"] == "running"
+    assert p.status()["state"] == "finished"
+
+
+def test_an_unreachable_daemon_is_a_transport_error(tmp_path: Path) -> None:
+    with pytest.raises(offhost.TransportError):
+        offhost.Engine(f"unix:{tmp_path}/no-engine.sock")
+    with pytest.raises(ValueError, match="embedded engine only"):
+        offhost.Engine(f"unix:{tmp_path}/x.sock", workers=2)
+
+
+def test_a_daemon_pipeline_touches_no_file_outside_its_directory(
+    daemon_url: str, tmp_path: Path
+) -> None:
+    e = offhost.Engine(daemon_url)
+    for path in ("/etc/passwd", "../outside", f"{tmp_path}/x"):
+        with pytest.raises(offhost.EngineError, match=r"line 1, column \d+: task 'file': file access refused"):
+            e.submit(f"file path={path} >a\nnull <a\n")
