@@ -15,6 +15,7 @@
  * host can check that C saw exactly what it sent. Exits 1 on any failure.
  *
  * Build: cc -I bindings/c/include examples/c/relay.c -L target/debug -loffhost_c -o relay
+ * Run:   relay LISTEN_URL ECHO_URL [TLS_CERTIFICATES_DIR]
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,12 +43,14 @@ static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: relay LISTEN_URL ECHO_URL\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: relay LISTEN_URL ECHO_URL [TLS_CERTIFICATES_DIR]\n");
         return 2;
     }
+    /* With a certificate directory (offhost certs DIR), tls: URLs work on both sides. */
+    offhost_access access = {.tls_certificates = argc == 4 ? argv[3] : NULL, .insecure = 0};
     offhost_server *server;
-    check(offhost_server_bind(argv[1], &server), "listen");
+    check(offhost_server_bind_with(argv[1], &access, &server), "listen");
     printf("listening on %s\n", offhost_server_url(server));
     fflush(stdout);
 
@@ -57,7 +60,7 @@ int main(int argc, char **argv) {
     check(offhost_session_accept(host, TIMEOUT_MS, &from_host), "accept the host's channel");
 
     offhost_session *echo;
-    check(offhost_session_connect(argv[2], &echo), "connect to the echo engine");
+    check(offhost_session_connect_with(argv[2], &access, &echo), "connect to the echo engine");
     offhost_channel_options opts;
     check(offhost_channel_options_default(&opts), "options");
     opts.max_message = MAX_MESSAGE;

@@ -88,6 +88,16 @@ typedef struct offhost_channel_options {
   uint8_t sync;
 } offhost_channel_options;
 
+// Who may connect, and how, as C sees it (`NULL` where a function takes one: the defaults).
+typedef struct offhost_access {
+  // NULL, or a NUL-terminated path: the certificate directory for `tls:` URLs, in nbdkit's
+  // layout (`offhost certs DIR` makes one). A client presents `client-cert.pem`; a server
+  // `server-cert.pem`, and requires clients signed by `ca-cert.pem`.
+  const char *tls_certificates;
+  // Nonzero: a server may listen on plain `tcp:` (no authentication, no encryption).
+  uint8_t insecure;
+} offhost_access;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -105,11 +115,22 @@ const char *offhost_status_name(enum offhost_status status);
 // `opts` points to writable storage for the options.
 enum offhost_status offhost_channel_options_default(struct offhost_channel_options *opts);
 
-// Connects to an engine at `url` (`shm:PATH`, `shm:@name`, `unix:PATH`, `tcp:HOST:PORT`).
+// Connects to an engine at `url` (`shm:PATH`, `shm:@name`, `unix:PATH`, `tcp:HOST:PORT`);
+// for `tls:HOST:PORT` use `offhost_session_connect_with`.
 //
 // # Safety
 // `url` is a NUL-terminated string; `out` points to storage for the handle.
 enum offhost_status offhost_session_connect(const char *url, struct offhost_session **out);
+
+// Connects to an engine at `url` with `access` (NULL: the defaults): `tls:HOST:PORT` needs
+// its `tls_certificates`.
+//
+// # Safety
+// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+// points to storage for the handle.
+enum offhost_status offhost_session_connect_with(const char *url,
+                                                 const struct offhost_access *access,
+                                                 struct offhost_session **out);
 
 // Opens a channel named `name` with `opts` (NULL: the defaults).
 //
@@ -141,11 +162,23 @@ enum offhost_status offhost_session_close(const struct offhost_session *session)
 // `session` is NULL or a session not freed before and not used after.
 void offhost_session_free(struct offhost_session *session);
 
-// Listens at `url` for sessions (an engine's side).
+// Listens at `url` for sessions (an engine's side): `unix:`, `shm:`, `mem:`; `tls:` and
+// plain `tcp:` need `offhost_server_bind_with`.
 //
 // # Safety
 // `url` is a NUL-terminated string; `out` storage for the handle.
 enum offhost_status offhost_server_bind(const char *url, struct offhost_server **out);
+
+// Listens at `url` with `access` (NULL: the defaults): `tls:HOST:PORT` needs its
+// `tls_certificates` and admits only clients with a certificate of that CA; plain `tcp:`
+// needs `insecure`. Unix and shm listeners admit only peers of our uid.
+//
+// # Safety
+// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+// storage for the handle.
+enum offhost_status offhost_server_bind_with(const char *url,
+                                             const struct offhost_access *access,
+                                             struct offhost_server **out);
 
 // The URL a server listens at (with the port a `tcp:HOST:0` got); valid while it lives.
 //
@@ -289,6 +322,16 @@ enum offhost_status offhost_engine_embedded(size_t workers, struct offhost_engin
 // # Safety
 // `url` is a NUL-terminated string; `out` storage for the handle.
 enum offhost_status offhost_engine_connect(const char *url, struct offhost_engine **out);
+
+// Connects to an engine daemon with `access` (NULL: the defaults; `tls:` URLs need its
+// `tls_certificates`).
+//
+// # Safety
+// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+// storage for the handle.
+enum offhost_status offhost_engine_connect_with(const char *url,
+                                                const struct offhost_access *access,
+                                                struct offhost_engine **out);
 
 // Checks and starts pipeline `text`; `PIPELINE` (or `ENGINE` from a daemon) with the line
 // and column of a mistake.

@@ -21,6 +21,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Who may connect, and how, as C sees it (`NULL` where a function takes one: the defaults).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct offhost_access {
+    /// NULL, or a NUL-terminated path: the certificate directory for `tls:` URLs, in nbdkit's
+    /// layout (`offhost certs DIR` makes one). A client presents `client-cert.pem`; a server
+    /// `server-cert.pem`, and requires clients signed by `ca-cert.pem`.
+    pub tls_certificates: *const std::ffi::c_char,
+    /// Nonzero: a server may listen on plain `tcp:` (no authentication, no encryption).
+    pub insecure: u8,
+}
+
+/// The link options of `tls_certificates` (already read from C) and `insecure`.
+pub fn link_options(tls_certificates: Option<&str>, insecure: bool) -> offhost_link::LinkOptions {
+    let o = offhost_link::LinkOptions::new().insecure(insecure);
+    match tls_certificates {
+        Some(d) => o.tls_certificates(d),
+        None => o,
+    }
+}
+
 /// Channel options as C sees them (`offhost_channel_options_default` fills the defaults).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,16 +142,16 @@ fn deliver(msg: &[u8], buf: &mut [u8]) -> Option<usize> {
     Some(n)
 }
 
-/// Connects a session.
-pub fn connect(url: &str) -> Result<offhost_session, Error> {
+/// Connects a session with `options`.
+pub fn connect(url: &str, options: &offhost_link::LinkOptions) -> Result<offhost_session, Error> {
     Ok(offhost_session {
-        inner: offhost_link::Session::connect(url)?,
+        inner: offhost_link::Session::connect_with(url, options)?,
     })
 }
 
-/// Binds a server.
-pub fn bind(url: &str) -> Result<offhost_server, Error> {
-    let inner = offhost_link::Server::bind(url)?;
+/// Binds a server with `options`.
+pub fn bind(url: &str, options: &offhost_link::LinkOptions) -> Result<offhost_server, Error> {
+    let inner = offhost_link::Server::bind_with(url, options)?;
     let url = std::ffi::CString::new(inner.url()).map_err(|_| invalid("url holds a NUL byte"))?;
     Ok(offhost_server { inner, url })
 }
@@ -261,10 +282,13 @@ impl offhost_engine {
         }
     }
 
-    /// A daemon.
-    pub fn connect(url: &str) -> Result<offhost_engine, Error> {
+    /// A daemon, reached with `options`.
+    pub fn connect(
+        url: &str,
+        options: &offhost_link::LinkOptions,
+    ) -> Result<offhost_engine, Error> {
         Ok(offhost_engine {
-            inner: offhost_bindings::Engine::connect(url)?,
+            inner: offhost_bindings::Engine::connect_with(url, options)?,
         })
     }
 

@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use offhost_bindings::Error;
 
 use crate::api::{
-    self, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan, offhost_message,
-    offhost_pipeline, offhost_server, offhost_session, Received,
+    self, offhost_access, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan,
+    offhost_message, offhost_pipeline, offhost_server, offhost_session, Received,
 };
 use crate::status::{fail, invalid, last_message, offhost_status, set_message};
 
@@ -42,6 +42,25 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, Error> {
     let c = unsafe { CStr::from_ptr(p) };
     c.to_str()
         .map_err(|_| invalid(format!("{what} is not UTF-8")))
+}
+
+/// The link options of `access` (NULL: the defaults).
+///
+/// # Safety
+/// `access` is NULL or points to a valid `offhost_access` whose `tls_certificates` is NULL
+/// or a NUL-terminated string.
+unsafe fn options(access: *const offhost_access) -> Result<offhost_link::LinkOptions, Error> {
+    // SAFETY: the caller promises NULL or a valid struct.
+    let Some(a) = (unsafe { access.as_ref() }) else {
+        return Ok(api::link_options(None, false));
+    };
+    let dir = if a.tls_certificates.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, and the caller promises a NUL-terminated string.
+        Some(unsafe { text(a.tls_certificates, "access.tls_certificates") }?)
+    };
+    Ok(api::link_options(dir, a.insecure != 0))
 }
 
 /// A shared reference to a handle.
@@ -179,7 +198,8 @@ pub unsafe extern "C" fn offhost_channel_options_default(
     call(|| unsafe { put(opts, offhost_channel_options::default()) }.map(|_| offhost_status::Ok))
 }
 
-/// Connects to an engine at `url` (`shm:PATH`, `shm:@name`, `unix:PATH`, `tcp:HOST:PORT`).
+/// Connects to an engine at `url` (`shm:PATH`, `shm:@name`, `unix:PATH`, `tcp:HOST:PORT`);
+/// for `tls:HOST:PORT` use `offhost_session_connect_with`.
 ///
 /// # Safety
 /// `url` is a NUL-terminated string; `out` points to storage for the handle.
@@ -188,10 +208,26 @@ pub unsafe extern "C" fn offhost_session_connect(
     url: *const c_char,
     out: *mut *mut offhost_session,
 ) -> offhost_status {
+    // SAFETY: as the caller promises; no access struct.
+    unsafe { offhost_session_connect_with(url, std::ptr::null(), out) }
+}
+
+/// Connects to an engine at `url` with `access` (NULL: the defaults): `tls:HOST:PORT` needs
+/// its `tls_certificates`.
+///
+/// # Safety
+/// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+/// points to storage for the handle.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_session_connect_with(
+    url: *const c_char,
+    access: *const offhost_access,
+    out: *mut *mut offhost_session,
+) -> offhost_status {
     call(|| {
-        // SAFETY: as the caller promises for `url`.
-        let url = unsafe { text(url, "url") }?;
-        let s = api::connect(url)?;
+        // SAFETY: as the caller promises for `url` and `access`.
+        let (url, options) = unsafe { (text(url, "url")?, options(access)?) };
+        let s = api::connect(url, &options)?;
         // SAFETY: as the caller promises for `out`.
         unsafe { put_handle(out, s) }
     })
@@ -266,7 +302,8 @@ pub unsafe extern "C" fn offhost_session_free(session: *mut offhost_session) {
     unsafe { free(session) }
 }
 
-/// Listens at `url` for sessions (an engine's side).
+/// Listens at `url` for sessions (an engine's side): `unix:`, `shm:`, `mem:`; `tls:` and
+/// plain `tcp:` need `offhost_server_bind_with`.
 ///
 /// # Safety
 /// `url` is a NUL-terminated string; `out` storage for the handle.
@@ -275,10 +312,27 @@ pub unsafe extern "C" fn offhost_server_bind(
     url: *const c_char,
     out: *mut *mut offhost_server,
 ) -> offhost_status {
+    // SAFETY: as the caller promises; no access struct.
+    unsafe { offhost_server_bind_with(url, std::ptr::null(), out) }
+}
+
+/// Listens at `url` with `access` (NULL: the defaults): `tls:HOST:PORT` needs its
+/// `tls_certificates` and admits only clients with a certificate of that CA; plain `tcp:`
+/// needs `insecure`. Unix and shm listeners admit only peers of our uid.
+///
+/// # Safety
+/// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+/// storage for the handle.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_server_bind_with(
+    url: *const c_char,
+    access: *const offhost_access,
+    out: *mut *mut offhost_server,
+) -> offhost_status {
     call(|| {
-        // SAFETY: as the caller promises.
-        let url = unsafe { text(url, "url") }?;
-        let s = api::bind(url)?;
+        // SAFETY: as the caller promises for `url` and `access`.
+        let (url, options) = unsafe { (text(url, "url")?, options(access)?) };
+        let s = api::bind(url, &options)?;
         // SAFETY: as the caller promises for `out`.
         unsafe { put_handle(out, s) }
     })
@@ -583,10 +637,26 @@ pub unsafe extern "C" fn offhost_engine_connect(
     url: *const c_char,
     out: *mut *mut offhost_engine,
 ) -> offhost_status {
+    // SAFETY: as the caller promises; no access struct.
+    unsafe { offhost_engine_connect_with(url, std::ptr::null(), out) }
+}
+
+/// Connects to an engine daemon with `access` (NULL: the defaults; `tls:` URLs need its
+/// `tls_certificates`).
+///
+/// # Safety
+/// `url` is a NUL-terminated string; `access` NULL or valid (see `offhost_access`); `out`
+/// storage for the handle.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_engine_connect_with(
+    url: *const c_char,
+    access: *const offhost_access,
+    out: *mut *mut offhost_engine,
+) -> offhost_status {
     call(|| {
-        // SAFETY: as the caller promises.
-        let url = unsafe { text(url, "url") }?;
-        let e = offhost_engine::connect(url)?;
+        // SAFETY: as the caller promises for `url` and `access`.
+        let (url, options) = unsafe { (text(url, "url")?, options(access)?) };
+        let e = offhost_engine::connect(url, &options)?;
         // SAFETY: as the caller promises for `out`.
         unsafe { put_handle(out, e) }
     })

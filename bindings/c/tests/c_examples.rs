@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use offhost_link::{ChannelOptions, Server, Session};
+use offhost_link::{ChannelOptions, LinkOptions, Server, Session};
 
 /// The directory holding liboffhost_c.so: beside this test's executable.
 fn lib_dir() -> PathBuf {
@@ -19,6 +19,14 @@ fn lib_dir() -> PathBuf {
         dir.display()
     );
     dir
+}
+
+/// A command running the C program `exe` against this build's library: cargo's
+/// `LD_LIBRARY_PATH` (which outranks the program's rpath) may name an older copy of it.
+fn c_program(exe: &Path) -> Command {
+    let mut c = Command::new(exe);
+    c.env("LD_LIBRARY_PATH", lib_dir());
+    c
 }
 
 /// Compiles examples/c/NAME.c into `out`, warnings as errors.
@@ -50,17 +58,20 @@ fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
     h
 }
 
-#[test]
-fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
+/// Runs the C relay between a Rust host (at `listen`) and the Rust echo engine (at
+/// `echo_url`), with `certs` for tls: URLs; checks every message comes back and the relay's
+/// summary. Loans (shm only) every other message where `loans`.
+fn relay_round_trip(listen: &str, echo: Server, certs: Option<&Path>, loans_too: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let relay = build("relay", dir.path());
-    let pid = std::process::id();
-    let echo = Server::bind(&format!("shm:@offhost-c-test-echo-{pid}")).expect("echo server");
     let echo_url = echo.url().to_owned();
     std::thread::spawn(move || offhost_link::serve_echo(&echo));
-    let listen = format!("shm:@offhost-c-test-relay-{pid}");
-    let mut child = Command::new(&relay)
-        .args([&listen, &echo_url])
+    let mut cmd = c_program(&relay);
+    cmd.args([listen, &echo_url]);
+    if let Some(c) = certs {
+        cmd.arg(c);
+    }
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -68,9 +79,16 @@ fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     out.read_line(&mut line).expect("relay's first line");
-    assert!(line.starts_with("listening on shm:@"), "{line}");
-
-    let s = Session::connect(&listen).expect("connect to the relay");
+    let listen = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let options = match certs {
+        Some(c) => LinkOptions::new().tls_certificates(c),
+        None => LinkOptions::new(),
+    };
+    let s = Session::connect_with(&listen, &options).expect("connect to the relay");
     let ch = s
         .open(
             "data",
@@ -85,7 +103,7 @@ fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
     let sizes = [1usize, 100, 4096, 4097, 70_000, 1 << 20];
     for (i, &n) in sizes.iter().chain(&sizes).enumerate() {
         let msg: Vec<u8> = (0..n).map(|k| (k * 31 + i * 7) as u8).collect();
-        if i % 2 == 1 {
+        if loans_too && i % 2 == 1 {
             let mut loan = ch.loan(Some(Duration::from_secs(30))).expect("loan");
             loan[..n].copy_from_slice(&msg);
             loan.set_len(n).expect("length");
@@ -94,10 +112,17 @@ fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
         } else {
             ch.send(&msg).expect("send");
         }
-        let back = ch
-            .recv_timeout(Duration::from_secs(60))
-            .expect("receive")
-            .expect("a message");
+        let back = match ch.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some(m)) => m,
+            other => {
+                let _ = child.kill();
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!("message {i} of {n} bytes did not come back: {other:?}; relay: {err}");
+            }
+        };
         assert!(back == msg, "message {i} of {n} bytes came back changed");
         hash = fnv1a(hash, &back);
         total += n as u64;
@@ -111,6 +136,30 @@ fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
         summary.trim(),
         format!("relayed 12 messages, {total} bytes ({loans} loans in), fnv1a {hash:016x}")
     );
+}
+
+#[test]
+fn the_relay_carries_rust_messages_through_c_and_the_echo_engine() {
+    let pid = std::process::id();
+    let echo = Server::bind(&format!("shm:@offhost-c-test-echo-{pid}")).expect("echo server");
+    relay_round_trip(
+        &format!("shm:@offhost-c-test-relay-{pid}"),
+        echo,
+        None,
+        true,
+    );
+}
+
+#[test]
+fn the_relay_listens_over_tls_with_a_certificate_directory() {
+    // The host reaches the C relay over tls (mutual certificates); the relay forwards to the
+    // echo engine over shared memory (it sends large messages as loans, which need shm).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = dir.path().join("pki");
+    offhost_access::certs::generate(&pki, &[]).expect("certificates");
+    let pid = std::process::id();
+    let echo = Server::bind(&format!("shm:@offhost-c-test-tls-echo-{pid}")).expect("echo server");
+    relay_round_trip("tls:127.0.0.1:0", echo, Some(&pki), false);
 }
 
 fn tone_pipeline(dir: &Path) -> PathBuf {
@@ -131,7 +180,7 @@ fn the_pipeline_runner_gives_the_engines_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runner = build("pipeline", dir.path());
     let ion = tone_pipeline(dir.path());
-    let r = Command::new(&runner)
+    let r = c_program(&runner)
         .arg(&ion)
         .arg("speech")
         .arg(dir.path().join("c.out"))
@@ -157,7 +206,7 @@ fn the_pipeline_runner_gives_the_engines_bytes() {
     );
 
     // offhost_run: no host channel taken, statistics printed.
-    let r = Command::new(&runner)
+    let r = c_program(&runner)
         .arg(&ion)
         .args(["-", "unused"])
         .output()
@@ -173,7 +222,7 @@ fn errors_reach_c_with_their_codes_and_messages() {
     let runner = build("pipeline", dir.path());
     let bad = dir.path().join("bad.ion");
     std::fs::write(&bad, "tone seconds=1 >a\nfitler <a\n").expect("write");
-    let r = Command::new(&runner)
+    let r = c_program(&runner)
         .arg(&bad)
         .args(["x", "out"])
         .output()
@@ -185,7 +234,7 @@ fn errors_reach_c_with_their_codes_and_messages() {
         "{err}"
     );
     let ion = tone_pipeline(dir.path());
-    let r = Command::new(&runner)
+    let r = c_program(&runner)
         .arg(&ion)
         .args(["nope", "out"])
         .output()
@@ -198,7 +247,7 @@ fn errors_reach_c_with_their_codes_and_messages() {
         "{err}"
     );
     let relay = build("relay", dir.path());
-    let r = Command::new(&relay)
+    let r = c_program(&relay)
         .args(["carrier-pigeon:home", "shm:@x"])
         .output()
         .expect("run");

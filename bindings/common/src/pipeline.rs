@@ -54,9 +54,16 @@ impl Engine {
         }
     }
 
-    /// Connects to an engine daemon at `url` (`tcp:`, `unix:`, `shm:`, `mem:`).
+    /// Connects to an engine daemon at `url` (`unix:`, `shm:`, `mem:`, `tls:` with
+    /// certificates from [`connect_with`](Self::connect_with), `tcp:`).
     pub fn connect(url: &str) -> Result<Engine, Error> {
-        let client = Client::connect(url)?;
+        Self::connect_with(url, &offhost_link::LinkOptions::new())
+    }
+
+    /// Connects to an engine daemon at `url` with `options` (the certificate directory for
+    /// `tls:` URLs).
+    pub fn connect_with(url: &str, options: &offhost_link::LinkOptions) -> Result<Engine, Error> {
+        let client = Client::connect_with(url, options)?;
         Ok(Engine {
             place: Place::Daemon {
                 url: url.to_owned(),

@@ -14,8 +14,10 @@ use crate::loan::{Loan, Message};
 /// A link to an engine (the seed's OpenLink): `offhost.Session("shm:/tmp/echo.sock")`.
 ///
 /// URLs: `shm:PATH` or `shm:@name` (shared memory, the memfd handed over a Unix socket),
-/// `unix:PATH`, `tcp:HOST:PORT`. On shm, `mode` (`"poll"`, `"block"`, `"adaptive"`),
-/// `pool_buffers` and `buffer_size` (the loan pool) and `ring_bytes` set up the segment.
+/// `unix:PATH`, `tls:HOST:PORT` (mutual TLS: `tls_certificates` names a directory in
+/// nbdkit's layout, as `offhost certs DIR` makes), `tcp:HOST:PORT` (plain, for servers started
+/// with `--insecure`). On shm, `mode` (`"poll"`, `"block"`, `"adaptive"`), `pool_buffers` and
+/// `buffer_size` (the loan pool) and `ring_bytes` set up the segment.
 #[pyclass(frozen, module = "offhost")]
 pub struct Session {
     inner: offhost_link::Session,
@@ -33,10 +35,22 @@ fn mode_of(name: &str) -> PyResult<offhost_shm::Mode> {
     }
 }
 
+/// The link options of a client: the certificate directory (nbdkit's layout, as made by
+/// `offhost certs DIR`) for `tls:` URLs.
+pub(crate) fn link_options(
+    tls_certificates: Option<std::path::PathBuf>,
+) -> offhost_link::LinkOptions {
+    let o = offhost_link::LinkOptions::new();
+    match tls_certificates {
+        Some(d) => o.tls_certificates(d),
+        None => o,
+    }
+}
+
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (url, *, mode=None, pool_buffers=None, buffer_size=None, ring_bytes=None))]
+    #[pyo3(signature = (url, *, mode=None, pool_buffers=None, buffer_size=None, ring_bytes=None, tls_certificates=None))]
     fn new(
         py: Python<'_>,
         url: String,
@@ -44,6 +58,7 @@ impl Session {
         pool_buffers: Option<u32>,
         buffer_size: Option<u32>,
         ring_bytes: Option<u64>,
+        tls_certificates: Option<std::path::PathBuf>,
     ) -> PyResult<Session> {
         let shm = url.strip_prefix("shm:").map(str::to_owned);
         let inner = match shm {
@@ -67,7 +82,8 @@ impl Session {
                         "mode, pool_buffers, buffer_size and ring_bytes apply to shm: URLs only",
                     ));
                 }
-                py.detach(|| offhost_link::Session::connect(&url))
+                let options = link_options(tls_certificates);
+                py.detach(|| offhost_link::Session::connect_with(&url, &options))
             }
         }
         .map_err(to_py)?;

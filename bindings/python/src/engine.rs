@@ -21,17 +21,30 @@ pub struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (url=None, *, workers=None))]
-    fn new(py: Python<'_>, url: Option<String>, workers: Option<usize>) -> PyResult<Engine> {
+    #[pyo3(signature = (url=None, *, workers=None, tls_certificates=None))]
+    fn new(
+        py: Python<'_>,
+        url: Option<String>,
+        workers: Option<usize>,
+        tls_certificates: Option<std::path::PathBuf>,
+    ) -> PyResult<Engine> {
         let inner = match url.as_deref() {
-            None | Some("embedded") => offhost_bindings::Engine::embedded(workers),
+            None | Some("embedded") => {
+                if tls_certificates.is_some() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "tls_certificates applies to a daemon's tls: URL, not the embedded engine",
+                    ));
+                }
+                offhost_bindings::Engine::embedded(workers)
+            }
             Some(u) => {
                 if workers.is_some() {
                     return Err(pyo3::exceptions::PyValueError::new_err(
                         "workers applies to the embedded engine only",
                     ));
                 }
-                py.detach(|| offhost_bindings::Engine::connect(u))
+                let options = crate::channel::link_options(tls_certificates);
+                py.detach(|| offhost_bindings::Engine::connect_with(u, &options))
                     .map_err(to_py)?
             }
         };

@@ -23,6 +23,7 @@ class Session:
         pool_buffers: int | None = None,
         buffer_size: int | None = None,
         ring_bytes: int | None = None,
+        tls_certificates: str | os.PathLike[str] | None = None,
     ) -> None: ...
     def channel(
         self,
@@ -90,7 +91,13 @@ def select(channels: list[Channel], timeout: float | None = None) -> Channel: ..
 class Engine:
     """``Engine()``: the embedded engine; ``Engine(url)``: an engine daemon."""
 
-    def __init__(self, url: str | None = None, *, workers: int | None = None) -> None: ...
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        workers: int | None = None,
+        tls_certificates: str | os.PathLike[str] | None = None,
+    ) -> None: ...
     def submit(self, pipeline: str | os.PathLike[str]) -> Pipeline: ...
     @property
     def url(self) -> str: ...
