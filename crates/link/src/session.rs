@@ -188,7 +188,9 @@ impl Session {
                     return Some(Ok((id, name.to_owned(), opts)));
                 }
             }
-            None
+            // After the peer's goodbye no channel can come (its link may stay up while it
+            // holds handles: shared memory has no socket to close).
+            st.conn.peer_closed().then_some(Err(LinkError::PeerGone))
         })?;
         Ok(Channel::new(self.handle.clone(), id, name, opts))
     }

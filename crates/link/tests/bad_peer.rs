@@ -102,3 +102,29 @@ fn unix_server_survives_bad_peers() {
         )
     });
 }
+
+#[test]
+fn accept_ends_when_the_peer_says_goodbye_while_it_still_holds_the_link() {
+    for transport in ["tcp", "unix", "shm", "mem"] {
+        let (url, _dir) = common::fresh_url(transport);
+        let server = offhost_link::Server::bind_with(&url, &common::options()).unwrap();
+        let url = server.url().to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            let first = s.accept().map(|c| c.name().to_owned());
+            // The peer said goodbye and will open nothing more: this accept must end.
+            let next = s.accept().map(|c| c.name().to_owned());
+            let _ = tx.send((first, next));
+        });
+        let s = common::connect(&url).unwrap();
+        let ch = s.open("held", offhost_link::ChannelOptions::default()).unwrap();
+        s.close();
+        let (first, next) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{transport}: accept did not return after goodbye"));
+        assert_eq!(first.unwrap(), "held", "{transport}");
+        assert!(next.is_err(), "{transport}: {next:?}");
+        drop((ch, s)); // held to here: the link stayed up all along
+    }
+}
