@@ -118,7 +118,9 @@ fn accept_ends_when_the_peer_says_goodbye_while_it_still_holds_the_link() {
             let _ = tx.send((first, next));
         });
         let s = common::connect(&url).unwrap();
-        let ch = s.open("held", offhost_link::ChannelOptions::default()).unwrap();
+        let ch = s
+            .open("held", offhost_link::ChannelOptions::default())
+            .unwrap();
         s.close();
         let (first, next) = rx
             .recv_timeout(std::time::Duration::from_secs(10))
