@@ -32,6 +32,7 @@ from ._offhost import (
     __version__,
     select,
 )
+from . import errors
 from .errors import (
     BadUrlError,
     ClosedError,
@@ -61,23 +62,7 @@ __all__ = [
     "Loan",
     "Message",
     "select",
-    "Error",
-    "TimeoutError",
-    "WouldBlockError",
-    "PeerGoneError",
-    "ClosedError",
-    "TooLargeError",
-    "BadUrlError",
-    "NoLoansError",
-    "ProtocolError",
-    "TransportError",
-    "InvalidArgumentError",
-    "PipelineError",
-    "TaskFailedError",
-    "EngineError",
-    "NoChannelError",
-    "FormatError",
-    "GeometryError",
+    *errors.__all__,
     "__version__",
 ]
 
