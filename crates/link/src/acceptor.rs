@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,7 +27,8 @@ pub(crate) type NextConnection =
 
 /// The background acceptor of one server.
 pub(crate) struct Acceptor {
-    ready: Arc<Mutex<Receiver<Result<Session, LinkError>>>>,
+    /// Not shared: the server calls [`next`](Self::next) under the lock it keeps this in.
+    ready: Receiver<Result<Session, LinkError>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -48,7 +49,7 @@ impl Acceptor {
             .spawn(move || accept_loop(&mut next, &handshake_name, limits, &tx, &s))
             .map_err(|e| LinkError::io(format!("start the {name} thread"), e))?;
         Ok(Acceptor {
-            ready: Arc::new(Mutex::new(rx)),
+            ready: rx,
             stop,
             thread: Some(thread),
         })
@@ -56,8 +57,7 @@ impl Acceptor {
 
     /// Waits for the next session that is ready.
     pub(crate) fn next(&self) -> Result<Session, LinkError> {
-        let rx = self.ready.lock().unwrap_or_else(|e| e.into_inner());
-        rx.recv().map_err(|_| LinkError::SessionClosed)?
+        self.ready.recv().map_err(|_| LinkError::SessionClosed)?
     }
 }
 

@@ -55,6 +55,27 @@ pub(super) struct Server {
 }
 
 impl Server {
+    /// A server just started, not yet paired with its plain or nbdkit counterpart.
+    fn started(
+        name: String,
+        process: PeerProcess,
+        uri: String,
+        tcp: bool,
+        tls: bool,
+        log: PathBuf,
+    ) -> Server {
+        Server {
+            name,
+            process,
+            uri,
+            tls,
+            transport: if tcp { "tcp" } else { "unix" },
+            plain: None,
+            kit: None,
+            log,
+        }
+    }
+
     /// CPU seconds (user + system) the server has used so far.
     pub fn cpu_s(&self) -> f64 {
         process_cpu_s(Some(self.process.id())).unwrap_or(0.0)
@@ -147,16 +168,14 @@ fn start_offhost(
         p.until_ready(START, || exists(&sock))?;
         (p, format!("nbd+unix:///?socket={}", sock.display()))
     };
-    Ok(Server {
+    Ok(Server::started(
         name,
         process,
         uri,
-        tls: certs.is_some(),
-        transport: if tcp { "tcp" } else { "unix" },
-        plain: None,
-        kit: None,
+        tcp,
+        certs.is_some(),
         log,
-    })
+    ))
 }
 
 /// The port of `offhost nbd`'s `listening on tcp:HOST:PORT` line, once it came.
@@ -214,16 +233,14 @@ fn start_nbdkit(
         .stderr(Stdio::from(std::fs::File::create(&log)?));
     let mut process = PeerProcess::spawn(&name, &mut cmd)?;
     process.until_ready(START, || exists(&pid))?;
-    Ok(Server {
+    Ok(Server::started(
         name,
         process,
         uri,
-        tls: certs.is_some(),
-        transport: if tcp { "tcp" } else { "unix" },
-        plain: None,
-        kit: None,
+        tcp,
+        certs.is_some(),
         log,
-    })
+    ))
 }
 
 /// Starts offhost and nbdkit, plain and (with `pki`) over TLS, with their sockets and logs in
