@@ -22,26 +22,23 @@
 //! The byte layout of the frames is documented in [`frame`].
 #![forbid(unsafe_code)]
 
-mod batch;
 mod channel;
 mod connection;
 mod error;
 pub mod frame;
-mod in_place;
-mod input;
 mod limits;
 pub mod offload;
 mod options;
 pub mod peer;
 mod store;
 
-pub use batch::BatchEnd;
+pub use connection::BatchEnd;
 pub use connection::{
     Connection, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
 };
+pub use connection::{DataFrames, SendPermit};
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;
-pub use in_place::{DataFrames, SendPermit};
 pub use limits::{
     Limits, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHANNEL_WINDOW, DEFAULT_MAX_SESSION_WINDOW,
 };

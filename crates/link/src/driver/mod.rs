@@ -13,6 +13,14 @@
 //! The common receive on shared memory takes a shorter way (`quick.rs`): its wait is offered
 //! the ring record directly, and between two receives the reading half stays parked with the
 //! channel instead of going home; every wait here brings a parked half home first.
+//!
+//! [`Driver`] is one type; its methods are grouped by side, a file each:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the shared state, the reader role, waits, feeding input, liveness |
+//! | `quick.rs` | the quick receive on shm and mem, and the parked reading half |
+//! | `flusher.rs` | writing: non-blocking writes, the flusher thread, goodbye, loans' writes |
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU32;
@@ -21,6 +29,9 @@ use std::time::{Duration, Instant};
 
 use offhost_proto::{CallError, Connection, Event, ProtoError};
 use offhost_shm::Handoff;
+
+mod flusher;
+mod quick;
 
 use crate::error::LinkError;
 use crate::wire::{is_idle, Input, WireRead, WireWrite};

@@ -1,4 +1,22 @@
 //! The connection state machine: one per link end, fed bytes, producing bytes and events.
+//!
+//! [`Connection`] is one type whose methods are grouped by what they do, a file each:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the state, opening and closing channels, sending, receiving, credit, [`Event`]s |
+//! | `input.rs` | feeding arrived bytes: frame parsing, dispatch, credit and error handling |
+//! | `in_place.rs` | sending with frames written in place into a transport's buffer ([`SendPermit`], [`DataFrames`]) |
+//! | `batch.rs` | receiving many messages of one channel in one call ([`BatchEnd`]) |
+//!
+//! Per-channel state lives in `crate::channel`, buffered messages in `crate::store`.
+
+mod batch;
+mod in_place;
+mod input;
+
+pub use batch::BatchEnd;
+pub use in_place::{DataFrames, SendPermit};
 
 use std::collections::{BTreeMap, VecDeque};
 
