@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::config::{Config, Mode};
 use crate::control;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, Side};
 use crate::error::ShmError;
 use crate::segment;
 use crate::shared::Shared;
@@ -44,7 +44,7 @@ pub fn connect(addr: &str, config: &Config) -> Result<Endpoint, ShmError> {
     Ok(Endpoint::new(Shared::new(
         seg,
         sock,
-        0,
+        Side::Host,
         config.mode,
         config.spin,
     )))
@@ -59,9 +59,9 @@ pub fn pair(config: &Config) -> Result<(Endpoint, Endpoint), ShmError> {
         .fd
         .try_clone()
         .map_err(ShmError::std_io("dup segment fd"))?;
-    let host = Endpoint::new(Shared::new(seg, a, 0, config.mode, config.spin));
+    let host = Endpoint::new(Shared::new(seg, a, Side::Host, config.mode, config.spin));
     let seg = segment::attach(fd)?;
-    let engine = Endpoint::new(Shared::new(seg, b, 1, config.mode, config.spin));
+    let engine = Endpoint::new(Shared::new(seg, b, Side::Engine, config.mode, config.spin));
     Ok((host, engine))
 }
 
@@ -223,7 +223,13 @@ impl Pending {
                 Duration::from_nanos(seg.header.spin_ns.min(1_000_000_000)),
             )
         });
-        Ok(Endpoint::new(Shared::new(seg, sock, 1, mode, spin)))
+        Ok(Endpoint::new(Shared::new(
+            seg,
+            sock,
+            Side::Engine,
+            mode,
+            spin,
+        )))
     }
 
     /// Refuses the host within `timeout`: takes its hello (and drops its segment) and answers

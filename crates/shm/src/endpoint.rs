@@ -25,6 +25,25 @@ pub enum Side {
     Engine,
 }
 
+impl Side {
+    /// The index of this side in the segment's per-side arrays: 0 for the host, 1 for the
+    /// engine (rings, free rings, doorbells and pool halves are laid out in that order).
+    pub const fn index(self) -> usize {
+        match self {
+            Side::Host => 0,
+            Side::Engine => 1,
+        }
+    }
+
+    /// The other end.
+    pub const fn peer(self) -> Side {
+        match self {
+            Side::Host => Side::Engine,
+            Side::Engine => Side::Host,
+        }
+    }
+}
+
 /// A connected end of a shared-memory link: a sender half and a receiver half.
 pub struct Endpoint {
     sender: Sender,
@@ -38,7 +57,7 @@ impl Endpoint {
         let map = &shared.seg.map;
         let l = &shared.seg.layout;
         let ctl = map.control();
-        let (tx, rx) = (side, 1 - side);
+        let (tx, rx) = (side.index(), side.peer().index());
         // SAFETY: the ring pointers lie in the mapping (the layout was validated against its
         // size), which the `Arc<Shared>` held by each half keeps alive; this side is the only
         // producer of ring `tx` and the only consumer of ring `rx`.

@@ -6,6 +6,7 @@ use std::mem::size_of;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use crate::config::Config;
+use crate::endpoint::Side;
 use crate::error::{AttachError, ConfigError};
 
 /// Magic number at offset 0 of every offhost segment (`OFFHSHM` and a NUL, little endian).
@@ -100,8 +101,8 @@ const _: () = {
 };
 
 /// Index of a doorbell: side `side` (0 host, 1 engine), waiting to receive (`rx`) or to send.
-pub(crate) fn bell_index(side: usize, rx: bool) -> usize {
-    side * 2 + usize::from(!rx)
+pub(crate) fn bell_index(side: Side, rx: bool) -> usize {
+    side.index() * 2 + usize::from(!rx)
 }
 
 /// Where everything lives in a segment, computed from the sizes in a [`Config`].
@@ -205,16 +206,16 @@ impl Layout {
     }
 
     /// Offsets of the producer and consumer index of free ring `side` (buffers homed at `side`).
-    pub fn free_index_offsets(&self, side: usize) -> (u64, u64) {
-        let base = std::mem::offset_of!(Control, free) + side * size_of::<RingCtl>();
+    pub fn free_index_offsets(&self, side: Side) -> (u64, u64) {
+        let base = std::mem::offset_of!(Control, free) + side.index() * size_of::<RingCtl>();
         let tail = base + std::mem::offset_of!(RingCtl, tail);
         let head = base + std::mem::offset_of!(RingCtl, head);
         (tail as u64, head as u64)
     }
 
     /// Offset of the slots of free ring `side`.
-    pub fn free_data_offset(&self, side: usize) -> u64 {
-        self.free_off[side]
+    pub fn free_data_offset(&self, side: Side) -> u64 {
+        self.free_off[side.index()]
     }
 
     /// Offset of the first pool buffer.

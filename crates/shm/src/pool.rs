@@ -14,6 +14,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::endpoint::Side;
 use crate::error::ShmError;
 use crate::layout::RingCtl;
 use crate::segment::Segment;
@@ -46,7 +47,7 @@ impl Slots {
 /// Pool bookkeeping of one side (kept under a mutex in [`Shared`]).
 pub(crate) struct Pool {
     n: u32,
-    side: usize,
+    side: Side,
     state: Vec<State>,
     free: Vec<u32>,
     /// Free ring homed here: the peer produces, we consume.
@@ -60,19 +61,20 @@ pub(crate) struct Pool {
 unsafe impl Send for Pool {}
 
 impl Pool {
-    pub(crate) fn new(seg: &Segment, side: usize) -> Pool {
+    pub(crate) fn new(seg: &Segment, side: Side) -> Pool {
         let l = &seg.layout;
         let n = l.pool_buffers;
         let ctl = seg.map.control();
-        let slots = |s: usize| Slots {
-            ctl: &ctl.free[s],
+        let slots = |s: Side| Slots {
+            ctl: &ctl.free[s.index()],
             slots: seg
                 .map
-                .range(l.free_off[s], 4 * u64::from(l.free_slots))
+                .range(l.free_off[s.index()], 4 * u64::from(l.free_slots))
                 .cast::<u32>(),
             cap: l.free_slots.into(),
         };
-        let mine = side as u32 * n..(side as u32 + 1) * n;
+        let first = side.index() as u32 * n;
+        let mine = first..first + n;
         let state = (0..2 * n)
             .map(|i| {
                 if mine.contains(&i) {
@@ -88,12 +90,16 @@ impl Pool {
             state,
             free: mine.rev().collect(),
             inbox: slots(side),
-            outbox: slots(1 - side),
+            outbox: slots(side.peer()),
         }
     }
 
-    fn home(&self, index: u32) -> usize {
-        (index / self.n) as usize
+    fn home(&self, index: u32) -> Side {
+        if index < self.n {
+            Side::Host
+        } else {
+            Side::Engine
+        }
     }
 
     /// Takes a free buffer homed here, after collecting those the peer returned.

@@ -30,11 +30,7 @@ impl Sender {
 
     /// Which end this is.
     pub fn side(&self) -> Side {
-        if self.shared.side == 0 {
-            Side::Host
-        } else {
-            Side::Engine
-        }
+        self.shared.side
     }
 
     /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::bell;
 use crate::config::Mode;
 use crate::control;
+use crate::endpoint::Side;
 use crate::error::ShmError;
 use crate::layout::bell_index;
 use crate::pool::Pool;
@@ -27,8 +28,8 @@ const QUICK_LOOKS: u32 = 8;
 pub(crate) struct Shared {
     pub seg: Segment,
     pub sock: UnixStream,
-    /// 0 for the host (creator), 1 for the engine.
-    pub side: usize,
+    /// Which end of the segment this process is.
+    pub side: Side,
     mode: AtomicU32,
     spin_ns: AtomicU64,
     failed: AtomicBool,
@@ -42,7 +43,7 @@ impl Shared {
     pub(crate) fn new(
         seg: Segment,
         sock: UnixStream,
-        side: usize,
+        side: Side,
         mode: Mode,
         spin: Duration,
     ) -> Shared {
@@ -113,14 +114,14 @@ impl Shared {
         e
     }
 
-    fn bell(&self, side: usize, rx: bool) -> &AtomicU32 {
+    fn bell(&self, side: Side, rx: bool) -> &AtomicU32 {
         &self.seg.map.control().bells[bell_index(side, rx)]
     }
 
     /// Rings the peer's doorbell: `rx` for "data to receive", else "room or buffers to send".
     /// Makes a system call only when the peer announced that it sleeps.
     pub(crate) fn wake_peer(&self, rx: bool) {
-        let b = self.bell(1 - self.side, rx);
+        let b = self.bell(self.side.peer(), rx);
         if bell::notify(b) {
             let _ = futex::wake(b, futex::Flags::empty(), 1);
         }

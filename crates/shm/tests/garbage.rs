@@ -6,7 +6,7 @@ mod common;
 
 use common::{peek_u64, poke};
 
-use offhost_shm::{pair, Config, Mode, ShmError};
+use offhost_shm::{pair, Config, Mode, ShmError, Side};
 use std::time::Duration;
 
 fn config() -> Config {
@@ -100,9 +100,9 @@ fn free_ring_returning_a_buffer_the_peer_does_not_hold_is_corrupt() {
         .map(|_| host.sender().try_alloc().unwrap().unwrap())
         .collect();
     let l = host.layout().clone();
-    let (tail_off, _) = l.free_index_offsets(0);
+    let (tail_off, _) = l.free_index_offsets(Side::Host);
     // The engine "returns" host buffer 2, which the host holds itself.
-    poke(&engine, l.free_data_offset(0), &2u32.to_le_bytes());
+    poke(&engine, l.free_data_offset(Side::Host), &2u32.to_le_bytes());
     poke(&engine, tail_off, &1u64.to_le_bytes());
     match host.sender().try_alloc() {
         Err(ShmError::CorruptPeer(m)) => assert!(m.contains("which it did not hold"), "{m}"),
@@ -118,8 +118,8 @@ fn free_ring_index_from_the_wrong_side_is_corrupt() {
         .map(|_| host.sender().try_alloc().unwrap().unwrap())
         .collect();
     let l = host.layout().clone();
-    let (tail_off, _) = l.free_index_offsets(0);
-    poke(&engine, l.free_data_offset(0), &6u32.to_le_bytes()); // homed at the engine
+    let (tail_off, _) = l.free_index_offsets(Side::Host);
+    poke(&engine, l.free_data_offset(Side::Host), &6u32.to_le_bytes()); // homed at the engine
     poke(&engine, tail_off, &1u64.to_le_bytes());
     match host.sender().try_alloc() {
         Err(ShmError::CorruptPeer(m)) => assert!(m.contains("not homed here"), "{m}"),
