@@ -7,8 +7,8 @@ use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use offhost_nbd::conn::serve_transmission_threads;
-use offhost_nbd::handshake::serve_handshake;
+use offhost_nbd::serve_transmission_threads;
+use offhost_nbd::serve_handshake;
 use offhost_nbd::proto::{parse_info_request, parse_option_header, parse_request};
 use offhost_nbd::Export;
 

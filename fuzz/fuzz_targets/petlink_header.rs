@@ -6,10 +6,10 @@
 use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
-use offhost_pet::interfile::PetlinkHeader;
-use offhost_pet::layout::Layout;
+use offhost_pet::PetlinkHeader;
+use offhost_pet::Layout;
 use offhost_pet::petlink::PetlinkReader;
-use offhost_pet::petlink_hist::PetlinkHistogrammer;
+use offhost_pet::PetlinkHistogrammer;
 
 fuzz_target!(|data: &[u8]| {
     let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());

@@ -6,13 +6,13 @@
 use std::path::PathBuf;
 
 use offhost_bindings::Error;
-use offhost_pet::interfile::PetlinkHeader;
 use offhost_pet::listmode::{Event, Reader, RECORD_LEN};
 use offhost_pet::petlink::{self, PetlinkReader, Word};
-use offhost_pet::petlink_hist::PetlinkHistogrammer as RustPetlinkHist;
 use offhost_pet::recon::Method;
 use offhost_pet::sinofile;
-use offhost_pet::sinogram::{EnergyWindow, HistStats, Histogrammer, Sinogram};
+use offhost_pet::PetlinkHeader;
+use offhost_pet::PetlinkHistogrammer as RustPetlinkHist;
+use offhost_pet::{EnergyWindow, HistStats, Histogrammer, Sinogram};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView};
@@ -476,7 +476,7 @@ pub fn simulate<'py>(
     rate: f64,
     scatter: f64,
 ) -> PyResult<Bound<'py, PyByteArray>> {
-    let phantom = offhost_pet::phantom::Phantom::by_name(phantom).ok_or_else(|| {
+    let phantom = offhost_pet::Phantom::by_name(phantom).ok_or_else(|| {
         to_py(Error::Invalid(format!(
             "unknown phantom {phantom:?} (nema, shepp-logan, cylinder)"
         )))
@@ -484,14 +484,14 @@ pub fn simulate<'py>(
     let len = events
         .checked_mul(RECORD_LEN)
         .ok_or_else(|| to_py(Error::Invalid(format!("{events} events are too many"))))?;
-    let cfg = offhost_pet::sim::SimConfig {
+    let cfg = offhost_pet::SimConfig {
         phantom,
         seed,
         rate,
         scatter_fraction: scatter,
-        ..offhost_pet::sim::SimConfig::default()
+        ..offhost_pet::SimConfig::default()
     };
-    let mut src = offhost_pet::sim::Source::new(&scanner.inner, cfg).map_err(to_py)?;
+    let mut src = offhost_pet::Source::new(&scanner.inner, cfg).map_err(to_py)?;
     let mut out = vec![0u8; len];
     py.detach(|| src.fill_records(&mut out));
     Ok(PyByteArray::new(py, &out))

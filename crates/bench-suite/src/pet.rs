@@ -7,11 +7,11 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use offhost_bench::cpu::thread_cpu_s;
 use offhost_engine::{EngineConfig, Pipeline};
-use offhost_pet::petlink_hist::PetlinkHistogrammer;
 use offhost_pet::recon::{self, Method};
-use offhost_pet::sim::{SimConfig, Source};
-use offhost_pet::sinogram::{EnergyWindow, Histogrammer};
+use offhost_pet::PetlinkHistogrammer;
 use offhost_pet::Scanner;
+use offhost_pet::{EnergyWindow, Histogrammer};
+use offhost_pet::{SimConfig, Source};
 use serde::Serialize;
 
 use crate::error::{Context as _, Result};

@@ -23,23 +23,11 @@ pub enum SizeError {
     BadRange(String),
 }
 
-/// Parses one size such as `64`, `4K`, `4KiB`, `1M` (K = 1024).
+/// Parses one size such as `64`, `4K`, `4KiB`, `1M` (K = 1024; [`offhost_units::parse_size`]).
 pub fn parse_size(text: &str) -> Result<usize, SizeError> {
     let t = text.trim();
-    let bad = || SizeError::BadNumber(t.to_string());
-    let lower = t.to_ascii_lowercase();
-    let stripped = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (digits, mult) = match stripped.chars().last() {
-        Some('k') => (&stripped[..stripped.len() - 1], 1usize << 10),
-        Some('m') => (&stripped[..stripped.len() - 1], 1 << 20),
-        Some('g') => (&stripped[..stripped.len() - 1], 1 << 30),
-        _ => (stripped, 1),
-    };
-    let n: usize = digits.trim().parse().map_err(|_| bad())?;
-    let v = n.checked_mul(mult).ok_or_else(bad)?;
+    let v = offhost_units::parse_size(t).map_err(|_| SizeError::BadNumber(t.to_string()))?;
+    let v = usize::try_from(v).map_err(|_| SizeError::BadNumber(t.to_string()))?;
     if v == 0 {
         return Err(SizeError::Zero(t.to_string()));
     }

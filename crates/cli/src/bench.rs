@@ -294,7 +294,7 @@ struct NbdArgs {
     #[arg(long, default_value = "fio")]
     fio: String,
     /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
-    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
     /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
     /// certificate directory made for the run and removed after); all four servers then listen

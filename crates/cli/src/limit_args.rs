@@ -5,17 +5,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 
-fn size(s: &str) -> Result<u64, String> {
-    offhost_engine::parse_size(s)
-        .ok_or_else(|| format!("{s:?}: expected a size like 4096, 64k or 1M"))
-}
-
-fn seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number of seconds"))?;
-    Duration::try_from_secs_f64(v).map_err(|_| format!("{s:?}: expected a number of seconds"))
-}
+use offhost_units::{parse_seconds as seconds, parse_size as size};
 
 /// Budgets of a link server (`offhost engine`, `offhost echo`); see `offhost_link::Limits`.
 #[derive(clap::Args, Debug, Clone)]
@@ -128,7 +118,7 @@ impl DaemonLimitArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct NbdLimitArgs {
     /// Connections served at once; more are refused.
-    #[arg(long, default_value_t = offhost_nbd::limits::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// Payload bytes of one connection's requests in flight (a larger request runs alone).
     #[arg(long, default_value = "64M", value_parser = size)]

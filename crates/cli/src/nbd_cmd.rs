@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use offhost_engine::Files;
-use offhost_nbd::server::DEFAULT_LISTEN;
-use offhost_nbd::trace::Tracer;
+use offhost_nbd::Tracer;
+use offhost_nbd::DEFAULT_LISTEN;
 use offhost_nbd::{report, Export, ListenAddr, NbdTls, Server, TlsMode};
 
 /// Arguments of `offhost nbd`.
@@ -66,7 +66,7 @@ struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
     /// Worker threads per connection, taking turns at the socket.
-    #[arg(long, default_value_t = offhost_nbd::server::DEFAULT_CONN_THREADS)]
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_CONN_THREADS)]
     conn_threads: usize,
     #[command(flatten)]
     limits: crate::limit_args::NbdLimitArgs,
@@ -96,7 +96,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let addr: ListenAddr = a
         .listen
         .parse()
-        .map_err(|e: String| anyhow::anyhow!("--listen: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--listen: {e}"))?;
     let control = match (a.allow_control, &a.files) {
         (false, Some(_)) => anyhow::bail!(
             "--files applies to pipelines written to the control range: give --allow-control too"

@@ -6,16 +6,16 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _};
 use indicatif::{ProgressBar, ProgressStyle};
-use offhost_pet::interfile::PetlinkHeader;
 use offhost_pet::listmode::{self, Reader, Writer};
 use offhost_pet::petlink::{self, PetlinkReader};
-use offhost_pet::petlink_hist::PetlinkHistogrammer;
-use offhost_pet::phantom::Phantom;
 use offhost_pet::recon::{self, Method};
-use offhost_pet::sim::{Pacer, SimConfig, Source};
 use offhost_pet::sinofile::{self, SinoFlags};
-use offhost_pet::sinogram::{EnergyWindow, Histogrammer};
+use offhost_pet::PetlinkHeader;
+use offhost_pet::PetlinkHistogrammer;
+use offhost_pet::Phantom;
 use offhost_pet::Scanner;
+use offhost_pet::{EnergyWindow, Histogrammer};
+use offhost_pet::{Pacer, SimConfig, Source};
 use serde_json::json;
 
 /// PET acquisition: list-mode files, sinograms, images.

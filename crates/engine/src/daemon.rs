@@ -55,13 +55,32 @@ pub enum DaemonError {
     Protocol(String),
 }
 
-#[derive(Deserialize)]
-struct Request {
-    op: String,
-    #[serde(default)]
-    id: Option<u64>,
-    #[serde(default)]
-    text: Option<String>,
+/// A request on a daemon's `control` channel: a JSON object tagged by `op` (the module's table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Request {
+    /// Check and start the pipeline in `text`.
+    Submit {
+        /// Pipeline text (`.ion`).
+        text: String,
+    },
+    /// State and statistics of pipeline `id`.
+    Status {
+        /// Pipeline id.
+        id: u64,
+    },
+    /// As `status`, once pipeline `id` has finished.
+    Wait {
+        /// Pipeline id.
+        id: u64,
+    },
+    /// Stop pipeline `id`'s sources.
+    Stop {
+        /// Pipeline id.
+        id: u64,
+    },
+    /// Ids and states of every pipeline.
+    List,
 }
 
 enum State {
@@ -296,8 +315,8 @@ impl Daemon {
     }
 
     fn request(&self, r: Request) -> Value {
-        match (r.op.as_str(), r.id, r.text) {
-            ("submit", _, Some(text)) => {
+        match r {
+            Request::Submit { text } => {
                 let limits = &self.limits;
                 if text.len() > limits.text_bytes {
                     let e = format!(
@@ -365,9 +384,9 @@ impl Daemon {
                 table.insert(id, Arc::new(Mutex::new(State::Running(run))));
                 json!({"ok": true, "id": id, "host_in": ins, "host_out": outs})
             }
-            ("status", Some(id), _) => self.state_of(id, false),
-            ("wait", Some(id), _) => self.state_of(id, true),
-            ("stop", Some(id), _) => match self.entry(id) {
+            Request::Status { id } => self.state_of(id, false),
+            Request::Wait { id } => self.state_of(id, true),
+            Request::Stop { id } => match self.entry(id) {
                 Ok(e) => {
                     if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
                         run.stop();
@@ -376,7 +395,7 @@ impl Daemon {
                 }
                 Err(e) => json!({"ok": false, "error": e}),
             },
-            ("list", _, _) => {
+            Request::List => {
                 let ids: Vec<u64> = self
                     .pipelines
                     .lock()
@@ -390,9 +409,6 @@ impl Daemon {
                     .map(|v| json!({"id": v["id"], "state": v["state"]}))
                     .collect();
                 json!({"ok": true, "pipelines": list})
-            }
-            (op, _, _) => {
-                json!({"ok": false, "error": format!("unknown or incomplete request '{op}': use submit(text), status(id), wait(id), stop(id) or list")})
             }
         }
     }
@@ -428,8 +444,9 @@ impl Client {
         Ok(Client { session, control })
     }
 
-    fn call(&self, req: Value) -> Result<Value, DaemonError> {
-        self.control.send(req.to_string().as_bytes())?;
+    fn call(&self, req: &Request) -> Result<Value, DaemonError> {
+        let req = serde_json::to_vec(req).map_err(|e| DaemonError::Protocol(e.to_string()))?;
+        self.control.send(&req)?;
         let msg = self
             .control
             .recv()?
@@ -447,28 +464,30 @@ impl Client {
 
     /// Submits pipeline text; the daemon checks and starts it.
     pub fn submit(&self, text: &str) -> Result<Submitted, DaemonError> {
-        let v = self.call(json!({"op": "submit", "text": text}))?;
+        let v = self.call(&Request::Submit {
+            text: text.to_owned(),
+        })?;
         serde_json::from_value(v).map_err(|e| DaemonError::Protocol(e.to_string()))
     }
 
     /// State (`running`, `finished`, `failed`), statistics and error of pipeline `id`.
     pub fn status(&self, id: u64) -> Result<Value, DaemonError> {
-        self.call(json!({"op": "status", "id": id}))
+        self.call(&Request::Status { id })
     }
 
     /// Waits for pipeline `id` to finish; the reply is as [`Client::status`].
     pub fn wait(&self, id: u64) -> Result<Value, DaemonError> {
-        self.call(json!({"op": "wait", "id": id}))
+        self.call(&Request::Wait { id })
     }
 
     /// Stops pipeline `id`'s sources.
     pub fn stop(&self, id: u64) -> Result<(), DaemonError> {
-        self.call(json!({"op": "stop", "id": id})).map(|_| ())
+        self.call(&Request::Stop { id }).map(|_| ())
     }
 
     /// Ids and states of the daemon's pipelines.
     pub fn list(&self) -> Result<Value, DaemonError> {
-        self.call(json!({"op": "list"}))
+        self.call(&Request::List)
     }
 
     /// A channel carrying messages into `host-in name=NAME` of pipeline `id`.
@@ -483,5 +502,49 @@ impl Client {
         Ok(self
             .session
             .open(&format!("out/{id}/{name}"), ChannelOptions::default())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_tagged_by_op() {
+        for (text, want) in [
+            (
+                r#"{"op":"submit","text":"t"}"#,
+                Request::Submit { text: "t".into() },
+            ),
+            (r#"{"op":"status","id":3}"#, Request::Status { id: 3 }),
+            (r#"{"op":"wait","id":3}"#, Request::Wait { id: 3 }),
+            (r#"{"op":"stop","id":3}"#, Request::Stop { id: 3 }),
+            (r#"{"op":"list"}"#, Request::List),
+        ] {
+            let r: Request = serde_json::from_str(text).unwrap();
+            assert_eq!(r, want);
+            assert_eq!(serde_json::to_string(&r).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn bad_requests_say_what_is_wrong() {
+        let d = Daemon::new(Registry::default(), EngineConfig::default());
+        for (text, want) in [
+            (r#"{"op":"reboot"}"#, "unknown variant `reboot`"),
+            (r#"{"op":"status"}"#, "missing field `id`"),
+            (r#"{"op":"status","id":"x"}"#, "invalid type"),
+            (r#"{"op":"list","id":1,"extra":2}"#, "unknown field"),
+            (r#"{"id":1}"#, "missing field `op`"),
+            ("not json", "bad request"),
+        ] {
+            let v: Value = serde_json::from_str(&d.answer(text.as_bytes())).unwrap();
+            assert_eq!(v["ok"], false, "{text}");
+            let e = v["error"].as_str().unwrap();
+            assert!(
+                e.starts_with("bad request: ") && e.contains(want),
+                "{text}: {e}"
+            );
+        }
     }
 }

@@ -140,8 +140,8 @@ impl Cursor<'_> {
             self.pos += 1;
         }
         let text: String = self.chars[start..self.pos].iter().collect();
-        match crate::registry::parse_size(&text) {
-            Some(n) if n > 0 && n <= usize::MAX as u64 => Ok(n as usize),
+        match offhost_units::parse_size(&text) {
+            Ok(n) if n > 0 && n <= usize::MAX as u64 => Ok(n as usize),
             _ => Err(PipelineError::Syntax {
                 line: self.line,
                 col,

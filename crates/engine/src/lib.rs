@@ -90,7 +90,7 @@ pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
 pub use pool::{Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
 pub use queue::{Get, GetHook, PutHook, QueueStats};
-pub use registry::{parse_size, ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
+pub use registry::{ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
 pub use sandbox::{FileError, Files, ReadFile, WriteFile};
 pub use slot::TaskStats;
 pub use task::{Context, Priority, Status, Task, TaskError};

@@ -97,7 +97,7 @@ impl Args {
     pub fn size_opt(&self, name: &str) -> Result<Option<u64>, ArgError> {
         match self.get(name) {
             None => Ok(None),
-            Some(v) => parse_size(v).map(Some).ok_or_else(|| {
+            Some(v) => offhost_units::parse_size(v).map(Some).map_err(|_| {
                 ArgError::new(
                     name,
                     format!("{name}={v}: expected a size like 4096, 64k or 1M"),
@@ -105,23 +105,6 @@ impl Args {
             }),
         }
     }
-}
-
-/// Parses `4096`, `64k`, `64K`, `64KiB`, `1M`, `1MiB`, `2G` (binary multiples).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if digits == 0 {
-        return None;
-    }
-    let n: u64 = s[..digits].parse().ok()?;
-    let mult = match &s[digits..] {
-        "" => 1,
-        "k" | "K" | "KiB" | "kiB" => 1 << 10,
-        "m" | "M" | "MiB" => 1 << 20,
-        "g" | "G" | "GiB" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mult)
 }
 
 /// Documentation of one argument.

@@ -42,14 +42,14 @@ fn parse() -> Result<Args, String> {
     while let Some(k) = it.next() {
         let mut v = || it.next().ok_or(format!("{k} needs a value"));
         match k.as_str() {
-            "--addr" => a.addr = v()?.parse()?,
+            "--addr" => a.addr = v()?.parse().map_err(|e| format!("--addr: {e}"))?,
             "--export" => a.export = v()?,
             "--seconds" => a.seconds = v()?.parse().map_err(|e| format!("--seconds: {e}"))?,
             "--clients" => a.clients = v()?.parse().map_err(|e| format!("--clients: {e}"))?,
             "--count" => a.count = v()?.parse().map_err(|e| format!("--count: {e}"))?,
             "--len" => {
                 let s = v()?;
-                let n = offhost_nbd::export::parse_size(&s).map_err(|e| format!("--len: {e}"))?;
+                let n = offhost_units::parse_size(&s).map_err(|e| format!("--len: {e}"))?;
                 a.len = u32::try_from(n).map_err(|_| "--len: at most 4 GiB - 1".to_string())?;
             }
             "--mode" => {
@@ -77,7 +77,7 @@ fn left(end: Instant) -> Duration {
 }
 
 /// Holds `s` until the server drops it or `end`.
-fn hold(s: &offhost_nbd::server::Stream, end: Instant, c: &Counts) {
+fn hold(s: &offhost_nbd::Stream, end: Instant, c: &Counts) {
     if hostile::dropped_within(s, left(end)).is_some() {
         c.dropped.fetch_add(1, Ordering::Relaxed);
     }

@@ -49,7 +49,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use offhost_engine::{
-    Buffer, EngineConfig, Files, HostError, HostInput, HostOutput, Pipeline, Registry, Running,
+    Buffer, EngineConfig, Files, HostError, HostInput, HostOutput, Pipeline, PipelineError,
+    Registry, Running,
 };
 
 use crate::backend::Backend;
@@ -109,9 +110,9 @@ pub enum ActionsError {
         /// Cause.
         source: std::io::Error,
     },
-    /// The pipeline does not parse or check.
+    /// The pipeline does not parse, check or fit its budget.
     #[error("pipeline rejected: {0}")]
-    Pipeline(String),
+    Pipeline(#[from] PipelineError),
     /// The pipeline has more host channels than the export has regions.
     #[error("pipeline has {have} host channels, the export holds {max} (option channels=N)")]
     TooManyChannels {
@@ -179,11 +180,8 @@ fn host_channels(
     text: &str,
     registry: &Registry,
     files: &Files,
-) -> Result<Vec<(String, Dir)>, String> {
-    let built = Pipeline::parse(text)
-        .map_err(|e| e.to_string())?
-        .build_with(registry, files)
-        .map_err(|e| e.to_string())?;
+) -> Result<Vec<(String, Dir)>, PipelineError> {
+    let built = Pipeline::parse(text)?.build_with(registry, files)?;
     let mut v: Vec<(String, Dir)> = built
         .host_outputs()
         .into_iter()
@@ -230,7 +228,7 @@ impl ActionDisk {
     }
 
     fn load(&self, text: &str, files: Files) -> Result<Loaded, ActionsError> {
-        let chans = host_channels(text, &self.registry, &files).map_err(ActionsError::Pipeline)?;
+        let chans = host_channels(text, &self.registry, &files)?;
         if chans.len() > self.max_channels {
             return Err(ActionsError::TooManyChannels {
                 have: chans.len(),
@@ -285,13 +283,12 @@ impl ActionDisk {
     }
 
     /// Starts the pipeline if it is not running; hands the host ports to the channels.
-    fn ensure_running(&self, st: &mut Loaded) -> Result<(), String> {
+    fn ensure_running(&self, st: &mut Loaded) -> Result<(), PipelineError> {
         if st.running.is_some() || st.stopped {
             return Ok(());
         }
         let mut run = Pipeline::parse(&st.text)
-            .and_then(|p| p.build_with(&self.registry, &st.files))
-            .map_err(|e| e.to_string())?
+            .and_then(|p| p.build_with(&self.registry, &st.files))?
             .start(&self.config);
         for c in &st.channels {
             match c.dir {
@@ -410,7 +407,7 @@ impl ActionDisk {
         }
     }
 
-    fn start_channel(&self, c: &Channel) -> Result<(), String> {
+    fn start_channel(&self, c: &Channel) -> Result<(), PipelineError> {
         let mut st = self.lock();
         self.ensure_running(&mut st)?;
         // Release: pairs with the Acquire loads in read_data/status_line.
@@ -468,8 +465,8 @@ impl ActionDisk {
     }
 
     /// Replaces the pipeline with `text` and starts it.
-    fn replace(&self, text: &str, files: Files) -> Result<(), String> {
-        let mut new = self.load(text, files).map_err(|e| e.to_string())?;
+    fn replace(&self, text: &str, files: Files) -> Result<(), ActionsError> {
+        let mut new = self.load(text, files)?;
         self.ensure_running(&mut new)?;
         let old = std::mem::replace(&mut *self.lock(), new);
         if let Some(r) = old.running {
@@ -607,7 +604,7 @@ impl Backend for ActionDisk {
                 let text = std::str::from_utf8(&data[..end]).map_err(|_| Errno::Inval)?;
                 let r = self.replace(text, files);
                 *self.rejected.lock().unwrap_or_else(|e| e.into_inner()) =
-                    r.as_ref().err().cloned();
+                    r.as_ref().err().map(ToString::to_string);
                 r.map_err(|e| {
                     tracing::warn!("new pipeline rejected: {e}");
                     Errno::Inval

@@ -150,19 +150,6 @@ pub enum End {
     Idle,
 }
 
-/// Serves requests until the client disconnects, with one thread. `reader` and `writer` are
-/// the two halves of the connection's socket.
-pub fn serve_transmission<R: Read + Send, W: Write + Send>(
-    reader: R,
-    writer: W,
-    export: &Export,
-    structured: bool,
-    tracer: Option<&Tracer>,
-    conn: u32,
-) -> io::Result<End> {
-    serve_transmission_threads(reader, writer, export, structured, tracer, conn, 1)
-}
-
 /// Serves requests until the client disconnects with `threads` workers taking turns at the
 /// socket (leader/followers): one reads a request while others execute and reply. Replies are
 /// flushed by whoever finds no complete request left in the input buffer, so a burst of

@@ -95,56 +95,18 @@ impl std::fmt::Debug for Export {
     }
 }
 
-/// Parses a size with an optional K/M/G/T/P suffix (powers of 1024, optional trailing `B` or
-/// `iB`).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, shift) = match t.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                'P' => 50,
-                _ => return Err(format!("unknown size suffix `{c}` in `{s}`")),
-            };
-            (&t[..t.len() - 1], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 4096, 64K, 1G)"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
+/// A size in an export specification ([`offhost_units::parse_size`]).
+fn parse_size(s: &str) -> Result<u64, String> {
+    offhost_units::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// Parses a duration such as `8ms`, `500us`, `2s`, `100ns`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| c.is_ascii_alphabetic())
-        .ok_or_else(|| format!("`{s}` needs a unit (ns, us, ms, s)"))?;
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 8ms)"))?;
-    let secs = match unit {
-        "ns" => v * 1e-9,
-        "us" => v * 1e-6,
-        "ms" => v * 1e-3,
-        "s" => v,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}` (ns, us, ms, s)")),
-    };
-    if !(0.0..=3600.0).contains(&secs) {
+/// A duration in an export specification, at most an hour ([`offhost_units::parse_duration`]).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = offhost_units::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(3600) {
         return Err(format!("`{s}` is out of range (0 to 1h)"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 impl Export {
@@ -357,6 +319,7 @@ mod tests {
         assert!(parse_size("99999999999T").is_err());
         assert_eq!(parse_duration("8ms").unwrap(), Duration::from_millis(8));
         assert!(parse_duration("8").is_err());
+        assert!(parse_duration("2h").unwrap_err().contains("out of range"));
     }
 
     #[test]

@@ -23,7 +23,8 @@ pub enum ReportError {
         /// 1-based line number.
         line: usize,
         /// What is wrong.
-        why: String,
+        #[source]
+        why: crate::trace::TraceError,
     },
     /// The plot could not be drawn.
     #[error("cannot draw plot: {0}")]

@@ -15,9 +15,6 @@ use crate::limits::{Deadlined, Limits, Timeouts, MAX_REFUSING, REFUSAL_TIMEOUT};
 use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
 
-/// How long a client may take over the whole handshake by default (see [`Limits`]).
-pub const HANDSHAKE_TIMEOUT: Duration = crate::limits::DEFAULT_HANDSHAKE_TIMEOUT;
-
 /// Default time a connection polls its socket before sleeping: none (polling showed no gain
 /// on the shared 2-core machine; see docs/notes/nbd.md).
 pub const DEFAULT_SPIN: Duration = Duration::ZERO;
@@ -38,20 +35,30 @@ pub enum ListenAddr {
     Unix(PathBuf),
 }
 
+/// What is wrong with a listening address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddrError {
+    /// `unix:` with nothing after it.
+    #[error("unix: needs a socket path")]
+    NoPath,
+    /// Neither a TCP address nor a Unix socket.
+    #[error("`{0}` is not tcp:HOST:PORT, HOST:PORT or unix:PATH")]
+    Form(String),
+}
+
 impl std::str::FromStr for ListenAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = AddrError;
+    fn from_str(s: &str) -> Result<Self, AddrError> {
         if let Some(p) = s.strip_prefix("unix:") {
             if p.is_empty() {
-                return Err("unix: needs a socket path".into());
+                return Err(AddrError::NoPath);
             }
             Ok(Self::Unix(p.into()))
         } else {
             let a = s.strip_prefix("tcp:").unwrap_or(s);
             if !a.contains(':') {
-                return Err(format!(
-                    "`{s}` is not tcp:HOST:PORT, HOST:PORT or unix:PATH"
-                ));
+                return Err(AddrError::Form(s.to_owned()));
             }
             Ok(Self::Tcp(a.to_owned()))
         }
@@ -441,18 +448,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Serves one connection from handshake to close, with the default [`Limits`].
-pub fn handle(
-    stream: Stream,
-    exports: &[Arc<Export>],
-    tracer: Option<&Tracer>,
-    id: u32,
-    opts: ConnOptions,
-    tls: &NbdTls,
-) {
-    handle_limited(stream, exports, tracer, id, opts, tls, &Limits::default());
 }
 
 /// Serves one connection from handshake to close with `tls` and within `limits`: the

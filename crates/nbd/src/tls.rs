@@ -38,14 +38,19 @@ pub enum TlsMode {
     Require,
 }
 
+/// A `--tls` mode that is not `off`, `on` or `require`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not off, on or require")]
+pub struct TlsModeError(pub String);
+
 impl std::str::FromStr for TlsMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = TlsModeError;
+    fn from_str(s: &str) -> Result<Self, TlsModeError> {
         match s {
             "off" | "no" | "false" => Ok(TlsMode::Off),
             "on" | "yes" | "true" => Ok(TlsMode::On),
             "require" | "required" => Ok(TlsMode::Require),
-            _ => Err(format!("`{s}` is not off, on or require")),
+            _ => Err(TlsModeError(s.to_owned())),
         }
     }
 }

@@ -72,21 +72,23 @@ impl Record {
     }
 
     /// Parses one trace line.
-    pub fn parse(line: &str) -> Result<Self, String> {
+    pub fn parse(line: &str) -> Result<Self, TraceError> {
         let f: Vec<&str> = line.split(' ').collect();
         if f.len() != 10 {
-            return Err(format!("expected 10 fields, found {}", f.len()));
+            return Err(TraceError::Fields(f.len()));
         }
-        let n = |i: usize| -> Result<u64, String> {
-            f[i].parse::<u64>()
-                .map_err(|_| format!("field {} `{}` is not a number", i + 1, f[i]))
+        let n = |i: usize| -> Result<u64, TraceError> {
+            f[i].parse::<u64>().map_err(|_| TraceError::NotANumber {
+                field: i + 1,
+                text: f[i].to_owned(),
+            })
         };
         Ok(Self {
             conn: n(0)? as u32,
             export: f[1].to_owned(),
             command: f[2].to_owned(),
             offset: n(3)?,
-            length: u32::try_from(n(4)?).map_err(|_| "length exceeds 32 bits".to_string())?,
+            length: u32::try_from(n(4)?).map_err(|_| TraceError::Length)?,
             arrival_ns: n(5)?,
             data_ns: n(6)?,
             service_ns: n(7)?,
@@ -94,6 +96,26 @@ impl Record {
             error: n(9)? as u32,
         })
     }
+}
+
+/// What is wrong with a trace line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// Not the ten space-separated fields of a record.
+    #[error("expected 10 fields, found {0}")]
+    Fields(usize),
+    /// A numeric field holds something else.
+    #[error("field {field} `{text}` is not a number")]
+    NotANumber {
+        /// 1-based field number.
+        field: usize,
+        /// The field as written.
+        text: String,
+    },
+    /// The length field does not fit 32 bits.
+    #[error("length exceeds 32 bits")]
+    Length,
 }
 
 /// A trace being written; shared by all connections.
@@ -165,9 +187,15 @@ mod tests {
         let back = Record::parse(&r.to_line()).unwrap();
         assert_eq!(back.export, "my_disk");
         assert_eq!(back.reply_ns, 40);
-        assert!(Record::parse("1 d read x 1 2 3 4 5 0")
-            .unwrap_err()
-            .contains("field 4"));
-        assert!(Record::parse("1 2 3").is_err());
+        assert_eq!(
+            Record::parse("1 d read x 1 2 3 4 5 0"),
+            Err(TraceError::NotANumber {
+                field: 4,
+                text: "x".into()
+            })
+        );
+        assert_eq!(Record::parse("1 2 3"), Err(TraceError::Fields(3)));
+        let long = format!("1 d read 0 {} 2 3 4 5 0", 1u64 << 32);
+        assert_eq!(Record::parse(&long), Err(TraceError::Length));
     }
 }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::io::{Cursor, Read, Write};
 use std::sync::Arc;
 
-use offhost_nbd::conn::serve_transmission_threads;
-use offhost_nbd::handshake::serve_handshake;
 use offhost_nbd::proto::*;
+use offhost_nbd::serve_handshake;
+use offhost_nbd::serve_transmission_threads;
 use offhost_nbd::Export;
 use proptest::prelude::*;
 

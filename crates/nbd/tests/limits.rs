@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use offhost_nbd::hostile;
-use offhost_nbd::limits::Limits;
+use offhost_nbd::Limits;
 use offhost_nbd::{Export, ListenAddr, Server};
 
 fn start(limits: Limits) -> ListenAddr {

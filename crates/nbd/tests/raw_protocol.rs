@@ -7,8 +7,8 @@ use std::net::TcpStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use offhost_nbd::mem::MemDisk;
 use offhost_nbd::proto::*;
+use offhost_nbd::MemDisk;
 use offhost_nbd::{Backend, Export, ListenAddr, Server};
 
 /// A backend whose reads at offset 0 wait until a write at offset 8192 arrives: proves that

@@ -118,11 +118,6 @@ impl Counts {
         self.bins.len() - 1
     }
 
-    /// Whether there are no bins (never: a sinogram has at least one).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Index of the trash bin (where rejected events go).
     pub fn trash(&self) -> u32 {
         self.len() as u32

@@ -1,32 +1,54 @@
 //! Positron emission tomography acquisition for offhost: scanner geometry, list-mode
 //! formats, Monte Carlo source, sinograms and reconstruction.
+//!
+//! The crate's surface is deliberate: the types below at the root, and five modules that are
+//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`recon`], [`tasks`]).
+//! Everything else is private.
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`Scanner`], [`Layout`], [`Segment`] | geometry of a ring scanner and of its sinogram stack |
+//! | [`Phantom`], [`SimConfig`], [`Source`], [`Pacer`], [`SimCounts`] | the Monte Carlo source |
+//! | [`Histogrammer`], [`EnergyWindow`], [`HistStats`], [`Sinogram`] | events into sinograms |
+//! | [`PetlinkHeader`], [`PetlinkReader`], [`PetlinkHistogrammer`] | the Siemens mMR's PETLINK format |
+//! | [`Strategy`] | how a histogrammer sorts events before counting |
+//! | [`Volume`] | a reconstructed image volume |
+//! | [`FormatError`], [`GeometryError`], [`ImageError`] | what can go wrong |
 #![forbid(unsafe_code)]
 
-pub mod error;
-pub mod geometry;
-pub mod interfile;
-pub mod layout;
-pub mod listmode;
-pub mod petlink;
-
-pub use error::{FormatError, GeometryError, ImageError};
-pub use geometry::Scanner;
-pub use layout::Layout;
-pub mod buckets;
-pub mod crystal;
-pub mod emission;
-pub mod fbp;
+mod buckets;
+mod crystal;
+mod emission;
+mod error;
+mod fbp;
+mod geometry;
 mod hist_index;
-pub mod lor;
-pub mod mlem;
-pub mod nema_cells;
-pub mod petlink_hist;
-pub mod phantom;
-pub mod photons;
-pub mod projector;
+mod interfile;
+mod layout;
+pub mod listmode;
+mod lor;
+mod mlem;
+mod nema_cells;
+pub mod petlink;
+mod petlink_hist;
+mod phantom;
+mod photons;
+mod projector;
 pub mod recon;
-pub mod sim;
+mod sim;
 pub mod sinofile;
-pub mod sinogram;
+mod sinogram;
 pub mod tasks;
-pub mod volume;
+mod volume;
+
+pub use buckets::Strategy;
+pub use error::{FormatError, GeometryError, ImageError};
+pub use geometry::{Scanner, MAX_BINS_PER_AXIS, MAX_SINOGRAM_BINS};
+pub use interfile::PetlinkHeader;
+pub use layout::{Layout, Segment};
+pub use petlink::PetlinkReader;
+pub use petlink_hist::PetlinkHistogrammer;
+pub use phantom::Phantom;
+pub use sim::{Pacer, SimConfig, SimCounts, Source};
+pub use sinogram::{EnergyWindow, HistStats, Histogrammer, Sinogram};
+pub use volume::Volume;

@@ -116,7 +116,8 @@ impl NemaCells {
     }
 
     /// Share of the kept cells' area that is background (the acceptance of [`Self::sample`]).
-    pub fn acceptance(&self) -> f64 {
+    #[cfg(test)]
+    fn acceptance(&self) -> f64 {
         let area = std::f64::consts::PI * 147.0 * 147.0 / 2.0
             + 140.0 * 77.0
             + std::f64::consts::PI * 77.0 * 77.0 / 2.0

@@ -30,11 +30,6 @@ impl Projector {
         }
     }
 
-    /// Image side in pixels.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
     /// Calls `f(row, first column, last column, base)` for every image row of view `v`
     /// that meets the sinogram: column `col` of the row projects to `base + col * cos`.
     #[inline]

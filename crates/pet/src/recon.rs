@@ -1,6 +1,9 @@
 //! Reconstruction of a sinogram stack: single-slice rebinning, geometric normalisation, then
 //! 2D FBP or MLEM per slice (slices in parallel on the available cores).
 
+pub use crate::fbp::{fbp, fbp_with, filter, ramp_filter, ramp_filter_direct, ramp_kernel};
+pub use crate::mlem::mlem;
+
 use crate::geometry::Scanner;
 use crate::lor;
 use crate::sinogram::Sinogram;

@@ -5,14 +5,14 @@
 
 mod common;
 
-use offhost_pet::buckets::Strategy;
-use offhost_pet::interfile::PetlinkHeader;
 use offhost_pet::listmode::Event;
 use offhost_pet::petlink::PetlinkReader;
-use offhost_pet::petlink_hist::PetlinkHistogrammer;
-use offhost_pet::sim::{SimConfig, Source};
-use offhost_pet::sinogram::{EnergyWindow, Histogrammer};
+use offhost_pet::PetlinkHeader;
+use offhost_pet::PetlinkHistogrammer;
 use offhost_pet::Scanner;
+use offhost_pet::Strategy;
+use offhost_pet::{EnergyWindow, Histogrammer};
+use offhost_pet::{SimConfig, Source};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 

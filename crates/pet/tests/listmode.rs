@@ -1,10 +1,10 @@
 //! Our list-mode format end to end: simulate, write, read back, histogram; malformed files.
 
-use offhost_pet::error::FormatError;
 use offhost_pet::listmode::{Event, Reader, Writer, HEADER_LEN, RECORD_LEN};
-use offhost_pet::sim::{SimConfig, Source};
-use offhost_pet::sinogram::{EnergyWindow, Histogrammer};
+use offhost_pet::FormatError;
 use offhost_pet::Scanner;
+use offhost_pet::{EnergyWindow, Histogrammer};
+use offhost_pet::{SimConfig, Source};
 
 fn simulated(n: usize) -> Vec<Event> {
     let mut src = Source::new(&Scanner::demo(), SimConfig::default()).unwrap();

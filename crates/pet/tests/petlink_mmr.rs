@@ -5,11 +5,11 @@ mod common;
 
 use std::path::Path;
 
-use offhost_pet::error::FormatError;
-use offhost_pet::interfile::PetlinkHeader;
-use offhost_pet::layout::Layout;
 use offhost_pet::petlink::{self, bin_coords, PetlinkReader, Word};
-use offhost_pet::petlink_hist::PetlinkHistogrammer;
+use offhost_pet::FormatError;
+use offhost_pet::Layout;
+use offhost_pet::PetlinkHeader;
+use offhost_pet::PetlinkHistogrammer;
 use offhost_pet::Scanner;
 
 /// Independent counts: python's struct module, no code shared with the reader.

@@ -2,12 +2,12 @@
 
 mod common;
 
-use offhost_pet::fbp;
-use offhost_pet::phantom::Phantom;
+use offhost_pet::recon::fbp;
 use offhost_pet::recon::{self, Method};
-use offhost_pet::sim::{SimConfig, Source};
-use offhost_pet::sinogram::{EnergyWindow, Histogrammer, Sinogram};
+use offhost_pet::Phantom;
 use offhost_pet::Scanner;
+use offhost_pet::{EnergyWindow, Histogrammer, Sinogram};
+use offhost_pet::{SimConfig, Source};
 
 fn simulate(phantom: Phantom, events: usize, seed: u64) -> Sinogram {
     let s = Scanner::demo();
@@ -155,7 +155,7 @@ fn fbp_agrees_with_scikit_image_iradon() {
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let ours = fbp::fbp(plane, views, bins, bins);
+    let ours = fbp(plane, views, bins, bins);
     assert_eq!(reference.len(), ours.len());
     let diff: f64 = ours
         .iter()

@@ -51,22 +51,65 @@ pub struct Resampler {
     t: u64,
 }
 
+/// A conversion the resampler cannot do within its bounds.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateError {
+    /// The ratio needs more polyphase branches than supported.
+    #[error("{from} Hz to {to} Hz needs {phases} filter phases; at most 4096 are supported")]
+    Phases {
+        /// Input rate.
+        from: u32,
+        /// Output rate.
+        to: u32,
+        /// Phases the ratio needs.
+        phases: usize,
+    },
+    /// The passband is not below the lower Nyquist frequency.
+    #[error("passband={passband}: must be between 0 and {nyquist} Hz")]
+    Passband {
+        /// Passband asked for, Hz.
+        passband: f64,
+        /// Half the lower of the two rates, Hz.
+        nyquist: f64,
+    },
+    /// The filter would exceed the coefficient budget.
+    #[error("{from} Hz to {to} Hz with passband {passband} Hz needs a filter of {taps:.0} taps x {phases} phases, over the limit of {MAX_FILTER_LEN} coefficients (widen the gap between passband and {nyquist} Hz, or lower atten)")]
+    Filter {
+        /// Input rate.
+        from: u32,
+        /// Output rate.
+        to: u32,
+        /// Passband, Hz.
+        passband: f64,
+        /// Taps per phase the attenuation needs.
+        taps: f64,
+        /// Phases.
+        phases: usize,
+        /// Half the lower of the two rates, Hz.
+        nyquist: f64,
+    },
+}
+
 impl Resampler {
     /// A resampler from `from` Hz to `to` Hz passing up to `passband` Hz with
     /// `atten_db` of stop-band attenuation.
-    pub fn new(from: u32, to: u32, passband: f64, atten_db: f64) -> Result<Resampler, String> {
+    pub fn new(from: u32, to: u32, passband: f64, atten_db: f64) -> Result<Resampler, RateError> {
         let g = gcd(from as u64, to as u64);
         let (l, m) = ((to as u64 / g) as usize, (from as u64 / g) as usize);
         if l > 4096 {
-            return Err(format!(
-                "{from} Hz to {to} Hz needs {l} filter phases; at most 4096 are supported"
-            ));
+            return Err(RateError::Phases {
+                from,
+                to,
+                phases: l,
+            });
         }
         let nyq = from.min(to) as f64 / 2.0;
         if !(passband > 0.0 && passband < nyq) {
-            return Err(format!(
-                "passband={passband}: must be between 0 and {nyq} Hz"
-            ));
+            return Err(RateError::Passband {
+                passband,
+                nyquist: nyq,
+            });
         }
         let fs_up = from as f64 * l as f64;
         let cutoff = (passband + nyq) / 2.0;
@@ -75,9 +118,14 @@ impl Resampler {
         let taps_f = ((atten_db - 8.0) / (2.285 * dw)).ceil().max(4.0);
         let coefficients = taps_f * l as f64;
         if coefficients.is_nan() || coefficients > MAX_FILTER_LEN as f64 {
-            return Err(format!(
-                "{from} Hz to {to} Hz with passband {passband} Hz needs a filter of {taps_f:.0} taps x {l} phases, over the limit of {MAX_FILTER_LEN} coefficients (widen the gap between passband and {nyq} Hz, or lower atten)"
-            ));
+            return Err(RateError::Filter {
+                from,
+                to,
+                passband,
+                taps: taps_f,
+                phases: l,
+                nyquist: nyq,
+            });
         }
         let taps = taps_f as usize;
         let beta = if atten_db > 50.0 {
@@ -226,7 +274,8 @@ fn rate(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             format!("atten={atten}: must be between 20 and 150 dB"),
         ));
     }
-    let rs = Resampler::new(from, to, passband, atten).map_err(|e| ArgError::new("passband", e))?;
+    let rs = Resampler::new(from, to, passband, atten)
+        .map_err(|e| ArgError::new("passband", e.to_string()))?;
     Ok(converter(Rate {
         rs,
         frames: FrameCarry::new(2),
@@ -273,7 +322,12 @@ mod tests {
         let e = Resampler::new(u32::MAX, 1, 0.375, 80.0)
             .err()
             .expect("refused");
-        assert!(e.contains("over the limit of 1048576 coefficients"), "{e}");
+        assert!(matches!(e, RateError::Filter { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("over the limit of 1048576 coefficients"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,112 @@
+//! Sizes and durations as offhost writes them, in one place for every command, pipeline
+//! argument and export specification.
+//!
+//! - Sizes are bytes with an optional binary multiple: `4096`, `64k`, `64K`, `64KiB`, `64KB`,
+//!   `1M`, `1.5G`, `2T` (K = 1024; a trailing `B` or `iB` changes nothing). Parsing is done by
+//!   the [`parse-size`](https://docs.rs/parse-size) crate; this crate fixes its configuration
+//!   and its error messages.
+//! - Durations carry a unit: `100ns`, `500us`, `8ms`, `2s`, `1m 30s` (the
+//!   [`humantime`](https://docs.rs/humantime) crate). [`parse_seconds`] also takes a bare
+//!   number of seconds (`2.5`), as command-line timeouts are written.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+/// What is wrong with a size or a duration. The message quotes the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnitError {
+    /// Not a size.
+    #[error("`{text}` is not a size (e.g. 4096, 64K, 1M, 2GiB): {reason}")]
+    Size {
+        /// The text as given.
+        text: String,
+        /// What the parser found wrong.
+        reason: String,
+    },
+    /// Not a duration.
+    #[error("`{text}` is not a duration (e.g. 100us, 8ms, 2s): {reason}")]
+    Duration {
+        /// The text as given.
+        text: String,
+        /// What the parser found wrong.
+        reason: String,
+    },
+}
+
+/// Parses a size in bytes with an optional binary multiple (`64K` = 65536).
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|e| UnitError::Size {
+            text: text.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Parses a duration with a unit (`8ms`, `2s`, `1m 30s`).
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    humantime::parse_duration(text.trim()).map_err(|e| UnitError::Duration {
+        text: text.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Parses a duration given as a bare number of seconds (`10`, `0.5`) or with a unit (`500ms`).
+pub fn parse_seconds(text: &str) -> Result<Duration, UnitError> {
+    let t = text.trim();
+    match t.parse::<f64>() {
+        Ok(v) => Duration::try_from_secs_f64(v).map_err(|e| UnitError::Duration {
+            text: text.to_string(),
+            reason: e.to_string(),
+        }),
+        Err(_) => parse_duration(t),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_multiples_in_every_spelling() {
+        for (text, v) in [
+            ("4096", 4096),
+            ("64k", 65536),
+            ("64K", 65536),
+            ("64KiB", 65536),
+            ("64KB", 65536),
+            (" 1M ", 1 << 20),
+            ("1MiB", 1 << 20),
+            ("1.5K", 1536),
+            ("2G", 2 << 30),
+            ("1T", 1 << 40),
+            ("1P", 1 << 50),
+        ] {
+            assert_eq!(parse_size(text), Ok(v), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_name_the_text() {
+        for text in ["", "x", "12Q", "-1", "99999999999999999999P"] {
+            let e = parse_size(text).unwrap_err();
+            assert!(e.to_string().contains(&format!("`{text}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn durations_need_a_unit_and_seconds_do_not() {
+        assert_eq!(parse_duration("8ms"), Ok(Duration::from_millis(8)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_duration("100ns"), Ok(Duration::from_nanos(100)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("8").is_err());
+        assert_eq!(parse_seconds("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("750ms"), Ok(Duration::from_millis(750)));
+        let e = parse_seconds("-1").unwrap_err();
+        assert!(e.to_string().contains("`-1`"), "{e}");
+        assert!(parse_seconds("soon").is_err());
+    }
+}
