@@ -79,8 +79,9 @@ pub enum Request {
         /// Pipeline id.
         id: u64,
     },
-    /// Ids and states of every pipeline.
-    List,
+    /// Ids and states of every pipeline. (A struct variant, so that unknown fields are
+    /// refused here too.)
+    List {},
 }
 
 enum State {
@@ -395,7 +396,7 @@ impl Daemon {
                 }
                 Err(e) => json!({"ok": false, "error": e}),
             },
-            Request::List => {
+            Request::List {} => {
                 let ids: Vec<u64> = self
                     .pipelines
                     .lock()
@@ -487,7 +488,7 @@ impl Client {
 
     /// Ids and states of the daemon's pipelines.
     pub fn list(&self) -> Result<Value, DaemonError> {
-        self.call(&Request::List)
+        self.call(&Request::List {})
     }
 
     /// A channel carrying messages into `host-in name=NAME` of pipeline `id`.
@@ -519,7 +520,7 @@ mod tests {
             (r#"{"op":"status","id":3}"#, Request::Status { id: 3 }),
             (r#"{"op":"wait","id":3}"#, Request::Wait { id: 3 }),
             (r#"{"op":"stop","id":3}"#, Request::Stop { id: 3 }),
-            (r#"{"op":"list"}"#, Request::List),
+            (r#"{"op":"list"}"#, Request::List {}),
         ] {
             let r: Request = serde_json::from_str(text).unwrap();
             assert_eq!(r, want);

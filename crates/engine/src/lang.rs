@@ -12,7 +12,9 @@
 //!   `count` buffers of `size` bytes (`size` may end in `k`, `M`, `KiB`...), or
 //!   `name:free_list` to attach one declared elsewhere;
 //! - a line starting with `<` or `>` continues the task above it;
-//! - `#` starts a comment; `priority=interrupt|normal|background` sets a task's class.
+//! - `#` starts a comment; `priority=interrupt|normal|background` sets a task's class;
+//! - `@NAME` places the task on engine `NAME` (`offhost submit --engine NAME=URL`); one
+//!   engine runs it all where the file is run whole (`offhost run`, one daemon).
 
 use crate::error::PipelineError;
 
@@ -38,6 +40,19 @@ pub struct TaskLine {
     pub inputs: Vec<QueueRef>,
     /// Output queues.
     pub outputs: Vec<QueueRef>,
+    /// The engine the task is placed on (`@NAME`), if written.
+    pub engine: Option<Placement>,
+}
+
+/// Where a task line places its task: `@NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Engine name.
+    pub name: String,
+    /// Line.
+    pub line: usize,
+    /// Column of the `@`.
+    pub col: usize,
 }
 
 /// One argument.
@@ -367,6 +382,7 @@ pub fn parse(text: &str) -> Result<Spec, PipelineError> {
                 args: Vec::new(),
                 inputs: Vec::new(),
                 outputs: Vec::new(),
+                engine: None,
             }
         };
         loop {
@@ -384,6 +400,35 @@ pub fn parse(text: &str) -> Result<Spec, PipelineError> {
                     section = Section::Outputs;
                     cur.skip_ws();
                     task.outputs.push(cur.queue()?);
+                }
+                Some('@') => {
+                    let col = cur.col();
+                    cur.pos += 1;
+                    let Some(name) = cur.name() else {
+                        return Err(cur.err(
+                            "an engine name after '@'",
+                            "write @NAME with letters, digits, '_', '-' and '.' to place the task",
+                        ));
+                    };
+                    if let Some(p) = &task.engine {
+                        if p.name != name {
+                            return Err(PipelineError::Syntax {
+                                line: i + 1,
+                                col,
+                                expected: format!(
+                                    "one placement (the task is already @{})",
+                                    p.name
+                                ),
+                                found: format!("'@{name}'"),
+                                hint: "a task runs on one engine".into(),
+                            });
+                        }
+                    }
+                    task.engine = Some(Placement {
+                        name,
+                        line: i + 1,
+                        col,
+                    });
                 }
                 Some(_) => match section {
                     Section::Args => task.args.push(cur.arg()?),
@@ -403,6 +448,23 @@ pub fn parse(text: &str) -> Result<Spec, PipelineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placements_are_read_anywhere_on_a_task_line() {
+        let s = parse("a @one >q\nb <q @two.x >r\n  >s @two.x\nc <r <s\n").unwrap();
+        let on: Vec<Option<&str>> = s
+            .tasks
+            .iter()
+            .map(|t| t.engine.as_ref().map(|p| p.name.as_str()))
+            .collect();
+        assert_eq!(on, [Some("one"), Some("two.x"), None]);
+        assert_eq!(s.tasks[1].outputs.len(), 2);
+        assert_eq!(s.tasks[0].engine.as_ref().unwrap().col, 3);
+        let e = parse("a @one @two >q\n").unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("@two"), "{e}");
+        let e = parse("a @ >q\n").unwrap_err().to_string();
+        assert!(e.contains("an engine name after '@'"), "{e}");
+    }
 
     #[test]
     fn parses_the_seed_form() {

@@ -466,3 +466,30 @@ fn a_panicking_task_fails_the_pipeline_instead_of_hanging_it() {
         other => panic!("expected a failure, got {other:?}"),
     }
 }
+
+/// Runs `text` whole on one engine and returns the report of its `crc32c` task.
+fn crc_report(text: &str) -> String {
+    let run = Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg(2))
+        .unwrap();
+    let stats = run.wait().unwrap();
+    let crc = stats.tasks.iter().find(|t| t.name == "crc32c").unwrap();
+    crc.report.clone().unwrap()
+}
+
+#[test]
+fn placements_change_nothing_when_one_engine_runs_the_file() {
+    let plain = "fill bytes=100000 >a:p(4,4096)\ncount <a >b\ncrc32c <b\n";
+    let placed = "fill bytes=100000 @source >a:p(4,4096)\ncount @middle <a >b\ncrc32c <b @sink\n";
+    let spec = offhost_engine::lang::parse(placed).unwrap();
+    let on: Vec<_> = spec
+        .tasks
+        .iter()
+        .map(|t| t.engine.as_ref().unwrap().name.as_str())
+        .collect();
+    assert_eq!(on, ["source", "middle", "sink"]);
+    let (a, b) = (crc_report(plain), crc_report(placed));
+    assert!(a.ends_with("over 100000 bytes"), "{a}");
+    assert_eq!(a, b);
+}
