@@ -117,7 +117,7 @@ impl OffloadArgs {
 
 /// Runs the daemon until killed: pipelines for hosts on every listener, off-host queues on
 /// shm: listeners, peer engines' links on network listeners.
-pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
+pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     let files = match &args.files {
         Some(d) => {
             offhost_engine::Files::beneath(d).with_context(|| format!("--files {}", d.display()))?
@@ -125,6 +125,11 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
         None => offhost_engine::Files::Denied,
     };
     let options = args.access.link_options();
+    // Submitted pipelines reach other engines over tls: with this engine's certificates.
+    offhost_engine::remote::register(
+        &mut registry,
+        offhost_engine::remote::Links::outside(options.clone()),
+    );
     let link_limits = args.link_limits.limits()?;
     let mut config = EngineConfig {
         pin: args.pin,
@@ -187,9 +192,11 @@ pub fn engine(args: EngineArgs, registry: Registry) -> anyhow::Result<()> {
 /// Arguments of `offhost submit`.
 #[derive(clap::Args, Debug)]
 pub struct SubmitArgs {
-    /// The engine daemon's URL.
-    #[arg(long, default_value_t = crate::access_args::default_engine_url())]
-    engine: String,
+    /// The engine daemon's URL; or, repeated, NAME=URL for each engine a placed pipeline
+    /// (`@NAME` on its task lines) runs on: its tasks go to their engines, unplaced ones to
+    /// the first, and queues between engines become engine-to-engine channels.
+    #[arg(long, value_name = "URL|NAME=URL", default_values_t = [crate::access_args::default_engine_url()])]
+    engine: Vec<String>,
     #[command(flatten)]
     access: crate::access_args::ConnectAccess,
     /// Pipeline description (.ion file) to run on the engine.
@@ -234,10 +241,101 @@ fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the user's host channels go: `(NAME, PATH)` for each `host-out` and `host-in`.
+pub struct Bindings {
+    /// `host-out` channels and their files (`-` for standard output).
+    pub outputs: Vec<(String, String)>,
+    /// `host-in` channels and their files (`-` for standard input).
+    pub inputs: Vec<(String, String)>,
+}
+
+/// The files of the pipeline's host channels: `--out`/`--in` as given, `NAME.out` for the
+/// other outputs, standard input for a single input.
+pub fn bindings(
+    outs: &[String],
+    ins: &[String],
+    host_out: &[String],
+    host_in: &[String],
+) -> anyhow::Result<Bindings> {
+    let mut o = parse_bindings(outs, "out", host_out)?;
+    let mut i = parse_bindings(ins, "in", host_in)?;
+    for n in host_out {
+        o.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
+    }
+    if host_in.len() == 1 {
+        i.entry(host_in[0].clone()).or_insert_with(|| "-".into());
+    }
+    Ok(Bindings {
+        outputs: o.into_iter().collect(),
+        inputs: i.into_iter().collect(),
+    })
+}
+
+/// Writes what arrives on `ch` to `path` (`-`: standard output) on a thread of its own.
+pub fn bridge_output(
+    ch: offhost_link::Channel,
+    path: &str,
+) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+    let mut w: Box<dyn Write + Send> = if path == "-" {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(File::create(path).with_context(|| format!("create {path}"))?)
+    };
+    Ok(std::thread::spawn(move || {
+        while let Some(m) = ch.recv()? {
+            w.write_all(&m)?;
+        }
+        w.flush()?;
+        Ok(())
+    }))
+}
+
+/// Sends `path` (`-`: standard input) on `ch` from a thread of its own, then closes it.
+pub fn bridge_input(ch: offhost_link::Channel, path: &str) -> anyhow::Result<()> {
+    let mut r: Box<dyn Read + Send> = if path == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(File::open(path).with_context(|| format!("open {path}"))?)
+    };
+    std::thread::spawn(move || -> anyhow::Result<()> {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let k = r.read(&mut buf)?;
+            if k == 0 {
+                ch.close()?;
+                return Ok(());
+            }
+            ch.send(&buf[..k])?;
+        }
+    });
+    Ok(())
+}
+
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
-pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
-    let client = Client::connect_with(&args.engine, &args.access.link_options())
-        .with_context(|| format!("connect to {}", args.engine))?;
+/// With several engines (`--engine NAME=URL` ...), the pipeline's placed parts go to each.
+pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
+    if let Some(engines) = crate::submit_many::named(&args.engine)? {
+        if args.list || args.status.is_some() || args.stop.is_some() {
+            anyhow::bail!("--list, --status and --stop talk to one engine: give one --engine URL");
+        }
+        let path = args.file.expect("clap requires a file here");
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+        return crate::submit_many::submit(
+            &path.display().to_string(),
+            &text,
+            &engines,
+            &args.access.link_options(),
+            registry,
+            &args.outs,
+            &args.ins,
+            args.detach,
+            args.json,
+        );
+    }
+    let engine = &args.engine[0];
+    let client = Client::connect_with(engine, &args.access.link_options())
+        .with_context(|| format!("connect to {engine}"))?;
     if args.list {
         println!("{}", serde_json::to_string_pretty(&client.list()?)?);
         return Ok(());
@@ -256,54 +354,18 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<()> {
     let sub = client
         .submit(&text)
         .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    eprintln!("pipeline {} started on {}", sub.id, args.engine);
+    eprintln!("pipeline {} started on {engine}", sub.id);
     if args.detach {
         println!("{}", sub.id);
         return Ok(());
     }
-    let mut outs = parse_bindings(&args.outs, "out", &sub.host_out)?;
-    let mut ins = parse_bindings(&args.ins, "in", &sub.host_in)?;
-    for n in &sub.host_out {
-        outs.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
-    }
-    if sub.host_in.len() == 1 {
-        ins.entry(sub.host_in[0].clone())
-            .or_insert_with(|| "-".into());
-    }
+    let b = bindings(&args.outs, &args.ins, &sub.host_out, &sub.host_in)?;
     let mut bridges: Vec<JoinHandle<anyhow::Result<()>>> = Vec::new();
-    for (n, p) in outs {
-        let ch = client.open_output(sub.id, &n)?;
-        let mut w: Box<dyn Write + Send> = if p == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(File::create(&p).with_context(|| format!("create {p}"))?)
-        };
-        bridges.push(std::thread::spawn(move || {
-            while let Some(m) = ch.recv()? {
-                w.write_all(&m)?;
-            }
-            w.flush()?;
-            Ok(())
-        }));
+    for (n, p) in b.outputs {
+        bridges.push(bridge_output(client.open_output(sub.id, &n)?, &p)?);
     }
-    for (n, p) in ins {
-        let ch = client.open_input(sub.id, &n)?;
-        let mut r: Box<dyn Read + Send> = if p == "-" {
-            Box::new(std::io::stdin())
-        } else {
-            Box::new(File::open(&p).with_context(|| format!("open {p}"))?)
-        };
-        std::thread::spawn(move || -> anyhow::Result<()> {
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let k = r.read(&mut buf)?;
-                if k == 0 {
-                    ch.close()?;
-                    return Ok(());
-                }
-                ch.send(&buf[..k])?;
-            }
-        });
+    for (n, p) in b.inputs {
+        bridge_input(client.open_input(sub.id, &n)?, &p)?;
     }
     for b in bridges {
         b.join()

@@ -22,18 +22,65 @@ pub fn human_bytes(n: u64) -> String {
 
 /// Renders tasks, queues and pools as aligned text tables.
 pub fn render(stats: &Stats) -> String {
+    render_with(&[(None, stats)], usize::MAX)
+}
+
+/// Renders the statistics of a pipeline's parts on several engines as one set of tables:
+/// tasks in file order with an engine column (the tasks the split added, past the file's
+/// `file_lines`, come last with `-` for a line), queues and free lists as `ENGINE:NAME`.
+pub fn render_engines(parts: &[(String, Stats)], file_lines: usize) -> String {
+    let v: Vec<(Option<&str>, &Stats)> = parts.iter().map(|(e, s)| (Some(e.as_str()), s)).collect();
+    render_with(&v, file_lines)
+}
+
+fn render_with(parts: &[(Option<&str>, &Stats)], file_lines: usize) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "elapsed {:.3} s", stats.elapsed_s);
+    let elapsed = parts.iter().map(|p| p.1.elapsed_s).fold(0.0, f64::max);
+    let _ = writeln!(s, "elapsed {elapsed:.3} s");
+    let many = parts.iter().any(|p| p.0.is_some());
+    let engine_col = |e: Option<&str>| {
+        if many {
+            format!("{:<10} ", e.unwrap_or(""))
+        } else {
+            String::new()
+        }
+    };
+    let named = |e: Option<&str>, n: &str| match e {
+        Some(e) => format!("{e}:{n}"),
+        None => n.to_owned(),
+    };
     let _ = writeln!(
         s,
-        "{:>4}  {:<10} {:<10} {:>9} {:>11} {:>9} {:>11} {:>9}  result",
-        "line", "task", "class", "bufs in", "bytes in", "bufs out", "bytes out", "busy ms"
+        "{:>4}  {}{:<10} {:<10} {:>9} {:>11} {:>9} {:>11} {:>9}  result",
+        "line",
+        if many {
+            format!("{:<10} ", "engine")
+        } else {
+            String::new()
+        },
+        "task",
+        "class",
+        "bufs in",
+        "bytes in",
+        "bufs out",
+        "bytes out",
+        "busy ms"
     );
-    for t in &stats.tasks {
+    let mut tasks: Vec<_> = parts
+        .iter()
+        .flat_map(|(e, st)| st.tasks.iter().map(move |t| (*e, t)))
+        .collect();
+    tasks.sort_by_key(|(_, t)| t.line);
+    for (e, t) in tasks {
         let _ = writeln!(
             s,
-            "{:>4}  {:<10} {:<10} {:>9} {:>11} {:>9} {:>11} {:>9.1}  {}",
-            t.line,
+            "{:>4}  {}{:<10} {:<10} {:>9} {:>11} {:>9} {:>11} {:>9.1}  {}",
+            if t.line > file_lines {
+                "-".to_string()
+            } else {
+                t.line.to_string()
+            },
+            engine_col(e),
             t.name,
             t.priority.to_string(),
             t.buffers_in,
@@ -49,32 +96,36 @@ pub fn render(stats: &Stats) -> String {
         "\n{:<16} {:>9} {:>11} {:>9}",
         "queue", "buffers", "bytes", "max depth"
     );
-    for q in &stats.queues {
-        let _ = writeln!(
-            s,
-            "{:<16} {:>9} {:>11} {:>9}",
-            q.name,
-            q.puts,
-            human_bytes(q.bytes),
-            q.max_depth
-        );
+    for (e, st) in parts {
+        for q in &st.queues {
+            let _ = writeln!(
+                s,
+                "{:<16} {:>9} {:>11} {:>9}",
+                named(*e, &q.name),
+                q.puts,
+                human_bytes(q.bytes),
+                q.max_depth
+            );
+        }
     }
     let _ = writeln!(
         s,
         "\n{:<16} {:>14} {:>6} {:>8} {:>9} {:>7}",
         "free list", "buffers", "free", "min free", "allocs", "waits"
     );
-    for p in &stats.pools {
-        let _ = writeln!(
-            s,
-            "{:<16} {:>14} {:>6} {:>8} {:>9} {:>7}",
-            p.name,
-            format!("{} x {}", p.count, human_bytes(p.size as u64)),
-            p.free,
-            p.min_free,
-            p.allocs,
-            p.empty
-        );
+    for (e, st) in parts {
+        for p in &st.pools {
+            let _ = writeln!(
+                s,
+                "{:<16} {:>14} {:>6} {:>8} {:>9} {:>7}",
+                named(*e, &p.name),
+                format!("{} x {}", p.count, human_bytes(p.size as u64)),
+                p.free,
+                p.min_free,
+                p.allocs,
+                p.empty
+            );
+        }
     }
     s
 }

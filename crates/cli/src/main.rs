@@ -15,6 +15,7 @@ mod nbd_cmd;
 mod offload_cmds;
 mod pet_cmd;
 mod run_cmd;
+mod submit_many;
 mod tasks_cmd;
 
 /// offhost: attach processing engines to applications.
@@ -55,9 +56,15 @@ enum Command {
     Certs(certs_cmd::CertsArgs),
 }
 
-/// The tasks every pipeline may use: the engine's built-ins and the PET tasks.
+/// The tasks every pipeline may use: the engine's built-ins and the PET tasks; `engine-out`
+/// reaches any engine (the user's own pipelines; `offhost engine` narrows it).
 fn registry() -> offhost_engine::Registry {
-    offhost_pet::tasks::registry()
+    let mut r = offhost_pet::tasks::registry();
+    offhost_engine::remote::register(
+        &mut r,
+        offhost_engine::remote::Links::own(offhost_link::LinkOptions::default()),
+    );
+    r
 }
 
 fn main() -> anyhow::Result<()> {
@@ -74,7 +81,7 @@ fn main() -> anyhow::Result<()> {
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Engine(a) => engine_cmd::engine(a, registry()),
-        Command::Submit(a) => engine_cmd::submit(a),
+        Command::Submit(a) => engine_cmd::submit(a, &registry()),
         Command::Nbd(a) => nbd_cmd::run(a),
         Command::Run(a) => run_cmd::run(a, &registry()),
         Command::Tasks(a) => tasks_cmd::run(a, &registry()),

@@ -247,16 +247,27 @@ impl Daemon {
             return ch.close();
         };
         if dir == "in" {
-            let Some(input) = run.host_input(port) else {
+            let Some(mut input) = run.host_input(port) else {
                 return ch.close();
             };
             drop(st);
-            while let Some(m) = ch.recv()? {
-                if input.send(m).is_err() {
-                    break;
+            loop {
+                match ch.recv() {
+                    Ok(Some(m)) => {
+                        if input.send(m).is_err() {
+                            return Ok(());
+                        }
+                    }
+                    // The sender closed the channel: the stream is complete.
+                    Ok(None) => return Ok(()),
+                    // The link broke: the stream is cut, and the pipeline must not take
+                    // what it got for all of it.
+                    Err(e) => {
+                        input.fail(format!("the link bringing it broke: {e}"));
+                        return Err(e);
+                    }
                 }
             }
-            Ok(())
         } else {
             let Some(output) = run.host_output(port) else {
                 return ch.close();

@@ -234,7 +234,10 @@ impl Built {
             .collect();
         let shared = Shared::new(slots, config.batch);
         let host = g.host;
-        for (_, waker, id) in host.inputs.values() {
+        for (_, waker, id, _) in host.inputs.values() {
+            let _ = waker.set(shared.waker(*id));
+        }
+        for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }
         let cores = if config.pin {
@@ -340,7 +343,7 @@ impl Running {
         self.host
             .inputs
             .remove(name)
-            .map(|(tx, waker, _)| HostInput::new(tx, waker))
+            .map(|(tx, waker, _, failure)| HostInput::new(tx, waker, failure))
     }
 
     /// The host's end of `host-out name=NAME` (once; later calls return `None`).
@@ -364,7 +367,7 @@ impl Running {
 
     /// Closes the host channels nobody took: inputs end their stream, outputs discard.
     fn close_untaken(&mut self) {
-        for (_, (tx, waker, _)) in self.host.inputs.drain() {
+        for (_, (tx, waker, _, _)) in self.host.inputs.drain() {
             drop(tx);
             if let Some(w) = waker.get() {
                 w.wake();

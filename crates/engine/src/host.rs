@@ -33,27 +33,46 @@ pub enum HostError {
     Closed,
 }
 
-/// A host-in channel before the host takes it: sender, the task's waker (set at start), task id.
-pub(crate) type InPort = (Sender<Vec<u8>>, Arc<OnceLock<Waker>>, usize);
+/// A host-in channel before the host takes it: sender, the task's waker (set at start), task
+/// id, and where the host leaves the reason its stream broke.
+pub(crate) type InPort = (Sender<Vec<u8>>, Arc<OnceLock<Waker>>, usize, Failure);
+
+/// Why a stream broke, set once by the side that saw it.
+pub(crate) type Failure = Arc<OnceLock<String>>;
 
 #[derive(Default)]
 pub(crate) struct HostPorts {
     pub(crate) inputs: HashMap<String, InPort>,
     pub(crate) outputs: HashMap<String, (Receiver<Buffer>, usize)>,
+    /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
+    pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
 }
 
 /// The host's end of a `host-in` task.
 pub struct HostInput {
     tx: Option<Sender<Vec<u8>>>,
     waker: Arc<OnceLock<Waker>>,
+    failure: Failure,
 }
 
 impl HostInput {
-    pub(crate) fn new(tx: Sender<Vec<u8>>, waker: Arc<OnceLock<Waker>>) -> HostInput {
+    pub(crate) fn new(
+        tx: Sender<Vec<u8>>,
+        waker: Arc<OnceLock<Waker>>,
+        failure: Failure,
+    ) -> HostInput {
         HostInput {
             tx: Some(tx),
             waker,
+            failure,
         }
+    }
+
+    /// Ends the stream as broken: the task fails with `reason` (naming what broke) instead of
+    /// passing on an end of stream, so that a cut stream never looks complete.
+    pub fn fail(&mut self, reason: impl Into<String>) {
+        let _ = self.failure.set(reason.into());
+        self.close();
     }
 
     fn wake(&self) {
@@ -125,6 +144,10 @@ pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutpu
 struct HostIn {
     rx: Receiver<Vec<u8>>,
     pending: Option<(Vec<u8>, usize)>,
+    failure: Failure,
+    /// Each message is one buffer (`whole=true`); one larger than a buffer is an error.
+    whole: bool,
+    name: String,
 }
 
 impl Task for HostIn {
@@ -134,7 +157,15 @@ impl Task for HostIn {
                 match self.rx.try_recv() {
                     Ok(m) => self.pending = Some((m, 0)),
                     Err(TryRecvError::Empty) => return Ok(Status::Blocked),
-                    Err(TryRecvError::Disconnected) => return Ok(Status::Done),
+                    Err(TryRecvError::Disconnected) => {
+                        return match self.failure.get() {
+                            Some(why) => Err(TaskError::Failed(format!(
+                                "host-in channel '{}': {why}",
+                                self.name
+                            ))),
+                            None => Ok(Status::Done),
+                        }
+                    }
                 }
             }
             let (msg, off) = self.pending.as_mut().expect("set above");
@@ -145,6 +176,14 @@ impl Task for HostIn {
             let Some(mut b) = cx.alloc(0) else {
                 return Ok(Status::Blocked);
             };
+            if self.whole && msg.len() > b.remaining() {
+                return Err(TaskError::Failed(format!(
+                    "host-in channel '{}': a message of {} bytes does not fit a buffer of its free list ({} bytes); give the queue a free list of larger buffers",
+                    self.name,
+                    msg.len(),
+                    b.remaining()
+                )));
+            }
             let n = (msg.len() - *off).min(b.remaining());
             b.unfilled()[..n].copy_from_slice(&msg[*off..*off + n]);
             b.commit(n);
@@ -194,11 +233,20 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             format!("host-in channel '{name}' is already used"),
         ));
     }
+    let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
-    b.host
-        .inputs
-        .insert(name, (tx, Arc::new(OnceLock::new()), b.task_id));
-    Ok(Box::new(HostIn { rx, pending: None }))
+    let failure = Failure::default();
+    b.host.inputs.insert(
+        name.clone(),
+        (tx, Arc::new(OnceLock::new()), b.task_id, failure.clone()),
+    );
+    Ok(Box::new(HostIn {
+        rx,
+        pending: None,
+        failure,
+        whole,
+        name,
+    }))
 }
 
 pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {

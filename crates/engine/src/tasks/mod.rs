@@ -25,6 +25,11 @@ pub(crate) fn register_builtins(r: &mut Registry) {
             "bytes the host sends on a channel (see Running::host_input)",
         )
         .required("name", "channel name")
+        .arg(
+            "whole",
+            "false",
+            "each message is one buffer; a message larger than a buffer is an error (else it is cut into buffers)",
+        )
         .inputs(0, 0)
         .allocates(16, 65536)
         .priority(Priority::Interrupt),

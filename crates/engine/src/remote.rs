@@ -1,0 +1,245 @@
+//! Engine-to-engine queues: `engine-out` carries the buffers of a queue to `host-in` of a
+//! pipeline on another engine, over a link session the engine opens itself.
+//!
+//! A queue whose writer and reader are placed on different engines (`@NAME`, see
+//! [`crate::placement`]) becomes, on the writer's engine, `engine-out url=URL pipeline=ID
+//! name=Q <Q` and, on the reader's, `host-in name=Q whole=true >Q:POOL`. Each buffer is one
+//! message on channel `in/ID/Q`, so the link's credit flow control carries the closed loop
+//! across: the receiving `host-in` copies a message into a buffer of its free list only when
+//! one is free, its daemon reads the channel only when `host-in` has room, the channel grants
+//! credit only as it is read, and a blocked send holds the sender's buffers, so its free list
+//! stalls its producer. Memory stays bounded end to end.
+//!
+//! The link is the engine's own: `tls:` with the engine's certificate directory (the other
+//! engine must hold a certificate of the same CA). Which URLs a pipeline may reach is the
+//! engine's [`Links`]: a pipeline from outside reaches `tls:` URLs only (`tcp:` as well when
+//! the engine runs `--insecure`), never a local socket.
+//!
+//! Failure is whole: if the link breaks, `engine-out` fails its pipeline with an error naming
+//! the engine it was sending to, and the receiving daemon fails the reading pipeline (a cut
+//! stream is never taken for a complete one, see [`crate::HostInput::fail`]).
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crossbeam_channel::{Receiver, Sender};
+use offhost_link::{ChannelOptions, Endpoint, LinkOptions, Session};
+
+use crate::buffer::Buffer;
+use crate::queue::Get;
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::sched::Waker;
+use crate::task::{Context, Priority, Status, Task, TaskError};
+
+/// Which engines a pipeline's `engine-out` tasks may reach, and with which certificates.
+#[derive(Debug, Clone)]
+pub struct Links {
+    options: LinkOptions,
+    outside: bool,
+}
+
+impl Links {
+    /// For the user's own pipelines (`offhost run`): any URL, with `options`.
+    pub fn own(options: LinkOptions) -> Links {
+        Links {
+            options,
+            outside: false,
+        }
+    }
+
+    /// For pipelines from outside (a daemon's): `tls:` URLs only, with `options`'
+    /// certificates, and plain `tcp:` only when `options.insecure`.
+    pub fn outside(options: LinkOptions) -> Links {
+        Links {
+            options,
+            outside: true,
+        }
+    }
+
+    /// Whether a pipeline may reach `url`; the error says why not.
+    pub fn check(&self, url: &str) -> Result<(), String> {
+        let e = Endpoint::parse(url).map_err(|e| e.to_string())?;
+        if !self.outside {
+            return Ok(());
+        }
+        match e {
+            Endpoint::Tls(_) => Ok(()),
+            Endpoint::Tcp(_) if self.options.insecure => Ok(()),
+            Endpoint::Tcp(_) => Err(format!(
+                "{url}: a submitted pipeline reaches other engines over tls: (plain tcp: only when this engine runs --insecure)"
+            )),
+            _ => Err(format!(
+                "{url}: a submitted pipeline reaches other engines over tls: only, not local sockets"
+            )),
+        }
+    }
+}
+
+/// Registers `engine-out`, reaching engines as `links` allows.
+pub fn register(r: &mut Registry, links: Links) {
+    let links = Arc::new(links);
+    r.register(
+        TaskInfo::new(
+            "engine-out",
+            "sends each buffer of its input to host-in NAME of pipeline ID on the engine at URL (an engine-to-engine queue)",
+        )
+        .required("url", "the other engine's URL (tls:HOST:PORT)")
+        .required("pipeline", "the pipeline's id on that engine")
+        .required("name", "its host-in channel")
+        .arg("engine", "", "the other engine's name, for errors")
+        .inputs(1, 1)
+        .outputs(0, 0)
+        .priority(Priority::Interrupt),
+        move |args: &Args, b: &mut Build<'_>| factory(&links, args, b),
+    );
+}
+
+fn factory(links: &Arc<Links>, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let url = args.required("url")?.to_string();
+    links.check(&url).map_err(|e| ArgError::new("url", e))?;
+    let pipeline: u64 = args.parse("pipeline")?;
+    let name = args.required("name")?.to_string();
+    let engine = match args.get("engine") {
+        Some(e) if !e.is_empty() => e.to_string(),
+        _ => url.clone(),
+    };
+    let waker = Arc::new(OnceLock::new());
+    b.host.wakers.push((Arc::clone(&waker), b.task_id));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let shared = Arc::new(Shared {
+        waker,
+        end: Mutex::new(None),
+    });
+    Ok(Box::new(EngineOut {
+        target: Target {
+            url,
+            channel: format!("in/{pipeline}/{name}"),
+            engine,
+            options: links.options.clone(),
+        },
+        shared,
+        tx: Some(tx),
+        rx: Some(rx),
+    }))
+}
+
+/// Where the buffers go.
+struct Target {
+    url: String,
+    channel: String,
+    engine: String,
+    options: LinkOptions,
+}
+
+/// What the task and its sender thread share.
+struct Shared {
+    waker: Arc<OnceLock<Waker>>,
+    /// Set once by the sender thread when it is done: `Ok` once every buffer was handed to
+    /// the link and the channel closed, `Err` with what broke.
+    end: Mutex<Option<Result<(), String>>>,
+}
+
+impl Shared {
+    fn finish(&self, r: Result<(), String>) {
+        let mut end = self.end.lock().unwrap_or_else(|e| e.into_inner());
+        if end.is_none() {
+            *end = Some(r);
+        }
+        drop(end);
+        if let Some(w) = self.waker.get() {
+            w.wake();
+        }
+    }
+
+    fn end(&self) -> Option<Result<(), String>> {
+        self.end.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+struct EngineOut {
+    target: Target,
+    shared: Arc<Shared>,
+    tx: Option<Sender<Buffer>>,
+    /// Taken by the sender thread when the task first runs.
+    rx: Option<Receiver<Buffer>>,
+}
+
+fn send_all(t: &Target, rx: &Receiver<Buffer>) -> Result<(), String> {
+    let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
+    let ch = session
+        .open(&t.channel, ChannelOptions::default())
+        .map_err(|e| format!("open {}: {e}", t.channel))?;
+    let max = ch.options().max_message.max(1) as usize;
+    for b in rx.iter() {
+        if b.len() > max {
+            return Err(format!(
+                "a buffer of {} bytes is larger than the channel's largest message ({max} bytes)",
+                b.len()
+            ));
+        }
+        ch.send(&b).map_err(|e| e.to_string())?;
+    }
+    ch.close().map_err(|e| e.to_string())?;
+    // Goodbye: the session's last frames reach the other engine before its socket closes.
+    session.close();
+    Ok(())
+}
+
+impl Task for EngineOut {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        if let Some(rx) = self.rx.take() {
+            let (shared, target) = (Arc::clone(&self.shared), self.take_target());
+            let spawned = std::thread::Builder::new()
+                .name("offhost-engine-out".into())
+                .spawn(move || {
+                    let r = send_all(&target, &rx);
+                    // What is still queued goes back to its free lists.
+                    drop(rx);
+                    shared.finish(r);
+                });
+            if let Err(e) = spawned {
+                return Err(TaskError::Failed(format!("no thread for the link: {e}")));
+            }
+        }
+        if let Some(Err(why)) = self.shared.end() {
+            return Err(TaskError::Failed(format!(
+                "engine {}: {why}",
+                self.target.engine
+            )));
+        }
+        if let Some(tx) = &self.tx {
+            loop {
+                match cx.get(0) {
+                    Get::Buf(b) => {
+                        if tx.send(b).is_err() {
+                            // The sender thread ended: its end says why at the next turn.
+                            break;
+                        }
+                    }
+                    Get::Empty => return Ok(Status::Blocked),
+                    Get::Closed => break,
+                }
+            }
+            self.tx = None;
+        }
+        match self.shared.end() {
+            None => Ok(Status::Blocked),
+            Some(Ok(())) => Ok(Status::Done),
+            Some(Err(why)) => Err(TaskError::Failed(format!(
+                "engine {}: {why}",
+                self.target.engine
+            ))),
+        }
+    }
+}
+
+impl EngineOut {
+    /// The target for the sender thread; the task keeps the names for its errors.
+    fn take_target(&self) -> Target {
+        Target {
+            url: self.target.url.clone(),
+            channel: self.target.channel.clone(),
+            engine: self.target.engine.clone(),
+            options: self.target.options.clone(),
+        }
+    }
+}
