@@ -21,6 +21,11 @@ use crate::task::{Context, Status, Task, TaskError};
 /// Messages a host may queue for a `host-in` task before `send` waits.
 pub const HOST_IN_DEPTH: usize = 64;
 
+/// First byte of a message to `host-in whole=true`: more parts of this buffer follow.
+pub const MORE: u8 = 1;
+/// First byte of a message to `host-in whole=true`: the last (or only) part of a buffer.
+pub const LAST: u8 = 0;
+
 /// Errors on a host port.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -145,9 +150,53 @@ struct HostIn {
     rx: Receiver<Vec<u8>>,
     pending: Option<(Vec<u8>, usize)>,
     failure: Failure,
-    /// Each message is one buffer (`whole=true`); one larger than a buffer is an error.
+    /// Buffers cross whole (`whole=true`): each message starts with [`MORE`] or [`LAST`],
+    /// and the parts of one buffer are joined into one; a buffer larger than the free list's
+    /// is an error.
     whole: bool,
+    /// The buffer being joined (`whole=true`).
+    joining: Option<crate::buffer::BufMut>,
     name: String,
+}
+
+impl HostIn {
+    /// `whole=true`: adds one message to the buffer being joined, and puts the buffer out
+    /// after its last part.
+    fn join(&mut self, cx: &mut Context<'_>, msg: &[u8]) -> Result<Status, TaskError> {
+        let Some((&flag, data)) = msg.split_first() else {
+            return Err(self.bad("an empty message (every part starts with a MORE or LAST byte)"));
+        };
+        if flag != MORE && flag != LAST {
+            return Err(self.bad(&format!("a part starts with {flag}, not MORE (1) or LAST (0)")));
+        }
+        if self.joining.is_none() {
+            match cx.alloc(0) {
+                Some(b) => self.joining = Some(b),
+                None => return Ok(Status::Blocked),
+            }
+        }
+        let b = self.joining.as_mut().expect("set above");
+        if data.len() > b.remaining() {
+            let (have, room) = (b.len(), b.len() + b.remaining());
+            return Err(TaskError::Failed(format!(
+                "host-in channel '{}': a buffer of more than {} bytes does not fit a buffer of its free list ({room} bytes); give the queue a free list of larger buffers",
+                self.name,
+                have + data.len()
+            )));
+        }
+        b.unfilled()[..data.len()].copy_from_slice(data);
+        b.commit(data.len());
+        if flag == LAST {
+            let b = self.joining.take().expect("set above");
+            cx.put(0, b.freeze());
+        }
+        self.pending = None;
+        Ok(Status::Progress)
+    }
+
+    fn bad(&self, what: &str) -> TaskError {
+        TaskError::BadInput(format!("host-in channel '{}': {what}", self.name))
+    }
 }
 
 impl Task for HostIn {
@@ -168,6 +217,17 @@ impl Task for HostIn {
                     }
                 }
             }
+            if self.whole {
+                let (msg, _) = self.pending.take().expect("set above");
+                let r = self.join(cx, &msg);
+                if matches!(r, Ok(Status::Blocked)) {
+                    self.pending = Some((msg, 0));
+                }
+                match r {
+                    Ok(Status::Progress) => continue,
+                    other => return other,
+                }
+            }
             let (msg, off) = self.pending.as_mut().expect("set above");
             if msg.is_empty() {
                 self.pending = None;
@@ -176,14 +236,6 @@ impl Task for HostIn {
             let Some(mut b) = cx.alloc(0) else {
                 return Ok(Status::Blocked);
             };
-            if self.whole && msg.len() > b.remaining() {
-                return Err(TaskError::Failed(format!(
-                    "host-in channel '{}': a message of {} bytes does not fit a buffer of its free list ({} bytes); give the queue a free list of larger buffers",
-                    self.name,
-                    msg.len(),
-                    b.remaining()
-                )));
-            }
             let n = (msg.len() - *off).min(b.remaining());
             b.unfilled()[..n].copy_from_slice(&msg[*off..*off + n]);
             b.commit(n);
@@ -245,6 +297,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
         pending: None,
         failure,
         whole,
+        joining: None,
         name,
     }))
 }

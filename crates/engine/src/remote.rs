@@ -3,8 +3,9 @@
 //!
 //! A queue whose writer and reader are placed on different engines (`@NAME`, see
 //! [`crate::placement`]) becomes, on the writer's engine, `engine-out url=URL pipeline=ID
-//! name=Q <Q` and, on the reader's, `host-in name=Q whole=true >Q:POOL`. Each buffer is one
-//! message on channel `in/ID/Q`, so the link's credit flow control carries the closed loop
+//! name=Q <Q` and, on the reader's, `host-in name=Q whole=true >Q:POOL`. Each buffer crosses
+//! whole on channel `in/ID/Q` (as one message, or as several with a one-byte header when it is
+//! larger than a message) and arrives as one buffer, so the link's credit flow control carries the closed loop
 //! across: the receiving `host-in` copies a message into a buffer of its free list only when
 //! one is free, its daemon reads the channel only when `host-in` has room, the channel grants
 //! credit only as it is read, and a blocked send holds the sender's buffers, so its free list
@@ -168,15 +169,26 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>) -> Result<(), String> {
     let ch = session
         .open(&t.channel, ChannelOptions::default())
         .map_err(|e| format!("open {}: {e}", t.channel))?;
-    let max = ch.options().max_message.max(1) as usize;
+    // One byte of header per message: MORE while parts of the buffer follow, LAST on its
+    // last part (see host-in whole=true).
+    let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
+    let mut msg = Vec::with_capacity(part.min(1 << 20) + 1);
     for b in rx.iter() {
-        if b.len() > max {
-            return Err(format!(
-                "a buffer of {} bytes is larger than the channel's largest message ({max} bytes)",
-                b.len()
-            ));
+        let mut chunks = b.chunks(part).peekable();
+        if chunks.peek().is_none() {
+            ch.send(&[crate::host::LAST]).map_err(|e| e.to_string())?;
         }
-        ch.send(&b).map_err(|e| e.to_string())?;
+        while let Some(c) = chunks.next() {
+            msg.clear();
+            let flag = if chunks.peek().is_some() {
+                crate::host::MORE
+            } else {
+                crate::host::LAST
+            };
+            msg.push(flag);
+            msg.extend_from_slice(c);
+            ch.send(&msg).map_err(|e| e.to_string())?;
+        }
     }
     ch.close().map_err(|e| e.to_string())?;
     // Goodbye: the session's last frames reach the other engine before its socket closes.

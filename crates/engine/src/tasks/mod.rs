@@ -28,7 +28,7 @@ pub(crate) fn register_builtins(r: &mut Registry) {
         .arg(
             "whole",
             "false",
-            "each message is one buffer; a message larger than a buffer is an error (else it is cut into buffers)",
+            "buffers cross whole: each message starts with a byte, 1 while more parts of a buffer follow, 0 on its last; the parts join into one buffer (engine-out's framing)",
         )
         .inputs(0, 0)
         .allocates(16, 65536)
