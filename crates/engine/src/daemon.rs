@@ -236,26 +236,32 @@ impl Daemon {
             [d @ ("in" | "out"), id, port] => (*d, id.parse::<u64>().ok(), *port),
             _ => (name.as_str(), None, ""),
         };
+        // A channel this daemon cannot serve is refused, so that its sender's calls fail
+        // (an engine-out waiting for credit would otherwise wait for ever).
         let Some(entry) = id.and_then(|id| self.entry(id).ok()) else {
             tracing::info!(
                 "channel {name:?}: not control, in/ID/NAME or out/ID/NAME of a pipeline"
             );
-            return ch.close();
+            return ch.refuse(&format!(
+                "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME)"
+            ));
         };
         let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
         let State::Running(run) = &mut *st else {
-            return ch.close();
+            return ch.refuse(&format!("{name}: the pipeline has ended"));
         };
         if dir == "in" {
             let Some(mut input) = run.host_input(port) else {
-                return ch.close();
+                return ch.refuse(&format!("{name}: no open host-in {port} in the pipeline"));
             };
             drop(st);
             loop {
                 match ch.recv() {
                     Ok(Some(m)) => {
                         if input.send(m).is_err() {
-                            return Ok(());
+                            return ch.refuse(&format!(
+                                "{name}: the pipeline's host-in {port} no longer reads"
+                            ));
                         }
                     }
                     // The sender closed the channel: the stream is complete.
@@ -270,7 +276,7 @@ impl Daemon {
             }
         } else {
             let Some(output) = run.host_output(port) else {
-                return ch.close();
+                return ch.refuse(&format!("{name}: no open host-out {port} in the pipeline"));
             };
             drop(st);
             let max = ch.options().max_message.max(1) as usize;

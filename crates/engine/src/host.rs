@@ -167,7 +167,9 @@ impl HostIn {
             return Err(self.bad("an empty message (every part starts with a MORE or LAST byte)"));
         };
         if flag != MORE && flag != LAST {
-            return Err(self.bad(&format!("a part starts with {flag}, not MORE (1) or LAST (0)")));
+            return Err(self.bad(&format!(
+                "a part starts with {flag}, not MORE (1) or LAST (0)"
+            )));
         }
         if self.joining.is_none() {
             match cx.alloc(0) {

@@ -20,10 +20,12 @@
 //! the engine it was sending to, and the receiving daemon fails the reading pipeline (a cut
 //! stream is never taken for a complete one, see [`crate::HostInput::fail`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use offhost_link::{ChannelOptions, Endpoint, LinkOptions, Session};
+use offhost_link::{Channel, ChannelOptions, Endpoint, LinkError, LinkOptions, Session};
 
 use crate::buffer::Buffer;
 use crate::queue::Get;
@@ -109,6 +111,7 @@ fn factory(links: &Arc<Links>, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
     let shared = Arc::new(Shared {
         waker,
         end: Mutex::new(None),
+        cancel: AtomicBool::new(false),
     });
     Ok(Box::new(EngineOut {
         target: Target {
@@ -137,6 +140,8 @@ struct Shared {
     /// Set once by the sender thread when it is done: `Ok` once every buffer was handed to
     /// the link and the channel closed, `Err` with what broke.
     end: Mutex<Option<Result<(), String>>>,
+    /// Set when the task is dropped (its pipeline ended): the sender gives up.
+    cancel: AtomicBool,
 }
 
 impl Shared {
@@ -164,7 +169,22 @@ struct EngineOut {
     rx: Option<Receiver<Buffer>>,
 }
 
-fn send_all(t: &Target, rx: &Receiver<Buffer>) -> Result<(), String> {
+/// How often a send waiting for credit looks whether its pipeline has ended.
+const CANCEL_CHECK: Duration = Duration::from_millis(100);
+
+/// Sends one message, waiting for credit as long as the pipeline runs.
+fn send(ch: &Channel, msg: &[u8], cancel: &AtomicBool) -> Result<(), String> {
+    loop {
+        match ch.send_timeout(msg, CANCEL_CHECK) {
+            Ok(()) => return Ok(()),
+            Err(LinkError::Timeout) if !cancel.load(Ordering::Acquire) => {}
+            Err(LinkError::Timeout) => return Err("the pipeline ended".into()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<(), String> {
     let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
     let ch = session
         .open(&t.channel, ChannelOptions::default())
@@ -176,7 +196,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>) -> Result<(), String> {
     for b in rx.iter() {
         let mut chunks = b.chunks(part).peekable();
         if chunks.peek().is_none() {
-            ch.send(&[crate::host::LAST]).map_err(|e| e.to_string())?;
+            send(&ch, &[crate::host::LAST], cancel)?;
         }
         while let Some(c) = chunks.next() {
             msg.clear();
@@ -187,7 +207,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>) -> Result<(), String> {
             };
             msg.push(flag);
             msg.extend_from_slice(c);
-            ch.send(&msg).map_err(|e| e.to_string())?;
+            send(&ch, &msg, cancel)?;
         }
     }
     ch.close().map_err(|e| e.to_string())?;
@@ -203,7 +223,7 @@ impl Task for EngineOut {
             let spawned = std::thread::Builder::new()
                 .name("offhost-engine-out".into())
                 .spawn(move || {
-                    let r = send_all(&target, &rx);
+                    let r = send_all(&target, &rx, &shared.cancel);
                     // What is still queued goes back to its free lists.
                     drop(rx);
                     shared.finish(r);
@@ -241,6 +261,13 @@ impl Task for EngineOut {
                 self.target.engine
             ))),
         }
+    }
+}
+
+impl Drop for EngineOut {
+    fn drop(&mut self) {
+        // Release: pairs with the sender's Acquire load.
+        self.shared.cancel.store(true, Ordering::Release);
     }
 }
 

@@ -1,0 +1,333 @@
+//! One pipeline over several engines, against the real binary: three `offhost engine`
+//! processes on loopback, linked by mutual TLS, run the parts of a placed file
+//! (`offhost submit --engine NAME=URL ...`). The outputs must equal `offhost run`'s byte for
+//! byte; killing any engine mid-run must end every part, fail the submitter naming the
+//! engine, and leave no pipeline running; and submitted pipelines reach other engines over
+//! TLS only.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Reaped;
+
+const BIN: &str = env!("CARGO_BIN_EXE_offhost");
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+fn offhost(args: &[&str], dir: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run offhost")
+}
+
+/// Three engines over TLS with one CA, each writing files beneath its own directory.
+struct Engines {
+    procs: Vec<Reaped>,
+    urls: Vec<String>,
+    files: Vec<PathBuf>,
+    pki: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Engines {
+    fn start(extra: &[&str]) -> Engines {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = dir.path().join("pki");
+        let o = offhost(&["certs", pki.to_str().unwrap()], dir.path());
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let (mut procs, mut urls, mut files) = (Vec::new(), Vec::new(), Vec::new());
+        for n in NAMES {
+            let f = dir.path().join(format!("files-{n}"));
+            std::fs::create_dir(&f).unwrap();
+            let mut child = Reaped(
+                Command::new(BIN)
+                    .args(["engine", "--name", n, "--tls-certificates"])
+                    .arg(&pki)
+                    .arg("--files")
+                    .arg(&f)
+                    .args(["--listen", "tls:127.0.0.1:0"])
+                    .args(extra)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start offhost engine"),
+            );
+            let mut r = BufReader::new(child.stderr.take().unwrap());
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let url = line
+                .trim()
+                .strip_prefix("engine: listening on ")
+                .unwrap_or_else(|| panic!("engine {n} did not start: {line:?}"))
+                .to_owned();
+            // Keep reading its log, so that it never writes into a closed pipe.
+            std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+            procs.push(child);
+            urls.push(url);
+            files.push(f);
+        }
+        Engines {
+            procs,
+            urls,
+            files,
+            pki,
+            _dir: dir,
+        }
+    }
+
+    /// `--engine a=URL --engine b=URL --engine c=URL --tls-certificates PKI`.
+    fn args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for (n, u) in NAMES.iter().zip(&self.urls) {
+            v.push("--engine".to_string());
+            v.push(format!("{n}={u}"));
+        }
+        v.push("--tls-certificates".into());
+        v.push(self.pki.to_str().unwrap().into());
+        v
+    }
+
+    /// Pipeline ids and states of engine `i`.
+    fn states(&self, i: usize) -> Vec<String> {
+        let o = offhost(
+            &[
+                "submit",
+                "--engine",
+                &self.urls[i],
+                "--tls-certificates",
+                self.pki.to_str().unwrap(),
+                "--list",
+            ],
+            self.pki.parent().unwrap(),
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["pipelines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["state"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+fn submit(e: &Engines, file: &Path, extra: &[&str], dir: &Path) -> Output {
+    let mut args: Vec<String> = vec!["submit".into()];
+    args.extend(e.args());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(file.to_str().unwrap().into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    offhost(&args, dir)
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn pet_over_three_engines_draws_the_same_image_as_one_process() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let pet = root().join("examples/pet.ion");
+    let o = offhost(&["run", pet.to_str().unwrap()], work.path());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let one = std::fs::read(work.path().join("pet.png")).unwrap();
+    // examples/pet.ion names source, histogram and recon.
+    let mut args: Vec<String> = Vec::new();
+    for (n, u) in ["source", "histogram", "recon"].iter().zip(&e.urls) {
+        args.push("--engine".into());
+        args.push(format!("{n}={u}"));
+    }
+    args.extend(["--tls-certificates".into(), e.pki.to_str().unwrap().into()]);
+    args.extend(["--json".into(), pet.to_str().unwrap().into()]);
+    let mut all = vec!["submit".to_string()];
+    all.extend(args);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let o = offhost(&all, work.path());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let three = std::fs::read(e.files[2].join("pet.png")).expect("recon wrote pet.png");
+    assert!(one.len() > 1000);
+    assert!(
+        one == three,
+        "pet.png differs between one process and three engines"
+    );
+    // One report, each part naming its engine.
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let engines: Vec<&str> = v["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["state"], "finished", "{p}");
+            p["engine"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(engines, ["recon", "histogram", "source"]);
+}
+
+#[test]
+fn host_channels_and_statistics_span_the_engines() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("t.ion");
+    // A source on a, a filter on b, a checksum and the host's output on c.
+    std::fs::write(
+        &file,
+        "fill bytes=3000000 @a >x:p(8,64k)\n\
+         count @b <x >y\n\
+         dup @c <y >z >w\n\
+         crc32c @c <z\n\
+         host-out name=res @c <w\n",
+    )
+    .unwrap();
+    let o = offhost(
+        &["run", file.to_str().unwrap(), "--out", "res=one.bin"],
+        work.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = submit(&e, &file, &["--out", "res=three.bin"], work.path());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let one = std::fs::read(work.path().join("one.bin")).unwrap();
+    let three = std::fs::read(work.path().join("three.bin")).unwrap();
+    assert_eq!(one.len(), 3_000_000);
+    assert!(one == three, "host-out bytes differ");
+    let table = text(&o.stdout);
+    for row in [
+        "a          fill",
+        "b          count",
+        "c          crc32c",
+        "a:x",
+        "c:y",
+    ] {
+        assert!(table.contains(row), "{row:?} not in:\n{table}");
+    }
+    let crc = table.lines().find(|l| l.contains("crc32c=")).unwrap();
+    assert!(crc.contains("over 3000000 bytes"), "{crc}");
+}
+
+#[test]
+fn a_killed_engine_ends_every_part_and_the_error_names_it() {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("long.ion");
+    // Runs for minutes unless something ends it.
+    std::fs::write(
+        &file,
+        "fill bytes=200000000000 @a >x:p(8,64k)\ncount @b <x >y\ncrc32c @c <y\n",
+    )
+    .unwrap();
+    for victim in 0..3 {
+        let mut e = Engines::start(&[]);
+        let mut args: Vec<String> = vec!["submit".into()];
+        args.extend(e.args());
+        args.push(file.to_str().unwrap().into());
+        let mut sub = Reaped(
+            Command::new(BIN)
+                .args(&args)
+                .current_dir(work.path())
+                .env("RUST_BACKTRACE", "0")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // Wait until data flows through all three (every part started), then kill one.
+        let t0 = Instant::now();
+        while e.states(2).is_empty() || e.states(0).is_empty() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the parts never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        e.procs[victim].kill().unwrap();
+        let killed = Instant::now();
+        let status = loop {
+            if let Some(s) = sub.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(20),
+                "the submitter still runs {victim}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = killed.elapsed();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(!status.success(), "the submitter succeeded");
+        let name = NAMES[victim];
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("Error"))
+            .unwrap_or("");
+        assert!(
+            last.contains(&format!("engine {name}")),
+            "killed {name}, error: {err}"
+        );
+        // The others ended their parts (failed or stopped), within the same bound.
+        for i in (0..3).filter(|&i| i != victim) {
+            let t = Instant::now();
+            loop {
+                let st = e.states(i);
+                if !st.iter().any(|s| s == "running") {
+                    break;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "engine {i} still runs {st:?}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        eprintln!("killed {name}: the submitter ended {took:?} later");
+    }
+}
+
+#[test]
+fn submitted_pipelines_reach_other_engines_over_tls_only() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    for (url, why) in [
+        ("unix:/tmp/x.sock", "not local sockets"),
+        (
+            "tcp:127.0.0.1:1",
+            "plain tcp: only when this engine runs --insecure",
+        ),
+    ] {
+        let file = work.path().join("out.ion");
+        std::fs::write(
+            &file,
+            format!("fill bytes=10 >x\nengine-out url={url} pipeline=1 name=q <x\n"),
+        )
+        .unwrap();
+        let o = offhost(
+            &[
+                "submit",
+                "--engine",
+                &e.urls[0],
+                "--tls-certificates",
+                e.pki.to_str().unwrap(),
+                file.to_str().unwrap(),
+            ],
+            work.path(),
+        );
+        assert!(!o.status.success(), "accepted {url}");
+        let err = text(&o.stderr);
+        assert!(err.contains(why) && err.contains("line 2"), "{url}: {err}");
+    }
+}

@@ -1,0 +1,148 @@
+//! Splitting a placed pipeline into one part per engine: which engine runs what, the queues
+//! between engines, the order of submission, free lists on both sides, and the errors.
+
+use std::collections::HashMap;
+
+use offhost_engine::lang::parse;
+use offhost_engine::placement::{plan, PlacementError};
+use offhost_engine::{Pipeline, Registry};
+
+fn engines(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn targets(list: &[(&str, &str, u64)]) -> HashMap<String, (String, u64)> {
+    list.iter()
+        .map(|(e, u, id)| (e.to_string(), (u.to_string(), *id)))
+        .collect()
+}
+
+#[test]
+fn a_chain_splits_into_parts_that_keep_their_lines() {
+    let text = "fill bytes=1000 @a >x:p(4,4096)\ncount @b <x >y\n# a comment\ncrc32c <y @c\n";
+    let p = plan(
+        &parse(text).unwrap(),
+        &engines(&["a", "b", "c"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    assert_eq!(p.order(), ["c", "b", "a"]);
+    let cross: Vec<_> = p
+        .cross_queues()
+        .iter()
+        .map(|c| {
+            (
+                c.queue.as_str(),
+                c.from.as_str(),
+                c.to.as_str(),
+                c.channel.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(cross, [("x", "a", "b", "x@a"), ("y", "b", "c", "y@b")]);
+    let t = targets(&[("b", "tls:hb:7460", 7), ("c", "tls:hc:7460", 9)]);
+    assert_eq!(
+        p.text("a", &t).unwrap(),
+        "fill bytes=1000 >x:p(4,4096)\n\n\n\nengine-out url=tls:hb:7460 pipeline=7 name=x@a engine=b <x\n"
+    );
+    // x's free list is written on the queue: b receives into one of the same shape.
+    assert_eq!(
+        p.text("b", &t).unwrap(),
+        "\ncount <x >y\n\n\nhost-in name=x@a whole=true >x:p(4,4096)\nengine-out url=tls:hc:7460 pipeline=9 name=y@b engine=c <y\n"
+    );
+    // y has no free list of its own: c's is shaped like the one its buffers come from.
+    assert_eq!(
+        p.text("c", &t).unwrap(),
+        "\n\n\ncrc32c <y\nhost-in name=y@b whole=true >y:y.from.b(4,4096)\n"
+    );
+    // Every part is a pipeline the engine accepts.
+    let mut r = Registry::with_builtins();
+    offhost_engine::remote::register(
+        &mut r,
+        offhost_engine::remote::Links::own(Default::default()),
+    );
+    for e in p.order() {
+        let part = p.text(e, &t).unwrap();
+        Pipeline::parse(&part)
+            .unwrap()
+            .build(&r)
+            .unwrap_or_else(|err| panic!("{e}: {err}\n{part}"));
+    }
+    assert_eq!(p.tasks_on("b"), "count (line 2)");
+    assert_eq!(p.file_lines(), 4);
+}
+
+#[test]
+fn unplaced_tasks_go_to_the_first_engine_and_local_queues_stay_local() {
+    let text = "fill bytes=10 >x\ncount <x >y\ncrc32c @z <y\n";
+    let p = plan(
+        &parse(text).unwrap(),
+        &engines(&["m", "z"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    assert_eq!(p.order(), ["z", "m"]);
+    assert_eq!(p.cross_queues().len(), 1);
+    let m = p.text("m", &targets(&[("z", "tls:z:1", 1)])).unwrap();
+    assert!(m.starts_with("fill bytes=10 >x\ncount <x >y\n"), "{m}");
+    // fill allocates from its default free list: z receives into one of that shape.
+    let z = p.text("z", &HashMap::new()).unwrap();
+    assert!(
+        z.contains("host-in name=y@m whole=true >y:y.from.m(16,65536)"),
+        "{z}"
+    );
+    // One engine: the whole file, no queue between engines.
+    let one = plan(
+        &parse(text).unwrap(),
+        &engines(&["z"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    assert!(one.cross_queues().is_empty());
+    assert_eq!(
+        one.text("z", &HashMap::new()).unwrap(),
+        "fill bytes=10 >x\ncount <x >y\ncrc32c <y\n"
+    );
+}
+
+#[test]
+fn values_that_need_quotes_keep_them() {
+    let text = "fill bytes=10 @a >x\nwav-out \"out file.wav\" @b <x\n";
+    let p = plan(
+        &parse(text).unwrap(),
+        &engines(&["a", "b"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    let b = p.text("b", &HashMap::new()).unwrap();
+    assert!(b.contains("wav-out \"out file.wav\" <x"), "{b}");
+    assert_eq!(parse(&b).unwrap().tasks[0].args[0].value, "out file.wav");
+}
+
+#[test]
+fn placements_that_cannot_work_say_why() {
+    let r = Registry::with_builtins();
+    let e = plan(
+        &parse("fill bytes=1 @nowhere >x\nnull <x\n").unwrap(),
+        &engines(&["a", "b"]),
+        &r,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, PlacementError::UnknownEngine { line: 1, .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("@nowhere is not one of the engines given (a, b)"),
+        "{e}"
+    );
+    let cycle = "fill bytes=1 @a >x\ncount @b <x >y\ncount @a <y >z\nnull @b <z\n";
+    let e = plan(&parse(cycle).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
+    assert!(matches!(e, PlacementError::Cycle { .. }), "{e}");
+    assert!(e.to_string().contains("cycle between engines"), "{e}");
+    assert_eq!(
+        plan(&parse("null <x\n").unwrap(), &[], &r).unwrap_err(),
+        PlacementError::NoEngines
+    );
+}
