@@ -227,7 +227,7 @@ fn a_killed_engine_ends_every_part_and_the_error_names_it() {
         "fill bytes=200000000000 @a >x:p(8,64k)\ncount @b <x >y\ncrc32c @c <y\n",
     )
     .unwrap();
-    for victim in 0..3 {
+    for (victim, name) in NAMES.iter().enumerate() {
         let mut e = Engines::start(&[]);
         let mut args: Vec<String> = vec!["submit".into()];
         args.extend(e.args());
@@ -269,7 +269,6 @@ fn a_killed_engine_ends_every_part_and_the_error_names_it() {
         let mut err = String::new();
         std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
         assert!(!status.success(), "the submitter succeeded");
-        let name = NAMES[victim];
         let last = err
             .lines()
             .rev()
