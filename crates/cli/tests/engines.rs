@@ -42,21 +42,43 @@ struct Engines {
 
 impl Engines {
     fn start(extra: &[&str]) -> Engines {
+        Engines::start_in(None, extra)
+    }
+
+    /// The engines in the namespaces of `net` (each listening on its address), or on loopback.
+    fn start_in(net: Option<&Netns>, extra: &[&str]) -> Engines {
         let dir = tempfile::tempdir().unwrap();
         let pki = dir.path().join("pki");
-        let o = offhost(&["certs", pki.to_str().unwrap()], dir.path());
+        let mut certs = vec!["certs", pki.to_str().unwrap()];
+        if let Some(net) = net {
+            for a in &net.addrs {
+                certs.extend(["--host", a.as_str()]);
+            }
+        }
+        let o = offhost(&certs, dir.path());
         assert!(o.status.success(), "{}", text(&o.stderr));
         let (mut procs, mut urls, mut files) = (Vec::new(), Vec::new(), Vec::new());
-        for n in NAMES {
+        for (i, n) in NAMES.iter().enumerate() {
             let f = dir.path().join(format!("files-{n}"));
             std::fs::create_dir(&f).unwrap();
+            let mut cmd = match net {
+                Some(net) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", &net.names[i], BIN]);
+                    c
+                }
+                None => Command::new(BIN),
+            };
+            let listen = match net {
+                Some(net) => format!("tls:{}:7460", net.addrs[i]),
+                None => "tls:127.0.0.1:0".into(),
+            };
             let mut child = Reaped(
-                Command::new(BIN)
-                    .args(["engine", "--name", n, "--tls-certificates"])
+                cmd.args(["engine", "--name", n, "--tls-certificates"])
                     .arg(&pki)
                     .arg("--files")
                     .arg(&f)
-                    .args(["--listen", "tls:127.0.0.1:0"])
+                    .args(["--listen", &listen])
                     .args(extra)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
@@ -123,6 +145,76 @@ impl Engines {
     }
 }
 
+/// Three network namespaces, each one "machine" with one address, joined by a bridge in this
+/// namespace (where the submitter runs, at 10.233.0.1); deleted on drop.
+struct Netns {
+    names: Vec<String>,
+    addrs: Vec<String>,
+    bridge: String,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ip {}: {}", args.join(" "), text(&o.stderr).trim()))
+    }
+}
+
+impl Netns {
+    fn make() -> Result<Netns, String> {
+        let tag = std::process::id() % 100_000;
+        let bridge = format!("ohbr{tag}");
+        let mut net = Netns {
+            names: Vec::new(),
+            addrs: Vec::new(),
+            bridge: bridge.clone(),
+        };
+        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        ip(&["addr", "add", "10.233.0.1/24", "dev", &bridge])?;
+        ip(&["link", "set", &bridge, "up"])?;
+        for i in 0..3 {
+            let ns = format!("ohe{tag}{i}");
+            let (outer, inner) = (format!("ohv{tag}{i}o"), format!("ohv{tag}{i}i"));
+            let addr = format!("10.233.0.{}", i + 2);
+            ip(&["netns", "add", &ns])?;
+            net.names.push(ns.clone());
+            ip(&[
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ])?;
+            ip(&["link", "set", &inner, "netns", &ns])?;
+            ip(&["link", "set", &outer, "master", &bridge])?;
+            ip(&["link", "set", &outer, "up"])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &inner,
+            ])?;
+            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            net.addrs.push(addr);
+        }
+        Ok(net)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = ip(&["netns", "del", ns]);
+        }
+        let _ = ip(&["link", "del", &self.bridge]);
+    }
+}
+
 fn submit(e: &Engines, file: &Path, extra: &[&str], dir: &Path) -> Output {
     let mut args: Vec<String> = vec!["submit".into()];
     args.extend(e.args());
@@ -138,7 +230,26 @@ fn root() -> PathBuf {
 
 #[test]
 fn pet_over_three_engines_draws_the_same_image_as_one_process() {
-    let e = Engines::start(&[]);
+    pet_over_three_engines(None);
+}
+
+#[test]
+fn pet_over_three_network_namespaces_draws_the_same_image() {
+    let root = offhost_access::peer::own_uid() == 0;
+    let net = match Netns::make() {
+        Ok(n) => n,
+        // Namespaces need root and iproute2; as root on a machine that has them, this runs.
+        Err(e) if !root => {
+            eprintln!("skipped: not root, no network namespaces here ({e})");
+            return;
+        }
+        Err(e) => panic!("root, but the namespaces could not be made: {e}"),
+    };
+    pet_over_three_engines(Some(&net));
+}
+
+fn pet_over_three_engines(net: Option<&Netns>) {
+    let e = Engines::start_in(net, &[]);
     let work = tempfile::tempdir().unwrap();
     let pet = root().join("examples/pet.ion");
     let o = offhost(&["run", pet.to_str().unwrap()], work.path());
