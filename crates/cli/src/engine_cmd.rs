@@ -1,20 +1,16 @@
 //! `offhost engine --listen URL` (the engine daemon) and `offhost submit` (a host using it).
 
-use std::fs::File;
-use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::thread::JoinHandle;
-
-use anyhow::{anyhow, Context as _};
 use std::sync::Arc;
 
-use offhost_engine::daemon::{Client, Daemon};
+use anyhow::{anyhow, Context as _};
+use offhost_engine::daemon::Daemon;
+use offhost_engine::jobs::daemon::DaemonJob;
+use offhost_engine::jobs::placed::{self, PlacedJob};
+use offhost_engine::jobs::table::{render, render_engines};
 use offhost_engine::offload::{HostLimits, Offload, OffloadConfig};
 use offhost_engine::{EngineConfig, Registry, Stats};
 use offhost_link::peer::PeerConfig;
-
-use crate::engine_table::render;
-use crate::run_cmd::parse_bindings;
 
 /// Arguments of `offhost engine`.
 #[derive(clap::Args, Debug)]
@@ -241,140 +237,106 @@ fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where the user's host channels go: `(NAME, PATH)` for each `host-out` and `host-in`.
-pub struct Bindings {
-    /// `host-out` channels and their files (`-` for standard output).
-    pub outputs: Vec<(String, String)>,
-    /// `host-in` channels and their files (`-` for standard input).
-    pub inputs: Vec<(String, String)>,
-}
-
-/// The files of the pipeline's host channels: `--out`/`--in` as given, `NAME.out` for the
-/// other outputs, standard input for a single input.
-pub fn bindings(
-    outs: &[String],
-    ins: &[String],
-    host_out: &[String],
-    host_in: &[String],
-) -> anyhow::Result<Bindings> {
-    let mut o = parse_bindings(outs, "out", host_out)?;
-    let mut i = parse_bindings(ins, "in", host_in)?;
-    for n in host_out {
-        o.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
-    }
-    if host_in.len() == 1 {
-        i.entry(host_in[0].clone()).or_insert_with(|| "-".into());
-    }
-    Ok(Bindings {
-        outputs: o.into_iter().collect(),
-        inputs: i.into_iter().collect(),
-    })
-}
-
-/// Writes what arrives on `ch` to `path` (`-`: standard output) on a thread of its own.
-pub fn bridge_output(
-    ch: offhost_link::Channel,
-    path: &str,
-) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
-    let mut w: Box<dyn Write + Send> = if path == "-" {
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(File::create(path).with_context(|| format!("create {path}"))?)
-    };
-    Ok(std::thread::spawn(move || {
-        while let Some(m) = ch.recv()? {
-            w.write_all(&m)?;
-        }
-        w.flush()?;
-        Ok(())
-    }))
-}
-
-/// Sends `path` (`-`: standard input) on `ch` from a thread of its own, then closes it.
-pub fn bridge_input(ch: offhost_link::Channel, path: &str) -> anyhow::Result<()> {
-    let mut r: Box<dyn Read + Send> = if path == "-" {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(File::open(path).with_context(|| format!("open {path}"))?)
-    };
-    std::thread::spawn(move || -> anyhow::Result<()> {
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let k = r.read(&mut buf)?;
-            if k == 0 {
-                ch.close()?;
-                return Ok(());
-            }
-            ch.send(&buf[..k])?;
-        }
-    });
-    Ok(())
-}
-
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
 /// With several engines (`--engine NAME=URL` ...), the pipeline's placed parts go to each.
 pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
-    if let Some(engines) = crate::submit_many::named(&args.engine)? {
+    let options = args.access.link_options();
+    let read =
+        |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
+    if let Some(engines) = placed::named(&args.engine)? {
         if args.list || args.status.is_some() || args.stop.is_some() {
             anyhow::bail!("--list, --status and --stop talk to one engine: give one --engine URL");
         }
-        let path = args.file.expect("clap requires a file here");
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-        return crate::submit_many::submit(
-            &path.display().to_string(),
-            &text,
-            &engines,
-            &args.access.link_options(),
-            registry,
-            &args.outs,
-            &args.ins,
-            args.detach,
-            args.json,
-        );
+        let file = args.file.expect("clap requires a file here");
+        let (path, text) = (file.display().to_string(), read(&file)?);
+        let job = PlacedJob {
+            engines: &engines,
+            options: &options,
+            path: &path,
+            text: &text,
+            outs: &args.outs,
+            ins: &args.ins,
+        };
+        let done = placed::run(&job, registry, args.detach, |e, url, id| {
+            eprintln!("pipeline {id} started on engine {e} ({url})");
+            if args.detach {
+                println!("{e} {id}");
+            }
+        })?;
+        if !args.detach {
+            print_parts(&done, args.json)?;
+        }
+        return match done.failure {
+            Some(f) => Err(anyhow!(f)),
+            None => Ok(()),
+        };
     }
-    let engine = &args.engine[0];
-    let client = Client::connect_with(engine, &args.access.link_options())
-        .with_context(|| format!("connect to {engine}"))?;
-    if args.list {
+    let url = &args.engine[0];
+    if args.list || args.status.is_some() || args.stop.is_some() {
+        let client = offhost_engine::jobs::daemon::connect(url, &options)?;
+        if let Some(id) = args.status {
+            return print_state(&client.status(id)?, args.json);
+        }
+        if let Some(id) = args.stop {
+            client.stop(id)?;
+            eprintln!("pipeline {id}: stopping");
+            return Ok(());
+        }
         println!("{}", serde_json::to_string_pretty(&client.list()?)?);
         return Ok(());
     }
-    if let Some(id) = args.status {
-        return print_state(&client.status(id)?, args.json);
-    }
-    if let Some(id) = args.stop {
-        client.stop(id)?;
-        eprintln!("pipeline {id}: stopping");
-        return Ok(());
-    }
-    let path = args.file.expect("clap requires a file here");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-    let sub = client
-        .submit(&text)
-        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    eprintln!("pipeline {} started on {engine}", sub.id);
-    if args.detach {
-        println!("{}", sub.id);
-        return Ok(());
-    }
-    let b = bindings(&args.outs, &args.ins, &sub.host_out, &sub.host_in)?;
-    let mut bridges: Vec<JoinHandle<anyhow::Result<()>>> = Vec::new();
-    for (n, p) in b.outputs {
-        bridges.push(bridge_output(client.open_output(sub.id, &n)?, &p)?);
-    }
-    for (n, p) in b.inputs {
-        bridge_input(client.open_input(sub.id, &n)?, &p)?;
-    }
-    for b in bridges {
-        b.join()
-            .map_err(|_| anyhow!("a channel thread panicked"))??;
-    }
-    let v = client.wait(sub.id)?;
+    let file = args.file.expect("clap requires a file here");
+    let (path, text) = (file.display().to_string(), read(&file)?);
+    let job = DaemonJob {
+        url,
+        options: &options,
+        path: &path,
+        text: &text,
+        outs: &args.outs,
+        ins: &args.ins,
+    };
+    let state = offhost_engine::jobs::daemon::run(&job, args.detach, |id| {
+        eprintln!("pipeline {id} started on {url}");
+        if args.detach {
+            println!("{id}");
+        }
+    })?;
+    let Some(v) = state else { return Ok(()) };
     print_state(&v, args.json)?;
     match v["error"].as_str() {
-        Some(e) => Err(anyhow!("{}: {e}", path.display())),
+        Some(e) => Err(anyhow!("{path}: {e}")),
         None => Ok(()),
     }
+}
+
+/// Prints the parts' states on standard error and their statistics as one table (or JSON,
+/// one object per engine).
+fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
+    if json {
+        let v: Vec<serde_json::Value> = done
+            .parts
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "engine": p.engine, "url": p.url, "id": p.id, "state": p.state["state"],
+                    "error": p.state["error"], "stats": p.state["stats"],
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "engines": v }))?
+        );
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for p in &done.parts {
+        let state = p.state["state"].as_str().unwrap_or("unknown");
+        eprintln!("engine {} ({}): pipeline {} {state}", p.engine, p.url, p.id);
+        if let Ok(stats) = serde_json::from_value::<Stats>(p.state["stats"].clone()) {
+            rows.push((p.engine.clone(), stats));
+        }
+    }
+    print!("{}", render_engines(&rows, done.file_lines));
+    Ok(())
 }

@@ -9,13 +9,11 @@ mod certs_cmd;
 mod channel_cmds;
 mod echo;
 mod engine_cmd;
-mod engine_table;
 mod limit_args;
 mod nbd_cmd;
 mod offload_cmds;
 mod pet_cmd;
 mod run_cmd;
-mod submit_many;
 mod tasks_cmd;
 
 /// offhost: attach processing engines to applications.

@@ -5,18 +5,15 @@
 //! directory; `host-in name=N` reads `--in N=PATH` (`-` for standard input, the default when
 //! the pipeline has exactly one host-in).
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressStyle};
-use offhost_engine::{EngineConfig, Pipeline, Registry, RunError, Stats};
-
-use crate::engine_table::{human_bytes, render};
+use offhost_engine::jobs::local::{self, LocalJob};
+use offhost_engine::jobs::table::{human_bytes, render};
+use offhost_engine::{EngineConfig, Registry, Stats};
 
 /// Arguments of `offhost run`.
 #[derive(clap::Args, Debug)]
@@ -52,33 +49,6 @@ pub struct RunArgs {
     pub budget: crate::limit_args::BudgetArgs,
 }
 
-/// The `--out`/`--in` bindings NAME=PATH of `list`, each naming one of the pipeline's host
-/// channels `names`.
-pub fn parse_bindings(
-    list: &[String],
-    what: &str,
-    names: &[String],
-) -> anyhow::Result<HashMap<String, String>> {
-    let mut m = HashMap::new();
-    for b in list {
-        let (n, p) = b
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--{what} {b}: expected NAME=PATH"))?;
-        if !names.iter().any(|x| x == n) {
-            bail!(
-                "--{what} {b}: the pipeline has no host-{what} channel '{n}' (it has: {})",
-                if names.is_empty() {
-                    "none".into()
-                } else {
-                    names.join(", ")
-                }
-            );
-        }
-        m.insert(n.to_string(), p.to_string());
-    }
-    Ok(m)
-}
-
 fn progress(stats: &Stats) -> String {
     let src: u64 = stats
         .tasks
@@ -101,99 +71,23 @@ fn progress(stats: &Stats) -> String {
 pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let path = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
-    let pipeline = Pipeline::parse(&text).map_err(|e| anyhow!("{path}: {e}"))?;
-    let built = pipeline
-        .build_within(
-            registry,
-            &offhost_engine::Files::Ambient,
-            &args.budget.budget(),
-        )
-        .map_err(|e| anyhow!("{path}: {e}"))?;
-
-    let out_names = built.host_outputs();
-    let in_names = built.host_inputs();
-    let mut outs = parse_bindings(&args.outs, "out", &out_names)?;
-    let mut ins = parse_bindings(&args.ins, "in", &in_names)?;
-    for n in &out_names {
-        outs.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
-    }
-    for n in &in_names {
-        if !ins.contains_key(n) {
-            if in_names.len() == 1 {
-                ins.insert(n.clone(), "-".into());
-            } else {
-                bail!("host-in channel '{n}' has no source: pass --in {n}=PATH ('-' for standard input)");
-            }
-        }
-    }
-    let stdout_data = outs.values().filter(|p| *p == "-").count();
-    if stdout_data > 1 || (stdout_data == 1 && args.json) {
-        bail!("standard output can carry one host-out channel and no JSON; give the others a file with --out NAME=PATH");
-    }
-
-    let config = EngineConfig {
-        workers: args
-            .workers
-            .unwrap_or(EngineConfig::default().workers)
-            .max(1),
-        pin: args.pin,
-        batch: args.batch.max(1),
+    let job = LocalJob {
+        path: &path,
+        text: &text,
+        config: EngineConfig {
+            workers: args
+                .workers
+                .unwrap_or(EngineConfig::default().workers)
+                .max(1),
+            pin: args.pin,
+            batch: args.batch.max(1),
+        },
+        budget: args.budget.budget(),
+        outs: &args.outs,
+        ins: &args.ins,
+        duration: args.duration.map(Duration::from_secs_f64),
+        json: args.json,
     };
-    // Open the files before starting so a bad path fails early.
-    let mut writers: Vec<(String, String, Box<dyn Write + Send>)> = Vec::new();
-    for (n, p) in &outs {
-        let w: Box<dyn Write + Send> = if p == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(File::create(p).with_context(|| format!("create {p} for host-out '{n}'"))?)
-        };
-        writers.push((n.clone(), p.clone(), w));
-    }
-    let mut readers: Vec<(String, String, Box<dyn Read + Send>)> = Vec::new();
-    for (n, p) in &ins {
-        let r: Box<dyn Read + Send> = if p == "-" {
-            Box::new(std::io::stdin())
-        } else {
-            Box::new(File::open(p).with_context(|| format!("open {p} for host-in '{n}'"))?)
-        };
-        readers.push((n.clone(), p.clone(), r));
-    }
-
-    let mut running = built
-        .try_start(&config)
-        .map_err(|e| anyhow!("{path}: {e}"))?;
-    let stopper = running.stopper();
-    let _ = ctrlc::set_handler(move || stopper.stop());
-
-    let mut bridges: Vec<JoinHandle<anyhow::Result<()>>> = Vec::new();
-    for (n, p, mut w) in writers {
-        let out = running
-            .host_output(&n)
-            .expect("channel listed by the pipeline");
-        bridges.push(std::thread::spawn(move || {
-            while let Some(b) = out.recv() {
-                w.write_all(&b).with_context(|| format!("write {p}"))?;
-            }
-            w.flush().with_context(|| format!("write {p}"))?;
-            Ok(())
-        }));
-    }
-    for (n, p, mut r) in readers {
-        let input = running
-            .host_input(&n)
-            .expect("channel listed by the pipeline");
-        // Not joined: a read from a terminal may never return once the pipeline has ended.
-        std::thread::spawn(move || -> anyhow::Result<()> {
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let k = r.read(&mut buf).with_context(|| format!("read {p}"))?;
-                if k == 0 || input.send(&buf[..k]).is_err() {
-                    return Ok(());
-                }
-            }
-        });
-    }
-
     let bar = if args.quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
@@ -202,66 +96,36 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("valid template"),
     );
-    let start = Instant::now();
-    let mut stopped = false;
-    while !running.wait_timeout(Duration::from_millis(100)) {
-        bar.set_message(progress(&running.stats()));
-        bar.tick();
-        if let Some(d) = args.duration {
-            if !stopped && start.elapsed().as_secs_f64() >= d {
-                running.stop();
-                stopped = true;
-            }
-        }
-    }
+    let done = local::run(
+        &job,
+        registry,
+        |stopper| {
+            let _ = ctrlc::set_handler(move || stopper.stop());
+        },
+        |stats| {
+            bar.set_message(progress(stats));
+            bar.tick();
+        },
+    );
     bar.finish_and_clear();
-    // The host-out channels end with their tasks; once written, their buffers are back.
-    let mut bridge_err = None;
-    for b in bridges {
-        if let Err(e) = b
-            .join()
-            .map_err(|_| anyhow!("a host channel thread panicked"))
-            .and_then(|r| r)
-        {
-            bridge_err.get_or_insert(e);
-        }
-    }
-    let result = running.wait();
-    if let Some(e) = bridge_err {
-        return Err(e);
-    }
-    let (stats, failure) = match result {
-        Ok(s) => (s, None),
-        Err(RunError::TaskFailed {
-            task,
-            line,
-            message,
-            stats,
-        }) => (
-            *stats,
-            Some(format!(
-                "{path}: task '{task}' (line {line}) failed: {message}"
-            )),
-        ),
-        Err(e) => return Err(e.into()),
-    };
+    let done = done?;
     // Write errors (a closed pipe, say) end the command with an error, not a panic.
     if args.json {
         writeln!(
             std::io::stdout(),
             "{}",
-            serde_json::to_string_pretty(&stats)?
+            serde_json::to_string_pretty(&done.stats)?
         )?;
-    } else if stdout_data == 1 {
-        write!(std::io::stderr(), "{}", render(&stats))?;
+    } else if done.bindings.stdout_outputs() == 1 {
+        write!(std::io::stderr(), "{}", render(&done.stats))?;
     } else {
         let mut o = std::io::stdout().lock();
-        write!(o, "{}", render(&stats))?;
-        for (n, p) in &outs {
+        write!(o, "{}", render(&done.stats))?;
+        for (n, p) in &done.bindings.outputs {
             writeln!(o, "host-out '{n}' -> {p}")?;
         }
     }
-    match failure {
+    match done.failure {
         Some(f) => Err(anyhow!(f)),
         None => Ok(()),
     }

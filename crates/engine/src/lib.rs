@@ -69,6 +69,7 @@ mod error;
 mod graph;
 mod graph_checks;
 mod host;
+pub mod jobs;
 pub mod lang;
 pub mod offload;
 pub mod placement;

@@ -1,0 +1,114 @@
+//! A pipeline file submitted to one engine daemon (`offhost submit --engine URL`), its host
+//! channels bridged to files over the daemon's data channels.
+
+use offhost_link::{Channel, LinkOptions};
+use serde_json::Value;
+
+use super::{bindings, create, join, open, pump_in, pump_out, Bindings, Bridge, JobError};
+use crate::daemon::{Client, Submitted};
+
+/// What to submit where.
+#[derive(Debug, Clone)]
+pub struct DaemonJob<'a> {
+    /// The daemon's URL.
+    pub url: &'a str,
+    /// Certificates for a `tls:` URL.
+    pub options: &'a LinkOptions,
+    /// The file's name, for messages.
+    pub path: &'a str,
+    /// Its text.
+    pub text: &'a str,
+    /// `--out NAME=PATH` bindings.
+    pub outs: &'a [String],
+    /// `--in NAME=PATH` bindings.
+    pub ins: &'a [String],
+}
+
+/// Connects to the daemon at `url`.
+pub fn connect(url: &str, options: &LinkOptions) -> Result<Client, JobError> {
+    Client::connect_with(url, options).map_err(|source| JobError::Connect {
+        url: url.to_owned(),
+        source,
+    })
+}
+
+/// Submits the job; `started` hears of its pipeline id. With `detach` that is all (`None`);
+/// otherwise the host channels are bridged, and the daemon's final state of the pipeline
+/// (`state`, `stats`, and `error` if it failed) is returned once it has finished.
+pub fn run(
+    job: &DaemonJob<'_>,
+    detach: bool,
+    started: impl FnOnce(u64),
+) -> Result<Option<Value>, JobError> {
+    let engine = |source| JobError::Engine {
+        engine: job.url.to_owned(),
+        source,
+    };
+    let client = connect(job.url, job.options)?;
+    let sub = client.submit(job.text).map_err(|e| match e {
+        crate::daemon::DaemonError::Refused(m) => JobError::Failed(format!("{}: {m}", job.path)),
+        e => engine(e),
+    })?;
+    started(sub.id);
+    if detach {
+        return Ok(None);
+    }
+    let b = bindings(job.outs, job.ins, &sub.host_out, &sub.host_in)?;
+    let bridges = bridge(&client, &sub, &b).map_err(|e| match e {
+        BridgeError::Job(j) => j,
+        BridgeError::Daemon(d) => engine(d),
+    })?;
+    join(bridges)?;
+    client.wait(sub.id).map(Some).map_err(engine)
+}
+
+/// Why bridging failed.
+pub(crate) enum BridgeError {
+    /// A file.
+    Job(JobError),
+    /// The daemon refused a channel.
+    Daemon(crate::daemon::DaemonError),
+}
+
+impl From<JobError> for BridgeError {
+    fn from(e: JobError) -> Self {
+        BridgeError::Job(e)
+    }
+}
+
+impl From<crate::daemon::DaemonError> for BridgeError {
+    fn from(e: crate::daemon::DaemonError) -> Self {
+        BridgeError::Daemon(e)
+    }
+}
+
+/// Opens the data channels of `b` on pipeline `sub` and bridges them to their files.
+pub(crate) fn bridge(
+    client: &Client,
+    sub: &Submitted,
+    b: &Bindings,
+) -> Result<Vec<Bridge>, BridgeError> {
+    let mut bridges = Vec::new();
+    for (n, p) in &b.outputs {
+        let w = create(p)?;
+        let ch: Channel = client.open_output(sub.id, n)?;
+        bridges.push(pump_out(p.clone(), w, move || {
+            ch.recv()
+                .map_err(|e| JobError::Failed(format!("host-out {}: {e}", ch.name())))
+        }));
+    }
+    for (n, p) in &b.inputs {
+        let r = open(p)?;
+        let ch = std::sync::Arc::new(client.open_input(sub.id, n)?);
+        let c = std::sync::Arc::clone(&ch);
+        pump_in(
+            p.clone(),
+            r,
+            move |buf| ch.send(buf).is_ok(),
+            move || {
+                let _ = c.close();
+            },
+        );
+    }
+    Ok(bridges)
+}

@@ -1,0 +1,313 @@
+//! One pipeline over several engines (`offhost submit --engine NAME=URL ...`; `@NAME`
+//! placements, see [`crate::placement`]).
+//!
+//! The parts are submitted sinks first (each part names the pipeline ids of the parts it
+//! sends to); a part that is refused stops the parts already running. Then every part is
+//! waited for on a session of its own. The first failure (a part that fails, or an engine
+//! whose session breaks) is the job's error, naming the engine and what failed there; the
+//! other parts end by themselves as their links to it break, and those still running after
+//! [`GRACE`] are told to stop.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use offhost_link::LinkOptions;
+use serde_json::{json, Value};
+
+use super::daemon::{bridge, connect, BridgeError};
+use super::{bindings, join, Bridge, JobError};
+use crate::daemon::{Client, DaemonError, Submitted};
+use crate::placement::{self, Plan};
+use crate::Registry;
+
+/// How long the other parts get after the first failure to end by themselves (their links
+/// to the failed part break, and they fail naming it) before they are told to stop.
+pub const GRACE: Duration = Duration::from_millis(500);
+/// How long the job then waits for the parts it told to stop.
+pub const AFTER_FAILURE: Duration = Duration::from_secs(10);
+
+/// `NAME=URL` engines of `--engine` flags, or `None` when `list` is one plain URL.
+pub fn named(list: &[String]) -> Result<Option<Vec<(String, String)>>, JobError> {
+    let is_named = |s: &str| {
+        s.split_once('=').is_some_and(|(n, u)| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                && u.contains(':')
+        })
+    };
+    if list.len() == 1 && !is_named(&list[0]) {
+        return Ok(None);
+    }
+    let mut v: Vec<(String, String)> = Vec::new();
+    for s in list {
+        let Some((n, u)) = s.split_once('=').filter(|_| is_named(s)) else {
+            return Err(JobError::Binding(format!(
+                "--engine {s}: with several engines each is NAME=URL (e.g. recon=tls:host:7460)"
+            )));
+        };
+        if v.iter().any(|(m, _)| m == n) {
+            return Err(JobError::Binding(format!(
+                "--engine {s}: engine {n} is named twice"
+            )));
+        }
+        v.push((n.to_owned(), u.to_owned()));
+    }
+    Ok(Some(v))
+}
+
+/// What to run where.
+#[derive(Debug, Clone)]
+pub struct PlacedJob<'a> {
+    /// `(NAME, URL)` of each engine; the first takes unplaced tasks.
+    pub engines: &'a [(String, String)],
+    /// Certificates for `tls:` URLs.
+    pub options: &'a LinkOptions,
+    /// The file's name, for messages.
+    pub path: &'a str,
+    /// Its text.
+    pub text: &'a str,
+    /// `--out NAME=PATH` bindings.
+    pub outs: &'a [String],
+    /// `--in NAME=PATH` bindings.
+    pub ins: &'a [String],
+}
+
+/// One engine's part, once submitted.
+#[derive(Debug, Clone)]
+pub struct PartOutcome {
+    /// The engine's name.
+    pub engine: String,
+    /// Its URL.
+    pub url: String,
+    /// The part's pipeline id there.
+    pub id: u64,
+    /// Its final state as the daemon gives it (`state`, `stats`, `error`), or `state: lost`
+    /// with the `error` that ended the session.
+    pub state: Value,
+}
+
+/// How the job went.
+#[derive(Debug, Clone)]
+pub struct PlacedOutcome {
+    /// The parts, in the order they were submitted.
+    pub parts: Vec<PartOutcome>,
+    /// The first failure, naming the engine and what failed there.
+    pub failure: Option<String>,
+    /// The file's last task line (later lines in a part's statistics are the split's own).
+    pub file_lines: usize,
+}
+
+struct Part {
+    engine: String,
+    url: String,
+    client: Client,
+    sub: Submitted,
+}
+
+fn stop_all(parts: &[Part]) {
+    for p in parts {
+        let _ = p.client.stop(p.sub.id);
+    }
+}
+
+/// Submits the parts of `job` (placed by the tasks of `registry`); `started` hears of each
+/// (engine, URL, pipeline id). With `detach` the job ends there (`Ok` with the parts and no
+/// states); otherwise host channels are bridged and every part waited for.
+pub fn run(
+    job: &PlacedJob<'_>,
+    registry: &Registry,
+    detach: bool,
+    mut started: impl FnMut(&str, &str, u64),
+) -> Result<PlacedOutcome, JobError> {
+    let path = job.path;
+    let spec = crate::lang::parse(job.text).map_err(|source| JobError::Pipeline {
+        path: path.into(),
+        source,
+    })?;
+    let names: Vec<String> = job.engines.iter().map(|(n, _)| n.clone()).collect();
+    let url_of: HashMap<&str, &str> = job
+        .engines
+        .iter()
+        .map(|(n, u)| (n.as_str(), u.as_str()))
+        .collect();
+    let placed = |source| JobError::Placement {
+        path: path.into(),
+        source,
+    };
+    let plan = placement::plan(&spec, &names, registry).map_err(placed)?;
+    let mut targets: HashMap<String, (String, u64)> = HashMap::new();
+    let mut parts: Vec<Part> = Vec::new();
+    for e in plan.order() {
+        let url = url_of[e.as_str()];
+        let text = plan.text(e, &targets).map_err(placed)?;
+        let submitted = connect(url, job.options).and_then(|c| match c.submit(&text) {
+            Ok(sub) => Ok((c, sub)),
+            Err(err) => Err(JobError::Failed(format!(
+                "{path}: engine {e} ({url}) refused its part: {err}"
+            ))),
+        });
+        match submitted {
+            Ok((client, sub)) => {
+                started(e, url, sub.id);
+                targets.insert(e.clone(), (url.to_owned(), sub.id));
+                parts.push(Part {
+                    engine: e.clone(),
+                    url: url.to_owned(),
+                    client,
+                    sub,
+                });
+            }
+            Err(err) => {
+                stop_all(&parts);
+                return Err(err);
+            }
+        }
+    }
+    let outcome = |parts: &[Part], states: &mut HashMap<String, Value>, failure| PlacedOutcome {
+        parts: parts
+            .iter()
+            .map(|p| PartOutcome {
+                engine: p.engine.clone(),
+                url: p.url.clone(),
+                id: p.sub.id,
+                state: states.remove(&p.engine).unwrap_or(Value::Null),
+            })
+            .collect(),
+        failure,
+        file_lines: plan.file_lines(),
+    };
+    if detach {
+        return Ok(outcome(&parts, &mut HashMap::new(), None));
+    }
+    let bridges = match bridge_all(&parts, &plan, job) {
+        Ok(b) => b,
+        Err(e) => {
+            stop_all(&parts);
+            return Err(e);
+        }
+    };
+    let (states, failure) = wait_all(&parts, &plan, &url_of, job.options);
+    if failure.is_none() {
+        join(bridges)?;
+    }
+    let mut states = states;
+    Ok(outcome(
+        &parts,
+        &mut states,
+        failure.map(|f| format!("{path}: {f}")),
+    ))
+}
+
+/// Waits for every part; returns their final states and the first failure.
+fn wait_all(
+    parts: &[Part],
+    plan: &Plan,
+    url_of: &HashMap<&str, &str>,
+    options: &LinkOptions,
+) -> (HashMap<String, Value>, Option<String>) {
+    let (tx, rx) = mpsc::channel::<(String, Result<Value, DaemonError>)>();
+    for p in parts {
+        let (tx, engine, url, id) = (tx.clone(), p.engine.clone(), p.url.clone(), p.sub.id);
+        let options = options.clone();
+        std::thread::spawn(move || {
+            let r = Client::connect_with(&url, &options).and_then(|c| c.wait(id));
+            let _ = tx.send((engine, r));
+        });
+    }
+    drop(tx);
+    let mut states: HashMap<String, Value> = HashMap::new();
+    let mut failure: Option<String> = None;
+    // After a failure: when to tell the others to stop, and when to give up on them.
+    let (mut stop_at, mut give_up): (Option<Instant>, Option<Instant>) = (None, None);
+    while states.len() < parts.len() {
+        let next = match stop_at.or(give_up) {
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        let (engine, r) = match next {
+            Ok(x) => x,
+            Err(mpsc::RecvTimeoutError::Timeout) if stop_at.is_some() => {
+                stop_all(parts);
+                stop_at = None;
+                continue;
+            }
+            Err(_) => break,
+        };
+        let url = url_of[engine.as_str()];
+        let v = r.unwrap_or_else(|e| {
+            let e = format!(
+                "engine {engine} ({url}) is gone ({e}) while running {}",
+                plan.tasks_on(&engine)
+            );
+            json!({"state": "lost", "error": e})
+        });
+        if failure.is_none() {
+            if let Some(e) = v["error"].as_str() {
+                failure = Some(if e.contains(&format!("engine {engine}")) {
+                    e.to_owned()
+                } else {
+                    format!("engine {engine} ({url}): {e}")
+                });
+                stop_at = Some(Instant::now() + GRACE);
+                give_up = Some(Instant::now() + GRACE + AFTER_FAILURE);
+            }
+        }
+        states.insert(engine, v);
+    }
+    (states, failure)
+}
+
+/// Bridges the user's host channels of every part (not the ones between engines) to files.
+fn bridge_all(parts: &[Part], plan: &Plan, job: &PlacedJob<'_>) -> Result<Vec<Bridge>, JobError> {
+    let generated: Vec<&str> = plan
+        .cross_queues()
+        .iter()
+        .map(|c| c.channel.as_str())
+        .collect();
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    let (mut all_out, mut all_in) = (Vec::new(), Vec::new());
+    for (i, p) in parts.iter().enumerate() {
+        let ins = p
+            .sub
+            .host_in
+            .iter()
+            .filter(|n| !generated.contains(&n.as_str()));
+        for n in p.sub.host_out.iter().chain(ins.clone()) {
+            if owner.insert(n.clone(), i).is_some() {
+                return Err(JobError::Binding(format!(
+                    "host channel {n} is on two engines: give the channels distinct names"
+                )));
+            }
+        }
+        all_out.extend(p.sub.host_out.iter().cloned());
+        all_in.extend(ins.cloned());
+    }
+    let b = bindings(job.outs, job.ins, &all_out, &all_in)?;
+    let mut bridges = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let mine = super::Bindings {
+            outputs: b
+                .outputs
+                .iter()
+                .filter(|(n, _)| owner[n] == i)
+                .cloned()
+                .collect(),
+            inputs: b
+                .inputs
+                .iter()
+                .filter(|(n, _)| owner[n] == i)
+                .cloned()
+                .collect(),
+        };
+        bridges.extend(bridge(&p.client, &p.sub, &mine).map_err(|e| match e {
+            BridgeError::Job(j) => j,
+            BridgeError::Daemon(source) => JobError::Engine {
+                engine: format!("{} ({})", p.engine, p.url),
+                source,
+            },
+        })?);
+    }
+    Ok(bridges)
+}
