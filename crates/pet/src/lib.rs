@@ -2,7 +2,8 @@
 //! formats, Monte Carlo source, sinograms and reconstruction.
 //!
 //! The crate's surface is deliberate: the types below at the root, and five modules that are
-//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`recon`], [`tasks`]).
+//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`recon`], [`tasks`]),
+//! and [`files`] holds the file jobs of `offhost pet`.
 //! Everything else is private.
 //!
 //! | item | what it is |
@@ -21,6 +22,7 @@ mod crystal;
 mod emission;
 mod error;
 mod fbp;
+pub mod files;
 mod geometry;
 mod hist_index;
 mod interfile;

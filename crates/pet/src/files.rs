@@ -1,0 +1,384 @@
+//! The file jobs behind `offhost pet`: simulate an acquisition into a list-mode file, count a
+//! list-mode file, histogram one into a sinogram file, reconstruct a sinogram file into a
+//! PNG. Each returns a report the command prints as text or JSON.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::error::{FormatError, GeometryError, ImageError};
+use crate::listmode::{self, Reader, Writer};
+use crate::petlink::{self, PetlinkReader};
+use crate::recon::{self, Method};
+use crate::sinofile::{self, SinoFlags};
+use crate::{
+    EnergyWindow, Histogrammer, Pacer, PetlinkHeader, PetlinkHistogrammer, Phantom, Scanner,
+    SimConfig, Source,
+};
+
+/// What went wrong, naming the file or the option.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileJobError {
+    /// An option is wrong.
+    #[error("{0}")]
+    Option(String),
+    /// The scanner is wrong.
+    #[error(transparent)]
+    Geometry(#[from] GeometryError),
+    /// A file is not what it should be.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: FormatError,
+    },
+    /// A file could not be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// `read` or `write`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The image could not be written.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+}
+
+fn format(path: &Path) -> impl FnOnce(FormatError) -> FileJobError + '_ {
+    move |source| FileJobError::Format {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A list-mode file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListFormat {
+    /// offhost's own 16-byte records.
+    Offhost,
+    /// Siemens PETLINK 32-bit words (with an Interfile header).
+    Petlink,
+}
+
+/// A simulated acquisition.
+#[derive(Debug, Clone)]
+pub struct SimJob {
+    /// Output list-mode file.
+    pub out: PathBuf,
+    /// Scanner preset.
+    pub scanner: String,
+    /// Phantom name.
+    pub phantom: String,
+    /// Events to write.
+    pub events: u64,
+    /// Random seed.
+    pub seed: u64,
+    /// Count rate, events per second of scan time.
+    pub rate: f64,
+    /// At most this many events per wall-clock second (0: full speed).
+    pub pace: f64,
+    /// Scatter fraction of true events.
+    pub scatter: f64,
+}
+
+/// What a simulation wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimReport {
+    /// The file.
+    pub file: PathBuf,
+    /// Events written.
+    pub events: u64,
+    /// True coincidences.
+    pub trues: u64,
+    /// Scattered coincidences.
+    pub scatters: u64,
+    /// Random coincidences.
+    pub randoms: u64,
+    /// Delayed coincidences.
+    pub delayeds: u64,
+    /// Seconds of acquisition simulated.
+    pub acquisition_s: f64,
+    /// Wall seconds it took.
+    pub wall_s: f64,
+    /// Events per wall second.
+    pub events_per_s: f64,
+}
+
+impl SimReport {
+    /// One line of text.
+    pub fn text(&self) -> String {
+        format!(
+            "{} events ({} trues, {} scatters, {} randoms, {} delayeds), {:.3} s of acquisition, written in {:.2} s ({:.2} M events/s) to {}",
+            self.events, self.trues, self.scatters, self.randoms, self.delayeds,
+            self.acquisition_s, self.wall_s, self.events_per_s / 1e6, self.file.display()
+        )
+    }
+}
+
+/// Simulates `job`; `progress` hears of every block of events written.
+pub fn simulate(job: &SimJob, mut progress: impl FnMut(u64)) -> Result<SimReport, FileJobError> {
+    let scanner = Scanner::preset(&job.scanner)?;
+    let phantom = Phantom::by_name(&job.phantom).ok_or_else(|| {
+        FileJobError::Option(format!(
+            "unknown phantom {:?} (nema, shepp-logan, cylinder)",
+            job.phantom
+        ))
+    })?;
+    let cfg = SimConfig {
+        phantom,
+        seed: job.seed,
+        rate: job.rate,
+        scatter_fraction: job.scatter,
+        ..SimConfig::default()
+    };
+    let mut src = Source::new(&scanner, cfg)?;
+    let mut w = Writer::create(&job.out, &scanner).map_err(format(&job.out))?;
+    let mut pacer = (job.pace > 0.0).then(|| Pacer::new(job.pace));
+    let t = Instant::now();
+    let mut buf = Vec::new();
+    let mut left = job.events;
+    while left > 0 {
+        let n = left.min(65_536);
+        if let Some(p) = &mut pacer {
+            p.wait(n);
+        }
+        buf.clear();
+        src.fill(&mut buf, n as usize);
+        w.write_events(&buf).map_err(format(&job.out))?;
+        left -= n;
+        progress(n);
+    }
+    w.finish().map_err(format(&job.out))?;
+    let secs = t.elapsed().as_secs_f64();
+    let c = src.counts();
+    Ok(SimReport {
+        file: job.out.clone(),
+        events: job.events,
+        trues: c.trues,
+        scatters: c.scatters,
+        randoms: c.randoms,
+        delayeds: c.delayeds,
+        acquisition_s: src.time_s(),
+        wall_s: secs,
+        events_per_s: job.events as f64 / secs,
+    })
+}
+
+/// The Interfile header of PETLINK file `file`: `given`, or the `.hdr` beside it naming it.
+pub fn header_for(file: &Path, given: Option<&Path>) -> Result<PetlinkHeader, FileJobError> {
+    let path = match given {
+        Some(p) => p.to_owned(),
+        None => petlink::find_header(file).ok_or_else(|| {
+            FileJobError::Option(format!(
+                "no Interfile header found beside {} (use --header)",
+                file.display()
+            ))
+        })?,
+    };
+    PetlinkHeader::read(&path).map_err(format(&path))
+}
+
+/// Counts of a list-mode file, as JSON, and its text line.
+pub fn stat(
+    file: &Path,
+    fmt: ListFormat,
+    header: Option<&Path>,
+) -> Result<(Value, String), FileJobError> {
+    if fmt == ListFormat::Petlink {
+        let h = header_for(file, header)?;
+        let st = petlink::stat(file, &h).map_err(format(file))?;
+        let mut v = serde_json::to_value(&st).expect("serialisable");
+        v["format"] = json!("petlink");
+        v["header_total_words"] = json!(h.total_words);
+        let text =
+            format!(
+            "{} words: {} events ({} prompts, {} delayeds), {} time tags over {} ms, {} other tags",
+            st.words, st.events, st.prompts, st.delayeds, st.time_tags, st.duration_ms,
+            st.deadtime_tags + st.motion_tags + st.monitor_tags + st.control_tags
+        );
+        return Ok((v, text));
+    }
+    let mut r = Reader::open(file).map_err(format(file))?;
+    let hdr = *r.header();
+    let (mut events, mut delayeds) = (0u64, 0u64);
+    let (mut first, mut last) = (None, 0u32);
+    let mut buf = Vec::new();
+    while r.read_events(&mut buf, 65_536).map_err(format(file))? > 0 {
+        events += buf.len() as u64;
+        delayeds += buf.iter().filter(|e| e.delayed).count() as u64;
+        first.get_or_insert(buf[0].time_us);
+        last = buf[buf.len() - 1].time_us;
+    }
+    let duration_ms = first.map_or(0, |f| (last.saturating_sub(f)) as u64 / 1000);
+    let v = json!({
+        "format": "offhost",
+        "words": events * (listmode::RECORD_LEN as u64 / 4),
+        "records": events,
+        "events": events,
+        "prompts": events - delayeds,
+        "delayeds": delayeds,
+        "time_tags": 0,
+        "duration_ms": duration_ms,
+        "rings": hdr.rings,
+        "detectors_per_ring": hdr.detectors_per_ring,
+    });
+    let text = format!(
+        "{events} events ({} prompts, {delayeds} delayeds) over {duration_ms} ms; scanner {} rings x {} detectors",
+        events - delayeds, hdr.rings, hdr.detectors_per_ring
+    );
+    Ok((v, text))
+}
+
+/// Span `span` (`ssrb` or an odd number) of scanner `s`, checked.
+pub fn span_of(s: &Scanner, span: &str) -> Result<u32, FileJobError> {
+    let v = if span == "ssrb" {
+        s.ssrb_span()
+    } else {
+        span.parse().map_err(|_| {
+            FileJobError::Option(format!("--span {span}: expected an odd number or ssrb"))
+        })?
+    };
+    s.with_span(v).validate()?;
+    Ok(v)
+}
+
+/// A histogramming of a list-mode file into a sinogram file.
+#[derive(Debug, Clone)]
+pub struct HistJob {
+    /// List-mode file.
+    pub file: PathBuf,
+    /// Its format.
+    pub format: ListFormat,
+    /// Sinogram file to write.
+    pub out: PathBuf,
+    /// Scanner preset (offhost files; PETLINK uses its header).
+    pub scanner: String,
+    /// PETLINK Interfile header.
+    pub header: Option<PathBuf>,
+    /// Axial compression: 1, an odd span, or `ssrb`.
+    pub span: String,
+    /// Energy window, keV (offhost files).
+    pub window: (f64, f64),
+}
+
+/// Histograms `job`; returns its statistics as JSON and a text line.
+pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
+    let t = Instant::now();
+    let file = &job.file;
+    let (sino, st, flags) = match job.format {
+        ListFormat::Petlink => {
+            let h = header_for(file, job.header.as_deref())?;
+            let span = span_of(&h.scanner, &job.span)?;
+            let mut hist = PetlinkHistogrammer::new(&h.scanner, span)?;
+            let mut r = PetlinkReader::open(file, &h).map_err(format(file))?;
+            let mut buf = Vec::new();
+            while r.read_words(&mut buf, 1 << 16).map_err(format(file))? > 0 {
+                hist.add_words(&buf);
+            }
+            let (s, st, _) = hist.finish();
+            (
+                s,
+                st,
+                SinoFlags {
+                    last: true,
+                    detector_pairs: false,
+                },
+            )
+        }
+        ListFormat::Offhost => {
+            let scanner = Scanner::preset(&job.scanner)?;
+            let span = span_of(&scanner, &job.span)?;
+            let mut r = Reader::open(file).map_err(format(file))?;
+            let h = r.header();
+            if h.rings as u32 != scanner.rings
+                || h.detectors_per_ring as u32 != scanner.detectors_per_ring
+            {
+                return Err(FileJobError::Option(format!(
+                    "{}: recorded on {} rings x {} detectors, not the {} scanner",
+                    file.display(),
+                    h.rings,
+                    h.detectors_per_ring,
+                    job.scanner
+                )));
+            }
+            let window = EnergyWindow::kev(job.window.0, job.window.1);
+            let mut hist = Histogrammer::new(&scanner.with_span(span), window)?;
+            let mut buf = Vec::new();
+            while r.read_events(&mut buf, 1 << 16).map_err(format(file))? > 0 {
+                hist.add(&buf);
+            }
+            let (s, st) = hist.finish();
+            (
+                s,
+                st,
+                SinoFlags {
+                    last: true,
+                    detector_pairs: true,
+                },
+            )
+        }
+    };
+    std::fs::write(&job.out, sinofile::encode(&sino, flags)).map_err(|source| {
+        FileJobError::Io {
+            what: "write",
+            path: job.out.clone(),
+            source,
+        }
+    })?;
+    let secs = t.elapsed().as_secs_f64();
+    let mut v = serde_json::to_value(st).expect("serialisable");
+    v["sinograms"] = json!(sino.layout.total_sinograms());
+    v["net_counts"] = json!(sino.total());
+    v["seconds"] = json!(secs);
+    v["events_per_s"] = json!(st.events as f64 / secs);
+    let text = format!(
+        "{} events ({} prompts, {} delayeds): {} energy-rejected, {} outside, {} accepted; {} sinograms, net {} counts -> {} in {:.2} s",
+        st.events, st.prompts, st.delayeds, st.energy_rejected, st.geometry_rejected,
+        st.accepted(), sino.layout.total_sinograms(), sino.total(), job.out.display(), secs
+    );
+    Ok((v, text))
+}
+
+/// Reconstructs sinogram file `sino` with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
+/// returns a text line.
+pub fn reconstruct(
+    sino: &Path,
+    method: &str,
+    iterations: usize,
+    png: &Path,
+) -> Result<String, FileJobError> {
+    let bytes = std::fs::read(sino).map_err(|source| FileJobError::Io {
+        what: "read",
+        path: sino.to_owned(),
+        source,
+    })?;
+    let (s, flags) = sinofile::decode(&bytes).map_err(format(sino))?;
+    let method = match method {
+        "fbp" => Method::Fbp,
+        "fbp-hann" => Method::FbpHann,
+        "mlem" => Method::Mlem(iterations),
+        other => {
+            return Err(FileJobError::Option(format!(
+                "--method {other}: expected fbp, fbp-hann or mlem"
+            )))
+        }
+    };
+    let t = Instant::now();
+    let vol = recon::reconstruct(&s, method, flags.detector_pairs);
+    vol.write_png(png, 8)?;
+    Ok(format!(
+        "{method:?}: {} slices of {}x{} in {:.2} s -> {}",
+        vol.slices,
+        vol.n,
+        vol.n,
+        t.elapsed().as_secs_f64(),
+        png.display()
+    ))
+}
