@@ -81,6 +81,7 @@ pub mod sandbox;
 mod sched;
 mod slot;
 mod task;
+mod task_doc;
 pub mod tasks;
 
 pub use budget::{
