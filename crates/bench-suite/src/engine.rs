@@ -10,6 +10,7 @@
 //!   factor by wall clock and by CPU time (user + system of the whole process, which on a
 //!   shared machine is the steadier figure), and resident memory sampled while it runs.
 
+use offhost_bench::sizes;
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
@@ -22,15 +23,19 @@ use crate::error::{check, Error, Result};
 const AUDIO_ION: &str = include_str!("../../../examples/audio.ion");
 
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Worker threads.
+    #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Buffers sent through the hop chain.
+    #[arg(long, default_value_t = 400_000)]
     pub hop_buffers: u64,
-    /// Bytes sent through the 4-stage chain.
+    /// Bytes sent through the 4-stage chain (K, M, G suffixes).
+    #[arg(long, default_value = "2G", value_parser = |s: &str| sizes::parse_size(s).map(|v| v as u64))]
     pub chain_bytes: u64,
     /// Seconds of audio streamed through examples/audio.ion.
+    #[arg(long, default_value_t = 600.0)]
     pub audio_seconds: f64,
 }
 

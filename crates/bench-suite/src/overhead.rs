@@ -6,6 +6,7 @@
 //! hypervisor puts the two vCPUs today) does not blur as it blurs a ping-pong between two
 //! cores.
 
+use offhost_bench::sizes;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -18,13 +19,16 @@ use crate::error::{check, require, Context as _, Error, Result};
 use offhost_bench::transport::Transport;
 
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Message sizes.
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64,4096", value_parser = sizes::parse_size)]
     pub sizes: Vec<usize>,
     /// Round trips per trial.
+    #[arg(long, default_value_t = 100_000)]
     pub iters: usize,
     /// Trials per size, channels and ring in turn; the fastest of each counts.
+    #[arg(long, default_value_t = 15)]
     pub trials: usize,
 }
 

@@ -17,18 +17,22 @@ use serde::Serialize;
 use crate::error::{Context as _, Result};
 
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Events held in memory for the histogramming measurement.
+    #[arg(long, default_value_t = 4_000_000)]
     pub events: usize,
     /// Passes over them (the best pass is reported).
+    #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Events through the end-to-end demo pipeline.
+    #[arg(long, default_value_t = 8_000_000)]
     pub pipeline_events: u64,
     /// Simulated clinical count rate of the pipeline, events per second.
+    #[arg(long, default_value_t = 4.0e6)]
     pub rate: f64,
-    /// PETLINK file replayed for the word-histogramming measurement (skipped, with a note,
-    /// when it cannot be read).
+    /// PETLINK file replayed for the word-histogramming measurement.
+    #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
     pub petlink: PathBuf,
 }
 

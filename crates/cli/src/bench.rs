@@ -8,9 +8,9 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offhost_bench::report::{self, Output, Row};
-use offhost_bench::transport::{Placement, Transport};
+use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
-use offhost_bench_suite::pingpong::{self, RecordPath};
+use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate::{self, RatePath};
 use offhost_bench_suite::{engine, nbd, offload, overhead, pet, reproduce, suite};
 use offhost_shm::Mode;
@@ -146,70 +146,16 @@ struct FloorsArgs {
 
 #[derive(Args, Debug)]
 struct PingpongArgs {
-    /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, tls, unix, mem
-    /// (channels), tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link
-    /// for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one plain rustls
-    /// connection (tls's raw peer); both use a certificate directory made for the run and
-    /// removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to the report.
-    #[arg(long, value_delimiter = ',', default_value = "shm")]
-    transport: Vec<Transport>,
-    /// Doorbell mode of both sides on shared memory: poll, block or adaptive.
-    #[arg(long, default_value = "poll")]
-    mode: Mode,
-    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
-    #[arg(long, value_delimiter = ',', default_value = "8,64,4096,65536,1048576", value_parser = sizes::parse_size)]
-    sizes: Vec<usize>,
-    /// Where the echo runs: thread or process (default: `offhost echo` in another process for
-    /// shm and shm-chan, a thread for the rest).
-    #[arg(long)]
-    peer: Option<Placement>,
-    /// A running raw echo engine (shm:PATH or shm:@name) instead of starting one.
-    #[arg(long, value_parser = crate::echo::shm_addr)]
-    connect: Option<String>,
-    /// Timed round trips per size (default: from 20000 for small messages down to 500).
-    #[arg(long)]
-    iters: Option<usize>,
-    /// Measure every transport this many times in turn, a share of the round trips each time,
-    /// and pool the samples: the transports' ratios then share the machine's changing state.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    rounds: u32,
-    /// Keep every transport's echo running and measure the transports in turn, this many
-    /// round trips at a time: adjacent blocks share the machine's state far more often than
-    /// rounds do. Each block's median is reported like a round's (idle CPU is not measured).
-    #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    interleave: Option<u64>,
-    /// Spin budget of adaptive mode, in microseconds.
-    #[arg(long, default_value_t = 50)]
-    spin_us: u64,
-    /// How records travel on the raw ring: auto (inline up to 4096 bytes, pool buffers
-    /// above), inline or loan.
-    #[arg(long, default_value = "auto")]
-    path: RecordPath,
-    /// Seconds over which the idle raw-ring echo's CPU use is measured (0: skip).
-    #[arg(long, default_value_t = 1.0)]
-    idle_secs: f64,
-    /// Have the raw-ring echo read every byte of buffer records (so data crosses cores).
-    #[arg(long)]
-    touch: bool,
-    /// Also measure the floors first and report ratios against them.
-    #[arg(long)]
-    floors: bool,
+    #[command(flatten)]
+    o: pingpong::Options,
     #[command(flatten)]
     print: PrintArgs,
 }
 
 #[derive(Args, Debug)]
 struct OverheadArgs {
-    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
-    #[arg(long, value_delimiter = ',', default_value = "64,4096", value_parser = sizes::parse_size)]
-    sizes: Vec<usize>,
-    /// Round trips per trial.
-    #[arg(long, default_value_t = 100_000)]
-    iters: usize,
-    /// Trials per size, channels and ring in turn; the fastest of each counts.
-    #[arg(long, default_value_t = 15)]
-    trials: usize,
+    #[command(flatten)]
+    o: overhead::Options,
     /// Print JSON (an array of rows).
     #[arg(long)]
     json: bool,
@@ -243,34 +189,14 @@ struct SuiteArgs {
 
 #[derive(Args, Debug)]
 struct ReproduceArgs {
-    /// Folder for report.md, results.json and the plots (created if missing).
-    #[arg(long, default_value = "offhost-report")]
-    out: PathBuf,
-    /// A shorter run (under a minute): fewer sizes, packet sizes and repetitions.
-    #[arg(long)]
-    quick: bool,
-    /// FIFO size of the buffered and interrupt-driven transfers, bytes (the seed's was 1024).
-    #[arg(long, default_value_t = 1024)]
-    fifo: usize,
-    /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
-    #[arg(long, default_value = "tcp")]
-    transport: Transport,
+    #[command(flatten)]
+    o: reproduce::Options,
 }
 
 #[derive(Args, Debug)]
 struct EngineArgs {
-    /// Worker threads.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// Buffers sent through the hop chain.
-    #[arg(long, default_value_t = 400_000)]
-    hop_buffers: u64,
-    /// Bytes sent through the 4-stage chain (K, M, G suffixes).
-    #[arg(long, default_value = "2G", value_parser = sizes::parse_size)]
-    chain_bytes: usize,
-    /// Seconds of audio streamed through examples/audio.ion.
-    #[arg(long, default_value_t = 600.0)]
-    audio_seconds: f64,
+    #[command(flatten)]
+    o: engine::Options,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -278,32 +204,8 @@ struct EngineArgs {
 
 #[derive(Args, Debug)]
 struct NbdArgs {
-    /// Seconds per fio job.
-    #[arg(long, default_value_t = 10)]
-    runtime: u32,
-    /// Export size, and the region fio works over.
-    #[arg(long, default_value = "1G")]
-    size: String,
-    /// Rounds (servers alternate within each round); the median round is reported.
-    #[arg(long, default_value_t = 1)]
-    rounds: u32,
-    /// nbdkit binary.
-    #[arg(long, default_value = "nbdkit")]
-    nbdkit: String,
-    /// fio binary.
-    #[arg(long, default_value = "fio")]
-    fio: String,
-    /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
-    #[arg(long, default_value_t = offhost_nbd::DEFAULT_CONN_THREADS)]
-    conn_threads: usize,
-    /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
-    /// certificate directory made for the run and removed after); all four servers then listen
-    /// on TCP loopback (the plain ones with --insecure) and fio reaches the TLS ones with
-    /// nbds:// and the directory's client certificate (found by libnbd in $HOME/.pki/libnbd;
-    /// fio runs as nobody when the bench runs as root). Reports offhost over TLS against
-    /// offhost plain and against nbdkit over TLS, in the same rounds.
-    #[arg(long)]
-    tls: bool,
+    #[command(flatten)]
+    o: nbd::Options,
     /// Print one JSON object per server and workload (a JSON array).
     #[arg(long)]
     json: bool,
@@ -311,21 +213,8 @@ struct NbdArgs {
 
 #[derive(Args, Debug)]
 struct PetArgs {
-    /// Events held in memory for the histogramming measurement.
-    #[arg(long, default_value_t = 4_000_000)]
-    events: usize,
-    /// Passes over them (the best pass is reported).
-    #[arg(long, default_value_t = 5)]
-    reps: usize,
-    /// Events through the end-to-end demo pipeline.
-    #[arg(long, default_value_t = 8_000_000)]
-    pipeline_events: u64,
-    /// Simulated clinical count rate of the pipeline, events per second.
-    #[arg(long, default_value_t = 4.0e6)]
-    rate: f64,
-    /// PETLINK file replayed for the word-histogramming measurement.
-    #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
-    petlink: PathBuf,
+    #[command(flatten)]
+    o: pet::Options,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -431,22 +320,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             (text, vec![])
         }
         BenchCmd::Pingpong(a) => {
-            let o = pingpong::Options {
-                transports: a.transport,
-                mode: a.mode,
-                sizes: a.sizes,
-                peer: a.peer,
-                connect: a.connect,
-                iters: a.iters,
-                rounds: a.rounds,
-                interleave: a.interleave,
-                spin_us: a.spin_us,
-                path: a.path,
-                idle_secs: a.idle_secs,
-                touch: a.touch,
-                floors: a.floors,
-                exe: exe()?,
-            };
+            let o = pingpong::Options { exe: exe()?, ..a.o };
             let out = pingpong::run(&o, bar)?;
             let (text, mut notes) = rows(&out.rows, &a.print, report::latency_table)?;
             if o.transports.contains(&Transport::Mem) {
@@ -460,23 +334,15 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             (text, notes)
         }
         BenchCmd::Overhead(a) => {
-            let o = overhead::Options {
-                sizes: a.sizes,
-                iters: a.iters,
-                trials: a.trials,
-            };
-            let r = overhead::run(&o, bar)?;
+            let r = overhead::run(&a.o, bar)?;
             (show(a.json, &r, |r| overhead::table(r))?, vec![])
         }
         BenchCmd::Exchange(a) => suite_cmd("exchange", a, bar)?,
         BenchCmd::Stream(a) => suite_cmd("stream", a, bar)?,
         BenchCmd::Reproduce(a) => {
             let o = reproduce::Options {
-                out: a.out,
-                quick: a.quick,
-                fifo: a.fifo,
-                transport: a.transport,
                 exe: Some(exe()?),
+                ..a.o
             };
             let r = reproduce::run(&o, bar)?;
             let wrote = format!(
@@ -516,38 +382,16 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             )
         }
         BenchCmd::Engine(a) => {
-            let o = engine::Options {
-                workers: a.workers,
-                hop_buffers: a.hop_buffers,
-                chain_bytes: a.chain_bytes as u64,
-                audio_seconds: a.audio_seconds,
-            };
-            let r = engine::run(&o, bar)?;
+            let r = engine::run(&a.o, bar)?;
             (show(a.json, &r, engine::Report::table)?, vec![])
         }
         BenchCmd::Nbd(a) => {
-            let o = nbd::Options {
-                runtime: a.runtime,
-                size: a.size,
-                rounds: a.rounds,
-                nbdkit: a.nbdkit,
-                fio: a.fio,
-                conn_threads: a.conn_threads,
-                exe: exe()?,
-                tls: a.tls,
-            };
+            let o = nbd::Options { exe: exe()?, ..a.o };
             let r = nbd::run(&o, bar)?;
             (show(a.json, &r, |r| nbd::table(r))?, vec![])
         }
         BenchCmd::Pet(a) => {
-            let o = pet::Options {
-                events: a.events,
-                reps: a.reps,
-                pipeline_events: a.pipeline_events,
-                rate: a.rate,
-                petlink: a.petlink,
-            };
-            let r = pet::run(&o, bar)?;
+            let r = pet::run(&a.o, bar)?;
             (show(a.json, &r, pet::Report::text)?, r.notes.clone())
         }
         BenchCmd::Offload(a) => offload_cmd(a, bar, exe()?)?,

@@ -5,21 +5,7 @@ use anyhow::{bail, Context, Result};
 use offhost_shm::{Listener, Mode};
 use std::time::Duration;
 
-/// The address in `shm:ADDR` (a socket path or `@name`), as `--raw` and `bench pingpong
-/// --connect` take it.
-pub fn shm_addr(url: &str) -> Result<String, String> {
-    match url.strip_prefix("shm:") {
-        Some(a) if !a.is_empty() && a != "@" => Ok(a.to_owned()),
-        Some(_) => Err(format!("{url:?}: shm: needs a socket path or @name")),
-        None if url == "mem" || url.starts_with("mem:") => Err(format!(
-            "{url:?}: mem: is in-process only; it has no listener \
-             (try `offhost bench pingpong --transport shm --peer thread`)"
-        )),
-        None => Err(format!(
-            "{url:?}: unknown address (expected shm:PATH or shm:@name)"
-        )),
-    }
-}
+pub use offhost_bench_suite::pingpong::shm_addr;
 
 /// Arguments of `offhost echo`.
 #[derive(clap::Args, Debug)]

@@ -24,24 +24,37 @@ use crate::tls::Pki;
 use servers::{Client, Server};
 
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Seconds per fio job.
+    #[arg(long, default_value_t = 10)]
     pub runtime: u32,
-    /// Export size, and the region fio works over (as fio and `offhost nbd` read it: `1G`).
+    /// Export size, and the region fio works over.
+    #[arg(long, default_value = "1G")]
     pub size: String,
     /// Rounds (servers alternate within each round); the median round is reported.
+    #[arg(long, default_value_t = 1)]
     pub rounds: u32,
     /// nbdkit binary.
+    #[arg(long, default_value = "nbdkit")]
     pub nbdkit: String,
     /// fio binary.
+    #[arg(long, default_value = "fio")]
     pub fio: String,
     /// Worker threads per connection for this server (`offhost nbd --conn-threads`).
+    #[arg(long, default_value_t = 1)]
     pub conn_threads: usize,
-    /// The `offhost` binary whose `nbd` command is measured.
-    pub exe: PathBuf,
-    /// Also measure both servers over TLS (`--tls=require`, client certificates verified).
+    /// Also run both servers with --tls=require --tls-certificates DIR --tls-verify-peer (one
+    /// certificate directory made for the run and removed after); all four servers then listen
+    /// on TCP loopback (the plain ones with --insecure) and fio reaches the TLS ones with
+    /// nbds:// and the directory's client certificate (found by libnbd in $HOME/.pki/libnbd;
+    /// fio runs as nobody when the bench runs as root). Reports offhost over TLS against
+    /// offhost plain and against nbdkit over TLS, in the same rounds.
+    #[arg(long)]
     pub tls: bool,
+    /// The `offhost` binary whose `nbd` command is measured.
+    #[arg(skip)]
+    pub exe: PathBuf,
 }
 
 /// One measured figure.

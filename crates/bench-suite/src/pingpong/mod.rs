@@ -6,6 +6,7 @@
 mod interleave;
 mod peer;
 
+use offhost_bench::sizes;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -55,40 +56,76 @@ impl FromStr for RecordPath {
     }
 }
 
+/// The address in `shm:ADDR` (a socket path or `@name`), as `--raw` and `bench pingpong
+/// --connect` take it.
+pub fn shm_addr(url: &str) -> Result<String, String> {
+    match url.strip_prefix("shm:") {
+        Some(a) if !a.is_empty() && a != "@" => Ok(a.to_owned()),
+        Some(_) => Err(format!("{url:?}: shm: needs a socket path or @name")),
+        None if url == "mem" || url.starts_with("mem:") => Err(format!(
+            "{url:?}: mem: is in-process only; it has no listener \
+             (try `offhost bench pingpong --transport shm --peer thread`)"
+        )),
+        None => Err(format!(
+            "{url:?}: unknown address (expected shm:PATH or shm:@name)"
+        )),
+    }
+}
+
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Transports, measured in this order.
+    /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, tls, unix, mem
+    /// (channels), tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link
+    /// for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one plain rustls
+    /// connection (tls's raw peer); both use a certificate directory made for the run and
+    /// removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to the report.
+    #[arg(long = "transport", value_name = "TRANSPORT", value_delimiter = ',', default_value = "shm")]
     pub transports: Vec<Transport>,
-    /// Doorbell mode of both sides on shared memory.
+    /// Doorbell mode of both sides on shared memory: poll, block or adaptive.
+    #[arg(long, default_value = "poll")]
     pub mode: Mode,
-    /// Message sizes.
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "8,64,4096,65536,1048576", value_parser = sizes::parse_size)]
     pub sizes: Vec<usize>,
-    /// Where the echo runs (default: another process for `shm` and `shm-chan`, a thread for
-    /// the others).
+    /// Where the echo runs: thread or process (default: `offhost echo` in another process for
+    /// shm and shm-chan, a thread for the rest).
+    #[arg(long)]
     pub peer: Option<Placement>,
-    /// A running raw echo engine (`offhost echo --raw`) at this shm address instead of one
-    /// started here (`shm` only).
+    /// A running raw echo engine (shm:PATH or shm:@name) instead of starting one.
+    #[arg(long, value_parser = shm_addr)]
     pub connect: Option<String>,
     /// Timed round trips per size (default: from 20000 for small messages down to 500).
+    #[arg(long)]
     pub iters: Option<usize>,
     /// Measure every transport this many times in turn, a share of the round trips each time,
-    /// and pool the samples.
+    /// and pool the samples: the transports' ratios then share the machine's changing state.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
-    /// Keep every echo running and measure the transports in turn, this many round trips at a
-    /// time (excludes `rounds` > 1).
+    /// Keep every transport's echo running and measure the transports in turn, this many
+    /// round trips at a time: adjacent blocks share the machine's state far more often than
+    /// rounds do. Each block's median is reported like a round's (idle CPU is not measured).
+    #[arg(long, value_name = "ROUND_TRIPS", conflicts_with_all = ["rounds", "connect"],
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub interleave: Option<u64>,
     /// Spin budget of adaptive mode, in microseconds.
+    #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
-    /// How records travel on the raw ring.
+    /// How records travel on the raw ring: auto (inline up to 4096 bytes, pool buffers
+    /// above), inline or loan.
+    #[arg(long, default_value = "auto")]
     pub path: RecordPath,
     /// Seconds over which the idle raw-ring echo's CPU use is measured (0: skip).
+    #[arg(long, default_value_t = 1.0)]
     pub idle_secs: f64,
-    /// Have the raw-ring echo read every byte of buffer records.
+    /// Have the raw-ring echo read every byte of buffer records (so data crosses cores).
+    #[arg(long)]
     pub touch: bool,
-    /// Measure the floors first and report ratios against them.
+    /// Also measure the floors first and report ratios against them.
+    #[arg(long)]
     pub floors: bool,
     /// The `offhost` binary whose `echo` command serves process peers.
+    #[arg(skip)]
     pub exe: PathBuf,
 }
 

@@ -29,17 +29,22 @@ use offhost_bench::{affinity, report};
 use crate::error::{require, Context as _, Result};
 
 /// What to rerun, and where the report goes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Folder for report.md, results.json and the plots (created if missing).
+    #[arg(long, default_value = "offhost-report")]
     pub out: PathBuf,
     /// A shorter run (under a minute): fewer sizes, packet sizes and repetitions.
+    #[arg(long)]
     pub quick: bool,
     /// FIFO size of the buffered and interrupt-driven transfers, bytes (the seed's was 1024).
+    #[arg(long, default_value_t = 1024)]
     pub fifo: usize,
-    /// Channel transport for Comms1/Comms2.
+    /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
+    #[arg(long, default_value = "tcp")]
     pub transport: Transport,
     /// The `offhost` binary, for seed 004's engines and hosts (`None`: seed 004 is skipped).
+    #[arg(skip)]
     pub exe: Option<PathBuf>,
 }
 
