@@ -3,6 +3,7 @@
 //! measured in turn, run by run, so that their ratios (a `tls` row's `throughput_vs_tcp`)
 //! come from runs taken side by side.
 
+use offhost_bench::sizes;
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -54,21 +55,41 @@ impl FromStr for RatePath {
 }
 
 /// What to measure.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Channel transports, each with its sink, measured in turn run by run.
+    /// Channel transports, comma-separated: shm-chan, tcp, tls, unix, mem (`shm`, this
+    /// command's old name for shm-chan, is read as shm-chan for a while). Several are measured
+    /// in turn, run by run; `tls,tcp` adds TLS's throughput over TCP's (tls uses a certificate
+    /// directory made for the run and removed after).
+    #[arg(
+        long = "transport",
+        value_name = "TRANSPORT",
+        value_delimiter = ',',
+        default_value = "shm-chan"
+    )]
     pub transports: Vec<Transport>,
-    /// Message sizes.
+    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
+    #[arg(long, value_delimiter = ',', default_value = "64", value_parser = sizes::parse_size)]
     pub sizes: Vec<usize>,
-    /// Paths, each measured at every size.
+    /// Paths, comma-separated: copy, loan (shm-chan only).
+    #[arg(
+        long = "path",
+        value_name = "PATH",
+        value_delimiter = ',',
+        default_value = "copy"
+    )]
     pub paths: Vec<RatePath>,
     /// Messages per run (default: 4 GiB worth, from 200 up to 2 million).
+    #[arg(long)]
     pub count: Option<usize>,
-    /// Messages per `send_batch` call (copy path).
+    /// Messages per send_batch call (copy path).
+    #[arg(long, default_value_t = 256)]
     pub batch: usize,
-    /// Runs per size and path; the row gives the median and the slowest.
+    /// Runs per size and path; the report gives the median and the slowest.
+    #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Doorbell mode on shared memory.
+    /// Doorbell mode on shared memory: poll, block or adaptive.
+    #[arg(long, default_value = "adaptive")]
     pub mode: Mode,
 }
 

@@ -11,7 +11,7 @@ use offhost_bench::report::{self, Output, Row};
 use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
-use offhost_bench_suite::rate::{self, RatePath};
+use offhost_bench_suite::rate;
 use offhost_bench_suite::{engine, nbd, offload, overhead, pet, reproduce, suite};
 use offhost_shm::Mode;
 
@@ -60,36 +60,8 @@ enum BenchCmd {
 
 #[derive(Args, Debug)]
 struct OffloadArgs {
-    /// Message sizes in bytes (K, M suffixes).
-    #[arg(long, value_delimiter = ',', default_value = "64,256,1K,4K,16K,64K,256K,1M", value_parser = sizes::parse_size)]
-    sizes: Vec<usize>,
-    /// Modes, comma-separated: in-host, off-host.
-    #[arg(long, value_delimiter = ',', default_value = "in-host,off-host")]
-    modes: Vec<offload::Mode>,
-    /// netns (two network namespaces joined by a veth pair: needs root and iproute2) or
-    /// loopback (default: netns where it can be made).
-    #[arg(long)]
-    network: Option<offload::Network>,
-    /// tc netem arguments for both ends of the veth pair, e.g. "delay 1ms loss 0.1%".
-    #[arg(long, value_name = "ARGS")]
-    netem: Option<String>,
-    /// Plain TCP between the engines instead of TLS.
-    #[arg(long)]
-    plain_tcp: bool,
-    /// One more argument for both engines (repeatable), e.g. --engine-arg=--host-wait=block.
-    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
-    engine_arg: Vec<String>,
-    /// Timed round trips per size (fewer for large messages).
-    #[arg(long, default_value_t = 1000)]
-    round_trips: usize,
-    /// Seconds each size is streamed, over all rounds (each round warms up for a tenth of
-    /// its share first).
-    #[arg(long, default_value_t = 3.0)]
-    stream_seconds: f64,
-    /// Rounds per size: in-host and off-host take turns (the order flips every round) so
-    /// that the machine's drift falls on both alike; a row sums its rounds.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[command(flatten)]
+    o: offload::Options,
     /// table (the default), rate or priority.
     #[arg(long, default_value = "table")]
     experiment: String,
@@ -222,30 +194,8 @@ struct PetArgs {
 
 #[derive(Args, Debug)]
 struct RateArgs {
-    /// Channel transports, comma-separated: shm-chan, tcp, tls, unix, mem (`shm`, this
-    /// command's old name for shm-chan, is read as shm-chan for a while). Several are measured
-    /// in turn, run by run; `tls,tcp` adds TLS's throughput over TCP's (tls uses a certificate
-    /// directory made for the run and removed after).
-    #[arg(long, value_delimiter = ',', default_value = "shm-chan")]
-    transport: Vec<Transport>,
-    /// Message sizes in bytes (a K, M or G suffix multiplies by 1024, 1024^2, 1024^3).
-    #[arg(long, value_delimiter = ',', default_value = "64", value_parser = sizes::parse_size)]
-    sizes: Vec<usize>,
-    /// Paths, comma-separated: copy, loan (shm-chan only).
-    #[arg(long, value_delimiter = ',', default_value = "copy")]
-    path: Vec<RatePath>,
-    /// Messages per run (default: 4 GiB worth, from 200 up to 2 million).
-    #[arg(long)]
-    count: Option<usize>,
-    /// Messages per send_batch call (copy path).
-    #[arg(long, default_value_t = 256)]
-    batch: usize,
-    /// Runs per size and path; the report gives the median and the slowest.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Doorbell mode on shared memory: poll, block or adaptive.
-    #[arg(long, default_value = "adaptive")]
-    mode: Mode,
+    #[command(flatten)]
+    o: rate::Options,
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
@@ -352,22 +302,15 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             );
             (String::new(), vec![wrote])
         }
-        BenchCmd::Rate(a) => {
+        BenchCmd::Rate(mut a) => {
             // `shm` was this command's name for channels over shared memory.
-            let old = a.transport.contains(&Transport::Shm);
-            let transports = a.transport.iter().map(|&t| match t {
-                Transport::Shm => Transport::ShmChan,
-                t => t,
-            });
-            let o = rate::Options {
-                transports: transports.collect(),
-                sizes: a.sizes,
-                paths: a.path,
-                count: a.count,
-                batch: a.batch,
-                runs: a.runs,
-                mode: a.mode,
-            };
+            let old = a.o.transports.contains(&Transport::Shm);
+            for t in &mut a.o.transports {
+                if *t == Transport::Shm {
+                    *t = Transport::ShmChan;
+                }
+            }
+            let o = a.o;
             let r = rate::run(&o, bar)?;
             let out = Output {
                 json: a.json,
@@ -409,30 +352,13 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
 }
 
 fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printed> {
-    let experiment = match a.experiment.as_str() {
-        "table" => offload::Experiment::Table,
-        "rate" => offload::Experiment::Rate {
-            rate: a.rate,
-            burst: a.burst,
-            seconds: a.seconds,
-        },
-        "priority" => offload::Experiment::Priority {
-            round_trips: a.round_trips,
-        },
-        o => anyhow::bail!("--experiment {o}: table, rate or priority"),
-    };
+    let experiment =
+        offload::Experiment::from_flags(&a.experiment, a.rate, a.burst, a.seconds, a.o.round_trips)
+            .map_err(anyhow::Error::msg)?;
     let o = offload::Options {
         exe,
-        sizes: a.sizes,
-        modes: a.modes,
-        network: a.network,
-        netem: a.netem,
-        plain_tcp: a.plain_tcp,
-        engine_args: a.engine_arg.clone(),
-        rounds: a.rounds,
-        round_trips: a.round_trips,
-        stream_seconds: a.stream_seconds,
         experiment: experiment.clone(),
+        ..a.o
     };
     Ok(match experiment {
         offload::Experiment::Table => {
@@ -456,27 +382,11 @@ fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printe
             seconds,
         } => {
             let r = offload::rate(&o, rate, burst, seconds, bar)?;
-            (
-                show(a.json, &r, |r| {
-                    format!(
-                        "rate {} B/s, burst {} B, {} B messages, {:.1} s: achieved {:.0} B/s ({:+.2}%)\n",
-                        r.rate, r.burst, r.size, r.seconds, r.achieved, r.error_pct
-                    )
-                })?,
-                vec![],
-            )
+            (show(a.json, &r, offload::RateReport::text)?, vec![])
         }
         offload::Experiment::Priority { round_trips } => {
             let r = offload::priority(&o, round_trips, bar)?;
-            (
-                show(a.json, &r, |r| {
-                    format!(
-                        "64 B one way: idle {:.1} us; under a bulk stream ({:.0} MB/s): urgent {:.1} us ({:.2}x idle), bulk channel {:.1} us ({:.2}x)\n",
-                        r.idle_us, r.bulk_mb_per_s, r.loaded_urgent_us, r.urgent_ratio, r.loaded_bulk_us, r.bulk_ratio
-                    )
-                })?,
-                vec![],
-            )
+            (show(a.json, &r, offload::PriorityReport::text)?, vec![])
         }
     })
 }

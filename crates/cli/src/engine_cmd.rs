@@ -1,7 +1,6 @@
 //! `offhost engine --listen URL` (the engine daemon) and `offhost submit` (a host using it).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{anyhow, Context as _};
 use offhost_engine::daemon::Daemon;
@@ -145,43 +144,9 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     } else {
         args.listen.clone()
     };
-    let mut threads = Vec::new();
-    for url in &listen {
-        if let Some(addr) = url.strip_prefix("shm:") {
-            let mut l =
-                offhost_shm::Listener::bind(addr).with_context(|| format!("listen on {url}"))?;
-            l.set_allowed_uids(options.allow_uids.clone());
-            eprintln!("engine: listening on {url}");
-            let (o, d) = (offload.clone(), daemon.clone());
-            // Link sessions of shm: hosts share one thread budget, as a server's do.
-            let budget = offhost_link::Threads::new(link_limits.max_threads);
-            threads.push(std::thread::spawn(move || {
-                o.serve_shm(
-                    l,
-                    Arc::new(move |s: offhost_link::Session| {
-                        let (d, t) = (d.clone(), budget.clone());
-                        let session = s.clone();
-                        let spawned = budget.spawn("offhost-daemon-session", move || {
-                            d.serve_session(s, None, &t)
-                        });
-                        if let Err(e) = spawned {
-                            session.refuse(&e.to_string());
-                        }
-                    }),
-                )
-            }));
-        } else {
-            let mut server = offhost_link::Server::bind_with(url, &options)
-                .with_context(|| format!("listen on {url}"))?;
-            server.set_limits(link_limits);
-            eprintln!("engine: listening on {}", server.url());
-            let (o, d) = (offload.clone(), daemon.clone());
-            threads.push(std::thread::spawn(move || o.serve_links(&server, Some(d))));
-        }
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+    offload.serve_all(&listen, &options, link_limits, &daemon, |url| {
+        eprintln!("engine: listening on {url}")
+    })?;
     Ok(())
 }
 

@@ -15,6 +15,7 @@
 pub mod host;
 pub mod net;
 
+use offhost_bench::sizes;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,31 +81,67 @@ pub enum Experiment {
     },
 }
 
+impl Experiment {
+    /// The experiment `name` (`table`, `rate`, `priority`) with its settings.
+    pub fn from_flags(
+        name: &str,
+        rate: u64,
+        burst: u64,
+        seconds: f64,
+        round_trips: usize,
+    ) -> std::result::Result<Experiment, String> {
+        Ok(match name {
+            "table" => Experiment::Table,
+            "rate" => Experiment::Rate {
+                rate,
+                burst,
+                seconds,
+            },
+            "priority" => Experiment::Priority { round_trips },
+            o => return Err(format!("--experiment {o}: table, rate or priority")),
+        })
+    }
+}
+
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// The `offhost` binary (engines and hosts are its subcommands).
-    pub exe: PathBuf,
-    /// Message sizes.
+    /// Message sizes in bytes (K, M suffixes).
+    #[arg(long, value_delimiter = ',', default_value = "64,256,1K,4K,16K,64K,256K,1M", value_parser = sizes::parse_size)]
     pub sizes: Vec<usize>,
-    /// Modes, in order.
+    /// Modes, comma-separated: in-host, off-host.
+    #[arg(long, value_delimiter = ',', default_value = "in-host,off-host")]
     pub modes: Vec<Mode>,
-    /// The network (`None`: namespaces where they can be made, loopback otherwise).
+    /// netns (two network namespaces joined by a veth pair: needs root and iproute2) or
+    /// loopback (default: netns where it can be made).
+    #[arg(long)]
     pub network: Option<Network>,
-    /// `tc netem` arguments for both ends of the veth pair.
+    /// tc netem arguments for both ends of the veth pair, e.g. "delay 1ms loss 0.1%".
+    #[arg(long, value_name = "ARGS")]
     pub netem: Option<String>,
     /// Plain TCP between the engines instead of TLS.
+    #[arg(long)]
     pub plain_tcp: bool,
-    /// Timed round trips per size (fewer for large messages).
-    pub round_trips: usize,
-    /// Seconds each size is streamed (in all, over the rounds).
-    pub stream_seconds: f64,
-    /// Rounds per size: the modes take turns, and a row sums its rounds.
-    pub rounds: usize,
-    /// Which experiment.
-    pub experiment: Experiment,
-    /// More arguments for both engines (e.g. `--host-wait block`).
+    /// One more argument for both engines (repeatable), e.g. --engine-arg=--host-wait=block.
+    #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub engine_args: Vec<String>,
+    /// Timed round trips per size (fewer for large messages).
+    #[arg(long, default_value_t = 1000)]
+    pub round_trips: usize,
+    /// Seconds each size is streamed, over all rounds (each round warms up for a tenth of
+    /// its share first).
+    #[arg(long, default_value_t = 3.0)]
+    pub stream_seconds: f64,
+    /// Rounds per size: in-host and off-host take turns (the order flips every round) so
+    /// that the machine's drift falls on both alike; a row sums its rounds.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// The `offhost` binary (engines and hosts are its subcommands).
+    #[arg(skip)]
+    pub exe: PathBuf,
+    /// Which experiment.
+    #[arg(skip = Experiment::Table)]
+    pub experiment: Experiment,
 }
 
 /// The engines and files of a run.
@@ -447,6 +484,16 @@ pub struct RateReport {
     pub error_pct: f64,
 }
 
+impl RateReport {
+    /// One line of text.
+    pub fn text(&self) -> String {
+        format!(
+            "rate {} B/s, burst {} B, {} B messages, {:.1} s: achieved {:.0} B/s ({:+.2}%)\n",
+            self.rate, self.burst, self.size, self.seconds, self.achieved, self.error_pct
+        )
+    }
+}
+
 /// A rate-limited channel through the engine.
 pub fn rate(
     o: &Options,
@@ -503,6 +550,16 @@ pub struct PriorityReport {
     pub bulk_ratio: f64,
     /// The bulk stream's throughput, MB/s.
     pub bulk_mb_per_s: f64,
+}
+
+impl PriorityReport {
+    /// One line of text.
+    pub fn text(&self) -> String {
+        format!(
+            "64 B one way: idle {:.1} us; under a bulk stream ({:.0} MB/s): urgent {:.1} us ({:.2}x idle), bulk channel {:.1} us ({:.2}x)\n",
+            self.idle_us, self.bulk_mb_per_s, self.loaded_urgent_us, self.urgent_ratio, self.loaded_bulk_us, self.bulk_ratio
+        )
+    }
 }
 
 /// An urgent channel's latency, idle and under a bulk stream.

@@ -80,7 +80,12 @@ pub struct Options {
     /// for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one plain rustls
     /// connection (tls's raw peer); both use a certificate directory made for the run and
     /// removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to the report.
-    #[arg(long = "transport", value_name = "TRANSPORT", value_delimiter = ',', default_value = "shm")]
+    #[arg(
+        long = "transport",
+        value_name = "TRANSPORT",
+        value_delimiter = ',',
+        default_value = "shm"
+    )]
     pub transports: Vec<Transport>,
     /// Doorbell mode of both sides on shared memory: poll, block or adaptive.
     #[arg(long, default_value = "poll")]

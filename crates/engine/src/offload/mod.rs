@@ -23,6 +23,9 @@
 
 mod deliver;
 mod host;
+mod listen;
+
+pub use listen::ListenError;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
