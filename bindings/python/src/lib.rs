@@ -1,11 +1,11 @@
 //! The native part of the `offhost` Python package (`offhost._offhost`).
 //!
-//! Sessions and channels ([`channel`]), loans and received messages ([`loan`]), pipelines on
-//! the embedded engine or a daemon ([`engine`]), the PET formats and histogramming ([`pet`])
+//! Sessions and channels (`channel.rs`), loans and received messages (`loan.rs`), pipelines on
+//! the embedded engine or a daemon (`engine.rs`), the PET formats and histogramming (`pet.rs`)
 //! and a measurement helper ([`bench`]). The Python part of the package (`python/offhost`)
-//! adds `run`, the numpy views and the exception classes this module raises ([`errors`]).
+//! adds `run`, the numpy views and the exception classes this module raises (`errors.rs`).
 //!
-//! Every call that can block releases the GIL, and waits in slices of [`SLICE`] so that a
+//! Every call that can block releases the GIL, and waits in slices of `SLICE` so that a
 //! signal (Ctrl-C) raises `KeyboardInterrupt` in the main thread within a slice.
 #![forbid(unsafe_code)]
 

@@ -293,7 +293,7 @@ impl Server {
         })
     }
 
-    /// Serves with `tls` (`NBD_OPT_STARTTLS`; see [`crate::tls`]).
+    /// Serves with `tls` (`NBD_OPT_STARTTLS`; see [`NbdTls`](crate::NbdTls)).
     pub fn set_tls(&mut self, tls: NbdTls) {
         self.tls = Arc::new(tls);
     }
@@ -357,7 +357,7 @@ impl Server {
 
     /// Accepts connections forever, one thread per connection up to
     /// [`Limits::max_connections`]; past it a connection is refused (see
-    /// [`refuse_handshake`]). A failing connection never affects the others.
+    /// `refuse_handshake`). A failing connection never affects the others.
     pub fn serve(&self) -> io::Result<()> {
         loop {
             let stream = match &self.listener {

@@ -28,7 +28,7 @@ const BUCKETS_MAX_ENTRIES: usize = 1 << 24;
 /// How increments reach the counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Strategy {
-    /// Bucketed above [`DIRECT_MAX_BYTES`], direct below.
+    /// Bucketed above `DIRECT_MAX_BYTES` (2 MiB), direct below.
     #[default]
     Auto,
     /// Every increment goes straight to its bin.

@@ -12,7 +12,7 @@
 //! | `1111`     | control tag |
 //!
 //! A bin address `a` decodes to `tang = a % projections`, `view = (a / projections) % views`,
-//! `sinogram = a / (projections * views)` in the span-1 layout of [`crate::layout`].
+//! `sinogram = a / (projections * views)` in the span-1 layout of [`Layout`].
 
 use std::io::Read;
 use std::path::Path;

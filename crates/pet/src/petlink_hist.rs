@@ -103,7 +103,7 @@ impl PetlinkHistogrammer {
         st.accepted_delayeds += delayeds - rej_d;
     }
 
-    /// Applies increments still pending in buckets (see [`crate::buckets`]); snapshots and
+    /// Applies increments still pending in buckets (see the bucketed counts); snapshots and
     /// [`PetlinkHistogrammer::finish`] include them anyway.
     pub fn flush(&mut self) {
         self.counts.flush();

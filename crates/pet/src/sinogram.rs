@@ -197,7 +197,7 @@ impl Histogrammer {
         })
     }
 
-    /// Whether increments go through per-region buckets (see [`crate::buckets`]).
+    /// Whether increments go through per-region buckets (see the bucketed counts).
     pub fn is_bucketed(&self) -> bool {
         self.counts.is_bucketed()
     }
@@ -227,7 +227,7 @@ impl Histogrammer {
     /// Adds a batch of events: prompts add one, delayeds subtract one.
     ///
     /// Bin indices are computed a block at a time (rejected events go to a trash bin past
-    /// the sinogram, see the private `hist_index` module) and handed to [`Counts::add`].
+    /// the sinogram, see the private `hist_index` module) and handed to `Counts::add`.
     pub fn add(&mut self, events: &[Event]) {
         let mut t = Tallies::default();
         let mut entries = [0u32; 1024];
@@ -272,7 +272,7 @@ impl Histogrammer {
             st.events - st.energy_rejected - st.geometry_rejected - st.accepted_delayeds;
     }
 
-    /// Applies increments still pending in buckets (see [`crate::buckets`]); snapshots and
+    /// Applies increments still pending in buckets (see the bucketed counts); snapshots and
     /// [`Histogrammer::finish`] include them anyway, so this only moves work in time (a
     /// benchmark calls it to count all of it).
     pub fn flush(&mut self) {
