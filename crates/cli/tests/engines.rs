@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -61,41 +60,19 @@ impl Engines {
         for (i, n) in NAMES.iter().enumerate() {
             let f = dir.path().join(format!("files-{n}"));
             std::fs::create_dir(&f).unwrap();
-            let mut cmd = match net {
-                Some(net) => {
-                    let mut c = Command::new("ip");
-                    c.args(["netns", "exec", &net.names[i], BIN]);
-                    c
-                }
-                None => Command::new(BIN),
-            };
             let listen = match net {
                 Some(net) => format!("tls:{}:7460", net.addrs[i]),
                 None => "tls:127.0.0.1:0".into(),
             };
-            let mut child = Reaped(
-                cmd.args(["engine", "--name", n, "--tls-certificates"])
-                    .arg(&pki)
-                    .arg("--files")
-                    .arg(&f)
-                    .args(["--listen", &listen])
-                    .args(extra)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("start offhost engine"),
-            );
-            let mut r = BufReader::new(child.stderr.take().unwrap());
-            let mut line = String::new();
-            r.read_line(&mut line).unwrap();
-            let url = line
-                .trim()
-                .strip_prefix("engine: listening on ")
-                .unwrap_or_else(|| panic!("engine {n} did not start: {line:?}"))
-                .to_owned();
-            // Keep reading its log, so that it never writes into a closed pipe.
-            std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+            let prefix: Vec<&str> = match net {
+                Some(net) => vec!["ip", "netns", "exec", &net.names[i]],
+                None => Vec::new(),
+            };
+            let mut args = vec!["--name", n, "--tls-certificates", pki.to_str().unwrap()];
+            args.extend(["--files", f.to_str().unwrap(), "--listen", &listen]);
+            args.extend(extra);
+            let (child, mut url) = common::engine_in(&prefix, &args);
+            let url = url.remove(0);
             procs.push(child);
             urls.push(url);
             files.push(f);

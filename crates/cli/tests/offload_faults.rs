@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,50 +14,8 @@ use offhost_link::offload::{ErrorCode, HostQueue, OpenOptions, Outcome, QueueErr
 
 const BIN: &str = env!("CARGO_BIN_EXE_offhost");
 
-/// `offhost engine` with `args` (prefixed by `prefix`, e.g. `ip netns exec NS`); waits for
-/// its listening lines and returns the child and the URLs.
-fn engine_in(prefix: &[&str], args: &[&str]) -> (Reaped, Vec<String>) {
-    let (prog, pre) = match prefix.split_first() {
-        Some((p, rest)) => (*p, rest.to_vec()),
-        None => (BIN, Vec::new()),
-    };
-    let mut cmd = Command::new(prog);
-    cmd.args(&pre);
-    if !prefix.is_empty() {
-        cmd.arg(BIN);
-    }
-    let mut child = Reaped(
-        cmd.arg("engine")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start offhost engine"),
-    );
-    let listens = args.iter().filter(|a| **a == "--listen").count();
-    let mut r = BufReader::new(child.stderr.take().unwrap());
-    let mut urls = Vec::new();
-    while urls.len() < listens {
-        let mut line = String::new();
-        assert!(r.read_line(&mut line).unwrap() > 0, "engine exited early");
-        let url = line
-            .trim()
-            .strip_prefix("engine: listening on ")
-            .unwrap_or_else(|| panic!("engine did not start: {line:?}"))
-            .to_owned();
-        urls.push(url);
-    }
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = r.read_to_string(&mut sink);
-    });
-    (child, urls)
-}
-
 fn engine(args: &[&str]) -> (Reaped, Vec<String>) {
-    engine_in(&[], args)
+    common::engine_in(&[], args)
 }
 
 /// Two engines on loopback: beta, and alpha with beta as its peer. Returns the children and
@@ -583,7 +541,7 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
     let pki = pki.to_str().unwrap();
     let bs = format!("shm:{}", dir.path().join("b.sock").display());
     let as_ = format!("shm:{}", dir.path().join("a.sock").display());
-    let (_b, _) = engine_in(
+    let (_b, _) = common::engine_in(
         &["ip", "netns", "exec", &ns.b],
         &[
             "--name",
@@ -596,7 +554,7 @@ fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
             pki,
         ],
     );
-    let (_a, _) = engine_in(
+    let (_a, _) = common::engine_in(
         &["ip", "netns", "exec", &ns.a],
         &[
             "--name",

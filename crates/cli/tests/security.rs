@@ -33,28 +33,10 @@ fn certs(dir: &Path) -> PathBuf {
     p
 }
 
-/// `offhost engine ARGS`; returns the child and the URL it listens on.
+/// `offhost engine ARGS` (one `--listen`); returns the child and the URL it listens on.
 fn engine(args: &[&str]) -> (Reaped, String) {
-    let mut child = Reaped(
-        Command::new(BIN)
-            .arg("engine")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start offhost engine"),
-    );
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("engine: listening on ")
-        .unwrap_or_else(|| panic!("engine did not start: {line:?}"))
-        .to_owned();
-    (child, url)
+    let (child, mut urls) = common::engine_in(&[], args);
+    (child, urls.remove(0))
 }
 
 fn submit(url: &str, extra: &[&str], file: &Path) -> Output {
