@@ -40,6 +40,7 @@
 
 pub mod channel;
 pub mod engine;
+pub mod engines;
 pub mod error;
 pub mod nbd;
 pub mod offload;

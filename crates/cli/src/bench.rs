@@ -12,7 +12,7 @@ use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
-use offhost_bench_suite::{engine, nbd, offload, overhead, pet, reproduce, suite};
+use offhost_bench_suite::{engine, engines, nbd, offload, overhead, pet, reproduce, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -42,6 +42,9 @@ enum BenchCmd {
     Rate(RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(EngineArgs),
+    /// Engines joined: a queue between two engines against a raw TLS socket, a null call on
+    /// a TLS channel against a TCP round trip.
+    Engines(EnginesArgs),
     /// The NBD server against nbdkit's memory plugin, same fio jobs (with --tls, over TLS too).
     Nbd(NbdArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
@@ -169,6 +172,15 @@ struct ReproduceArgs {
 struct EngineArgs {
     #[command(flatten)]
     o: engine::Options,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct EnginesArgs {
+    #[command(flatten)]
+    o: engines::Options,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -327,6 +339,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
         BenchCmd::Engine(a) => {
             let r = engine::run(&a.o, bar)?;
             (show(a.json, &r, engine::Report::table)?, vec![])
+        }
+        BenchCmd::Engines(a) => {
+            let r = engines::run(&engines::Options { exe: exe()?, ..a.o }, bar)?;
+            (show(a.json, &r, engines::Report::text)?, vec![])
         }
         BenchCmd::Nbd(a) => {
             let o = nbd::Options { exe: exe()?, ..a.o };

@@ -179,3 +179,24 @@ fn bad_flags_say_what_is_wrong() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
+    let (ok, out, err) = offhost(&[
+        "bench", "engines", "--bytes", "4M", "--rounds", "1", "--calls", "50", "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in [
+        "queue_mb_per_s",
+        "raw_tls_mb_per_s",
+        "queue_vs_raw_tls",
+        "call_us",
+        "tcp_rtt_us",
+        "call_vs_tcp",
+    ] {
+        let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
+        assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
+    }
+    assert_eq!(v["bytes"], 4 << 20);
+}

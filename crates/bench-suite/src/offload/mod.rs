@@ -159,7 +159,11 @@ struct Setup {
 }
 
 /// Starts `offhost engine ARGS` on one side; returns it and the URLs it listens on.
-fn engine(exe: &Path, prefix: &[String], args: &[String]) -> Result<(PeerProcess, Vec<String>)> {
+pub(crate) fn engine(
+    exe: &Path,
+    prefix: &[String],
+    args: &[String],
+) -> Result<(PeerProcess, Vec<String>)> {
     let mut cmd = command(exe, prefix);
     cmd.arg("engine").args(args);
     let mut p = PeerProcess::spawn_piped("engine", &mut cmd)?;
