@@ -20,8 +20,9 @@ const BATCH: usize = 64;
 
 struct Tx {
     tx: Sender,
-    /// Completions that found the ring (or the pool) full, in order.
-    overflow: VecDeque<Vec<u8>>,
+    /// Completions that found no room (the ring full, or no pool buffer for a large one),
+    /// with their channel handle, in order.
+    overflow: VecDeque<(u32, Vec<u8>)>,
     dirty: bool,
 }
 
@@ -113,18 +114,21 @@ impl HostConn {
             Completion::encode_header(op, status, handle, id, body.len() as u32, value, out);
             out[HEADER..].copy_from_slice(body);
         };
-        if tx.overflow.is_empty() && self.try_put(tx, len, &fill) {
+        // Completions of one channel keep their order; those of another channel (an open's
+        // answer, say) need not wait behind them: a host blocked on that answer would not
+        // release the pool buffers the waiting ones need.
+        if !tx.overflow.iter().any(|(h, _)| *h == handle) && self.try_put(tx, len, &fill) {
             return;
         }
         let mut v = vec![0u8; len];
         fill(&mut v);
-        tx.overflow.push_back(v);
+        tx.overflow.push_back((handle, v));
     }
 
     fn drain(&self, tx: &mut Tx) {
-        while let Some(v) = tx.overflow.pop_front() {
+        while let Some((h, v)) = tx.overflow.pop_front() {
             if !self.try_put(tx, v.len(), &|out: &mut [u8]| out.copy_from_slice(&v)) {
-                tx.overflow.push_front(v);
+                tx.overflow.push_front((h, v));
                 break;
             }
         }
