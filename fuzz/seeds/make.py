@@ -69,6 +69,9 @@ for i, t in enumerate([
     "pet-sim events=1000 >a\nsinogram span=ssrb <a\n",
     "random bytes=64k seed=3 >a:p(4,1k)\ndup <a >b >c\nhead bytes=1k <b >d\nnull <c <d\n",
     "fill bytes=1k >a:p(2,18446744073709551615)\nnull <a\n",
+    # Found by this target: a size whose digits overflowed the size parser's sum.
+    "fill bytes=1k >a:p(2,1844674407370955161595516l /a\n",
+    "fill bytes=1.5k @a >x:q(4,64KiB)\ncount @b <x >y\nnull <y\n",
 ]):
     put("ion_pipeline", f"test{i}.ion", t)
 

@@ -36,6 +36,20 @@ pub enum UnitError {
 
 /// Parses a size in bytes with an optional binary multiple (`64K` = 65536).
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    // The crate adds digits without checking for overflow (a panic in debug builds, a wrong
+    // value in release ones): the number in front is checked here first.
+    let t = text.trim();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(t.len());
+    let (int, frac) = t[..end].split_once('.').unwrap_or((&t[..end], ""));
+    let digits = |s: &str| s.chars().filter(char::is_ascii_digit).count();
+    if int.replace('_', "").parse::<u64>().is_err() && digits(int) > 0 || digits(frac) > 18 {
+        return Err(UnitError::Size {
+            text: text.to_string(),
+            reason: "the number is too large".into(),
+        });
+    }
     parse_size::Config::new()
         .with_binary()
         .parse_size(text.trim())
@@ -90,7 +104,17 @@ mod tests {
 
     #[test]
     fn bad_sizes_name_the_text() {
-        for text in ["", "x", "12Q", "-1", "99999999999999999999P"] {
+        for text in [
+            "",
+            "x",
+            "12Q",
+            "-1",
+            "99999999999999999999P",
+            // Found by the ion_pipeline fuzz target: the crate's digit sum overflowed.
+            "1844674407370955161595516l",
+            "18446744073709551615P",
+            "1.0000000000000000000000000001K",
+        ] {
             let e = parse_size(text).unwrap_err();
             assert!(e.to_string().contains(&format!("`{text}`")), "{e}");
         }
