@@ -11,6 +11,7 @@
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
+//! | [`rpc`] | `bench engine --rpc` | seed 003's Table 1: task switch, event synchronisation, null calls in one engine, into it, to another |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
 //! | [`offload`] | `bench offload` | seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host against off-host; a rate-limited channel; an urgent channel under bulk load |
@@ -50,6 +51,7 @@ pub mod pingpong;
 pub mod process;
 pub mod rate;
 pub mod reproduce;
+pub mod rpc;
 pub mod ring;
 pub mod suite;
 pub mod targets;

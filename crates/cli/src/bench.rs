@@ -12,7 +12,7 @@ use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
-use offhost_bench_suite::{engine, engines, nbd, offload, overhead, pet, reproduce, suite};
+use offhost_bench_suite::{engine, engines, nbd, offload, overhead, pet, reproduce, rpc, suite};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -172,6 +172,11 @@ struct ReproduceArgs {
 struct EngineArgs {
     #[command(flatten)]
     o: engine::Options,
+    /// Seed 003's Table 1 instead: task switch, event synchronisation, null calls.
+    #[arg(long)]
+    rpc: bool,
+    #[command(flatten)]
+    r: rpc::Options,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -335,6 +340,16 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 report::render(&r, out, report::rate_table),
                 note.into_iter().collect(),
             )
+        }
+        BenchCmd::Engine(a) if a.rpc => {
+            let r = rpc::run(
+                &rpc::Options {
+                    exe: Some(exe()?),
+                    ..a.r
+                },
+                bar,
+            )?;
+            (show(a.json, &r, rpc::Report::text)?, vec![])
         }
         BenchCmd::Engine(a) => {
             let r = engine::run(&a.o, bar)?;
