@@ -94,6 +94,20 @@ pub struct Options {
 }
 
 impl Options {
+    /// Reads `shm` (this command's old name for channels over shared memory) as `shm-chan`;
+    /// returns a note saying so when it did.
+    pub fn shm_as_channels(&mut self) -> Option<String> {
+        let old = self.transports.contains(&Transport::Shm);
+        for t in &mut self.transports {
+            if *t == Transport::Shm {
+                *t = Transport::ShmChan;
+            }
+        }
+        old.then(|| "note: bench rate reads shm as shm-chan (channels over shared memory)".into())
+    }
+}
+
+impl Options {
     fn check(&self) -> Result<()> {
         require(!self.transports.is_empty(), || {
             "no transport to measure".into()

@@ -3,6 +3,8 @@
 //!
 //! - `null_subroutine_ns`: a call of an empty function through a pointer the compiler cannot
 //!   see through, the unit the seed compares a task switch with.
+//! - `system_call_ns`: a simple system call (`getppid`, which no library caches), the seed's
+//!   other yardstick for a task switch.
 //! - `task_switch_ns`: two `spin` tasks on one worker, each ending its turn at once with more
 //!   to do: the time from one task's turn to the other's, with no synchronisation between
 //!   them (total time / turns).
@@ -61,6 +63,8 @@ pub struct Options {
 pub struct Report {
     /// An empty function called through a pointer, ns.
     pub null_subroutine_ns: f64,
+    /// A simple system call (`getppid`), ns.
+    pub system_call_ns: f64,
     /// One task's turn to another's, without synchronisation, ns.
     pub task_switch_ns: f64,
     /// A buffer's hop through a queue to a blocked task, ns.
@@ -89,6 +93,7 @@ impl Report {
         };
         format!(
             "null subroutine                  {:>10.1} ns\n\
+             simple system call               {:>10.1} ns\n\
              task switch                      {:>10.1} ns\n\
              event synchronisation            {:>10.1} ns   (queue hop {:.1} ns less the switch)\n\
              null call, same engine           {:>10.1} ns\n\
@@ -96,6 +101,7 @@ impl Report {
              null call, another engine (TLS)  {remote:>13}\n\
              task switch / subroutine         {:>10.1}     (seed 003: 25)\n",
             self.null_subroutine_ns,
+            self.system_call_ns,
             self.task_switch_ns,
             self.event_sync_ns,
             self.hop_ns,
@@ -121,6 +127,18 @@ fn null_subroutine_ns(turns: u64) -> f64 {
             acc = acc.wrapping_add(f(std::hint::black_box(i)));
         }
         std::hint::black_box(acc);
+        best = best.min(t.elapsed().as_secs_f64() * 1e9 / turns.max(1) as f64);
+    }
+    best
+}
+
+fn system_call_ns(turns: u64) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for _ in 0..turns {
+            std::hint::black_box(rustix::process::getppid());
+        }
         best = best.min(t.elapsed().as_secs_f64() * 1e9 / turns.max(1) as f64);
     }
     best
@@ -256,7 +274,7 @@ fn host_call_us(calls: usize) -> Result<f64> {
     }
     input.close();
     run.wait()?;
-    median(&mut times).ok_or_else(|| Error::Check("no call was timed".into()))
+    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
 }
 
 fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
@@ -305,14 +323,15 @@ fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
     check(state["state"] == "finished", || {
         format!("the remote echo did not finish: {state}")
     })?;
-    median(&mut times).ok_or_else(|| Error::Check("no call was timed".into()))
+    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
 }
 
 /// Measures; `bar` shows the steps.
 pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.set_length(6);
-    bar.set_message("null subroutine");
+    bar.set_message("null subroutine, system call");
     let sub = null_subroutine_ns(o.turns.max(1000) * 10);
+    let sys = system_call_ns(o.turns.max(1000));
     bar.inc(1);
     bar.set_message("task switch");
     let switch = task_switch_ns(o.turns.max(1))?;
@@ -334,6 +353,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.inc(1);
     Ok(Report {
         null_subroutine_ns: sub,
+        system_call_ns: sys,
         task_switch_ns: switch,
         hop_ns: hop,
         event_sync_ns: (hop - switch).max(0.0),

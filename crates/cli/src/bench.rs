@@ -12,7 +12,9 @@ use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
-use offhost_bench_suite::{engine, engines, nbd, offload, overhead, pet, reproduce, rpc, suite};
+use offhost_bench_suite::{
+    engine, engines, mux, nbd, offload, overhead, pet, reproduce, rpc, suite,
+};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -30,25 +32,28 @@ enum BenchCmd {
     Pingpong(PingpongArgs),
     /// The CPU a channel round trip costs against the raw ring, one thread, no cross-core
     /// traffic (shared memory, in this process).
-    Overhead(OverheadArgs),
+    Overhead(Json<overhead::Options>),
     /// Comms2 over every transport: both sides send at once; recorded time = a quarter of a
     /// two-step exchange.
     Exchange(SuiteArgs),
     /// A window of messages in flight, then an acknowledgement (like osu_bw).
     Stream(SuiteArgs),
     /// Rerun the seed papers' experiments; write a report with their figures beside today's.
-    Reproduce(ReproduceArgs),
+    Reproduce(reproduce::Options),
     /// Message rate of a one-way stream through a channel (batched), copies or loans.
     Rate(RateArgs),
     /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
     Engine(EngineArgs),
     /// Engines joined: a queue between two engines against a raw TLS socket, a null call on
     /// a TLS channel against a TCP round trip.
-    Engines(EnginesArgs),
+    Engines(Json<engines::Options>),
     /// The NBD server against nbdkit's memory plugin, same fio jobs (with --tls, over TLS too).
     Nbd(NbdArgs),
+    /// Seed 002 Figures 1 and 5: N channels on one link against a link per channel; short
+    /// messages per second over many channels.
+    Mux(MuxArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
-    Pet(PetArgs),
+    Pet(Json<pet::Options>),
     /// Seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host (the
     /// host runs the TLS link) against off-host (its local engine does); or a rate-limited
     /// channel; or an urgent channel under bulk load.
@@ -128,15 +133,6 @@ struct PingpongArgs {
 }
 
 #[derive(Args, Debug)]
-struct OverheadArgs {
-    #[command(flatten)]
-    o: overhead::Options,
-    /// Print JSON (an array of rows).
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
 struct SuiteArgs {
     /// Transports, comma-separated (default: all): shm, shm-chan, tcp, tls, unix, mem,
     /// tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam. Old name: shm-link for shm-chan.
@@ -163,12 +159,6 @@ struct SuiteArgs {
 }
 
 #[derive(Args, Debug)]
-struct ReproduceArgs {
-    #[command(flatten)]
-    o: reproduce::Options,
-}
-
-#[derive(Args, Debug)]
 struct EngineArgs {
     #[command(flatten)]
     o: engine::Options,
@@ -182,13 +172,26 @@ struct EngineArgs {
     json: bool,
 }
 
+/// A measurement's options and `--json`.
 #[derive(Args, Debug)]
-struct EnginesArgs {
+struct Json<O: Args + clap::FromArgMatches> {
     #[command(flatten)]
-    o: engines::Options,
+    o: O,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug)]
+struct MuxArgs {
+    #[command(flatten)]
+    o: mux::Options,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write the two figures (SVG) into this folder.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -196,15 +199,6 @@ struct NbdArgs {
     #[command(flatten)]
     o: nbd::Options,
     /// Print one JSON object per server and workload (a JSON array).
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args, Debug)]
-struct PetArgs {
-    #[command(flatten)]
-    o: pet::Options,
-    /// Print JSON.
     #[arg(long)]
     json: bool,
 }
@@ -309,7 +303,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
         BenchCmd::Reproduce(a) => {
             let o = reproduce::Options {
                 exe: Some(exe()?),
-                ..a.o
+                ..a
             };
             let r = reproduce::run(&o, bar)?;
             let wrote = format!(
@@ -320,36 +314,24 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             (String::new(), vec![wrote])
         }
         BenchCmd::Rate(mut a) => {
-            // `shm` was this command's name for channels over shared memory.
-            let old = a.o.transports.contains(&Transport::Shm);
-            for t in &mut a.o.transports {
-                if *t == Transport::Shm {
-                    *t = Transport::ShmChan;
-                }
-            }
-            let o = a.o;
-            let r = rate::run(&o, bar)?;
+            let note = a.o.shm_as_channels();
+            let r = rate::run(&a.o, bar)?;
             let out = Output {
                 json: a.json,
                 ..Output::default()
             };
-            let note = old.then(|| {
-                "note: bench rate reads shm as shm-chan (channels over shared memory)".into()
-            });
-            (
-                report::render(&r, out, report::rate_table),
-                note.into_iter().collect(),
-            )
+            let text = report::render(&r, out, report::rate_table);
+            (text, note.into_iter().collect())
         }
         BenchCmd::Engine(a) if a.rpc => {
-            let r = rpc::run(
-                &rpc::Options {
-                    exe: Some(exe()?),
-                    ..a.r
-                },
-                bar,
-            )?;
-            (show(a.json, &r, rpc::Report::text)?, vec![])
+            let o = rpc::Options {
+                exe: Some(exe()?),
+                ..a.r
+            };
+            (
+                show(a.json, &rpc::run(&o, bar)?, rpc::Report::text)?,
+                vec![],
+            )
         }
         BenchCmd::Engine(a) => {
             let r = engine::run(&a.o, bar)?;
@@ -363,6 +345,15 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             let o = nbd::Options { exe: exe()?, ..a.o };
             let r = nbd::run(&o, bar)?;
             (show(a.json, &r, |r| nbd::table(r))?, vec![])
+        }
+        BenchCmd::Mux(a) => {
+            let r = mux::run(&a.o, bar)?;
+            let files = match &a.plot {
+                Some(d) => mux::plot(&r, d).with_context(|| format!("--plot {}", d.display()))?,
+                None => vec![],
+            };
+            let notes = files.iter().map(|f| format!("wrote {}", f.display()));
+            (show(a.json, &r, mux::Report::text)?, notes.collect())
         }
         BenchCmd::Pet(a) => {
             let r = pet::run(&a.o, bar)?;

@@ -29,6 +29,14 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         "Table 3",
         "Seed 004, Table 1",
         "004 §4",
+        "Seed 002 Part 1, Figures 1 and 5",
+        "002 Part 1, Figure 5",
+        "Seed 003, Table 1",
+        "remote processor null client/server call",
+        "Seed 003, Figures 6 and 7",
+        "003 §6.2, Figure 7",
+        "Seed 003, Table 2",
+        "003 §7.1, Table 2",
     ] {
         assert!(md.contains(section), "report lacks {section}");
     }
@@ -50,11 +58,32 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         "002-fig7-comms2-throughput.svg",
         "002-fig8-comms1-latency.svg",
         "002-table3-cpu-load.svg",
+        "mux-bandwidth.svg",
+        "mux-short-rate.svg",
+        "seed003_fig6_7.svg",
     ] {
         let svg = std::fs::read_to_string(out.join(plot)).unwrap();
         assert!(svg.starts_with("<svg"), "{plot}");
         assert!(md.contains(plot), "report does not show {plot}");
     }
+    // Seed 003: every characteristic time, a traced sweep and the three disks.
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("seed003.json")).unwrap()).unwrap();
+    for k in [
+        "task_switch_ns",
+        "local_call_ns",
+        "host_call_us",
+        "remote_call_us",
+    ] {
+        assert!(d["rpc"][k].as_f64().unwrap() > 0.0, "{k}: {}", d["rpc"]);
+    }
+    let traced = d["trace"]["rows"].as_array().expect("fio ran the sweep");
+    assert_eq!(traced.len(), 16, "8 sizes of reads and writes: {traced:?}");
+    assert_eq!(d["disks"].as_array().unwrap().len(), 6);
+    let mux: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("seed002_links.json")).unwrap())
+            .unwrap();
+    assert!(mux["peak_msgs_per_s"].as_f64().unwrap() > 0.0);
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let rows = rows.as_array().unwrap();

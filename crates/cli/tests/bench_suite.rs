@@ -200,3 +200,85 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
     }
     assert_eq!(v["bytes"], 4 << 20);
 }
+
+#[test]
+fn engine_rpc_measures_seed_003_table_1_in_one_engine_and_across_two() {
+    let (ok, out, err) = offhost(&[
+        "bench",
+        "engine",
+        "--rpc",
+        "--rpc-turns",
+        "5000",
+        "--rpc-calls",
+        "50",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in [
+        "null_subroutine_ns",
+        "system_call_ns",
+        "task_switch_ns",
+        "hop_ns",
+        "local_call_ns",
+        "host_call_us",
+        "remote_call_us",
+        "remote_over_host_call",
+    ] {
+        let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
+        assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
+    }
+    // A call between two tasks passes through two task switches.
+    assert!(
+        v["local_call_ns"].as_f64() > v["task_switch_ns"].as_f64(),
+        "{v}"
+    );
+}
+
+#[test]
+fn mux_bench_measures_both_layouts_and_the_short_message_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().to_string_lossy().into_owned();
+    let (ok, out, err) = offhost(&[
+        "bench",
+        "mux",
+        "--channels",
+        "1,2",
+        "--sizes",
+        "64,4K",
+        "--bytes",
+        "1M",
+        "--links",
+        "1,2",
+        "--per-link",
+        "2",
+        "--rate-sizes",
+        "0,32",
+        "--messages",
+        "20000",
+        "--rounds",
+        "1",
+        "--max-seconds",
+        "0.5",
+        "--json",
+        "--plot",
+        &plots,
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["multiplexed"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2 * 2, "{v}");
+    for layout in ["one-link", "link-per-channel"] {
+        assert!(rows
+            .iter()
+            .any(|r| r["layout"] == layout && r["channels"] == 2));
+    }
+    assert!(rows.iter().all(|r| r["mb_per_s"].as_f64().unwrap() > 0.0));
+    assert_eq!(v["short_rate"].as_array().unwrap().len(), 4, "{v}");
+    for svg in ["mux-bandwidth.svg", "mux-short-rate.svg"] {
+        let t = std::fs::read_to_string(dir.path().join(svg)).unwrap();
+        assert!(t.starts_with("<svg"), "{svg}");
+    }
+    let (ok, _, err) = offhost(&["bench", "mux", "--channels", "0"]);
+    assert!(!ok && err.contains("--channels"), "{err}");
+}

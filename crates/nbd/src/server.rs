@@ -355,6 +355,14 @@ impl Server {
         &self.exports
     }
 
+    /// Writes the trace's buffered records to its file (a no-op without a trace), so a
+    /// running server's trace can be read.
+    pub fn flush_trace(&self) {
+        if let Some(t) = &self.tracer {
+            t.flush();
+        }
+    }
+
     /// Accepts connections forever, one thread per connection up to
     /// [`Limits::max_connections`]; past it a connection is refused (see
     /// `refuse_handshake`). A failing connection never affects the others.

@@ -4,13 +4,17 @@
 //!
 //! - `fifo.rs`, `copies.rs`: seed 000's transfer disciplines and copies into shared memory;
 //! - `seeds.rs`: the papers' published numbers;
-//! - `exp000.rs`, `exp002.rs`, `exp004.rs`: each seed's measurements, report section and
-//!   findings (004 runs `bench offload`'s engines and hosts, so it needs the binary);
+//! - `exp000.rs`, `exp002_links.rs` (seed 002's Part 1, `bench mux`), `exp002.rs` (its
+//!   DSNIC part), `exp003.rs`, `exp004.rs`: each seed's measurements, report section and
+//!   findings (004 runs `bench offload`'s engines and hosts, so it needs the
+//!   binary; 003's remote call needs it too, and its NBD parts need fio);
 //! - `md.rs`: markdown tables and findings.
 
 pub mod copies;
 mod exp000;
 mod exp002;
+mod exp002_links;
+mod exp003;
 mod exp004;
 pub mod fifo;
 mod md;
@@ -132,11 +136,18 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     let (host_core, _) = affinity::host_engine_cores();
     let _ = affinity::pin_current_thread(host_core);
     let probe = LoadProbe::calibrate(Duration::from_millis(if args.quick { 50 } else { 300 }))?;
-    let total = 4 * exp000::transfer_sizes(s.quick).len() + 9 + exp002::points(s.quick) + 4;
+    let total = 4 * exp000::transfer_sizes(s.quick).len()
+        + 9
+        + exp002::points(s.quick)
+        + exp002_links::POINTS
+        + exp003::POINTS
+        + 4;
     bar.set_length(total as u64);
     let transfers = exp000::transfers(&s, &probe, bar)?;
     let copies = exp000::copies(&s, bar)?;
     let d002 = exp002::measure(&s, &probe, bar)?;
+    let links002 = exp002_links::measure(s.transport, s.quick, bar)?;
+    let d003 = exp003::measure(args.exe.clone(), s.quick, &args.out, bar)?;
     let d004 = match &args.exe {
         Some(exe) => Some(exp004::measure(exe.clone(), s.quick, bar)?),
         None => None,
@@ -145,6 +156,16 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     let (sec000, mut found) = exp000::section(&transfers, &copies, &s, &args.out)?;
     let (sec002, f002) = exp002::section(&d002, &s, &args.out)?;
     found.extend(f002);
+    let (sec002_links, f) = exp002_links::section(&links002, &args.out)?;
+    found.extend(f);
+    let (sec003, f003) = exp003::section(&d003, &args.out)?;
+    let json002 = args.out.join("seed002_links.json");
+    std::fs::write(&json002, serde_json::to_string_pretty(&links002)?)
+        .with_context(|| format!("writing {}", json002.display()))?;
+    let json003 = args.out.join("seed003.json");
+    std::fs::write(&json003, serde_json::to_string_pretty(&d003)?)
+        .with_context(|| format!("writing {}", json003.display()))?;
+    found.extend(f003);
     let sec004 = match &d004 {
         Some((rows, note)) => {
             let (sec, f) = exp004::section(rows, note.as_deref());
@@ -168,7 +189,8 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
          wait for whole scheduler time slices)\n\
          - figures are from one run on a machine that may be shared: treat them as noisy.\n\
          - seed 000: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); seed 002: \
-         Pentium Pro PCs with DSNIC boards; seed 004: a SPARC DTC-2 with an MVME-167 XTP \
+         Pentium Pro PCs with DSNIC boards; seed 003: ION, 68030 boards on a VME backplane \
+         serving workstations over SCSI; seed 004: a SPARC DTC-2 with an MVME-167 XTP \
          board on its VME bus. Their figures are quoted from the papers' tables.\n",
         args.out.display(),
         if args.quick { " --quick" } else { "" },
@@ -183,10 +205,12 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     );
     let _ = writeln!(
         report,
-        "## Findings checked\n\n{}\n{}\n{}\n{}",
+        "## Findings checked\n\n{}\n{}\n{}\n{}\n{}\n{}",
         exp000::render(&found),
         sec000,
+        sec002_links,
         sec002,
+        sec003,
         sec004
     );
     let report_path = args.out.join("report.md");

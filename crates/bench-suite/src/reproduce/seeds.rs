@@ -139,6 +139,32 @@ pub const T1B_004: [(&str, u32, u32, u32); 3] = [
 pub const T1B_004_OTHER_TOTAL: (u32, u32) = (1636, 44848);
 /// Seed 004 §4: host interrupts per 64 KiB message, in-host (kernel XTP) and off-host.
 pub const INTERRUPTS_004: (u32, u32) = (26, 1);
+/// Seed 002 Part 1, Figure 1: one virtual link between directly joined T9000s, and the DS
+/// link's measured limit, MB/s.
+pub const F1_002: (f64, f64) = (6.4, 7.0);
+/// Seed 002 Part 1, Figure 5: the most short messages per second, and the CPU time of each, us.
+pub const F5_002: (u32, f64) = (430_000, 2.33);
+/// Seed 003 Table 1 (the ION tasking system on a 68030), microseconds.
+pub const T1_003: [(&str, u32); 8] = [
+    ("null subroutine", 1),
+    ("interrupt dispatch", 4),
+    ("null interrupt service", 9),
+    ("task switch", 25),
+    ("event synchronisation", 16),
+    ("simple system call", 8),
+    ("same processor null client/server call", 105),
+    ("remote processor null client/server call", 140),
+];
+/// Seed 003 Table 2 (real disk against zero-latency pseudo-disk), seconds: operation, disk,
+/// real, user, system.
+pub const T2_003: [(&str, &str, f64, f64, f64); 6] = [
+    ("build ION", "real disk", 156.7, 81.2, 28.2),
+    ("build ION", "pseudo-disk", 126.6, 81.0, 27.7),
+    ("copy a 2 MB file", "real disk", 11.5, 0.0, 1.6),
+    ("copy a 2 MB file", "pseudo-disk", 7.2, 0.0, 1.6),
+    ("4000 random 1-sector reads", "real disk", 67.7, 0.1, 4.2),
+    ("4000 random 1-sector reads", "pseudo-disk", 8.1, 0.1, 2.7),
+];
 
 #[cfg(test)]
 mod tests {
@@ -155,5 +181,11 @@ mod tests {
         assert_eq!(T2_002[2].1, 13000);
         assert_eq!(T3_002[9], [7.1, 19.0]);
         assert_eq!(SIZES_000.len(), T3_INTERRUPT.len());
+        // Seed 003's improvements: 1.2, 1.6 and 8.4.
+        let imp = |i: usize| T2_003[i].2 / T2_003[i + 1].2;
+        assert_eq!(
+            format!("{:.1} {:.1} {:.1}", imp(0), imp(2), imp(4)),
+            "1.2 1.6 8.4"
+        );
     }
 }
