@@ -11,9 +11,12 @@ import time
 import offhost
 
 # The child blocks in recv on a channel nobody writes to, and reports where the
-# KeyboardInterrupt hit it.
+# KeyboardInterrupt hit it. It installs Python's own SIGINT handler first: a process started
+# in the background by a shell without job control inherits SIGINT ignored, and Python then
+# leaves it ignored (CPython installs its handler only over the default disposition).
 CHILD = r"""
-import sys, traceback
+import signal, sys, traceback
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import offhost
 s = offhost.Session(sys.argv[1])
 ch = s.channel("quiet")
