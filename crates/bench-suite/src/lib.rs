@@ -33,11 +33,11 @@
 //!   plain transports by [`offhost_bench::plain`];
 //! - progress goes to the [`indicatif::ProgressBar`] the caller passes (hidden in tests).
 //!
-//! To add an experiment: a module with `Options` (plain data, no clap) and `run(&Options,
-//! &ProgressBar) -> Result<...>` returning rows or a serialisable report (and a `table`
-//! function for the text form); start peers with the helpers above; add a test here with
-//! small options; then a subcommand in the binary's `bench.rs` that fills `Options` from its
-//! flags and prints. See ARCHITECTURE.md.
+//! To add an experiment: a module with `Options` (deriving `clap::Args`, so the binary
+//! flattens it) and `run(&Options, &ProgressBar) -> Result<...>` returning rows or a
+//! serialisable report (and a `table` or `text` function for the text form); start peers
+//! with the helpers above; add a test here with small options; then a subcommand in the
+//! binary's `bench.rs` that flattens `Options` and prints. See ARCHITECTURE.md.
 #![forbid(unsafe_code)]
 
 pub mod channel;
