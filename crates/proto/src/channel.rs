@@ -42,6 +42,11 @@ pub(crate) struct Chan {
     // Receive direction.
     /// Limit we last granted.
     pub(crate) granted: u64,
+    /// The peer said it is blocked at our last grant: once every message that reached us is
+    /// taken, what drained is granted however little (a sender blocked behind a message
+    /// larger than a small one frees would otherwise wait for a half-window grant that never
+    /// comes).
+    pub(crate) peer_blocked: bool,
     /// Credit units received.
     pub(crate) received: u64,
     /// Credit units the application has taken.
@@ -70,6 +75,7 @@ impl Chan {
             blocked_at: None,
             send_closed: false,
             granted: window,
+            peer_blocked: false,
             received: 0,
             consumed: 0,
             delivered: 0,
@@ -107,7 +113,11 @@ impl Chan {
     /// also says how many messages the application took) appended to `out`.
     #[inline(never)]
     pub(crate) fn grant(&mut self, channel: u32, out: &mut Vec<u8>) {
-        self.granted = self.grantable();
+        let limit = self.grantable();
+        if limit > self.granted {
+            self.peer_blocked = false;
+        }
+        self.granted = limit;
         crate::frame::Frame::Credit {
             channel,
             limit: self.granted,
@@ -127,11 +137,25 @@ impl Chan {
         }
     }
 
-    /// Whether a fresh grant is worth a frame after the application drained a message.
+    /// Whether a fresh grant is worth a frame after the application drained a message: half
+    /// a window of it; any on a synchronous channel; any once the peer is blocked and every
+    /// message that reached us is taken (nothing else can drain until it gets credit).
     #[inline(always)]
     pub(crate) fn wants_grant(&self) -> bool {
         let gain = self.grantable() - self.granted;
-        self.opts.send_mode == crate::SendMode::Sync || gain >= u64::from(self.opts.recv_buffer) / 2
+        self.opts.send_mode == crate::SendMode::Sync
+            || gain >= u64::from(self.opts.recv_buffer) / 2
+            || (self.peer_blocked && gain > 0 && self.store.is_empty())
+    }
+
+    /// The peer says it is blocked at `limit`: grants what drained, and remembers the block
+    /// when nothing did (see `peer_blocked`). A block at an older limit is stale: a later
+    /// grant is on its way.
+    pub(crate) fn peer_blocked_at(&mut self, channel: u32, limit: u64, out: &mut Vec<u8>) {
+        if limit >= self.granted {
+            self.peer_blocked = true;
+        }
+        self.grant(channel, out);
     }
 
     /// Both directions are finished and nothing is left for the application.

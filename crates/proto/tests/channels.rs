@@ -111,6 +111,39 @@ fn a_lost_grant_is_covered_by_blocked_and_a_repeated_grant_is_harmless() {
     assert_eq!(p.a.send(ch, &[1; 1]), Err(CallError::Blocked));
 }
 
+/// A message of the whole window, then a small one, then the whole window again (the pattern
+/// of a buffer sent in parts: one full part and a short last one). The receiver takes each
+/// message as it comes; the small one alone frees less than the half window a grant usually
+/// waits for, so without the sender's `blocked` frame counting, no grant would ever come.
+#[test]
+fn a_sender_blocked_behind_a_small_message_gets_the_credit_it_frees() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("parts", small(64, 256)).unwrap();
+    let mut id = None;
+    let mut got = Vec::new();
+    let want: Vec<Vec<u8>> = (0..6u8)
+        .map(|i| if i % 2 == 0 { vec![i; 256] } else { vec![i; 2] })
+        .collect();
+    let mut next = 0;
+    for _ in 0..100 {
+        while next < want.len() && p.a.send(ch, &want[next]).is_ok() {
+            next += 1;
+        }
+        p.settle();
+        let id = *id.get_or_insert_with(|| opened(&mut p.b));
+        while let Received::Message(m) = p.b.recv(id).unwrap() {
+            got.push(m.to_vec());
+        }
+        p.settle();
+        if got.len() == want.len() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), want.len(), "the sender stalled");
+    assert!(got == want, "the messages changed on the way");
+}
+
 #[test]
 fn a_slow_channel_does_not_stall_the_others() {
     let mut p = Pair::new();

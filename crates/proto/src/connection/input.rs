@@ -241,17 +241,26 @@ impl Connection {
                 }
                 None => self.known(channel)?,
             },
-            Frame::Blocked { channel: 0, .. } => {
-                let limit = self.link.granted;
-                Frame::Credit {
-                    channel: 0,
-                    limit,
-                    delivered: 0,
+            Frame::Blocked { channel: 0, limit } => {
+                if limit >= self.link.granted {
+                    self.link.peer_blocked = true;
                 }
-                .encode(&mut self.out);
+                let grantable = self.link_grantable();
+                if grantable > self.link.granted {
+                    self.send_link_grant(grantable);
+                } else {
+                    // Nothing drained yet: repeat the grant (it may have been lost), and
+                    // grant the next drained credit at once.
+                    Frame::Credit {
+                        channel: 0,
+                        limit: self.link.granted,
+                        delivered: 0,
+                    }
+                    .encode(&mut self.out);
+                }
             }
-            Frame::Blocked { channel, .. } => match self.channels.get_mut(&channel) {
-                Some(ch) => ch.grant(channel, &mut self.out),
+            Frame::Blocked { channel, limit } => match self.channels.get_mut(&channel) {
+                Some(ch) => ch.peer_blocked_at(channel, limit, &mut self.out),
                 None => self.known(channel)?,
             },
             Frame::Close { channel: 0 } => {

@@ -127,6 +127,8 @@ pub(crate) struct LinkCredit {
     pub(crate) sent: u64,
     pub(crate) blocked_at: Option<u64>,
     pub(crate) granted: u64,
+    /// The peer said it is blocked at our last grant (see [`Chan`]'s field of that name).
+    pub(crate) peer_blocked: bool,
     pub(crate) received: u64,
     pub(crate) consumed: u64,
 }
@@ -605,7 +607,7 @@ impl Connection {
         }
     }
 
-    fn link_grantable(&self) -> u64 {
+    pub(crate) fn link_grantable(&self) -> u64 {
         self.link.consumed + self.config.link_window + self.recv_bufs
     }
 
@@ -614,7 +616,9 @@ impl Connection {
     pub(crate) fn grant_link(&mut self, force: bool) {
         let limit = self.link_grantable();
         if limit > self.link.granted
-            && (force || limit - self.link.granted >= self.config.link_window / 2)
+            && (force
+                || self.link.peer_blocked
+                || limit - self.link.granted >= self.config.link_window / 2)
         {
             self.send_link_grant(limit);
         }
@@ -622,8 +626,9 @@ impl Connection {
 
     /// Grants the link credit up to `limit`: a `credit` frame for channel 0.
     #[cold]
-    fn send_link_grant(&mut self, limit: u64) {
+    pub(crate) fn send_link_grant(&mut self, limit: u64) {
         self.link.granted = limit;
+        self.link.peer_blocked = false;
         Frame::Credit {
             channel: 0,
             limit,
