@@ -172,10 +172,10 @@ struct EngineOut {
 /// How often a send waiting for credit looks whether its pipeline has ended.
 const CANCEL_CHECK: Duration = Duration::from_millis(100);
 
-/// Sends one message, waiting for credit as long as the pipeline runs.
-fn send(ch: &Channel, msg: &[u8], cancel: &AtomicBool) -> Result<(), String> {
+/// Sends one message made of `parts` joined, waiting for credit as long as the pipeline runs.
+fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String> {
     loop {
-        match ch.send_timeout(msg, CANCEL_CHECK) {
+        match ch.send_parts_timeout(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
             Err(LinkError::Timeout) if !cancel.load(Ordering::Acquire) => {}
             Err(LinkError::Timeout) => return Err("the pipeline ended".into()),
@@ -191,23 +191,20 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         .map_err(|e| format!("open {}: {e}", t.channel))?;
     // One byte of header per message: MORE while parts of the buffer follow, LAST on its
     // last part (see host-in whole=true).
+    // The header and the part go as one message without being joined here first.
     let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
-    let mut msg = Vec::with_capacity(part.min(1 << 20) + 1);
     for b in rx.iter() {
         let mut chunks = b.chunks(part).peekable();
         if chunks.peek().is_none() {
-            send(&ch, &[crate::host::LAST], cancel)?;
+            send(&ch, &[&[crate::host::LAST]], cancel)?;
         }
         while let Some(c) = chunks.next() {
-            msg.clear();
             let flag = if chunks.peek().is_some() {
                 crate::host::MORE
             } else {
                 crate::host::LAST
             };
-            msg.push(flag);
-            msg.extend_from_slice(c);
-            send(&ch, &msg, cancel)?;
+            send(&ch, &[&[flag], c], cancel)?;
         }
     }
     ch.close().map_err(|e| e.to_string())?;

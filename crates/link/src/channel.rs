@@ -101,6 +101,29 @@ impl Channel {
                 Err(e) => Some(Err(st.call_error(e))),
             })?,
         };
+        self.rendezvous(seq, deadline)
+    }
+
+    /// Like [`send_timeout`](Self::send_timeout) for one message made of `parts` joined (a
+    /// header and a body, say), without joining them first.
+    pub fn send_parts_timeout(&self, parts: &[&[u8]], timeout: Duration) -> Result<(), LinkError> {
+        self.check_size(parts.iter().map(|p| p.len()).sum())?;
+        let deadline = Deadline::after(Some(timeout));
+        let seq =
+            self.handle
+                .driver
+                .wait(deadline, |st| match st.conn.send_parts(self.id, parts) {
+                    Ok(seq) => Some(Ok(seq)),
+                    Err(CallError::Blocked) => None,
+                    Err(e) => Some(Err(st.call_error(e))),
+                })?;
+        self.rendezvous(seq, deadline)
+    }
+
+    /// On a synchronous channel, waits until the receiving application has taken message
+    /// `seq`.
+    fn rendezvous(&self, seq: u64, deadline: Deadline) -> Result<(), LinkError> {
+        let d = &self.handle.driver;
         if self.options.send_mode == SendMode::Sync {
             d.wait(deadline, |st| match st.conn.delivered(self.id) {
                 Ok(n) if n >= seq => Some(Ok(())),

@@ -452,6 +452,43 @@ fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LE
     h
 }
 
+/// Appends the data frames of the message made of `parts` joined (`len` bytes in all), in
+/// packets of `packet_size`: the same bytes [`Frame::encode`] appends for each packet of the
+/// joined message, without joining it first.
+pub(crate) fn extend_data_parts(
+    out: &mut Vec<u8>,
+    channel: u32,
+    parts: &[&[u8]],
+    len: usize,
+    packet_size: usize,
+) {
+    debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), len);
+    out.reserve(data_len(len, packet_size));
+    if len == 0 {
+        out.extend_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, 0));
+        return;
+    }
+    let mut rest = parts.iter().copied();
+    let mut cur: &[u8] = &[];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(packet_size);
+        left -= n;
+        let flags = if left == 0 { FLAG_LAST } else { 0 };
+        out.extend_from_slice(&header_bytes(KIND_DATA, flags, channel, n));
+        let mut need = n;
+        while need > 0 {
+            while cur.is_empty() {
+                cur = rest.next().expect("the parts hold len bytes");
+            }
+            let k = need.min(cur.len());
+            out.extend_from_slice(&cur[..k]);
+            cur = &cur[k..];
+            need -= k;
+        }
+    }
+}
+
 /// The channel and payload of `buf` when it is exactly one well-formed data frame that ends
 /// its message (the whole of a small message); `None` for anything else, which
 /// [`Frame::decode`] then judges.

@@ -368,6 +368,15 @@ impl Connection {
         Ok(seq)
     }
 
+    /// Sends one message made of `parts` joined (a header and a body, say) without joining
+    /// them first: the same frames and credit as [`send`](Self::send) of the joined bytes.
+    pub fn send_parts(&mut self, channel: u32, parts: &[&[u8]]) -> Result<u64, CallError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let (seq, packet_size) = self.charge(channel, len)?;
+        crate::frame::extend_data_parts(&mut self.out, channel, parts, len, packet_size);
+        Ok(seq)
+    }
+
     /// Sends a message of `len` bytes that the transport carries outside the byte stream (a
     /// shared-memory buffer named by `token`), with the same credit rules as [`send`](Self::send).
     pub fn send_loan(&mut self, channel: u32, len: usize, token: u64) -> Result<u64, CallError> {
