@@ -187,7 +187,7 @@ fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String
 fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<(), String> {
     let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
     let ch = session
-        .open(&t.channel, ChannelOptions::default())
+        .open(&t.channel, queue_options())
         .map_err(|e| format!("open {}: {e}", t.channel))?;
     // One byte of header per message: MORE while parts of the buffer follow, LAST on its
     // last part (see host-in whole=true).
@@ -277,5 +277,15 @@ impl EngineOut {
             engine: self.target.engine.clone(),
             options: self.target.options.clone(),
         }
+    }
+}
+
+/// The channel of an engine-to-engine queue: a receive window of 4 MiB (four times the
+/// default), so that a window's worth of buffers is in flight while the credit for the last
+/// one travels back.
+fn queue_options() -> ChannelOptions {
+    ChannelOptions {
+        recv_buffer: 4 << 20,
+        ..ChannelOptions::default()
     }
 }
