@@ -256,7 +256,9 @@ impl Daemon {
             };
             drop(st);
             loop {
-                match ch.recv() {
+                // Into a buffer host-in is done with: no new memory per message.
+                let mut m = input.spare();
+                match ch.recv_into(&mut m).map(|got| got.then_some(m)) {
                     Ok(Some(m)) => {
                         if input.send(m).is_err() {
                             return ch.refuse(&format!(

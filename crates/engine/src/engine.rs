@@ -234,8 +234,8 @@ impl Built {
             .collect();
         let shared = Shared::new(slots, config.batch);
         let host = g.host;
-        for (_, waker, id, _) in host.inputs.values() {
-            let _ = waker.set(shared.waker(*id));
+        for port in host.inputs.values() {
+            let _ = port.waker.set(shared.waker(port.task));
         }
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
@@ -340,10 +340,7 @@ pub struct Running {
 impl Running {
     /// The host's end of `host-in name=NAME` (once; later calls return `None`).
     pub fn host_input(&mut self, name: &str) -> Option<HostInput> {
-        self.host
-            .inputs
-            .remove(name)
-            .map(|(tx, waker, _, failure)| HostInput::new(tx, waker, failure))
+        self.host.inputs.remove(name).map(HostInput::new)
     }
 
     /// The host's end of `host-out name=NAME` (once; later calls return `None`).
@@ -367,9 +364,9 @@ impl Running {
 
     /// Closes the host channels nobody took: inputs end their stream, outputs discard.
     fn close_untaken(&mut self) {
-        for (_, (tx, waker, _, _)) in self.host.inputs.drain() {
-            drop(tx);
-            if let Some(w) = waker.get() {
+        for (_, port) in self.host.inputs.drain() {
+            drop(port.tx);
+            if let Some(w) = port.waker.get() {
                 w.wake();
             }
         }

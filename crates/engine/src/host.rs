@@ -38,9 +38,23 @@ pub enum HostError {
     Closed,
 }
 
-/// A host-in channel before the host takes it: sender, the task's waker (set at start), task
-/// id, and where the host leaves the reason its stream broke.
-pub(crate) type InPort = (Sender<Vec<u8>>, Arc<OnceLock<Waker>>, usize, Failure);
+/// A host-in channel before the host takes it.
+pub(crate) struct InPort {
+    /// Messages to the task.
+    pub(crate) tx: Sender<Vec<u8>>,
+    /// The task's waker (set at start).
+    pub(crate) waker: Arc<OnceLock<Waker>>,
+    /// The task's id.
+    pub(crate) task: usize,
+    /// Where the host leaves the reason its stream broke.
+    pub(crate) failure: Failure,
+    /// Message buffers the task is done with, for the host to fill again.
+    pub(crate) spare: Receiver<Vec<u8>>,
+}
+
+/// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
+/// queued, and a few more.
+const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
 
 /// Why a stream broke, set once by the side that saw it.
 pub(crate) type Failure = Arc<OnceLock<String>>;
@@ -58,18 +72,28 @@ pub struct HostInput {
     tx: Option<Sender<Vec<u8>>>,
     waker: Arc<OnceLock<Waker>>,
     failure: Failure,
+    spare: Receiver<Vec<u8>>,
 }
 
 impl HostInput {
-    pub(crate) fn new(
-        tx: Sender<Vec<u8>>,
-        waker: Arc<OnceLock<Waker>>,
-        failure: Failure,
-    ) -> HostInput {
+    pub(crate) fn new(port: InPort) -> HostInput {
         HostInput {
-            tx: Some(tx),
-            waker,
-            failure,
+            tx: Some(port.tx),
+            waker: port.waker,
+            failure: port.failure,
+            spare: port.spare,
+        }
+    }
+
+    /// An empty message buffer to fill and [`send`](Self::send): one the task is done with
+    /// (so a stream of large messages allocates, and faults in, no new memory), or a new one.
+    pub fn spare(&self) -> Vec<u8> {
+        match self.spare.try_recv() {
+            Ok(mut v) => {
+                v.clear();
+                v
+            }
+            Err(_) => Vec::new(),
         }
     }
 
@@ -148,6 +172,8 @@ pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutpu
 
 struct HostIn {
     rx: Receiver<Vec<u8>>,
+    /// Where a message's buffer goes once copied out (dropped when the host keeps enough).
+    spare: Sender<Vec<u8>>,
     pending: Option<(Vec<u8>, usize)>,
     failure: Failure,
     /// Buffers cross whole (`whole=true`): each message starts with [`MORE`] or [`LAST`],
@@ -224,6 +250,8 @@ impl Task for HostIn {
                 let r = self.join(cx, &msg);
                 if matches!(r, Ok(Status::Blocked)) {
                     self.pending = Some((msg, 0));
+                } else {
+                    let _ = self.spare.try_send(msg);
                 }
                 match r {
                     Ok(Status::Progress) => continue,
@@ -232,7 +260,9 @@ impl Task for HostIn {
             }
             let (msg, off) = self.pending.as_mut().expect("set above");
             if msg.is_empty() {
-                self.pending = None;
+                if let Some((m, _)) = self.pending.take() {
+                    let _ = self.spare.try_send(m);
+                }
                 continue;
             }
             let Some(mut b) = cx.alloc(0) else {
@@ -243,7 +273,9 @@ impl Task for HostIn {
             b.commit(n);
             *off += n;
             if *off == msg.len() {
-                self.pending = None;
+                if let Some((m, _)) = self.pending.take() {
+                    let _ = self.spare.try_send(m);
+                }
             }
             cx.put(0, b.freeze());
         }
@@ -289,13 +321,21 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
+    let (spare_tx, spare) = crossbeam_channel::bounded(SPARE_DEPTH);
     let failure = Failure::default();
     b.host.inputs.insert(
         name.clone(),
-        (tx, Arc::new(OnceLock::new()), b.task_id, failure.clone()),
+        InPort {
+            tx,
+            waker: Arc::new(OnceLock::new()),
+            task: b.task_id,
+            failure: failure.clone(),
+            spare,
+        },
     );
     Ok(Box::new(HostIn {
         rx,
+        spare: spare_tx,
         pending: None,
         failure,
         whole,
