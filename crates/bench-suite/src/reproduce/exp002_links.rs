@@ -31,7 +31,7 @@ pub fn measure(transport: Transport, quick: bool, bar: &ProgressBar) -> Result<m
             vec![64, 256, 1024, 4096, 16384, 65536]
         },
         bytes: if quick { 8 << 20 } else { 64 << 20 },
-        max_seconds: if quick { 0.3 } else { 1.0 },
+        max_seconds: if quick { 0.3 } else { 0.5 },
         links: if quick {
             vec![1, 2, 4]
         } else {
@@ -40,7 +40,7 @@ pub fn measure(transport: Transport, quick: bool, bar: &ProgressBar) -> Result<m
         per_link: 10,
         rate_sizes: if quick { vec![0, 32] } else { vec![0, 8, 32] },
         messages: if quick { 200_000 } else { 2_000_000 },
-        rounds: if quick { 1 } else { 3 },
+        rounds: if quick { 1 } else { 2 },
     };
     let r = mux::run(&o, &ProgressBar::hidden())?;
     bar.inc(1);
