@@ -62,6 +62,36 @@ fn demo_pipeline_simulates_histograms_and_writes_a_png() {
     assert_eq!(reader.info().width, 8 * 128);
 }
 
+/// With a free list named on its output, the sinogram task sends every sinogram in a buffer
+/// of it (the list bounds the sinograms in flight) and the image is the same as without.
+#[test]
+fn sinograms_go_out_in_the_free_list_named_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |out: &str, png: &str| {
+        format!(
+            "pet-sim scanner=demo phantom=nema events=60000 seed=3 >ev:lm(8,64k)\n\
+             energy-window lower=435 upper=650 <ev >win\n\
+             sinogram scanner=demo snapshot=15000 <win >{out}\n\
+             recon method=fbp png={} <sino\n",
+            dir.path().join(png).display()
+        )
+    };
+    let own = run(&text("sino", "own.png"));
+    let listed = run(&text("sino:s(2,17M)", "listed.png"));
+    let s = listed.pools.iter().find(|p| p.name == "s").unwrap();
+    let received: u64 = report(&listed, 3)
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(received >= 4, "{}", report(&listed, 3));
+    assert_eq!(s.allocs, received, "every sinogram in a buffer of s");
+    assert!(own.pools.iter().all(|p| p.name != "s"));
+    let png = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    assert!(png("own.png") == png("listed.png"), "the images differ");
+}
+
 #[test]
 fn petlink_pipeline_histograms_the_mmr_file() {
     let data = common::petlink_dir().join("small_listmode_file.l");

@@ -33,6 +33,38 @@ struct SinogramTask {
     snapshots: u64,
     started: Option<Instant>,
     last: Option<Instant>,
+    /// An encoded sinogram waiting for a buffer of the output's free list.
+    pending: Option<Vec<u8>>,
+    /// The final sinogram is encoded: once `pending` is out, the task is done.
+    finished: bool,
+}
+
+/// Puts an encoded sinogram out: in a buffer of the output's free list when its buffers are
+/// large enough, so that the free list bounds the sinograms in flight (the task waits for a
+/// buffer to come back), else in a buffer of its own. `Err` gives the bytes back with the
+/// status the task returns while they wait.
+fn emit(cx: &mut Context<'_>, bytes: Vec<u8>) -> Result<(), (Vec<u8>, Status)> {
+    if !cx.pool(0).is_some_and(|p| p.buffer_size() >= bytes.len()) {
+        cx.put(0, Buffer::from_vec(bytes));
+        return Ok(());
+    }
+    let Some(mut b) = cx.alloc(0) else {
+        // Woken when a buffer comes back; run again soon if only this turn's batch ran out.
+        let wait = if cx.batch_used() {
+            Status::Progress
+        } else {
+            Status::Blocked
+        };
+        return Err((bytes, wait));
+    };
+    if b.remaining() < bytes.len() {
+        cx.put(0, Buffer::from_vec(bytes));
+        return Ok(());
+    }
+    b.unfilled()[..bytes.len()].copy_from_slice(&bytes);
+    b.commit(bytes.len());
+    cx.put(0, b.freeze());
+    Ok(())
 }
 
 impl SinogramTask {
@@ -62,7 +94,7 @@ impl SinogramTask {
         }
     }
 
-    fn encode(&mut self, last: bool) -> Buffer {
+    fn encode(&mut self, last: bool) -> Vec<u8> {
         // Flushed first, so pending bucket increments are applied once, not to every copy.
         let (sino, pairs) = match &mut self.hist {
             Hist::Records { h, .. } => {
@@ -78,12 +110,21 @@ impl SinogramTask {
             last,
             detector_pairs: pairs,
         };
-        Buffer::from_vec(sinofile::encode(&sino, flags))
+        sinofile::encode(&sino, flags)
     }
 }
 
 impl Task for SinogramTask {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        if let Some(bytes) = self.pending.take() {
+            if let Err((bytes, wait)) = emit(cx, bytes) {
+                self.pending = Some(bytes);
+                return Ok(wait);
+            }
+            if self.finished {
+                return Ok(Status::Done);
+            }
+        }
         for i in 0..self.closed.len() {
             while !self.closed[i] {
                 match cx.get(i) {
@@ -96,7 +137,10 @@ impl Task for SinogramTask {
                             self.next = seen + self.every;
                             self.snapshots += 1;
                             let snap = self.encode(false);
-                            cx.put(0, snap);
+                            if let Err((bytes, wait)) = emit(cx, snap) {
+                                self.pending = Some(bytes);
+                                return Ok(wait);
+                            }
                         }
                     }
                     Get::Empty => break,
@@ -118,7 +162,11 @@ impl Task for SinogramTask {
         }
         if cx.outputs() > 0 {
             let fin = self.encode(true);
-            cx.put(0, fin);
+            if let Err((bytes, wait)) = emit(cx, fin) {
+                self.pending = Some(bytes);
+                self.finished = true;
+                return Ok(wait);
+            }
         }
         Ok(Status::Done)
     }
@@ -185,6 +233,8 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         snapshots: 0,
         started: None,
         last: None,
+        pending: None,
+        finished: false,
     }))
 }
 
@@ -201,7 +251,11 @@ pub(super) fn register(r: &mut Registry) {
         .optional("upper", "energy window upper level, keV (records only)")
         .arg("snapshot", "0", "send a snapshot every this many events (0 = only at the end)")
         .inputs(1, 2)
-        .outputs(0, 1),
+        .outputs(0, 1)
+        // A sinogram goes out in a buffer of the output's free list when one is named large
+        // enough (`>sinograms:sino(2,17M)`), which then bounds the sinograms in flight; the
+        // default list's small buffers never fit one, so without it each is a buffer of its own.
+        .allocates(2, 4096),
         sinogram,
     );
 }
