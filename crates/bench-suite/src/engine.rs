@@ -85,15 +85,17 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn time_pipeline(text: &str, cfg: &EngineConfig) -> Result<f64> {
-    let reg = Registry::with_builtins();
-    let run = Pipeline::parse(text)?.start(&reg, cfg)?;
+/// Seconds from the start of `text` (built from `reg`) to the end of its run.
+pub(crate) fn time_pipeline(text: &str, reg: &Registry, cfg: &EngineConfig) -> Result<f64> {
+    let run = Pipeline::parse(text)?.start(reg, cfg)?;
     let t0 = Instant::now();
     run.wait()?;
     Ok(t0.elapsed().as_secs_f64())
 }
 
-fn chain(k: usize, bytes: u64, size: usize, count: usize) -> String {
+/// `fill` through `k` pass-through `count` tasks into `null`, on a free list of `count`
+/// buffers of `size` bytes.
+pub(crate) fn chain(k: usize, bytes: u64, size: usize, count: usize) -> String {
     let mut s = format!("fill bytes={bytes} >q0:p({count},{size})\n");
     for i in 0..k {
         s.push_str(&format!("count <q{i} >q{}\n", i + 1));
@@ -102,7 +104,8 @@ fn chain(k: usize, bytes: u64, size: usize, count: usize) -> String {
     s
 }
 
-fn best_of(n: usize, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
+/// The smallest of `n` results of `f`.
+pub(crate) fn best_of(n: usize, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
     let mut best = f64::INFINITY;
     for _ in 0..n {
         best = best.min(f()?);
@@ -174,19 +177,26 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         pin: false,
         batch: 64,
     };
+    let reg = Registry::with_builtins();
     bar.set_length(4);
     bar.set_message("hop chain");
     let small = 64usize;
     let hop_bytes = o.hop_buffers * small as u64;
-    let t0 = best_of(3, || time_pipeline(&chain(0, hop_bytes, small, 256), &cfg))?;
-    let t16 = best_of(3, || time_pipeline(&chain(16, hop_bytes, small, 256), &cfg))?;
+    let t0 = best_of(3, || {
+        time_pipeline(&chain(0, hop_bytes, small, 256), &reg, &cfg)
+    })?;
+    let t16 = best_of(3, || {
+        time_pipeline(&chain(16, hop_bytes, small, 256), &reg, &cfg)
+    })?;
     let hop_ns = ((t16 - t0) / (16.0 * o.hop_buffers as f64) * 1e9).max(0.0);
     bar.inc(1);
 
     bar.set_message("4-stage chain");
     let big = 64 * 1024;
     let chain4 = o.chain_bytes as f64
-        / best_of(3, || time_pipeline(&chain(4, o.chain_bytes, big, 32), &cfg))?
+        / best_of(3, || {
+            time_pipeline(&chain(4, o.chain_bytes, big, 32), &reg, &cfg)
+        })?
         / 1e9;
     bar.inc(1);
     bar.set_message("memcpy");
@@ -270,6 +280,6 @@ mod tests {
     #[test]
     fn a_bad_pipeline_is_an_error() {
         let cfg = EngineConfig::default();
-        assert!(time_pipeline("no-such-task >x\n", &cfg).is_err());
+        assert!(time_pipeline("no-such-task >x\n", &Registry::with_builtins(), &cfg).is_err());
     }
 }

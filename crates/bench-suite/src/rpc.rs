@@ -39,6 +39,7 @@ use offhost_engine::{
 };
 use serde::Serialize;
 
+use crate::engine::{best_of, chain, time_pipeline};
 use crate::error::{check, Error, Result};
 use crate::tls::Pki;
 
@@ -182,25 +183,12 @@ fn registry(count: &Arc<AtomicU64>) -> Registry {
     r
 }
 
-fn time_text(text: &str, reg: &Registry) -> Result<f64> {
-    let cfg = EngineConfig {
-        workers: 1,
-        pin: false,
-        batch: 64,
-    };
-    let run = Pipeline::parse(text)?.start(reg, &cfg)?;
-    let t = Instant::now();
-    run.wait()?;
-    Ok(t.elapsed().as_secs_f64())
-}
-
-fn best_of(n: usize, mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
-    let mut best = f64::INFINITY;
-    for _ in 0..n {
-        best = best.min(f()?);
-    }
-    Ok(best)
-}
+/// One worker: the seed's tasks shared one processor.
+const ONE_WORKER: EngineConfig = EngineConfig {
+    workers: 1,
+    pin: false,
+    batch: 64,
+};
 
 /// Seconds per turn of two spinning tasks.
 fn task_switch_ns(turns: u64) -> Result<f64> {
@@ -209,7 +197,7 @@ fn task_switch_ns(turns: u64) -> Result<f64> {
     let text = format!("spin turns={turns}\nspin turns={turns}\n");
     let secs = best_of(3, || {
         count.store(0, Ordering::Relaxed);
-        time_text(&text, &reg)
+        time_pipeline(&text, &reg, &ONE_WORKER)
     })?;
     let n = count.load(Ordering::Relaxed);
     check(n >= 2 * turns, || {
@@ -218,27 +206,19 @@ fn task_switch_ns(turns: u64) -> Result<f64> {
     Ok(secs * 1e9 / n as f64)
 }
 
-fn chain(k: usize, buffers: u64) -> String {
-    // One buffer in the loop: every put wakes a blocked reader, every hop is a switch.
-    let mut s = format!("fill bytes={} >q0:p(1,64)\n", buffers * 64);
-    for i in 0..k {
-        s.push_str(&format!("count <q{i} >q{}\n", i + 1));
-    }
-    s.push_str(&format!("null <q{k}\n"));
-    s
-}
-
 fn hop_ns(buffers: u64) -> Result<f64> {
     let reg = Registry::with_builtins();
-    let t0 = best_of(3, || time_text(&chain(0, buffers), &reg))?;
-    let t16 = best_of(3, || time_text(&chain(16, buffers), &reg))?;
+    // One buffer in the loop: every put wakes a blocked reader, every hop is a switch.
+    let hops = |k| time_pipeline(&chain(k, buffers * 64, 64, 1), &reg, &ONE_WORKER);
+    let t0 = best_of(3, || hops(0))?;
+    let t16 = best_of(3, || hops(16))?;
     Ok(((t16 - t0) / (16.0 * buffers as f64) * 1e9).max(0.0))
 }
 
 fn local_call_ns(calls: u64) -> Result<f64> {
     let reg = Registry::with_builtins();
     let text = format!("fill bytes={} >q:p(1,64)\nnull <q\n", calls * 64);
-    Ok(best_of(3, || time_text(&text, &reg))? * 1e9 / calls.max(1) as f64)
+    Ok(best_of(3, || time_pipeline(&text, &reg, &ONE_WORKER))? * 1e9 / calls.max(1) as f64)
 }
 
 /// The pipeline a null call goes through: one byte in, the same buffer out.
@@ -246,35 +226,44 @@ const ECHO: &str = "host-in name=req >r:p(4,64)\nhost-out name=resp <r\n";
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn host_call_us(calls: usize) -> Result<f64> {
-    let reg = Registry::with_builtins();
-    let cfg = EngineConfig {
-        workers: 1,
-        pin: false,
-        batch: 64,
-    };
-    let mut run = Pipeline::parse(ECHO)?.start(&reg, &cfg)?;
-    let missing = || Error::Check("the echo pipeline has no host ports".into());
-    let mut input = run.host_input("req").ok_or_else(missing)?;
-    let output = run.host_output("resp").ok_or_else(missing)?;
-    let host = |e: offhost_engine::HostError| Error::Check(format!("echo pipeline: {e}"));
+/// The median of `calls` timed calls, after a tenth as many untimed: `call` sends byte `i`
+/// and returns the length of the answer, which must be 1.
+fn median_call_us(
+    calls: usize,
+    what: &str,
+    mut call: impl FnMut(u8) -> Result<usize>,
+) -> Result<f64> {
     let mut times = Vec::with_capacity(calls);
     for i in 0..calls + calls / 10 {
         let t = Instant::now();
-        input.send(vec![i as u8]).map_err(host)?;
-        let b = output
-            .recv_timeout(CALL_TIMEOUT)
-            .map_err(host)?
-            .ok_or_else(|| Error::Check("the echo pipeline ended".into()))?;
+        let len = call(i as u8)?;
         let dt = t.elapsed();
-        check(b.len() == 1, || format!("echo returned {} bytes", b.len()))?;
+        check(len == 1, || format!("{what} returned {len} bytes"))?;
         if i >= calls / 10 {
             times.push(dt.as_secs_f64() * 1e6);
         }
     }
+    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
+}
+
+fn host_call_us(calls: usize) -> Result<f64> {
+    let reg = Registry::with_builtins();
+    let mut run = Pipeline::parse(ECHO)?.start(&reg, &ONE_WORKER)?;
+    let missing = || Error::Check("the echo pipeline has no host ports".into());
+    let mut input = run.host_input("req").ok_or_else(missing)?;
+    let output = run.host_output("resp").ok_or_else(missing)?;
+    let host = |e: offhost_engine::HostError| Error::Check(format!("echo pipeline: {e}"));
+    let us = median_call_us(calls, "echo", |i| {
+        input.send(vec![i]).map_err(host)?;
+        let b = output
+            .recv_timeout(CALL_TIMEOUT)
+            .map_err(host)?
+            .ok_or_else(|| Error::Check("the echo pipeline ended".into()))?;
+        Ok(b.len())
+    })?;
     input.close();
     run.wait()?;
-    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
+    Ok(us)
 }
 
 fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
@@ -303,27 +292,19 @@ fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
     let peer = |e: DaemonError| Error::Peer(e.to_string());
     let req = client.open_input(sub.id, "req").map_err(peer)?;
     let resp = client.open_output(sub.id, "resp").map_err(peer)?;
-    let mut times = Vec::with_capacity(calls);
-    for i in 0..calls + calls / 10 {
-        let t = Instant::now();
-        req.send(&[i as u8])?;
+    let us = median_call_us(calls, "remote echo", |i| {
+        req.send(&[i])?;
         let m = resp
             .recv_timeout(CALL_TIMEOUT)?
             .ok_or_else(|| Error::Peer("the remote echo ended".into()))?;
-        let dt = t.elapsed();
-        check(m.len() == 1, || {
-            format!("remote echo returned {} bytes", m.len())
-        })?;
-        if i >= calls / 10 {
-            times.push(dt.as_secs_f64() * 1e6);
-        }
-    }
+        Ok(m.len())
+    })?;
     req.close()?;
     let state = client.wait(sub.id).map_err(peer)?;
     check(state["state"] == "finished", || {
         format!("the remote echo did not finish: {state}")
     })?;
-    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
+    Ok(us)
 }
 
 /// Measures; `bar` shows the steps.

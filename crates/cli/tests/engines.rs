@@ -242,17 +242,28 @@ fn buffers_of_a_whole_window_and_larger_cross_whole() {
             ),
         )
         .unwrap();
-        let o = offhost(
-            &["run", file.to_str().unwrap(), "--out", "res=one.bin"],
-            work.path(),
-        );
-        assert!(o.status.success(), "{}", text(&o.stderr));
-        let o = submit(&e, &file, &["--out", "res=two.bin"], work.path());
-        assert!(o.status.success(), "{size}: {}", text(&o.stderr));
-        let one = std::fs::read(work.path().join("one.bin")).unwrap();
-        let two = std::fs::read(work.path().join("two.bin")).unwrap();
+        let (one, two, _) = whole_and_placed(&e, &file, work.path());
         assert!(!one.is_empty() && one == two, "{size}: the bytes differ");
     }
+}
+
+/// The bytes `file` sends to `host-out name=res`, run whole by `offhost run` and split over
+/// the engines by `offhost submit` (both must succeed), and the submitter's output.
+fn whole_and_placed(e: &Engines, file: &Path, dir: &Path) -> (Vec<u8>, Vec<u8>, Output) {
+    let o = offhost(
+        &["run", file.to_str().unwrap(), "--out", "res=whole.bin"],
+        dir,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = submit(e, file, &["--out", "res=placed.bin"], dir);
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        file.display(),
+        text(&o.stderr)
+    );
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    (read("whole.bin"), read("placed.bin"), o)
 }
 
 fn submit(e: &Engines, file: &Path, extra: &[&str], dir: &Path) -> Output {
@@ -343,15 +354,7 @@ fn host_channels_and_statistics_span_the_engines() {
          host-out name=res @c <w\n",
     )
     .unwrap();
-    let o = offhost(
-        &["run", file.to_str().unwrap(), "--out", "res=one.bin"],
-        work.path(),
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let o = submit(&e, &file, &["--out", "res=three.bin"], work.path());
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let one = std::fs::read(work.path().join("one.bin")).unwrap();
-    let three = std::fs::read(work.path().join("three.bin")).unwrap();
+    let (one, three, o) = whole_and_placed(&e, &file, work.path());
     assert_eq!(one.len(), 3_000_000);
     assert!(one == three, "host-out bytes differ");
     let table = text(&o.stdout);

@@ -95,13 +95,21 @@ impl Channel {
         let d = &self.handle.driver;
         let seq = match d.send_in_place(self.id, msg) {
             Some(r) => r?,
-            None => d.wait(deadline, |st| match st.conn.send(self.id, msg) {
+            None => self.queue(deadline, &[msg])?,
+        };
+        self.rendezvous(seq, deadline)
+    }
+
+    /// Queues one message made of `parts` joined once credit allows, waiting until
+    /// `deadline`; returns its sequence number.
+    fn queue(&self, deadline: Deadline, parts: &[&[u8]]) -> Result<u64, LinkError> {
+        self.handle
+            .driver
+            .wait(deadline, |st| match st.conn.send_parts(self.id, parts) {
                 Ok(seq) => Some(Ok(seq)),
                 Err(CallError::Blocked) => None,
                 Err(e) => Some(Err(st.call_error(e))),
-            })?,
-        };
-        self.rendezvous(seq, deadline)
+            })
     }
 
     /// Like [`send_timeout`](Self::send_timeout) for one message made of `parts` joined (a
@@ -109,14 +117,7 @@ impl Channel {
     pub fn send_parts_timeout(&self, parts: &[&[u8]], timeout: Duration) -> Result<(), LinkError> {
         self.check_size(parts.iter().map(|p| p.len()).sum())?;
         let deadline = Deadline::after(Some(timeout));
-        let seq =
-            self.handle
-                .driver
-                .wait(deadline, |st| match st.conn.send_parts(self.id, parts) {
-                    Ok(seq) => Some(Ok(seq)),
-                    Err(CallError::Blocked) => None,
-                    Err(e) => Some(Err(st.call_error(e))),
-                })?;
+        let seq = self.queue(deadline, parts)?;
         self.rendezvous(seq, deadline)
     }
 

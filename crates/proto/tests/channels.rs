@@ -804,9 +804,26 @@ fn a_message_sent_in_parts_is_the_joined_message_on_the_wire() {
                     p.a.poll_transmit(&mut w);
                     w
                 };
-                let joined = wire(&|c, ch| {
-                    c.send(ch, &msg).unwrap();
-                });
+                // The joined message's frames, packet by packet, as `Frame` encodes them.
+                let mut joined = Vec::new();
+                let mut packets = msg.chunks(packet).peekable();
+                if packets.peek().is_none() {
+                    Frame::Data {
+                        channel: 1,
+                        last: true,
+                        payload: &[],
+                    }
+                    .encode(&mut joined);
+                }
+                while let Some(payload) = packets.next() {
+                    let last = packets.peek().is_none();
+                    Frame::Data {
+                        channel: 1,
+                        last,
+                        payload,
+                    }
+                    .encode(&mut joined);
+                }
                 let parted = wire(&|c, ch| {
                     c.send_parts(ch, &[a, &[], b]).unwrap();
                 });

@@ -119,6 +119,15 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
+/// fio's JSON report in its standard output (fio may print notes before the document).
+pub(crate) fn fio_json(stdout: &[u8]) -> Result<serde_json::Value> {
+    let text = String::from_utf8_lossy(stdout);
+    let start = text
+        .find('{')
+        .ok_or_else(|| Error::Peer("fio printed no JSON".into()))?;
+    serde_json::from_str(&text[start..]).context("fio JSON")
+}
+
 fn run_fio(
     a: &Options,
     client: &Client,
@@ -154,12 +163,7 @@ fn run_fio(
             peer.log_tail()
         )));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    // fio may print notes before the JSON document.
-    let start = text
-        .find('{')
-        .ok_or_else(|| Error::Peer("fio printed no JSON".into()))?;
-    let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio JSON")?;
+    let v = fio_json(&out.stdout)?;
     let job = &v["jobs"][0];
     let f = |dir: &str, k: &str| job[dir][k].as_f64().unwrap_or(0.0);
     let cpu = peer.cpu_s() - cpu0;

@@ -143,17 +143,13 @@ fn fio(global: &[String], jobs: &[Vec<String>]) -> Result<Vec<Value>> {
         cmd.args(j).arg("--stonewall");
     }
     let out = cmd.output().context("running fio")?;
-    let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(Error::Peer(format!(
             "fio failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let start = text
-        .find('{')
-        .ok_or_else(|| Error::Peer("fio printed no JSON".into()))?;
-    let v: Value = serde_json::from_str(&text[start..]).context("fio JSON")?;
+    let v = crate::nbd::fio_json(&out.stdout)?;
     Ok(v["jobs"].as_array().cloned().unwrap_or_default())
 }
 

@@ -345,27 +345,7 @@ impl Connection {
     /// Fails with [`CallError::Blocked`] when the channel's or the link's credit is too small
     /// right now (the peer is told, with a `blocked` frame, once per limit).
     pub fn send(&mut self, channel: u32, msg: &[u8]) -> Result<u64, CallError> {
-        let (seq, packet_size) = self.charge(channel, msg.len())?;
-        if msg.is_empty() {
-            Frame::Data {
-                channel,
-                last: true,
-                payload: &[],
-            }
-            .encode(&mut self.out);
-        } else {
-            let mut packets = msg.chunks(packet_size).peekable();
-            while let Some(payload) = packets.next() {
-                let last = packets.peek().is_none();
-                Frame::Data {
-                    channel,
-                    last,
-                    payload,
-                }
-                .encode(&mut self.out);
-            }
-        }
-        Ok(seq)
+        self.send_parts(channel, &[msg])
     }
 
     /// Sends one message made of `parts` joined (a header and a body, say) without joining
