@@ -455,6 +455,7 @@ fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LE
 /// Appends the data frames of the message made of `parts` joined (`len` bytes in all), in
 /// packets of `packet_size`: the same bytes [`Frame::encode`] appends for each packet of the
 /// joined message, without joining it first.
+#[inline]
 pub(crate) fn extend_data_parts(
     out: &mut Vec<u8>,
     channel: u32,
@@ -464,6 +465,14 @@ pub(crate) fn extend_data_parts(
 ) {
     debug_assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), len);
     out.reserve(data_len(len, packet_size));
+    if let [msg] = parts {
+        if msg.len() <= packet_size {
+            // One packet of one part (the common case of small messages).
+            out.extend_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, msg.len()));
+            out.extend_from_slice(msg);
+            return;
+        }
+    }
     if len == 0 {
         out.extend_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, 0));
         return;
