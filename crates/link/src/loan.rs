@@ -1,9 +1,10 @@
 //! Zero-copy loans on the `shm` transport: borrow a buffer of the shared pool, fill it, send it
 //! by descriptor; the receiver reads it in place and it returns to the pool when dropped.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use offhost_proto::{CallError, Incoming, SendMode};
+use offhost_proto::{CallError, Incoming, Landed, SendMode};
 
 use crate::channel::Channel;
 use crate::driver::{call_error, Deadline, Driver, Fed, State};
@@ -83,6 +84,8 @@ pub(crate) enum Taken<'a> {
 
 /// One step of receiving on channel `id`: a message, end of stream, or `None` to wait.
 pub(crate) fn take_ref(st: &mut State, id: u32) -> Option<Result<Option<Taken<'_>>, LinkError>> {
+    let waiting = held(st, id);
+    // The fields apart: the message's bytes borrow the connection only.
     let State {
         conn,
         held,
@@ -91,10 +94,8 @@ pub(crate) fn take_ref(st: &mut State, id: u32) -> Option<Result<Option<Taken<'_
         ..
     } = st;
     let peer_closed = conn.peer_closed();
-    // (Most sessions never hold a loan: skip the hashing then.)
-    let waiting = if held.is_empty() { None } else { held.get(&id) };
     let (len, token) = match waiting {
-        Some(&held) => held,
+        Some(held) => held,
         None => match conn.recv_ref(id) {
             Ok(Incoming::Message(m)) => return Some(Ok(Some(Taken::Bytes(m)))),
             Ok(Incoming::End) => return Some(Ok(None)),
@@ -103,6 +104,27 @@ pub(crate) fn take_ref(st: &mut State, id: u32) -> Option<Result<Option<Taken<'_
             Err(e) => return Some(Err(call_error(dead, peer_closed, e))),
         },
     };
+    loan_of(held, loans, id, len, token).map(|r| r.map(|l| Some(Taken::Loan(l))))
+}
+
+/// The loan message taken from channel `id` whose buffer has not arrived yet, if any.
+fn held(st: &State, id: u32) -> Option<(u64, u64)> {
+    // (Most sessions never hold a loan: skip the hashing then.)
+    match st.held.is_empty() {
+        true => None,
+        false => st.held.get(&id).copied(),
+    }
+}
+
+/// The buffer of a loan message (`len` bytes, `token`) taken from channel `id`, or `None` to
+/// wait for it (the message is held until then).
+fn loan_of(
+    held: &mut HashMap<u32, (u64, u64)>,
+    loans: &mut HashMap<u32, offhost_shm::Buf>,
+    id: u32,
+    len: u64,
+    token: u64,
+) -> Option<Result<Loan, LinkError>> {
     let Some(buf) = u32::try_from(token).ok().and_then(|t| loans.remove(&t)) else {
         held.insert(id, (len, token));
         return None;
@@ -116,40 +138,41 @@ pub(crate) fn take_ref(st: &mut State, id: u32) -> Option<Result<Option<Taken<'_
             },
         )));
     }
-    Some(Ok(Some(Taken::Loan(Loan { buf }))))
+    Some(Ok(Loan { buf }))
 }
 
 /// One step of receiving on channel `id` as an owned message.
 pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Message>, LinkError>> {
-    take_ref(st, id).map(|r| {
+    let mut buf = Vec::new();
+    take_into(st, id, &mut buf).map(|r| {
         r.map(|m| {
-            m.map(|t| match t {
-                Taken::Bytes(b) => Message::Bytes(b.to_vec()),
-                Taken::Loan(l) => Message::Loan(l),
+            m.map(|a| match a {
+                Arrived::Copied => Message::Bytes(buf),
+                Arrived::Loan(l) => Message::Loan(l),
             })
         })
     })
 }
 
-/// One step of receiving on channel `id` into `buf`: bytes are copied there (replacing its
-/// contents), a loan is handed out as it is.
+/// One step of receiving on channel `id` into `buf`: bytes land there (replacing its
+/// contents; a message of several packets by exchanging buffers, see
+/// `Connection::recv_into`), a loan is handed out as it is.
 pub(crate) fn take_into(
     st: &mut State,
     id: u32,
     buf: &mut Vec<u8>,
 ) -> Option<Result<Option<Arrived>, LinkError>> {
-    take_ref(st, id).map(|r| {
-        r.map(|m| {
-            m.map(|t| match t {
-                Taken::Bytes(b) => {
-                    buf.clear();
-                    buf.extend_from_slice(b);
-                    Arrived::Copied
-                }
-                Taken::Loan(l) => Arrived::Loan(l),
-            })
-        })
-    })
+    let (len, token) = match held(st, id) {
+        Some(held) => held,
+        None => match st.conn.recv_into(id, buf) {
+            Ok(Landed::Message) => return Some(Ok(Some(Arrived::Copied))),
+            Ok(Landed::End) => return Some(Ok(None)),
+            Ok(Landed::Empty) => return None,
+            Ok(Landed::Loan { len, token }) => (len, token),
+            Err(e) => return Some(Err(st.call_error(e))),
+        },
+    };
+    loan_of(&mut st.held, &mut st.loans, id, len, token).map(|r| r.map(|l| Some(Arrived::Loan(l))))
 }
 
 /// One step of receiving on channel `id` into `buf` for a waiter: a message that is there, or

@@ -79,7 +79,7 @@ impl Chan {
             received: 0,
             consumed: 0,
             delivered: 0,
-            store: Store::default(),
+            store: Store::new(opts.recv_buffer as usize),
             recv_closed: false,
             reset: None,
         }

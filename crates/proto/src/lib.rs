@@ -34,7 +34,7 @@ mod store;
 
 pub use connection::BatchEnd;
 pub use connection::{
-    Connection, Event, Incoming, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
+    Connection, Event, Incoming, Landed, Received, CODE_PROTOCOL, CODE_REFUSED, INITIAL_LINK_CREDIT,
 };
 pub use connection::{DataFrames, SendPermit};
 pub use error::{CallError, FrameError, ProtoError};

@@ -1,19 +1,30 @@
 //! The receive side of one channel: complete messages waiting for the application, and the
-//! message being reassembled, in one contiguous byte buffer.
+//! message being reassembled.
 //!
-//! Packets are appended to the buffer as they arrive; a message's bytes are contiguous, so the
-//! application reads it in place ([`Store::pop`]) and nothing is allocated per message. The
-//! buffer is reset when it runs empty and compacted when its consumed prefix is large, so in
-//! steady state it neither grows nor copies more than once per message; its size is bounded by
-//! the channel's credit (the peer can never have more unconsumed bytes in flight).
+//! A message of one packet is appended to one contiguous byte buffer shared by such messages,
+//! and read in place ([`Store::pop_at`]): nothing is allocated per message. The buffer is reset
+//! when it runs empty and compacted when its consumed prefix is large, so in steady state it
+//! neither grows nor copies more than once per message.
+//!
+//! A message of several packets is reassembled in a buffer of its own, so that a receiver
+//! with a buffer to give in exchange takes it whole ([`Store::pop_into`] swaps the two
+//! buffers) instead of copying it out: large messages are copied once on their way in and
+//! never on their way out. The buffers given in exchange are kept for the next messages (up to
+//! a limit of spare capacity, one receive window), and each is reserved at the length of the
+//! last such message, so a stream of large messages neither allocates nor grows buffers.
+//!
+//! The bytes of all complete and partial messages are bounded by the channel's credit (the
+//! peer can never have more unconsumed bytes in flight), the spares by the limit.
 
 use std::collections::VecDeque;
 
 /// A complete message in the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Entry {
-    /// `len` bytes in the buffer, right after the previous message's.
+    /// `len` bytes in the shared buffer, right after the previous such message's.
     Bytes(usize),
+    /// `len` bytes in a buffer of its own (a message of several packets).
+    Own(usize),
     /// A message carried outside the byte stream.
     Loan { len: u64, token: u64 },
 }
@@ -22,7 +33,7 @@ impl Entry {
     /// The credit the message was charged.
     pub(crate) fn cost(&self) -> u64 {
         match *self {
-            Entry::Bytes(len) => crate::channel::cost(len),
+            Entry::Bytes(len) | Entry::Own(len) => crate::channel::cost(len),
             Entry::Loan { len, .. } => len.max(1),
         }
     }
@@ -31,13 +42,26 @@ impl Entry {
 /// Messages of one channel in arrival order.
 #[derive(Debug, Default)]
 pub(crate) struct Store {
-    /// Bytes of the waiting messages, then of the partial one, from `head`.
+    /// Bytes of the waiting one-packet messages, from `head`.
     buf: Vec<u8>,
-    /// Start of the first waiting message's bytes.
+    /// Start of the first waiting message's bytes in `buf`.
     head: usize,
-    /// Bytes of the message being reassembled (the tail of `buf`).
+    /// Bytes of the message being reassembled (in `assembling`).
     partial: usize,
+    /// The message being reassembled.
+    assembling: Vec<u8>,
     entries: VecDeque<Entry>,
+    /// The buffers of the waiting messages of several packets, in order.
+    own: VecDeque<Vec<u8>>,
+    /// The buffer of the message [`pop_at`](Self::pop_at) took last, if it had one of its own.
+    lent: Vec<u8>,
+    /// Empty buffers for the next messages of several packets.
+    spare: Vec<Vec<u8>>,
+    /// Capacity of `spare`, and the most it may hold.
+    spare_bytes: usize,
+    spare_limit: usize,
+    /// Length of the last message of several packets: what the next one's buffer reserves.
+    last_own: usize,
 }
 
 /// Compaction moves the live bytes to the front once the consumed prefix is at least this big
@@ -45,6 +69,14 @@ pub(crate) struct Store {
 const COMPACT_AT: usize = 64 * 1024;
 
 impl Store {
+    /// An empty store that keeps at most `spare_limit` bytes of spare buffers.
+    pub(crate) fn new(spare_limit: usize) -> Store {
+        Store {
+            spare_limit,
+            ..Store::default()
+        }
+    }
+
     /// True when no complete message waits.
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -59,15 +91,41 @@ impl Store {
     pub(crate) fn clear(&mut self) {
         self.buf.clear();
         self.head = 0;
-        self.partial = 0;
+        self.clear_partial();
         self.entries.clear();
+        while let Some(v) = self.own.pop_front() {
+            self.recycle(v);
+        }
     }
 
     /// Drops only the message being reassembled.
     pub(crate) fn clear_partial(&mut self) {
-        let keep = self.buf.len() - self.partial;
-        self.buf.truncate(keep);
+        let v = std::mem::take(&mut self.assembling);
+        self.recycle(v);
         self.partial = 0;
+    }
+
+    /// Keeps an emptied buffer for a later message, if the spare limit allows.
+    fn recycle(&mut self, mut v: Vec<u8>) {
+        let cap = v.capacity();
+        if cap > 0 && self.spare_bytes + cap <= self.spare_limit {
+            v.clear();
+            self.spare_bytes += cap;
+            self.spare.push(v);
+        }
+    }
+
+    /// A buffer for a new message of several packets, with room for one as long as the last.
+    fn fresh(&mut self) -> Vec<u8> {
+        let mut v = match self.spare.pop() {
+            Some(v) => {
+                self.spare_bytes -= v.capacity();
+                v
+            }
+            None => Vec::new(),
+        };
+        v.reserve(self.last_own);
+        v
     }
 
     fn make_room(&mut self) {
@@ -85,11 +143,21 @@ impl Store {
 
     /// Appends a packet; `last` completes the message.
     pub(crate) fn push_packet(&mut self, payload: &[u8], last: bool) {
-        self.make_room();
-        self.buf.extend_from_slice(payload);
+        if self.partial == 0 && last {
+            self.make_room();
+            self.buf.extend_from_slice(payload);
+            self.entries.push_back(Entry::Bytes(payload.len()));
+            return;
+        }
+        if self.partial == 0 {
+            self.assembling = self.fresh();
+        }
+        self.assembling.extend_from_slice(payload);
         self.partial += payload.len();
         if last {
-            self.entries.push_back(Entry::Bytes(self.partial));
+            self.entries.push_back(Entry::Own(self.partial));
+            self.own.push_back(std::mem::take(&mut self.assembling));
+            self.last_own = self.partial;
             self.partial = 0;
         }
     }
@@ -105,26 +173,58 @@ impl Store {
     }
 
     /// Takes the next message: its entry and, for bytes, where they start (see
-    /// [`bytes_at`](Self::bytes_at); they stay in place until the next change to the store).
+    /// [`bytes_of`](Self::bytes_of); they stay in place until the next change to the store).
     pub(crate) fn pop_at(&mut self) -> Option<(Entry, usize)> {
         let e = self.entries.pop_front()?;
         let at = self.head;
-        if let Entry::Bytes(len) = e {
-            self.head += len;
+        match e {
+            Entry::Bytes(len) => self.head += len,
+            Entry::Own(_) => {
+                let v = self.own.pop_front().expect("an own entry has its buffer");
+                let old = std::mem::replace(&mut self.lent, v);
+                self.recycle(old);
+            }
+            Entry::Loan { .. } => {}
         }
         Some((e, at))
     }
 
-    /// The bytes of a message taken by [`pop_at`](Self::pop_at).
-    pub(crate) fn bytes_at(&self, at: usize, len: usize) -> &[u8] {
-        &self.buf[at..at + len]
+    /// The bytes of a message taken by [`pop_at`](Self::pop_at) (none for a loan).
+    pub(crate) fn bytes_of(&self, e: Entry, at: usize) -> &[u8] {
+        match e {
+            Entry::Bytes(len) => &self.buf[at..at + len],
+            Entry::Own(len) => &self.lent[..len],
+            Entry::Loan { .. } => &[],
+        }
+    }
+
+    /// Takes the next message into `buf`, replacing its contents: a message of several packets
+    /// by exchanging buffers (`buf`'s old one is kept for a later message), one of one packet
+    /// by copying. A loan's entry is returned with `buf` untouched.
+    pub(crate) fn pop_into(&mut self, buf: &mut Vec<u8>) -> Option<Entry> {
+        let e = self.entries.front().copied()?;
+        match e {
+            Entry::Own(_) => {
+                self.entries.pop_front();
+                let v = self.own.pop_front().expect("an own entry has its buffer");
+                let old = std::mem::replace(buf, v);
+                self.recycle(old);
+            }
+            _ => {
+                let (e, at) = self.pop_at().expect("the front entry is there");
+                if let Entry::Bytes(len) = e {
+                    buf.clear();
+                    buf.extend_from_slice(&self.buf[at..at + len]);
+                }
+            }
+        }
+        Some(e)
     }
 
     #[cfg(test)]
     fn pop(&mut self) -> Option<(Entry, &[u8])> {
         let (e, at) = self.pop_at()?;
-        let len = if let Entry::Bytes(len) = e { len } else { 0 };
-        Some((e, self.bytes_at(at, len)))
+        Some((e, self.bytes_of(e, at)))
     }
 }
 
@@ -168,13 +268,72 @@ mod tests {
                     );
                 } else {
                     let want: Vec<u8> = (0..len).map(|i| (i as u32 ^ n) as u8).collect();
-                    assert_eq!(e, Entry::Bytes(len));
+                    // Up to one packet: in the shared buffer; more: in a buffer of its own.
+                    match len {
+                        0..=512 => assert_eq!(e, Entry::Bytes(len)),
+                        _ => assert_eq!(e, Entry::Own(len)),
+                    }
                     assert_eq!(bytes, &want[..]);
                 }
                 next_out += 1;
             }
         }
         assert!(s.buf.capacity() <= 2 * COMPACT_AT, "{}", s.buf.capacity());
+        assert_eq!(s.spare_bytes, 0, "no spares without a limit for them");
+    }
+
+    #[test]
+    fn a_message_of_several_packets_is_swapped_out_and_its_exchange_buffer_reused() {
+        let mut s = Store::new(1 << 20);
+        let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let mut parts = msg.chunks(1024).peekable();
+        while let Some(p) = parts.next() {
+            s.push_packet(p, parts.peek().is_none());
+        }
+        let given = Vec::with_capacity(4096);
+        let given_at = given.as_ptr();
+        let mut buf = given;
+        assert_eq!(s.pop_into(&mut buf), Some(Entry::Own(3000)));
+        assert_eq!(buf, msg);
+        // The buffer given in exchange holds the next message of several packets.
+        assert_eq!(s.spare_bytes, 4096);
+        s.push_packet(&msg[..1024], false);
+        s.push_packet(&msg[1024..2000], true);
+        let mut next = Vec::new();
+        assert_eq!(s.pop_into(&mut next), Some(Entry::Own(2000)));
+        assert_eq!(next.as_ptr(), given_at);
+        assert_eq!(next, msg[..2000]);
+        // One packet: copied into the caller's buffer, which stays its own.
+        s.push_packet(b"one", true);
+        let at = next.as_ptr();
+        assert_eq!(s.pop_into(&mut next), Some(Entry::Bytes(3)));
+        assert_eq!((next.as_slice(), next.as_ptr()), (&b"one"[..], at));
+        // A loan leaves the buffer alone.
+        s.push_loan(9, 7);
+        assert_eq!(
+            s.pop_into(&mut next),
+            Some(Entry::Loan { len: 9, token: 7 })
+        );
+        assert_eq!(next, b"one");
+    }
+
+    #[test]
+    fn spare_buffers_stay_within_their_limit() {
+        let mut s = Store::new(10_000);
+        for _ in 0..10 {
+            s.push_packet(&[1; 600], false);
+            s.push_packet(&[2; 600], true);
+        }
+        for _ in 0..10 {
+            let mut buf = Vec::with_capacity(4000);
+            assert_eq!(s.pop_into(&mut buf), Some(Entry::Own(1200)));
+        }
+        assert!(s.spare_bytes <= 10_000, "{}", s.spare_bytes);
+        assert_eq!(s.spare.len(), 2);
+        s.push_packet(&[3; 600], false);
+        s.clear();
+        assert_eq!(s.partial_len(), 0);
+        assert!(s.spare_bytes <= 10_000);
     }
 
     #[test]

@@ -4,8 +4,8 @@ mod common;
 
 use common::{message, Pair};
 use offhost_proto::{
-    BatchEnd, CallError, ChannelOptions, Config, Connection, Event, Frame, ProtoError, Received,
-    SendMode, Side,
+    BatchEnd, CallError, ChannelOptions, Config, Connection, Event, Frame, Landed, ProtoError,
+    Received, SendMode, Side,
 };
 
 fn small(packet_size: usize, recv_buffer: u32) -> ChannelOptions {
@@ -50,6 +50,42 @@ fn messages_are_split_into_packets_and_reassembled() {
     assert_eq!(id, ch);
     assert_eq!(message(p.b.recv(id).unwrap()), msg);
     assert_eq!(p.b.recv(id).unwrap(), Received::Empty);
+}
+
+#[test]
+fn recv_into_exchanges_buffers_for_messages_of_several_packets() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("data", small(64, 8192)).unwrap();
+    let big: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    p.a.send(ch, &big).unwrap();
+    p.a.send(ch, b"small").unwrap();
+    p.a.send(ch, &big[..500]).unwrap();
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    p.b.handle_input(&wire).unwrap();
+    let id = opened(&mut p.b);
+    let mut buf = Vec::with_capacity(2000);
+    let given = buf.as_ptr();
+    assert_eq!(p.b.recv_into(id, &mut buf).unwrap(), Landed::Message);
+    assert_eq!(buf, big);
+    // One packet: copied into the buffer the caller holds now.
+    let held = buf.as_ptr();
+    assert_eq!(p.b.recv_into(id, &mut buf).unwrap(), Landed::Message);
+    assert_eq!((buf.as_slice(), buf.as_ptr()), (&b"small"[..], held));
+    // The next large message arrived before any exchange, in a buffer of its own; the
+    // buffers given in exchange (first `given`, now `held`) are kept for the next ones.
+    assert_eq!(p.b.recv_into(id, &mut buf).unwrap(), Landed::Message);
+    assert_eq!(buf, big[..500]);
+    p.a.send(ch, &big).unwrap();
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    p.b.handle_input(&wire).unwrap();
+    let mut other = Vec::new();
+    assert_eq!(p.b.recv_into(id, &mut other).unwrap(), Landed::Message);
+    assert_eq!((other.as_slice(), other.as_ptr()), (&big[..], held));
+    assert_ne!(given, held);
+    assert_eq!(p.b.recv_into(id, &mut other).unwrap(), Landed::Empty);
 }
 
 #[test]

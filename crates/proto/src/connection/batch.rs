@@ -43,14 +43,14 @@ impl Connection {
             if taken == max {
                 break BatchEnd::Full;
             }
-            let len = match ch.store.front() {
+            match ch.store.front() {
                 None if ch.recv_closed => break BatchEnd::End,
                 None => break BatchEnd::Empty,
                 Some(Entry::Loan { .. }) => break BatchEnd::Loan,
-                Some(Entry::Bytes(len)) => len,
-            };
+                Some(Entry::Bytes(_) | Entry::Own(_)) => {}
+            }
             let (entry, at) = ch.store.pop_at().expect("the front entry is there");
-            f(ch.store.bytes_at(at, len));
+            f(ch.store.bytes_of(entry, at));
             cost += entry.cost();
             taken += 1;
         };

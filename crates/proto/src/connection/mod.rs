@@ -78,6 +78,25 @@ pub enum Received {
     End,
 }
 
+/// What [`Connection::recv_into`] found; a message's bytes are in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Landed {
+    /// A complete message, now in the buffer.
+    Message,
+    /// A message carried outside the byte stream (the buffer is untouched): `len` bytes in
+    /// the buffer the transport knows by `token`.
+    Loan {
+        /// Message length.
+        len: u64,
+        /// The token the sender gave [`Connection::send_loan`].
+        token: u64,
+    },
+    /// Nothing yet.
+    Empty,
+    /// The peer closed its sending direction and every message has been taken.
+    End,
+}
+
 /// What [`Connection::recv_ref`] found: [`Received`] with the message's bytes borrowed from
 /// the connection (no copy, no allocation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,13 +454,65 @@ impl Connection {
 
     /// Takes the next message of `channel`, granting credit back to the peer as needed.
     pub fn recv(&mut self, channel: u32) -> Result<Received, CallError> {
-        self.recv_ref(channel).map(Incoming::to_owned)
+        let mut buf = Vec::new();
+        Ok(match self.recv_into(channel, &mut buf)? {
+            Landed::Message => Received::Message(buf),
+            Landed::Loan { len, token } => Received::Loan { len, token },
+            Landed::Empty => Received::Empty,
+            Landed::End => Received::End,
+        })
+    }
+
+    /// Like [`recv`](Self::recv), into `buf` (replacing its contents). A message that arrived
+    /// in several packets was reassembled in a buffer of its own, and `buf` is exchanged for
+    /// that buffer instead of copied into; `buf`'s old allocation is kept for a later message
+    /// (see `store.rs`). So a receiver that gives back buffers of the size it receives copies
+    /// nothing here and allocates nothing.
+    pub fn recv_into(&mut self, channel: u32, buf: &mut Vec<u8>) -> Result<Landed, CallError> {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return if self.retired(channel) {
+                Ok(Landed::End)
+            } else {
+                Err(CallError::NoChannel(channel))
+            };
+        };
+        ch.check_reset()?;
+        let Some(entry) = ch.store.pop_into(buf) else {
+            return Ok(if ch.recv_closed {
+                Landed::End
+            } else {
+                Landed::Empty
+            });
+        };
+        if self.taken(channel, entry.cost()) {
+            self.remove_chan(channel);
+        }
+        Ok(match entry {
+            Entry::Bytes(_) | Entry::Own(_) => Landed::Message,
+            Entry::Loan { len, token } => Landed::Loan { len, token },
+        })
+    }
+
+    /// The application took one message of `channel` worth `cost` credit: counts it and
+    /// grants credit; true when the channel is finished with it (the caller retires it).
+    fn taken(&mut self, channel: u32, cost: u64) -> bool {
+        let open = self.state == State::Open;
+        let ch = self
+            .channels
+            .get_mut(&channel)
+            .expect("channel in the table");
+        ch.took(channel, 1, cost, open, &mut self.out);
+        let finished = ch.finished();
+        self.link.consumed += cost;
+        if open {
+            self.grant_link(false);
+        }
+        finished
     }
 
     /// Like [`recv`](Self::recv), lending the message's bytes instead of copying them: they
     /// stay valid until the next call on the connection.
     pub fn recv_ref(&mut self, channel: u32) -> Result<Incoming<'_>, CallError> {
-        let open = self.state == State::Open;
         let Some(ch) = self.channels.get_mut(&channel) else {
             return if self.retired(channel) {
                 Ok(Incoming::End)
@@ -457,14 +528,7 @@ impl Connection {
                 Incoming::Empty
             });
         };
-        let c = entry.cost();
-        ch.took(channel, 1, c, open, &mut self.out);
-        let finished = ch.finished();
-        self.link.consumed += c;
-        if open {
-            self.grant_link(false);
-        }
-        let store = if finished {
+        let store = if self.taken(channel, entry.cost()) {
             let ch = self.remove_chan(channel).expect("channel in the table");
             self.retired_store = ch.store;
             &self.retired_store
@@ -476,7 +540,7 @@ impl Connection {
                 .store
         };
         Ok(match entry {
-            Entry::Bytes(len) => Incoming::Message(store.bytes_at(at, len)),
+            Entry::Bytes(_) | Entry::Own(_) => Incoming::Message(store.bytes_of(entry, at)),
             Entry::Loan { len, token } => Incoming::Loan { len, token },
         })
     }
