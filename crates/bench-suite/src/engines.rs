@@ -3,18 +3,21 @@
 //!
 //! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(16,64k)` / `null @b <x`,
 //!   two `offhost engine` processes linked by mutual TLS): bytes per second from submission
-//!   to the end of both parts, the best of `rounds`.
+//!   to the end of both parts, the best of `rounds` (taking turns with the raw socket's).
 //! - `raw_tls_mb_per_s`: the same bytes in 64 KiB writes over one plain rustls connection
 //!   (`tls-raw`: the same certificates and cipher suite, a reader thread), the best of `rounds`.
 //! - `call_us`: a null remote call, a 1-byte message and its answer on a channel over `tls:`
 //!   to an echo on a thread of this process (what an engine-to-engine call rides on), median
 //!   of `calls`; `tcp_rtt_us`: a 1-byte round trip on a plain TCP socket to an echo thread,
-//!   median of as many.
+//!   median of as many. Both echoes run on one core and the caller on another, and the two
+//!   take turns in blocks of 100 (see [`calls_us`]): placed differently, one TCP round trip
+//!   with both threads on one core took 4 us against 60 us across cores on the same machine.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::ProgressBar;
+use offhost_bench::affinity;
 use offhost_bench::plain;
 use offhost_bench::run::{Endpoint, Role};
 use offhost_bench::stats::median;
@@ -113,9 +116,11 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let options = pki.link_options();
     let registry = Registry::with_builtins();
     bar.inc(1);
-    bar.set_message("queue between engines");
-    let mut queue = 0f64;
-    for _ in 0..o.rounds.max(1) {
+    // The queue and the raw socket take turns, round by round, so that both see the same
+    // states of the machine.
+    let (mut queue, mut raw) = (0f64, 0f64);
+    for round in 1..=o.rounds.max(1) {
+        bar.set_message(format!("queue between engines, round {round}"));
         let job = PlacedJob {
             engines: &list,
             options: &options,
@@ -132,6 +137,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
             return Err(Error::Peer(f));
         }
         queue = queue.max(o.bytes as f64 / secs / 1e6);
+        bar.set_message(format!("raw TLS socket, round {round}"));
+        raw = raw.max(raw_tls_mb_per_s(&pki, o.bytes)?);
     }
     drop(
         engines
@@ -139,17 +146,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
             .map(|(p, _)| p)
             .collect::<Vec<PeerProcess>>(),
     );
-    bar.inc(1);
-    bar.set_message("raw TLS socket");
-    let mut raw = 0f64;
-    for _ in 0..o.rounds.max(1) {
-        raw = raw.max(raw_tls_mb_per_s(&pki, o.bytes)?);
-    }
-    bar.inc(1);
+    bar.inc(2);
     bar.set_message("null calls");
-    let call = call_us(&options, o.calls)?;
-    let mut tcp = plain::start(Transport::TcpRaw, Role::Echo, 1)?;
-    let rtt = round_trips_us(tcp.endpoint(), o.calls)?;
+    let (call, rtt) = calls_us(&options, o.calls)?;
     bar.inc(1);
     Ok(Report {
         bytes: o.bytes,
@@ -185,38 +184,65 @@ fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<f64> {
     Ok((n * PIECE as u64) as f64 / t.elapsed().as_secs_f64() / 1e6)
 }
 
-/// The median of `calls` 1-byte round trips on `ep`, microseconds (a tenth more first, untimed).
-fn round_trips_us(ep: &mut dyn Endpoint, calls: usize) -> Result<f64> {
-    let (msg, mut back) = ([1u8], [0u8]);
-    let mut v = Vec::with_capacity(calls);
-    for i in 0..calls + calls / 10 {
-        let t = Instant::now();
-        ep.send(&msg)?;
-        ep.recv(&mut back)?;
-        if i >= calls / 10 {
-            v.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    median(&v).ok_or_else(|| Error::Peer("no calls".into()))
-}
+/// Round trips per block when the null call and the TCP round trip take turns.
+const BLOCK: usize = 100;
 
-/// The median null call on a channel over `tls:` to an echo thread, microseconds.
-fn call_us(options: &offhost_link::LinkOptions, calls: usize) -> Result<f64> {
+/// The median null call on a channel over `tls:` to an echo (what an engine-to-engine call
+/// rides on) and the median 1-byte round trip on a plain TCP socket to an echo, microseconds,
+/// measured alike: both echoes on the engine core (threads of this process), the caller on the
+/// host core, so each call wakes a thread on the other core, and the two taking turns in
+/// blocks of [`BLOCK`] so that both see the same state of the machine. A tenth more of each
+/// is run first, untimed.
+fn calls_us(options: &offhost_link::LinkOptions, calls: usize) -> Result<(f64, f64)> {
+    let (host_core, engine_core) = affinity::host_engine_cores();
     let server = Server::bind_with("tls:127.0.0.1:0", options)?;
     let url = server.url().to_owned();
-    std::thread::spawn(move || offhost_link::serve_echo(&server));
+    std::thread::Builder::new()
+        .name("engines-echo".into())
+        .spawn(move || {
+            // Its sessions' threads inherit the core.
+            let _ = affinity::pin_current_thread(engine_core);
+            offhost_link::serve_echo(&server)
+        })?;
     let session = Session::connect_with(&url, options)?;
     let ch = session.open("call", ChannelOptions::default())?;
-    let mut v = Vec::with_capacity(calls);
-    for i in 0..calls + calls / 10 {
-        let t = Instant::now();
-        ch.send(&[1])?;
-        ch.recv()?
-            .ok_or_else(|| Error::Peer("the echo ended".into()))?;
-        if i >= calls / 10 {
-            v.push(t.elapsed().as_secs_f64() * 1e6);
+    let mut tcp = plain::start(Transport::TcpRaw, Role::Echo, 1)?;
+    let tcp = tcp.endpoint();
+    let cpus = affinity::allowed_cpus();
+    let _ = affinity::pin_current_thread(host_core);
+    let measured = (|| -> Result<(f64, f64)> {
+        let (mut call, mut rtt) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+        let warm = calls / 10;
+        let mut done = 0;
+        while done < warm + calls {
+            let n = BLOCK.min(warm + calls - done);
+            for i in 0..n {
+                let t = Instant::now();
+                ch.send(&[1])?;
+                ch.recv()?
+                    .ok_or_else(|| Error::Peer("the echo ended".into()))?;
+                if done + i >= warm {
+                    call.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            let (msg, mut back) = ([1u8], [0u8]);
+            for i in 0..n {
+                let t = Instant::now();
+                tcp.send(&msg)?;
+                tcp.recv(&mut back)?;
+                if done + i >= warm {
+                    rtt.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            done += n;
         }
-    }
+        let none = || Error::Peer("no calls".into());
+        Ok((
+            median(&call).ok_or_else(none)?,
+            median(&rtt).ok_or_else(none)?,
+        ))
+    })();
+    affinity::unpin_current_thread(&cpus);
     session.close();
-    median(&v).ok_or_else(|| Error::Peer("no calls".into()))
+    measured
 }
