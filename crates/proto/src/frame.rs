@@ -184,26 +184,11 @@ impl<'a> Frame<'a> {
         let body = &buf[HEADER_LEN..total];
         let frame = match kind {
             KIND_OPEN => Self::decode_open(flags, channel, body)?,
-            KIND_DATA => {
-                if flags & !FLAG_LAST != 0 {
-                    return Err(FrameError::BadFlags {
-                        kind: "data",
-                        flags,
-                    });
-                }
-                if channel == 0 {
-                    return Err(FrameError::BadField {
-                        kind: "data",
-                        field: "channel",
-                        why: "data on channel 0",
-                    });
-                }
-                Frame::Data {
-                    channel,
-                    last: flags & FLAG_LAST != 0,
-                    payload: body,
-                }
-            }
+            KIND_DATA => Frame::Data {
+                channel,
+                last: data_fields(flags, channel)?,
+                payload: body,
+            },
             KIND_CREDIT => {
                 no_flags("credit", flags)?;
                 want("credit", body, 16, "16")?;
@@ -441,6 +426,45 @@ fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
     assert!(len <= MAX_BODY as usize, "frame body too long");
     out.reserve(HEADER_LEN + len);
     out.extend_from_slice(&header_bytes(kind, flags, channel, len));
+}
+
+/// Checks a data frame's flags and channel; returns its `last` flag.
+fn data_fields(flags: u8, channel: u32) -> Result<bool, FrameError> {
+    if flags & !FLAG_LAST != 0 {
+        return Err(FrameError::BadFlags {
+            kind: "data",
+            flags,
+        });
+    }
+    if channel == 0 {
+        return Err(FrameError::BadField {
+            kind: "data",
+            field: "channel",
+            why: "data on channel 0",
+        });
+    }
+    Ok(flags & FLAG_LAST != 0)
+}
+
+/// The header of a data frame at the front of `buf` (at least [`HEADER_LEN`] bytes), checked
+/// as [`Frame::decode`] checks it, so that its body can be taken as it arrives: its channel,
+/// `last` flag and body length. `None` when the header is not a data frame's; the same error
+/// as `decode` would report for a bad one.
+pub(crate) fn data_header(buf: &[u8]) -> Result<Option<(u32, bool, usize)>, FrameError> {
+    if buf[0] != KIND_DATA {
+        return Ok(None);
+    }
+    let reserved = u16::from_le_bytes([buf[2], buf[3]]);
+    if reserved != 0 {
+        return Err(FrameError::Reserved(reserved));
+    }
+    let len = u32_at(buf, 8);
+    if len > MAX_BODY {
+        return Err(FrameError::TooLong { len, max: MAX_BODY });
+    }
+    let channel = u32_at(buf, 4);
+    let last = data_fields(buf[1], channel)?;
+    Ok(Some((channel, last, len as usize)))
 }
 
 fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LEN] {

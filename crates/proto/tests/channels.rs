@@ -537,6 +537,58 @@ fn data_for_an_unknown_channel_fails_the_link() {
 }
 
 #[test]
+fn a_large_packet_cut_after_its_header_is_checked_at_once_and_taken_as_it_arrives() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 13,
+        sync: false,
+        recv_buffer: 1 << 16,
+        max_message: 1 << 16,
+        name: "x",
+    };
+    let msg: Vec<u8> = (0..12_000u32).map(|i| (i * 7) as u8).collect();
+    let mut wire = Vec::new();
+    open.encode(&mut wire);
+    let opened = wire.len();
+    for (i, p) in msg.chunks(8192).enumerate() {
+        Frame::Data {
+            channel: 1,
+            last: i == 1,
+            payload: p,
+        }
+        .encode(&mut wire);
+    }
+    // Fed in pieces cut inside headers and payloads alike.
+    let mut b = Connection::new(Config::new(Side::Server));
+    for piece in wire.chunks(1000) {
+        b.handle_input(piece).unwrap();
+        if b.readable(1) {
+            break;
+        }
+    }
+    assert_eq!(message(b.recv(1).unwrap()), msg);
+    // A packet of the wrong size fails the link at its header, before its payload comes.
+    let mut b = Connection::new(Config::new(Side::Server));
+    let mut bad = Vec::new();
+    Frame::Data {
+        channel: 1,
+        last: false,
+        payload: &[1; 5000],
+    }
+    .encode(&mut bad);
+    b.handle_input(&wire[..opened]).unwrap();
+    assert_eq!(
+        b.handle_input(&bad[..100]),
+        Err(ProtoError::BadPacket {
+            channel: 1,
+            len: 5000,
+            packet_size: 8192
+        })
+    );
+    assert!(sends_link_error(&mut b));
+}
+
+#[test]
 fn credit_overrun_fails_the_link() {
     let open = Frame::Open {
         channel: 1,

@@ -8,6 +8,23 @@ use crate::error::ProtoError;
 use crate::frame::{Frame, HEADER_LEN, MAX_BODY};
 use crate::options::{ChannelOptions, SendMode, Side};
 
+/// Data frames whose payload arrives in pieces are taken piece by piece from this payload
+/// length on; shorter ones are joined first (a small copy, and a receiver waiting for the
+/// message then takes it whole as it is parsed).
+const STREAM_FROM: usize = 4096;
+
+/// A data frame whose payload is still arriving (see `Connection::start_data`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DataRest {
+    channel: u32,
+    /// Payload bytes still to come.
+    left: usize,
+    /// The frame ends its message.
+    last: bool,
+    /// The payload is kept (false: its channel was refused or reset, it is dropped).
+    keep: bool,
+}
+
 /// The receiver that [`Connection::handle_input_taking`] hands a message to as it is parsed:
 /// the channel, and the callback until it has been called.
 type Taker<'a> = Option<(u32, &'a mut dyn FnMut(&[u8]))>;
@@ -47,7 +64,11 @@ impl Connection {
     /// changes and `None` is returned: feed `data` the usual way.
     pub fn take_whole_message<'a>(&mut self, data: &'a [u8], channel: u32) -> Option<&'a [u8]> {
         let (id, payload) = crate::frame::whole_data(data)?;
-        if id != channel || self.state != State::Open || !self.inbuf.is_empty() {
+        if id != channel
+            || self.state != State::Open
+            || !self.inbuf.is_empty()
+            || self.data_rest.is_some()
+        {
             return None;
         }
         let ch = self.channels.get_mut(&channel)?;
@@ -96,13 +117,16 @@ impl Connection {
             .encode(&mut self.out);
         }
         self.inbuf.clear();
+        self.data_rest = None;
         self.state = State::Failed(e);
     }
 
     /// Parses `data` after the partial frame in `partial` (kept from earlier input): first
     /// completes that frame from the front of `data`, then parses the rest where it lies, and
-    /// keeps what is left (a frame cut off by the end of `data`) in `partial`. Only the bytes of
-    /// a frame that straddles two inputs are ever copied.
+    /// keeps what is left (a frame cut off by the end of `data`) in `partial`. A data frame of
+    /// [`STREAM_FROM`] bytes or more cut off after its header is not kept: its payload goes to
+    /// its channel's store as it arrives (see [`start_data`](Self::start_data)). So only a
+    /// header or a short frame that straddles two inputs is ever copied here.
     fn parse_after(
         &mut self,
         partial: &mut Vec<u8>,
@@ -121,8 +145,13 @@ impl Connection {
             if partial.len() < HEADER_LEN {
                 return Ok(());
             }
-            if partial.len() < frame_len(partial) && !data.is_empty() {
-                // Only the header was missing: now the whole length is known.
+            if partial.len() == HEADER_LEN && !data.is_empty() && frame_len(partial) > HEADER_LEN {
+                // Only the header was missing: a data frame's payload now streams from
+                // `data`; any other frame is completed from it.
+                if self.data_frame_begins(partial)? {
+                    partial.clear();
+                    return self.parse_after(partial, data, taker);
+                }
                 return self.parse_after(partial, data, taker);
             }
             // A whole frame, a frame still cut off, or a bad header: parse says which.
@@ -138,15 +167,52 @@ impl Connection {
         Ok(())
     }
 
-    /// Parses whole frames from `buf`; returns the bytes used.
+    /// If `header` (exactly a header) begins a data frame, a valid one, with a payload of at
+    /// least [`STREAM_FROM`] bytes, starts taking its payload as it arrives and says so.
+    fn data_frame_begins(&mut self, header: &[u8]) -> Result<bool, ProtoError> {
+        let offset = self.in_offset;
+        let Some((channel, last, len)) = crate::frame::data_header(header)
+            .map_err(|source| ProtoError::Frame { offset, source })?
+        else {
+            return Ok(false);
+        };
+        if len < STREAM_FROM || !matches!(self.state, State::Open | State::Closed) {
+            return Ok(false);
+        }
+        self.start_data(channel, last, len)?;
+        self.in_offset += HEADER_LEN as u64;
+        Ok(true)
+    }
+
+    /// Parses whole frames from `buf`, and the payload of a data frame as far as it goes;
+    /// returns the bytes used.
     fn parse(&mut self, buf: &[u8], taker: &mut Taker<'_>) -> Result<usize, ProtoError> {
         let mut at = 0;
         while let State::Open | State::Closed = self.state {
+            if let Some(rest) = &self.data_rest {
+                if at == buf.len() {
+                    break;
+                }
+                let n = rest.left.min(buf.len() - at);
+                self.data_piece(&buf[at..at + n]);
+                at += n;
+                self.in_offset += n as u64;
+                continue;
+            }
             let decoded = Frame::decode(&buf[at..]).map_err(|source| ProtoError::Frame {
                 offset: self.in_offset,
                 source,
             })?;
-            let Some((frame, used)) = decoded else { break };
+            let Some((frame, used)) = decoded else {
+                // Cut off: a data frame's payload is taken as it comes.
+                if buf.len() - at >= HEADER_LEN
+                    && self.data_frame_begins(&buf[at..at + HEADER_LEN])?
+                {
+                    at += HEADER_LEN;
+                    continue;
+                }
+                break;
+            };
             self.on_frame(frame, taker)?;
             at += used;
             self.in_offset += used as u64;
@@ -326,13 +392,11 @@ impl Connection {
         }
     }
 
-    fn on_data(
-        &mut self,
-        channel: u32,
-        last: bool,
-        payload: &[u8],
-        taker: &mut Taker<'_>,
-    ) -> Result<(), ProtoError> {
+    /// Checks a data frame of `len` payload bytes (`last`: it ends its message) for `channel`
+    /// and charges its credit. True if its payload is to be kept; false if the channel was
+    /// refused or reset (the payload is dropped, and its credit counted as taken so that
+    /// credit keeps flowing).
+    fn admit_data(&mut self, channel: u32, last: bool, len: usize) -> Result<bool, ProtoError> {
         let Some(ch) = self.channels.get_mut(&channel) else {
             return Err(if self.retired(channel) {
                 ProtoError::DataAfterClose(channel)
@@ -346,24 +410,20 @@ impl Connection {
         let ps = ch.opts.packet_size;
         let partial = ch.store.partial_len();
         let bad_size = if last {
-            payload.len() > ps || (payload.is_empty() && partial != 0)
+            len > ps || (len == 0 && partial != 0)
         } else {
-            payload.len() != ps
+            len != ps
         };
         if bad_size {
             return Err(ProtoError::BadPacket {
                 channel,
-                len: payload.len(),
+                len,
                 packet_size: ps,
             });
         }
-        let charge = if last && payload.is_empty() {
-            1
-        } else {
-            payload.len() as u64
-        };
+        let charge = if last && len == 0 { 1 } else { len as u64 };
         receive_within_credit(ch, &mut self.link, channel, charge)?;
-        if (partial + payload.len()) as u64 > ch.opts.max_message {
+        if (partial + len) as u64 > ch.opts.max_message {
             return Err(ProtoError::MessageTooLong {
                 channel,
                 max: ch.opts.max_message,
@@ -373,14 +433,29 @@ impl Connection {
             // Refused or reset: drop the data but keep the credit flowing.
             ch.consumed += charge;
             self.link.consumed += charge;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn on_data(
+        &mut self,
+        channel: u32,
+        last: bool,
+        payload: &[u8],
+        taker: &mut Taker<'_>,
+    ) -> Result<(), ProtoError> {
+        if !self.admit_data(channel, last, payload.len())? {
             return Ok(());
         }
+        let ch = self.channels.get_mut(&channel).expect("admitted");
         if last
-            && partial == 0
+            && ch.store.partial_len() == 0
             && ch.store.is_empty()
             && taker.as_ref().is_some_and(|t| t.0 == channel)
         {
             // The application waits for exactly this message: received and taken at once.
+            let charge = crate::channel::cost(payload.len());
             let open = self.state == State::Open;
             ch.took(channel, 1, charge, open, &mut self.out);
             self.link.consumed += charge;
@@ -393,6 +468,39 @@ impl Connection {
         }
         ch.store.push_packet(payload, last);
         Ok(())
+    }
+
+    /// A data frame whose header arrived without all of its payload: checked and charged
+    /// now, its payload taken as it arrives ([`data_piece`](Self::data_piece)).
+    fn start_data(&mut self, channel: u32, last: bool, len: usize) -> Result<(), ProtoError> {
+        let keep = self.admit_data(channel, last, len)?;
+        self.data_rest = Some(DataRest {
+            channel,
+            left: len,
+            last,
+            keep,
+        });
+        Ok(())
+    }
+
+    /// The next bytes of the payload whose frame [`start_data`](Self::start_data) began (at
+    /// most what is left of it): into the channel's store as part of its message.
+    fn data_piece(&mut self, piece: &[u8]) {
+        let Some(rest) = &mut self.data_rest else {
+            return;
+        };
+        rest.left -= piece.len();
+        let (channel, ends, keep) = (rest.channel, rest.left == 0, rest.keep);
+        let last = ends && rest.last;
+        if ends {
+            self.data_rest = None;
+        }
+        // A channel reset by this side since the header came drops the rest.
+        if let Some(ch) = self.channels.get_mut(&channel) {
+            if keep && ch.reset.is_none() {
+                ch.store.push_packet(piece, last);
+            }
+        }
     }
 
     fn on_loan(&mut self, channel: u32, len: u64, token: u64) -> Result<(), ProtoError> {

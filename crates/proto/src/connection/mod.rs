@@ -214,6 +214,8 @@ pub struct Connection {
     retired_store: crate::store::Store,
     pub(crate) link: LinkCredit,
     pub(crate) inbuf: Vec<u8>,
+    /// A data frame whose header was parsed and whose payload is still arriving.
+    pub(crate) data_rest: Option<input::DataRest>,
     pub(crate) in_offset: u64,
     pub(crate) out: Vec<u8>,
     pub(crate) events: VecDeque<Event>,
@@ -239,6 +241,7 @@ impl Connection {
                 ..LinkCredit::default()
             },
             inbuf: Vec::new(),
+            data_rest: None,
             in_offset: 0,
             out: Vec::new(),
             events: VecDeque::new(),
