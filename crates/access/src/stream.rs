@@ -189,22 +189,23 @@ impl State {
         Ok(true)
     }
 
-    /// Reads plaintext into `buf` without waiting: `Ok(0)` at the end of the input,
-    /// `WouldBlock` when none is there.
-    fn read(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    /// Makes plaintext ready without waiting, if it can: hands the ciphertext received to
+    /// rustls, and receives more from the socket once none is left.
+    fn pump(&mut self, fd: &OwnedFd) -> io::Result<Ready> {
         self.check()?;
         loop {
-            match io::Read::read(&mut self.conn.reader(), buf) {
-                Ok(n) => return Ok(n), // 0: the peer's close_notify
+            match self.conn.reader().into_first_chunk() {
+                Ok([]) => return Ok(Ready::End), // the peer's close_notify
+                Ok(_) => return Ok(Ready::Data),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Ready::End),
                 Err(e) => return Err(e),
             }
             if self.process(fd)? {
                 continue;
             }
             if self.eof {
-                return Ok(0);
+                return Ok(Ready::End);
             }
             match rustix::net::recv(fd, &mut self.inbuf[..], RecvFlags::DONTWAIT) {
                 Ok((0, _)) => self.eof = true,
@@ -213,10 +214,58 @@ impl State {
                     self.end = n;
                 }
                 Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return Ok(Ready::Nothing),
                 Err(e) => return Err(e.into()),
             }
         }
     }
+
+    /// Reads plaintext into `buf` without waiting: `Ok(0)` at the end of the input,
+    /// `WouldBlock` when none is there.
+    fn read(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+        match self.pump(fd)? {
+            Ready::Data => io::Read::read(&mut self.conn.reader(), buf),
+            Ready::End => Ok(0),
+            Ready::Nothing => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// See [`TlsReader::read_in_place`].
+    fn read_in_place(
+        &mut self,
+        fd: &OwnedFd,
+        budget: usize,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> io::Result<usize> {
+        let mut fed = 0;
+        loop {
+            match self.pump(fd)? {
+                Ready::Data => {
+                    let chunk = self.conn.reader().into_first_chunk()?;
+                    let n = chunk.len();
+                    let more = sink(chunk);
+                    io::BufRead::consume(&mut self.conn.reader(), n);
+                    fed += n;
+                    if !more || fed >= budget {
+                        return Ok(fed);
+                    }
+                }
+                Ready::End => return Ok(fed),
+                Ready::Nothing if fed == 0 => return Err(io::ErrorKind::WouldBlock.into()),
+                Ready::Nothing => return Ok(fed),
+            }
+        }
+    }
+}
+
+/// What [`State::pump`] found.
+enum Ready {
+    /// Plaintext is ready.
+    Data,
+    /// The input ended (the peer's `close_notify`, or the end of the TCP stream).
+    End,
+    /// Nothing yet.
+    Nothing,
 }
 
 /// Waits at most `timeout` (`None`: for ever) for `events` on `fd`; true if any came.
@@ -327,6 +376,28 @@ impl TlsReader {
         let sh = &*self.shared;
         let r = sh.lock().read(&sh.fd, buf);
         r
+    }
+
+    /// Hands the plaintext that is ready to `sink` where rustls holds it, a record's worth at
+    /// a time, without waiting and without copying it out, until about `budget` bytes were
+    /// handed over or `sink` returns false; returns how many were: `Ok(0)` at the end of the
+    /// input, `WouldBlock` when none is ready. `sink` runs with the connection locked, so it
+    /// must not use either half of this connection (the writer waits for it meanwhile).
+    pub fn read_in_place(
+        &mut self,
+        budget: usize,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> io::Result<usize> {
+        let sh = &*self.shared;
+        let r = sh.lock().read_in_place(&sh.fd, budget, sink);
+        r
+    }
+
+    /// True when plaintext, or the end of the input, is ready now (looks without waiting).
+    pub fn ready_nb(&mut self) -> io::Result<bool> {
+        let sh = &*self.shared;
+        let r = sh.lock().pump(&sh.fd);
+        Ok(!matches!(r?, Ready::Nothing))
     }
 
     /// Waits at most `timeout` (`None`: for ever) for input on the socket, without holding

@@ -24,11 +24,11 @@ pub(crate) const ADMITTED: u8 = 0x5a;
 /// Longest TLS handshake (and admission) a client waits for.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Reading half: plaintext into a buffer, handed to the driver in one piece.
+/// Reading half: plaintext handed to the driver where rustls holds it, a record at a time
+/// (the protocol parser takes a data frame's payload as it arrives, so records cutting frames
+/// cost no copy).
 pub(crate) struct TlsRead {
     r: TlsReader,
-    buf: Vec<u8>,
-    len: usize,
     eof: bool,
 }
 
@@ -38,15 +38,7 @@ pub(crate) struct TlsWrite {
 }
 
 fn halves(r: TlsReader, w: TlsWriter) -> (TlsRead, TlsWrite) {
-    (
-        TlsRead {
-            r,
-            buf: vec![0; FEED_BUDGET],
-            len: 0,
-            eof: false,
-        },
-        TlsWrite { w },
-    )
+    (TlsRead { r, eof: false }, TlsWrite { w })
 }
 
 /// Connects to a `tls:` server at `addr` (`HOST:PORT`): TCP, the handshake, then the server's
@@ -99,23 +91,6 @@ pub(crate) fn server_config(dir: &offhost_access::CertDir) -> Result<TlsServer, 
     Ok(TlsServer::load(dir, ClientAuth::Required)?)
 }
 
-impl TlsRead {
-    /// Reads what is there without waiting; true if anything (or the end) came.
-    fn fill(&mut self) -> io::Result<bool> {
-        let mut got = false;
-        while self.len < self.buf.len() && !self.eof {
-            match self.r.read_nb(&mut self.buf[self.len..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.len += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(got),
-                Err(e) => return Err(e),
-            }
-            got = true;
-        }
-        Ok(got)
-    }
-}
-
 impl Drop for TlsRead {
     fn drop(&mut self) {
         // The session is over: let its last records (a refusal, say) reach the peer even if
@@ -128,7 +103,7 @@ impl Drop for TlsRead {
 
 impl WireRead for TlsRead {
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        if self.len > 0 || self.eof || self.fill()? {
+        if self.eof || self.r.ready_nb()? {
             return Ok(());
         }
         let Some(t) = timeout else {
@@ -141,19 +116,24 @@ impl WireRead for TlsRead {
                 return Err(io::ErrorKind::TimedOut.into());
             }
             self.r.wait(Some(left))?;
-            if self.fill()? {
+            if self.r.ready_nb()? {
                 return Ok(());
             }
         }
     }
 
     fn feed(&mut self, sink: &mut dyn FnMut(Input<'_>) -> bool) -> io::Result<bool> {
-        if self.len == 0 && !self.eof {
-            self.fill()?;
+        if self.eof {
+            return Ok(false);
         }
-        if self.len > 0 {
-            let n = std::mem::take(&mut self.len);
-            sink(Input::Bytes(&self.buf[..n]));
+        match self
+            .r
+            .read_in_place(FEED_BUDGET, &mut |b| sink(Input::Bytes(b)))
+        {
+            Ok(0) => self.eof = true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
         Ok(!self.eof)
     }

@@ -30,7 +30,7 @@ impl Driver {
     fn flush_out<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         let State { conn, pending, .. } = &mut *st;
         conn.poll_transmit(pending);
-        if st.pending.len() as u64 > self.write_limits.max_unsent {
+        if st.unsent() > self.write_limits.max_unsent {
             self.too_much_unsent(&mut st);
             return st;
         }
@@ -40,19 +40,24 @@ impl Driver {
         }
         if st.writer_closed {
             st.pending.clear();
+            st.written = 0;
             return st;
         }
         let State {
-            writer, pending, ..
+            writer,
+            pending,
+            written,
+            ..
         } = &mut *st;
         let Some(w) = writer.as_mut() else {
             self.hand_over(&mut st);
             return st;
         };
+        debug_assert_eq!(*written, 0, "written bytes are the flusher's");
         match w.write_nb(pending) {
             Ok(n) if n == pending.len() => pending.clear(),
             Ok(n) => {
-                pending.drain(..n);
+                *written = n;
                 self.hand_over(&mut st);
             }
             Err(e) if is_idle(&e) => self.hand_over(&mut st),
@@ -106,10 +111,11 @@ impl Driver {
     fn too_much_unsent(&self, st: &mut State) {
         let e = std::io::Error::other(format!(
             "the peer reads nothing: {} bytes wait to be written, over the limit of {} (raise it with --max-unsent)",
-            st.pending.len(),
+            st.unsent(),
             self.write_limits.max_unsent
         ));
         st.pending = Vec::new();
+        st.written = 0;
         self.kill(st, &e);
     }
 
@@ -153,8 +159,9 @@ impl Driver {
                 return;
             }
             let mut buf = std::mem::take(&mut st.pending);
+            let from = std::mem::take(&mut st.written);
             drop(st);
-            let failed = self.write_all(&mut *w, &buf);
+            let failed = self.write_all(&mut *w, &buf[from..]);
             st = self.lock();
             self.bring_back(&mut st, w);
             if let Some(e) = failed {
@@ -165,7 +172,7 @@ impl Driver {
             }
             let State { conn, pending, .. } = &mut *st;
             conn.poll_transmit(pending);
-            if st.pending.len() as u64 > self.write_limits.max_unsent {
+            if st.unsent() > self.write_limits.max_unsent {
                 self.too_much_unsent(&mut st);
             }
             if st.pending.is_empty() {

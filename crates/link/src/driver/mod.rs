@@ -123,6 +123,10 @@ pub(crate) struct State {
     pub(crate) conn: Connection,
     /// Bytes the connection produced that are not written yet.
     pub(crate) pending: Vec<u8>,
+    /// Bytes at the front of `pending` already written (a non-blocking write took part of
+    /// it; the flusher writes the rest): skipped instead of moved out, since `pending` can
+    /// hold megabytes.
+    pub(crate) written: usize,
     /// The transport's writing half; out while the flusher or a loan call uses it.
     pub(crate) writer: Option<Box<dyn WireWrite>>,
     /// The flusher shut the writing half down for good.
@@ -156,6 +160,11 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Bytes held for the peer and not written yet.
+    pub(crate) fn unsent(&self) -> u64 {
+        (self.pending.len() - self.written) as u64
+    }
+
     /// Maps a connection call error to the session's view of it.
     pub(crate) fn call_error(&self, e: CallError) -> LinkError {
         call_error(&self.dead, self.conn.peer_closed(), e)
@@ -249,6 +258,7 @@ impl Driver {
             state: Mutex::new(State {
                 conn,
                 pending: Vec::new(),
+                written: 0,
                 writer: Some(write),
                 writer_closed: false,
                 cheap_poll: read.cheap_poll(),
