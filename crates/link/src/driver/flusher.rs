@@ -28,13 +28,17 @@ impl Driver {
     }
 
     fn flush_out<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let State { conn, pending, .. } = &mut *st;
-        conn.poll_transmit(pending);
+        // While the flusher owns the bytes (stuck), it takes the connection's new bytes itself
+        // when it comes back for more (an exchange of buffers), instead of their being
+        // appended here (a copy).
+        if !st.stuck {
+            let State { conn, pending, .. } = &mut *st;
+            conn.poll_transmit(pending);
+        }
         if st.unsent() > self.write_limits.max_unsent {
             self.too_much_unsent(&mut st);
             return st;
         }
-        // While the flusher owns the bytes (stuck), it picks up what was added.
         if st.pending.is_empty() || st.stuck || st.dead.is_some() {
             return st;
         }
@@ -170,14 +174,20 @@ impl Driver {
                 self.kill(&mut st, &e);
                 continue;
             }
+            // The written buffer goes back to be filled again: into `pending` unless something
+            // was queued there meanwhile, and from there it is exchanged for the bytes the
+            // connection queued meanwhile (so both buffers keep their capacity, and nothing is
+            // copied).
+            buf.clear();
+            if st.pending.is_empty() {
+                st.pending = buf;
+            }
             let State { conn, pending, .. } = &mut *st;
             conn.poll_transmit(pending);
             if st.unsent() > self.write_limits.max_unsent {
                 self.too_much_unsent(&mut st);
             }
             if st.pending.is_empty() {
-                buf.clear();
-                st.pending = buf; // keep the capacity
                 st.stuck = false;
             }
             self.cond.notify_all();

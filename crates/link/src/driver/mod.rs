@@ -160,9 +160,9 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// Bytes held for the peer and not written yet.
+    /// Bytes held for the peer and not written yet (queued here or still in the connection).
     pub(crate) fn unsent(&self) -> u64 {
-        (self.pending.len() - self.written) as u64
+        (self.pending.len() - self.written + self.conn.transmit_len()) as u64
     }
 
     /// Maps a connection call error to the session's view of it.

@@ -263,6 +263,11 @@ impl Connection {
         true
     }
 
+    /// Bytes waiting for transmission.
+    pub fn transmit_len(&self) -> usize {
+        self.out.len()
+    }
+
     /// Whether bytes are waiting for transmission.
     pub fn has_transmit(&self) -> bool {
         !self.out.is_empty()
