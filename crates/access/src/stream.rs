@@ -14,7 +14,9 @@
 //!   [`SOCKET_BUFFER`]) into a buffer of ours and handed to rustls from there (rustls itself
 //!   reads 4 KiB at a time); a record cut by a chunk boundary stays in rustls's deframer until
 //!   the rest arrives. Plaintext is drained before more ciphertext is handed over, so rustls's
-//!   plaintext buffer never fills. Anything rustls wants to send while reading (an alert, a
+//!   plaintext buffer never fills. It is drained either by copying it out
+//!   ([`TlsReader::read_nb`]) or where rustls holds it, a record at a time
+//!   ([`TlsReader::read_in_place`], which the link's parser reads from). Anything rustls wants to send while reading (an alert, a
 //!   key update) is written at once when the socket takes it, and by the writer otherwise; a
 //!   reader that waits while such bytes are pending also waits for the socket to take them.
 //! - **Writing**: a write encrypts the caller's bytes a piece at a time ([`WRITE_PIECE`], two

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use offhost_link::{Channel, ChannelOptions, Endpoint, LinkError, LinkOptions, Session};
 
 use crate::buffer::Buffer;
@@ -169,6 +169,9 @@ struct EngineOut {
     rx: Option<Receiver<Buffer>>,
 }
 
+/// Buffers `engine-out` returns to their free list at once (see `send_all`).
+const RELEASE_BATCH: usize = 4;
+
 /// How often a send waiting for credit looks whether its pipeline has ended.
 const CANCEL_CHECK: Duration = Duration::from_millis(100);
 
@@ -193,7 +196,22 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
     // last part (see host-in whole=true).
     // The header and the part go as one message without being joined here first.
     let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
-    for b in rx.iter() {
+    // Buffers sent go back to their free list a few at a time, so that a producer waiting
+    // for one is woken once per batch rather than once per buffer; all of them before this
+    // thread waits for the next, so none is held while nothing moves.
+    let mut sent: Vec<Buffer> = Vec::with_capacity(RELEASE_BATCH);
+    loop {
+        let b = match rx.try_recv() {
+            Ok(b) => b,
+            Err(TryRecvError::Empty) => {
+                sent.clear();
+                match rx.recv() {
+                    Ok(b) => b,
+                    Err(_) => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
         let mut chunks = b.chunks(part).peekable();
         if chunks.peek().is_none() {
             send(&ch, &[&[crate::host::LAST]], cancel)?;
@@ -206,7 +224,12 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
             };
             send(&ch, &[&[flag], c], cancel)?;
         }
+        sent.push(b);
+        if sent.len() == RELEASE_BATCH {
+            sent.clear();
+        }
     }
+    drop(sent);
     ch.close().map_err(|e| e.to_string())?;
     // Goodbye: the session's last frames reach the other engine before its socket closes.
     session.close();
