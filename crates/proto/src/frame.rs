@@ -429,6 +429,7 @@ fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
 }
 
 /// Checks a data frame's flags and channel; returns its `last` flag.
+#[inline(always)]
 fn data_fields(flags: u8, channel: u32) -> Result<bool, FrameError> {
     if flags & !FLAG_LAST != 0 {
         return Err(FrameError::BadFlags {

@@ -128,6 +128,7 @@ impl Store {
         v
     }
 
+    #[inline(always)]
     fn make_room(&mut self) {
         if self.head == 0 {
             return;
@@ -142,6 +143,7 @@ impl Store {
     }
 
     /// Appends a packet; `last` completes the message.
+    #[inline(always)]
     pub(crate) fn push_packet(&mut self, payload: &[u8], last: bool) {
         if self.partial == 0 && last {
             self.make_room();
@@ -149,6 +151,12 @@ impl Store {
             self.entries.push_back(Entry::Bytes(payload.len()));
             return;
         }
+        self.push_part(payload, last);
+    }
+
+    /// Appends a packet of a message of several packets (or a piece of a packet).
+    #[inline(never)]
+    fn push_part(&mut self, payload: &[u8], last: bool) {
         if self.partial == 0 {
             self.assembling = self.fresh();
         }

@@ -2,7 +2,7 @@
 
 use crate::channel::{cost, Chan, Opener};
 use crate::connection::{
-    receive_within_credit, Connection, Event, State, CODE_PROTOCOL, CODE_REFUSED,
+    receive_within_credit, Connection, Event, LinkCredit, State, CODE_PROTOCOL, CODE_REFUSED,
 };
 use crate::error::ProtoError;
 use crate::frame::{Frame, HEADER_LEN, MAX_BODY};
@@ -392,52 +392,17 @@ impl Connection {
         }
     }
 
-    /// Checks a data frame of `len` payload bytes (`last`: it ends its message) for `channel`
-    /// and charges its credit. True if its payload is to be kept; false if the channel was
-    /// refused or reset (the payload is dropped, and its credit counted as taken so that
-    /// credit keeps flowing).
-    fn admit_data(&mut self, channel: u32, last: bool, len: usize) -> Result<bool, ProtoError> {
-        let Some(ch) = self.channels.get_mut(&channel) else {
-            return Err(if self.retired(channel) {
-                ProtoError::DataAfterClose(channel)
-            } else {
-                ProtoError::UnknownChannel(channel)
-            });
-        };
-        if ch.recv_closed {
-            return Err(ProtoError::DataAfterClose(channel));
-        }
-        let ps = ch.opts.packet_size;
-        let partial = ch.store.partial_len();
-        let bad_size = if last {
-            len > ps || (len == 0 && partial != 0)
+    /// The error for a data frame of `channel`, which is not in the table.
+    #[cold]
+    fn data_for_unknown(&self, channel: u32) -> ProtoError {
+        if self.retired(channel) {
+            ProtoError::DataAfterClose(channel)
         } else {
-            len != ps
-        };
-        if bad_size {
-            return Err(ProtoError::BadPacket {
-                channel,
-                len,
-                packet_size: ps,
-            });
+            ProtoError::UnknownChannel(channel)
         }
-        let charge = if last && len == 0 { 1 } else { len as u64 };
-        receive_within_credit(ch, &mut self.link, channel, charge)?;
-        if (partial + len) as u64 > ch.opts.max_message {
-            return Err(ProtoError::MessageTooLong {
-                channel,
-                max: ch.opts.max_message,
-            });
-        }
-        if ch.reset.is_some() {
-            // Refused or reset: drop the data but keep the credit flowing.
-            ch.consumed += charge;
-            self.link.consumed += charge;
-            return Ok(false);
-        }
-        Ok(true)
     }
 
+    #[inline(always)]
     fn on_data(
         &mut self,
         channel: u32,
@@ -445,10 +410,12 @@ impl Connection {
         payload: &[u8],
         taker: &mut Taker<'_>,
     ) -> Result<(), ProtoError> {
-        if !self.admit_data(channel, last, payload.len())? {
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(self.data_for_unknown(channel));
+        };
+        if !admit_data(ch, &mut self.link, channel, last, payload.len())? {
             return Ok(());
         }
-        let ch = self.channels.get_mut(&channel).expect("admitted");
         if last
             && ch.store.partial_len() == 0
             && ch.store.is_empty()
@@ -473,7 +440,10 @@ impl Connection {
     /// A data frame whose header arrived without all of its payload: checked and charged
     /// now, its payload taken as it arrives ([`data_piece`](Self::data_piece)).
     fn start_data(&mut self, channel: u32, last: bool, len: usize) -> Result<(), ProtoError> {
-        let keep = self.admit_data(channel, last, len)?;
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return Err(self.data_for_unknown(channel));
+        };
+        let keep = admit_data(ch, &mut self.link, channel, last, len)?;
         self.data_rest = Some(DataRest {
             channel,
             left: len,
@@ -530,6 +500,52 @@ impl Connection {
         }
         Ok(())
     }
+}
+
+/// Checks a data frame of `len` payload bytes (`last`: it ends its message) for channel
+/// `channel` (`ch`) and charges its credit. True if its payload is to be kept; false if the
+/// channel was refused or reset (the payload is dropped, and its credit counted as taken so
+/// that credit keeps flowing).
+#[inline(always)]
+fn admit_data(
+    ch: &mut Chan,
+    link: &mut LinkCredit,
+    channel: u32,
+    last: bool,
+    len: usize,
+) -> Result<bool, ProtoError> {
+    if ch.recv_closed {
+        return Err(ProtoError::DataAfterClose(channel));
+    }
+    let ps = ch.opts.packet_size;
+    let partial = ch.store.partial_len();
+    let bad_size = if last {
+        len > ps || (len == 0 && partial != 0)
+    } else {
+        len != ps
+    };
+    if bad_size {
+        return Err(ProtoError::BadPacket {
+            channel,
+            len,
+            packet_size: ps,
+        });
+    }
+    let charge = if last && len == 0 { 1 } else { len as u64 };
+    receive_within_credit(ch, link, channel, charge)?;
+    if (partial + len) as u64 > ch.opts.max_message {
+        return Err(ProtoError::MessageTooLong {
+            channel,
+            max: ch.opts.max_message,
+        });
+    }
+    if ch.reset.is_some() {
+        // Refused or reset: drop the data but keep the credit flowing.
+        ch.consumed += charge;
+        link.consumed += charge;
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// The whole length of the frame whose header starts `buf` (at least [`HEADER_LEN`] bytes); a

@@ -477,6 +477,7 @@ impl Connection {
     /// (see `store.rs`). So a receiver that gives back buffers of the size it receives copies
     /// nothing here and allocates nothing.
     pub fn recv_into(&mut self, channel: u32, buf: &mut Vec<u8>) -> Result<Landed, CallError> {
+        let open = self.state == State::Open;
         let Some(ch) = self.channels.get_mut(&channel) else {
             return if self.retired(channel) {
                 Ok(Landed::End)
@@ -492,7 +493,14 @@ impl Connection {
                 Landed::Empty
             });
         };
-        if self.taken(channel, entry.cost()) {
+        let c = entry.cost();
+        ch.took(channel, 1, c, open, &mut self.out);
+        let finished = ch.finished();
+        self.link.consumed += c;
+        if open {
+            self.grant_link(false);
+        }
+        if finished {
             self.remove_chan(channel);
         }
         Ok(match entry {
@@ -501,26 +509,10 @@ impl Connection {
         })
     }
 
-    /// The application took one message of `channel` worth `cost` credit: counts it and
-    /// grants credit; true when the channel is finished with it (the caller retires it).
-    fn taken(&mut self, channel: u32, cost: u64) -> bool {
-        let open = self.state == State::Open;
-        let ch = self
-            .channels
-            .get_mut(&channel)
-            .expect("channel in the table");
-        ch.took(channel, 1, cost, open, &mut self.out);
-        let finished = ch.finished();
-        self.link.consumed += cost;
-        if open {
-            self.grant_link(false);
-        }
-        finished
-    }
-
     /// Like [`recv`](Self::recv), lending the message's bytes instead of copying them: they
     /// stay valid until the next call on the connection.
     pub fn recv_ref(&mut self, channel: u32) -> Result<Incoming<'_>, CallError> {
+        let open = self.state == State::Open;
         let Some(ch) = self.channels.get_mut(&channel) else {
             return if self.retired(channel) {
                 Ok(Incoming::End)
@@ -536,7 +528,14 @@ impl Connection {
                 Incoming::Empty
             });
         };
-        let store = if self.taken(channel, entry.cost()) {
+        let c = entry.cost();
+        ch.took(channel, 1, c, open, &mut self.out);
+        let finished = ch.finished();
+        self.link.consumed += c;
+        if open {
+            self.grant_link(false);
+        }
+        let store = if finished {
             let ch = self.remove_chan(channel).expect("channel in the table");
             self.retired_store = ch.store;
             &self.retired_store
