@@ -121,18 +121,25 @@ impl Connection {
         self.state = State::Failed(e);
     }
 
-    /// Parses `data` after the partial frame in `partial` (kept from earlier input): first
-    /// completes that frame from the front of `data`, then parses the rest where it lies, and
-    /// keeps what is left (a frame cut off by the end of `data`) in `partial`. A data frame of
-    /// [`STREAM_FROM`] bytes or more cut off after its header is not kept: its payload goes to
-    /// its channel's store as it arrives (see [`start_data`](Self::start_data)). So only a
-    /// header or a short frame that straddles two inputs is ever copied here.
+    /// Parses `data` after what earlier input left: first the rest of a data frame's payload
+    /// that is still arriving, or the partial frame in `partial`, completed from the front of
+    /// `data`; then parses the rest where it lies, and keeps what is left (a frame cut off by
+    /// the end of `data`) in `partial`. A data frame of [`STREAM_FROM`] bytes or more cut off
+    /// after its header is not kept: its payload goes to its channel's store as it arrives (see
+    /// [`start_data`](Self::start_data)). So only a header or a short frame that straddles two
+    /// inputs is ever copied here.
     fn parse_after(
         &mut self,
         partial: &mut Vec<u8>,
         mut data: &[u8],
         taker: &mut Taker<'_>,
     ) -> Result<(), ProtoError> {
+        if self.data_rest.is_some() {
+            data = self.data_pieces(data);
+            if data.is_empty() {
+                return Ok(());
+            }
+        }
         if !partial.is_empty() {
             let want = if partial.len() < HEADER_LEN {
                 HEADER_LEN
@@ -145,14 +152,16 @@ impl Connection {
             if partial.len() < HEADER_LEN {
                 return Ok(());
             }
-            if partial.len() == HEADER_LEN && !data.is_empty() && frame_len(partial) > HEADER_LEN {
-                // Only the header was missing: a data frame's payload now streams from
-                // `data`; any other frame is completed from it.
+            if partial.len() == HEADER_LEN && frame_len(partial) > HEADER_LEN {
+                // Only the header is here: a large data frame's payload streams from `data`;
+                // any other frame is completed from it.
                 if self.data_frame_begins(partial)? {
                     partial.clear();
                     return self.parse_after(partial, data, taker);
                 }
-                return self.parse_after(partial, data, taker);
+                if !data.is_empty() {
+                    return self.parse_after(partial, data, taker);
+                }
             }
             // A whole frame, a frame still cut off, or a bad header: parse says which.
             let used = self.parse(partial, taker)?;
@@ -162,21 +171,50 @@ impl Connection {
             }
             partial.clear();
         }
-        let used = self.parse(data, taker)?;
-        partial.extend_from_slice(&data[used..]);
-        Ok(())
+        loop {
+            let used = self.parse(data, taker)?;
+            data = &data[used..];
+            // Cut off, or the link closed: a large data frame's payload is taken as it comes.
+            if data.len() >= HEADER_LEN && self.data_frame_begins(&data[..HEADER_LEN])? {
+                data = self.data_pieces(&data[HEADER_LEN..]);
+                if data.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            partial.extend_from_slice(data);
+            return Ok(());
+        }
+    }
+
+    /// Takes the front of `data` as the payload still to come of the data frame that
+    /// [`start_data`](Self::start_data) began; returns the rest.
+    #[inline(never)]
+    fn data_pieces<'d>(&mut self, data: &'d [u8]) -> &'d [u8] {
+        let Some(rest) = &self.data_rest else {
+            return data;
+        };
+        let n = rest.left.min(data.len());
+        self.data_piece(&data[..n]);
+        self.in_offset += n as u64;
+        &data[n..]
     }
 
     /// If `header` (exactly a header) begins a data frame, a valid one, with a payload of at
-    /// least [`STREAM_FROM`] bytes, starts taking its payload as it arrives and says so.
+    /// least [`STREAM_FROM`] bytes, on a link that takes input, starts taking its payload as
+    /// it arrives and says so.
+    #[inline(never)]
     fn data_frame_begins(&mut self, header: &[u8]) -> Result<bool, ProtoError> {
+        if !matches!(self.state, State::Open | State::Closed) {
+            return Ok(false);
+        }
         let offset = self.in_offset;
         let Some((channel, last, len)) = crate::frame::data_header(header)
             .map_err(|source| ProtoError::Frame { offset, source })?
         else {
             return Ok(false);
         };
-        if len < STREAM_FROM || !matches!(self.state, State::Open | State::Closed) {
+        if len < STREAM_FROM {
             return Ok(false);
         }
         self.start_data(channel, last, len)?;
@@ -184,35 +222,15 @@ impl Connection {
         Ok(true)
     }
 
-    /// Parses whole frames from `buf`, and the payload of a data frame as far as it goes;
-    /// returns the bytes used.
+    /// Parses whole frames from `buf`; returns the bytes used.
     fn parse(&mut self, buf: &[u8], taker: &mut Taker<'_>) -> Result<usize, ProtoError> {
         let mut at = 0;
         while let State::Open | State::Closed = self.state {
-            if let Some(rest) = &self.data_rest {
-                if at == buf.len() {
-                    break;
-                }
-                let n = rest.left.min(buf.len() - at);
-                self.data_piece(&buf[at..at + n]);
-                at += n;
-                self.in_offset += n as u64;
-                continue;
-            }
             let decoded = Frame::decode(&buf[at..]).map_err(|source| ProtoError::Frame {
                 offset: self.in_offset,
                 source,
             })?;
-            let Some((frame, used)) = decoded else {
-                // Cut off: a data frame's payload is taken as it comes.
-                if buf.len() - at >= HEADER_LEN
-                    && self.data_frame_begins(&buf[at..at + HEADER_LEN])?
-                {
-                    at += HEADER_LEN;
-                    continue;
-                }
-                break;
-            };
+            let Some((frame, used)) = decoded else { break };
             self.on_frame(frame, taker)?;
             at += used;
             self.in_offset += used as u64;
