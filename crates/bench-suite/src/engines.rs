@@ -10,7 +10,7 @@
 //!   to an echo on a thread of this process (what an engine-to-engine call rides on), median
 //!   of `calls`; `tcp_rtt_us`: a 1-byte round trip on a plain TCP socket to an echo thread,
 //!   median of as many. Both echoes run on one core and the caller on another, and the two
-//!   take turns in blocks of 100 (see [`calls_us`]): placed differently, one TCP round trip
+//!   take turns in blocks of 100 (see `calls_us`): placed differently, one TCP round trip
 //!   with both threads on one core took 4 us against 60 us across cores on the same machine.
 
 use std::path::PathBuf;
