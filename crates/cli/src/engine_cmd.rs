@@ -17,7 +17,8 @@ pub struct EngineArgs {
     /// Where to listen (repeatable): unix:PATH (the default: a socket only this user may use),
     /// shm:ADDR (hosts: link sessions and off-host queues), tls:HOST:PORT (with
     /// --tls-certificates; clients and peer engines need a certificate of the same CA), or
-    /// plain tcp:HOST:PORT (only with --insecure).
+    /// plain tcp:HOST:PORT (only with --insecure); tls:systemd and tcp:systemd take the next
+    /// listening socket systemd passed (socket activation, LISTEN_FDS) instead of binding one.
     #[arg(long)]
     listen: Vec<String>,
     /// Let submitted pipelines open files beneath DIR (paths resolve beneath it: `..`,

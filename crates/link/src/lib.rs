@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 mod acceptor;
+mod activation;
 mod channel;
 mod driver;
 mod error;

@@ -68,6 +68,9 @@ impl std::fmt::Debug for Server {
 }
 
 fn bind_tcp(addr: &str, scheme: &str) -> Result<(std::net::TcpListener, String), LinkError> {
+    if addr == crate::activation::SYSTEMD {
+        return crate::activation::next_listener(scheme);
+    }
     let l = std::net::TcpListener::bind(addr)
         .map_err(|e| LinkError::io(format!("bind {scheme}:{addr}"), e))?;
     let local = l
@@ -91,6 +94,8 @@ impl Server {
     /// - `tls:HOST:PORT`: every session starts with a TLS handshake in which the client must
     ///   present a certificate signed by the CA of the certificate directory;
     /// - `tcp:HOST:PORT`: refused ([`LinkError::Insecure`]) unless `options.insecure`;
+    /// - `tls:systemd`, `tcp:systemd`: as above, on the next listening socket systemd passed
+    ///   this process (socket activation: `LISTEN_FDS`), instead of binding one;
     /// - `unix:PATH`: the socket file is made owner-only; a stale socket file left by a dead
     ///   server is replaced, a live one is an error; `shm:ADDR` likewise;
     /// - on `unix:` and `shm:`, a peer whose uid (`SO_PEERCRED`) is neither ours nor in

@@ -56,6 +56,12 @@ impl Session {
     /// presents its client certificate). Returns once the server has admitted this client.
     pub fn connect_with(url: &str, options: &LinkOptions) -> Result<Session, LinkError> {
         match Endpoint::parse(url)? {
+            Endpoint::Tls(addr) | Endpoint::Tcp(addr) if addr == crate::activation::SYSTEMD => {
+                Err(LinkError::BadUrl {
+                    url: url.to_owned(),
+                    why: "`systemd` names a listening socket passed to a server; connect to HOST:PORT",
+                })
+            }
             Endpoint::Tls(addr) => {
                 let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
                 let (r, w) = crate::tls::connect(&addr, &client)?;

@@ -7,9 +7,9 @@ use crate::error::LinkError;
 /// Where a session connects or a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
-    /// `tcp:HOST:PORT`: plain TCP.
+    /// `tcp:HOST:PORT`: plain TCP (`tcp:systemd` for a listener: a socket systemd passed).
     Tcp(String),
-    /// `tls:HOST:PORT`: TCP with mutual TLS.
+    /// `tls:HOST:PORT`: TCP with mutual TLS (`tls:systemd` for a listener, likewise).
     Tls(String),
     /// `unix:PATH`
     Unix(PathBuf),
@@ -21,7 +21,8 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `tcp:HOST:PORT`, `tls:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR`.
+    /// Parses `tcp:HOST:PORT`, `tls:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR` (and
+    /// `tcp:systemd`, `tls:systemd`: see `activation.rs`).
     pub fn parse(url: &str) -> Result<Endpoint, LinkError> {
         let bad = |why| LinkError::BadUrl {
             url: url.to_owned(),
@@ -35,6 +36,14 @@ impl Endpoint {
         }
         match scheme {
             "tcp" | "tls" => {
+                if rest == crate::activation::SYSTEMD {
+                    // A listening socket passed by systemd (listeners only).
+                    return Ok(if scheme == "tcp" {
+                        Endpoint::Tcp(rest.to_owned())
+                    } else {
+                        Endpoint::Tls(rest.to_owned())
+                    });
+                }
                 let (host, port) = rest
                     .rsplit_once(':')
                     .ok_or_else(|| bad("expected tcp:HOST:PORT or tls:HOST:PORT"))?;
@@ -88,6 +97,14 @@ mod tests {
         assert_eq!(
             Endpoint::parse("tls:localhost:7").unwrap(),
             Endpoint::Tls("localhost:7".into())
+        );
+        assert_eq!(
+            Endpoint::parse("tls:systemd").unwrap(),
+            Endpoint::Tls("systemd".into())
+        );
+        assert_eq!(
+            Endpoint::parse("tcp:systemd").unwrap(),
+            Endpoint::Tcp("systemd".into())
         );
         assert_eq!(Endpoint::parse("mem:a").unwrap(), Endpoint::Mem("a".into()));
         assert_eq!(
