@@ -114,6 +114,8 @@ impl OffloadArgs {
 /// Runs the daemon until killed: pipelines for hosts on every listener, off-host queues on
 /// shm: listeners, peer engines' links on network listeners.
 pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
+    // Sockets passed by systemd (for --listen tls:systemd), read before any thread starts.
+    offhost_link::read_passed_sockets();
     let files = match &args.files {
         Some(d) => {
             offhost_engine::Files::beneath(d).with_context(|| format!("--files {}", d.display()))?

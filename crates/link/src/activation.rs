@@ -2,8 +2,9 @@
 //! passed to this process (`LISTEN_FDS`, `LISTEN_PID`; descriptors from 3 on), taken by the
 //! listeners `tls:systemd` and `tcp:systemd` in the order they are bound.
 //!
-//! The environment is read once, by the first such listener, and cleared (the sockets are not
-//! passed on to children). Each socket must be a TCP stream socket that listens (`ListenStream=`
+//! The environment is read once and cleared (the sockets are not passed on to children): by
+//! [`read_passed_sockets`], which a program should call before it starts threads (clearing
+//! the environment races other threads' reads of it), or else by the first such listener. Each socket must be a TCP stream socket that listens (`ListenStream=`
 //! in the `.socket` unit); anything else is an error that names the descriptor.
 
 use std::sync::{Mutex, OnceLock};
@@ -16,6 +17,16 @@ pub const SYSTEMD: &str = "systemd";
 /// The sockets passed to this process, and how many listeners took one.
 static PASSED: OnceLock<Mutex<(listenfd::ListenFd, usize)>> = OnceLock::new();
 
+/// Reads which sockets systemd passed this process (`LISTEN_FDS`, `LISTEN_PID`) and clears
+/// those variables, once; later calls do nothing. Call it before starting threads.
+pub fn read_passed_sockets() {
+    passed();
+}
+
+fn passed() -> &'static Mutex<(listenfd::ListenFd, usize)> {
+    PASSED.get_or_init(|| Mutex::new((listenfd::ListenFd::from_env(), 0)))
+}
+
 /// The next listening socket systemd passed, for a `SCHEME:systemd` listener, with the URL
 /// it listens at.
 pub(crate) fn next_listener(scheme: &str) -> Result<(std::net::TcpListener, String), LinkError> {
@@ -26,8 +37,7 @@ pub(crate) fn next_listener(scheme: &str) -> Result<(std::net::TcpListener, Stri
             std::io::Error::new(std::io::ErrorKind::NotFound, why),
         )
     };
-    let passed = PASSED.get_or_init(|| Mutex::new((listenfd::ListenFd::from_env(), 0)));
-    let mut passed = passed.lock().unwrap_or_else(|e| e.into_inner());
+    let mut passed = passed().lock().unwrap_or_else(|e| e.into_inner());
     let (fds, taken) = &mut *passed;
     let index = *taken;
     if index >= fds.len() {

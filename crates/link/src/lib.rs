@@ -45,6 +45,7 @@ mod tls;
 mod url;
 mod wire;
 
+pub use activation::read_passed_sockets;
 pub use channel::{select, Channel};
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
