@@ -41,10 +41,13 @@ fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     conn.poll_transmit(&mut out);
     // The same input with a receiver waiting on channel 1 (the first the peer opens), cut in
-    // two where the first byte says, receiving what is stored after each part.
-    let cut = data
-        .first()
-        .map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    // two where the last two bytes say (the first byte is a frame's kind, so it would always
+    // cut inside the first header), receiving what is stored after each part. A cut inside
+    // a large packet's payload takes it as it arrives.
+    let cut = match data {
+        [.., a, b] => usize::from(u16::from_le_bytes([*a, *b])) % (data.len() + 1),
+        _ => 0,
+    };
     let mut taking = Connection::new(Config::new(Side::Server));
     let mut got = Vec::new();
     let mut result = Ok(());
