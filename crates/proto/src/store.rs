@@ -11,7 +11,8 @@
 //! buffers) instead of copying it out: large messages are copied once on their way in and
 //! never on their way out. The buffers given in exchange are kept for the next messages (up to
 //! a limit of spare capacity, one receive window), and each is reserved at the length of the
-//! last such message, so a stream of large messages neither allocates nor grows buffers.
+//! last such message (up to 1 MiB), so a stream of large messages neither allocates nor grows
+//! buffers.
 //!
 //! The bytes of all complete and partial messages are bounded by the channel's credit (the
 //! peer can never have more unconsumed bytes in flight), the spares by the limit.
@@ -64,6 +65,9 @@ pub(crate) struct Store {
     last_own: usize,
 }
 
+/// The most a buffer for a message of several packets reserves ahead (see `Store::fresh`).
+const RESERVE_MAX: usize = 1 << 20;
+
 /// Compaction moves the live bytes to the front once the consumed prefix is at least this big
 /// and at least half the buffer.
 const COMPACT_AT: usize = 64 * 1024;
@@ -115,7 +119,10 @@ impl Store {
         }
     }
 
-    /// A buffer for a new message of several packets, with room for one as long as the last.
+    /// A buffer for a new message of several packets, with room for one as long as the last
+    /// (up to [`RESERVE_MAX`]: past it the buffer grows as the message does, which for large
+    /// allocations moves pages instead of copying bytes, and a long message once does not
+    /// make every later one reserve as much).
     fn fresh(&mut self) -> Vec<u8> {
         let mut v = match self.spare.pop() {
             Some(v) => {
@@ -124,7 +131,7 @@ impl Store {
             }
             None => Vec::new(),
         };
-        v.reserve(self.last_own);
+        v.reserve(self.last_own.min(RESERVE_MAX));
         v
     }
 
