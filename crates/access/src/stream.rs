@@ -16,9 +16,10 @@
 //!   the rest arrives. Plaintext is drained before more ciphertext is handed over, so rustls's
 //!   plaintext buffer never fills. It is drained either by copying it out
 //!   ([`TlsReader::read_nb`]) or where rustls holds it, a record at a time
-//!   ([`TlsReader::read_in_place`], which the link's parser reads from). Anything rustls wants to send while reading (an alert, a
-//!   key update) is written at once when the socket takes it, and by the writer otherwise; a
-//!   reader that waits while such bytes are pending also waits for the socket to take them.
+//!   ([`TlsReader::read_in_place`], which the link's parser reads from). Anything rustls wants
+//!   to send while reading (an alert, a key update) is written at once when the socket takes
+//!   it, and by the writer otherwise; a reader that waits while such bytes are pending also
+//!   waits for the socket to take them.
 //! - **Writing**: a write encrypts the caller's bytes a piece at a time ([`WRITE_PIECE`], two
 //!   full records) and sends each piece's records before encrypting the next, for as long as
 //!   the socket takes them all (at most [`WRITE_CHUNK`] per call), letting go of the lock

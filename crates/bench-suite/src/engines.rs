@@ -184,6 +184,24 @@ fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<f64> {
     Ok((n * PIECE as u64) as f64 / t.elapsed().as_secs_f64() / 1e6)
 }
 
+/// Runs `f` `n` times and appends each run's time, microseconds, to `out`, but for the first
+/// `skip` runs.
+fn time_each(
+    n: usize,
+    skip: usize,
+    out: &mut Vec<f64>,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    for i in 0..n {
+        let t = Instant::now();
+        f()?;
+        if i >= skip {
+            out.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(())
+}
+
 /// Round trips per block when the null call and the TCP round trip take turns.
 const BLOCK: usize = 100;
 
@@ -216,24 +234,19 @@ fn calls_us(options: &offhost_link::LinkOptions, calls: usize) -> Result<(f64, f
         let mut done = 0;
         while done < warm + calls {
             let n = BLOCK.min(warm + calls - done);
-            for i in 0..n {
-                let t = Instant::now();
+            let skip = warm.saturating_sub(done);
+            time_each(n, skip, &mut call, || {
                 ch.send(&[1])?;
                 ch.recv()?
                     .ok_or_else(|| Error::Peer("the echo ended".into()))?;
-                if done + i >= warm {
-                    call.push(t.elapsed().as_secs_f64() * 1e6);
-                }
-            }
+                Ok(())
+            })?;
             let (msg, mut back) = ([1u8], [0u8]);
-            for i in 0..n {
-                let t = Instant::now();
+            time_each(n, skip, &mut rtt, || {
                 tcp.send(&msg)?;
                 tcp.recv(&mut back)?;
-                if done + i >= warm {
-                    rtt.push(t.elapsed().as_secs_f64() * 1e6);
-                }
-            }
+                Ok(())
+            })?;
             done += n;
         }
         let none = || Error::Peer("no calls".into());

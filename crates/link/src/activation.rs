@@ -4,8 +4,9 @@
 //!
 //! The environment is read once and cleared (the sockets are not passed on to children): by
 //! [`read_passed_sockets`], which a program should call before it starts threads (clearing
-//! the environment races other threads' reads of it), or else by the first such listener. Each socket must be a TCP stream socket that listens (`ListenStream=`
-//! in the `.socket` unit); anything else is an error that names the descriptor.
+//! the environment races other threads' reads of it), or else by the first such listener.
+//! Each socket must be a TCP stream socket that listens (`ListenStream=` in the `.socket`
+//! unit); anything else is an error that names the descriptor.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -13,6 +14,9 @@ use crate::error::LinkError;
 
 /// The address that names a socket passed by systemd in a `tcp:` or `tls:` listener URL.
 pub const SYSTEMD: &str = "systemd";
+
+/// What errors about passed sockets say they were about.
+const WHAT: &str = "socket activation";
 
 /// The sockets passed to this process, and how many listeners took one.
 static PASSED: OnceLock<Mutex<(listenfd::ListenFd, usize)>> = OnceLock::new();
@@ -30,13 +34,8 @@ fn passed() -> &'static Mutex<(listenfd::ListenFd, usize)> {
 /// The next listening socket systemd passed, for a `SCHEME:systemd` listener, with the URL
 /// it listens at.
 pub(crate) fn next_listener(scheme: &str) -> Result<(std::net::TcpListener, String), LinkError> {
-    let what = "socket activation".to_owned();
-    let err = |why: String| {
-        LinkError::io(
-            what.clone(),
-            std::io::Error::new(std::io::ErrorKind::NotFound, why),
-        )
-    };
+    let err =
+        |why: String| LinkError::io(WHAT, std::io::Error::new(std::io::ErrorKind::NotFound, why));
     let mut passed = passed().lock().unwrap_or_else(|e| e.into_inner());
     let (fds, taken) = &mut *passed;
     let index = *taken;
@@ -55,11 +54,11 @@ pub(crate) fn next_listener(scheme: &str) -> Result<(std::net::TcpListener, Stri
     let fd = 3 + index;
     let l = fds
         .take_tcp_listener(index)
-        .map_err(|e| LinkError::io(format!("{what}: descriptor {fd}"), e))?
+        .map_err(|e| LinkError::io(format!("{WHAT}: descriptor {fd}"), e))?
         .ok_or_else(|| err(format!("descriptor {fd} was taken already")))?;
     *taken += 1;
     let listening = rustix::net::sockopt::socket_acceptconn(&l)
-        .map_err(|e| LinkError::io(format!("{what}: descriptor {fd}"), e.into()))?;
+        .map_err(|e| LinkError::io(format!("{WHAT}: descriptor {fd}"), e.into()))?;
     if !listening {
         return Err(err(format!(
             "descriptor {fd} is a TCP socket that does not listen (use ListenStream= in the \

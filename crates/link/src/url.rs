@@ -36,19 +36,14 @@ impl Endpoint {
         }
         match scheme {
             "tcp" | "tls" => {
-                if rest == crate::activation::SYSTEMD {
-                    // A listening socket passed by systemd (listeners only).
-                    return Ok(if scheme == "tcp" {
-                        Endpoint::Tcp(rest.to_owned())
-                    } else {
-                        Endpoint::Tls(rest.to_owned())
-                    });
-                }
-                let (host, port) = rest
-                    .rsplit_once(':')
-                    .ok_or_else(|| bad("expected tcp:HOST:PORT or tls:HOST:PORT"))?;
-                if host.is_empty() || port.parse::<u16>().is_err() {
-                    return Err(bad("expected HOST:PORT with a port from 0 to 65535"));
+                // `systemd`: a listening socket passed by systemd (listeners only).
+                if rest != crate::activation::SYSTEMD {
+                    let (host, port) = rest
+                        .rsplit_once(':')
+                        .ok_or_else(|| bad("expected tcp:HOST:PORT or tls:HOST:PORT"))?;
+                    if host.is_empty() || port.parse::<u16>().is_err() {
+                        return Err(bad("expected HOST:PORT with a port from 0 to 65535"));
+                    }
                 }
                 Ok(if scheme == "tcp" {
                     Endpoint::Tcp(rest.to_owned())

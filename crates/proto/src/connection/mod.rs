@@ -24,7 +24,7 @@ use crate::channel::{cost, Chan, Opener};
 use crate::error::{CallError, ProtoError};
 use crate::frame::Frame;
 use crate::options::{ChannelOptions, Config, SendMode, Side};
-use crate::store::Entry;
+use crate::store::{Entry, Store};
 
 /// Error code sent in a link `error` frame when the peer broke the protocol.
 pub const CODE_PROTOCOL: u32 = 1;
@@ -91,6 +91,17 @@ pub enum Landed {
         /// The token the sender gave [`Connection::send_loan`].
         token: u64,
     },
+    /// Nothing yet.
+    Empty,
+    /// The peer closed its sending direction and every message has been taken.
+    End,
+}
+
+/// What [`Connection::take_next`] found.
+enum Next<T> {
+    /// A message: its entry, what else the store's pop gave, and whether its channel is
+    /// finished with it.
+    Took(Entry, T, bool),
     /// Nothing yet.
     Empty,
     /// The peer closed its sending direction and every message has been taken.
@@ -211,7 +222,7 @@ pub struct Connection {
     /// Channels the peer opened that were refused and are still in the table.
     pub(crate) refused_open: u32,
     /// The store of the channel retired by the last `recv_ref`, whose bytes it lent out.
-    retired_store: crate::store::Store,
+    retired_store: Store,
     pub(crate) link: LinkCredit,
     pub(crate) inbuf: Vec<u8>,
     /// A data frame whose header was parsed and whose payload is still arriving.
@@ -477,29 +488,12 @@ impl Connection {
     /// (see `store.rs`). So a receiver that gives back buffers of the size it receives copies
     /// nothing here and allocates nothing.
     pub fn recv_into(&mut self, channel: u32, buf: &mut Vec<u8>) -> Result<Landed, CallError> {
-        let open = self.state == State::Open;
-        let Some(ch) = self.channels.get_mut(&channel) else {
-            return if self.retired(channel) {
-                Ok(Landed::End)
-            } else {
-                Err(CallError::NoChannel(channel))
+        let (entry, finished) =
+            match self.take_next(channel, |s| s.pop_into(buf).map(|e| (e, ())))? {
+                Next::Took(entry, (), finished) => (entry, finished),
+                Next::Empty => return Ok(Landed::Empty),
+                Next::End => return Ok(Landed::End),
             };
-        };
-        ch.check_reset()?;
-        let Some(entry) = ch.store.pop_into(buf) else {
-            return Ok(if ch.recv_closed {
-                Landed::End
-            } else {
-                Landed::Empty
-            });
-        };
-        let c = entry.cost();
-        ch.took(channel, 1, c, open, &mut self.out);
-        let finished = ch.finished();
-        self.link.consumed += c;
-        if open {
-            self.grant_link(false);
-        }
         if finished {
             self.remove_chan(channel);
         }
@@ -512,29 +506,11 @@ impl Connection {
     /// Like [`recv`](Self::recv), lending the message's bytes instead of copying them: they
     /// stay valid until the next call on the connection.
     pub fn recv_ref(&mut self, channel: u32) -> Result<Incoming<'_>, CallError> {
-        let open = self.state == State::Open;
-        let Some(ch) = self.channels.get_mut(&channel) else {
-            return if self.retired(channel) {
-                Ok(Incoming::End)
-            } else {
-                Err(CallError::NoChannel(channel))
-            };
+        let (entry, at, finished) = match self.take_next(channel, |s| s.pop_at())? {
+            Next::Took(entry, at, finished) => (entry, at, finished),
+            Next::Empty => return Ok(Incoming::Empty),
+            Next::End => return Ok(Incoming::End),
         };
-        ch.check_reset()?;
-        let Some((entry, at)) = ch.store.pop_at() else {
-            return Ok(if ch.recv_closed {
-                Incoming::End
-            } else {
-                Incoming::Empty
-            });
-        };
-        let c = entry.cost();
-        ch.took(channel, 1, c, open, &mut self.out);
-        let finished = ch.finished();
-        self.link.consumed += c;
-        if open {
-            self.grant_link(false);
-        }
         let store = if finished {
             let ch = self.remove_chan(channel).expect("channel in the table");
             self.retired_store = ch.store;
@@ -550,6 +526,41 @@ impl Connection {
             Entry::Bytes(_) | Entry::Own(_) => Incoming::Message(store.bytes_of(entry, at)),
             Entry::Loan { len, token } => Incoming::Loan { len, token },
         })
+    }
+
+    /// The one step of every receive: takes the next message of `channel` from its store with
+    /// `pop`, and counts it as taken (credit is granted as it drains). Says whether the
+    /// channel is finished with it (the caller retires it once done with the store).
+    #[inline(always)]
+    fn take_next<T>(
+        &mut self,
+        channel: u32,
+        pop: impl FnOnce(&mut Store) -> Option<(Entry, T)>,
+    ) -> Result<Next<T>, CallError> {
+        let open = self.state == State::Open;
+        let Some(ch) = self.channels.get_mut(&channel) else {
+            return if self.retired(channel) {
+                Ok(Next::End)
+            } else {
+                Err(CallError::NoChannel(channel))
+            };
+        };
+        ch.check_reset()?;
+        let Some((entry, got)) = pop(&mut ch.store) else {
+            return Ok(if ch.recv_closed {
+                Next::End
+            } else {
+                Next::Empty
+            });
+        };
+        let c = entry.cost();
+        ch.took(channel, 1, c, open, &mut self.out);
+        let finished = ch.finished();
+        self.link.consumed += c;
+        if open {
+            self.grant_link(false);
+        }
+        Ok(Next::Took(entry, got, finished))
     }
 
     /// Ends this side's sending direction of `channel` (end of stream for the peer).
