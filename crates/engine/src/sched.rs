@@ -142,7 +142,10 @@ impl Shared {
         // the task on its last look, or we see it counted and notify it.
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) > 0 {
-            let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            // Taking and letting go of the lock first means a counted sleeper is already
+            // waiting (or past its last look); notifying after letting go spares the woken
+            // worker from blocking at once on the lock we would still hold.
+            drop(self.idle_lock.lock().unwrap_or_else(|e| e.into_inner()));
             self.idle_cv.notify_one();
         }
     }
