@@ -70,7 +70,19 @@ fn messages_cross_two_engines_in_order_and_byte_exact() {
     assert_eq!(a.mode(), "off-host");
     let rx = b.open("pet", OpenOptions::bulk()).unwrap();
     let tx = a.open("beta/pet", OpenOptions::bulk()).unwrap();
-    let sizes = [0usize, 1, 64, 4096, 65_000, 70_000, 300_000, 1 << 20];
+    // Inline ring records up to 16 KiB of body, pool buffers above (both sides of the line).
+    let sizes = [
+        0usize,
+        1,
+        64,
+        4096,
+        16 << 10,
+        (16 << 10) + 1,
+        65_000,
+        70_000,
+        300_000,
+        1 << 20,
+    ];
     for (i, &n) in sizes.iter().enumerate() {
         a.push_send(tx, &pattern(i, n), i as u64).unwrap();
     }

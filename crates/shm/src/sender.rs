@@ -49,6 +49,11 @@ impl Sender {
         self.shared.seg.layout.buffer_size as usize
     }
 
+    /// Pool buffers homed at this side.
+    pub fn pool_buffers(&self) -> usize {
+        self.shared.seg.layout.pool_buffers as usize
+    }
+
     fn stage(
         &mut self,
         len: usize,
