@@ -277,8 +277,8 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     }
 }
 
-/// Prints the parts' states on standard error and their statistics as one table (or JSON,
-/// one object per engine).
+/// Prints the parts' states on standard error and their statistics as one table, each row
+/// naming its part (the engine, `ENGINE+N` for a later stage), or JSON, one object per part.
 fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
     if json {
         let v: Vec<serde_json::Value> = done
@@ -286,7 +286,8 @@ fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
             .iter()
             .map(|p| {
                 serde_json::json!({
-                    "engine": p.engine, "url": p.url, "id": p.id, "state": p.state["state"],
+                    "engine": p.engine, "part": p.part, "url": p.url, "id": p.id,
+                    "state": p.state["state"],
                     "error": p.state["error"], "stats": p.state["stats"],
                 })
             })
@@ -300,9 +301,9 @@ fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for p in &done.parts {
         let state = p.state["state"].as_str().unwrap_or("unknown");
-        eprintln!("engine {} ({}): pipeline {} {state}", p.engine, p.url, p.id);
+        eprintln!("engine {} ({}): pipeline {} {state}", p.part, p.url, p.id);
         if let Ok(stats) = serde_json::from_value::<Stats>(p.state["stats"].clone()) {
-            rows.push((p.engine.clone(), stats));
+            rows.push((p.part.clone(), stats));
         }
     }
     print!("{}", render_engines(&rows, done.file_lines));

@@ -247,6 +247,43 @@ fn buffers_of_a_whole_window_and_larger_cross_whole() {
     }
 }
 
+/// Queues between two engines both ways (a -> b -> a -> b) split each engine by stage, and a
+/// queue between two stages of one engine (w) crosses over that engine's link to itself;
+/// the bytes are those of the whole file run in one process.
+#[test]
+fn queues_between_engines_both_ways_run_in_stages() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("both.ion");
+    std::fs::write(
+        &file,
+        "random bytes=3000000 seed=9 @a >s:p(8,64k)\n\
+         dup @a <s >x >w\n\
+         count @b <x >y\n\
+         dup @b <y >y1 >y2\n\
+         crc32c @a <y1 >z\n\
+         null @a <w <y2\n\
+         host-out name=res @b <z\n",
+    )
+    .unwrap();
+    let (one, two, o) = whole_and_placed(&e, &file, work.path());
+    assert_eq!(one.len(), 3_000_000);
+    assert!(one == two, "host-out bytes differ");
+    // Four parts on two engines, each row naming its part; w crossed from a to a+2.
+    let table = text(&o.stdout);
+    for row in [
+        "a          random",
+        "b          count",
+        "a+2        crc32c",
+        "a+2        null",
+        "b+2        host-out",
+        "a+2:w.from.a",
+        "b+2:z.from.a.2",
+    ] {
+        assert!(table.contains(row), "{row:?} not in:\n{table}");
+    }
+}
+
 /// The bytes `file` sends to `host-out name=res`, run whole by `offhost run` and split over
 /// the engines by `offhost submit` (both must succeed), and the submitter's output.
 fn whole_and_placed(e: &Engines, file: &Path, dir: &Path) -> (Vec<u8>, Vec<u8>, Output) {

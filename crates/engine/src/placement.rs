@@ -14,6 +14,13 @@
 //! message larger than its buffers fails the pipeline with an error that says so. Every part
 //! declares the shapes of the free lists it uses, so each engine has its own.
 //!
+//! When queues run between engines both ways (`source @a`, `histogram @b`, `recon @a`), one
+//! part per engine cannot be started in any order: each would name the other's pipeline id.
+//! Then each engine's tasks split by *stage* (the most engine boundaries a path from a source
+//! crosses): `a` runs the source, `b` the histogram, `a+2` the reconstruction, submitted
+//! `a+2`, `b`, `a`. A queue between two stages of one engine crosses over that engine's link
+//! to itself. Only a cycle of the tasks' queues themselves cannot be placed.
+//!
 //! Unplaced tasks run on the first engine named. A file run whole (`offhost run`, one daemon)
 //! ignores placements, so every placement of a file computes the same result.
 
@@ -42,8 +49,9 @@ pub enum PlacementError {
         /// The names given, comma-separated.
         known: String,
     },
-    /// Queues cross between two engines both ways.
-    #[error("engines {a} and {b} send each other queues (a cycle between engines); place the tasks so that data flows one way")]
+    /// The tasks' queues form a cycle (through these engines), so no part can be started
+    /// before the others.
+    #[error("the queues of the tasks on engines {a} and {b} lead back to where they come from (a cycle); a pipeline's queues must flow one way")]
     Cycle {
         /// One engine.
         a: String,
@@ -62,24 +70,26 @@ pub enum PlacementError {
     },
 }
 
-/// A queue between two engines.
+/// A queue between two parts (two engines, or two stages of one engine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrossQueue {
     /// The queue's name in the file.
     pub queue: String,
-    /// The engine its writer runs on.
+    /// The part its writer runs in (see [`Plan::order`]).
     pub from: String,
-    /// The engine its reader runs on.
+    /// The part its reader runs in.
     pub to: String,
     /// The `host-in` channel on `to` that receives it (`QUEUE@FROM`).
     pub channel: String,
 }
 
-/// The parts of a placed pipeline, one per engine that runs a task.
+/// The parts of a placed pipeline: one per engine that runs a task, or, when queues run
+/// between engines both ways, one per engine and stage (`ENGINE`, `ENGINE+2`, ...).
 #[derive(Debug, Clone)]
 pub struct Plan {
     order: Vec<String>,
     parts: BTreeMap<String, Vec<usize>>,
+    engine_of: HashMap<String, String>,
     cross: Vec<CrossQueue>,
     receive_pools: HashMap<String, (String, (usize, usize))>,
     shapes: HashMap<String, (usize, usize)>,
@@ -105,10 +115,6 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
             }
         }
     }
-    let mut parts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, e) in on.iter().enumerate() {
-        parts.entry(e.clone()).or_default().push(i);
-    }
     // Writers and readers of each queue; the pool written on any mention, and every shape.
     let mut writers: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let mut reader: HashMap<&str, usize> = HashMap::new();
@@ -130,53 +136,178 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
             }
         }
     }
-    let mut cross = Vec::new();
-    let mut edges: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut receive_pools = HashMap::new();
-    for (q, ws) in &writers {
-        let Some(&r) = reader.get(q) else { continue };
-        let mut froms: Vec<&String> = ws
-            .iter()
-            .map(|&w| &on[w])
-            .filter(|e| **e != on[r])
-            .collect();
-        froms.sort();
-        froms.dedup();
-        for from in froms {
-            let channel = format!("{q}@{from}");
-            let pool = match queue_pool.get(q) {
-                Some(p) if shapes.contains_key(*p) => (p.to_string(), shapes[*p]),
-                _ => {
-                    let w = ws
-                        .iter()
-                        .copied()
-                        .find(|&w| on[w] == *from)
-                        .expect("a writer there");
-                    (
-                        format!("{q}.from.{from}"),
-                        upstream_shape(spec, w, registry, &writers, 0),
-                    )
-                }
-            };
-            receive_pools.insert(channel.clone(), pool);
-            edges.insert((from.clone(), on[r].clone()));
-            cross.push(CrossQueue {
-                queue: q.to_string(),
-                from: from.clone(),
-                to: on[r].clone(),
-                channel,
-            });
+    let queues = Queues {
+        writers,
+        reader,
+        queue_pool,
+        shapes,
+    };
+    // One part per engine; if queues between engines then run both ways, each engine's
+    // tasks split by stage, which orders the parts again (see `stages`).
+    let (split, order) = match Split::new(spec, &on, &on, registry, &queues) {
+        Ok(done) => done,
+        Err(e) => {
+            let part_of = stages(spec, &on, &queues.writers).ok_or(e)?;
+            Split::new(spec, &on, &part_of, registry, &queues)?
         }
-    }
-    let order = sinks_first(parts.keys().cloned().collect(), &edges)?;
+    };
     Ok(Plan {
         order,
-        parts,
-        cross,
-        receive_pools,
-        shapes,
+        parts: split.parts,
+        engine_of: split.engine_of,
+        cross: split.cross,
+        receive_pools: split.receive_pools,
+        shapes: queues.shapes,
         spec: spec.clone(),
     })
+}
+
+/// The queues of a file: who writes and reads each, and the free lists written on them.
+struct Queues<'a> {
+    writers: BTreeMap<&'a str, Vec<usize>>,
+    reader: HashMap<&'a str, usize>,
+    queue_pool: HashMap<&'a str, &'a str>,
+    shapes: HashMap<String, (usize, usize)>,
+}
+
+/// The tasks cut into parts, and the queues between parts.
+struct Split {
+    parts: BTreeMap<String, Vec<usize>>,
+    engine_of: HashMap<String, String>,
+    cross: Vec<CrossQueue>,
+    receive_pools: HashMap<String, (String, (usize, usize))>,
+}
+
+impl Split {
+    /// Cuts the tasks into the parts `part_of` names (task `i` runs on engine `on[i]`) and
+    /// orders the parts sinks first.
+    fn new(
+        spec: &Spec,
+        on: &[String],
+        part_of: &[String],
+        registry: &Registry,
+        qs: &Queues<'_>,
+    ) -> Result<(Split, Vec<String>), PlacementError> {
+        let mut parts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut engine_of = HashMap::new();
+        for (i, p) in part_of.iter().enumerate() {
+            parts.entry(p.clone()).or_default().push(i);
+            engine_of.insert(p.clone(), on[i].clone());
+        }
+        let mut cross = Vec::new();
+        let mut edges: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut receive_pools = HashMap::new();
+        for (q, ws) in &qs.writers {
+            let Some(&r) = qs.reader.get(q) else { continue };
+            let mut froms: Vec<&String> = ws
+                .iter()
+                .map(|&w| &part_of[w])
+                .filter(|p| **p != part_of[r])
+                .collect();
+            froms.sort();
+            froms.dedup();
+            for from in froms {
+                let channel = format!("{q}@{from}");
+                let pool = match qs.queue_pool.get(q) {
+                    Some(p) if qs.shapes.contains_key(*p) => (p.to_string(), qs.shapes[*p]),
+                    _ => {
+                        let w = ws
+                            .iter()
+                            .copied()
+                            .find(|&w| part_of[w] == *from)
+                            .expect("a writer there");
+                        // A part name's '+' is no name character: `z.from.a.2` for `a+2`,
+                        // made unique among the file's free lists.
+                        let base = format!("{q}.from.{}", from.replace('+', "."));
+                        let taken = |n: &String| {
+                            qs.shapes.contains_key(n) || receive_pools.values().any(|(p, _)| p == n)
+                        };
+                        let mut name = base.clone();
+                        let mut k = 2;
+                        while taken(&name) {
+                            name = format!("{base}.{k}");
+                            k += 1;
+                        }
+                        (name, upstream_shape(spec, w, registry, &qs.writers, 0))
+                    }
+                };
+                receive_pools.insert(channel.clone(), pool);
+                edges.insert((from.clone(), part_of[r].clone()));
+                cross.push(CrossQueue {
+                    queue: q.to_string(),
+                    from: from.clone(),
+                    to: part_of[r].clone(),
+                    channel,
+                });
+            }
+        }
+        let order = sinks_first(parts.keys().cloned().collect(), &edges, &engine_of)?;
+        Ok((
+            Split {
+                parts,
+                engine_of,
+                cross,
+                receive_pools,
+            },
+            order,
+        ))
+    }
+}
+
+/// Parts by stage, for queues that run between engines both ways: a task's stage is the
+/// most engine boundaries a path from a source to it crosses, and the tasks of one engine
+/// and stage make a part (`ENGINE`, then `ENGINE+2`, `ENGINE+3`, ... for the engine's later
+/// stages). A queue between parts then always goes to a later stage, so the parts can be
+/// submitted sinks first; a queue between two stages of one engine crosses over a link of
+/// that engine to itself. `None` when the tasks' queues form a cycle.
+fn stages(spec: &Spec, on: &[String], writers: &BTreeMap<&str, Vec<usize>>) -> Option<Vec<String>> {
+    let n = spec.tasks.len();
+    let mut stage = vec![0usize; n];
+    let mut settled = false;
+    // Longest paths: at most n rounds on an acyclic graph.
+    for _ in 0..=n {
+        let mut changed = false;
+        for (i, t) in spec.tasks.iter().enumerate() {
+            for q in &t.inputs {
+                for &w in writers.get(q.name.as_str()).map_or(&[][..], |v| &v[..]) {
+                    let s = stage[w] + usize::from(on[w] != on[i]);
+                    if s > stage[i] {
+                        stage[i] = s;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            settled = true;
+            break;
+        }
+    }
+    if !settled {
+        return None;
+    }
+    // Each engine's stages, numbered from 1 in order.
+    let mut seen: BTreeMap<(&str, usize), ()> = BTreeMap::new();
+    for (i, e) in on.iter().enumerate() {
+        seen.insert((e.as_str(), stage[i]), ());
+    }
+    let mut number: HashMap<(&str, usize), usize> = HashMap::new();
+    let mut last: Option<&str> = None;
+    let mut k = 0;
+    for &(e, s) in seen.keys() {
+        k = if last == Some(e) { k + 1 } else { 1 };
+        last = Some(e);
+        number.insert((e, s), k);
+    }
+    Some(
+        on.iter()
+            .enumerate()
+            .map(|(i, e)| match number[&(e.as_str(), stage[i])] {
+                1 => e.clone(),
+                k => format!("{e}+{k}"),
+            })
+            .collect(),
+    )
 }
 
 /// The free-list shape of the buffers task `t` writes: its own if it allocates, else that of
@@ -213,13 +344,14 @@ fn upstream_shape(
     (16, 65536)
 }
 
-/// Engines ordered so that every engine comes after those it sends to.
+/// Parts ordered so that every part comes after those it sends to.
 fn sinks_first(
-    engines: Vec<String>,
+    parts: Vec<String>,
     edges: &BTreeSet<(String, String)>,
+    engine_of: &HashMap<String, String>,
 ) -> Result<Vec<String>, PlacementError> {
     let mut order: Vec<String> = Vec::new();
-    let mut left = engines;
+    let mut left = parts;
     while !left.is_empty() {
         let ready: Vec<String> = left
             .iter()
@@ -236,7 +368,11 @@ fn sinks_first(
                 .find(|(f, t)| left.contains(f) && left.contains(t))
                 .cloned()
                 .unwrap_or_default();
-            return Err(PlacementError::Cycle { a, b });
+            let engine = |p: &String| engine_of.get(p).cloned().unwrap_or_default();
+            return Err(PlacementError::Cycle {
+                a: engine(&a),
+                b: engine(&b),
+            });
         }
         left.retain(|e| !ready.contains(e));
         order.extend(ready);
@@ -245,17 +381,24 @@ fn sinks_first(
 }
 
 impl Plan {
-    /// The engines that run a part, in the order to submit them: every engine after the
-    /// engines it sends to (whose pipeline ids its part names).
+    /// The parts, in the order to submit them: every part after the parts it sends to
+    /// (whose pipeline ids it names). A part is named for its engine, or `ENGINE+2`,
+    /// `ENGINE+3`, ... for the later stages of an engine that runs several
+    /// ([`Plan::engine_of`] gives the engine).
     pub fn order(&self) -> &[String] {
         &self.order
     }
 
-    /// The tasks `engine` runs, for messages: `count (line 2), crc32c (line 3)`.
-    pub fn tasks_on(&self, engine: &str) -> String {
+    /// The engine that runs `part`.
+    pub fn engine_of<'a>(&'a self, part: &'a str) -> &'a str {
+        self.engine_of.get(part).map_or(part, |e| e.as_str())
+    }
+
+    /// The tasks of `part`, for messages: `count (line 2), crc32c (line 3)`.
+    pub fn tasks_on(&self, part: &str) -> String {
         let v: Vec<String> = self
             .parts
-            .get(engine)
+            .get(part)
             .map_or(&[][..], |v| &v[..])
             .iter()
             .map(|&t| {
@@ -279,8 +422,8 @@ impl Plan {
         &self.cross
     }
 
-    /// The pipeline text of `engine`'s part; `targets` gives the URL and pipeline id of each
-    /// engine it sends to. Each task keeps its line number from the file (the lines of other
+    /// The pipeline text of `engine`'s part (a part name of [`Plan::order`]); `targets` gives
+    /// the URL and pipeline id of each part it sends to. Each task keeps its line number from the file (the lines of other
     /// engines' tasks are left empty), so errors and statistics name lines of the file; the
     /// `engine-out` and `host-in` lines of the queues between engines come after the last.
     pub fn text(
@@ -313,7 +456,7 @@ impl Plan {
                     "engine-out url={} pipeline={id} name={} engine={} <{}",
                     quote(&url, 0)?,
                     quote(&c.channel, 0)?,
-                    c.to,
+                    self.engine_of(&c.to),
                     c.queue
                 );
             }

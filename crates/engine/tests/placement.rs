@@ -137,12 +137,75 @@ fn placements_that_cannot_work_say_why() {
             .contains("@nowhere is not one of the engines given (a, b)"),
         "{e}"
     );
-    let cycle = "fill bytes=1 @a >x\ncount @b <x >y\ncount @a <y >z\nnull @b <z\n";
+    // Queues that lead back to where they come from cannot be placed on any engines.
+    let cycle = "count @a <z >x\ncount @b <x >z\n";
     let e = plan(&parse(cycle).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
     assert!(matches!(e, PlacementError::Cycle { .. }), "{e}");
-    assert!(e.to_string().contains("cycle between engines"), "{e}");
+    assert!(e.to_string().contains("(a cycle)"), "{e}");
     assert_eq!(
         plan(&parse("null <x\n").unwrap(), &[], &r).unwrap_err(),
         PlacementError::NoEngines
     );
+}
+
+#[test]
+fn queues_between_engines_both_ways_split_an_engine_by_stage() {
+    // a -> b -> a -> b: one part per engine would name each other's pipeline ids.
+    let text = "fill bytes=1000 @a >x:p(4,4096)\ncount @b <x >y\ncount @a <y >z\ncrc32c @b <z\n";
+    let p = plan(
+        &parse(text).unwrap(),
+        &engines(&["a", "b"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    assert_eq!(p.order(), ["b+2", "a+2", "b", "a"]);
+    assert_eq!(p.engine_of("a+2"), "a");
+    assert_eq!(p.engine_of("b"), "b");
+    let cross: Vec<_> = p
+        .cross_queues()
+        .iter()
+        .map(|c| (c.from.as_str(), c.to.as_str(), c.channel.as_str()))
+        .collect();
+    assert_eq!(
+        cross,
+        [
+            ("a", "b", "x@a"),
+            ("b", "a+2", "y@b"),
+            ("a+2", "b+2", "z@a+2")
+        ]
+    );
+    let t = targets(&[
+        ("b+2", "tls:hb:7460", 4),
+        ("a+2", "tls:ha:7460", 3),
+        ("b", "tls:hb:7460", 2),
+    ]);
+    // Every part is a pipeline the engine accepts, with the tasks of its stage only; the
+    // engine named in engine-out is the engine, not the part.
+    let mut r = Registry::with_builtins();
+    offhost_engine::remote::register(
+        &mut r,
+        offhost_engine::remote::Links::own(Default::default()),
+    );
+    for part in p.order() {
+        let text = p.text(part, &t).unwrap();
+        Pipeline::parse(&text)
+            .unwrap()
+            .build(&r)
+            .unwrap_or_else(|err| panic!("{part}: {err}\n{text}"));
+    }
+    assert_eq!(
+        p.text("a+2", &t).unwrap(),
+        "\n\ncount <y >z\n\nhost-in name=y@b whole=true >y:y.from.b(4,4096)\nengine-out url=tls:hb:7460 pipeline=4 name=z@a+2 engine=b <z\n"
+    );
+    assert_eq!(p.tasks_on("a"), "fill (line 1)");
+    assert_eq!(p.tasks_on("a+2"), "count (line 3)");
+    // Without queues both ways, one part per engine as before.
+    let one_way = "fill bytes=10 @a >x\ncount @a <x >y\ncrc32c @b <y\n";
+    let q = plan(
+        &parse(one_way).unwrap(),
+        &engines(&["a", "b"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    assert_eq!(q.order(), ["b", "a"]);
 }

@@ -74,9 +74,12 @@ pub struct PlacedJob<'a> {
     pub ins: &'a [String],
 }
 
-/// One engine's part, once submitted.
+/// One part, once submitted.
 #[derive(Debug, Clone)]
 pub struct PartOutcome {
+    /// The part's name: the engine's, or `ENGINE+2`, `ENGINE+3`, ... for the later stages of
+    /// an engine that runs several (see [`crate::placement::Plan::order`]).
+    pub part: String,
     /// The engine's name.
     pub engine: String,
     /// Its URL.
@@ -100,6 +103,8 @@ pub struct PlacedOutcome {
 }
 
 struct Part {
+    /// The part's name in the plan (the engine's, or `ENGINE+N` for a later stage).
+    part: String,
     engine: String,
     url: String,
     client: Client,
@@ -139,9 +144,10 @@ pub fn run(
     let plan = placement::plan(&spec, &names, registry).map_err(placed)?;
     let mut targets: HashMap<String, (String, u64)> = HashMap::new();
     let mut parts: Vec<Part> = Vec::new();
-    for e in plan.order() {
-        let url = url_of[e.as_str()];
-        let text = plan.text(e, &targets).map_err(placed)?;
+    for part in plan.order() {
+        let e = plan.engine_of(part);
+        let url = url_of[e];
+        let text = plan.text(part, &targets).map_err(placed)?;
         let submitted = connect(url, job.options).and_then(|c| match c.submit(&text) {
             Ok(sub) => Ok((c, sub)),
             Err(err) => Err(JobError::Failed(format!(
@@ -151,9 +157,10 @@ pub fn run(
         match submitted {
             Ok((client, sub)) => {
                 started(e, url, sub.id);
-                targets.insert(e.clone(), (url.to_owned(), sub.id));
+                targets.insert(part.clone(), (url.to_owned(), sub.id));
                 parts.push(Part {
-                    engine: e.clone(),
+                    part: part.clone(),
+                    engine: e.to_owned(),
                     url: url.to_owned(),
                     client,
                     sub,
@@ -169,10 +176,11 @@ pub fn run(
         parts: parts
             .iter()
             .map(|p| PartOutcome {
+                part: p.part.clone(),
                 engine: p.engine.clone(),
                 url: p.url.clone(),
                 id: p.sub.id,
-                state: states.remove(&p.engine).unwrap_or(Value::Null),
+                state: states.remove(&p.part).unwrap_or(Value::Null),
             })
             .collect(),
         failure,
@@ -188,7 +196,7 @@ pub fn run(
             return Err(e);
         }
     };
-    let (states, failure) = wait_all(&parts, &plan, &url_of, job.options);
+    let (states, failure) = wait_all(&parts, &plan, job.options);
     if failure.is_none() {
         join(bridges)?;
     }
@@ -204,16 +212,15 @@ pub fn run(
 fn wait_all(
     parts: &[Part],
     plan: &Plan,
-    url_of: &HashMap<&str, &str>,
     options: &LinkOptions,
 ) -> (HashMap<String, Value>, Option<String>) {
-    let (tx, rx) = mpsc::channel::<(String, Result<Value, DaemonError>)>();
-    for p in parts {
-        let (tx, engine, url, id) = (tx.clone(), p.engine.clone(), p.url.clone(), p.sub.id);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Value, DaemonError>)>();
+    for (i, p) in parts.iter().enumerate() {
+        let (tx, url, id) = (tx.clone(), p.url.clone(), p.sub.id);
         let options = options.clone();
         std::thread::spawn(move || {
             let r = Client::connect_with(&url, &options).and_then(|c| c.wait(id));
-            let _ = tx.send((engine, r));
+            let _ = tx.send((i, r));
         });
     }
     drop(tx);
@@ -226,7 +233,7 @@ fn wait_all(
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
             None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
-        let (engine, r) = match next {
+        let (i, r) = match next {
             Ok(x) => x,
             Err(mpsc::RecvTimeoutError::Timeout) if stop_at.is_some() => {
                 stop_all(parts);
@@ -235,11 +242,11 @@ fn wait_all(
             }
             Err(_) => break,
         };
-        let url = url_of[engine.as_str()];
+        let (engine, url) = (&parts[i].engine, &parts[i].url);
         let v = r.unwrap_or_else(|e| {
             let e = format!(
                 "engine {engine} ({url}) is gone ({e}) while running {}",
-                plan.tasks_on(&engine)
+                plan.tasks_on(&parts[i].part)
             );
             json!({"state": "lost", "error": e})
         });
@@ -254,7 +261,7 @@ fn wait_all(
                 give_up = Some(Instant::now() + GRACE + AFTER_FAILURE);
             }
         }
-        states.insert(engine, v);
+        states.insert(parts[i].part.clone(), v);
     }
     (states, failure)
 }
