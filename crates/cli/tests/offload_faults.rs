@@ -90,14 +90,16 @@ fn drain(engine: &str, name: &str) -> std::thread::JoinHandle<u64> {
     })
 }
 
-/// Streams 64 KiB messages on `ch` until `stop()` says so, reaping as it goes; returns the
-/// completions seen.
+/// Streams 16 KiB messages on `ch` until `stop()` says so, reaping as it goes, then fills
+/// the window without reaping, so that messages are in flight when it returns; returns the
+/// completions seen. (16 KiB go inline in the ring, so many are in flight at once; larger
+/// ones go in the segment's 16 pool buffers, and a window of 16 can be gone in a moment.)
 fn stream_until(
     q: &mut HostQueue,
     ch: offhost_link::offload::ChannelId,
     mut stop: impl FnMut(usize) -> bool,
 ) -> usize {
-    let msg = vec![0x5au8; 64 << 10];
+    let msg = vec![0x5au8; 16 << 10];
     let mut done = 0;
     let mut tag = 0;
     while !stop(done) {
@@ -115,6 +117,13 @@ fn stream_until(
         while let Some(c) = q.pop() {
             assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
             done += 1;
+        }
+    }
+    for _ in 0..256 {
+        match q.push_send(ch, &msg, tag) {
+            Ok(()) => tag += 1,
+            Err(QueueError::Full(_)) => break,
+            Err(e) => panic!("push: {e}"),
         }
     }
     q.submit().unwrap();
