@@ -43,6 +43,9 @@ pub struct Options {
     /// Timed calls and round trips.
     #[arg(long, default_value_t = 5000)]
     pub calls: usize,
+    /// One more argument for both engines (repeatable), e.g. --engine-arg=--workers=1.
+    #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub engine_args: Vec<String>,
     /// The `offhost` binary whose `engine` command is measured.
     #[arg(skip)]
     pub exe: PathBuf,
@@ -104,6 +107,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         ]
         .iter()
         .map(|s| s.to_string())
+        .chain(o.engine_args.iter().cloned())
         .collect();
         engines.push(crate::offload::engine(&o.exe, &[], &args)?);
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 
 pub(crate) use crate::slot::{TaskSlot, TaskStats};
-use crate::task::{Context, Status, Task, TaskError, OUT_COUNTS};
+use crate::task::{Context, Handoff, Status, Task, TaskError, OUT_COUNTS};
 
 /// Turns a panic payload into a task error.
 fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
@@ -114,22 +114,37 @@ impl Shared {
 
     /// Makes task `id` runnable if it is not already.
     pub(crate) fn wake(&self, id: usize) {
+        if self.schedule(id) {
+            self.notify();
+        }
+    }
+
+    /// Like [`Shared::wake`] from a worker that is about to look for its next task: the task
+    /// goes on the run queue without waking another worker for it.
+    fn wake_here(&self, id: usize) {
+        self.schedule(id);
+    }
+
+    /// Marks task `id` runnable; true if it went on the run queue (false: it was queued or
+    /// running already, or is done).
+    fn schedule(&self, id: usize) -> bool {
         let st = &self.tasks[id].state;
         let mut s = st.load(Ordering::Acquire);
         loop {
             let next = match s {
                 IDLE => SCHEDULED,
                 RUNNING => NOTIFIED,
-                _ => return,
+                _ => return false,
             };
             // AcqRel pairs with the CAS RUNNING->IDLE in `run_task`: either the worker sees
             // NOTIFIED and runs the task again, or we see IDLE and schedule it.
             match st.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     if next == SCHEDULED {
-                        self.push(id);
+                        self.runq[self.tasks[id].prio as usize].push(id);
+                        return true;
                     }
-                    return;
+                    return false;
                 }
                 Err(now) => s = now,
             }
@@ -138,6 +153,11 @@ impl Shared {
 
     fn push(&self, id: usize) {
         self.runq[self.tasks[id].prio as usize].push(id);
+        self.notify();
+    }
+
+    /// Wakes a sleeping worker, if any, for work just queued.
+    fn notify(&self) {
         // Pairs with the SeqCst increment of `sleepers` in `worker`: either the sleeper sees
         // the task on its last look, or we see it counted and notify it.
         fence(Ordering::SeqCst);
@@ -225,6 +245,7 @@ impl Shared {
                 bufs_out: 0,
                 bytes_out: 0,
                 out_counts: [(0, 0); OUT_COUNTS],
+                handoff: Handoff::None,
             };
             // A panicking task fails like one returning an error: the pipeline drains and
             // ends instead of hanging with a dead worker.
@@ -240,10 +261,19 @@ impl Shared {
             c.bytes_in.fetch_add(cx.bytes_in, Ordering::Relaxed);
             c.bufs_out.fetch_add(cx.bufs_out, Ordering::Relaxed);
             c.bytes_out.fetch_add(cx.bytes_out, Ordering::Relaxed);
-            match r {
+            let r = match r {
                 Ok(Status::Blocked) if cx.yielded => Ok(Status::Progress),
                 r => r,
+            };
+            if let Handoff::Pending(reader) = cx.handoff {
+                if matches!(r, Ok(Status::Progress)) {
+                    // This worker goes on with the writer: another runs the reader.
+                    self.wake(reader);
+                } else {
+                    self.wake_here(reader);
+                }
             }
+            r
         };
         slot.counters.runs.fetch_add(1, Ordering::Relaxed);
         match result {

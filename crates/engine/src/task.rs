@@ -127,6 +127,24 @@ pub struct Context<'a> {
     pub(crate) bytes_out: u64,
     /// Puts and bytes per output (the first [`OUT_COUNTS`]), added to the queues after the turn.
     pub(crate) out_counts: [(u64, u64); OUT_COUNTS],
+    /// The reader this turn's only put so far is for, not woken yet (see [`Handoff`]).
+    pub(crate) handoff: Handoff,
+}
+
+/// Who wakes the reader of a put. A task that puts one buffer and then ends its turn hands
+/// the reader to its own worker, which runs it next: no other worker is woken for it (on a
+/// busy machine, waking one for a single buffer cost a wake-up and a switch on both sides,
+/// and the woken worker often found the task already taken). A task that puts a second
+/// buffer in one turn is a stream: from then on every reader is woken at once, so it runs
+/// beside the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handoff {
+    /// Nothing put this turn.
+    None,
+    /// One put, for this task; woken when the turn ends.
+    Pending(usize),
+    /// Several puts: readers are woken as their buffers are put.
+    Streaming,
 }
 
 /// Outputs whose put counters a [`Context`] batches per turn; further ones count directly.
@@ -192,7 +210,15 @@ impl<'a> Context<'a> {
                 }
                 None => q.add_counts(1, len),
             }
-            self.shared.wake(q.reader);
+            match self.handoff {
+                Handoff::None => self.handoff = Handoff::Pending(q.reader),
+                Handoff::Pending(r) => {
+                    self.shared.wake(r);
+                    self.shared.wake(q.reader);
+                    self.handoff = Handoff::Streaming;
+                }
+                Handoff::Streaming => self.shared.wake(q.reader),
+            }
             true
         } else {
             false
