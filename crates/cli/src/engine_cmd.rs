@@ -27,7 +27,8 @@ pub struct EngineArgs {
     files: Option<PathBuf>,
     #[command(flatten)]
     access: crate::access_args::ServeAccess,
-    /// Worker threads per pipeline.
+    /// Worker threads per pipeline (default: the number of cores, at most 4; never more than
+    /// the pipeline's tasks of normal or background class).
     #[arg(long)]
     workers: Option<usize>,
     /// Pin worker threads to cores.

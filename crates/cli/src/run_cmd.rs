@@ -20,7 +20,8 @@ use offhost_engine::{EngineConfig, Registry, Stats};
 pub struct RunArgs {
     /// Pipeline description (.ion file).
     pub file: PathBuf,
-    /// Worker threads (default: the number of cores, at most 4).
+    /// Worker threads (default: the number of cores, at most 4; never more than the
+    /// pipeline's tasks of normal or background class).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Pin worker threads to cores.

@@ -21,7 +21,8 @@ use crate::sched::{Shared, TaskSlot, TaskStats};
 /// How a pipeline is run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// Worker threads (at least one).
+    /// Worker threads (at least one, and at most one per task of normal or background
+    /// class: see [`Pipeline::try_start`]).
     pub workers: usize,
     /// Pin worker `i` to core `i` (modulo the number of cores).
     pub pin: bool,
@@ -180,7 +181,9 @@ impl Built {
 
     /// Creates the pools and queues and starts the worker threads; more workers than the
     /// budget allows, or none that the system would start, is [`PipelineError::Start`] (a
-    /// worker thread past the first that cannot start leaves the pipeline with fewer).
+    /// worker thread past the first that cannot start leaves the pipeline with fewer). It
+    /// starts no more workers than the pipeline has tasks of normal or background class
+    /// (at least one): interrupt-class tasks only pass buffers on.
     pub fn try_start(mut self, config: &EngineConfig) -> Result<Running, PipelineError> {
         let workers = config.workers.max(1);
         if workers > self.budget.workers {
@@ -192,6 +195,18 @@ impl Built {
             });
         }
         let g = self.graph;
+        // No more workers than tasks of normal or background class: interrupt-class tasks
+        // (host-in, host-out, engine-out) only pass buffers on and go first on any worker, so
+        // the work that can run side by side is the others'. More workers than that only wake
+        // each other for single buffers: a queue between two engines (fill -> engine-out,
+        // host-in -> null) ran about 20% faster with one worker per part than with two on a
+        // 2-vCPU machine (`offhost bench engines --engine-arg=--workers=1`).
+        let working = g
+            .tasks
+            .iter()
+            .filter(|t| t.prio != crate::task::Priority::Interrupt)
+            .count();
+        let workers = workers.min(working.max(1));
         let pools: Vec<Pool> = g
             .pools
             .iter()
@@ -379,6 +394,11 @@ impl Running {
             .iter()
             .map(|p| crate::budget::pool_bytes(p.config()).unwrap_or(u64::MAX))
             .fold(0, u64::saturating_add)
+    }
+
+    /// Worker threads running this pipeline (see [`Pipeline::try_start`] for how many).
+    pub fn workers(&self) -> usize {
+        self.workers.len()
     }
 
     /// Current statistics.

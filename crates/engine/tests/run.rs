@@ -493,3 +493,37 @@ fn placements_change_nothing_when_one_engine_runs_the_file() {
     assert!(a.ends_with("over 100000 bytes"), "{a}");
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_pipeline_starts_no_more_workers_than_tasks_that_do_work() {
+    let start = |text: &str, workers: usize| {
+        let run = Pipeline::parse(text)
+            .unwrap()
+            .start(&Registry::with_builtins(), &cfg(workers))
+            .unwrap();
+        let n = run.workers();
+        run.stop();
+        run.wait().unwrap();
+        n
+    };
+    // Two tasks of normal class: two workers at most.
+    assert_eq!(start("fill bytes=1M >x\nnull <x\n", 4), 2);
+    assert_eq!(start("fill bytes=1M >x\nnull <x\n", 1), 1);
+    // Interrupt-class tasks only pass buffers on: one worker for the pair.
+    assert_eq!(start("host-in name=a >x\nhost-out name=b <x\n", 4), 1);
+    // A task given interrupt priority counts as one that passes buffers on.
+    assert_eq!(
+        start(
+            "fill bytes=1M >x\ncount priority=interrupt <x >y\nnull <y\n",
+            4
+        ),
+        2
+    );
+    // A long chain gets what was asked.
+    let mut chain = String::from("fill bytes=1M >q0\n");
+    for i in 0..5 {
+        chain.push_str(&format!("count <q{i} >q{}\n", i + 1));
+    }
+    chain.push_str("null <q5\n");
+    assert_eq!(start(&chain, 3), 3);
+}
