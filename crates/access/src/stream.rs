@@ -271,6 +271,23 @@ enum Ready {
     Nothing,
 }
 
+/// The bytes `start..end` of `bufs` taken one after another, as slices into `out`.
+fn slices_between<'a>(bufs: &[&'a [u8]], start: usize, end: usize, out: &mut Vec<io::IoSlice<'a>>) {
+    out.clear();
+    let mut at = 0;
+    for b in bufs {
+        let (lo, hi) = (at, at + b.len());
+        at = hi;
+        if hi <= start || b.is_empty() {
+            continue;
+        }
+        if lo >= end {
+            break;
+        }
+        out.push(io::IoSlice::new(&b[start.max(lo) - lo..end.min(hi) - lo]));
+    }
+}
+
 /// Waits at most `timeout` (`None`: for ever) for `events` on `fd`; true if any came.
 fn poll(fd: &OwnedFd, events: PollFlags, timeout: Option<Duration>) -> io::Result<bool> {
     let fd = fd.as_fd();
@@ -477,19 +494,27 @@ impl TlsWriter {
     /// once their records left); `WouldBlock` when none could be. The next call must offer the
     /// bytes not reported as written, first.
     pub fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored_nb(&[buf])
+    }
+
+    /// [`write_nb`](Self::write_nb) for the bytes of `bufs` one after another, without
+    /// joining them first: rustls encrypts each record from the pieces it spans.
+    pub fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
         let sh = &*self.shared;
         let mut st = sh.lock();
         st.check()?;
         st.flush(&sh.fd)?;
         // Everything of the earlier call has left: those bytes are written now.
         let mut done = std::mem::take(&mut self.owed);
-        if buf.len() < done {
+        if total < done {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a tls write must offer the bytes it was not told were written",
             ));
         }
-        let limit = buf.len().min(done + WRITE_CHUNK);
+        let limit = total.min(done + WRITE_CHUNK);
+        let mut piece: Vec<io::IoSlice<'_>> = Vec::with_capacity(bufs.len().min(16));
         while done < limit {
             if done > 0 {
                 // Let the reading half in between pieces; a failure it met is the next call's.
@@ -500,7 +525,11 @@ impl TlsWriter {
                 }
             }
             let end = limit.min(done + WRITE_PIECE);
-            let n = io::Write::write(&mut st.conn.writer(), &buf[done..end])?;
+            slices_between(bufs, done, end, &mut piece);
+            let n = match piece.as_slice() {
+                [one] => io::Write::write(&mut st.conn.writer(), one)?,
+                many => io::Write::write_vectored(&mut st.conn.writer(), many)?,
+            };
             match st.flush(&sh.fd) {
                 Ok(()) if n == 0 => break, // rustls took nothing (it never should)
                 Ok(()) => done += n,

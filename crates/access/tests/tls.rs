@@ -128,6 +128,61 @@ fn a_write_the_socket_cannot_take_reports_only_what_left() {
     });
 }
 
+/// The same with the bytes offered as many slices of odd sizes (`write_vectored_nb`, which
+/// encrypts from the slices without joining them): every byte arrives once, in order.
+#[test]
+fn a_write_of_many_slices_arrives_whole_and_in_order() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let (s, c) = pair(&server, &client);
+    let (mut sr, _sw) = s.unwrap();
+    let (_cr, mut cw) = c.unwrap();
+    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
+    // Slices of 1, 12, 0, 5000 and 70001 bytes in turn, over at most 3 MiB from `at`.
+    let slices = |at: usize| -> Vec<&[u8]> {
+        let (mut v, mut i, mut k) = (Vec::new(), at, 0);
+        while i < data.len() && i - at < 3 << 20 {
+            let n = [1, 12, 0, 5000, 70_001][k % 5].min(data.len() - i);
+            v.push(&data[i..i + n]);
+            i += n;
+            k += 1;
+        }
+        v
+    };
+    let len = data.len();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            // A writer that failed must not leave this waiting for ever.
+            sr.set_timeout(Some(T));
+            let mut got = vec![0u8; len];
+            sr.read_exact(&mut got).unwrap();
+            got
+        });
+        let mut at = 0;
+        while at < data.len() {
+            match cw.write_vectored_nb(&slices(at)) {
+                Ok(n) => {
+                    // At most a chunk, and the piece an earlier call left owed.
+                    let most =
+                        offhost_access::stream::WRITE_CHUNK + offhost_access::stream::WRITE_PIECE;
+                    assert!(n > 0 && n <= most, "{n}");
+                    at += n;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    cw.wait(Some(T)).unwrap();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        cw.flush().unwrap();
+        assert!(
+            reader.join().unwrap() == data,
+            "bytes lost, doubled or reordered"
+        );
+    });
+}
+
 fn refused(server: &TlsServer, client: &TlsClient) -> String {
     let (s, c) = pair(server, client);
     let s = s.err().map(|e| e.to_string());

@@ -22,7 +22,7 @@ use crate::sched::{Shared, TaskSlot, TaskStats};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
     /// Worker threads (at least one, and at most one per task of normal or background
-    /// class: see [`Pipeline::try_start`]).
+    /// class: see [`Built::try_start`]).
     pub workers: usize,
     /// Pin worker `i` to core `i` (modulo the number of cores).
     pub pin: bool,
@@ -396,7 +396,7 @@ impl Running {
             .fold(0, u64::saturating_add)
     }
 
-    /// Worker threads running this pipeline (see [`Pipeline::try_start`] for how many).
+    /// Worker threads running this pipeline (see [`Built::try_start`] for how many).
     pub fn workers(&self) -> usize {
         self.workers.len()
     }

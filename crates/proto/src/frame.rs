@@ -542,6 +542,24 @@ pub(crate) fn whole_data(buf: &[u8]) -> Option<(u32, &[u8])> {
 
 /// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
 /// (a power of two).
+/// The payload sizes of the packets of a message of `len` bytes (one empty packet for an
+/// empty message), each with whether it is the last.
+pub(crate) fn packet_sizes(
+    len: usize,
+    packet_size: usize,
+) -> impl Iterator<Item = (usize, bool)> + Clone {
+    let packets = len.div_ceil(packet_size).max(1);
+    (0..packets).map(move |i| {
+        let n = (len - i * packet_size).min(packet_size);
+        (n, i + 1 == packets)
+    })
+}
+
+/// The header of a data packet of `len` payload bytes on `channel`.
+pub(crate) fn data_header_bytes(channel: u32, len: usize, last: bool) -> [u8; HEADER_LEN] {
+    header_bytes(KIND_DATA, if last { FLAG_LAST } else { 0 }, channel, len)
+}
+
 pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
     debug_assert!(packet_size.is_power_of_two());
     let packets = (len + packet_size - 1) >> packet_size.trailing_zeros();

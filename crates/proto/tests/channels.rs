@@ -401,6 +401,49 @@ fn a_whole_message_beyond_credit_is_declined_and_then_fails_the_link() {
 }
 
 #[test]
+fn frames_of_parts_given_as_pieces_are_the_frames_send_parts_queues() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("p", small(8, 256)).unwrap();
+    p.settle();
+    let id = opened(&mut p.b);
+    let mut twin = Pair::new();
+    twin.settle();
+    let tch = twin.a.open("p", small(8, 256)).unwrap();
+    twin.settle();
+    let body: Vec<u8> = (0..40u8).collect();
+    // Parts that end inside a packet, on a packet's end, and empty ones.
+    let cases: [&[&[u8]]; 5] = [
+        &[b"", b""],
+        &[b"h", &body[..7]],
+        &[b"h", &body[..], b"t"],
+        &[&body[..8], &body[8..16], b""],
+        &[b"", &body[..17], &body[17..33]],
+    ];
+    for parts in cases {
+        twin.a.send_parts(tch, parts).unwrap();
+        let mut want = Vec::new();
+        twin.a.poll_transmit(&mut want);
+        let permit = p.a.send_parts_in_place(ch, parts).expect("credit and room");
+        let mut placed = vec![0xAA; permit.frames().len()];
+        permit.frames().write_to(&mut placed);
+        let mut headers = Vec::new();
+        let mut pieces = Vec::new();
+        permit.frames().pieces(&mut headers, &mut pieces);
+        assert_eq!(pieces.concat(), want, "{parts:?} as pieces");
+        drop(pieces);
+        assert!(permit.commit() > 0);
+        assert_eq!(placed, want, "{parts:?}");
+        p.b.handle_input(&placed).unwrap();
+        assert_eq!(message(p.b.recv(id).unwrap()), parts.concat());
+    }
+    // Parts over the channel's largest message: no permit, nothing charged.
+    let big = vec![0u8; 300];
+    assert!(p.a.send_parts_in_place(ch, &[&big[..]]).is_none());
+    assert!(!p.a.has_transmit());
+}
+
+#[test]
 fn frames_written_in_place_are_the_frames_send_queues() {
     let mut p = Pair::new();
     p.settle();

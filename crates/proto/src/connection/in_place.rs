@@ -8,23 +8,93 @@ use crate::connection::{Connection, LinkCredit, State};
 #[derive(Debug, Clone, Copy)]
 pub struct DataFrames<'a> {
     channel: u32,
-    msg: &'a [u8],
+    body: Body<'a>,
     packet_size: usize,
 }
 
-impl DataFrames<'_> {
+/// A message's bytes: one slice, or several joined.
+#[derive(Debug, Clone, Copy)]
+enum Body<'a> {
+    One(&'a [u8]),
+    Parts(&'a [&'a [u8]], usize),
+}
+
+impl Body<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Body::One(m) => m.len(),
+            Body::Parts(_, len) => *len,
+        }
+    }
+}
+
+impl<'a> DataFrames<'a> {
     /// Their length in bytes.
     #[allow(clippy::len_without_is_empty)] // a message always has at least one frame
     #[inline]
     pub fn len(&self) -> usize {
-        crate::frame::data_len(self.msg.len(), self.packet_size)
+        crate::frame::data_len(self.body.len(), self.packet_size)
     }
 
     /// Writes them into `out`, which must hold exactly [`len`](Self::len) bytes: the bytes
     /// that [`Connection::send`] would queue for the same message.
     #[inline]
     pub fn write_to(&self, out: &mut [u8]) {
-        crate::frame::write_data(out, self.channel, self.msg, self.packet_size);
+        match self.body {
+            Body::One(msg) => crate::frame::write_data(out, self.channel, msg, self.packet_size),
+            Body::Parts(..) => {
+                let mut headers = Vec::new();
+                let mut pieces = Vec::new();
+                self.pieces(&mut headers, &mut pieces);
+                let mut at = 0;
+                for p in pieces {
+                    out[at..at + p.len()].copy_from_slice(p);
+                    at += p.len();
+                }
+                debug_assert_eq!(at, out.len());
+            }
+        }
+    }
+
+    /// The same bytes as [`write_to`](Self::write_to), as pieces to write one after another
+    /// without joining them: each packet's header (kept in `headers`) and the message's
+    /// slices for its payload, appended to `out`.
+    pub fn pieces<'b>(
+        &'b self,
+        headers: &'b mut Vec<[u8; crate::frame::HEADER_LEN]>,
+        out: &mut Vec<&'b [u8]>,
+    ) where
+        'a: 'b,
+    {
+        let parts: &[&[u8]] = match &self.body {
+            Body::One(m) => std::slice::from_ref(m),
+            Body::Parts(p, _) => p,
+        };
+        let len = self.body.len();
+        let sizes = crate::frame::packet_sizes(len, self.packet_size);
+        headers.clear();
+        headers.extend(
+            sizes
+                .clone()
+                .map(|(n, last)| crate::frame::data_header_bytes(self.channel, n, last)),
+        );
+        let headers: &'b Vec<_> = headers;
+        let mut rest = parts.iter().copied();
+        let mut cur: &[u8] = &[];
+        for ((n, _), h) in sizes.zip(headers.iter()) {
+            out.push(&h[..]);
+            let mut need = n;
+            while need > 0 {
+                if cur.is_empty() {
+                    cur = rest.next().expect("the parts hold len bytes");
+                    continue;
+                }
+                let k = need.min(cur.len());
+                out.push(&cur[..k]);
+                cur = &cur[k..];
+                need -= k;
+            }
+        }
     }
 }
 
@@ -85,10 +155,28 @@ impl Connection {
             link,
             frames: DataFrames {
                 channel,
-                msg,
+                body: Body::One(msg),
                 packet_size,
             },
             cost,
         })
+    }
+
+    /// [`send_in_place`](Self::send_in_place) for one message made of `parts` joined (a
+    /// header and a body, say), without joining them.
+    pub fn send_parts_in_place<'a>(
+        &'a mut self,
+        channel: u32,
+        parts: &'a [&'a [u8]],
+    ) -> Option<SendPermit<'a>> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut permit = self.send_in_place(channel, &[])?;
+        permit.cost = cost(len);
+        let (chan, link) = (&*permit.chan, &*permit.link);
+        let fits = len as u64 <= chan.opts.max_message
+            && chan.sent + permit.cost <= chan.send_limit
+            && link.sent + permit.cost <= link.send_limit;
+        permit.frames.body = Body::Parts(parts, len);
+        fits.then_some(permit)
     }
 }
