@@ -117,7 +117,10 @@ impl Channel {
     pub fn send_parts_timeout(&self, parts: &[&[u8]], timeout: Duration) -> Result<(), LinkError> {
         self.check_size(parts.iter().map(|p| p.len()).sum())?;
         let deadline = Deadline::after(Some(timeout));
-        let seq = self.queue(deadline, parts)?;
+        let seq = match self.handle.driver.send_direct(self.id, &[], parts) {
+            Some(r) => r?,
+            None => self.queue(deadline, parts)?,
+        };
         self.rendezvous(seq, deadline)
     }
 

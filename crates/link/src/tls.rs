@@ -157,4 +157,8 @@ impl WireWrite for TlsWrite {
     fn shutdown(&mut self) {
         self.w.shutdown();
     }
+
+    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> Option<io::Result<usize>> {
+        Some(self.w.write_vectored_nb(bufs))
+    }
 }

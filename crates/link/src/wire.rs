@@ -59,6 +59,13 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
+    /// Writes a prefix of the bytes of `bufs`, one after another, without waiting and without
+    /// joining them first (the contract of [`write_nb`](Self::write_nb) otherwise); `None`
+    /// where this transport has no such write (the caller joins them).
+    fn write_vectored_nb(&mut self, _bufs: &[&[u8]]) -> Option<io::Result<usize>> {
+        None
+    }
+
     /// The shared-memory sender under this half, to which frames are written in place (into
     /// a ring record, without an intermediate buffer); `None` for other transports.
     fn shm_sender(&mut self) -> Option<&mut offhost_shm::Sender> {
@@ -197,6 +204,24 @@ impl WireWrite for SockWrite {
     fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize> {
         rustix::net::send(&self.fd, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
             .map_err(Into::into)
+    }
+
+    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> Option<io::Result<usize>> {
+        // At most IOV_MAX slices per call; the rest goes to the next.
+        let slices: Vec<io::IoSlice<'_>> = bufs
+            .iter()
+            .take(1024)
+            .map(|b| io::IoSlice::new(b))
+            .collect();
+        Some(
+            rustix::net::sendmsg(
+                &self.fd,
+                &slices,
+                &mut rustix::net::SendAncillaryBuffer::default(),
+                SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+            )
+            .map_err(Into::into),
+        )
     }
 
     fn write_wait(&mut self, buf: &[u8], timeout: Duration) -> io::Result<usize> {

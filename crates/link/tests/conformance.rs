@@ -122,6 +122,43 @@ fn pipelined_stream_keeps_order(transport: &str) {
     });
 }
 
+/// Large messages of two parts (a header and a body, sent without joining them) from several
+/// threads on one session, more than the socket buffers hold, so that writes straight from
+/// the messages are cut short and the rest waits for the flusher: every message comes back
+/// whole, in order on its channel.
+fn parts_from_several_threads_keep_order_under_a_full_socket(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = common::connect(&url).unwrap();
+    let chans: Vec<_> = (0..3)
+        .map(|c| s.open(&format!("parts{c}"), opts(16384, 4 << 20)).unwrap())
+        .collect();
+    std::thread::scope(|scope| {
+        for (c, ch) in chans.iter().enumerate() {
+            scope.spawn(move || {
+                for i in 0..60u64 {
+                    let body = bytes((i as usize * 7919 + c * 131) % 200_000, c as u64 * 1000 + i);
+                    let head = [c as u8, i as u8];
+                    ch.send_parts_timeout(&[&head, &body], T).unwrap();
+                }
+            });
+            scope.spawn(move || {
+                // Read late: the echoes fill the socket meanwhile (three windows of 4 MiB are
+                // more than loopback buffers hold).
+                std::thread::sleep(Duration::from_millis(300));
+                for i in 0..60u64 {
+                    let body = bytes((i as usize * 7919 + c * 131) % 200_000, c as u64 * 1000 + i);
+                    let got = ch.recv_timeout(T).unwrap().expect("message");
+                    assert_eq!(&got[..2], &[c as u8, i as u8], "channel {c} message {i}");
+                    assert!(
+                        got[2..] == body[..],
+                        "channel {c} message {i}: body differs"
+                    );
+                }
+            });
+        }
+    });
+}
+
 fn too_large_is_an_error_at_the_call(transport: &str) {
     let (url, _dir) = echo_server(transport);
     let s = common::connect(&url).unwrap();
@@ -423,6 +460,7 @@ macro_rules! conformance {
             #[test] fn many_channels_many_sessions() { super::many_channels_many_sessions(TR) }
             #[test] fn threads_share_a_session_with_small_messages() { super::threads_share_a_session_with_small_messages(TR) }
             #[test] fn pipelined_stream_keeps_order() { super::pipelined_stream_keeps_order(TR) }
+            #[test] fn parts_from_several_threads_keep_order_under_a_full_socket() { super::parts_from_several_threads_keep_order_under_a_full_socket(TR) }
             #[test] fn too_large_is_an_error_at_the_call() { super::too_large_is_an_error_at_the_call(TR) }
             #[test] fn timeouts_and_non_blocking_calls() { super::timeouts_and_non_blocking_calls(TR) }
             #[test] fn synchronous_send_waits_for_the_receiver() { super::synchronous_send_waits_for_the_receiver(TR) }

@@ -71,12 +71,12 @@ impl Driver {
     }
 
     /// Sends a message on channel `id` with its frames written straight into the transport
-    /// (a shared-memory record), when nothing else waits to be written and there is room and
-    /// credit now; `None` when the message was not sent (send it the usual way). Returns its
-    /// sequence number.
+    /// (a shared-memory record; on a byte stream, see [`Driver::send_direct`]), when nothing
+    /// else waits to be written and there is room and credit now; `None` when the message was
+    /// not sent (send it the usual way). Returns its sequence number.
     pub(crate) fn send_in_place(&self, id: u32, msg: &[u8]) -> Option<Result<u64, LinkError>> {
         if !self.writes_in_place {
-            return None;
+            return self.send_direct(id, msg, &[]);
         }
         let mut st = self.lock();
         if !st.pending.is_empty() || st.stuck || st.dead.is_some() || st.conn.has_transmit() {
@@ -100,6 +100,82 @@ impl Driver {
             Ok(false) => None,
             Err(e) => Some(Err(self.ring_failed(&mut st, e))),
         }
+    }
+
+    /// Sends a message on channel `id` (`msg`, or `parts` joined) with its frames written
+    /// straight to a byte-stream transport from the message's own slices (rustls encrypts
+    /// from them; a socket takes them by `sendmsg`), when nothing else waits to be written
+    /// and the credit allows it now; `None` when it was not sent (send it the usual way).
+    /// What the transport does not take at once is copied to `pending` for the flusher, so
+    /// the connection's bytes stay in order. Returns the message's sequence number.
+    pub(crate) fn send_direct(
+        &self,
+        id: u32,
+        msg: &[u8],
+        parts: &[&[u8]],
+    ) -> Option<Result<u64, LinkError>> {
+        let mut st = self.lock();
+        if !st.pending.is_empty()
+            || st.stuck
+            || st.dead.is_some()
+            || st.writer_closed
+            || st.conn.has_transmit()
+        {
+            return None;
+        }
+        let State {
+            conn,
+            writer,
+            pending,
+            ..
+        } = &mut *st;
+        let w = writer.as_mut()?;
+        let permit = if parts.is_empty() {
+            conn.send_in_place(id, msg)?
+        } else {
+            conn.send_parts_in_place(id, parts)?
+        };
+        let total = permit.frames().len();
+        let mut headers = Vec::new();
+        let mut pieces = Vec::with_capacity(8);
+        permit.frames().pieces(&mut headers, &mut pieces);
+        let wrote = match w.write_vectored_nb(&pieces)? {
+            Ok(n) => n,
+            // Nothing left now: all of it waits for the flusher (a TLS write that said so
+            // may hold the first records, which the flusher's first write then finishes).
+            Err(e) if is_idle(&e) => 0,
+            Err(e) => {
+                drop(pieces);
+                drop(permit);
+                self.kill(&mut st, &e);
+                return Some(Err(st
+                    .dead
+                    .as_ref()
+                    .map_or(LinkError::PeerGone, Dead::error)));
+            }
+        };
+        if wrote < total {
+            // The rest, in order, for the flusher.
+            let mut skip = wrote;
+            for p in &pieces {
+                if skip >= p.len() {
+                    skip -= p.len();
+                    continue;
+                }
+                pending.extend_from_slice(&p[skip..]);
+                skip = 0;
+            }
+        }
+        drop(pieces);
+        let seq = permit.commit();
+        if wrote < total {
+            if st.unsent() > self.write_limits.max_unsent {
+                self.too_much_unsent(&mut st);
+            } else {
+                self.hand_over(&mut st);
+            }
+        }
+        Some(Ok(seq))
     }
 
     /// The ring failed under a send in place: the link is dead; what the caller is told.
