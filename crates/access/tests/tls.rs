@@ -86,7 +86,7 @@ fn a_write_the_socket_cannot_take_reports_only_what_left() {
     let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
     let client = TlsClient::load(&dir).unwrap();
     let (s, c) = pair(&server, &client);
-    let (mut sr, _sw) = s.unwrap();
+    let (sr, _sw) = s.unwrap();
     let (_cr, mut cw) = c.unwrap();
     let data: Vec<u8> = (0..64u32 << 20)
         .map(|i| (i * 13 + i / 65536) as u8)
@@ -104,16 +104,36 @@ fn a_write_the_socket_cannot_take_reports_only_what_left() {
         assert!(at < data.len(), "64 MiB fitted in the socket buffers");
     };
     assert!(stuck > 0);
+    deliver(sr, cw, &data, at, |cw, at| cw.write_nb(&data[at..]));
+}
+
+/// Writes `data` from `at` on with `write` (non-blocking; waits for room on `WouldBlock`)
+/// while another thread reads all of it on `sr`; asserts every byte arrived once, in order.
+fn deliver(
+    mut sr: TlsReader,
+    mut cw: TlsWriter,
+    data: &[u8],
+    mut at: usize,
+    mut write: impl FnMut(&mut TlsWriter, usize) -> std::io::Result<usize>,
+) {
     let len = data.len();
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
+            // A writer that failed must not leave this waiting for ever.
+            sr.set_timeout(Some(T));
             let mut got = vec![0u8; len];
             sr.read_exact(&mut got).unwrap();
             got
         });
-        while at < data.len() {
-            match cw.write_nb(&data[at..]) {
-                Ok(n) => at += n,
+        while at < len {
+            match write(&mut cw, at) {
+                Ok(n) => {
+                    // At most a chunk, and the piece an earlier call left owed.
+                    let most =
+                        offhost_access::stream::WRITE_CHUNK + offhost_access::stream::WRITE_PIECE;
+                    assert!(n > 0 && n <= most, "{n}");
+                    at += n;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     cw.wait(Some(T)).unwrap();
                 }
@@ -136,8 +156,8 @@ fn a_write_of_many_slices_arrives_whole_and_in_order() {
     let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
     let client = TlsClient::load(&dir).unwrap();
     let (s, c) = pair(&server, &client);
-    let (mut sr, _sw) = s.unwrap();
-    let (_cr, mut cw) = c.unwrap();
+    let (sr, _sw) = s.unwrap();
+    let (_cr, cw) = c.unwrap();
     let data: Vec<u8> = (0..24u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
     // Slices of 1, 12, 0, 5000 and 70001 bytes in turn, over at most 3 MiB from `at`.
     let slices = |at: usize| -> Vec<&[u8]> {
@@ -150,37 +170,7 @@ fn a_write_of_many_slices_arrives_whole_and_in_order() {
         }
         v
     };
-    let len = data.len();
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            // A writer that failed must not leave this waiting for ever.
-            sr.set_timeout(Some(T));
-            let mut got = vec![0u8; len];
-            sr.read_exact(&mut got).unwrap();
-            got
-        });
-        let mut at = 0;
-        while at < data.len() {
-            match cw.write_vectored_nb(&slices(at)) {
-                Ok(n) => {
-                    // At most a chunk, and the piece an earlier call left owed.
-                    let most =
-                        offhost_access::stream::WRITE_CHUNK + offhost_access::stream::WRITE_PIECE;
-                    assert!(n > 0 && n <= most, "{n}");
-                    at += n;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    cw.wait(Some(T)).unwrap();
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
-        cw.flush().unwrap();
-        assert!(
-            reader.join().unwrap() == data,
-            "bytes lost, doubled or reordered"
-        );
-    });
+    deliver(sr, cw, &data, 0, |cw, at| cw.write_vectored_nb(&slices(at)));
 }
 
 fn refused(server: &TlsServer, client: &TlsClient) -> String {
