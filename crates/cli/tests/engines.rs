@@ -282,6 +282,25 @@ fn queues_between_engines_both_ways_run_in_stages() {
     ] {
         assert!(table.contains(row), "{row:?} not in:\n{table}");
     }
+    // --json: one object per part, in the order submitted, each naming its engine and part.
+    let o = submit(
+        &e,
+        &file,
+        &["--json", "--out", "res=again.bin"],
+        work.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let parts: Vec<(&str, &str)> = v["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["state"], "finished", "{p}");
+            (p["part"].as_str().unwrap(), p["engine"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(parts, [("b+2", "b"), ("a+2", "a"), ("b", "b"), ("a", "a")]);
 }
 
 /// The bytes `file` sends to `host-out name=res`, run whole by `offhost run` and split over
