@@ -514,7 +514,8 @@ impl TlsWriter {
             ));
         }
         let limit = total.min(done + WRITE_CHUNK);
-        let mut piece: Vec<io::IoSlice<'_>> = Vec::with_capacity(bufs.len().min(16));
+        // Several slices only: one is written as it is, without this list.
+        let mut piece: Vec<io::IoSlice<'_>> = Vec::new();
         while done < limit {
             if done > 0 {
                 // Let the reading half in between pieces; a failure it met is the next call's.
@@ -525,10 +526,14 @@ impl TlsWriter {
                 }
             }
             let end = limit.min(done + WRITE_PIECE);
-            slices_between(bufs, done, end, &mut piece);
-            let n = match piece.as_slice() {
-                [one] => io::Write::write(&mut st.conn.writer(), one)?,
-                many => io::Write::write_vectored(&mut st.conn.writer(), many)?,
+            let n = if let [one] = bufs {
+                io::Write::write(&mut st.conn.writer(), &one[done..end])?
+            } else {
+                slices_between(bufs, done, end, &mut piece);
+                match piece.as_slice() {
+                    [one] => io::Write::write(&mut st.conn.writer(), one)?,
+                    many => io::Write::write_vectored(&mut st.conn.writer(), many)?,
+                }
             };
             match st.flush(&sh.fd) {
                 Ok(()) if n == 0 => break, // rustls took nothing (it never should)

@@ -540,8 +540,6 @@ pub(crate) fn whole_data(buf: &[u8]) -> Option<(u32, &[u8])> {
     well_formed.then_some((channel, body))
 }
 
-/// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
-/// (a power of two).
 /// The payload sizes of the packets of a message of `len` bytes (one empty packet for an
 /// empty message), each with whether it is the last.
 pub(crate) fn packet_sizes(
@@ -560,6 +558,8 @@ pub(crate) fn data_header_bytes(channel: u32, len: usize, last: bool) -> [u8; HE
     header_bytes(KIND_DATA, if last { FLAG_LAST } else { 0 }, channel, len)
 }
 
+/// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
+/// (a power of two).
 pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
     debug_assert!(packet_size.is_power_of_two());
     let packets = (len + packet_size - 1) >> packet_size.trailing_zeros();

@@ -138,28 +138,7 @@ impl Connection {
     /// short). Use it only while nothing waits for transmission (the frames would pass it).
     #[inline]
     pub fn send_in_place<'a>(&'a mut self, channel: u32, msg: &'a [u8]) -> Option<SendPermit<'a>> {
-        debug_assert!(self.out.is_empty(), "frames wait for transmission");
-        let open = self.state == State::Open;
-        let link = &mut self.link;
-        let chan = self.channels.get_mut(&channel)?;
-        let cost = cost(msg.len());
-        let go = open
-            && chan.reset.is_none()
-            && !chan.send_closed
-            && msg.len() as u64 <= chan.opts.max_message
-            && chan.sent + cost <= chan.send_limit
-            && link.sent + cost <= link.send_limit;
-        let packet_size = chan.opts.packet_size;
-        go.then_some(SendPermit {
-            chan,
-            link,
-            frames: DataFrames {
-                channel,
-                body: Body::One(msg),
-                packet_size,
-            },
-            cost,
-        })
+        self.permit(channel, Body::One(msg))
     }
 
     /// [`send_in_place`](Self::send_in_place) for one message made of `parts` joined (a
@@ -170,13 +149,34 @@ impl Connection {
         parts: &'a [&'a [u8]],
     ) -> Option<SendPermit<'a>> {
         let len = parts.iter().map(|p| p.len()).sum();
-        let mut permit = self.send_in_place(channel, &[])?;
-        permit.cost = cost(len);
-        let (chan, link) = (&*permit.chan, &*permit.link);
-        let fits = len as u64 <= chan.opts.max_message
-            && chan.sent + permit.cost <= chan.send_limit
-            && link.sent + permit.cost <= link.send_limit;
-        permit.frames.body = Body::Parts(parts, len);
-        fits.then_some(permit)
+        self.permit(channel, Body::Parts(parts, len))
+    }
+
+    /// A permit for `body` on `channel` when state, size and credit allow it now.
+    #[inline]
+    fn permit<'a>(&'a mut self, channel: u32, body: Body<'a>) -> Option<SendPermit<'a>> {
+        debug_assert!(self.out.is_empty(), "frames wait for transmission");
+        let open = self.state == State::Open;
+        let link = &mut self.link;
+        let chan = self.channels.get_mut(&channel)?;
+        let len = body.len();
+        let cost = cost(len);
+        let go = open
+            && chan.reset.is_none()
+            && !chan.send_closed
+            && len as u64 <= chan.opts.max_message
+            && chan.sent + cost <= chan.send_limit
+            && link.sent + cost <= link.send_limit;
+        let packet_size = chan.opts.packet_size;
+        go.then_some(SendPermit {
+            chan,
+            link,
+            frames: DataFrames {
+                channel,
+                body,
+                packet_size,
+            },
+            cost,
+        })
     }
 }
