@@ -658,6 +658,43 @@ fn credit_overrun_fails_the_link() {
     assert!(sends_link_error(&mut b));
 }
 
+/// A large packet past the channel's credit fails the link at its header, before any of its
+/// payload is stored (the path that takes a payload as it arrives).
+#[test]
+fn a_large_packet_past_the_credit_fails_the_link_at_its_header() {
+    let open = Frame::Open {
+        channel: 1,
+        packet_shift: 13,
+        sync: false,
+        recv_buffer: 8192,
+        max_message: 1 << 16,
+        name: "x",
+    };
+    let mut wire = Vec::new();
+    open.encode(&mut wire);
+    for _ in 0..2 {
+        Frame::Data {
+            channel: 1,
+            last: false,
+            payload: &[7; 8192],
+        }
+        .encode(&mut wire);
+    }
+    let second = wire.len() - (8192 + offhost_proto::frame::HEADER_LEN);
+    let mut b = Connection::new(Config::new(Side::Server));
+    b.handle_input(&wire[..second]).unwrap();
+    // Only the second packet's header and a few bytes of its payload.
+    assert_eq!(
+        b.handle_input(&wire[second..second + offhost_proto::frame::HEADER_LEN + 10]),
+        Err(ProtoError::CreditOverrun {
+            channel: 1,
+            offset: 16384,
+            limit: 8192
+        })
+    );
+    assert!(sends_link_error(&mut b));
+}
+
 #[test]
 fn short_inner_packet_fails_the_link() {
     let open = Frame::Open {
