@@ -21,6 +21,16 @@
 //! no fence stronger than acquire/release is needed, which is what makes the model exact in loom.
 //! While the waiter is awake the notifier makes no system call: one uncontended RMW on a line
 //! only it touches.
+//!
+//! **Event limit.** A waiter of a data doorbell may ask to sleep until enough has been published
+//! (io_uring's `min_complete`, seed 004's interrupt coalescing): the bits above [`WAITING`] hold
+//! how many [`WANT_UNIT`]s of ring bytes past its head it wants. [`notify_when`] then wakes it
+//! only once the producer's count of unconsumed bytes reaches that, and leaves the word as it
+//! is otherwise. Its first step is still an RMW on the word (`fetch_or(0)`), so the argument
+//! above holds unchanged; the byte count it compares against includes everything it published,
+//! and the consumer's head it reads can only be stale-low, so it may wake early (the waiter
+//! looks and sleeps again) but never stays silent once the limit is reached. A waiter that asks
+//! for more than will ever come sleeps until its timeout or liveness slice, never for ever.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU32 as LoomU32;
@@ -28,6 +38,10 @@ use std::sync::atomic::Ordering;
 
 /// The bit that says the waiter may sleep and needs a wake-up.
 pub(crate) const WAITING: u32 = 1;
+/// Ring bytes per unit of a waiter's event limit (records are 16-byte aligned).
+pub(crate) const WANT_UNIT: u64 = 16;
+/// The largest event limit a doorbell word holds, in [`WANT_UNIT`]s.
+pub(crate) const WANT_MAX: u32 = u32::MAX >> 1;
 
 /// An atomic 32-bit word that can carry a doorbell (the real one, or loom's in models).
 pub(crate) trait Word {
@@ -35,6 +49,10 @@ pub(crate) trait Word {
     fn or(&self, v: u32, o: Ordering) -> u32;
     /// `fetch_and`.
     fn and(&self, v: u32, o: Ordering) -> u32;
+    /// `swap`.
+    fn put(&self, v: u32, o: Ordering) -> u32;
+    /// `compare_exchange`.
+    fn cas(&self, old: u32, new: u32, o: Ordering) -> Result<u32, u32>;
 }
 
 macro_rules! word {
@@ -46,6 +64,12 @@ macro_rules! word {
             fn and(&self, v: u32, o: Ordering) -> u32 {
                 self.fetch_and(v, o)
             }
+            fn put(&self, v: u32, o: Ordering) -> u32 {
+                self.swap(v, o)
+            }
+            fn cas(&self, old: u32, new: u32, o: Ordering) -> Result<u32, u32> {
+                self.compare_exchange(old, new, o, Ordering::Acquire)
+            }
         }
     };
 }
@@ -53,11 +77,16 @@ word!(std::sync::atomic::AtomicU32);
 #[cfg(loom)]
 word!(LoomU32);
 
-/// Waiter: says it is about to sleep. The caller must recheck its condition afterwards.
-pub(crate) fn announce<W: Word>(bell: &W) {
+/// Waiter: says it is about to sleep, to be woken once `want` [`WANT_UNIT`]s past its head are
+/// published (0: at the next publication; capped at [`WANT_MAX`]). Returns the word it wrote,
+/// which is the value its futex wait expects. The caller must recheck its condition afterwards.
+pub(crate) fn announce<W: Word>(bell: &W, want: u32) -> u32 {
+    let word = (want.min(WANT_MAX) << 1) | WAITING;
     // AcqRel: the acquire half pairs with the release half of `notify`'s RMW, so a notify that
-    // came first makes its published data visible to the recheck that follows.
-    bell.or(WAITING, Ordering::AcqRel);
+    // came first makes its published data visible to the recheck that follows. A swap, not an
+    // or: the limit of an earlier wait must not linger.
+    bell.put(word, Ordering::AcqRel);
+    word
 }
 
 /// Waiter: withdraws the announcement after its recheck found the condition true.
@@ -72,6 +101,28 @@ pub(crate) fn notify<W: Word>(bell: &W) -> bool {
     // AcqRel: the release half publishes the data stored before it to a waiter whose `announce`
     // reads this value; the RMW is ordered with `announce`'s on the same word.
     bell.and(!WAITING, Ordering::AcqRel) & WAITING != 0
+}
+
+/// Notifier: after publishing, returns true when the waiter may be asleep and its event limit
+/// is reached: `ready` yields the bytes published and not yet consumed (it is called only when
+/// the waiter set a limit, and may overstate but must not understate).
+pub(crate) fn notify_when<W: Word>(bell: &W, ready: impl Fn() -> u64) -> bool {
+    // AcqRel, an RMW: ordered with `announce`'s as in `notify`, and publishes our data to it.
+    let mut word = bell.or(0, Ordering::AcqRel);
+    loop {
+        if word & WAITING == 0 {
+            return false;
+        }
+        let want = u64::from(word >> 1) * WANT_UNIT;
+        if want > 0 && ready() < want {
+            return false;
+        }
+        // Clears WAITING only if the waiter has not retracted or announced anew meanwhile.
+        match bell.cas(word, word & !WAITING, Ordering::AcqRel) {
+            Ok(_) => return true,
+            Err(now) => word = now,
+        }
+    }
 }
 
 #[cfg(all(test, loom))]
@@ -100,20 +151,31 @@ mod loom_tests {
         }
     }
 
-    fn run(items: u64) {
+    /// A producer publishes `items` one at a time; the waiter takes them, sleeping between.
+    /// With `limit`, the waiter asks to be woken only once everything still to come is
+    /// published, and the producer rings with `notify_when`, counting from the head the waiter
+    /// publishes when it runs dry.
+    fn run(items: u64, limit: bool) {
         loom::model(move || {
             let data = Arc::new(AtomicU64::new(0));
+            let head = Arc::new(AtomicU64::new(0));
             let bell = Arc::new(LoomU32::new(0));
             let futex = Arc::new(Futex {
                 lock: Mutex::new(()),
                 cv: Condvar::new(),
             });
             let producer = {
-                let (data, bell, futex) = (data.clone(), bell.clone(), futex.clone());
+                let (data, head) = (data.clone(), head.clone());
+                let (bell, futex) = (bell.clone(), futex.clone());
                 loom::thread::spawn(move || {
                     for i in 1..=items {
                         data.store(i, Ordering::Release);
-                        if notify(&*bell) {
+                        let wake = if limit {
+                            notify_when(&*bell, || (i - head.load(Ordering::Acquire)) * WANT_UNIT)
+                        } else {
+                            notify(&*bell)
+                        };
+                        if wake {
                             futex.wake();
                         }
                     }
@@ -126,13 +188,15 @@ mod loom_tests {
                     seen = v;
                     continue;
                 }
-                announce(&*bell);
+                head.store(seen, Ordering::Release);
+                let want = if limit { (items - seen) as u32 } else { 0 };
+                let word = announce(&*bell, want);
                 if data.load(Ordering::Acquire) > seen {
                     retract(&*bell);
                     continue;
                 }
                 // A lost wake-up leaves this thread asleep for ever: loom reports a deadlock.
-                futex.wait(&bell, WAITING);
+                futex.wait(&bell, word);
             }
             producer.join().unwrap();
         });
@@ -140,11 +204,16 @@ mod loom_tests {
 
     #[test]
     fn loom_no_lost_wakeup_one_item() {
-        run(1);
+        run(1, false);
     }
 
     #[test]
     fn loom_no_lost_wakeup_two_items() {
-        run(2);
+        run(2, false);
+    }
+
+    #[test]
+    fn loom_event_limit_loses_no_wakeup_two_items() {
+        run(2, true);
     }
 }

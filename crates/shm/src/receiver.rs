@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bell;
 use crate::endpoint::DESC;
 use crate::error::ShmError;
 use crate::pool::Buf;
+use crate::ring;
 use crate::ring::{Consumer, RawRecord, KIND_BUF};
 use crate::shared::Shared;
 
@@ -24,6 +26,15 @@ fn peek_in(shared: &Shared, ring: &mut Consumer) -> Result<Option<RawRecord>, Sh
         }
         Err(e) => Err(shared.latch(e)),
     }
+}
+
+/// An event limit in doorbell units: the ring bytes that `records` records of at least
+/// `min_len` payload bytes take at least (inline or as a buffer descriptor, whichever is
+/// smaller), capped at half a ring of `cap` bytes so that it can always be reached.
+fn want_units(records: usize, min_len: usize, cap: u64) -> u32 {
+    let least = ring::padded(min_len.min(DESC));
+    let bytes = (records as u64).saturating_mul(least).min(cap / 2);
+    (bytes / bell::WANT_UNIT).min(u64::from(bell::WANT_MAX)) as u32
 }
 
 /// The receiving half: reads records from the incoming ring in place.
@@ -110,7 +121,7 @@ impl Receiver {
         take: impl FnOnce(&[u8]) -> bool,
     ) -> Result<bool, ShmError> {
         let Receiver { shared, ring } = self;
-        let raw = shared.wait(true, timeout, || peek_in(shared, ring))?;
+        let raw = shared.wait(true, 0, timeout, || peek_in(shared, ring))?;
         Ok(self.offer(raw, take))
     }
 
@@ -141,7 +152,7 @@ impl Receiver {
     /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {
         let Receiver { shared, ring } = self;
-        let raw = shared.wait(true, timeout, || peek_in(shared, ring))?;
+        let raw = shared.wait(true, 0, timeout, || peek_in(shared, ring))?;
         self.record(raw)
     }
 
@@ -150,7 +161,26 @@ impl Receiver {
     /// [`ShmError::PeerGone`].
     pub fn wait_ready(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
         let Receiver { shared, ring } = self;
-        shared.wait(true, timeout, || Ok(peek_in(shared, ring)?.map(|_| ())))
+        shared.wait(true, 0, timeout, || Ok(peek_in(shared, ring)?.map(|_| ())))
+    }
+
+    /// As [`Receiver::wait_ready`], with an event limit: when it must sleep, it asks the peer
+    /// to wake it only once at least `records` records of at least `min_len` payload bytes each
+    /// could be ready (io_uring's `min_complete`), so that a stream costs one wake-up per batch
+    /// rather than one per publication. It still returns as soon as it finds any record ready
+    /// when it looks; the limit is capped at half the ring. Ask only for records that will
+    /// come: otherwise it sleeps until `timeout` or its next liveness check.
+    pub fn wait_ready_for(
+        &mut self,
+        records: usize,
+        min_len: usize,
+        timeout: Option<Duration>,
+    ) -> Result<(), ShmError> {
+        let Receiver { shared, ring } = self;
+        let want = want_units(records, min_len, ring.capacity());
+        shared.wait(true, want, timeout, || {
+            Ok(peek_in(shared, ring)?.map(|_| ()))
+        })
     }
 
     /// True when a record is ready (non-blocking).

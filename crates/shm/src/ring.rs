@@ -37,7 +37,7 @@ const KIND_PAD: u32 = 3;
 
 /// Ring bytes taken by a record of `len` payload bytes: records start 16-aligned, so a header
 /// always fits before the ring's end.
-fn padded(len: usize) -> u64 {
+pub(crate) fn padded(len: usize) -> u64 {
     ((HEADER + len + 15) & !15) as u64
 }
 
@@ -224,6 +224,19 @@ impl Producer {
     pub(crate) fn pending(&self) -> bool {
         self.published != self.tail
     }
+
+    /// Bytes published and not yet consumed, from a fresh look at the consumer's head (for a
+    /// doorbell's event limit). A head the consumer has not published yet makes this larger
+    /// than it is, never smaller; a head out of range (a corrupt peer) counts as nothing
+    /// consumed at all.
+    pub(crate) fn unconsumed(&self) -> u64 {
+        // Acquire: pairs with the consumer's Release store of its head.
+        let head = self.ctl().head.load(Ordering::Acquire);
+        match self.published.checked_sub(head) {
+            Some(n) if n <= self.cap => n,
+            _ => self.cap,
+        }
+    }
 }
 
 /// A record as seen by the consumer: validated kind, payload position and length.
@@ -281,6 +294,11 @@ impl Consumer {
             head,
             published: head,
         }
+    }
+
+    /// The ring's size in bytes.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.cap
     }
 
     fn ctl(&self) -> &RingCtl {

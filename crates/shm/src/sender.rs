@@ -118,7 +118,8 @@ impl Sender {
     /// Publishes every staged record and wakes the peer if it sleeps.
     pub fn flush(&mut self) -> Result<(), ShmError> {
         if self.ring.publish() {
-            self.shared.wake_peer(true);
+            let ring = &self.ring;
+            self.shared.wake_peer_when(|| ring.unconsumed());
         }
         self.shared.check()
     }
@@ -139,7 +140,7 @@ impl Sender {
         self.flush()?;
         let shared = self.shared.clone();
         let ring = &mut self.ring;
-        shared.wait(false, timeout, || Ok(stage(ring)?.then_some(())))
+        shared.wait(false, 0, timeout, || Ok(stage(ring)?.then_some(())))
     }
 
     /// Sends a copy of `data`, waiting up to `timeout` (`None`: for ever) for room.
@@ -219,7 +220,7 @@ impl Sender {
         }
         self.flush()?;
         let shared = self.shared.clone();
-        let index = shared.wait(false, timeout, || {
+        let index = shared.wait(false, 0, timeout, || {
             shared
                 .pool
                 .lock()
@@ -233,8 +234,10 @@ impl Sender {
 
 impl Drop for Sender {
     fn drop(&mut self) {
-        // Staged records are published rather than lost.
+        // Staged records are published rather than lost, and a peer waiting for more than
+        // will now come is woken to find the end.
         let _ = self.flush();
+        self.shared.wake_peer(true);
         self.shared.half_dropped();
     }
 }

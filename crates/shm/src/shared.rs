@@ -127,15 +127,27 @@ impl Shared {
         }
     }
 
+    /// Rings the peer's data doorbell after a publication, honouring the event limit the peer
+    /// may have set (see `bell`): `ready` yields the bytes published and not yet consumed.
+    pub(crate) fn wake_peer_when(&self, ready: impl Fn() -> u64) {
+        let b = self.bell(self.side.peer(), true);
+        if bell::notify_when(b, ready) {
+            let _ = futex::wake(b, futex::Flags::empty(), 1);
+        }
+    }
+
     pub(crate) fn check_alive(&self) -> Result<(), ShmError> {
         control::check_alive(&self.sock).map_err(|e| self.latch(e))
     }
 
     /// Waits on this side's `rx` (or send) doorbell until `cond` yields a value, the deadline
-    /// passes, the peer dies, or `cond` reports corruption.
+    /// passes, the peer dies, or `cond` reports corruption. When it sleeps, it asks to be woken
+    /// only once `want` [`bell::WANT_UNIT`]s are published past its head (0: at once); the
+    /// condition is still looked at on every wake-up.
     pub(crate) fn wait<T>(
         &self,
         rx: bool,
+        want: u32,
         timeout: Option<Duration>,
         mut cond: impl FnMut() -> Result<Option<T>, ShmError>,
     ) -> Result<T, ShmError> {
@@ -195,7 +207,7 @@ impl Shared {
         // Sleep phase.
         let bell = self.bell(self.side, rx);
         loop {
-            bell::announce(bell);
+            let word = bell::announce(bell, want);
             if let Some(v) = cond().inspect_err(|_| bell::retract(bell))? {
                 bell::retract(bell);
                 return Ok(v);
@@ -215,7 +227,7 @@ impl Shared {
                 tv_sec: slice.as_secs() as _,
                 tv_nsec: slice.subsec_nanos() as _,
             };
-            match futex::wait(bell, futex::Flags::empty(), bell::WAITING, Some(&ts)) {
+            match futex::wait(bell, futex::Flags::empty(), word, Some(&ts)) {
                 Ok(()) | Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::TIMEDOUT) => {
                     self.check_alive().inspect_err(|_| bell::retract(bell))?;

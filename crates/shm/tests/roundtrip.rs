@@ -296,3 +296,57 @@ fn peer_learns_of_hang_up_even_while_buffers_are_held() {
     assert!(matches!(engine.receiver().recv(T), Err(ShmError::PeerGone)));
     drop(kept);
 }
+
+/// This thread's voluntary context switches so far (each is a sleep it was woken from).
+fn voluntary_switches() -> u64 {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap()
+}
+
+/// Receives `n` records sent one at a time, 1 ms apart; with `limit`, each wait asks to be
+/// woken only once all the records still to come are there. Returns the receiving thread's
+/// voluntary context switches.
+fn wake_ups_receiving(n: u8, limit: bool) -> u64 {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let before = voluntary_switches();
+        let mut got = 0u8;
+        while got < n {
+            let rx = host.receiver();
+            if limit {
+                rx.wait_ready_for(usize::from(n - got), 16, T).unwrap();
+            } else {
+                rx.wait_ready(T).unwrap();
+            }
+            while let Some(r) = rx.try_recv().unwrap() {
+                assert_eq!(r.bytes(), [got; 16], "records arrive whole and in order");
+                got += 1;
+            }
+        }
+        voluntary_switches() - before
+    });
+    for i in 0..n {
+        std::thread::sleep(Duration::from_millis(1));
+        engine.sender().send(&[i; 16], T).unwrap();
+    }
+    waiter.join().unwrap()
+}
+
+#[test]
+fn a_wait_with_an_event_limit_sleeps_through_publications_below_it() {
+    // Without a limit every publication wakes the sleeping receiver: the control, which shows
+    // that this test can tell the two apart.
+    let each = wake_ups_receiving(40, false);
+    assert!(each >= 30, "{each} wake-ups for 40 records 1 ms apart");
+    // With it the receiver sleeps until the last record (a liveness check every 100 ms, or a
+    // wait that began after a record came, may add a few).
+    let limited = wake_ups_receiving(40, true);
+    assert!(
+        limited <= 6,
+        "{limited} wake-ups for 40 records with an event limit"
+    );
+}

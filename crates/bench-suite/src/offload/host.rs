@@ -243,7 +243,7 @@ fn stream(
         if staged {
             q.submit().map_err(q_err("submit"))?;
         }
-        if q.wait(1, Some(Duration::from_secs(60)))
+        if q.wait_batch(Some(Duration::from_secs(60)))
             .map_err(q_err("wait"))?
             == 0
         {

@@ -555,7 +555,10 @@ impl HostQueue {
 
     /// Waits until at least `min` completions are ready or `timeout` passes (`None`: no
     /// limit), taking every completion that arrived; returns how many are ready. Sleeps only
-    /// when none is there (off-host: on the completion ring's doorbell).
+    /// when none is there. Off-host that sleep is on the completion ring's doorbell with an
+    /// event limit: the engine rings it once the completions still wanted (at most the
+    /// outstanding submissions) could all be there, so a host that waits for a batch under a
+    /// stream wakes once per batch, not once per completion.
     pub fn wait(&mut self, min: usize, timeout: Option<Duration>) -> Result<usize, QueueError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         match &mut self.backend {
@@ -563,6 +566,15 @@ impl HostQueue {
             Backend::InHost(b) => b.reap(&mut self.book, &mut self.ready, min, deadline),
         }
         Ok(self.ready.len())
+    }
+
+    /// Waits, as [`HostQueue::wait`], for a batch: a quarter of the outstanding submissions
+    /// (at least one). This is how a host that streams and has run out of room (window,
+    /// budget or buffers) should wait: the submissions still in flight keep the link busy while
+    /// it sleeps, and under a stream it wakes once per batch. Returns how many are ready.
+    pub fn wait_batch(&mut self, timeout: Option<Duration>) -> Result<usize, QueueError> {
+        let min = self.ready.len() + (self.book.outstanding() / 4).max(1);
+        self.wait(min, timeout)
     }
 
     /// The next ready completion.

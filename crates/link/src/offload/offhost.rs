@@ -352,7 +352,14 @@ impl OffHost {
             if left.is_some_and(|l| l.is_zero()) {
                 return Ok(());
             }
-            match self.rx.wait_ready(left) {
+            // The event limit: sleep until the completions still wanted could all be there,
+            // not just the next one (fewer wake-ups under a stream). Only outstanding
+            // submissions complete, so never ask for more than those.
+            let want = min
+                .saturating_sub(ready.len())
+                .min(book.outstanding())
+                .max(1);
+            match self.rx.wait_ready_for(want, HEADER, left) {
                 Ok(()) | Err(ShmError::Timeout) => {}
                 Err(ShmError::PeerGone) => {
                     self.engine_gone(book, ready);

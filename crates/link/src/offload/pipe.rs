@@ -39,7 +39,7 @@ pub fn send_all(
             || (q.bytes_in_flight() > 0 && q.bytes_in_flight() + chunk as u64 > limits.max_bytes)
         {
             q.submit()?;
-            q.wait(1, None)?;
+            q.wait_batch(None)?;
             while let Some(c) = q.pop() {
                 failed(c)?;
             }
@@ -72,7 +72,7 @@ pub fn send_all(
         }
     }
     while q.outstanding() > 0 {
-        q.wait(1, None)?;
+        q.wait_batch(None)?;
         while let Some(c) = q.pop() {
             failed(c)?;
         }
