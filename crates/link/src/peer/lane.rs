@@ -13,7 +13,8 @@ use super::{finish, ErrorCode, Failure, Inner, Msg, Outgoing};
 use crate::{Channel, LinkError};
 
 /// Messages up to this size are sent by the caller's thread when nothing is ahead of them
-/// (under the lane's lock); larger ones, and any that must wait, go through the sender thread.
+/// (the lane unlocked while the bytes go out); larger ones, and any that must wait, go through
+/// the sender thread.
 const FAST_MAX: usize = 64 << 10;
 /// How long a stream that found no credit waits before it is tried again while others go on.
 const STALL: Duration = Duration::from_millis(1);
@@ -102,6 +103,9 @@ struct LaneState {
     down_since: Option<Instant>,
     connect_after: Option<Instant>,
     thread: bool,
+    /// The sender thread waits on the condition variable (a notify is a system call, made
+    /// only then).
+    sleeping: bool,
     closed: bool,
 }
 
@@ -188,6 +192,7 @@ impl PeerLane {
                 down_since: None,
                 connect_after: None,
                 thread: false,
+                sleeping: false,
                 closed: false,
             }),
             cv: Condvar::new(),
@@ -407,9 +412,8 @@ impl PeerLane {
 
     /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
     pub(crate) fn send(&self, id: u64, out: Outgoing) {
-        let mut out = Msg::from(out);
+        let out = Msg::from(out);
         let max = self.max_message();
-        let keep = self.keeps_bytes();
         if out.data.len() > max {
             let f = Failure::new(
                 ErrorCode::TooLarge,
@@ -436,6 +440,7 @@ impl PeerLane {
         };
         let now = Instant::now();
         let mut broken = None;
+        let mut done = Vec::new();
         if let Some(r) = runner.filter(|_| {
             s.queue.is_empty()
                 && !s.sending
@@ -444,32 +449,37 @@ impl PeerLane {
         }) {
             let tokens = s.bucket.as_mut().map_or(true, |b| b.wait(now).is_zero());
             if tokens {
-                match ensure_link(s, id, &r).and_then(|ch| ch.try_send(&out.data)) {
-                    Ok(()) => {
-                        if let Some(b) = &mut s.bucket {
-                            b.take(out.data.len(), now);
-                        }
-                        s.next_seq += 1;
-                        out.written(keep);
-                        s.inflight.push_back(out);
-                        let mut done = Vec::new();
-                        s.pop_acked(&mut done);
-                        drop(st);
-                        finish(done);
-                        return;
+                match ensure_link(s, id, &r) {
+                    Ok(ch) => {
+                        let (back, finished, e) =
+                            self.write_next(st, id, ch, out, now, None, false);
+                        (st, done) = (back, finished);
+                        broken = e.map(|e| (r, e));
                     }
-                    Err(LinkError::WouldBlock) => {}
-                    Err(e) => broken = Some((r, e)),
+                    Err(e) => {
+                        s.queue.push_back(out);
+                        broken = Some((r, e));
+                    }
                 }
+            } else {
+                s.queue.push_back(out);
+            }
+        } else {
+            s.queue.push_back(out);
+        }
+        // What waits (this message, or those queued behind it while it was written) is the
+        // sender thread's.
+        if let Some(s) = st.streams.get_mut(&id).filter(|s| !s.queue.is_empty()) {
+            if !s.in_ready {
+                s.in_ready = true;
+                st.ready.push_back(id);
+            }
+            if st.sleeping {
+                self.cv.notify_one();
             }
         }
-        s.queue.push_back(out);
-        if !s.in_ready {
-            s.in_ready = true;
-            st.ready.push_back(id);
-        }
-        self.cv.notify_one();
         drop(st);
+        finish(done);
         if let Some((r, e)) = broken {
             r.kill(&format!("send: {e}"));
         }
@@ -514,11 +524,93 @@ impl PeerLane {
         Err(earliest)
     }
 
-    fn wait<'a>(&self, st: MutexGuard<'a, LaneState>, d: Duration) -> MutexGuard<'a, LaneState> {
-        self.cv
+    fn wait<'a>(
+        &self,
+        mut st: MutexGuard<'a, LaneState>,
+        d: Duration,
+    ) -> MutexGuard<'a, LaneState> {
+        st.sleeping = true;
+        let mut st = self
+            .cv
             .wait_timeout(st, d)
             .unwrap_or_else(|e| e.into_inner())
-            .0
+            .0;
+        st.sleeping = false;
+        st
+    }
+
+    /// Writes `out` as stream `id`'s next message on `ch`, with the lane unlocked while its
+    /// bytes go out, so that acknowledgements and other streams are not held up by the
+    /// encryption and the socket write. Before that it is numbered and among those in flight,
+    /// so an acknowledgement that comes at once finds it and a failure meanwhile requeues it
+    /// with the others; `sending` keeps the stream's later messages behind it. Not written, it
+    /// goes back to the head of the queue; with `stall`, the stream then rests for a moment
+    /// when there was no credit, so that others go first. `credit_wait`: how long to block for
+    /// credit. Returns the lock, the messages finished meanwhile, and the error that breaks
+    /// the session, if any.
+    fn write_next<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, LaneState>,
+        id: u64,
+        ch: Arc<Channel>,
+        out: Msg,
+        now: Instant,
+        credit_wait: Option<Duration>,
+        stall: bool,
+    ) -> (MutexGuard<'a, LaneState>, Done, Option<LinkError>) {
+        let keep = self.keeps_bytes();
+        let s = st.streams.get_mut(&id).expect("the stream written exists");
+        let data = out.data.clone();
+        let len = out.len;
+        if let Some(b) = &mut s.bucket {
+            b.take(len, now);
+        }
+        s.sending = true;
+        s.next_seq += 1;
+        s.inflight.push_back(out);
+        let generation = s.generation;
+        drop(st);
+        let mut r = ch.try_send(&data);
+        if let (Some(w), Err(LinkError::WouldBlock)) = (credit_wait, &r) {
+            r = ch.send_timeout(&data, w);
+        }
+        drop(data);
+        let mut st = self.lock();
+        let mut done = Vec::new();
+        let Some(s) = st.streams.get_mut(&id) else {
+            return (st, done, None);
+        };
+        s.sending = false;
+        let mut broken = None;
+        match r {
+            Ok(()) => {
+                if s.generation == generation && !keep {
+                    if let Some(m) = s.inflight.back_mut() {
+                        m.written(false);
+                    }
+                }
+                s.pop_acked(&mut done);
+            }
+            Err(e) => {
+                if s.generation == generation {
+                    // Not written: back to the head of the queue.
+                    if let Some(m) = s.inflight.pop_back() {
+                        s.queue.push_front(m);
+                        s.next_seq -= 1;
+                    }
+                }
+                if let Some(b) = &mut s.bucket {
+                    b.take_back(len);
+                }
+                if !matches!(e, LinkError::WouldBlock | LinkError::Timeout) {
+                    broken = Some(e);
+                } else if stall {
+                    s.stall_until = Some(Instant::now() + STALL);
+                }
+            }
+        }
+        st.remove_if_done(id);
+        (st, done, broken)
     }
 
     /// The sender thread: makes the link when there is work, writes queued messages in turn,
@@ -547,7 +639,6 @@ impl PeerLane {
                 }
             };
             let alone = st.ready.len() <= 1;
-            let keep = self.keeps_bytes();
             let s = st.streams.get_mut(&id).expect("picked stream exists");
             let ch = match ensure_link(s, id, &runner) {
                 Ok(ch) => ch,
@@ -559,58 +650,9 @@ impl PeerLane {
                 }
             };
             let out = s.queue.pop_front().expect("picked stream has a message");
-            let data = out.data.clone();
-            let len = out.len;
-            if let Some(b) = &mut s.bucket {
-                b.take(len, now);
-            }
-            // Numbered and among those in flight before it is written, so an ack that comes
-            // at once finds it and a failure meanwhile requeues it with the others.
-            s.sending = true;
-            s.next_seq += 1;
-            s.inflight.push_back(out);
-            let generation = s.generation;
-            drop(st);
-            let mut r = ch.try_send(&data);
-            if alone && matches!(r, Err(LinkError::WouldBlock)) {
-                r = ch.send_timeout(&data, CREDIT_WAIT);
-            }
-            drop(data);
-            st = self.lock();
-            let Some(s) = st.streams.get_mut(&id) else {
-                continue;
-            };
-            s.sending = false;
-            let mut broken = None;
-            let mut done = Vec::new();
-            match r {
-                Ok(()) => {
-                    if s.generation == generation && !keep {
-                        if let Some(m) = s.inflight.back_mut() {
-                            m.written(false);
-                        }
-                    }
-                    s.pop_acked(&mut done);
-                }
-                Err(e) => {
-                    if s.generation == generation {
-                        // Not written: back to the head of the queue.
-                        if let Some(m) = s.inflight.pop_back() {
-                            s.queue.push_front(m);
-                            s.next_seq -= 1;
-                        }
-                    }
-                    if let Some(b) = &mut s.bucket {
-                        b.take_back(len);
-                    }
-                    if matches!(e, LinkError::WouldBlock | LinkError::Timeout) {
-                        s.stall_until = Some(Instant::now() + STALL);
-                    } else {
-                        broken = Some(e);
-                    }
-                }
-            }
-            st.remove_if_done(id);
+            let credit_wait = alone.then_some(CREDIT_WAIT);
+            let (back, done, broken) = self.write_next(st, id, ch, out, now, credit_wait, true);
+            st = back;
             if !done.is_empty() || broken.is_some() {
                 drop(st);
                 finish(done);
