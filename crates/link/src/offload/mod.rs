@@ -568,13 +568,21 @@ impl HostQueue {
         Ok(self.ready.len())
     }
 
-    /// Waits, as [`HostQueue::wait`], for a batch: a quarter of the outstanding submissions
-    /// (at least one). This is how a host that streams and has run out of room (window,
-    /// budget or buffers) should wait: the submissions still in flight keep the link busy while
-    /// it sleeps, and under a stream it wakes once per batch. Returns how many are ready.
+    /// Waits, as [`HostQueue::wait`], the way a host that streams and has run out of room
+    /// (window, budget or buffers) should, and returns how many completions are ready.
+    /// - Off-host: for a batch, a quarter of the outstanding submissions (at least one). Those
+    ///   still in flight keep the link busy while the host sleeps, and under a stream it wakes
+    ///   once per batch (the event limit), not once per acknowledgement.
+    /// - In-host: for the next completion. The host's own threads run the link and take every
+    ///   acknowledgement anyway, so a batch saves no wake-up; and as the host's thread writes
+    ///   its sends itself, refilling in bursts only leaves the socket idle between them (about
+    ///   5% less throughput at 64 KiB, measured alternating the two in one build).
     pub fn wait_batch(&mut self, timeout: Option<Duration>) -> Result<usize, QueueError> {
-        let min = self.ready.len() + (self.book.outstanding() / 4).max(1);
-        self.wait(min, timeout)
+        let batch = match self.backend {
+            Backend::OffHost(_) => (self.book.outstanding() / 4).max(1),
+            Backend::InHost(_) => 1,
+        };
+        self.wait(self.ready.len() + batch, timeout)
     }
 
     /// The next ready completion.
