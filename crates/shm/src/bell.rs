@@ -42,6 +42,8 @@ pub(crate) const WAITING: u32 = 1;
 pub(crate) const WANT_UNIT: u64 = 16;
 /// The largest event limit a doorbell word holds, in [`WANT_UNIT`]s.
 pub(crate) const WANT_MAX: u32 = u32::MAX >> 1;
+/// Attempts [`notify_when`] makes to clear the word before it rings regardless.
+const CAS_TRIES: u32 = 4;
 
 /// An atomic 32-bit word that can carry a doorbell (the real one, or loom's in models).
 pub(crate) trait Word {
@@ -109,7 +111,7 @@ pub(crate) fn notify<W: Word>(bell: &W) -> bool {
 pub(crate) fn notify_when<W: Word>(bell: &W, ready: impl Fn() -> u64) -> bool {
     // AcqRel, an RMW: ordered with `announce`'s as in `notify`, and publishes our data to it.
     let mut word = bell.or(0, Ordering::AcqRel);
-    loop {
+    for _ in 0..CAS_TRIES {
         if word & WAITING == 0 {
             return false;
         }
@@ -122,6 +124,60 @@ pub(crate) fn notify_when<W: Word>(bell: &W, ready: impl Fn() -> u64) -> bool {
             Ok(_) => return true,
             Err(now) => word = now,
         }
+    }
+    // The word lives in memory the peer writes: one that keeps changing under us (a peer
+    // bent on holding this thread) gets a plain ring, a spare wake-up at worst.
+    notify(bell)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A doorbell word a hostile peer rewrites between every two looks of ours.
+    struct Restless(Cell<u32>);
+
+    impl Word for Restless {
+        fn or(&self, v: u32, _: Ordering) -> u32 {
+            let w = self.0.get();
+            self.0.set(w | v);
+            w
+        }
+        fn and(&self, v: u32, _: Ordering) -> u32 {
+            let w = self.0.get();
+            self.0.set(w & v);
+            w
+        }
+        fn put(&self, v: u32, _: Ordering) -> u32 {
+            self.0.replace(v)
+        }
+        fn cas(&self, _: u32, _: u32, _: Ordering) -> Result<u32, u32> {
+            // The peer announced anew just before: another limit, still waiting.
+            let w = (self.0.get() + 2) | WAITING;
+            self.0.set(w);
+            Err(w)
+        }
+    }
+
+    #[test]
+    fn a_word_that_keeps_changing_gets_a_plain_ring_after_a_few_tries() {
+        let bell = Restless(Cell::new(WAITING));
+        assert!(notify_when(&bell, || 1 << 40), "the waiter is woken");
+        assert_eq!(bell.0.get() & WAITING, 0, "and its WAITING bit is cleared");
+    }
+
+    #[test]
+    fn a_limit_not_reached_rings_nothing_and_leaves_the_word() {
+        let bell = std::sync::atomic::AtomicU32::new(0);
+        let word = announce(&bell, 4);
+        assert!(!notify_when(&bell, || 3 * WANT_UNIT));
+        assert_eq!(bell.load(Ordering::Relaxed), word);
+        assert!(notify_when(&bell, || 4 * WANT_UNIT));
+        assert_eq!(bell.load(Ordering::Relaxed) & WAITING, 0);
+        // Without a limit, any publication rings.
+        announce(&bell, 0);
+        assert!(notify_when(&bell, || 0));
     }
 }
 

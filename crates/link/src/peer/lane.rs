@@ -25,6 +25,17 @@ const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 
 type Done = Vec<(Msg, Result<u64, Failure>)>;
 
+/// Who writes a stream's next message, which says what a write that found no credit does.
+#[derive(Clone, Copy)]
+enum Writer {
+    /// The caller of `send`, on the fast path: it never blocks; the message goes back to the
+    /// queue and the sender thread takes it at once.
+    Caller,
+    /// The sender thread: it blocks up to `credit_wait` for credit, and a stream that still
+    /// found none rests for a moment ([`STALL`]) so that others go first.
+    Sender { credit_wait: Option<Duration> },
+}
+
 /// The data channel a stream sends on in one session.
 struct Link {
     ch: Arc<Channel>,
@@ -452,7 +463,7 @@ impl PeerLane {
                 match ensure_link(s, id, &r) {
                     Ok(ch) => {
                         let (back, finished, e) =
-                            self.write_next(st, id, ch, out, now, None, false);
+                            self.write_next(st, id, ch, out, now, Writer::Caller);
                         (st, done) = (back, finished);
                         broken = e.map(|e| (r, e));
                     }
@@ -544,10 +555,8 @@ impl PeerLane {
     /// encryption and the socket write. Before that it is numbered and among those in flight,
     /// so an acknowledgement that comes at once finds it and a failure meanwhile requeues it
     /// with the others; `sending` keeps the stream's later messages behind it. Not written, it
-    /// goes back to the head of the queue; with `stall`, the stream then rests for a moment
-    /// when there was no credit, so that others go first. `credit_wait`: how long to block for
-    /// credit. Returns the lock, the messages finished meanwhile, and the error that breaks
-    /// the session, if any.
+    /// goes back to the head of the queue (see [`Writer`] for what happens then). Returns the
+    /// lock, the messages finished meanwhile, and the error that breaks the session, if any.
     fn write_next<'a>(
         &'a self,
         mut st: MutexGuard<'a, LaneState>,
@@ -555,8 +564,7 @@ impl PeerLane {
         ch: Arc<Channel>,
         out: Msg,
         now: Instant,
-        credit_wait: Option<Duration>,
-        stall: bool,
+        writer: Writer,
     ) -> (MutexGuard<'a, LaneState>, Done, Option<LinkError>) {
         let keep = self.keeps_bytes();
         let s = st.streams.get_mut(&id).expect("the stream written exists");
@@ -571,7 +579,13 @@ impl PeerLane {
         let generation = s.generation;
         drop(st);
         let mut r = ch.try_send(&data);
-        if let (Some(w), Err(LinkError::WouldBlock)) = (credit_wait, &r) {
+        if let (
+            Writer::Sender {
+                credit_wait: Some(w),
+            },
+            Err(LinkError::WouldBlock),
+        ) = (writer, &r)
+        {
             r = ch.send_timeout(&data, w);
         }
         drop(data);
@@ -604,7 +618,7 @@ impl PeerLane {
                 }
                 if !matches!(e, LinkError::WouldBlock | LinkError::Timeout) {
                     broken = Some(e);
-                } else if stall {
+                } else if matches!(writer, Writer::Sender { .. }) {
                     s.stall_until = Some(Instant::now() + STALL);
                 }
             }
@@ -650,8 +664,10 @@ impl PeerLane {
                 }
             };
             let out = s.queue.pop_front().expect("picked stream has a message");
-            let credit_wait = alone.then_some(CREDIT_WAIT);
-            let (back, done, broken) = self.write_next(st, id, ch, out, now, credit_wait, true);
+            let writer = Writer::Sender {
+                credit_wait: alone.then_some(CREDIT_WAIT),
+            };
+            let (back, done, broken) = self.write_next(st, id, ch, out, now, writer);
             st = back;
             if !done.is_empty() || broken.is_some() {
                 drop(st);
