@@ -84,6 +84,8 @@ pub struct Figure {
     pub rounds_iops: Vec<f64>,
     /// Server CPU time (user + system) per I/O, microseconds (median round): on a shared
     /// machine this compares the servers' efficiency independently of how much CPU each got.
+    /// It is read from `/proc/PID/stat` (exited threads included) in clock ticks of 10 ms, so
+    /// a workload that costs the server less than a tick shows 0.
     pub server_cpu_us_per_io: f64,
     /// The fio job options used.
     pub fio_args: String,
