@@ -40,6 +40,10 @@ use crate::engine::{EngineConfig, Pipeline, RunError, Running};
 use crate::registry::Registry;
 use crate::sandbox::Files;
 
+/// Messages a network channel into `host-in` passes on, when they are there at once, before
+/// it wakes the task (it wakes it sooner when no more is there).
+const HOST_IN_WAKE_EVERY: usize = 4;
+
 /// Errors of the daemon's client side.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -255,15 +259,34 @@ impl Daemon {
                 return ch.refuse(&format!("{name}: no open host-in {port} in the pipeline"));
             };
             drop(st);
+            // Messages passed on since host-in was last woken: it is woken once for those
+            // that were there at once (up to HOST_IN_WAKE_EVERY), not for each.
+            let mut quiet = 0;
             loop {
                 // Into a buffer host-in is done with: no new memory per message.
                 let mut m = input.spare();
-                match ch.recv_into(&mut m).map(|got| got.then_some(m)) {
+                let got = match ch.try_recv_into(&mut m) {
+                    Err(LinkError::WouldBlock) => {
+                        // Nothing more at once: host-in hears of the rest before we wait.
+                        if quiet > 0 {
+                            input.wake();
+                            quiet = 0;
+                        }
+                        ch.recv_into(&mut m)
+                    }
+                    got => got,
+                };
+                match got.map(|got| got.then_some(m)) {
                     Ok(Some(m)) => {
-                        if input.send(m).is_err() {
+                        if input.send_quiet(m).is_err() {
                             return ch.refuse(&format!(
                                 "{name}: the pipeline's host-in {port} no longer reads"
                             ));
+                        }
+                        quiet += 1;
+                        if quiet == HOST_IN_WAKE_EVERY {
+                            input.wake();
+                            quiet = 0;
                         }
                     }
                     // The sender closed the channel: the stream is complete.

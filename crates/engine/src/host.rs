@@ -104,7 +104,8 @@ impl HostInput {
         self.close();
     }
 
-    fn wake(&self) {
+    /// Wakes the task to take what was sent with [`send_quiet`](Self::send_quiet).
+    pub fn wake(&self) {
         if let Some(w) = self.waker.get() {
             w.wake();
         }
@@ -112,12 +113,25 @@ impl HostInput {
 
     /// Sends one message; waits while the task has [`HOST_IN_DEPTH`] messages pending.
     pub fn send(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
+        self.send_then(data.into(), true)
+    }
+
+    /// Sends one message without waking the task: for a sender that has more at once and
+    /// calls [`wake`](Self::wake) after the last of them (before it waits for anything), so
+    /// that the task is woken once for several messages. A full queue still wakes it.
+    pub fn send_quiet(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
+        self.send_then(data.into(), false)
+    }
+
+    fn send_then(&self, data: Vec<u8>, wake: bool) -> Result<(), HostError> {
         let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
-        let mut msg = data.into();
+        let mut msg = data;
         loop {
             match tx.send_timeout(msg, Duration::from_millis(50)) {
                 Ok(()) => {
-                    self.wake();
+                    if wake {
+                        self.wake();
+                    }
                     return Ok(());
                 }
                 Err(crossbeam_channel::SendTimeoutError::Timeout(m)) => {

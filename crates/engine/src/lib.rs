@@ -92,7 +92,10 @@ pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
-pub use pool::{Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM, DEFAULT_TAILROOM};
+pub use pool::{
+    release_together, Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM,
+    DEFAULT_TAILROOM,
+};
 pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
 pub use sandbox::{FileError, Files, ReadFile, WriteFile};

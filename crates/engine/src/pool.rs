@@ -6,6 +6,7 @@
 //! memory stays flat, and a producer that runs ahead of its consumers waits for a buffer
 //! to come back instead of growing a queue.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,16 +58,69 @@ pub(crate) struct PoolShared {
     min_free: AtomicUsize,
     allocs: AtomicU64,
     empty_hits: AtomicU64,
+    waiter_wakeups: AtomicU64,
+}
+
+thread_local! {
+    /// The pools whose waiters this thread holds back the wake-up of, inside
+    /// [`release_together`] (`None` outside).
+    static HELD: RefCell<Option<Vec<Arc<PoolShared>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, holding back the wake-ups of the tasks waiting for the buffers it frees until it
+/// returns; then each pool's waiters are woken once.
+///
+/// A thread that frees several buffers at once (`engine-out` after sending a batch) so wakes
+/// a waiting producer once. Freed one by one, each buffer would wake it, and on a busy CPU
+/// the woken task often runs at once, takes the one buffer, and sleeps again before the next
+/// is freed: a wake-up and two context switches per buffer. Nested calls join the outermost.
+pub fn release_together<R>(f: impl FnOnce() -> R) -> R {
+    /// Wakes what was held, also if `f` panics.
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            for pool in HELD.with(|h| h.borrow_mut().take()).unwrap_or_default() {
+                pool.wake_waiters();
+            }
+        }
+    }
+    let outermost = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        let outermost = h.is_none();
+        h.get_or_insert_with(Vec::new);
+        outermost
+    });
+    // Not `then_some(Release)`: that would make (and drop, waking everything) a `Release`
+    // in a nested call too.
+    let _release = if outermost { Some(Release) } else { None };
+    f()
 }
 
 impl PoolShared {
-    /// Puts storage back on the free list and wakes the tasks waiting for it.
-    pub(crate) fn release(&self, bytes: Vec<u8>) {
+    /// Puts storage back on the free list and wakes the tasks waiting for it (or, inside
+    /// [`release_together`], leaves that to its end).
+    pub(crate) fn release(self: Arc<Self>, bytes: Vec<u8>) {
         // The free list has room for every buffer of the pool and only the pool's own
         // storage comes back, so this push cannot fail.
         let _ = self.free.push(bytes);
-        // Pairs with the fence in `alloc_or_wait`: either the waiter sees the buffer we
-        // just pushed on its second look, or we see its `has_waiters` flag here.
+        let held = HELD.with(|h| match h.borrow_mut().as_mut() {
+            Some(pools) => {
+                if !pools.iter().any(|p| Arc::ptr_eq(p, &self)) {
+                    pools.push(Arc::clone(&self));
+                }
+                true
+            }
+            None => false,
+        });
+        if !held {
+            self.wake_waiters();
+        }
+    }
+
+    /// Wakes the tasks waiting for a buffer, if any (after buffers were pushed).
+    fn wake_waiters(&self) {
+        // Pairs with the fence in `alloc_or_wait`: either the waiter sees the buffers pushed
+        // before this on its second look, or we see its `has_waiters` flag here.
         fence(Ordering::SeqCst);
         if self.has_waiters.load(Ordering::Relaxed) {
             let waiters = {
@@ -74,6 +128,9 @@ impl PoolShared {
                 self.has_waiters.store(false, Ordering::Relaxed);
                 std::mem::take(&mut *w)
             };
+            if !waiters.is_empty() {
+                self.waiter_wakeups.fetch_add(1, Ordering::Relaxed);
+            }
             for w in waiters {
                 w.wake();
             }
@@ -105,6 +162,10 @@ pub struct PoolStats {
     pub allocs: u64,
     /// Times a task found the pool empty and had to wait.
     pub empty: u64,
+    /// Times tasks waiting for a buffer were woken (one per release, or per
+    /// [`release_together`], that found waiters).
+    #[serde(default)]
+    pub waiter_wakeups: u64,
 }
 
 /// A pool whose buffers cannot exist: head- and tailroom plus data past `usize`.
@@ -158,6 +219,7 @@ impl Pool {
                 min_free: AtomicUsize::new(config.count),
                 allocs: AtomicU64::new(0),
                 empty_hits: AtomicU64::new(0),
+                waiter_wakeups: AtomicU64::new(0),
             }),
             config: Arc::new(config),
         })
@@ -243,6 +305,7 @@ impl Pool {
             min_free: self.shared.min_free.load(Ordering::Relaxed),
             allocs: self.shared.allocs.load(Ordering::Relaxed),
             empty: self.shared.empty_hits.load(Ordering::Relaxed),
+            waiter_wakeups: self.shared.waiter_wakeups.load(Ordering::Relaxed),
         }
     }
 }
@@ -261,6 +324,42 @@ impl fmt::Debug for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_freed_together_wake_their_waiter_once() {
+        let waiter = || crate::sched::Waker::detached(7);
+        // Freed one by one: each free wakes the waiting task, which (running at once, as on
+        // a busy CPU) takes the one buffer and waits again.
+        let pool = Pool::new(PoolConfig::new("p", 4, 16));
+        let mut held: Vec<BufMut> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        let mut taken = Vec::new();
+        assert!(pool.alloc_or_wait(waiter).is_none(), "the pool is empty");
+        while let Some(b) = held.pop() {
+            drop(b);
+            taken.push(pool.alloc_or_wait(waiter).expect("the buffer just freed"));
+            assert!(pool.alloc_or_wait(waiter).is_none());
+        }
+        assert_eq!(pool.stats().waiter_wakeups, 4);
+        // Freed together: one wake-up, and the task finds all four.
+        drop(held);
+        let pool = Pool::new(PoolConfig::new("p", 4, 16));
+        let mut held: Vec<BufMut> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert!(pool.alloc_or_wait(waiter).is_none());
+        release_together(|| held.clear());
+        assert_eq!(pool.stats().waiter_wakeups, 1);
+        assert_eq!(pool.free(), 4);
+        // Nested calls join the outermost; outside them every free wakes again.
+        let mut held: Vec<BufMut> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert!(pool.alloc_or_wait(waiter).is_none());
+        release_together(|| {
+            held.pop();
+            release_together(|| held.pop());
+            assert_eq!(pool.stats().waiter_wakeups, 1, "held until the outermost ends");
+        });
+        assert_eq!(pool.stats().waiter_wakeups, 2);
+        assert!(pool.alloc_or_wait(waiter).is_some());
+        drop(taken);
+    }
 
     #[test]
     fn buffers_return_when_last_reference_drops() {

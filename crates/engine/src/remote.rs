@@ -204,7 +204,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         let b = match rx.try_recv() {
             Ok(b) => b,
             Err(TryRecvError::Empty) => {
-                sent.clear();
+                crate::pool::release_together(|| sent.clear());
                 match rx.recv() {
                     Ok(b) => b,
                     Err(_) => break,
@@ -226,7 +226,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         }
         sent.push(b);
         if sent.len() == RELEASE_BATCH {
-            sent.clear();
+            crate::pool::release_together(|| sent.clear());
         }
     }
     drop(sent);

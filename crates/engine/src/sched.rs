@@ -49,6 +49,15 @@ impl Waker {
             s.wake(self.id);
         }
     }
+
+    /// A waker of task `id` of no pipeline (waking it does nothing), for tests.
+    #[cfg(test)]
+    pub(crate) fn detached(id: usize) -> Waker {
+        Waker {
+            shared: Weak::new(),
+            id,
+        }
+    }
 }
 
 /// The first task failure of a pipeline.
