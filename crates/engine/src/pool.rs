@@ -354,7 +354,11 @@ mod tests {
         release_together(|| {
             held.pop();
             release_together(|| held.pop());
-            assert_eq!(pool.stats().waiter_wakeups, 1, "held until the outermost ends");
+            assert_eq!(
+                pool.stats().waiter_wakeups,
+                1,
+                "held until the outermost ends"
+            );
         });
         assert_eq!(pool.stats().waiter_wakeups, 2);
         assert!(pool.alloc_or_wait(waiter).is_some());
