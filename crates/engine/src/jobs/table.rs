@@ -110,20 +110,21 @@ fn render_with(parts: &[(Option<&str>, &Stats)], file_lines: usize) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:<16} {:>14} {:>6} {:>8} {:>9} {:>7}",
-        "free list", "buffers", "free", "min free", "allocs", "waits"
+        "\n{:<16} {:>14} {:>6} {:>8} {:>9} {:>7} {:>7}",
+        "free list", "buffers", "free", "min free", "allocs", "waits", "wakes"
     );
     for (e, st) in parts {
         for p in &st.pools {
             let _ = writeln!(
                 s,
-                "{:<16} {:>14} {:>6} {:>8} {:>9} {:>7}",
+                "{:<16} {:>14} {:>6} {:>8} {:>9} {:>7} {:>7}",
                 named(*e, &p.name),
                 format!("{} x {}", p.count, human_bytes(p.size as u64)),
                 p.free,
                 p.min_free,
                 p.allocs,
-                p.empty
+                p.empty,
+                p.waiter_wakeups
             );
         }
     }
