@@ -71,6 +71,11 @@ impl Channel {
     /// Never waits, also not for the rendezvous of a synchronous channel.
     pub fn try_send(&self, msg: &[u8]) -> Result<(), LinkError> {
         self.check_size(msg.len())?;
+        // Straight from `msg` into the transport when nothing waits ahead of it and the
+        // credit allows (no copy into the connection's output first), as `send` does.
+        if let Some(r) = self.handle.driver.send_in_place(self.id, msg) {
+            return r.map(|_| ());
+        }
         self.handle
             .driver
             .wait(Deadline::Now, |st| match st.conn.send(self.id, msg) {
