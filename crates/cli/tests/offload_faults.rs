@@ -533,7 +533,9 @@ impl Drop for Netns {
 #[test]
 fn a_lossy_delayed_link_carries_a_large_transfer_byte_exact() {
     let Some(ns) = Netns::make("l", "loss 1% delay 2ms") else {
-        eprintln!("SKIPPED: needs root, iproute2 and netem to make two network namespaces");
+        eprintln!(
+            "SKIPPED: needs root, iproute2, and netem or nftables, to make two lossy namespaces"
+        );
         return;
     };
     let bytes: usize = std::env::var("OFFHOST_NETEM_BYTES")
