@@ -74,6 +74,12 @@
 //! awake. The protocol is model-checked with loom (see `bell.rs`). All waits take a timeout
 //! (`None` = for ever, still bounded by peer liveness).
 //!
+//! A receiver can also set an *event limit* ([`Receiver::wait_ready_for`]): it asks to be woken
+//! only once enough records could be there, and the sender's flush rings only then, so a
+//! stream costs one wake-up per batch. The limit lives in the doorbell word the peer writes,
+//! so a peer's limit only ever delays its own wake-up, and a word that keeps changing gets a
+//! plain ring after a few tries.
+//!
 //! # Trust
 //!
 //! Nothing read from shared memory is trusted: every index, length, descriptor and free-ring
