@@ -158,7 +158,11 @@ impl WireWrite for TlsWrite {
         self.w.shutdown();
     }
 
-    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> Option<io::Result<usize>> {
-        Some(self.w.write_vectored_nb(bufs))
+    fn writes_vectored(&self) -> bool {
+        true
+    }
+
+    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
+        self.w.write_vectored_nb(bufs)
     }
 }

@@ -59,11 +59,17 @@ pub(crate) trait WireWrite: Send {
     /// Tells the peer no more bytes will come.
     fn shutdown(&mut self);
 
+    /// Whether [`write_vectored_nb`](Self::write_vectored_nb) writes (byte streams: TLS and
+    /// sockets); asked once, when the driver starts.
+    fn writes_vectored(&self) -> bool {
+        false
+    }
+
     /// Writes a prefix of the bytes of `bufs`, one after another, without waiting and without
-    /// joining them first (the contract of [`write_nb`](Self::write_nb) otherwise); `None`
-    /// where this transport has no such write (the caller joins them).
-    fn write_vectored_nb(&mut self, _bufs: &[&[u8]]) -> Option<io::Result<usize>> {
-        None
+    /// joining them first (the contract of [`write_nb`](Self::write_nb) otherwise). Only
+    /// called where [`writes_vectored`](Self::writes_vectored) says so.
+    fn write_vectored_nb(&mut self, _bufs: &[&[u8]]) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
     }
 
     /// The shared-memory sender under this half, to which frames are written in place (into
@@ -206,22 +212,24 @@ impl WireWrite for SockWrite {
             .map_err(Into::into)
     }
 
-    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> Option<io::Result<usize>> {
+    fn writes_vectored(&self) -> bool {
+        true
+    }
+
+    fn write_vectored_nb(&mut self, bufs: &[&[u8]]) -> io::Result<usize> {
         // At most IOV_MAX slices per call; the rest goes to the next.
         let slices: Vec<io::IoSlice<'_>> = bufs
             .iter()
             .take(1024)
             .map(|b| io::IoSlice::new(b))
             .collect();
-        Some(
-            rustix::net::sendmsg(
-                &self.fd,
-                &slices,
-                &mut rustix::net::SendAncillaryBuffer::default(),
-                SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-            )
-            .map_err(Into::into),
+        rustix::net::sendmsg(
+            &self.fd,
+            &slices,
+            &mut rustix::net::SendAncillaryBuffer::default(),
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
         )
+        .map_err(Into::into)
     }
 
     fn write_wait(&mut self, buf: &[u8], timeout: Duration) -> io::Result<usize> {

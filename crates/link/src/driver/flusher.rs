@@ -114,6 +114,11 @@ impl Driver {
         msg: &[u8],
         parts: &[&[u8]],
     ) -> Option<Result<u64, LinkError>> {
+        // Other transports (in memory, shared memory for parts) go the usual way, before any
+        // lock or permit is taken for nothing.
+        if !self.writes_vectored {
+            return None;
+        }
         let mut st = self.lock();
         if !st.pending.is_empty()
             || st.stuck
@@ -139,7 +144,7 @@ impl Driver {
         let mut headers = Vec::new();
         let mut pieces = Vec::with_capacity(8);
         permit.frames().pieces(&mut headers, &mut pieces);
-        let wrote = match w.write_vectored_nb(&pieces)? {
+        let wrote = match w.write_vectored_nb(&pieces) {
             Ok(n) => n,
             // Nothing left now: all of it waits for the flusher (a TLS write that said so
             // may hold the first records, which the flusher's first write then finishes).

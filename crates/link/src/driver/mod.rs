@@ -231,6 +231,8 @@ pub(crate) struct Driver {
     pub(crate) alloc: Option<Box<dyn crate::wire::LoanAlloc>>,
     /// The writing half can take frames written in place (shared memory).
     pub(crate) writes_in_place: bool,
+    /// The writing half can write frames from several slices at once (TLS, sockets).
+    pub(crate) writes_vectored: bool,
     /// Where a quick receiver parks the reading half between two receives (see `quick.rs`).
     pub(crate) parked: Handoff<Box<dyn WireRead>>,
     /// Bytes held for the peer and write progress: past them the session ends.
@@ -254,6 +256,7 @@ impl Driver {
     ) -> Result<Arc<Driver>, LinkError> {
         let alloc = write.allocator();
         let writes_in_place = write.shm_sender().is_some();
+        let writes_vectored = write.writes_vectored();
         let d = Arc::new(Driver {
             state: Mutex::new(State {
                 conn,
@@ -282,6 +285,7 @@ impl Driver {
             writer_cond: Condvar::new(),
             alloc,
             writes_in_place,
+            writes_vectored,
             parked: Handoff::new(),
             parked_for: AtomicU32::new(0),
             write_limits,
