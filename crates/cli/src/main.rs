@@ -3,6 +3,13 @@
 
 use clap::{Parser, Subcommand};
 
+/// The allocator of every offhost process: mimalloc, whose per-thread free lists take a
+/// buffer freed by another thread (a message allocated by a link's receiving thread and freed
+/// by the thread that hands it to a host) without the lock and heap trimming of the system
+/// allocator's arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod access_args;
 mod bench;
 mod certs_cmd;
