@@ -47,6 +47,7 @@ mod inhost;
 mod offhost;
 mod pipe;
 mod router;
+mod spares;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::spares::Spares;
 use crate::peer::{Deliver, ErrorCode, Failure, Notify};
 
 /// Where a host's receives and sends end: the engine writes completion records into the host's
@@ -72,7 +73,12 @@ pub struct Router {
     st: Mutex<HashMap<String, Mailbox>>,
     room: Condvar,
     limits: RouterLimits,
+    /// Buffers of messages that waited in a mailbox, for the next ones that wait.
+    spares: Spares,
 }
+
+/// Spare message buffers a router keeps: as many as a stream of messages in flight needs.
+const SPARE_COUNT: usize = 64;
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,6 +148,8 @@ impl Router {
         Router {
             st: Mutex::new(HashMap::new()),
             room: Condvar::new(),
+            // At most a quarter of one mailbox's bytes sits idle in spares.
+            spares: Spares::new(SPARE_COUNT, limits.mailbox_bytes / 4),
             limits,
         }
     }
@@ -222,7 +230,9 @@ impl Router {
         }
         match immediate {
             Some((p, m)) => {
-                if !after.run(Some((p, &m))) {
+                if after.run(Some((p, &m))) {
+                    self.spares.give(m);
+                } else {
                     // The posting host is gone already: the message waits for the next one.
                     let mut boxes = self.lock();
                     if let Ok(mb) = self.mailbox(&mut boxes, channel) {
@@ -340,7 +350,7 @@ impl Deliver for Router {
             }
             if mb.queued.is_empty() || mb.bytes + msg.len() <= self.limits.mailbox_bytes {
                 mb.bytes += msg.len();
-                mb.queued.push_back(msg.to_vec());
+                mb.queued.push_back(self.spares.copy_of(msg));
                 drop(boxes);
                 after.run(None);
                 return Ok(());
