@@ -117,6 +117,41 @@ fn messages_cross_two_engines_in_order_and_byte_exact() {
     }
     assert_eq!(a.outstanding(), 0);
     assert_eq!(a.bytes_in_flight(), 0);
+    // A stream of small messages (the engine takes them in batches and writes those of a
+    // batch together) with a large one among them: all of them, in order.
+    let n = 300usize;
+    let size = |i: usize| if i == 150 { 200_000 } else { (i * 37) % 3000 };
+    for i in 0..n {
+        b.push_recv(rx, RecvSize::Any, i as u64).unwrap();
+    }
+    b.submit().unwrap();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let start = std::time::Instant::now();
+    while got.len() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{} of {n} small messages arrived",
+            got.len()
+        );
+        while sent < n {
+            match a.push_send(tx, &pattern(1000 + sent, size(sent)), sent as u64) {
+                Ok(()) => sent += 1,
+                Err(_) => break,
+            }
+        }
+        a.submit().unwrap();
+        while a.pop().is_some() {}
+        b.wait(1, Some(Duration::from_millis(20))).unwrap();
+        while let Some(c) = b.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            got.push(c.data.into_vec());
+        }
+        a.wait(0, Some(Duration::ZERO)).unwrap();
+    }
+    for (i, m) in got.iter().enumerate() {
+        assert!(m == &pattern(1000 + i, size(i)), "small message {i}");
+    }
     // And back: beta's host answers alpha's over the link alpha made.
     let back = b.open("alpha/pet", OpenOptions::urgent()).unwrap();
     b.send(back, b"pong").unwrap();

@@ -28,6 +28,7 @@
 mod acceptor;
 mod activation;
 mod channel;
+mod cork;
 mod driver;
 mod error;
 mod io;
@@ -47,6 +48,7 @@ mod wire;
 
 pub use activation::read_passed_sockets;
 pub use channel::{select, Channel};
+pub use cork::Cork;
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
 pub use limits::{

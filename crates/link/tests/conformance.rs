@@ -476,6 +476,76 @@ macro_rules! conformance {
 conformance!(mem, tcp, tls, unix, shm);
 
 #[test]
+fn a_cork_holds_a_sessions_messages_until_the_last_is_dropped() {
+    for transport in ["mem", "tcp", "tls", "unix", "shm"] {
+        let (server, _dir) = common::server(transport);
+        let url = server.url().to_owned();
+        // The server passes on what arrives, so that the client's session is left alone
+        // (any call on it would write what waits).
+        let (arrived, seen) = std::sync::mpsc::channel::<(String, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            std::thread::scope(|scope| {
+                for _ in 0..2 {
+                    let ch = s.accept().unwrap();
+                    let arrived = arrived.clone();
+                    scope.spawn(move || {
+                        while let Ok(Some(m)) = ch.recv() {
+                            if arrived.send((ch.name().to_owned(), m)).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        let s = common::connect(&url).unwrap();
+        let ch = s.open("corked", opts(64, 4096)).unwrap();
+        let other = s.open("other", opts(64, 4096)).unwrap();
+        let outer = ch.cork();
+        let inner = other.cork();
+        assert!(
+            outer.holds(&other) && inner.holds(&ch),
+            "one session, one cork"
+        );
+        for i in 0..3u8 {
+            ch.try_send(&[i; 100]).unwrap();
+        }
+        other.try_send(b"x").unwrap();
+        let wait = Duration::from_millis(200);
+        assert!(
+            seen.recv_timeout(wait).is_err(),
+            "{transport}: a corked message went out"
+        );
+        drop(inner);
+        assert!(
+            seen.recv_timeout(wait).is_err(),
+            "{transport}: a message went out while a cork was still held"
+        );
+        // Dropping the last cork writes them all, with no other call on the session.
+        drop(outer);
+        let mut got: Vec<(String, Vec<u8>)> = (0..4)
+            .map(|_| {
+                seen.recv_timeout(T)
+                    .expect("a corked message after the cork")
+            })
+            .collect();
+        let x = got.iter().position(|(n, _)| n == "other").expect("other's");
+        assert_eq!(got.remove(x).1, b"x");
+        for (i, (name, m)) in got.into_iter().enumerate() {
+            assert_eq!(
+                (name.as_str(), m),
+                ("corked", vec![i as u8; 100]),
+                "{transport}"
+            );
+        }
+        // Uncorked, a message goes at once again.
+        ch.try_send(b"after").unwrap();
+        assert_eq!(seen.recv_timeout(T).unwrap().1, b"after");
+    }
+}
+
+#[test]
 fn batches_keep_order_and_respect_credit() {
     for transport in ["mem", "tcp", "tls", "unix", "shm"] {
         let (url, _dir) = echo_server(transport);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use offhost_link::offload::{Address, HostSink, Posted};
-use offhost_link::peer::{Failure, Lane, Notify, Outgoing, Payload, Rate, Stream};
+use offhost_link::peer::{Failure, Lane, Notify, Outgoing, Payload, Rate, SendBatch, Stream};
 use offhost_proto::offload::{
     header_of, Completion, ErrorCode, Limits, Op, Status, Submission, SubmissionHeader, HEADER,
 };
@@ -17,6 +17,9 @@ use super::Offload;
 
 /// Records taken from the ring before the completions they made are published.
 const BATCH: usize = 64;
+
+/// Records up to this many bytes are copied out of the ring onto the stack, not the heap.
+const SMALL_RECORD: usize = 320;
 
 struct Tx {
     tx: Sender,
@@ -161,8 +164,9 @@ impl HostConn {
         let end = loop {
             let waiting = !self.lock().overflow.is_empty();
             let timeout = waiting.then(|| Duration::from_millis(1));
+            let mut batch = SendBatch::new();
             let first = match rx.recv(timeout) {
-                Ok(rec) => self.take(rec, &mut chans, off),
+                Ok(rec) => self.take(rec, &mut chans, off, &mut batch),
                 Err(ShmError::Timeout) => Ok(()),
                 Err(ShmError::PeerGone) => break None,
                 Err(e) => break Some(e.to_string()),
@@ -174,7 +178,7 @@ impl HostConn {
             for _ in 1..BATCH {
                 match rx.try_recv() {
                     Ok(Some(rec)) => {
-                        if let Err(why) = self.take(rec, &mut chans, off) {
+                        if let Err(why) = self.take(rec, &mut chans, off, &mut batch) {
                             refused = Some(why);
                             break;
                         }
@@ -187,6 +191,8 @@ impl HostConn {
                     }
                 }
             }
+            // The batch's corked sends go now, together.
+            drop(batch);
             if refused.is_some() {
                 break refused;
             }
@@ -213,6 +219,7 @@ impl HostConn {
         rec: offhost_shm::Record<'_>,
         chans: &mut HashMap<u32, Chan>,
         off: &Offload,
+        batch: &mut SendBatch,
     ) -> Result<(), String> {
         let is_buf = rec.is_buf();
         let bytes = rec.bytes();
@@ -240,12 +247,25 @@ impl HostConn {
             } else {
                 Payload::Bytes(bytes[HEADER..].to_vec())
             };
-            self.on_send(h.handle, h.id, data, chans, off);
+            self.on_send(h.handle, h.id, data, chans, off, batch);
             return Ok(());
         }
-        // Small records: copied out once, then checked and used.
-        let owned = bytes.to_vec();
+        // Small records: copied out once (the host may still write the ring), then checked
+        // and used; those of a few hundred bytes (all but an open's long address) on the stack.
+        let mut small = [0u8; SMALL_RECORD];
+        let heap;
+        let owned: &[u8] = if bytes.len() <= SMALL_RECORD {
+            small[..bytes.len()].copy_from_slice(bytes);
+            &small[..bytes.len()]
+        } else {
+            heap = bytes.to_vec();
+            &heap
+        };
         drop(rec);
+        if matches!(h.op, Op::Open | Op::Close) {
+            // Opening may wait for a link: nothing corked waits behind it.
+            batch.release();
+        }
         match Submission::parse(&h, &owned[HEADER..]).map_err(|e| e.to_string())? {
             Submission::Hello { .. } => Err("a second hello".into()),
             Submission::Open {
@@ -346,6 +366,7 @@ impl HostConn {
         data: Payload,
         chans: &HashMap<u32, Chan>,
         off: &Offload,
+        batch: &mut SendBatch,
     ) {
         let len = data.len() as u64;
         let fail = |code, reason: String| {
@@ -373,12 +394,15 @@ impl HostConn {
             return fail(ErrorCode::BadHandle, format!("handle {handle} is not open"));
         };
         match &c.stream {
-            Some(s) => s.send(Outgoing {
-                data,
-                notify: self.clone(),
-                handle,
-                token: id,
-            }),
+            Some(s) => {
+                batch.before_send(s, data.len());
+                s.send(Outgoing {
+                    data,
+                    notify: self.clone(),
+                    handle,
+                    token: id,
+                })
+            }
             None => off
                 .router
                 .deliver_local(&c.channel, data.to_vec(), self.clone(), handle, id),

@@ -20,6 +20,10 @@ impl Driver {
     /// fit, or cannot be written because the writer is out, goes to the flusher thread.
     #[inline]
     pub(crate) fn flush<'a>(&'a self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        // Corked: the bytes wait for the cork's release, which writes them together.
+        if st.corked > 0 {
+            return st;
+        }
         // The common case on a receive: nothing new to transmit, nothing of ours to write.
         if !st.conn.has_transmit() && (st.pending.is_empty() || st.stuck || st.dead.is_some()) {
             return st;
@@ -79,7 +83,12 @@ impl Driver {
             return self.send_direct(id, msg, &[]);
         }
         let mut st = self.lock();
-        if !st.pending.is_empty() || st.stuck || st.dead.is_some() || st.conn.has_transmit() {
+        if !st.pending.is_empty()
+            || st.stuck
+            || st.dead.is_some()
+            || st.conn.has_transmit()
+            || st.corked > 0
+        {
             return None;
         }
         let State { conn, writer, .. } = &mut *st;
@@ -125,6 +134,7 @@ impl Driver {
             || st.dead.is_some()
             || st.writer_closed
             || st.conn.has_transmit()
+            || st.corked > 0
         {
             return None;
         }
@@ -181,6 +191,20 @@ impl Driver {
             }
         }
         Some(Ok(seq))
+    }
+
+    /// Holds new frames back (see [`crate::Cork`]).
+    pub(crate) fn cork(&self) {
+        self.lock().corked += 1;
+    }
+
+    /// Releases a cork; the last one writes what waited.
+    pub(crate) fn uncork(&self) {
+        let mut st = self.lock();
+        st.corked = st.corked.saturating_sub(1);
+        if st.corked == 0 {
+            drop(self.flush(st));
+        }
     }
 
     /// The ring failed under a send in place: the link is dead; what the caller is told.

@@ -141,6 +141,9 @@ pub(crate) struct State {
     pub(crate) cheap_poll: bool,
     /// `pending` waits for the flusher (the transport was full or the writer was out).
     pub(crate) stuck: bool,
+    /// Corks held ([`crate::Cork`]): while any is, new frames stay in the connection and are
+    /// written together when the last is released.
+    pub(crate) corked: u32,
     pub(crate) shutdown: bool,
     pub(crate) dead: Option<Dead>,
     pub(crate) incoming: VecDeque<u32>,
@@ -268,6 +271,7 @@ impl Driver {
                 reader: Some(Box::new(read)),
                 parked: false,
                 stuck: false,
+                corked: 0,
                 shutdown: false,
                 dead: None,
                 incoming: VecDeque::new(),

@@ -10,7 +10,7 @@ use offhost_proto::offload::{ErrorCode, Limits, Op};
 use super::book::Book;
 use super::router::{HostSink, Posted, Router, RouterLimits};
 use super::{complete, Address, Completion, Data, OpenOptions, Outcome, QueueError};
-use crate::peer::{Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers, Stream};
+use crate::peer::{Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers, SendBatch, Stream};
 
 /// The budgets of an in-host queue: the engine's defaults.
 pub(crate) fn default_limits(max_message: u32) -> Limits {
@@ -196,6 +196,8 @@ impl InHost {
 
     /// Runs every staged submission, in order.
     pub(crate) fn submit(&mut self) {
+        // The same batching as an engine's: small sends after the first go together.
+        let mut batch = SendBatch::new();
         for s in std::mem::take(&mut self.staged) {
             match s {
                 Staged::Open {
@@ -204,6 +206,7 @@ impl InHost {
                     address,
                     opts,
                 } => {
+                    batch.release();
                     let address = match Address::parse(&address) {
                         Ok(a) => a,
                         Err(why) => {
@@ -235,12 +238,15 @@ impl InHost {
                     None => self.fail(Op::Send, id, ErrorCode::BadHandle, "not open".into()),
                     Some(Chan {
                         stream: Some(s), ..
-                    }) => s.send(Outgoing {
-                        data: Payload::Bytes(data),
-                        notify: self.sink.clone(),
-                        handle,
-                        token: id,
-                    }),
+                    }) => {
+                        batch.before_send(s, data.len());
+                        s.send(Outgoing {
+                            data: Payload::Bytes(data),
+                            notify: self.sink.clone(),
+                            handle,
+                            token: id,
+                        })
+                    }
                     Some(Chan { address, .. }) => self.router.deliver_local(
                         &address.channel,
                         data,
@@ -263,6 +269,7 @@ impl InHost {
                     ),
                 },
                 Staged::Close { id, handle } => {
+                    batch.release();
                     if self.chans.remove(&handle).is_none() {
                         self.fail(Op::Close, id, ErrorCode::BadHandle, "not open".into());
                         continue;

@@ -10,7 +10,7 @@ use offhost_proto::peer::{DataName, Lane};
 use super::bucket::{Bucket, Rate};
 use super::runner::{self, Runner};
 use super::{finish, ErrorCode, Failure, Inner, Msg, Outgoing};
-use crate::{Channel, LinkError};
+use crate::{Channel, Cork, LinkError};
 
 /// Messages up to this size are sent by the caller's thread when nothing is ahead of them
 /// (the lane unlocked while the bytes go out); larger ones, and any that must wait, go through
@@ -422,6 +422,27 @@ impl PeerLane {
     }
 
     /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
+    /// Corks the session stream `id` writes to (see [`Cork`]) and adds the cork to `held`,
+    /// unless one there holds that session already, the lane is urgent (its messages never
+    /// wait for others'), or the stream has no session yet.
+    pub(crate) fn cork(&self, id: u64, held: &mut Vec<Cork>) {
+        if matches!(self.lane, Lane::Urgent) {
+            return;
+        }
+        let ch = {
+            let st = self.lock();
+            st.streams
+                .get(&id)
+                .and_then(|s| s.link.as_ref())
+                .map(|l| l.ch.clone())
+        };
+        if let Some(ch) = ch {
+            if !held.iter().any(|c| c.holds(&ch)) {
+                held.push(ch.cork());
+            }
+        }
+    }
+
     pub(crate) fn send(&self, id: u64, out: Outgoing) {
         let out = Msg::from(out);
         let max = self.max_message();

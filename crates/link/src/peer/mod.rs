@@ -35,6 +35,7 @@
 //! The wire format of the control channel and the data channels' names are in
 //! [`offhost_proto::peer`].
 
+mod batch;
 mod bucket;
 mod lane;
 mod runner;
@@ -44,6 +45,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use batch::{SendBatch, CORK_MAX};
 pub use bucket::Rate;
 pub use offhost_proto::offload::ErrorCode;
 pub use offhost_proto::peer::Lane;
@@ -575,6 +577,14 @@ impl Stream {
     /// maximum size fails at once.
     pub fn send(&self, out: Outgoing) {
         self.lane.send(self.id, out);
+    }
+
+    /// Corks the session this stream writes to, for a batch of small messages sent at once
+    /// ([`SendBatch`]): they go in one write when the cork is dropped (see [`crate::Cork`]).
+    /// The cork is added to `held` unless one there holds that session already; an urgent
+    /// stream is never corked.
+    pub(crate) fn cork(&self, held: &mut Vec<crate::Cork>) {
+        self.lane.cork(self.id, held);
     }
 
     /// The stream's number (unique in this engine).
