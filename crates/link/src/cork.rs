@@ -11,8 +11,10 @@ use std::sync::Arc;
 use crate::channel::Channel;
 use crate::session::Handle;
 
-/// Holds a session's new frames back until it is dropped (see the module's docs). Corks nest:
-/// the frames go when the last one held on the session is dropped.
+/// Holds a session's new frames back until it is dropped (see the module's docs). Several may
+/// be held on one session (by different threads): new frames wait while any is, and dropping
+/// any of them writes all that waits, so that holders taking turns never keep the session
+/// from writing.
 pub struct Cork {
     handle: Arc<Handle>,
 }

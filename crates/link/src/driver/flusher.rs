@@ -198,12 +198,14 @@ impl Driver {
         self.lock().corked += 1;
     }
 
-    /// Releases a cork; the last one writes what waited.
+    /// Releases a cork and writes what waits, whether or not others are still held: threads
+    /// that take turns holding corks on one session (an engine's threads serving several
+    /// hosts) must never keep it from writing.
     pub(crate) fn uncork(&self) {
         let mut st = self.lock();
         st.corked = st.corked.saturating_sub(1);
-        if st.corked == 0 {
-            drop(self.flush(st));
+        if st.conn.has_transmit() || !st.pending.is_empty() {
+            drop(self.flush_out(st));
         }
     }
 

@@ -141,8 +141,8 @@ pub(crate) struct State {
     pub(crate) cheap_poll: bool,
     /// `pending` waits for the flusher (the transport was full or the writer was out).
     pub(crate) stuck: bool,
-    /// Corks held ([`crate::Cork`]): while any is, new frames stay in the connection and are
-    /// written together when the last is released.
+    /// Corks held ([`crate::Cork`]): while any is, new frames stay in the connection; each
+    /// release writes what waits.
     pub(crate) corked: u32,
     pub(crate) shutdown: bool,
     pub(crate) dead: Option<Dead>,
