@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use offhost_engine::offload::{Offload, OffloadConfig};
-use offhost_link::offload::{ErrorCode, HostQueue, OpenOptions, Outcome, RecvSize};
+use offhost_link::offload::{ChannelId, ErrorCode, HostQueue, OpenOptions, Outcome, RecvSize};
 use offhost_link::peer::PeerConfig;
 use offhost_link::{LinkOptions, Server};
 
@@ -60,6 +60,71 @@ fn pattern(i: usize, len: usize) -> Vec<u8> {
 }
 
 const T: Option<Duration> = Some(Duration::from_secs(20));
+
+/// Streams `n` messages from `a` on `tx` to `b` on `rx`, small ones (which the engine writes a
+/// batch at a time) with one of 200 KB in the middle, and checks that all arrive, in order,
+/// within 30 s.
+fn stream_small(
+    a: &mut HostQueue,
+    tx: ChannelId,
+    b: &mut HostQueue,
+    rx: ChannelId,
+    n: usize,
+    seed: usize,
+) {
+    let size = |i: usize| if i == n / 2 { 200_000 } else { (i * 37) % 3000 };
+    for i in 0..n {
+        b.push_recv(rx, RecvSize::Any, i as u64).unwrap();
+    }
+    b.submit().unwrap();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let start = std::time::Instant::now();
+    while got.len() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{} of {n} small messages arrived",
+            got.len()
+        );
+        while sent < n {
+            match a.push_send(tx, &pattern(seed + sent, size(sent)), sent as u64) {
+                Ok(()) => sent += 1,
+                Err(_) => break,
+            }
+        }
+        a.submit().unwrap();
+        while a.pop().is_some() {}
+        b.wait(1, Some(Duration::from_millis(20))).unwrap();
+        while let Some(c) = b.pop() {
+            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
+            got.push(c.data.into_vec());
+        }
+        a.wait(0, Some(Duration::ZERO)).unwrap();
+    }
+    for (i, m) in got.iter().enumerate() {
+        assert!(m == &pattern(seed + i, size(i)), "small message {i}");
+    }
+}
+
+#[test]
+fn hosts_streaming_at_once_on_one_peer_link_all_get_through() {
+    // Each host's engine thread corks the one bulk session to beta while it takes a batch;
+    // taking turns, they must never keep it from writing.
+    let beta = engine("beta", &[], |_| {});
+    let alpha = engine("alpha", &[("beta", &beta.url)], |_| {});
+    std::thread::scope(|scope| {
+        for k in 0..3usize {
+            let (alpha, beta) = (&alpha, &beta);
+            scope.spawn(move || {
+                let mut a = HostQueue::connect(&alpha.shm).unwrap();
+                let mut b = HostQueue::connect(&beta.shm).unwrap();
+                let rx = b.open(&format!("s{k}"), OpenOptions::bulk()).unwrap();
+                let tx = a.open(&format!("beta/s{k}"), OpenOptions::bulk()).unwrap();
+                stream_small(&mut a, tx, &mut b, rx, 400, 10_000 * (k + 1));
+            });
+        }
+    });
+}
 
 #[test]
 fn messages_cross_two_engines_in_order_and_byte_exact() {
@@ -119,39 +184,7 @@ fn messages_cross_two_engines_in_order_and_byte_exact() {
     assert_eq!(a.bytes_in_flight(), 0);
     // A stream of small messages (the engine takes them in batches and writes those of a
     // batch together) with a large one among them: all of them, in order.
-    let n = 300usize;
-    let size = |i: usize| if i == 150 { 200_000 } else { (i * 37) % 3000 };
-    for i in 0..n {
-        b.push_recv(rx, RecvSize::Any, i as u64).unwrap();
-    }
-    b.submit().unwrap();
-    let mut sent = 0;
-    let mut got = Vec::new();
-    let start = std::time::Instant::now();
-    while got.len() < n {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{} of {n} small messages arrived",
-            got.len()
-        );
-        while sent < n {
-            match a.push_send(tx, &pattern(1000 + sent, size(sent)), sent as u64) {
-                Ok(()) => sent += 1,
-                Err(_) => break,
-            }
-        }
-        a.submit().unwrap();
-        while a.pop().is_some() {}
-        b.wait(1, Some(Duration::from_millis(20))).unwrap();
-        while let Some(c) = b.pop() {
-            assert!(matches!(c.outcome, Outcome::Ok(_)), "{c:?}");
-            got.push(c.data.into_vec());
-        }
-        a.wait(0, Some(Duration::ZERO)).unwrap();
-    }
-    for (i, m) in got.iter().enumerate() {
-        assert!(m == &pattern(1000 + i, size(i)), "small message {i}");
-    }
+    stream_small(&mut a, tx, &mut b, rx, 300, 1000);
     // And back: beta's host answers alpha's over the link alpha made.
     let back = b.open("alpha/pet", OpenOptions::urgent()).unwrap();
     b.send(back, b"pong").unwrap();
