@@ -106,12 +106,15 @@ fn rate_and_priority_report_their_figures() {
         "priority",
         "--round-trips",
         "30",
+        "--rounds",
+        "2",
         "--network",
         "loopback",
         "--json",
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["rounds"], 2, "{v}");
     for k in [
         "idle_us",
         "loaded_urgent_us",

@@ -133,7 +133,8 @@ pub struct Options {
     #[arg(long, default_value_t = 3.0)]
     pub stream_seconds: f64,
     /// Rounds per size: in-host and off-host take turns (the order flips every round) so
-    /// that the machine's drift falls on both alike; a row sums its rounds.
+    /// that the machine's drift falls on both alike; a row sums its rounds. The priority
+    /// experiment's rounds: idle pings, then pings under load, each time.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// The `offhost` binary (engines and hosts are its subcommands).
@@ -542,6 +543,8 @@ pub fn rate(
 pub struct PriorityReport {
     /// `off-host`.
     pub mode: &'static str,
+    /// Rounds of idle and loaded pings; the medians are of all of them.
+    pub rounds: usize,
     /// 64 B one-way median on an urgent channel, idle link, us.
     pub idle_us: f64,
     /// The same while a bulk channel streams 64 KiB messages, us.
@@ -560,74 +563,92 @@ impl PriorityReport {
     /// One line of text.
     pub fn text(&self) -> String {
         format!(
-            "64 B one way: idle {:.1} us; under a bulk stream ({:.0} MB/s): urgent {:.1} us ({:.2}x idle), bulk channel {:.1} us ({:.2}x)\n",
-            self.idle_us, self.bulk_mb_per_s, self.loaded_urgent_us, self.urgent_ratio, self.loaded_bulk_us, self.bulk_ratio
+            "64 B one way, {} rounds: idle {:.1} us; under a bulk stream ({:.0} MB/s): urgent {:.1} us ({:.2}x idle), bulk channel {:.1} us ({:.2}x)\n",
+            self.rounds, self.idle_us, self.bulk_mb_per_s, self.loaded_urgent_us, self.urgent_ratio, self.loaded_bulk_us, self.bulk_ratio
         )
     }
 }
 
-/// An urgent channel's latency, idle and under a bulk stream.
+/// An urgent channel's latency, idle and under a bulk stream, in `o.rounds` rounds (each
+/// round pings on an idle link, then under load, so that the machine's drift falls on both
+/// alike); the medians are of all rounds' samples.
 pub fn priority(o: &Options, round_trips: usize, bar: &ProgressBar) -> Result<PriorityReport> {
     let setup = Setup::new(o, true)?;
-    bar.set_length(4);
+    let rounds = o.rounds.max(1);
+    bar.set_length(4 * rounds as u64);
     let _peer = setup.peer(Mode::OffHost)?;
     let bound = Duration::from_secs(300);
     let ping = |urgent| Task::Ping {
         urgent,
         round_trips,
     };
-    let median = |r: &HostReport| host::summary(&r.ping_ns).map_or(f64::NAN, |s| s.median / 1e3);
-    let idle = median(&setup.host(Mode::OffHost, ping(true), bar, bound)?);
-    bar.inc(1);
-    // The load: another host streaming 64 KiB messages through the same engine and link.
-    let seconds = 6.0;
-    let load = {
-        let spec = HostSpec {
-            access: setup.access(Mode::OffHost),
-            task: Task::Bulk {
-                size: 64 << 10,
-                seconds,
-            },
-        };
-        let mut cmd = command(&setup.exe, &setup.net.prefix(true));
-        cmd.args([
-            "bench",
-            "offload-host",
-            "--spec",
-            &serde_json::to_string(&spec)?,
-        ]);
-        let mut p = PeerProcess::spawn_piped("bulk host", &mut cmd)?;
-        let out = p.take_stdout().expect("piped");
-        (
-            p,
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let mut out = out;
-                let _ = out.read_to_string(&mut s);
-                s
-            }),
-        )
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let urgent = median(&setup.host(Mode::OffHost, ping(true), bar, bound)?);
-    bar.inc(1);
-    let bulk = median(&setup.host(Mode::OffHost, ping(false), bar, bound)?);
-    bar.inc(1);
-    let text = load.1.join().unwrap_or_default();
-    let _ = load.0.reap(Duration::from_secs(5));
-    let lr: HostReport = serde_json::from_str(text.trim())
-        .map_err(|e| Error::Peer(format!("the bulk host failed: {e}")))?;
-    bar.inc(1);
-    let bulk_mb = lr.delivered.map_or(0.0, |(b, s)| b as f64 / s / 1e6);
+    let (mut idle, mut urgent, mut bulk) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bulk_bytes, mut bulk_secs) = (0u64, 0.0f64);
+    for _ in 0..rounds {
+        idle.extend(setup.host(Mode::OffHost, ping(true), bar, bound)?.ping_ns);
+        bar.inc(1);
+        let load = start_bulk_load(&setup)?;
+        std::thread::sleep(Duration::from_millis(500));
+        urgent.extend(setup.host(Mode::OffHost, ping(true), bar, bound)?.ping_ns);
+        bar.inc(1);
+        bulk.extend(setup.host(Mode::OffHost, ping(false), bar, bound)?.ping_ns);
+        bar.inc(1);
+        let text = load.1.join().unwrap_or_default();
+        let _ = load.0.reap(Duration::from_secs(5));
+        let lr: HostReport = serde_json::from_str(text.trim())
+            .map_err(|e| Error::Peer(format!("the bulk host failed: {e}")))?;
+        if let Some((b, s)) = lr.delivered {
+            bulk_bytes += b;
+            bulk_secs += s;
+        }
+        bar.inc(1);
+    }
+    let median = |ns: &[f64]| host::summary(ns).map_or(f64::NAN, |s| s.median / 1e3);
+    let (idle, urgent, bulk) = (median(&idle), median(&urgent), median(&bulk));
     Ok(PriorityReport {
         mode: "off-host",
+        rounds,
         idle_us: idle,
         loaded_urgent_us: urgent,
         loaded_bulk_us: bulk,
         urgent_ratio: urgent / idle,
         bulk_ratio: bulk / idle,
-        bulk_mb_per_s: bulk_mb,
+        bulk_mb_per_s: if bulk_secs > 0.0 {
+            bulk_bytes as f64 / bulk_secs / 1e6
+        } else {
+            0.0
+        },
     })
+}
+
+/// The priority experiment's load: another host streaming 64 KiB messages for 6 s through the
+/// same engine and link; its process, and the thread that collects its report.
+fn start_bulk_load(setup: &Setup) -> Result<(PeerProcess, std::thread::JoinHandle<String>)> {
+    let spec = HostSpec {
+        access: setup.access(Mode::OffHost),
+        task: Task::Bulk {
+            size: 64 << 10,
+            seconds: 6.0,
+        },
+    };
+    let mut cmd = command(&setup.exe, &setup.net.prefix(true));
+    cmd.args([
+        "bench",
+        "offload-host",
+        "--spec",
+        &serde_json::to_string(&spec)?,
+    ]);
+    let mut p = PeerProcess::spawn_piped("bulk host", &mut cmd)?;
+    let out = p.take_stdout().expect("piped");
+    Ok((
+        p,
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let mut out = out;
+            let _ = out.read_to_string(&mut s);
+            s
+        }),
+    ))
 }
 
 /// Ratios of the goals from the table's rows, as lines of text.
