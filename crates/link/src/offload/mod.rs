@@ -543,7 +543,9 @@ impl HostQueue {
     }
 
     /// Submits every pushed submission at once (off-host: one publication, a doorbell only
-    /// if the engine sleeps).
+    /// if the engine sleeps). Either way the sends taken together go out together: the first
+    /// at once, the small ones after it (up to [`crate::peer::CORK_MAX`]) in one write per
+    /// link session ([`crate::peer::SendBatch`]).
     pub fn submit(&mut self) -> Result<(), QueueError> {
         match &mut self.backend {
             Backend::OffHost(b) => b.submit(),
