@@ -315,14 +315,14 @@ impl Setup {
         PeerProcess::spawn("peer host", &mut cmd)
     }
 
-    /// Runs host A with `task`, ticking `bar` per line it reports, for at most `bound`.
-    fn host(
+    /// Starts host A with `task` (`what` names it in errors): its process, whose stderr is
+    /// left to the caller, and the thread that collects its report from stdout.
+    fn spawn_host(
         &self,
         mode: Mode,
         task: Task,
-        bar: &ProgressBar,
-        bound: Duration,
-    ) -> Result<HostReport> {
+        what: &str,
+    ) -> Result<(PeerProcess, std::thread::JoinHandle<String>)> {
         let spec = HostSpec {
             access: self.access(mode),
             task,
@@ -334,15 +334,27 @@ impl Setup {
             "--spec",
             &serde_json::to_string(&spec)?,
         ]);
-        let mut p = PeerProcess::spawn_piped("measuring host", &mut cmd)?;
+        let mut p = PeerProcess::spawn_piped(what, &mut cmd)?;
         let out = p.take_stdout().expect("piped");
-        let err = p.take_stderr().expect("piped");
         let reader = std::thread::spawn(move || {
             let mut s = String::new();
             let mut out = out;
             let _ = out.read_to_string(&mut s);
             s
         });
+        Ok((p, reader))
+    }
+
+    /// Runs host A with `task`, ticking `bar` per line it reports, for at most `bound`.
+    fn host(
+        &self,
+        mode: Mode,
+        task: Task,
+        bar: &ProgressBar,
+        bound: Duration,
+    ) -> Result<HostReport> {
+        let (mut p, reader) = self.spawn_host(mode, task, "measuring host")?;
+        let err = p.take_stderr().expect("piped");
         let bar2 = bar.clone();
         let errs = std::thread::spawn(move || {
             let mut kept = String::new();
@@ -587,7 +599,12 @@ pub fn priority(o: &Options, round_trips: usize, bar: &ProgressBar) -> Result<Pr
     for _ in 0..rounds {
         idle.extend(setup.host(Mode::OffHost, ping(true), bar, bound)?.ping_ns);
         bar.inc(1);
-        let load = start_bulk_load(&setup)?;
+        // The load: another host streaming 64 KiB messages through the same engine and link.
+        let bulk_load = Task::Bulk {
+            size: 64 << 10,
+            seconds: 6.0,
+        };
+        let load = setup.spawn_host(Mode::OffHost, bulk_load, "bulk host")?;
         std::thread::sleep(Duration::from_millis(500));
         urgent.extend(setup.host(Mode::OffHost, ping(true), bar, bound)?.ping_ns);
         bar.inc(1);
@@ -619,36 +636,6 @@ pub fn priority(o: &Options, round_trips: usize, bar: &ProgressBar) -> Result<Pr
             0.0
         },
     })
-}
-
-/// The priority experiment's load: another host streaming 64 KiB messages for 6 s through the
-/// same engine and link; its process, and the thread that collects its report.
-fn start_bulk_load(setup: &Setup) -> Result<(PeerProcess, std::thread::JoinHandle<String>)> {
-    let spec = HostSpec {
-        access: setup.access(Mode::OffHost),
-        task: Task::Bulk {
-            size: 64 << 10,
-            seconds: 6.0,
-        },
-    };
-    let mut cmd = command(&setup.exe, &setup.net.prefix(true));
-    cmd.args([
-        "bench",
-        "offload-host",
-        "--spec",
-        &serde_json::to_string(&spec)?,
-    ]);
-    let mut p = PeerProcess::spawn_piped("bulk host", &mut cmd)?;
-    let out = p.take_stdout().expect("piped");
-    Ok((
-        p,
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let mut out = out;
-            let _ = out.read_to_string(&mut s);
-            s
-        }),
-    ))
 }
 
 /// Ratios of the goals from the table's rows, as lines of text.

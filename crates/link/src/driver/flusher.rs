@@ -24,6 +24,12 @@ impl Driver {
         if st.corked > 0 {
             return st;
         }
+        self.flush_uncorked(st)
+    }
+
+    /// [`flush`](Self::flush) whether or not a cork is held.
+    #[inline]
+    fn flush_uncorked<'a>(&'a self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         // The common case on a receive: nothing new to transmit, nothing of ours to write.
         if !st.conn.has_transmit() && (st.pending.is_empty() || st.stuck || st.dead.is_some()) {
             return st;
@@ -204,9 +210,7 @@ impl Driver {
     pub(crate) fn uncork(&self) {
         let mut st = self.lock();
         st.corked = st.corked.saturating_sub(1);
-        if st.conn.has_transmit() || !st.pending.is_empty() {
-            drop(self.flush_out(st));
-        }
+        drop(self.flush_uncorked(st));
     }
 
     /// The ring failed under a send in place: the link is dead; what the caller is told.

@@ -421,7 +421,6 @@ impl PeerLane {
         finish(done);
     }
 
-    /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
     /// Corks the session stream `id` writes to (see [`Cork`]) and adds the cork to `held`,
     /// unless one there holds that session already, the lane is urgent (its messages never
     /// wait for others'), or the stream has no session yet.
@@ -443,6 +442,7 @@ impl PeerLane {
         }
     }
 
+    /// Sends `out` on stream `id` now if nothing is ahead of it, else queues it.
     pub(crate) fn send(&self, id: u64, out: Outgoing) {
         let out = Msg::from(out);
         let max = self.max_message();
