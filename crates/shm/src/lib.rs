@@ -68,7 +68,9 @@
 //! # Doorbells
 //!
 //! Each side waits according to its [`Mode`]: [`Mode::Poll`] spins, [`Mode::Block`] sleeps on a
-//! futex in the segment, [`Mode::Adaptive`] spins for [`Config::spin`] and then sleeps. A side
+//! futex in the segment, [`Mode::Adaptive`] spins for [`Config::spin`] and then sleeps, and
+//! stops spinning while its spins keep ending in sleep (see `spin.rs`: each failed spin
+//! doubles the waits that sleep at once, up to 63; a successful one resets that). A side
 //! about to sleep sets a need-wake-up bit in its doorbell word; the peer makes the `futex_wake`
 //! system call only when it finds that bit set, so no system call is made while the waiter is
 //! awake. The protocol is model-checked with loom (see `bell.rs`). All waits take a timeout
@@ -149,6 +151,7 @@ mod ring;
 mod segment;
 mod sender;
 mod shared;
+mod spin;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener, Pending};
@@ -160,6 +163,7 @@ pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
 pub use receiver::{Receiver, Record};
 pub use sender::{Allocator, Sender};
+pub use spin::SpinStats;
 
 /// How often a waiting side checks that its peer is still alive.
 pub const LIVENESS: std::time::Duration = shared::LIVENESS_SLICE;

@@ -48,6 +48,12 @@ impl Receiver {
         Receiver { shared, ring }
     }
 
+    /// What this side's waits for records did with their spins
+    /// ([`Mode::Adaptive`](crate::Mode::Adaptive)).
+    pub fn spin_stats(&self) -> crate::SpinStats {
+        self.shared.spin_stats(true)
+    }
+
     fn peek(&mut self) -> Result<Option<RawRecord>, ShmError> {
         peek_in(&self.shared, &mut self.ring)
     }

@@ -33,6 +33,12 @@ impl Sender {
         self.shared.side
     }
 
+    /// What this side's waits for room or buffers did with their spins
+    /// ([`Mode::Adaptive`](crate::Mode::Adaptive)).
+    pub fn spin_stats(&self) -> crate::SpinStats {
+        self.shared.spin_stats(false)
+    }
+
     /// `Err(PeerGone)` once the peer has closed the link or died (non-blocking probe).
     pub fn check_peer(&self) -> Result<(), ShmError> {
         self.shared.check()?;

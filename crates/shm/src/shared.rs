@@ -15,6 +15,7 @@ use crate::error::ShmError;
 use crate::layout::bell_index;
 use crate::pool::Pool;
 use crate::segment::Segment;
+use crate::spin::{SpinBackoff, SpinStats};
 
 /// How often a waiting side checks that its peer is still alive.
 pub(crate) const LIVENESS_SLICE: Duration = Duration::from_millis(100);
@@ -24,6 +25,9 @@ const YIELD_AFTER: Duration = Duration::from_micros(20);
 /// Looks at the condition a spinning wait takes before it reads the clock (a few hundred
 /// nanoseconds at most, so timeouts stay exact to well under a microsecond).
 const QUICK_LOOKS: u32 = 8;
+/// A spinning wait whose looks at the clock (every 128 looks at the condition, a few
+/// microseconds apart) are this far apart was off the CPU in between: it competes for it.
+const OFF_CPU: Duration = Duration::from_micros(20);
 
 pub(crate) struct Shared {
     pub seg: Segment,
@@ -32,6 +36,8 @@ pub(crate) struct Shared {
     pub side: Side,
     mode: AtomicU32,
     spin_ns: AtomicU64,
+    /// Whether adaptive waits spin, per doorbell (`[send, rx]`).
+    spins: [SpinBackoff; 2],
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     pub pool: Mutex<Pool>,
@@ -54,6 +60,7 @@ impl Shared {
             side,
             mode: AtomicU32::new(mode.to_wire()),
             spin_ns: AtomicU64::new(spin.as_nanos().min(u64::MAX as u128) as u64),
+            spins: Default::default(),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             pool: Mutex::new(pool),
@@ -84,6 +91,11 @@ impl Shared {
             mode,
             Duration::from_nanos(self.spin_ns.load(Ordering::Relaxed)),
         )
+    }
+
+    /// What this side's waits on its receive (`rx`) or send doorbell did with their spins.
+    pub(crate) fn spin_stats(&self, rx: bool) -> SpinStats {
+        self.spins[usize::from(rx)].stats()
     }
 
     /// Returns the latched corruption error, if this side has stopped using the segment.
@@ -173,17 +185,28 @@ impl Shared {
             Mode::Block => Some(start),
             Mode::Adaptive => Some(start + spin),
         };
+        let backoff = &self.spins[usize::from(rx)];
+        let adaptive = mode == Mode::Adaptive;
         let mut last_live = start;
         let mut i: u32 = 0;
-        // Spin phase (poll for ever, adaptive for its budget).
-        if mode != Mode::Block {
+        // Spin phase (poll for ever, adaptive for its budget while spinning is free or pays
+        // off). A look at the clock that comes long after the last one means this thread was
+        // off the CPU: another thread wanted it (or got it when this one yielded).
+        if mode == Mode::Poll || adaptive && backoff.should_spin() {
+            let mut last_look = start;
+            let mut contended = false;
             loop {
                 if let Some(v) = cond()? {
+                    if adaptive {
+                        backoff.ended_with_condition(contended);
+                    }
                     return Ok(v);
                 }
                 i = i.wrapping_add(1);
                 if i % 128 == 0 {
                     let now = Instant::now();
+                    contended |= now - last_look >= OFF_CPU;
+                    last_look = now;
                     if deadline.is_some_and(|d| now >= d) {
                         // A caller that waits in short slices never reaches the liveness
                         // check below: look at the peer before saying "not yet".
@@ -195,10 +218,15 @@ impl Shared {
                         last_live = now;
                     }
                     if spin_until.is_some_and(|s| now >= s) {
+                        backoff.ended(contended || crate::spin::cpus_wanted());
                         break;
                     }
                     if now - start >= YIELD_AFTER {
                         std::thread::yield_now();
+                        // Another thread may have run meanwhile; the next look at the
+                        // condition may end the wait before the next look at the clock.
+                        last_look = Instant::now();
+                        contended |= last_look - now >= OFF_CPU;
                     }
                 }
                 std::hint::spin_loop();

@@ -350,3 +350,65 @@ fn a_wait_with_an_event_limit_sleeps_through_publications_below_it() {
         "{limited} wake-ups for 40 records with an event limit"
     );
 }
+
+/// Runs `f` on a thread that shares one CPU with a thread that never stops running.
+fn on_a_busy_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mine = sched_getaffinity(None).unwrap();
+    let cpu = (0..CpuSet::MAX_CPU).find(|&c| mine.is_set(c)).unwrap();
+    let mut one = CpuSet::new();
+    one.set(cpu);
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            sched_setaffinity(None, &one).unwrap();
+            let t = std::time::Instant::now();
+            while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(20) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let out = std::thread::spawn(move || {
+        sched_setaffinity(None, &one).unwrap();
+        f()
+    })
+    .join();
+    stop.store(true, Ordering::Relaxed);
+    busy.join().unwrap();
+    out.unwrap()
+}
+
+#[test]
+fn an_adaptive_wait_whose_spins_keep_failing_on_a_busy_cpu_sleeps_at_once_and_still_gets_every_record(
+) {
+    let mut c = cfg(Mode::Adaptive);
+    c.spin = Duration::from_micros(200);
+    let (host, engine) = pair(&c).unwrap();
+    let (mut tx, _) = host.split();
+    let (_, mut rx) = engine.split();
+    // Each record comes 3 ms after the last: far beyond the 200 us spin.
+    let sender = std::thread::spawn(move || {
+        for i in 0..30u8 {
+            std::thread::sleep(Duration::from_millis(3));
+            tx.send(&[i], T).unwrap();
+        }
+        tx
+    });
+    let s = on_a_busy_cpu(move || {
+        for i in 0..30u8 {
+            assert_eq!(rx.recv(T).unwrap().bytes(), [i]);
+        }
+        rx.spin_stats()
+    });
+    let _tx = sender.join().unwrap();
+    // Spins at the 1st, 3rd, 7th, 15th and 31st wait, the others sleep at once. A wait
+    // that was preempted past its record counts as a success and starts the doubling over,
+    // so the bound leaves room for a few.
+    assert!(s.skipped >= 15, "{s:?}");
+    assert!(s.failed >= 3 && s.failed <= s.spun, "{s:?}");
+    // A record already there when `recv` looks is taken before any spin or sleep.
+    assert!(s.spun + s.skipped <= 30, "{s:?}");
+}
