@@ -26,8 +26,10 @@ const YIELD_AFTER: Duration = Duration::from_micros(20);
 /// nanoseconds at most, so timeouts stay exact to well under a microsecond).
 const QUICK_LOOKS: u32 = 8;
 /// A spinning wait whose looks at the clock (every 128 looks at the condition, a few
-/// microseconds apart) are this far apart was off the CPU in between: it competes for it.
-const OFF_CPU: Duration = Duration::from_micros(20);
+/// microseconds apart, or before and after a yield) are this far apart was off the CPU in
+/// between while a thread that wanted it for a while ran: it competes for the CPU. (A
+/// yield to another spinner comes back within a few microseconds.)
+const OFF_CPU: Duration = Duration::from_micros(40);
 
 pub(crate) struct Shared {
     pub seg: Segment,
@@ -218,7 +220,7 @@ impl Shared {
                         last_live = now;
                     }
                     if spin_until.is_some_and(|s| now >= s) {
-                        backoff.ended(contended || crate::spin::cpus_wanted());
+                        backoff.ended(contended);
                         break;
                     }
                     if now - start >= YIELD_AFTER {

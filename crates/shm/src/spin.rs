@@ -4,21 +4,21 @@
 //! that costs nobody anything, and it keeps the core awake for the wake-up that follows (on a
 //! virtual machine, waking an idle vCPU costs tens of microseconds). On a machine with no
 //! idle core that CPU is taken from the threads that would have made the wait end (the
-//! peer, a link's reader). The wait sees that in two ways: the spinning thread was off the
-//! CPU for a while (it yields after 20 us, and another thread ran), or, when the spin ends,
-//! more threads are runnable than the process has CPUs ([`cpus_wanted`]; a spinner the
-//! scheduler favours is never off the CPU, yet it keeps the others waiting). So each spin
-//! that ends in sleep on a contended machine doubles the number of waits that go straight to sleep after
-//! it (1, 3, 7, ... up to [`MAX_SKIP`]), and so does a spin that saw its condition only after
-//! it had been off the CPU (a sleeping wait would have ended as well). A spin that sees its
-//! condition come true without having been off the CPU brings the count back to zero. A side whose peer answers within the budget (a stream) spins every
-//! time. A side that waits longer than the budget on a busy machine (a round trip under load)
-//! spins once in `MAX_SKIP + 1` waits, which is also how it notices when things change.
+//! peer, a link's reader). The spin sees that: after 20 us it yields between its looks at
+//! the condition, and when a thread that wants to run for a while is waiting for this CPU,
+//! the yield hands the CPU to it and the spinner comes back 40 us or more later
+//! (`OFF_CPU` in `shared.rs`). Another spinner, or a thread with a few microseconds of work,
+//! gives the CPU back sooner, so spinners that only take turns with each other do not
+//! count. So each spin that ends in
+//! sleep after such a gap doubles the number of waits that go straight to sleep after it
+//! (1, 3, 7, ... up to [`MAX_SKIP`]), and so does a spin that saw its condition only after
+//! such a gap (a sleeping wait would have ended as well). A spin that sees its condition
+//! come true without such a gap brings the count back to zero. A side whose peer answers
+//! within the budget (a stream) spins every time. A side that waits longer than the budget
+//! on a busy machine (a round trip under load) spins once in `MAX_SKIP + 1` waits, which is
+//! also how it notices when things change.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 /// The most waits that sleep at once after failed spins before one spins again.
 pub(crate) const MAX_SKIP: u32 = 63;
@@ -42,8 +42,8 @@ pub(crate) struct SpinBackoff {
 pub struct SpinStats {
     /// Waits that spun.
     pub spun: u64,
-    /// Of those, the ones whose spin ended without the condition while other threads wanted
-    /// the CPU (they slept after it, and made later waits sleep at once).
+    /// Of those, the ones that were off the CPU for a while, another thread having wanted it
+    /// (they made later waits sleep at once).
     pub failed: u64,
     /// Waits that slept at once because spins had been failing.
     pub skipped: u64,
@@ -102,31 +102,6 @@ impl SpinBackoff {
     }
 }
 
-/// Whether more threads are runnable right now than this process has CPUs (the running
-/// count of `/proc/loadavg`, which includes the caller). Read only when a spin ended without
-/// its condition, so at most once per spin budget; `false` where it cannot be read.
-pub(crate) fn cpus_wanted() -> bool {
-    static LOADAVG: OnceLock<Option<(File, usize)>> = OnceLock::new();
-    let Some((file, cpus)) = LOADAVG.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        File::open("/proc/loadavg").ok().map(|f| (f, cpus))
-    }) else {
-        return false;
-    };
-    let mut buf = [0u8; 128];
-    let Ok(n) = file.read_at(&mut buf, 0) else {
-        return false;
-    };
-    runnable(&buf[..n]).is_some_and(|r| r > *cpus)
-}
-
-/// The running count of a `/proc/loadavg` line ("0.52 0.58 0.59 3/467 12345": 3).
-fn runnable(line: &[u8]) -> Option<usize> {
-    let field = line.split(|&b| b == b' ').nth(3)?;
-    let running = field.split(|&b| b == b'/').next()?;
-    std::str::from_utf8(running).ok()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,14 +156,5 @@ mod tests {
         }
         let s = b.stats();
         assert_eq!((s.spun, s.failed, s.skipped), (10, 0, 0));
-    }
-
-    #[test]
-    fn the_running_count_is_read_from_a_loadavg_line() {
-        assert_eq!(runnable(b"0.52 0.58 0.59 3/467 12345\n"), Some(3));
-        assert_eq!(runnable(b"0.52 0.58 0.59 x/467 12345\n"), None);
-        assert_eq!(runnable(b"0.52"), None);
-        // The caller itself is running when it reads the line.
-        assert!(runnable(&std::fs::read("/proc/loadavg").unwrap()).unwrap() >= 1);
     }
 }
