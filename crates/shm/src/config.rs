@@ -11,7 +11,8 @@ pub enum Mode {
     /// Sleep on a futex at once; the peer makes a wake-up system call only while this side sleeps.
     Block,
     /// Spin for [`Config::spin`], then sleep as in [`Mode::Block`]; while spins keep ending
-    /// in sleep, sleep at once for a growing number of waits (up to 63) between spins.
+    /// in sleep with other threads wanting the CPU, sleep at once for a growing number of
+    /// waits (up to 63) between spins.
     Adaptive,
 }
 

@@ -69,8 +69,9 @@
 //!
 //! Each side waits according to its [`Mode`]: [`Mode::Poll`] spins, [`Mode::Block`] sleeps on a
 //! futex in the segment, [`Mode::Adaptive`] spins for [`Config::spin`] and then sleeps, and
-//! stops spinning while its spins keep ending in sleep (see `spin.rs`: each failed spin
-//! doubles the waits that sleep at once, up to 63; a successful one resets that). A side
+//! stops spinning while its spins keep ending in sleep with other threads wanting the CPU
+//! (see `spin.rs`: each such spin doubles the waits that sleep at once, up to 63; a spin
+//! that succeeds on its own CPU resets that). A side
 //! about to sleep sets a need-wake-up bit in its doorbell word; the peer makes the `futex_wake`
 //! system call only when it finds that bit set, so no system call is made while the waiter is
 //! awake. The protocol is model-checked with loom (see `bell.rs`). All waits take a timeout

@@ -9,14 +9,15 @@
 //! the yield hands the CPU to it and the spinner comes back 40 us or more later
 //! (`OFF_CPU` in `shared.rs`). Another spinner, or a thread with a few microseconds of work,
 //! gives the CPU back sooner, so spinners that only take turns with each other do not
-//! count. So each spin that ends in
-//! sleep after such a gap doubles the number of waits that go straight to sleep after it
-//! (1, 3, 7, ... up to [`MAX_SKIP`]), and so does a spin that saw its condition only after
-//! such a gap (a sleeping wait would have ended as well). A spin that sees its condition
-//! come true without such a gap brings the count back to zero. A side whose peer answers
-//! within the budget (a stream) spins every time. A side that waits longer than the budget
-//! on a busy machine (a round trip under load) spins once in `MAX_SKIP + 1` waits, which is
-//! also how it notices when things change.
+//! count.
+//!
+//! Each spin that ends in sleep after such a gap doubles the number of waits that go
+//! straight to sleep after it (1, 3, 7, ... up to [`MAX_SKIP`]), and so does a spin that saw
+//! its condition only after such a gap (a sleeping wait would have ended as well). A spin
+//! that sees its condition come true without such a gap brings the count back to zero. A
+//! side whose peer answers within the budget (a stream) spins every time. A side that waits
+//! longer than the budget on a busy machine (a round trip under load) spins once in
+//! `MAX_SKIP + 1` waits, which is also how it notices when things change.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
