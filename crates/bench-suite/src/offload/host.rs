@@ -167,7 +167,29 @@ fn ping(
         let t0 = Instant::now();
         q.push_recv(rx, RecvSize::Any, recv_tag)
             .map_err(q_err("recv"))?;
-        q.push_send(tx, &msg, i as u64).map_err(q_err("send"))?;
+        loop {
+            match q.push_send(tx, &msg, i as u64) {
+                Ok(()) => break,
+                // Every pool buffer still carries an earlier ping whose delivery the remote
+                // engine has not acknowledged yet (the answer can come first): their
+                // completions bring the buffers home.
+                Err(QueueError::Full(_)) if q.outstanding() > 1 => {
+                    q.submit().map_err(q_err("submit"))?;
+                    if q.wait(1, Some(Duration::from_secs(30)))
+                        .map_err(q_err("wait"))?
+                        == 0
+                    {
+                        return Err(Error::Check(format!(
+                            "no {size}-byte ping completed in 30 s"
+                        )));
+                    }
+                    while let Some(c) = q.pop() {
+                        check(&c)?;
+                    }
+                }
+                Err(e) => return Err(q_err("send")(e)),
+            }
+        }
         q.submit().map_err(q_err("submit"))?;
         let mut back = false;
         while !back {
