@@ -152,6 +152,17 @@ fn check(c: &offhost_link::offload::Completion) -> Result<()> {
 }
 
 /// Round trips of `msg` out on `tx`, back on `rx`; one-way times in ns.
+/// Waits up to 30 s for a completion; `what` says what did not come.
+fn wait_30s(q: &mut HostQueue, what: impl FnOnce() -> String) -> Result<()> {
+    if q.wait(1, Some(Duration::from_secs(30)))
+        .map_err(q_err("wait"))?
+        == 0
+    {
+        return Err(Error::Check(what()));
+    }
+    Ok(())
+}
+
 fn ping(
     q: &mut HostQueue,
     tx: ChannelId,
@@ -175,14 +186,7 @@ fn ping(
                 // completions bring the buffers home.
                 Err(QueueError::Full(_)) if q.outstanding() > 1 => {
                     q.submit().map_err(q_err("submit"))?;
-                    if q.wait(1, Some(Duration::from_secs(30)))
-                        .map_err(q_err("wait"))?
-                        == 0
-                    {
-                        return Err(Error::Check(format!(
-                            "no {size}-byte ping completed in 30 s"
-                        )));
-                    }
+                    wait_30s(q, || format!("no {size}-byte ping completed in 30 s"))?;
                     while let Some(c) = q.pop() {
                         check(&c)?;
                     }
@@ -193,14 +197,7 @@ fn ping(
         q.submit().map_err(q_err("submit"))?;
         let mut back = false;
         while !back {
-            if q.wait(1, Some(Duration::from_secs(30)))
-                .map_err(q_err("wait"))?
-                == 0
-            {
-                return Err(Error::Check(format!(
-                    "no answer to a {size}-byte ping in 30 s"
-                )));
-            }
+            wait_30s(q, || format!("no answer to a {size}-byte ping in 30 s"))?;
             while let Some(c) = q.pop() {
                 check(&c)?;
                 if c.tag == recv_tag && c.op == offhost_link::offload::Op::Recv {
