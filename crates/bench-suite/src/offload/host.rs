@@ -151,7 +151,6 @@ fn check(c: &offhost_link::offload::Completion) -> Result<()> {
     }
 }
 
-/// Round trips of `msg` out on `tx`, back on `rx`; one-way times in ns.
 /// Waits up to 30 s for a completion; `what` says what did not come.
 fn wait_30s(q: &mut HostQueue, what: impl FnOnce() -> String) -> Result<()> {
     if q.wait(1, Some(Duration::from_secs(30)))
@@ -163,6 +162,7 @@ fn wait_30s(q: &mut HostQueue, what: impl FnOnce() -> String) -> Result<()> {
     Ok(())
 }
 
+/// Round trips of `msg` out on `tx`, back on `rx`; one-way times in ns.
 fn ping(
     q: &mut HostQueue,
     tx: ChannelId,
