@@ -291,6 +291,30 @@ impl BufMut {
         self.len = self.len.min(len);
     }
 
+    /// Takes `bytes` as this buffer's storage, holding `len` bytes of data at this buffer's
+    /// offset, and gives back the storage it had, without copying: how a message received in
+    /// a buffer laid out like the pool's (see `offhost_link::Channel::recv_into_at`) enters
+    /// the pool. The pool keeps as many buffers as before, the storage it gets back later
+    /// is `bytes`. Only for an empty buffer and `bytes` as long as its storage, with `len`
+    /// within its data area; `Err(bytes)` otherwise.
+    pub(crate) fn exchange_storage(
+        &mut self,
+        bytes: Vec<u8>,
+        len: usize,
+    ) -> Result<Vec<u8>, Vec<u8>> {
+        let fits = self.len == 0
+            && bytes.len() == self.st.bytes.len()
+            && self
+                .off
+                .checked_add(len)
+                .is_some_and(|end| end <= self.data_end);
+        if !fits {
+            return Err(bytes);
+        }
+        self.len = len;
+        Ok(std::mem::replace(self.bytes_mut(), bytes))
+    }
+
     /// Makes the buffer shareable and read-only, ready to be put on a queue.
     pub fn freeze(self) -> Buffer {
         Buffer {

@@ -262,23 +262,26 @@ impl Daemon {
             // Messages passed on since host-in was last woken: it is woken once for those
             // that were there at once (up to HOST_IN_WAKE_EVERY), not for each.
             let mut quiet = 0;
+            // Each message lands where host-in's pool keeps its data, so that host-in takes
+            // the buffer into the pool instead of copying it.
+            let front = input.front();
             loop {
                 // Into a buffer host-in is done with: no new memory per message.
                 let mut m = input.spare();
-                let got = match ch.try_recv_into(&mut m) {
+                let got = match ch.try_recv_into_at(&mut m, front) {
                     Err(LinkError::WouldBlock) => {
                         // Nothing more at once: host-in hears of the rest before we wait.
                         if quiet > 0 {
                             input.wake();
                             quiet = 0;
                         }
-                        ch.recv_into(&mut m)
+                        ch.recv_into_at(&mut m, front)
                     }
                     got => got,
                 };
                 match got.map(|got| got.then_some(m)) {
                     Ok(Some(m)) => {
-                        if input.send_quiet(m).is_err() {
+                        if input.send_quiet_at(m, front).is_err() {
                             return ch.refuse(&format!(
                                 "{name}: the pipeline's host-in {port} no longer reads"
                             ));

@@ -229,6 +229,14 @@ impl Built {
                 ))
             })
             .collect();
+        // Where a message goes in its buffer for host-in to take the buffer into its pool.
+        let mut host = g.host;
+        for port in host.inputs.values_mut() {
+            let pool = g.tasks[port.task].pools.first().copied().flatten();
+            if let Some(cfg) = pool.map(|i| pools[i].config()) {
+                port.front = cfg.headroom.saturating_sub(usize::from(port.whole));
+            }
+        }
         let slots = g
             .tasks
             .into_iter()
@@ -248,7 +256,6 @@ impl Built {
             })
             .collect();
         let shared = Shared::new(slots, config.batch);
-        let host = g.host;
         for port in host.inputs.values() {
             let _ = port.waker.set(shared.waker(port.task));
         }

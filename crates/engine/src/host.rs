@@ -2,7 +2,9 @@
 //! tasks, in process. (The engine daemon bridges these to network channels.)
 //!
 //! A [`HostInput`] sends byte messages into a pipeline; the `host-in` task copies them into
-//! buffers of its output pool. A [`HostOutput`] receives the buffers that reach a `host-out`
+//! buffers of its output pool, or, for a message sent in a buffer laid out like the pool's
+//! ([`HostInput::front`], [`HostInput::send_quiet_at`]), takes the buffer itself into the pool
+//! and gives the pool's storage back as a spare, copying nothing. A [`HostOutput`] receives the buffers that reach a `host-out`
 //! task, without copying; holding them holds pool buffers, so a slow host slows the
 //! pipeline down instead of growing memory (the closed loop extends into the host).
 
@@ -38,10 +40,13 @@ pub enum HostError {
     Closed,
 }
 
+/// A message to `host-in`: its buffer, and where in it the message starts.
+type Sent = (Vec<u8>, usize);
+
 /// A host-in channel before the host takes it.
 pub(crate) struct InPort {
     /// Messages to the task.
-    pub(crate) tx: Sender<Vec<u8>>,
+    pub(crate) tx: Sender<Sent>,
     /// The task's waker (set at start).
     pub(crate) waker: Arc<OnceLock<Waker>>,
     /// The task's id.
@@ -50,6 +55,11 @@ pub(crate) struct InPort {
     pub(crate) failure: Failure,
     /// Message buffers the task is done with, for the host to fill again.
     pub(crate) spare: Receiver<Vec<u8>>,
+    /// The task joins the parts of whole buffers (`whole=true`).
+    pub(crate) whole: bool,
+    /// Where a message goes in its buffer for the task to take the buffer whole (set at
+    /// start, from the task's pool; see [`HostInput::front`]).
+    pub(crate) front: usize,
 }
 
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
@@ -69,10 +79,11 @@ pub(crate) struct HostPorts {
 
 /// The host's end of a `host-in` task.
 pub struct HostInput {
-    tx: Option<Sender<Vec<u8>>>,
+    tx: Option<Sender<Sent>>,
     waker: Arc<OnceLock<Waker>>,
     failure: Failure,
     spare: Receiver<Vec<u8>>,
+    front: usize,
 }
 
 impl HostInput {
@@ -82,7 +93,15 @@ impl HostInput {
             waker: port.waker,
             failure: port.failure,
             spare: port.spare,
+            front: port.front,
         }
+    }
+
+    /// Where a message starts in its buffer for the task to take that buffer into its pool as
+    /// it is, without copying (see [`send_quiet_at`](Self::send_quiet_at)): the pool's
+    /// headroom, less the part's flag byte for `whole=true`.
+    pub fn front(&self) -> usize {
+        self.front
     }
 
     /// An empty message buffer to fill and [`send`](Self::send): one the task is done with
@@ -113,17 +132,26 @@ impl HostInput {
 
     /// Sends one message; waits while the task has [`HOST_IN_DEPTH`] messages pending.
     pub fn send(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
-        self.send_then(data.into(), true)
+        self.send_then((data.into(), 0), true)
     }
 
     /// Sends one message without waking the task: for a sender that has more at once and
     /// calls [`wake`](Self::wake) after the last of them (before it waits for anything), so
     /// that the task is woken once for several messages. A full queue still wakes it.
     pub fn send_quiet(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
-        self.send_then(data.into(), false)
+        self.send_then((data.into(), 0), false)
     }
 
-    fn send_then(&self, data: Vec<u8>, wake: bool) -> Result<(), HostError> {
+    /// Like [`send_quiet`](Self::send_quiet) for the message `buf[front..]` (the bytes before
+    /// it are not sent). With `front` at [`front`](Self::front), a message that fills at least
+    /// half a pool buffer, in a buffer with room for the pool's whole storage (as the spares
+    /// are), enters the pool without being copied. A `front` past the end of `buf` makes the
+    /// task fail with an error saying so.
+    pub fn send_quiet_at(&self, buf: Vec<u8>, front: usize) -> Result<(), HostError> {
+        self.send_then((buf, front), false)
+    }
+
+    fn send_then(&self, data: Sent, wake: bool) -> Result<(), HostError> {
         let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
         let mut msg = data;
         loop {
@@ -185,10 +213,11 @@ pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutpu
 }
 
 struct HostIn {
-    rx: Receiver<Vec<u8>>,
+    rx: Receiver<Sent>,
     /// Where a message's buffer goes once copied out (dropped when the host keeps enough).
     spare: Sender<Vec<u8>>,
-    pending: Option<(Vec<u8>, usize)>,
+    /// The message being put out, and the offset of what is left of it.
+    pending: Option<Sent>,
     failure: Failure,
     /// Buffers cross whole (`whole=true`): each message starts with [`MORE`] or [`LAST`],
     /// and the parts of one buffer are joined into one; a buffer larger than the free list's
@@ -239,6 +268,47 @@ impl HostIn {
     fn bad(&self, what: &str) -> TaskError {
         TaskError::BadInput(format!("host-in channel '{}': {what}", self.name))
     }
+
+    /// Puts out the pending message by taking its buffer into the pool, when it lies there as
+    /// a pool buffer's data would (see [`HostInput::send_quiet_at`]); `None` when it does not
+    /// (the caller copies it). The pool buffer allocated for it gives its storage to the
+    /// spares, so the pool keeps its count of buffers. Taken only when the message fills at
+    /// least half the buffer: the rest of the buffer is zeroed, which for a short message
+    /// would cost more than the copy.
+    fn adopt(&mut self, cx: &mut Context<'_>) -> Option<Result<Status, TaskError>> {
+        let (msg, off) = self.pending.as_ref()?;
+        let cfg = cx.pool(0)?.config();
+        let start = off + usize::from(self.whole);
+        let n = msg.len().checked_sub(start)?;
+        let total = cfg.headroom + cfg.size + cfg.tailroom;
+        let whole_buffer = !self.whole || (self.joining.is_none() && msg[*off] == LAST);
+        if start != cfg.headroom
+            || n > cfg.size
+            || 2 * n < cfg.size
+            || msg.capacity() < total
+            || !whole_buffer
+        {
+            return None;
+        }
+        let Some(mut b) = cx.alloc(0) else {
+            return Some(Ok(Status::Blocked));
+        };
+        let (mut msg, off) = self.pending.take().expect("looked at above");
+        msg.resize(total, 0);
+        match b.exchange_storage(msg, n) {
+            Ok(old) => {
+                let _ = self.spare.try_send(old);
+                cx.put(0, b.freeze());
+                Some(Ok(Status::Progress))
+            }
+            Err(mut msg) => {
+                // Not the pool's layout after all: copied instead.
+                msg.truncate(start + n);
+                self.pending = Some((msg, off));
+                None
+            }
+        }
+    }
 }
 
 impl Task for HostIn {
@@ -246,7 +316,13 @@ impl Task for HostIn {
         loop {
             if self.pending.is_none() {
                 match self.rx.try_recv() {
-                    Ok(m) => self.pending = Some((m, 0)),
+                    Ok((m, front)) if front > m.len() => {
+                        return Err(self.bad(&format!(
+                            "a message said to start at byte {front} of a buffer of {}",
+                            m.len()
+                        )))
+                    }
+                    Ok(m) => self.pending = Some(m),
                     Err(TryRecvError::Empty) => return Ok(Status::Blocked),
                     Err(TryRecvError::Disconnected) => {
                         return match self.failure.get() {
@@ -259,11 +335,16 @@ impl Task for HostIn {
                     }
                 }
             }
+            match self.adopt(cx) {
+                Some(Ok(Status::Progress)) => continue,
+                Some(r) => return r,
+                None => {}
+            }
             if self.whole {
-                let (msg, _) = self.pending.take().expect("set above");
-                let r = self.join(cx, &msg);
+                let (msg, off) = self.pending.take().expect("set above");
+                let r = self.join(cx, &msg[off..]);
                 if matches!(r, Ok(Status::Blocked)) {
-                    self.pending = Some((msg, 0));
+                    self.pending = Some((msg, off));
                 } else {
                     let _ = self.spare.try_send(msg);
                 }
@@ -273,7 +354,7 @@ impl Task for HostIn {
                 }
             }
             let (msg, off) = self.pending.as_mut().expect("set above");
-            if msg.is_empty() {
+            if *off == msg.len() {
                 if let Some((m, _)) = self.pending.take() {
                     let _ = self.spare.try_send(m);
                 }
@@ -345,6 +426,8 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             task: b.task_id,
             failure: failure.clone(),
             spare,
+            whole,
+            front: 0,
         },
     );
     Ok(Box::new(HostIn {

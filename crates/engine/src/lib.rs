@@ -91,7 +91,7 @@ pub use budget::{
 pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
-pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH};
+pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, LAST, MORE};
 pub use pool::{
     release_together, Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM,
     DEFAULT_TAILROOM,

@@ -241,7 +241,7 @@ impl Channel {
     /// once the peer ended the stream. Allocates nothing once `buf` is large enough (a loan is
     /// copied into `buf` and goes back to the pool).
     pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, Deadline::Never)
+        self.recv_into_until(buf, 0, Deadline::Never)
     }
 
     /// Like [`recv_into`](Self::recv_into), giving up after `timeout` with
@@ -251,29 +251,48 @@ impl Channel {
         buf: &mut Vec<u8>,
         timeout: Duration,
     ) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, Deadline::after(Some(timeout)))
+        self.recv_into_until(buf, 0, Deadline::after(Some(timeout)))
     }
 
     /// Like [`recv_into`](Self::recv_into) if a message is there ([`LinkError::WouldBlock`]
     /// otherwise).
     pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, Deadline::Now)
+        self.recv_into_until(buf, 0, Deadline::Now)
     }
 
-    fn recv_into_until(&self, buf: &mut Vec<u8>, deadline: Deadline) -> Result<bool, LinkError> {
+    /// Like [`recv_into`](Self::recv_into), with the message at `buf[front..]` after `front`
+    /// zero bytes: room for a header of the receiver's own in front of it. The channel then
+    /// reassembles its next messages at that offset too, so that a message of several packets
+    /// still comes by exchanging buffers, not by copying (an engine's `host-in` takes such
+    /// buffers into its pool whole; see `offhost_proto::Connection::recv_into_at`).
+    pub fn recv_into_at(&self, buf: &mut Vec<u8>, front: usize) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, front, Deadline::Never)
+    }
+
+    /// Like [`recv_into_at`](Self::recv_into_at) if a message is there
+    /// ([`LinkError::WouldBlock`] otherwise).
+    pub fn try_recv_into_at(&self, buf: &mut Vec<u8>, front: usize) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, front, Deadline::Now)
+    }
+
+    fn recv_into_until(
+        &self,
+        buf: &mut Vec<u8>,
+        front: usize,
+        deadline: Deadline,
+    ) -> Result<bool, LinkError> {
         let d = &self.handle.driver;
-        if d.receive_quick(self.id, buf, deadline) {
+        if d.receive_quick(self.id, buf, front, deadline) {
             return Ok(true);
         }
         let arrived = d.wait(deadline, |st| {
-            crate::loan::receive_into(d, st, self.id, buf)
+            crate::loan::receive_into(d, st, self.id, buf, front)
         })?;
         Ok(match arrived {
             None => false,
             Some(Arrived::Copied) => true,
             Some(Arrived::Loan(l)) => {
-                buf.clear();
-                buf.extend_from_slice(&l);
+                offhost_proto::put_at(buf, front, &l);
                 true
             }
         })
@@ -297,7 +316,7 @@ impl Channel {
     fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {
         let d = &self.handle.driver;
         let mut quick = Vec::new();
-        if d.receive_quick(self.id, &mut quick, deadline) {
+        if d.receive_quick(self.id, &mut quick, 0, deadline) {
             return Ok(Some(quick));
         }
         let m = d.wait(deadline, |st| crate::loan::receive_message(d, st, self.id))?;

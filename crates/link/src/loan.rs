@@ -144,7 +144,7 @@ fn loan_of(
 /// One step of receiving on channel `id` as an owned message.
 pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Message>, LinkError>> {
     let mut buf = Vec::new();
-    take_into(st, id, &mut buf).map(|r| {
+    take_into(st, id, &mut buf, 0).map(|r| {
         r.map(|m| {
             m.map(|a| match a {
                 Arrived::Copied => Message::Bytes(buf),
@@ -155,16 +155,17 @@ pub(crate) fn take_message(st: &mut State, id: u32) -> Option<Result<Option<Mess
 }
 
 /// One step of receiving on channel `id` into `buf`: bytes land there (replacing its
-/// contents; a message of several packets by exchanging buffers, see
-/// `Connection::recv_into`), a loan is handed out as it is.
+/// contents, at `buf[front..]`; a message of several packets by exchanging buffers, see
+/// `Connection::recv_into_at`), a loan is handed out as it is.
 pub(crate) fn take_into(
     st: &mut State,
     id: u32,
     buf: &mut Vec<u8>,
+    front: usize,
 ) -> Option<Result<Option<Arrived>, LinkError>> {
     let (len, token) = match held(st, id) {
         Some(held) => held,
-        None => match st.conn.recv_into(id, buf) {
+        None => match st.conn.recv_into_at(id, buf, front) {
             Ok(Landed::Message) => return Some(Ok(Some(Arrived::Copied))),
             Ok(Landed::End) => return Some(Ok(None)),
             Ok(Landed::Empty) => return None,
@@ -182,14 +183,15 @@ pub(crate) fn receive_into(
     st: &mut State,
     id: u32,
     buf: &mut Vec<u8>,
+    front: usize,
 ) -> Option<Result<Option<Arrived>, LinkError>> {
-    if let Some(r) = take_into(st, id, buf) {
+    if let Some(r) = take_into(st, id, buf, front) {
         return Some(r);
     }
-    let fed = d.feed_taking(st, id, &mut crate::driver::copy_into(buf));
+    let fed = d.feed_taking(st, id, &mut crate::driver::copy_into(buf, front));
     match fed {
         Fed::Took => Some(Ok(Some(Arrived::Copied))),
-        Fed::Input => take_into(st, id, buf),
+        Fed::Input => take_into(st, id, buf, front),
         Fed::Nothing => None,
     }
 }
@@ -270,10 +272,10 @@ impl Channel {
     /// the stream.
     pub fn recv_message_into(&self, buf: &mut Vec<u8>) -> Result<Option<Arrived>, LinkError> {
         let d = &self.handle.driver;
-        if d.receive_quick(self.id, buf, Deadline::Never) {
+        if d.receive_quick(self.id, buf, 0, Deadline::Never) {
             return Ok(Some(Arrived::Copied));
         }
-        d.wait(Deadline::Never, |st| receive_into(d, st, self.id, buf))
+        d.wait(Deadline::Never, |st| receive_into(d, st, self.id, buf, 0))
     }
 
     /// Like [`recv_message`](Self::recv_message), giving up after `timeout`.

@@ -452,6 +452,53 @@ fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
     drop(engine.join().unwrap());
 }
 
+/// Messages received at an offset (`recv_into_at`) come with that many zero bytes in front,
+/// whatever path they take (one packet or several, a loan on shm, a buffer that held a longer
+/// message before), and the same offset again after a receive at another.
+fn receiving_at_an_offset_keeps_room_in_front(transport: &str) {
+    let (url, _dir) = echo_server(transport);
+    let s = common::connect(&url).unwrap();
+    let ch = s.open("front", opts(4096, 1 << 20)).unwrap();
+    let mut buf = vec![0xee; 200_000];
+    for (i, (len, front)) in [
+        (100_000, 63),
+        (0, 63),
+        (1, 63),
+        (4097, 0),
+        (4097, 63),
+        (70_000, 7),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let msg = bytes(len, i as u64);
+        ch.send(&msg).unwrap();
+        if i % 2 == 0 {
+            assert!(ch.recv_into_at(&mut buf, front).unwrap());
+        } else {
+            // The echo may not be back yet: look again until it is.
+            let t = std::time::Instant::now();
+            loop {
+                match ch.try_recv_into_at(&mut buf, front) {
+                    Err(LinkError::WouldBlock) if t.elapsed() < T => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    got => break assert!(got.unwrap()),
+                }
+            }
+        }
+        assert_eq!(buf.len(), front + len, "{transport}: size {len} at {front}");
+        assert!(
+            buf[..front].iter().all(|&b| b == 0),
+            "{transport}: front {front}"
+        );
+        assert!(
+            buf[front..] == msg[..],
+            "{transport}: size {len} at {front}"
+        );
+    }
+}
+
 macro_rules! conformance {
     ($($transport:ident),*) => {$(
         mod $transport {
@@ -469,6 +516,7 @@ macro_rules! conformance {
             #[test] fn slow_channel_does_not_stall_others() { super::slow_channel_does_not_stall_others(TR) }
             #[test] fn peer_close_ends_blocked_calls() { super::peer_close_ends_blocked_calls(TR) }
             #[test] fn a_finished_receiver_keeps_nothing_from_others() { super::a_finished_receiver_keeps_nothing_from_others(TR) }
+            #[test] fn receiving_at_an_offset_keeps_room_in_front() { super::receiving_at_an_offset_keeps_room_in_front(TR) }
         }
     )*};
 }

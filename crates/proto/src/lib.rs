@@ -43,3 +43,4 @@ pub use limits::{
     Limits, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHANNEL_WINDOW, DEFAULT_MAX_SESSION_WINDOW,
 };
 pub use options::{ChannelOptions, Config, SendMode, Side, MAX_PACKET, MIN_PACKET};
+pub use store::put_at;

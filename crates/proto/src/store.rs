@@ -14,6 +14,12 @@
 //! last such message (up to 1 MiB), so a stream of large messages neither allocates nor grows
 //! buffers.
 //!
+//! A receiver may ask for its messages at an offset in the buffer it gets
+//! ([`Store::pop_into`]'s `front`): the bytes before it are zero, room for a header of its own
+//! (the engine's pool buffers keep headroom in front of their data, and so take a message
+//! received this way without copying it). The store reassembles the next messages at the
+//! offset the receiver asked for last; one reassembled at another offset is copied once.
+//!
 //! The bytes of all complete and partial messages are bounded by the channel's credit (the
 //! peer can never have more unconsumed bytes in flight), the spares by the limit.
 
@@ -63,6 +69,9 @@ pub(crate) struct Store {
     spare_limit: usize,
     /// Length of the last message of several packets: what the next one's buffer reserves.
     last_own: usize,
+    /// Zero bytes in front of each message reassembled from now on: the offset the receiver
+    /// asked for last.
+    front: usize,
 }
 
 /// The most a buffer for a message of several packets reserves ahead (see `Store::fresh`).
@@ -119,10 +128,10 @@ impl Store {
         }
     }
 
-    /// A buffer for a new message of several packets, with room for one as long as the last
-    /// (up to [`RESERVE_MAX`]: past it the buffer grows as the message does, which for large
-    /// allocations moves pages instead of copying bytes, and a long message once does not
-    /// make every later one reserve as much).
+    /// A buffer for a new message of several packets, holding the zero bytes in front of it,
+    /// with room for one as long as the last (up to [`RESERVE_MAX`]: past it the buffer grows
+    /// as the message does, which for large allocations moves pages instead of copying bytes,
+    /// and a long message once does not make every later one reserve as much).
     fn fresh(&mut self) -> Vec<u8> {
         let mut v = match self.spare.pop() {
             Some(v) => {
@@ -131,7 +140,8 @@ impl Store {
             }
             None => Vec::new(),
         };
-        v.reserve(self.last_own.min(RESERVE_MAX));
+        v.reserve(self.front + self.last_own.min(RESERVE_MAX));
+        v.resize(self.front, 0);
         v
     }
 
@@ -208,28 +218,35 @@ impl Store {
     pub(crate) fn bytes_of(&self, e: Entry, at: usize) -> &[u8] {
         match e {
             Entry::Bytes(len) => &self.buf[at..at + len],
-            Entry::Own(len) => &self.lent[..len],
+            Entry::Own(len) => &self.lent[self.lent.len() - len..],
             Entry::Loan { .. } => &[],
         }
     }
 
-    /// Takes the next message into `buf`, replacing its contents: a message of several packets
-    /// by exchanging buffers (`buf`'s old one is kept for a later message), one of one packet
-    /// by copying. A loan's entry is returned with `buf` untouched.
-    pub(crate) fn pop_into(&mut self, buf: &mut Vec<u8>) -> Option<Entry> {
+    /// Takes the next message into `buf`, replacing its contents, at `buf[front..]` with
+    /// `front` zero bytes before it: a message of several packets by exchanging buffers
+    /// (`buf`'s old one is kept for a later message) when it was reassembled at this `front`,
+    /// one of one packet (or reassembled at another `front`) by copying. Messages reassembled
+    /// from now on are put at this `front`. A loan's entry is returned with `buf` untouched.
+    pub(crate) fn pop_into(&mut self, buf: &mut Vec<u8>, front: usize) -> Option<Entry> {
+        self.front = front;
         let e = self.entries.front().copied()?;
         match e {
-            Entry::Own(_) => {
+            Entry::Own(len) => {
                 self.entries.pop_front();
                 let v = self.own.pop_front().expect("an own entry has its buffer");
-                let old = std::mem::replace(buf, v);
-                self.recycle(old);
+                if v.len() - len == front {
+                    let old = std::mem::replace(buf, v);
+                    self.recycle(old);
+                } else {
+                    put_at(buf, front, &v[v.len() - len..]);
+                    self.recycle(v);
+                }
             }
             _ => {
                 let (e, at) = self.pop_at().expect("the front entry is there");
                 if let Entry::Bytes(len) = e {
-                    buf.clear();
-                    buf.extend_from_slice(&self.buf[at..at + len]);
+                    put_at(buf, front, &self.buf[at..at + len]);
                 }
             }
         }
@@ -241,6 +258,13 @@ impl Store {
         let (e, at) = self.pop_at()?;
         Some((e, self.bytes_of(e, at)))
     }
+}
+
+/// Replaces `buf`'s contents with `front` zero bytes and then `msg`.
+pub fn put_at(buf: &mut Vec<u8>, front: usize, msg: &[u8]) {
+    buf.clear();
+    buf.resize(front, 0);
+    buf.extend_from_slice(msg);
 }
 
 #[cfg(test)]
@@ -308,28 +332,74 @@ mod tests {
         let given = Vec::with_capacity(4096);
         let given_at = given.as_ptr();
         let mut buf = given;
-        assert_eq!(s.pop_into(&mut buf), Some(Entry::Own(3000)));
+        assert_eq!(s.pop_into(&mut buf, 0), Some(Entry::Own(3000)));
         assert_eq!(buf, msg);
         // The buffer given in exchange holds the next message of several packets.
         assert_eq!(s.spare_bytes, 4096);
         s.push_packet(&msg[..1024], false);
         s.push_packet(&msg[1024..2000], true);
         let mut next = Vec::new();
-        assert_eq!(s.pop_into(&mut next), Some(Entry::Own(2000)));
+        assert_eq!(s.pop_into(&mut next, 0), Some(Entry::Own(2000)));
         assert_eq!(next.as_ptr(), given_at);
         assert_eq!(next, msg[..2000]);
         // One packet: copied into the caller's buffer, which stays its own.
         s.push_packet(b"one", true);
         let at = next.as_ptr();
-        assert_eq!(s.pop_into(&mut next), Some(Entry::Bytes(3)));
+        assert_eq!(s.pop_into(&mut next, 0), Some(Entry::Bytes(3)));
         assert_eq!((next.as_slice(), next.as_ptr()), (&b"one"[..], at));
         // A loan leaves the buffer alone.
         s.push_loan(9, 7);
         assert_eq!(
-            s.pop_into(&mut next),
+            s.pop_into(&mut next, 0),
             Some(Entry::Loan { len: 9, token: 7 })
         );
         assert_eq!(next, b"one");
+    }
+
+    #[test]
+    fn messages_come_at_the_front_asked_for_and_are_exchanged_once_reassembled_there() {
+        let mut s = Store::new(1 << 20);
+        let msg: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let push = |s: &mut Store, m: &[u8]| {
+            let mut parts = m.chunks(1024).peekable();
+            while let Some(p) = parts.next() {
+                s.push_packet(p, parts.peek().is_none());
+            }
+        };
+        // Reassembled before any front was asked for: copied to the one asked for now.
+        push(&mut s, &msg);
+        let given = Vec::with_capacity(4096);
+        let given_at = given.as_ptr();
+        let mut buf = given;
+        assert_eq!(s.pop_into(&mut buf, 10), Some(Entry::Own(3000)));
+        assert_eq!((buf.as_ptr(), buf.len()), (given_at, 3010));
+        assert!(buf[..10].iter().all(|&b| b == 0) && buf[10..] == msg[..]);
+        // The next is reassembled at that front, so it is exchanged for the caller's buffer,
+        // which the one after then comes in.
+        push(&mut s, &msg[..2000]);
+        let second = Vec::with_capacity(4096);
+        let second_at = second.as_ptr();
+        let mut next = second;
+        assert_eq!(s.pop_into(&mut next, 10), Some(Entry::Own(2000)));
+        assert_ne!(next.as_ptr(), second_at);
+        assert!(next[..10].iter().all(|&b| b == 0) && next[10..] == msg[..2000]);
+        push(&mut s, &msg[..2500]);
+        let mut third = Vec::new();
+        assert_eq!(s.pop_into(&mut third, 10), Some(Entry::Own(2500)));
+        assert_eq!(third.as_ptr(), second_at);
+        assert!(third[..10].iter().all(|&b| b == 0) && third[10..] == msg[..2500]);
+        // Lent in place, a message skips its front.
+        push(&mut s, &msg[..1500]);
+        let (e, at) = s.pop_at().unwrap();
+        assert_eq!(s.bytes_of(e, at), &msg[..1500]);
+        // One packet: copied behind the front.
+        s.push_packet(b"one", true);
+        assert_eq!(s.pop_into(&mut third, 10), Some(Entry::Bytes(3)));
+        assert_eq!(&third[..], b"\0\0\0\0\0\0\0\0\0\0one");
+        // Asked at another front again: reassembled at 10, copied to 0.
+        push(&mut s, &msg);
+        assert_eq!(s.pop_into(&mut third, 0), Some(Entry::Own(3000)));
+        assert_eq!(third, msg);
     }
 
     #[test]
@@ -341,7 +411,7 @@ mod tests {
         }
         for _ in 0..10 {
             let mut buf = Vec::with_capacity(4000);
-            assert_eq!(s.pop_into(&mut buf), Some(Entry::Own(1200)));
+            assert_eq!(s.pop_into(&mut buf, 0), Some(Entry::Own(1200)));
         }
         assert!(s.spare_bytes <= 10_000, "{}", s.spare_bytes);
         assert_eq!(s.spare.len(), 2);

@@ -571,10 +571,8 @@ impl Driver {
     }
 }
 
-/// A receiver's copy of a message into `buf` (replacing what it held).
-pub(crate) fn copy_into(buf: &mut Vec<u8>) -> impl FnMut(&[u8]) + '_ {
-    |m| {
-        buf.clear();
-        buf.extend_from_slice(m);
-    }
+/// A receiver's copy of a message into `buf` (replacing what it held), at `buf[front..]`
+/// after `front` zero bytes.
+pub(crate) fn copy_into(buf: &mut Vec<u8>, front: usize) -> impl FnMut(&[u8]) + '_ {
+    move |m| offhost_proto::put_at(buf, front, m)
 }

@@ -26,12 +26,19 @@ use crate::driver::{copy_into, Deadline, Driver, Fed, ReadHalf, State, TICK};
 use crate::wire::is_idle;
 
 impl Driver {
-    /// Receives a byte message of channel `id` into `buf` (replacing its contents) if one
+    /// Receives a byte message of channel `id` into `buf` (replacing its contents, at
+    /// `buf[front..]`, see `Connection::recv_into_at`) if one
     /// arrives now, or within one wait of at most a tick (and not past `deadline`). False when
     /// it did not happen: nothing came, something waits in the channel's store (a message, a
     /// loan, the end), the session failed, or another thread holds the reading half; the caller
     /// then receives the general way, which sees whatever is there.
-    pub(crate) fn receive_quick(&self, id: u32, buf: &mut Vec<u8>, deadline: Deadline) -> bool {
+    pub(crate) fn receive_quick(
+        &self,
+        id: u32,
+        buf: &mut Vec<u8>,
+        front: usize,
+        deadline: Deadline,
+    ) -> bool {
         let slice = match deadline {
             Deadline::Now => return false,
             Deadline::Never => TICK,
@@ -71,7 +78,7 @@ impl Driver {
                     let mut st = self.lock();
                     let m = st.conn.take_whole_message(record, id);
                     if let Some(m) = m {
-                        copy_into(buf)(m);
+                        copy_into(buf, front)(m);
                     }
                     locked = Some(st);
                     m.is_some()
@@ -88,7 +95,7 @@ impl Driver {
             // Input is there, but not a whole message of this channel on its own.
             Ok(false) => {
                 self.bring_home(&mut st, wire);
-                self.feed_taking(&mut st, id, &mut copy_into(buf)) == Fed::Took
+                self.feed_taking(&mut st, id, &mut copy_into(buf, front)) == Fed::Took
             }
             Err(e) => {
                 self.bring_home(&mut st, wire);

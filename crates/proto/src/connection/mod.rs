@@ -488,8 +488,22 @@ impl Connection {
     /// (see `store.rs`). So a receiver that gives back buffers of the size it receives copies
     /// nothing here and allocates nothing.
     pub fn recv_into(&mut self, channel: u32, buf: &mut Vec<u8>) -> Result<Landed, CallError> {
+        self.recv_into_at(channel, buf, 0)
+    }
+
+    /// Like [`recv_into`](Self::recv_into), with the message at `buf[front..]` and `front`
+    /// zero bytes before it: room for a header the receiver adds (an engine's pool buffers
+    /// keep such headroom, and take a message received this way without copying it). The
+    /// channel reassembles its next messages at this offset, so that those too are exchanged,
+    /// not copied; one reassembled before at another offset is copied once.
+    pub fn recv_into_at(
+        &mut self,
+        channel: u32,
+        buf: &mut Vec<u8>,
+        front: usize,
+    ) -> Result<Landed, CallError> {
         let (entry, finished) =
-            match self.take_next(channel, |s| s.pop_into(buf).map(|e| (e, ())))? {
+            match self.take_next(channel, |s| s.pop_into(buf, front).map(|e| (e, ())))? {
                 Next::Took(entry, (), finished) => (entry, finished),
                 Next::Empty => return Ok(Landed::Empty),
                 Next::End => return Ok(Landed::End),

@@ -1,0 +1,92 @@
+//! `host-in` and messages sent where its pool keeps its data: taken into the pool whole.
+
+use std::time::Duration;
+
+use offhost_engine::{EngineConfig, Pipeline, Registry, DEFAULT_HEADROOM, DEFAULT_TAILROOM, LAST};
+
+const T: Duration = Duration::from_secs(20);
+const SIZE: usize = 4096;
+
+fn cfg() -> EngineConfig {
+    EngineConfig {
+        workers: 1,
+        pin: false,
+        batch: 16,
+    }
+}
+
+/// `data` at `front` of a buffer with room for a pool buffer's storage, behind the part flag
+/// for `whole=true`; and where `data` starts in it.
+fn laid_out(front: usize, whole: bool, data: &[u8]) -> (Vec<u8>, usize) {
+    let mut v = Vec::with_capacity(DEFAULT_HEADROOM + SIZE + DEFAULT_TAILROOM);
+    v.resize(front, 0xaa);
+    if whole {
+        v.push(LAST);
+    }
+    v.extend_from_slice(data);
+    let at = v.as_ptr() as usize + front + usize::from(whole);
+    (v, at)
+}
+
+#[test]
+fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
+    for whole in [false, true] {
+        let text = format!("host-in name=in whole={whole} >a:p(2,{SIZE})\nhost-out name=out <a\n");
+        let mut run = Pipeline::parse(&text)
+            .unwrap()
+            .start(&Registry::with_builtins(), &cfg())
+            .unwrap();
+        let mut input = run.host_input("in").unwrap();
+        let out = run.host_output("out").unwrap();
+        let front = input.front();
+        assert_eq!(front, DEFAULT_HEADROOM - usize::from(whole));
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+
+        // At the front, and at least half a buffer: the message's own buffer comes out.
+        let (v, at) = laid_out(front, whole, &data);
+        input.send_quiet_at(v, front).unwrap();
+        input.wake();
+        let b = out.recv_timeout(T).unwrap().unwrap();
+        assert_eq!(&b[..], &data[..], "whole={whole}");
+        assert_eq!(b.as_ptr() as usize, at, "whole={whole}: taken, not copied");
+        assert!(b.pool_name().is_some(), "a pool buffer");
+        drop(b);
+
+        // Shorter than half a buffer, or somewhere else in its buffer: copied, same bytes.
+        for (front_at, len) in [(front, 100), (front + 1, 3000), (0, 3000)] {
+            let (v, at) = laid_out(front_at, whole, &data[..len]);
+            input.send_quiet_at(v, front_at).unwrap();
+            input.wake();
+            let b = out.recv_timeout(T).unwrap().unwrap();
+            assert_eq!(&b[..], &data[..len], "whole={whole} at {front_at}");
+            assert_ne!(
+                b.as_ptr() as usize,
+                at,
+                "whole={whole} at {front_at}: copied"
+            );
+        }
+        input.close();
+        assert!(matches!(out.recv_timeout(T), Ok(None)));
+        let stats = run.wait().unwrap();
+        // The pool keeps its count: each buffer taken in gave its storage away.
+        assert!(
+            stats.pools.iter().all(|p| p.free == p.count),
+            "{:?}",
+            stats.pools
+        );
+    }
+}
+
+#[test]
+fn a_message_said_to_start_past_its_buffer_fails_the_task_with_a_reason() {
+    let text = format!("host-in name=in >a:p(2,{SIZE})\nnull <a\n");
+    let mut run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg())
+        .unwrap();
+    let input = run.host_input("in").unwrap();
+    input.send_quiet_at(vec![1; 10], 20).unwrap();
+    input.wake();
+    let err = run.wait().unwrap_err().to_string();
+    assert!(err.contains("start at byte 20 of a buffer of 10"), "{err}");
+}
