@@ -235,6 +235,7 @@ impl Built {
             let pool = g.tasks[port.task].pools.first().copied().flatten();
             if let Some(cfg) = pool.map(|i| pools[i].config()) {
                 port.front = cfg.headroom.saturating_sub(usize::from(port.whole));
+                port.storage = cfg.headroom + cfg.size + cfg.tailroom;
             }
         }
         let slots = g

@@ -60,6 +60,8 @@ pub(crate) struct InPort {
     /// Where a message goes in its buffer for the task to take the buffer whole (set at
     /// start, from the task's pool; see [`HostInput::front`]).
     pub(crate) front: usize,
+    /// Bytes of storage of a buffer of the task's pool (set at start): what a new spare holds.
+    pub(crate) storage: usize,
 }
 
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
@@ -84,6 +86,7 @@ pub struct HostInput {
     failure: Failure,
     spare: Receiver<Vec<u8>>,
     front: usize,
+    storage: usize,
 }
 
 impl HostInput {
@@ -94,6 +97,7 @@ impl HostInput {
             failure: port.failure,
             spare: port.spare,
             front: port.front,
+            storage: port.storage,
         }
     }
 
@@ -105,14 +109,16 @@ impl HostInput {
     }
 
     /// An empty message buffer to fill and [`send`](Self::send): one the task is done with
-    /// (so a stream of large messages allocates, and faults in, no new memory), or a new one.
+    /// (so a stream of large messages allocates, and faults in, no new memory), or a new one
+    /// with room for a pool buffer's storage (so that a message received into it at
+    /// [`front`](Self::front) can enter the pool whole).
     pub fn spare(&self) -> Vec<u8> {
         match self.spare.try_recv() {
             Ok(mut v) => {
                 v.clear();
                 v
             }
-            Err(_) => Vec::new(),
+            Err(_) => Vec::with_capacity(self.storage),
         }
     }
 
@@ -428,6 +434,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             spare,
             whole,
             front: 0,
+            storage: 0,
         },
     );
     Ok(Box::new(HostIn {
