@@ -15,10 +15,13 @@ fn cfg() -> EngineConfig {
     }
 }
 
-/// `data` at `front` of a buffer with room for a pool buffer's storage, behind the part flag
-/// for `whole=true`; and where `data` starts in it.
-fn laid_out(front: usize, whole: bool, data: &[u8]) -> (Vec<u8>, usize) {
-    let mut v = Vec::with_capacity(DEFAULT_HEADROOM + SIZE + DEFAULT_TAILROOM);
+/// A pool buffer's storage.
+const STORAGE: usize = DEFAULT_HEADROOM + SIZE + DEFAULT_TAILROOM;
+
+/// `data` at `front` of a buffer with room for `capacity` bytes, behind the part flag for
+/// `whole=true`; and where `data` starts in it.
+fn laid_out(front: usize, whole: bool, data: &[u8], capacity: usize) -> (Vec<u8>, usize) {
+    let mut v = Vec::with_capacity(capacity);
     v.resize(front, 0xaa);
     if whole {
         v.push(LAST);
@@ -43,7 +46,7 @@ fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
         let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
 
         // At the front, and at least half a buffer: the message's own buffer comes out.
-        let (v, at) = laid_out(front, whole, &data);
+        let (v, at) = laid_out(front, whole, &data, STORAGE);
         input.send_quiet_at(v, front).unwrap();
         input.wake();
         let b = out.recv_timeout(T).unwrap().unwrap();
@@ -52,9 +55,15 @@ fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
         assert!(b.pool_name().is_some(), "a pool buffer");
         drop(b);
 
-        // Shorter than half a buffer, or somewhere else in its buffer: copied, same bytes.
-        for (front_at, len) in [(front, 100), (front + 1, 3000), (0, 3000)] {
-            let (v, at) = laid_out(front_at, whole, &data[..len]);
+        // Shorter than half a buffer, somewhere else in its buffer, or in a buffer that would
+        // swell the pool: copied, same bytes.
+        for (front_at, len, capacity) in [
+            (front, 100, STORAGE),
+            (front + 1, 3000, STORAGE),
+            (0, 3000, STORAGE),
+            (front, 3000, 3 * STORAGE),
+        ] {
+            let (v, at) = laid_out(front_at, whole, &data[..len], capacity);
             input.send_quiet_at(v, front_at).unwrap();
             input.wake();
             let b = out.recv_timeout(T).unwrap().unwrap();
