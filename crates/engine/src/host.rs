@@ -4,9 +4,10 @@
 //! A [`HostInput`] sends byte messages into a pipeline; the `host-in` task copies them into
 //! buffers of its output pool, or, for a message sent in a buffer laid out like the pool's
 //! ([`HostInput::front`], [`HostInput::send_quiet_at`]), takes the buffer itself into the pool
-//! and gives the pool's storage back as a spare, copying nothing. A [`HostOutput`] receives the buffers that reach a `host-out`
-//! task, without copying; holding them holds pool buffers, so a slow host slows the
-//! pipeline down instead of growing memory (the closed loop extends into the host).
+//! and gives the pool's storage back as a spare, copying nothing. A [`HostOutput`] receives
+//! the buffers that reach a `host-out` task, without copying; holding them holds pool
+//! buffers, so a slow host slows the pipeline down instead of growing memory (the closed loop
+//! extends into the host).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

@@ -264,7 +264,8 @@ impl Channel {
     /// zero bytes: room for a header of the receiver's own in front of it. The channel then
     /// reassembles its next messages at that offset too, so that a message of several packets
     /// still comes by exchanging buffers, not by copying (an engine's `host-in` takes such
-    /// buffers into its pool whole; see `offhost_proto::Connection::recv_into_at`).
+    /// buffers into its pool whole; see `offhost_proto::Connection::recv_into_at`). The
+    /// `front` bytes are part of every such buffer: keep it to a header's size.
     pub fn recv_into_at(&self, buf: &mut Vec<u8>, front: usize) -> Result<bool, LinkError> {
         self.recv_into_until(buf, front, Deadline::Never)
     }
