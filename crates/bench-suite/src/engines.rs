@@ -6,6 +6,12 @@
 //!   to the end of both parts, the best of `rounds` (taking turns with the raw socket's).
 //! - `raw_tls_mb_per_s`: the same bytes in 64 KiB writes over one plain rustls connection
 //!   (`tls-raw`: the same certificates and cipher suite, a reader thread), the best of `rounds`.
+//! - `queue_cpu_s_per_gb`, `raw_tls_cpu_s_per_gb`: CPU time (user + system) per GB of each
+//!   over all rounds: for the queue, both engine processes' and this process's (which submits
+//!   the job); for the raw socket, this process's (its two threads). From `/proc/PID/stat`, in
+//!   clock ticks of 10 ms per process and run. Where both use every core they can (as on a
+//!   2-vCPU machine), the throughput ratio is about the inverse of the CPU ratio; with a core
+//!   for each busy thread the slowest thread sets the pace instead.
 //! - `call_us`: a null remote call, a 1-byte message and its answer on a channel over `tls:`
 //!   to an echo on a thread of this process (what an engine-to-engine call rides on), median
 //!   of `calls`; `tcp_rtt_us`: a 1-byte round trip on a plain TCP socket to an echo thread,
@@ -17,11 +23,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::ProgressBar;
-use offhost_bench::affinity;
 use offhost_bench::plain;
 use offhost_bench::run::{Endpoint, Role};
 use offhost_bench::stats::median;
 use offhost_bench::transport::Transport;
+use offhost_bench::{affinity, cpu};
 use offhost_engine::jobs::placed::{self, PlacedJob};
 use offhost_engine::Registry;
 use offhost_link::{ChannelOptions, Server, Session};
@@ -62,6 +68,13 @@ pub struct Report {
     pub raw_tls_mb_per_s: f64,
     /// queue / raw TLS (issue 21 asks for >= 0.9).
     pub queue_vs_raw_tls: f64,
+    /// CPU seconds per GB through the queue: both engines and the submitting process.
+    pub queue_cpu_s_per_gb: f64,
+    /// CPU seconds per GB through the raw TLS socket.
+    pub raw_tls_cpu_s_per_gb: f64,
+    /// queue / raw TLS CPU per byte; `None` when the raw socket's run was too short to
+    /// measure (less than a clock tick of CPU).
+    pub queue_cpu_vs_raw_tls: Option<f64>,
     /// A null call on a channel over TLS, median, microseconds.
     pub call_us: f64,
     /// A 1-byte round trip on plain TCP, median, microseconds.
@@ -75,10 +88,15 @@ impl Report {
     pub fn text(&self) -> String {
         format!(
             "queue between two engines (TLS, 64 KiB buffers): {:.0} MB/s; raw TLS socket {:.0} MB/s; ratio {:.2}\n\
+             CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
              null call over a TLS channel: {:.1} us; TCP round trip {:.1} us; ratio {:.2}\n",
             self.queue_mb_per_s,
             self.raw_tls_mb_per_s,
             self.queue_vs_raw_tls,
+            self.queue_cpu_s_per_gb,
+            self.raw_tls_cpu_s_per_gb,
+            self.queue_cpu_vs_raw_tls
+                .map_or("not measurable (too short a run)".to_owned(), |r| format!("{r:.2}")),
             self.call_us,
             self.tcp_rtt_us,
             self.call_vs_tcp
@@ -123,6 +141,17 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     // The queue and the raw socket take turns, round by round, so that both see the same
     // states of the machine.
     let (mut queue, mut raw) = (0f64, 0f64);
+    let pids: Vec<u32> = engines.iter().map(|(p, _)| p.id()).collect();
+    // CPU seconds of the engines and of this process, now.
+    let cpu_now = |with_engines: bool| -> Result<f64> {
+        let mut total = cpu::process_cpu_s(None).ok_or(Error::Peer("no /proc/self/stat".into()))?;
+        for &pid in pids.iter().filter(|_| with_engines) {
+            total += cpu::process_cpu_s(Some(pid))
+                .ok_or_else(|| Error::Peer(format!("engine process {pid} is gone")))?;
+        }
+        Ok(total)
+    };
+    let (mut queue_cpu, mut raw_cpu) = (0f64, 0f64);
     for round in 1..=o.rounds.max(1) {
         bar.set_message(format!("queue between engines, round {round}"));
         let job = PlacedJob {
@@ -133,17 +162,23 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
             outs: &[],
             ins: &[],
         };
+        let cpu0 = cpu_now(true)?;
         let t = Instant::now();
         let done = placed::run(&job, &registry, false, |_, _, _| {})
             .map_err(|e| Error::Peer(e.to_string()))?;
         let secs = t.elapsed().as_secs_f64();
+        queue_cpu += cpu_now(true)? - cpu0;
         if let Some(f) = done.failure {
             return Err(Error::Peer(f));
         }
         queue = queue.max(o.bytes as f64 / secs / 1e6);
         bar.set_message(format!("raw TLS socket, round {round}"));
+        let cpu0 = cpu_now(false)?;
         raw = raw.max(raw_tls_mb_per_s(&pki, o.bytes)?);
+        raw_cpu += cpu_now(false)? - cpu0;
     }
+    let gb = (o.bytes as f64 * o.rounds.max(1) as f64 / 1e9).max(f64::MIN_POSITIVE);
+    let (queue_cpu, raw_cpu) = (queue_cpu / gb, raw_cpu / gb);
     drop(
         engines
             .into_iter()
@@ -159,6 +194,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         queue_mb_per_s: queue,
         raw_tls_mb_per_s: raw,
         queue_vs_raw_tls: queue / raw,
+        queue_cpu_s_per_gb: queue_cpu,
+        raw_tls_cpu_s_per_gb: raw_cpu,
+        queue_cpu_vs_raw_tls: (raw_cpu > 0.0).then(|| queue_cpu / raw_cpu),
         call_us: call,
         tcp_rtt_us: rtt,
         call_vs_tcp: call / rtt,

@@ -198,6 +198,16 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
     }
+    // CPU per GB: both measured (4 MiB through the queue costs more than a 10 ms tick of the
+    // engines' start), the ratio where the raw socket's run took a tick or more.
+    let q = v["queue_cpu_s_per_gb"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v}"));
+    let r = v["raw_tls_cpu_s_per_gb"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(q > 0.0 && r >= 0.0, "{v}");
+    assert!(v["queue_cpu_vs_raw_tls"].is_null() || r > 0.0, "{v}");
     assert_eq!(v["bytes"], 4 << 20);
 }
 
