@@ -27,11 +27,11 @@ use crate::wire::is_idle;
 
 impl Driver {
     /// Receives a byte message of channel `id` into `buf` (replacing its contents, at
-    /// `buf[front..]`, see `Connection::recv_into_at`) if one
-    /// arrives now, or within one wait of at most a tick (and not past `deadline`). False when
-    /// it did not happen: nothing came, something waits in the channel's store (a message, a
-    /// loan, the end), the session failed, or another thread holds the reading half; the caller
-    /// then receives the general way, which sees whatever is there.
+    /// `buf[front..]`, see `Connection::recv_into_at`) if one arrives now, or within one wait
+    /// of at most a tick (and not past `deadline`). False when it did not happen: nothing
+    /// came, something waits in the channel's store (a message, a loan, the end), the session
+    /// failed, or another thread holds the reading half; the caller then receives the general
+    /// way, which sees whatever is there.
     pub(crate) fn receive_quick(
         &self,
         id: u32,
