@@ -281,8 +281,9 @@ impl HostIn {
     /// (the caller copies it). The pool buffer allocated for it gives its storage to the
     /// spares, so the pool keeps its count of buffers. Taken only when the message fills at
     /// least half the buffer (the rest of the buffer is zeroed, which for a short message
-    /// would cost more than the copy), and when its buffer holds at most twice a pool
-    /// buffer's storage (one that once held a larger message would swell the pool).
+    /// would cost more than the copy), and when its buffer holds at most a quarter more than
+    /// a pool buffer's storage (one that once held a larger message would swell the pool
+    /// past the memory its budget counted).
     fn adopt(&mut self, cx: &mut Context<'_>) -> Option<Result<Status, TaskError>> {
         let (msg, off) = self.pending.as_ref()?;
         let cfg = cx.pool(0)?.config();
@@ -294,7 +295,7 @@ impl HostIn {
             || n > cfg.size
             || 2 * n < cfg.size
             || msg.capacity() < total
-            || msg.capacity() > 2 * total
+            || msg.capacity() > total + total / 4
             || !whole_buffer
         {
             return None;

@@ -61,7 +61,7 @@ fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
             (front, 100, STORAGE),
             (front + 1, 3000, STORAGE),
             (0, 3000, STORAGE),
-            (front, 3000, 3 * STORAGE),
+            (front, 3000, 2 * STORAGE),
         ] {
             let (v, at) = laid_out(front_at, whole, &data[..len], capacity);
             input.send_quiet_at(v, front_at).unwrap();
