@@ -40,8 +40,9 @@ use crate::tls::Pki;
 /// What to measure.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Bytes through the queue between the engines and through the raw TLS socket.
-    #[arg(long, default_value = "1G", value_parser = |s: &str| offhost_bench::sizes::parse_size(s).map(|v| v as u64))]
+    /// Bytes through the queue between the engines and through the raw TLS socket (the
+    /// queue's time includes starting the job on both engines, which shorter runs feel).
+    #[arg(long, default_value = "2G", value_parser = |s: &str| offhost_bench::sizes::parse_size(s).map(|v| v as u64))]
     pub bytes: u64,
     /// Runs of each throughput measurement (the best counts).
     #[arg(long, default_value_t = 3)]
