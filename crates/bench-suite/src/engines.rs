@@ -145,7 +145,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let pids: Vec<u32> = engines.iter().map(|(p, _)| p.id()).collect();
     // CPU seconds of the engines and of this process, now.
     let cpu_now = |with_engines: bool| -> Result<f64> {
-        let mut total = cpu::process_cpu_s(None).ok_or(Error::Peer("no /proc/self/stat".into()))?;
+        let mut total =
+            cpu::process_cpu_s(None).ok_or_else(|| Error::Peer("no /proc/self/stat".into()))?;
         for &pid in pids.iter().filter(|_| with_engines) {
             total += cpu::process_cpu_s(Some(pid))
                 .ok_or_else(|| Error::Peer(format!("engine process {pid} is gone")))?;

@@ -271,6 +271,18 @@ pub fn put_at(buf: &mut Vec<u8>, front: usize, msg: &[u8]) {
 mod tests {
     use super::*;
 
+    /// Pushes `msg` as packets of `packet` bytes, the last one completing it (an empty message
+    /// as one empty packet).
+    fn push_in_packets(s: &mut Store, msg: &[u8], packet: usize) {
+        if msg.is_empty() {
+            return s.push_packet(&[], true);
+        }
+        let mut parts = msg.chunks(packet).peekable();
+        while let Some(p) = parts.next() {
+            s.push_packet(p, parts.peek().is_none());
+        }
+    }
+
     #[test]
     fn messages_come_out_whole_and_in_order_across_resets_and_compaction() {
         let mut s = Store::default();
@@ -283,13 +295,8 @@ mod tests {
             let msg: Vec<u8> = (0..len).map(|i| (i as u32 ^ next_in) as u8).collect();
             if round % 13 == 0 {
                 s.push_loan(len as u64, u64::from(next_in));
-            } else if msg.is_empty() {
-                s.push_packet(&[], true);
             } else {
-                let mut parts = msg.chunks(512).peekable();
-                while let Some(p) = parts.next() {
-                    s.push_packet(p, parts.peek().is_none());
-                }
+                push_in_packets(&mut s, &msg, 512);
             }
             next_in += 1;
             let lag = round % 5;
@@ -325,10 +332,7 @@ mod tests {
     fn a_message_of_several_packets_is_swapped_out_and_its_exchange_buffer_reused() {
         let mut s = Store::new(1 << 20);
         let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-        let mut parts = msg.chunks(1024).peekable();
-        while let Some(p) = parts.next() {
-            s.push_packet(p, parts.peek().is_none());
-        }
+        push_in_packets(&mut s, &msg, 1024);
         let given = Vec::with_capacity(4096);
         let given_at = given.as_ptr();
         let mut buf = given;
@@ -360,14 +364,8 @@ mod tests {
     fn messages_come_at_the_front_asked_for_and_are_exchanged_once_reassembled_there() {
         let mut s = Store::new(1 << 20);
         let msg: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8 + 1).collect();
-        let push = |s: &mut Store, m: &[u8]| {
-            let mut parts = m.chunks(1024).peekable();
-            while let Some(p) = parts.next() {
-                s.push_packet(p, parts.peek().is_none());
-            }
-        };
         // Reassembled before any front was asked for: copied to the one asked for now.
-        push(&mut s, &msg);
+        push_in_packets(&mut s, &msg, 1024);
         let given = Vec::with_capacity(4096);
         let given_at = given.as_ptr();
         let mut buf = given;
@@ -376,20 +374,20 @@ mod tests {
         assert!(buf[..10].iter().all(|&b| b == 0) && buf[10..] == msg[..]);
         // The next is reassembled at that front, so it is exchanged for the caller's buffer,
         // which the one after then comes in.
-        push(&mut s, &msg[..2000]);
+        push_in_packets(&mut s, &msg[..2000], 1024);
         let second = Vec::with_capacity(4096);
         let second_at = second.as_ptr();
         let mut next = second;
         assert_eq!(s.pop_into(&mut next, 10), Some(Entry::Own(2000)));
         assert_ne!(next.as_ptr(), second_at);
         assert!(next[..10].iter().all(|&b| b == 0) && next[10..] == msg[..2000]);
-        push(&mut s, &msg[..2500]);
+        push_in_packets(&mut s, &msg[..2500], 1024);
         let mut third = Vec::new();
         assert_eq!(s.pop_into(&mut third, 10), Some(Entry::Own(2500)));
         assert_eq!(third.as_ptr(), second_at);
         assert!(third[..10].iter().all(|&b| b == 0) && third[10..] == msg[..2500]);
         // Lent in place, a message skips its front.
-        push(&mut s, &msg[..1500]);
+        push_in_packets(&mut s, &msg[..1500], 1024);
         let (e, at) = s.pop_at().unwrap();
         assert_eq!(s.bytes_of(e, at), &msg[..1500]);
         // One packet: copied behind the front.
@@ -397,7 +395,7 @@ mod tests {
         assert_eq!(s.pop_into(&mut third, 10), Some(Entry::Bytes(3)));
         assert_eq!(&third[..], b"\0\0\0\0\0\0\0\0\0\0one");
         // Asked at another front again: reassembled at 10, copied to 0.
-        push(&mut s, &msg);
+        push_in_packets(&mut s, &msg, 1024);
         assert_eq!(s.pop_into(&mut third, 0), Some(Entry::Own(3000)));
         assert_eq!(third, msg);
     }
