@@ -99,3 +99,42 @@ fn a_message_said_to_start_past_its_buffer_fails_the_task_with_a_reason() {
     let err = run.wait().unwrap_err().to_string();
     assert!(err.contains("start at byte 20 of a buffer of 10"), "{err}");
 }
+
+/// What the daemon passes on from a peer's `in/` channel, at the front: a part with no flag,
+/// a bad flag, or more than a pool buffer holds fails the pipeline's host-in with an error
+/// that says which (the daemon itself goes on serving: `tests/daemon.rs`).
+#[test]
+fn bad_parts_at_the_front_fail_host_in_saying_what_is_wrong() {
+    let text = format!("host-in name=in whole=true >a:p(2,{SIZE})\nnull <a\n");
+    let cases: [(Vec<u8>, &str); 3] = [
+        (vec![], "an empty message"),
+        // Long enough to be taken whole, were the flag not looked at.
+        (
+            vec![7; 3000],
+            "a part starts with 7, not MORE (1) or LAST (0)",
+        ),
+        (
+            [&[LAST][..], &[1; SIZE + 1]].concat(),
+            "does not fit a buffer of its free list",
+        ),
+    ];
+    for (part, want) in cases {
+        let mut run = Pipeline::parse(&text)
+            .unwrap()
+            .start(&Registry::with_builtins(), &cfg())
+            .unwrap();
+        let mut input = run.host_input("in").unwrap();
+        let front = input.front();
+        let mut v = Vec::with_capacity(STORAGE);
+        v.resize(front, 0);
+        v.extend_from_slice(&part);
+        input.send_quiet_at(v, front).unwrap();
+        // The end of the stream: a part passed on would end the pipeline well.
+        input.close();
+        let err = run.wait().unwrap_err().to_string();
+        assert!(
+            err.contains("host-in channel 'in'") && err.contains(want),
+            "{err}"
+        );
+    }
+}
