@@ -30,7 +30,10 @@
 //!   64 KiB pieces. Two records, not four: with four, streams took about half again as much
 //!   CPU per byte, likely because four full records with their headers are a little more than
 //!   one loopback segment carries, so each send also put a segment of a hundred bytes on the
-//!   wire and woke the peer for it (docs/notes/access.md, "Performance"). A write reports
+//!   wire and woke the peer for it (docs/notes/access.md, "Performance"). For the same
+//!   reason a rest of at most [`WRITE_TAIL`] goes with the piece before it: a 64 KiB message
+//!   with its frame headers otherwise went as two full pieces and a third of 25 bytes, its
+//!   own record, send, segment and wake-up of the peer (docs/notes/engines.md). A write reports
 //!   bytes as written only once their records have left for the kernel: when the socket takes
 //!   only part of a piece, the call reports the pieces before it (or says `WouldBlock` if
 //!   there were none), keeps the rest of the piece's records, and the next call (which, by the
@@ -60,6 +63,10 @@ pub const WRITE_CHUNK: usize = 1024 * 1024;
 /// Plaintext encrypted, and its records sent, at a time within a write: two records of
 /// 16 KiB (the most TLS puts in one record), so the peer starts decrypting early.
 pub const WRITE_PIECE: usize = 32 * 1024;
+/// The most plaintext a piece takes beyond [`WRITE_PIECE`] when that is all that is left of
+/// a write, so that the end of a write does not go in a send, a TCP segment and a wake-up of
+/// the peer of its own (a 64 KiB message with its frame headers is 64 KiB and a few bytes).
+pub const WRITE_TAIL: usize = 4 * 1024;
 
 struct State {
     conn: rustls::Connection,
@@ -269,6 +276,17 @@ enum Ready {
     End,
     /// Nothing yet.
     Nothing,
+}
+
+/// Where the piece of a write that starts at `done` ends, when the write goes to `limit`:
+/// [`WRITE_PIECE`] on, or at `limit` when no more than [`WRITE_TAIL`] would be left after it.
+fn piece_end(done: usize, limit: usize) -> usize {
+    let end = limit.min(done + WRITE_PIECE);
+    if limit - end <= WRITE_TAIL {
+        limit
+    } else {
+        end
+    }
 }
 
 /// The bytes `start..end` of `bufs` taken one after another, as slices into `out`.
@@ -525,7 +543,7 @@ impl TlsWriter {
                     break;
                 }
             }
-            let end = limit.min(done + WRITE_PIECE);
+            let end = piece_end(done, limit);
             let n = if let [one] = bufs {
                 io::Write::write(&mut st.conn.writer(), &one[done..end])?
             } else {
@@ -659,5 +677,37 @@ impl io::Write for TlsStream {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.writer.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ends of the pieces a write of `len` bytes is cut into.
+    fn pieces(len: usize) -> Vec<usize> {
+        let (mut done, mut ends) = (0, Vec::new());
+        while done < len {
+            done = piece_end(done, len);
+            ends.push(done);
+        }
+        ends
+    }
+
+    #[test]
+    fn a_short_rest_goes_with_the_last_piece() {
+        // A 64 KiB message with two frame headers and a part flag: two sends, not three.
+        assert_eq!(pieces(65536 + 25), [32768, 65561]);
+        assert_eq!(
+            pieces(3 * 32768 + WRITE_TAIL),
+            [32768, 65536, 3 * 32768 + WRITE_TAIL]
+        );
+        // More than the tail left: a piece of its own.
+        assert_eq!(
+            pieces(2 * 32768 + WRITE_TAIL + 1),
+            [32768, 65536, 2 * 32768 + WRITE_TAIL + 1]
+        );
+        assert_eq!(pieces(1000), [1000]);
+        assert_eq!(pieces(32768), [32768]);
     }
 }

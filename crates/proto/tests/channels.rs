@@ -1012,3 +1012,54 @@ fn a_message_sent_in_parts_is_the_joined_message_on_the_wire() {
     want.extend([3; 5]);
     assert_eq!(message(p.b.recv(id).unwrap()), want);
 }
+
+/// The link-level credit frames (channel 0) in what `b` wants to send.
+fn link_grants(b: &mut Connection) -> usize {
+    let mut out = Vec::new();
+    b.poll_transmit(&mut out);
+    let mut at = 0;
+    let mut n = 0;
+    while let Some((f, used)) = Frame::decode(&out[at..]).unwrap() {
+        n += usize::from(matches!(f, Frame::Credit { channel: 0, .. }));
+        at += used;
+    }
+    n
+}
+
+#[test]
+fn link_credit_is_granted_per_half_of_the_whole_link_window() {
+    // A 4 MiB channel on a link with the default 1 MiB link window: 5 MiB in all, so a grant
+    // is worth a frame once 2.5 MiB drained (not every 512 KiB, half the link window alone).
+    let mut b = Connection::new(Config::new(Side::Server));
+    let mut wire = Vec::new();
+    Frame::Open {
+        channel: 1,
+        packet_shift: 16,
+        sync: false,
+        recv_buffer: 4 << 20,
+        max_message: 1 << 16,
+        name: "bulk",
+    }
+    .encode(&mut wire);
+    b.handle_input(&wire).unwrap();
+    link_grants(&mut b);
+    let payload = vec![7u8; 1 << 16];
+    let mut packet = Vec::new();
+    Frame::Data {
+        channel: 1,
+        last: true,
+        payload: &payload,
+    }
+    .encode(&mut packet);
+    let mut grants = Vec::new();
+    for _ in 0..48 {
+        b.handle_input(&packet).unwrap();
+        message(b.recv(1).unwrap());
+        grants.push(link_grants(&mut b));
+    }
+    // 3 MiB received and taken: the first link grant after 2.5 MiB (the 40th message), and
+    // none before it.
+    let first = grants.iter().position(|&g| g > 0);
+    assert_eq!(first, Some(39), "link grants per message: {grants:?}");
+    assert_eq!(grants.iter().sum::<usize>(), 1);
+}
