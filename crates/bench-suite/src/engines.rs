@@ -12,6 +12,13 @@
 //!   clock ticks of 10 ms per process and run. Where both use every core they can (as on a
 //!   2-vCPU machine), the throughput ratio is about the inverse of the CPU ratio; with a core
 //!   for each busy thread the slowest thread sets the pace instead.
+//! - `queue_busiest_thread_cpu_s_per_gb`, `raw_tls_busiest_thread_cpu_s_per_gb`: the CPU time
+//!   per GB of the busiest single thread: of the engines' threads (read every 20 ms from
+//!   `/proc/PID/task/TID/schedstat` while each round runs, see `offhost_bench::threads`; the
+//!   busiest of each round, summed), and of the raw socket's two threads (their own CPU
+//!   clocks). Their ratio `queue_busiest_vs_raw_tls` is what sets the throughput ratio on a
+//!   machine with a core for every busy thread; `queue_busiest_thread` names that thread
+//!   (`ENGINE:NAME`, in the last round).
 //! - `call_us`: a null remote call, a 1-byte message and its answer on a channel over `tls:`
 //!   to an echo on a thread of this process (what an engine-to-engine call rides on), median
 //!   of `calls`; `tcp_rtt_us`: a 1-byte round trip on a plain TCP socket to an echo thread,
@@ -26,6 +33,7 @@ use indicatif::ProgressBar;
 use offhost_bench::plain;
 use offhost_bench::run::{Endpoint, Role};
 use offhost_bench::stats::median;
+use offhost_bench::threads::Sampler;
 use offhost_bench::transport::Transport;
 use offhost_bench::{affinity, cpu};
 use offhost_engine::jobs::placed::{self, PlacedJob};
@@ -76,6 +84,16 @@ pub struct Report {
     /// queue / raw TLS CPU per byte; `None` when the raw socket's run was too short to
     /// measure (less than a clock tick of CPU).
     pub queue_cpu_vs_raw_tls: Option<f64>,
+    /// The busiest thread of the engines in the last round, `ENGINE:NAME`.
+    pub queue_busiest_thread: String,
+    /// CPU seconds per GB of the queue's busiest thread (the busiest of each round).
+    pub queue_busiest_thread_cpu_s_per_gb: f64,
+    /// CPU seconds per GB of the raw socket's busier thread (of each round).
+    pub raw_tls_busiest_thread_cpu_s_per_gb: f64,
+    /// queue / raw TLS busiest thread's CPU per byte (what bounds the throughput ratio with a
+    /// core for every busy thread); `None` when the raw socket's thread ran for no measurable
+    /// time.
+    pub queue_busiest_vs_raw_tls: Option<f64>,
     /// A null call on a channel over TLS, median, microseconds.
     pub call_us: f64,
     /// A 1-byte round trip on plain TCP, median, microseconds.
@@ -90,6 +108,7 @@ impl Report {
         format!(
             "queue between two engines (TLS, 64 KiB buffers): {:.0} MB/s; raw TLS socket {:.0} MB/s; ratio {:.2}\n\
              CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
+             busiest thread's CPU per GB: queue {:.3} s ({}); raw TLS socket {:.3} s; ratio {}\n\
              null call over a TLS channel: {:.1} us; TCP round trip {:.1} us; ratio {:.2}\n",
             self.queue_mb_per_s,
             self.raw_tls_mb_per_s,
@@ -98,6 +117,11 @@ impl Report {
             self.raw_tls_cpu_s_per_gb,
             self.queue_cpu_vs_raw_tls
                 .map_or("not measurable (too short a run)".to_owned(), |r| format!("{r:.2}")),
+            self.queue_busiest_thread_cpu_s_per_gb,
+            self.queue_busiest_thread,
+            self.raw_tls_busiest_thread_cpu_s_per_gb,
+            self.queue_busiest_vs_raw_tls
+                .map_or("not measurable".to_owned(), |r| format!("{r:.2}")),
             self.call_us,
             self.tcp_rtt_us,
             self.call_vs_tcp
@@ -154,6 +178,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         Ok(total)
     };
     let (mut queue_cpu, mut raw_cpu) = (0f64, 0f64);
+    // The busiest thread's CPU seconds, summed over the rounds, and the last round's name.
+    let (mut queue_busiest, mut raw_busiest) = (0f64, 0f64);
+    let mut busiest_name = String::new();
     for round in 1..=o.rounds.max(1) {
         bar.set_message(format!("queue between engines, round {round}"));
         let job = PlacedJob {
@@ -165,22 +192,35 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
             ins: &[],
         };
         let cpu0 = cpu_now(true)?;
+        let sampler = Sampler::start(&pids, SAMPLE_PERIOD)?;
         let t = Instant::now();
-        let done = placed::run(&job, &registry, false, |_, _, _| {})
-            .map_err(|e| Error::Peer(e.to_string()))?;
+        let done = placed::run(&job, &registry, false, |_, _, _| {});
         let secs = t.elapsed().as_secs_f64();
+        let threads = sampler.stop();
+        let done = done.map_err(|e| Error::Peer(e.to_string()))?;
         queue_cpu += cpu_now(true)? - cpu0;
+        if let Some(t) = threads.first() {
+            queue_busiest += t.cpu_s;
+            let engine = pids
+                .iter()
+                .position(|&p| p == t.pid)
+                .map_or("?", |i| list[i].0.as_str());
+            busiest_name = format!("{engine}:{}", t.name);
+        }
         if let Some(f) = done.failure {
             return Err(Error::Peer(f));
         }
         queue = queue.max(o.bytes as f64 / secs / 1e6);
         bar.set_message(format!("raw TLS socket, round {round}"));
         let cpu0 = cpu_now(false)?;
-        raw = raw.max(raw_tls_mb_per_s(&pki, o.bytes)?);
+        let (mb_per_s, busiest) = raw_tls_mb_per_s(&pki, o.bytes)?;
+        raw = raw.max(mb_per_s);
+        raw_busiest += busiest;
         raw_cpu += cpu_now(false)? - cpu0;
     }
     let gb = (o.bytes as f64 * o.rounds.max(1) as f64 / 1e9).max(f64::MIN_POSITIVE);
     let (queue_cpu, raw_cpu) = (queue_cpu / gb, raw_cpu / gb);
+    let (queue_busiest, raw_busiest) = (queue_busiest / gb, raw_busiest / gb);
     drop(
         engines
             .into_iter()
@@ -199,33 +239,46 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         queue_cpu_s_per_gb: queue_cpu,
         raw_tls_cpu_s_per_gb: raw_cpu,
         queue_cpu_vs_raw_tls: (raw_cpu > 0.0).then(|| queue_cpu / raw_cpu),
+        queue_busiest_thread: busiest_name,
+        queue_busiest_thread_cpu_s_per_gb: queue_busiest,
+        raw_tls_busiest_thread_cpu_s_per_gb: raw_busiest,
+        queue_busiest_vs_raw_tls: (raw_busiest > 0.0).then(|| queue_busiest / raw_busiest),
         call_us: call,
         tcp_rtt_us: rtt,
         call_vs_tcp: call / rtt,
     })
 }
 
-/// `bytes` in 64 KiB writes over one raw TLS connection, read by another thread; MB/s.
-fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<f64> {
+/// How often the engines' threads are read while the queue runs (what a thread runs after its
+/// last reading before it exits is missed).
+const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// `bytes` in 64 KiB writes over one raw TLS connection, read by another thread; MB/s, and
+/// the CPU seconds of the busier of the two threads.
+fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<(f64, f64)> {
     const PIECE: usize = 64 << 10;
     let (mut tx, mut rx) = crate::tls::pair(pki)?;
     let n = bytes.div_ceil(PIECE as u64);
-    let reader = std::thread::spawn(move || -> std::io::Result<()> {
+    let reader = std::thread::spawn(move || -> std::io::Result<f64> {
+        let cpu0 = cpu::thread_cpu_s();
         let mut buf = vec![0u8; PIECE];
         for _ in 0..n {
             rx.recv(&mut buf)?;
         }
-        Ok(())
+        Ok(cpu::thread_cpu_s() - cpu0)
     });
     let msg = vec![7u8; PIECE];
+    let cpu0 = cpu::thread_cpu_s();
     let t = Instant::now();
     for _ in 0..n {
         tx.send(&msg)?;
     }
-    reader
+    let sender_cpu = cpu::thread_cpu_s() - cpu0;
+    let reader_cpu = reader
         .join()
         .map_err(|_| Error::Peer("raw TLS reader panicked".into()))??;
-    Ok((n * PIECE as u64) as f64 / t.elapsed().as_secs_f64() / 1e6)
+    let mb_per_s = (n * PIECE as u64) as f64 / t.elapsed().as_secs_f64() / 1e6;
+    Ok((mb_per_s, sender_cpu.max(reader_cpu)))
 }
 
 /// Runs `f` `n` times and appends each run's time, microseconds, to `out`, but for the first

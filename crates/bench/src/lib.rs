@@ -18,4 +18,5 @@ pub mod report;
 pub mod run;
 pub mod sizes;
 pub mod stats;
+pub mod threads;
 pub mod transport;

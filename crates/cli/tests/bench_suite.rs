@@ -214,6 +214,24 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         ratio.is_null() || ratio.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()),
         "{v}"
     );
+    // The busiest thread: one of the engines', named, and both sides measured.
+    let name = v["queue_busiest_thread"].as_str().unwrap_or_default();
+    assert!(
+        name.starts_with("a:") || name.starts_with("b:"),
+        "busiest thread {name:?}: {v}"
+    );
+    let qb = v["queue_busiest_thread_cpu_s_per_gb"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v}"));
+    let rb = v["raw_tls_busiest_thread_cpu_s_per_gb"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(qb > 0.0 && rb > 0.0, "{v}");
+    let ratio = v
+        .get("queue_busiest_vs_raw_tls")
+        .and_then(|r| r.as_f64())
+        .unwrap_or_else(|| panic!("no busiest-thread ratio: {v}"));
+    assert!(ratio > 0.0 && ratio.is_finite(), "{v}");
     assert_eq!(v["bytes"], 4 << 20);
 }
 
