@@ -194,6 +194,10 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         "call_us",
         "tcp_rtt_us",
         "call_vs_tcp",
+        // The busiest thread's CPU per GB, both sides measured (threads' own clocks).
+        "queue_busiest_thread_cpu_s_per_gb",
+        "raw_tls_busiest_thread_cpu_s_per_gb",
+        "queue_busiest_vs_raw_tls",
     ] {
         let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
@@ -214,24 +218,12 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         ratio.is_null() || ratio.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()),
         "{v}"
     );
-    // The busiest thread: one of the engines', named, and both sides measured.
+    // The busiest thread is one of the engines', named.
     let name = v["queue_busiest_thread"].as_str().unwrap_or_default();
     assert!(
         name.starts_with("a:") || name.starts_with("b:"),
         "busiest thread {name:?}: {v}"
     );
-    let qb = v["queue_busiest_thread_cpu_s_per_gb"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{v}"));
-    let rb = v["raw_tls_busiest_thread_cpu_s_per_gb"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{v}"));
-    assert!(qb > 0.0 && rb > 0.0, "{v}");
-    let ratio = v
-        .get("queue_busiest_vs_raw_tls")
-        .and_then(|r| r.as_f64())
-        .unwrap_or_else(|| panic!("no busiest-thread ratio: {v}"));
-    assert!(ratio > 0.0 && ratio.is_finite(), "{v}");
     assert_eq!(v["bytes"], 4 << 20);
 }
 
