@@ -175,3 +175,42 @@ fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
     assert_eq!(v["state"], "failed", "{v}");
     assert!(v["error"].as_str().unwrap().contains("bad.wav"), "{v}");
 }
+
+/// The error a channel the daemon refused ends with, after a send that crosses the refusal
+/// on the way: sent once the daemon has refused the channel and let go of it (a while after
+/// the open), before this side has read the refusal. The daemon drops it; the link lives.
+fn refusal(ch: &offhost_link::Channel) -> String {
+    std::thread::sleep(Duration::from_millis(200));
+    ch.send(b"x")
+        .expect("a send before the refusal is read is taken");
+    match ch.recv_timeout(Duration::from_secs(10)) {
+        Err(e) => e.to_string(),
+        Ok(m) => panic!("the channel was not refused: {m:?}"),
+    }
+}
+
+#[test]
+fn channels_to_no_pipeline_or_no_host_in_are_refused_and_the_host_served() {
+    let url = daemon();
+    let c = Client::connect(&url).unwrap();
+    let e = refusal(&c.open_input(999, "in").unwrap());
+    assert!(e.contains("in/999/in: no such pipeline here"), "{e}");
+    let sub = c
+        .submit("host-in name=in >a:p(8,4096)\nhost-out name=out <a\n")
+        .unwrap();
+    let e = refusal(&c.open_input(sub.id, "nope").unwrap());
+    assert!(e.contains("no open host-in nope"), "{e}");
+    let e = refusal(&c.open_output(sub.id, "nope").unwrap());
+    assert!(e.contains("no open host-out nope"), "{e}");
+    // The same host, on the same link, is served.
+    let input = c.open_input(sub.id, "in").unwrap();
+    let output = c.open_output(sub.id, "out").unwrap();
+    input.send(&[5u8; 10_000]).unwrap();
+    input.close().unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+        got.extend_from_slice(&m);
+    }
+    assert_eq!(got, vec![5u8; 10_000]);
+    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
+}

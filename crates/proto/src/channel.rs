@@ -59,6 +59,11 @@ pub(crate) struct Chan {
     pub(crate) recv_closed: bool,
     /// The channel was refused or reset: code and reason.
     pub(crate) reset: Option<(u32, String)>,
+    /// This side reset it ([`Connection::reset`](crate::Connection::reset)): the peer may
+    /// still have data on the way, sent before our reset reached it, so closing our side does
+    /// not end the receiving one; the channel stays (its data dropped, its credit flowing)
+    /// until the peer closes it too, as a channel refused at its opening does.
+    pub(crate) reset_here: bool,
 }
 
 impl Chan {
@@ -82,6 +87,7 @@ impl Chan {
             store: Store::new(opts.recv_buffer as usize),
             recv_closed: false,
             reset: None,
+            reset_here: false,
         }
     }
 

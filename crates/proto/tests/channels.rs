@@ -1063,3 +1063,33 @@ fn link_credit_is_granted_per_half_of_the_whole_link_window() {
     assert_eq!(first, Some(39), "link grants per message: {grants:?}");
     assert_eq!(grants.iter().sum::<usize>(), 1);
 }
+
+#[test]
+fn data_in_flight_to_a_channel_reset_and_closed_here_is_dropped_not_a_broken_link() {
+    let mut p = Pair::new();
+    p.settle();
+    let id = p.a.open("in", small(64, 4096)).unwrap();
+    p.deliver(usize::MAX);
+    assert_eq!(opened(&mut p.b), id);
+    // a sends before b's refusal reaches it; b refuses and closes its side meanwhile.
+    p.a.send(id, &[1; 100]).unwrap();
+    p.collect();
+    p.b.reset(id, offhost_proto::CODE_REFUSED, "no such pipeline")
+        .unwrap();
+    p.b.close(id).unwrap();
+    // b still knows the channel, drops what arrives for it and keeps the link.
+    assert!(p.b.channel_ids().any(|c| c == id));
+    p.settle();
+    assert!(p.b.is_open() && p.a.is_open());
+    // a learns of the refusal at its next send, and closing its side retires the channel on
+    // both.
+    assert!(matches!(
+        p.a.send(id, b"more"),
+        Err(CallError::Reset { ref reason, .. }) if reason == "no such pipeline"
+    ));
+    p.a.close(id).unwrap();
+    p.settle();
+    assert!(!p.b.channel_ids().any(|c| c == id));
+    assert!(!p.a.channel_ids().any(|c| c == id));
+    assert!(p.b.is_open() && p.a.is_open());
+}

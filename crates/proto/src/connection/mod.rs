@@ -346,7 +346,8 @@ impl Connection {
             .map(|c| (c.name.as_str(), c.opts))
     }
 
-    /// Refuses or resets a channel the peer opened (or any open channel).
+    /// Refuses or resets a channel the peer opened (or any open channel). What the peer sent
+    /// before it learns of this is dropped; the channel retires once both sides closed it.
     pub fn reset(&mut self, channel: u32, code: u32, reason: &str) -> Result<(), CallError> {
         let ch = self
             .channels
@@ -354,6 +355,7 @@ impl Connection {
             .ok_or(CallError::NoChannel(channel))?;
         if ch.reset.is_none() {
             ch.reset = Some((code, reason.to_owned()));
+            ch.reset_here = true;
             ch.store.clear();
             if self.state == State::Open {
                 Frame::Error {
@@ -588,7 +590,9 @@ impl Connection {
             .ok_or(CallError::NoChannel(channel))?;
         if !ch.send_closed {
             ch.send_closed = true;
-            if ch.reset.is_some() {
+            // Reset by the peer: nothing more comes (its data before the reset came before
+            // it). Reset here: see `Chan::reset_here`.
+            if ch.reset.is_some() && !ch.reset_here {
                 ch.recv_closed = true;
                 ch.store.clear();
             }
