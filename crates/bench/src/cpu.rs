@@ -306,7 +306,8 @@ pub fn thread_cpu_time(tid: u32) -> Option<Duration> {
     read_schedstat(&format!("/proc/self/task/{tid}/schedstat"))
 }
 
-fn read_schedstat(path: &str) -> Option<Duration> {
+/// The run time in a `schedstat` file of `/proc` (its first field, nanoseconds).
+pub(crate) fn read_schedstat(path: &str) -> Option<Duration> {
     let text = std::fs::read_to_string(path).ok()?;
     let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
     Some(Duration::from_nanos(ns))

@@ -100,8 +100,8 @@ fn sweep(pids: &[u32], seen: &mut Seen, first: bool) {
 }
 
 fn run_ns(pid: u32, tid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    crate::cpu::read_schedstat(&format!("/proc/{pid}/task/{tid}/schedstat"))
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 fn name(pid: u32, tid: u32) -> String {

@@ -544,23 +544,31 @@ fn server_fed(frames: &[Frame<'_>]) -> (Connection, Result<(), ProtoError>) {
     (b, r)
 }
 
-fn sends_link_error(b: &mut Connection) -> bool {
+/// How many of the frames `b` wants to send now are ones `want` picks.
+fn frames_sent(b: &mut Connection, want: impl Fn(&Frame<'_>) -> bool) -> usize {
     let mut out = Vec::new();
     b.poll_transmit(&mut out);
     let mut at = 0;
-    let mut found = false;
+    let mut n = 0;
     while let Some((f, used)) = Frame::decode(&out[at..]).unwrap() {
-        found |= matches!(
+        n += usize::from(want(&f));
+        at += used;
+    }
+    n
+}
+
+fn sends_link_error(b: &mut Connection) -> bool {
+    let error = |f: &Frame<'_>| {
+        matches!(
             f,
             Frame::Error {
                 channel: 0,
                 code: offhost_proto::CODE_PROTOCOL,
                 ..
             }
-        );
-        at += used;
-    }
-    found
+        )
+    };
+    frames_sent(b, error) > 0
 }
 
 #[test]
@@ -1015,15 +1023,7 @@ fn a_message_sent_in_parts_is_the_joined_message_on_the_wire() {
 
 /// The link-level credit frames (channel 0) in what `b` wants to send.
 fn link_grants(b: &mut Connection) -> usize {
-    let mut out = Vec::new();
-    b.poll_transmit(&mut out);
-    let mut at = 0;
-    let mut n = 0;
-    while let Some((f, used)) = Frame::decode(&out[at..]).unwrap() {
-        n += usize::from(matches!(f, Frame::Credit { channel: 0, .. }));
-        at += used;
-    }
-    n
+    frames_sent(b, |f| matches!(f, Frame::Credit { channel: 0, .. }))
 }
 
 #[test]
