@@ -9,7 +9,8 @@
 //! - `queue_cpu_s_per_gb`, `raw_tls_cpu_s_per_gb`: CPU time (user + system) per GB of each
 //!   over all rounds: for the queue, both engine processes' and this process's (which submits
 //!   the job); for the raw socket, this process's (its two threads). From `/proc/PID/stat`, in
-//!   clock ticks of 10 ms per process and run. Where both use every core they can (as on a
+//!   clock ticks of 10 ms per process and run, so a short run (a few MiB) can read as 0 and
+//!   then has no ratio `queue_cpu_vs_raw_tls`. Where both use every core they can (as on a
 //!   2-vCPU machine), the throughput ratio is about the inverse of the CPU ratio; with a core
 //!   for each busy thread the slowest thread sets the pace instead.
 //! - `queue_busiest_thread_cpu_s_per_gb`, `raw_tls_busiest_thread_cpu_s_per_gb`: the CPU time
@@ -238,7 +239,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         queue_vs_raw_tls: queue / raw,
         queue_cpu_s_per_gb: queue_cpu,
         raw_tls_cpu_s_per_gb: raw_cpu,
-        queue_cpu_vs_raw_tls: (raw_cpu > 0.0).then(|| queue_cpu / raw_cpu),
+        // A run shorter than a clock tick can read as 0 s: no ratio then.
+        queue_cpu_vs_raw_tls: (raw_cpu > 0.0 && queue_cpu > 0.0).then(|| queue_cpu / raw_cpu),
         queue_busiest_thread: busiest_name,
         queue_busiest_thread_cpu_s_per_gb: queue_busiest,
         raw_tls_busiest_thread_cpu_s_per_gb: raw_busiest,
