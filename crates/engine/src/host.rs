@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 
+use crate::backlog::Backlog;
 use crate::buffer::Buffer;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build};
@@ -23,6 +24,10 @@ use crate::task::{Context, Status, Task, TaskError};
 
 /// Messages a host may queue for a `host-in` task before `send` waits.
 pub const HOST_IN_DEPTH: usize = 64;
+
+/// The least a buffer of `host-in`'s pool counts for in [`HOST_IN_DEPTH`] buffers' worth of
+/// bytes, the most a host may queue (see [`HostInput::send`]).
+pub const HOST_IN_MIN_BUFFER: usize = 64 << 10;
 
 /// First byte of a message to `host-in whole=true`: more parts of this buffer follow.
 pub const MORE: u8 = 1;
@@ -63,6 +68,8 @@ pub(crate) struct InPort {
     pub(crate) front: usize,
     /// Bytes of storage of a buffer of the task's pool (set at start): what a new spare holds.
     pub(crate) storage: usize,
+    /// Bytes queued to the task.
+    pub(crate) backlog: Arc<Backlog>,
 }
 
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
@@ -88,6 +95,9 @@ pub struct HostInput {
     spare: Receiver<Vec<u8>>,
     front: usize,
     storage: usize,
+    backlog: Arc<Backlog>,
+    /// Bytes of message buffers that may be queued at once (one message always may).
+    max_queued: usize,
 }
 
 impl HostInput {
@@ -99,7 +109,16 @@ impl HostInput {
             spare: port.spare,
             front: port.front,
             storage: port.storage,
+            backlog: port.backlog,
+            max_queued: HOST_IN_DEPTH.saturating_mul(port.storage.max(HOST_IN_MIN_BUFFER)),
         }
+    }
+
+    /// Bytes of message buffers (their capacity) that may wait for the task at once: those
+    /// of [`HOST_IN_DEPTH`] buffers of its pool, each counted as at least
+    /// [`HOST_IN_MIN_BUFFER`]. A message over that still goes when nothing else waits.
+    pub fn max_queued(&self) -> usize {
+        self.max_queued
     }
 
     /// Where a message starts in its buffer for the task to take that buffer into its pool as
@@ -137,7 +156,9 @@ impl HostInput {
         }
     }
 
-    /// Sends one message; waits while the task has [`HOST_IN_DEPTH`] messages pending.
+    /// Sends one message; waits while the task has [`HOST_IN_DEPTH`] messages pending, or
+    /// while this one's buffer would take the bytes waiting past
+    /// [`max_queued`](Self::max_queued).
     pub fn send(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
         self.send_then((data.into(), 0), true)
     }
@@ -160,6 +181,13 @@ impl HostInput {
 
     fn send_then(&self, data: Sent, wake: bool) -> Result<(), HostError> {
         let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
+        // Counted by the memory it holds: the task releases the same count when it takes it.
+        if !self
+            .backlog
+            .reserve(data.0.capacity(), self.max_queued, || self.wake())
+        {
+            return Err(HostError::Closed);
+        }
         let mut msg = data;
         loop {
             match tx.send_timeout(msg, Duration::from_millis(50)) {
@@ -221,6 +249,8 @@ pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutpu
 
 struct HostIn {
     rx: Receiver<Sent>,
+    /// Bytes queued by the host: released as messages are taken, closed when the task ends.
+    backlog: Arc<Backlog>,
     /// Where a message's buffer goes once copied out (dropped when the host keeps enough).
     spare: Sender<Vec<u8>>,
     /// The message being put out, and the offset of what is left of it.
@@ -307,7 +337,7 @@ impl HostIn {
         msg.resize(total, 0);
         match b.exchange_storage(msg, n) {
             Ok(old) => {
-                let _ = self.spare.try_send(old);
+                self.give_spare(cx, old);
                 cx.put(0, b.freeze());
                 Some(Ok(Status::Progress))
             }
@@ -323,9 +353,43 @@ impl HostIn {
 
 impl Task for HostIn {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        let r = self.step(cx);
+        if !matches!(r, Ok(Status::Blocked | Status::Progress)) {
+            // Ended: a host waiting for room would wait for ever.
+            self.backlog.close();
+        }
+        r
+    }
+}
+
+impl Drop for HostIn {
+    fn drop(&mut self) {
+        self.backlog.close();
+    }
+}
+
+impl HostIn {
+    /// Keeps a message buffer for the host to fill again, unless it holds more than a
+    /// quarter over a pool buffer's storage (one that once held a large message would keep
+    /// that memory for as long as it circulates) or enough are kept.
+    fn give_spare(&self, cx: &mut Context<'_>, m: Vec<u8>) {
+        let Some(cfg) = cx.pool(0).map(|p| p.config()) else {
+            return;
+        };
+        let total = cfg.headroom + cfg.size + cfg.tailroom;
+        if m.capacity() <= total + total / 4 {
+            let _ = self.spare.try_send(m);
+        }
+    }
+
+    fn step(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         loop {
             if self.pending.is_none() {
-                match self.rx.try_recv() {
+                let got = self.rx.try_recv();
+                if let Ok((m, _)) = &got {
+                    self.backlog.release(m.capacity());
+                }
+                match got {
                     Ok((m, front)) if front > m.len() => {
                         return Err(self.bad(&format!(
                             "a message said to start at byte {front} of a buffer of {}",
@@ -356,7 +420,7 @@ impl Task for HostIn {
                 if matches!(r, Ok(Status::Blocked)) {
                     self.pending = Some((msg, off));
                 } else {
-                    let _ = self.spare.try_send(msg);
+                    self.give_spare(cx, msg);
                 }
                 match r {
                     Ok(Status::Progress) => continue,
@@ -366,7 +430,7 @@ impl Task for HostIn {
             let (msg, off) = self.pending.as_mut().expect("set above");
             if *off == msg.len() {
                 if let Some((m, _)) = self.pending.take() {
-                    let _ = self.spare.try_send(m);
+                    self.give_spare(cx, m);
                 }
                 continue;
             }
@@ -379,7 +443,7 @@ impl Task for HostIn {
             *off += n;
             if *off == msg.len() {
                 if let Some((m, _)) = self.pending.take() {
-                    let _ = self.spare.try_send(m);
+                    self.give_spare(cx, m);
                 }
             }
             cx.put(0, b.freeze());
@@ -428,6 +492,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
     let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
     let (spare_tx, spare) = crossbeam_channel::bounded(SPARE_DEPTH);
     let failure = Failure::default();
+    let backlog = Arc::new(Backlog::default());
     b.host.inputs.insert(
         name.clone(),
         InPort {
@@ -439,10 +504,12 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             whole,
             front: 0,
             storage: 0,
+            backlog: backlog.clone(),
         },
     );
     Ok(Box::new(HostIn {
         rx,
+        backlog,
         spare: spare_tx,
         pending: None,
         failure,

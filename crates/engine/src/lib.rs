@@ -61,6 +61,7 @@
 //! and [`daemon::Client`] submits them and opens their channels (`offhost submit`).
 #![forbid(unsafe_code)]
 
+mod backlog;
 mod budget;
 mod buffer;
 pub mod daemon;
@@ -91,7 +92,7 @@ pub use budget::{
 pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
 pub use error::PipelineError;
-pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, LAST, MORE};
+pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{
     release_together, Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM,
     DEFAULT_TAILROOM,

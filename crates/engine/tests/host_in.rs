@@ -138,3 +138,59 @@ fn bad_parts_at_the_front_fail_host_in_saying_what_is_wrong() {
         );
     }
 }
+
+/// A host sending messages far larger than host-in's pool buffers, while nothing reads the
+/// pipeline's output: it waits once the bytes queued reach `max_queued` (64 buffers' worth,
+/// each counted as at least 64 KiB), instead of queueing 64 messages of any size; all arrive
+/// once the output is read, and the spares the host gets back are pool-buffer sized again.
+#[test]
+fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spares() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const MSG: usize = 1 << 20;
+    const COUNT: usize = 24;
+    let text = format!("host-in name=in >a:p(2,{SIZE})\nhost-out name=out <a\n");
+    let mut run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg())
+        .unwrap();
+    let input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    assert_eq!(input.max_queued(), 64 * (64 << 10));
+    let per_queue = input.max_queued() / MSG;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sender = {
+        let sent = sent.clone();
+        std::thread::spawn(move || {
+            for i in 0..COUNT {
+                input.send(vec![i as u8; MSG]).unwrap();
+                sent.fetch_add(1, Ordering::SeqCst);
+            }
+            input
+        })
+    };
+    // Nothing reads `out`: the pool's two buffers fill, host-in holds one message, and the
+    // queue as many as fit its bytes. The old count-only bound let all 24 through.
+    std::thread::sleep(Duration::from_millis(500));
+    let stuck = sent.load(Ordering::SeqCst);
+    assert!(
+        (per_queue..=per_queue + 1).contains(&stuck),
+        "{stuck} sent, {per_queue} fit the queue"
+    );
+    let mut got = vec![0usize; COUNT];
+    for _ in 0..COUNT * MSG / SIZE {
+        let b = out.recv_timeout(T).unwrap().unwrap();
+        assert!(b.iter().all(|&x| x == b[0]));
+        got[usize::from(b[0])] += b.len();
+    }
+    assert!(got.iter().all(|&n| n == MSG), "{got:?}");
+    let mut input = sender.join().unwrap();
+    // The 1 MiB buffers went back to the allocator, not to the spares.
+    for _ in 0..8 {
+        assert!(input.spare().capacity() <= STORAGE + STORAGE / 4);
+    }
+    input.close();
+    assert!(matches!(out.recv_timeout(T), Ok(None)));
+    run.wait().unwrap();
+}
