@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use crate::host::HostError;
+
 /// How long a host waiting for room sleeps before it looks again (a safety net: the task
 /// wakes it when it takes a message).
 const RECHECK: Duration = Duration::from_millis(50);
@@ -27,11 +29,18 @@ pub(crate) struct Backlog {
 impl Backlog {
     /// Counts `n` more bytes once they fit under `limit` (one message always fits an empty
     /// queue, whatever its size); `nudge` runs before each wait (it wakes the task, which may
-    /// sleep on messages sent without waking it). `false` when the task has ended.
-    pub(crate) fn reserve(&self, n: usize, limit: usize, nudge: impl Fn()) -> bool {
+    /// sleep on messages sent without waking it), and `live` after each: once it says false
+    /// the host gives up. [`HostError::Closed`] when the task has ended.
+    pub(crate) fn reserve(
+        &self,
+        n: usize,
+        limit: usize,
+        nudge: impl Fn(),
+        live: &dyn Fn() -> bool,
+    ) -> Result<(), HostError> {
         loop {
             if self.closed.load(SeqCst) {
-                return false;
+                return Err(HostError::Closed);
             }
             let q = self.bytes.load(SeqCst);
             if q == 0 || q.saturating_add(n) <= limit {
@@ -40,9 +49,12 @@ impl Backlog {
                     .compare_exchange(q, q.saturating_add(n), SeqCst, SeqCst)
                     .is_ok()
                 {
-                    return true;
+                    return Ok(());
                 }
                 continue;
+            }
+            if !live() {
+                return Err(HostError::GaveUp);
             }
             nudge();
             let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,7 +105,7 @@ mod tests {
     fn a_host_waits_for_room_and_goes_on_when_the_task_takes_a_message() {
         let b = Arc::new(Backlog::default());
         // Over the limit, but the queue is empty: one message always goes.
-        assert!(b.reserve(5000, 1000, || {}));
+        assert!(b.reserve(5000, 1000, || {}, &|| true).is_ok());
         let taker = {
             let b = b.clone();
             std::thread::spawn(move || {
@@ -103,9 +115,16 @@ mod tests {
         };
         let nudges = AtomicUsize::new(0);
         let t = Instant::now();
-        assert!(b.reserve(600, 1000, || {
-            nudges.fetch_add(1, SeqCst);
-        }));
+        assert!(b
+            .reserve(
+                600,
+                1000,
+                || {
+                    nudges.fetch_add(1, SeqCst);
+                },
+                &|| true
+            )
+            .is_ok());
         let waited = t.elapsed();
         taker.join().unwrap();
         assert!(waited >= Duration::from_millis(150), "{waited:?}");
@@ -113,23 +132,30 @@ mod tests {
         assert!(nudges.load(SeqCst) >= 1);
         assert_eq!(b.queued(), 600);
         // Room enough: no wait.
-        assert!(b.reserve(300, 1000, || panic!("no wait needed")));
+        assert!(b
+            .reserve(300, 1000, || panic!("no wait needed"), &|| true)
+            .is_ok());
         assert_eq!(b.queued(), 900);
     }
 
     #[test]
     fn an_empty_queue_takes_one_message_of_any_size_and_then_waits() {
         let b = Backlog::default();
-        assert!(b.reserve(1 << 30, 10, || {}));
+        assert!(b.reserve(1 << 30, 10, || {}, &|| true).is_ok());
         let closer = std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(100));
                 b.close();
             });
             // Waits until the task ends, then says so.
-            b.reserve(1, 10, || {})
+            b.reserve(1, 10, || {}, &|| true)
         });
-        assert!(!closer);
+        assert_eq!(closer, Err(HostError::Closed));
+        // A host that stops waiting gives up, counting nothing.
+        let b = Backlog::default();
+        assert!(b.reserve(100, 10, || {}, &|| true).is_ok());
+        assert_eq!(b.reserve(1, 10, || {}, &|| false), Err(HostError::GaveUp));
+        assert_eq!(b.queued(), 100);
         assert_eq!(b.queued(), 1 << 30);
     }
 }

@@ -44,6 +44,10 @@ pub enum HostError {
     /// The pipeline's task for this port has finished; nothing more can be sent.
     #[error("the pipeline no longer reads this channel")]
     Closed,
+    /// The sender gave up waiting for room ([`HostInput::send_while`]): the message was not
+    /// sent.
+    #[error("gave up waiting for the pipeline to take more")]
+    GaveUp,
 }
 
 /// A message to `host-in`: its buffer, and where in it the message starts.
@@ -160,14 +164,25 @@ impl HostInput {
     /// while this one's buffer would take the bytes waiting past
     /// [`max_queued`](Self::max_queued).
     pub fn send(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
-        self.send_then((data.into(), 0), true)
+        self.send_then((data.into(), 0), true, &|| true)
+    }
+
+    /// Like [`send`](Self::send), but looks at `live` at least every 50 ms while it waits
+    /// for room, and gives up with [`HostError::GaveUp`] once it says false (for a sender
+    /// whose own source went away, such as a link that went down).
+    pub fn send_while(
+        &self,
+        data: impl Into<Vec<u8>>,
+        live: &dyn Fn() -> bool,
+    ) -> Result<(), HostError> {
+        self.send_then((data.into(), 0), true, live)
     }
 
     /// Sends one message without waking the task: for a sender that has more at once and
     /// calls [`wake`](Self::wake) after the last of them (before it waits for anything), so
     /// that the task is woken once for several messages. A full queue still wakes it.
     pub fn send_quiet(&self, data: impl Into<Vec<u8>>) -> Result<(), HostError> {
-        self.send_then((data.into(), 0), false)
+        self.send_then((data.into(), 0), false, &|| true)
     }
 
     /// Like [`send_quiet`](Self::send_quiet) for the message `buf[front..]` (the bytes before
@@ -176,18 +191,15 @@ impl HostInput {
     /// are), enters the pool without being copied. A `front` past the end of `buf` makes the
     /// task fail with an error saying so.
     pub fn send_quiet_at(&self, buf: Vec<u8>, front: usize) -> Result<(), HostError> {
-        self.send_then((buf, front), false)
+        self.send_then((buf, front), false, &|| true)
     }
 
-    fn send_then(&self, data: Sent, wake: bool) -> Result<(), HostError> {
+    fn send_then(&self, data: Sent, wake: bool, live: &dyn Fn() -> bool) -> Result<(), HostError> {
         let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
         // Counted by the memory it holds: the task releases the same count when it takes it.
-        if !self
-            .backlog
-            .reserve(data.0.capacity(), self.max_queued, || self.wake())
-        {
-            return Err(HostError::Closed);
-        }
+        let n = data.0.capacity();
+        self.backlog
+            .reserve(n, self.max_queued, || self.wake(), live)?;
         let mut msg = data;
         loop {
             match tx.send_timeout(msg, Duration::from_millis(50)) {
@@ -198,6 +210,10 @@ impl HostInput {
                     return Ok(());
                 }
                 Err(crossbeam_channel::SendTimeoutError::Timeout(m)) => {
+                    if !live() {
+                        self.backlog.release(n);
+                        return Err(HostError::GaveUp);
+                    }
                     // Make sure the task is not asleep on a stale notion of an empty channel.
                     self.wake();
                     msg = m;

@@ -21,7 +21,13 @@ struct Inbox {
 }
 
 impl Deliver for Inbox {
-    fn deliver(&self, _from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
+    fn deliver(
+        &self,
+        _from: &str,
+        channel: &str,
+        msg: &[u8],
+        _live: &dyn Fn() -> bool,
+    ) -> Result<(), String> {
         if channel == "nope" {
             return Err("no such channel here".into());
         }
@@ -70,7 +76,7 @@ impl Results {
 }
 
 /// A node that accepts peer links on plain tcp (loopback).
-fn node(name: &str, inbox: Arc<Inbox>) -> (Peers, String) {
+fn node(name: &str, inbox: Arc<dyn Deliver>) -> (Peers, String) {
     let opts = LinkOptions::new().insecure(true);
     let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
     let url = server.url().to_owned();
@@ -327,4 +333,114 @@ fn a_silent_peer_is_given_up_after_the_link_timeout() {
         .iter()
         .all(|(_, r)| matches!(r, Err(f) if f.code == ErrorCode::LinkFailed)));
     relay.frozen.store(false, Ordering::Release);
+}
+
+/// A full mailbox makes the reader of that stream wait (the link's credit for it stops); when
+/// the link goes down the readers give up waiting and end, so that reconnecting peers cannot
+/// pile up threads blocked on full mailboxes.
+#[test]
+fn readers_waiting_on_full_mailboxes_end_with_their_link() {
+    use offhost_link::offload::{Router, RouterLimits};
+    let router = Arc::new(Router::new(RouterLimits {
+        mailboxes: 16,
+        mailbox_bytes: 1024,
+    }));
+    let (b, burl) = node("b", router.clone());
+    let relay = Relay::start(&burl);
+    let a = Peers::new(
+        PeerConfig::new("a")
+            .peer("b", &relay.url)
+            .options(LinkOptions::new().insecure(true)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let r = Arc::new(Results::default());
+    // Four channels nobody receives from, each sent more than its mailbox holds (the first
+    // 1000-byte message goes in, the second waits).
+    let streams: Vec<_> = (0..4)
+        .map(|c| a.stream("b", &format!("x{c}"), Lane::Bulk, None).unwrap())
+        .collect();
+    for (c, s) in streams.iter().enumerate() {
+        for i in 0..4 {
+            s.send(Outgoing {
+                data: Payload::Bytes(vec![c as u8; 1000]),
+                notify: r.clone(),
+                handle: 1,
+                token: (c * 100 + i) as u64,
+            });
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.stats().readers < 4 || (0..4).any(|c| router.queued(&format!("x{c}")) != 1) {
+        assert!(Instant::now() < deadline, "{:?}", b.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The readers wait on the full mailboxes; now the link goes down.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(b.stats().readers, 4);
+    assert!((0..4).all(|c| router.queued(&format!("x{c}")) == 1));
+    // Down for good: `a` gives up its links (no reconnect sends the messages again), and the
+    // relay's connections are cut.
+    a.close();
+    relay.cut();
+    let t = Instant::now();
+    while b.stats().readers > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "readers still waiting after the link went down: {:?}",
+            b.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.stats().sessions, 0);
+}
+
+/// A hostile peer names a data channel whose first sequence number is the last there is (a
+/// message there would leave no number for the next one): the channel is refused with a
+/// reason, nothing is delivered, nothing wraps or panics, and the reader ends.
+#[test]
+fn a_sequence_number_past_the_last_is_refused_not_wrapped() {
+    use offhost_link::{ChannelOptions, Session};
+    use offhost_proto::peer::{PeerMessage, PEER_VERSION};
+    let inbox = Arc::new(Inbox::default());
+    let (b, burl) = node("b", inbox.clone());
+    let s = Session::connect_with(&burl, &LinkOptions::new().insecure(true)).unwrap();
+    let control = s.open(CONTROL_CHANNEL, ChannelOptions::default()).unwrap();
+    let mut hello = Vec::new();
+    PeerMessage::Hello {
+        lane: Lane::Bulk,
+        version: PEER_VERSION,
+        instance: 7,
+        name: "evil",
+    }
+    .encode(&mut hello);
+    control.send(&hello).unwrap();
+    let theirs = control.recv().unwrap().unwrap();
+    assert!(matches!(
+        PeerMessage::decode(&theirs),
+        Ok(PeerMessage::Hello { .. })
+    ));
+    let data = s
+        .open(&format!("d/1/{}/x", u64::MAX), ChannelOptions::default())
+        .unwrap();
+    data.send(b"last").unwrap();
+    data.send(b"past the last").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let reason = loop {
+        assert!(Instant::now() < deadline, "no refusal");
+        let Some(m) = control.recv().unwrap() else {
+            panic!("control channel closed")
+        };
+        if let Ok(PeerMessage::Refused { reason, .. }) = PeerMessage::decode(&m) {
+            break reason.to_owned();
+        }
+    };
+    assert!(reason.contains("sequence number past"), "{reason}");
+    let got = inbox.got.lock().unwrap().clone();
+    assert!(got.is_empty(), "{got:?}");
+    let t = Instant::now();
+    while b.stats().readers > 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", b.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -1,7 +1,8 @@
 //! Where messages from peers go at this engine: a pipeline's `host-in`, or a mailbox.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::time::Duration;
 
 use offhost_link::offload::Router;
 use offhost_link::peer::Deliver;
@@ -60,10 +61,29 @@ impl EngineDeliver {
 }
 
 impl Deliver for EngineDeliver {
-    fn deliver(&self, from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
+    fn deliver(
+        &self,
+        from: &str,
+        channel: &str,
+        msg: &[u8],
+        live: &dyn Fn() -> bool,
+    ) -> Result<(), String> {
         if let (Some(daemon), Some(rest)) = (&self.daemon, channel.strip_prefix("in/")) {
             let input = self.input(daemon, channel, rest)?;
-            let mut slot = input.lock().unwrap_or_else(|e| e.into_inner());
+            // Another stream to the same input may hold it while it waits for room: wait
+            // for it only while this stream's link is up.
+            let mut slot = loop {
+                match input.try_lock() {
+                    Ok(slot) => break slot,
+                    Err(TryLockError::Poisoned(e)) => break e.into_inner(),
+                    Err(TryLockError::WouldBlock) if live() => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(TryLockError::WouldBlock) => {
+                        return Err(format!("the link went down while {channel} was busy"));
+                    }
+                }
+            };
             let Some(i) = slot.as_mut() else {
                 return Err(format!("{channel} has ended"));
             };
@@ -71,8 +91,10 @@ impl Deliver for EngineDeliver {
                 *slot = None;
                 return Ok(());
             }
-            return i.send(msg.to_vec()).map_err(|e| format!("{channel}: {e}"));
+            return i
+                .send_while(msg.to_vec(), live)
+                .map_err(|e| format!("{channel}: {e}"));
         }
-        self.router.deliver(from, channel, msg)
+        self.router.deliver(from, channel, msg, live)
     }
 }

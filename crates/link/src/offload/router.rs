@@ -331,8 +331,14 @@ impl Router {
 
 impl Deliver for Router {
     /// A message from a peer: to a posted receive or into the mailbox, waiting while the
-    /// mailbox is full.
-    fn deliver(&self, _from: &str, channel: &str, msg: &[u8]) -> Result<(), String> {
+    /// mailbox is full and the link that brought it is `live`.
+    fn deliver(
+        &self,
+        _from: &str,
+        channel: &str,
+        msg: &[u8],
+        live: &dyn Fn() -> bool,
+    ) -> Result<(), String> {
         let mut boxes = self.lock();
         loop {
             let mut after = After::default();
@@ -357,6 +363,9 @@ impl Deliver for Router {
             }
             drop(boxes);
             after.run(None);
+            if !live() {
+                return Err(format!("the link went down while {channel:?} was full"));
+            }
             boxes = self.lock();
             boxes = self
                 .room

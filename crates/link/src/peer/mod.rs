@@ -288,9 +288,18 @@ pub(crate) fn finish(done: Vec<(Msg, Result<u64, Failure>)>) {
 /// Where messages from peers go: the engine's mailboxes and pipelines.
 pub trait Deliver: Send + Sync {
     /// A message for `channel` from peer `from`. May wait while the destination is full (the
-    /// link then stops granting credit to that stream). `Err(reason)` refuses the stream: the
-    /// sender's unacknowledged messages on it fail with [`ErrorCode::Refused`].
-    fn deliver(&self, from: &str, channel: &str, msg: &[u8]) -> Result<(), String>;
+    /// link then stops granting credit to that stream), but looks at `live` at least every
+    /// 100 ms while it waits and gives up with an error once it says false (the link that
+    /// brought the message went down: its reader must not wait for ever). `Err(reason)`
+    /// refuses the stream: the sender's unacknowledged messages on it fail with
+    /// [`ErrorCode::Refused`].
+    fn deliver(
+        &self,
+        from: &str,
+        channel: &str,
+        msg: &[u8],
+        live: &dyn Fn() -> bool,
+    ) -> Result<(), String>;
 }
 
 /// Counts of what the links hold, for status and tests.
@@ -302,6 +311,9 @@ pub struct PeerStats {
     pub queued: usize,
     /// Messages sent, not yet acknowledged.
     pub in_flight: usize,
+    /// Threads reading data channels peers opened (each ends with its link, even while its
+    /// delivery waits for room).
+    pub readers: usize,
 }
 
 /// The next sequence number to take, per (sender instance, lane, stream): a message sent
@@ -340,6 +352,8 @@ pub(crate) struct Inner {
     deliver: Arc<dyn Deliver>,
     lanes: Mutex<HashMap<(String, Lane), Arc<PeerLane>>>,
     sessions: AtomicUsize,
+    /// Threads reading the data channels peers opened, over all sessions.
+    pub(crate) readers: Arc<AtomicUsize>,
     pub(crate) seen: Mutex<Seen>,
     next_stream: AtomicU64,
     next_runner: AtomicU64,
@@ -399,6 +413,7 @@ impl Peers {
                 deliver,
                 lanes: Mutex::new(HashMap::new()),
                 sessions: AtomicUsize::new(0),
+                readers: Arc::new(AtomicUsize::new(0)),
                 seen: Mutex::new(Seen::default()),
                 next_stream: AtomicU64::new(1),
                 next_runner: AtomicU64::new(1),
@@ -522,6 +537,7 @@ impl Peers {
             .collect();
         let mut s = PeerStats {
             sessions: self.inner.sessions.load(Ordering::Acquire),
+            readers: self.inner.readers.load(Ordering::Acquire),
             ..PeerStats::default()
         };
         for l in lanes {

@@ -426,14 +426,22 @@ impl Runner {
                 let _ = self.refuse(ch.id, &format!("{max} channels per session at most"));
                 continue;
             }
+            // The count, not the whole node: a reader must not keep the node alive.
+            let Some(readers) = self.inner.upgrade().map(|i| i.readers.clone()) else {
+                return;
+            };
+            readers.fetch_add(1, Ordering::AcqRel);
             let me = self.clone();
+            let counted = readers.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("peer-{}-data", self.peer))
                 .spawn(move || {
                     me.read_data(&ch, stream, first, &channel);
                     me.incoming.fetch_sub(1, Ordering::AcqRel);
+                    counted.fetch_sub(1, Ordering::AcqRel);
                 });
             if let Err(e) = spawned {
+                readers.fetch_sub(1, Ordering::AcqRel);
                 self.incoming.fetch_sub(1, Ordering::AcqRel);
                 tracing::warn!("peer {}: cannot start a reader: {e}", self.peer);
             }
@@ -472,10 +480,22 @@ impl Runner {
             let mut n = 0;
             loop {
                 self.heard();
+                // The peer chose `first`: a sequence number past the last is refused, not wrapped.
+                let Some(after) = seq.checked_add(1) else {
+                    if taken > 0 {
+                        let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
+                    }
+                    let _ = self.refuse(
+                        ch.id,
+                        "sequence number past 2^64 - 1 (FIRST of d/STREAM/FIRST/CHANNEL too large)",
+                    );
+                    return;
+                };
                 {
                     let mut expected = next.lock().unwrap_or_else(|e| e.into_inner());
                     if seq >= *expected {
-                        if let Err(why) = deliver.deliver(&self.peer, channel, &buf) {
+                        let live = || !self.is_dead();
+                        if let Err(why) = deliver.deliver(&self.peer, channel, &buf, &live) {
                             drop(expected);
                             if taken > 0 {
                                 let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
@@ -483,10 +503,10 @@ impl Runner {
                             let _ = self.refuse(ch.id, &why);
                             return;
                         }
-                        *expected = seq + 1;
+                        *expected = after;
                     }
                 }
-                seq += 1;
+                seq = after;
                 taken += 1;
                 n += 1;
                 if n >= ACK_BATCH {
