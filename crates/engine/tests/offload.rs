@@ -438,3 +438,68 @@ fn engine_budgets_refuse_hosts_and_urgent_channels_get_their_own_session() {
         "{err}"
     );
 }
+
+/// A host that ignores the largest message the hello told it (a raw host writing its own
+/// records; the library refuses such a send itself) gets `TooLarge` for a send on a local
+/// channel, which would otherwise be copied into the engine's memory whatever its size.
+#[test]
+fn a_local_send_over_the_largest_message_fails_too_large() {
+    use offhost_proto::offload::{CompletionHeader, Status, Submission, HEADER};
+    let e = engine("strict", &[], |c| c.peers.max_message = 1000);
+    let path = e.shm.strip_prefix("shm:").unwrap();
+    let mut ep = offhost_shm::connect(path, &offhost_shm::Config::default()).unwrap();
+    let mut hello = vec![0u8; 48];
+    hello[0] = 1;
+    hello[16] = 16;
+    hello[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
+    hello[40] = 1;
+    ep.sender().send(&hello, T).unwrap();
+    let next = |ep: &mut offhost_shm::Endpoint| {
+        let r = ep.receiver().recv(T).unwrap().bytes().to_vec();
+        let h = CompletionHeader::decode(r[..HEADER].try_into().unwrap()).unwrap();
+        (h, String::from_utf8_lossy(&r[HEADER..]).into_owned())
+    };
+    let (h, _) = next(&mut ep);
+    assert_eq!(h.status, Status::Ok, "hello answered");
+    let submit = |ep: &mut offhost_shm::Endpoint, s: Submission<'_>| {
+        let mut rec = vec![0u8; s.encoded_len()];
+        s.encode(&mut rec);
+        ep.sender().send(&rec, T).unwrap();
+    };
+    submit(
+        &mut ep,
+        Submission::Open {
+            handle: 1,
+            id: 1,
+            urgent: false,
+            rate: 0,
+            burst: 0,
+            address: "box",
+        },
+    );
+    assert_eq!(next(&mut ep).0.status, Status::Ok, "opened");
+    let big = vec![5u8; 2000];
+    submit(
+        &mut ep,
+        Submission::Send {
+            handle: 1,
+            id: 2,
+            data: &big,
+        },
+    );
+    let (h, why) = next(&mut ep);
+    assert_eq!(h.id, 2);
+    assert_eq!(h.status, Status::Error(ErrorCode::TooLarge), "{why}");
+    assert!(why.contains("2000 bytes, 1000 at most"), "{why}");
+    // The host is still served: a message within the limit goes.
+    submit(
+        &mut ep,
+        Submission::Send {
+            handle: 1,
+            id: 3,
+            data: &big[..1000],
+        },
+    );
+    let (h, why) = next(&mut ep);
+    assert_eq!((h.id, h.status), (3, Status::Ok), "{why}");
+}

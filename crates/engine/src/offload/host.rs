@@ -393,6 +393,18 @@ impl HostConn {
             self.bytes.fetch_sub(len, Ordering::AcqRel);
             return fail(ErrorCode::BadHandle, format!("handle {handle} is not open"));
         };
+        // The hello told the host the largest message; its pool's buffers may be larger, and
+        // a local channel copies the message into the engine's memory.
+        if c.stream.is_none() && len > u64::from(self.limits.max_message) {
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+            return fail(
+                ErrorCode::TooLarge,
+                format!(
+                    "message of {len} bytes, {} at most",
+                    self.limits.max_message
+                ),
+            );
+        }
         match &c.stream {
             Some(s) => {
                 batch.before_send(s, data.len());
