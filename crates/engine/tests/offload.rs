@@ -503,3 +503,34 @@ fn a_local_send_over_the_largest_message_fails_too_large() {
     let (h, why) = next(&mut ep);
     assert_eq!((h.id, h.status), (3, Status::Ok), "{why}");
 }
+
+/// A message larger than any completion to a host can carry (its pool buffers are smaller)
+/// fails that host's receive with `TooLarge` and stays for a host that can take it; it used
+/// to be dropped, the receive never completing.
+#[test]
+fn a_message_larger_than_the_receiving_hosts_buffers_fails_its_receive_and_stays() {
+    let e = engine("small", &[], |_| {});
+    let small = offhost_shm::Config {
+        ring_bytes: 64 << 10,
+        pool_buffers: 4,
+        buffer_size: 8 << 10,
+        ..offhost_link::offload::default_segment()
+    };
+    let mut tiny = HostQueue::connect_with(&e.shm, &small).unwrap();
+    let mut sender = HostQueue::connect(&e.shm).unwrap();
+    let mut big = HostQueue::connect(&e.shm).unwrap();
+    let t = tiny.open("box", OpenOptions::bulk()).unwrap();
+    let s = sender.open("box", OpenOptions::bulk()).unwrap();
+    let b = big.open("box", OpenOptions::bulk()).unwrap();
+    let msg = pattern(1, 32 << 10);
+    sender.send(s, &msg).unwrap();
+    tiny.push_recv(t, RecvSize::Any, 1).unwrap();
+    tiny.submit().unwrap();
+    tiny.wait(1, T).unwrap();
+    let c = tiny.pop().unwrap();
+    assert!(
+        matches!(&c.outcome, Outcome::Failed(f) if f.code == ErrorCode::TooLarge),
+        "{c:?}"
+    );
+    assert_eq!(&*big.recv(b, T).unwrap().unwrap(), &msg[..]);
+}

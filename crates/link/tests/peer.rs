@@ -395,16 +395,11 @@ fn readers_waiting_on_full_mailboxes_end_with_their_link() {
     assert_eq!(b.stats().sessions, 0);
 }
 
-/// A hostile peer names a data channel whose first sequence number is the last there is (a
-/// message there would leave no number for the next one): the channel is refused with a
-/// reason, nothing is delivered, nothing wraps or panics, and the reader ends.
-#[test]
-fn a_sequence_number_past_the_last_is_refused_not_wrapped() {
+/// A session to `url` that says hello as engine `evil`, and its control channel.
+fn hostile_session(url: &str) -> (offhost_link::Session, offhost_link::Channel) {
     use offhost_link::{ChannelOptions, Session};
     use offhost_proto::peer::{PeerMessage, PEER_VERSION};
-    let inbox = Arc::new(Inbox::default());
-    let (b, burl) = node("b", inbox.clone());
-    let s = Session::connect_with(&burl, &LinkOptions::new().insecure(true)).unwrap();
+    let s = Session::connect_with(url, &LinkOptions::new().insecure(true)).unwrap();
     let control = s.open(CONTROL_CHANNEL, ChannelOptions::default()).unwrap();
     let mut hello = Vec::new();
     PeerMessage::Hello {
@@ -420,27 +415,82 @@ fn a_sequence_number_past_the_last_is_refused_not_wrapped() {
         PeerMessage::decode(&theirs),
         Ok(PeerMessage::Hello { .. })
     ));
-    let data = s
-        .open(&format!("d/1/{}/x", u64::MAX), ChannelOptions::default())
-        .unwrap();
-    data.send(b"last").unwrap();
-    data.send(b"past the last").unwrap();
+    (s, control)
+}
+
+/// The reason of the next refusal on `control`.
+fn refusal(control: &offhost_link::Channel) -> String {
+    use offhost_proto::peer::PeerMessage;
     let deadline = Instant::now() + Duration::from_secs(10);
-    let reason = loop {
+    loop {
         assert!(Instant::now() < deadline, "no refusal");
         let Some(m) = control.recv().unwrap() else {
             panic!("control channel closed")
         };
         if let Ok(PeerMessage::Refused { reason, .. }) = PeerMessage::decode(&m) {
-            break reason.to_owned();
+            return reason.to_owned();
         }
-    };
-    assert!(reason.contains("sequence number past"), "{reason}");
-    let got = inbox.got.lock().unwrap().clone();
-    assert!(got.is_empty(), "{got:?}");
+    }
+}
+
+/// Waits for `b`'s data readers to end.
+fn readers_end(b: &Peers) {
     let t = Instant::now();
     while b.stats().readers > 0 {
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", b.stats());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A hostile peer names a data channel whose first sequence number is the last there is (a
+/// message there would leave no number for the next one): the channel is refused with a
+/// reason, nothing is delivered, nothing wraps or panics, and the reader ends.
+#[test]
+fn a_sequence_number_past_the_last_is_refused_not_wrapped() {
+    use offhost_link::ChannelOptions;
+    let inbox = Arc::new(Inbox::default());
+    let (b, burl) = node("b", inbox.clone());
+    let (s, control) = hostile_session(&burl);
+    let data = s
+        .open(&format!("d/1/{}/x", u64::MAX), ChannelOptions::default())
+        .unwrap();
+    data.send(b"last").unwrap();
+    data.send(b"past the last").unwrap();
+    let reason = refusal(&control);
+    assert!(reason.contains("sequence number past"), "{reason}");
+    let got = inbox.got.lock().unwrap().clone();
+    assert!(got.is_empty(), "{got:?}");
+    readers_end(&b);
+}
+
+/// A peer whose messages are larger than this engine's largest (its own may be larger, or it
+/// is hostile): the messages within it are delivered, the first over it is refused with both
+/// sizes, and the reader ends.
+#[test]
+fn a_message_over_this_engines_largest_is_refused() {
+    use offhost_link::ChannelOptions;
+    let inbox = Arc::new(Inbox::default());
+    let (b, burl) = node("b", inbox.clone());
+    let (s, control) = hostile_session(&burl);
+    let data = s
+        .open(
+            "d/1/0/x",
+            ChannelOptions {
+                recv_buffer: 4 << 20,
+                max_message: 2 << 20,
+                ..ChannelOptions::default()
+            },
+        )
+        .unwrap();
+    data.send(&[1u8; 1 << 20]).unwrap();
+    data.send(&vec![2u8; (1 << 20) + 1]).unwrap();
+    let reason = refusal(&control);
+    assert!(
+        reason.contains("a message of 1048577 bytes, this engine takes 1048576 at most"),
+        "{reason}"
+    );
+    let got = inbox.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1.len(), 1 << 20);
+    readers_end(&b);
 }

@@ -44,11 +44,20 @@ pub(crate) struct HostConn {
     /// Bytes of sends taken and not yet completed.
     bytes: AtomicU64,
     inline_max: usize,
+    /// The largest message a receive completion can carry to this host: one that fits a
+    /// record inline, or one of the host's pool buffers.
+    recv_max: u32,
 }
 
 impl HostConn {
     pub(crate) fn new(id: u64, tx: Sender, limits: Limits) -> Arc<HostConn> {
         let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 64 << 10);
+        let record_max = if tx.pool_buffers() > 0 {
+            inline_max.max(tx.buffer_size())
+        } else {
+            inline_max
+        };
+        let recv_max = u32::try_from(record_max - HEADER).unwrap_or(u32::MAX);
         Arc::new(HostConn {
             id,
             tx: Mutex::new(Tx {
@@ -60,6 +69,7 @@ impl HostConn {
             outstanding: AtomicUsize::new(0),
             bytes: AtomicU64::new(0),
             inline_max,
+            recv_max,
         })
     }
 
@@ -281,6 +291,13 @@ impl HostConn {
                 Ok(())
             }
             Submission::Recv { handle, id, max } => {
+                // No larger than a completion to this host can carry: a larger message fails
+                // the receive with TooLarge and stays for another, instead of being lost.
+                let max = if max == 0 {
+                    self.recv_max
+                } else {
+                    max.min(self.recv_max)
+                };
                 match chans.get(&handle) {
                     None => self.finish(Op::Recv, handle, id, Err(bad_handle(handle))),
                     Some(c) => off.router.post(

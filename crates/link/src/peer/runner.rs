@@ -468,6 +468,7 @@ impl Runner {
             .unwrap_or_else(|e| e.into_inner())
             .entry(key, first);
         let deliver = inner.deliver.clone();
+        let max_message = inner.config.max_message as usize;
         drop(inner);
         let mut seq = first;
         let mut taken = 0u64;
@@ -480,17 +481,30 @@ impl Runner {
             let mut n = 0;
             loop {
                 self.heard();
-                // The peer chose `first`: a sequence number past the last is refused, not wrapped.
-                let Some(after) = seq.checked_add(1) else {
+                // The peer chose `first`: a sequence number past the last is refused, not
+                // wrapped. A message over this engine's largest (the peer's may be larger) is
+                // refused too: hosts' receives and mailboxes are sized by ours.
+                let bad = if buf.len() > max_message {
+                    Some(format!(
+                        "a message of {} bytes, this engine takes {max_message} at most",
+                        buf.len()
+                    ))
+                } else if seq == u64::MAX {
+                    Some(
+                        "sequence number past 2^64 - 1 (FIRST of d/STREAM/FIRST/CHANNEL too large)"
+                            .to_owned(),
+                    )
+                } else {
+                    None
+                };
+                if let Some(why) = bad {
                     if taken > 0 {
                         let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
                     }
-                    let _ = self.refuse(
-                        ch.id,
-                        "sequence number past 2^64 - 1 (FIRST of d/STREAM/FIRST/CHANNEL too large)",
-                    );
+                    let _ = self.refuse(ch.id, &why);
                     return;
-                };
+                }
+                let after = seq + 1;
                 {
                     let mut expected = next.lock().unwrap_or_else(|e| e.into_inner());
                     if seq >= *expected {
