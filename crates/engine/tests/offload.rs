@@ -439,69 +439,113 @@ fn engine_budgets_refuse_hosts_and_urgent_channels_get_their_own_session() {
     );
 }
 
-/// A host that ignores the largest message the hello told it (a raw host writing its own
-/// records; the library refuses such a send itself) gets `TooLarge` for a send on a local
-/// channel, which would otherwise be copied into the engine's memory whatever its size.
-#[test]
-fn a_local_send_over_the_largest_message_fails_too_large() {
-    use offhost_proto::offload::{CompletionHeader, Status, Submission, HEADER};
-    let e = engine("strict", &[], |c| c.peers.max_message = 1000);
-    let path = e.shm.strip_prefix("shm:").unwrap();
-    let mut ep = offhost_shm::connect(path, &offhost_shm::Config::default()).unwrap();
-    let mut hello = vec![0u8; 48];
-    hello[0] = 1;
-    hello[16] = 16;
-    hello[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
-    hello[40] = 1;
-    ep.sender().send(&hello, T).unwrap();
-    let next = |ep: &mut offhost_shm::Endpoint| {
-        let r = ep.receiver().recv(T).unwrap().bytes().to_vec();
-        let h = CompletionHeader::decode(r[..HEADER].try_into().unwrap()).unwrap();
-        (h, String::from_utf8_lossy(&r[HEADER..]).into_owned())
-    };
-    let (h, _) = next(&mut ep);
-    assert_eq!(h.status, Status::Ok, "hello answered");
-    let submit = |ep: &mut offhost_shm::Endpoint, s: Submission<'_>| {
+/// A host writing its own records on the rings (as a hostile one would; the library keeps
+/// to the limits by itself): said hello, and answered.
+struct RawHost {
+    ep: offhost_shm::Endpoint,
+}
+
+impl RawHost {
+    fn connect(e: &Engine) -> RawHost {
+        let path = e.shm.strip_prefix("shm:").unwrap();
+        let mut ep = offhost_shm::connect(path, &offhost_shm::Config::default()).unwrap();
+        let mut hello = vec![0u8; 48];
+        hello[0] = 1;
+        hello[16] = 16;
+        hello[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
+        hello[40] = 1;
+        ep.sender().send(&hello, T).unwrap();
+        let mut h = RawHost { ep };
+        let (c, _) = h.next();
+        assert_eq!(
+            c.status,
+            offhost_proto::offload::Status::Ok,
+            "hello answered"
+        );
+        h
+    }
+
+    fn submit(&mut self, s: offhost_proto::offload::Submission<'_>) {
         let mut rec = vec![0u8; s.encoded_len()];
         s.encode(&mut rec);
-        ep.sender().send(&rec, T).unwrap();
-    };
-    submit(
-        &mut ep,
-        Submission::Open {
-            handle: 1,
-            id: 1,
+        self.ep.sender().send(&rec, T).unwrap();
+    }
+
+    /// The next completion's header and body (as text).
+    fn next(&mut self) -> (offhost_proto::offload::CompletionHeader, String) {
+        use offhost_proto::offload::{CompletionHeader, HEADER};
+        let r = self.ep.receiver().recv(T).unwrap().bytes().to_vec();
+        let h = CompletionHeader::decode(r[..HEADER].try_into().unwrap()).unwrap();
+        (h, String::from_utf8_lossy(&r[HEADER..]).into_owned())
+    }
+
+    fn open(&mut self, handle: u32, address: &str) {
+        self.submit(offhost_proto::offload::Submission::Open {
+            handle,
+            id: u64::from(handle),
             urgent: false,
             rate: 0,
             burst: 0,
-            address: "box",
-        },
-    );
-    assert_eq!(next(&mut ep).0.status, Status::Ok, "opened");
+            address,
+        });
+        let (c, why) = self.next();
+        assert_eq!(c.status, offhost_proto::offload::Status::Ok, "open: {why}");
+    }
+}
+
+/// A host that ignores the largest message the hello told it gets `TooLarge` for a send on a
+/// local channel, which would otherwise be copied into the engine's memory whatever its size.
+#[test]
+fn a_local_send_over_the_largest_message_fails_too_large() {
+    use offhost_proto::offload::{Status, Submission};
+    let e = engine("strict", &[], |c| c.peers.max_message = 1000);
+    let mut h = RawHost::connect(&e);
+    h.open(1, "box");
     let big = vec![5u8; 2000];
-    submit(
-        &mut ep,
-        Submission::Send {
-            handle: 1,
-            id: 2,
-            data: &big,
-        },
-    );
-    let (h, why) = next(&mut ep);
-    assert_eq!(h.id, 2);
-    assert_eq!(h.status, Status::Error(ErrorCode::TooLarge), "{why}");
+    h.submit(Submission::Send {
+        handle: 1,
+        id: 2,
+        data: &big,
+    });
+    let (c, why) = h.next();
+    assert_eq!(c.id, 2);
+    assert_eq!(c.status, Status::Error(ErrorCode::TooLarge), "{why}");
     assert!(why.contains("2000 bytes, 1000 at most"), "{why}");
     // The host is still served: a message within the limit goes.
-    submit(
-        &mut ep,
-        Submission::Send {
+    h.submit(Submission::Send {
+        handle: 1,
+        id: 3,
+        data: &big[..1000],
+    });
+    let (c, why) = h.next();
+    assert_eq!((c.id, c.status), (3, Status::Ok), "{why}");
+}
+
+/// Receives count against the host's budget of outstanding submissions, as sends do: past
+/// it they fail with `Budget` instead of piling up at the engine.
+#[test]
+fn receives_past_the_outstanding_budget_fail_with_budget() {
+    use offhost_proto::offload::{Status, Submission};
+    let e = engine("frugal", &[], |c| c.host.max_outstanding = 4);
+    let mut h = RawHost::connect(&e);
+    h.open(1, "box");
+    for id in 10..30 {
+        h.submit(Submission::Recv {
             handle: 1,
-            id: 3,
-            data: &big[..1000],
-        },
-    );
-    let (h, why) = next(&mut ep);
-    assert_eq!((h.id, h.status), (3, Status::Ok), "{why}");
+            id,
+            max: 0,
+        });
+    }
+    // None of them can complete (nothing is sent to "box") but those over the budget: the
+    // first four wait, the other sixteen fail.
+    let mut refused = Vec::new();
+    for _ in 0..16 {
+        let (c, why) = h.next();
+        assert_eq!(c.status, Status::Error(ErrorCode::Budget), "{why}");
+        assert!(why.contains("4 outstanding submissions at most"), "{why}");
+        refused.push(c.id);
+    }
+    assert_eq!(refused, (14..30).collect::<Vec<u64>>());
 }
 
 /// A message larger than any completion to a host can carry (its pool buffers are smaller)
@@ -533,4 +577,46 @@ fn a_message_larger_than_the_receiving_hosts_buffers_fails_its_receive_and_stays
         "{c:?}"
     );
     assert_eq!(&*big.recv(b, T).unwrap().unwrap(), &msg[..]);
+}
+
+/// A host that submits without reaping its completions: once more of them wait for room in
+/// its completion ring than it may have submissions outstanding, the engine takes nothing
+/// more from it (its submission ring fills) instead of queueing completions without end;
+/// once it reaps, every submission has its completion and it is served again.
+#[test]
+fn a_host_that_does_not_reap_is_not_read_until_it_does() {
+    use offhost_proto::offload::{Status, Submission};
+    let e = engine("patient", &[], |c| c.host.max_outstanding = 8);
+    let mut h = RawHost::connect(&e);
+    let mut rec = vec![0u8; 32];
+    let mut accepted = 0u64;
+    let mut stalled_since = None;
+    let t = std::time::Instant::now();
+    while accepted < 1_000_000 && t.elapsed() < Duration::from_secs(20) {
+        Submission::Close {
+            handle: 99,
+            id: accepted,
+        }
+        .encode(&mut rec);
+        if h.ep.sender().try_send(&rec).unwrap() {
+            accepted += 1;
+            stalled_since = None;
+        } else if stalled_since
+            .get_or_insert_with(std::time::Instant::now)
+            .elapsed()
+            > Duration::from_millis(300)
+        {
+            break;
+        }
+    }
+    assert!(
+        stalled_since.is_some() && accepted < 1_000_000,
+        "the engine took {accepted} submissions from a host that reaps nothing"
+    );
+    for id in 0..accepted {
+        let (c, why) = h.next();
+        assert_eq!(c.id, id, "{why}");
+        assert_eq!(c.status, Status::Error(ErrorCode::BadHandle), "{why}");
+    }
+    h.open(1, "box");
 }

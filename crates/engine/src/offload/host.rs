@@ -172,7 +172,19 @@ impl HostConn {
     pub(crate) fn run(self: Arc<Self>, mut rx: Receiver, off: &Offload) {
         let mut chans: HashMap<u32, Chan> = HashMap::new();
         let end = loop {
-            let waiting = !self.lock().overflow.is_empty();
+            let unwritten = self.lock().overflow.len();
+            if unwritten >= self.limits.max_outstanding as usize {
+                // More completions wait for room in the ring than the host may have
+                // submissions outstanding: it does not reap them. Nothing more is taken from
+                // it until it does, so that they cannot pile up.
+                if self.lock().tx.check_peer().is_err() {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                self.publish(&mut self.lock());
+                continue;
+            }
+            let waiting = unwritten > 0;
             let timeout = waiting.then(|| Duration::from_millis(1));
             let mut batch = SendBatch::new();
             let first = match rx.recv(timeout) {
@@ -290,6 +302,13 @@ impl HostConn {
                 self.finish(Op::Open, handle, id, r);
                 Ok(())
             }
+            Submission::Recv { handle, id, .. }
+                if self.outstanding.load(Ordering::Acquire)
+                    > self.limits.max_outstanding as usize =>
+            {
+                self.finish(Op::Recv, handle, id, Err(over_outstanding(&self.limits)));
+                Ok(())
+            }
             Submission::Recv { handle, id, max } => {
                 // No larger than a completion to this host can carry: a larger message fails
                 // the receive with TooLarge and stays for another, instead of being lost.
@@ -390,13 +409,8 @@ impl HostConn {
             self.finish(Op::Send, handle, id, Err(Failure { code, reason }));
         };
         if self.outstanding.load(Ordering::Acquire) > self.limits.max_outstanding as usize {
-            return fail(
-                ErrorCode::Budget,
-                format!(
-                    "{} outstanding submissions at most",
-                    self.limits.max_outstanding
-                ),
-            );
+            let f = over_outstanding(&self.limits);
+            return fail(f.code, f.reason);
         }
         let before = self.bytes.fetch_add(len, Ordering::AcqRel);
         if before > 0 && before + len > self.limits.max_bytes {
@@ -436,6 +450,14 @@ impl HostConn {
                 .router
                 .deliver_local(&c.channel, data.to_vec(), self.clone(), handle, id),
         }
+    }
+}
+
+/// A send or receive past the host's budget of outstanding submissions.
+fn over_outstanding(limits: &Limits) -> Failure {
+    Failure {
+        code: ErrorCode::Budget,
+        reason: format!("{} outstanding submissions at most", limits.max_outstanding),
     }
 }
 
