@@ -620,3 +620,41 @@ fn a_host_that_does_not_reap_is_not_read_until_it_does() {
     }
     h.open(1, "box");
 }
+
+/// Sends waiting for room in a full mailbox go when their host does: they held its memory
+/// (and its shared segment) for as long as nobody received from the mailbox.
+#[test]
+fn a_gone_hosts_sends_waiting_for_a_full_mailbox_go_with_it() {
+    let e = engine("full", &[], |c| c.router.mailbox_bytes = 4096);
+    let mut h = HostQueue::connect(&e.shm).unwrap();
+    let ch = h.open("box", OpenOptions::bulk()).unwrap();
+    for i in 0..10 {
+        h.push_send(ch, &pattern(i, 3000), i as u64).unwrap();
+    }
+    h.submit().unwrap();
+    let router = e.offload.router();
+    let t = std::time::Instant::now();
+    while router.waiting("box") < 9 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{}",
+            router.waiting("box")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(router.queued("box"), 1);
+    drop(h);
+    let t = std::time::Instant::now();
+    while router.waiting("box") > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{} sends of a gone host still wait",
+            router.waiting("box")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // What was in the mailbox (its sender was told so) stays for a receiver.
+    let mut r = HostQueue::connect(&e.shm).unwrap();
+    let rc = r.open("box", OpenOptions::bulk()).unwrap();
+    assert_eq!(&*r.recv(rc, T).unwrap().unwrap(), &pattern(0, 3000)[..]);
+}

@@ -446,9 +446,13 @@ impl HostConn {
                     token: id,
                 })
             }
-            None => off
-                .router
-                .deliver_local(&c.channel, data.to_vec(), self.clone(), handle, id),
+            None => off.router.deliver_local(
+                &c.channel,
+                data.to_vec(),
+                (self.id, self.clone()),
+                handle,
+                id,
+            ),
         }
     }
 }

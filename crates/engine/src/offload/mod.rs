@@ -137,6 +137,11 @@ impl Offload {
         }))
     }
 
+    /// The engine's mailboxes (for status and tests).
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
     /// The engine's peer links (hand sessions that open the peer control channel to
     /// [`Peers::accept`]).
     pub fn peers(&self) -> &Peers {

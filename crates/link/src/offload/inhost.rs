@@ -250,7 +250,7 @@ impl InHost {
                     Some(Chan { address, .. }) => self.router.deliver_local(
                         &address.channel,
                         data,
-                        self.sink.clone(),
+                        (0, self.sink.clone()),
                         handle,
                         id,
                     ),

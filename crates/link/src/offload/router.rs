@@ -33,6 +33,8 @@ pub struct Posted {
 
 /// A local send waiting for room in a full mailbox.
 struct Waiting {
+    /// Which host sent it (its sends go when it does).
+    owner: u64,
     msg: Vec<u8>,
     notify: Arc<dyn Notify>,
     handle: u32,
@@ -248,12 +250,17 @@ impl Router {
     }
 
     /// Ends the posted receives of `owner` (on `handle`, or all of them): with end of channel
-    /// when `end`, silently otherwise (the host is gone).
+    /// when `end`, silently otherwise (the host is gone). When the host is gone (`handle`
+    /// `None`), its sends still waiting for room in a full mailbox go too: nobody is left to
+    /// be told of them, and they must not hold its memory.
     pub fn cancel(&self, owner: u64, handle: Option<u32>, end: bool) {
         let mut after = After::default();
         {
             let mut boxes = self.lock();
             for mb in boxes.values_mut() {
+                if handle.is_none() {
+                    mb.waiting.retain(|w| w.owner != owner);
+                }
                 let (gone, keep): (Vec<Posted>, Vec<Posted>) = mb
                     .posted
                     .drain(..)
@@ -271,12 +278,13 @@ impl Router {
     }
 
     /// A message from this node for `channel`: to a posted receive, into the mailbox, or
-    /// waiting for room; `notify` is told when it is in (never waits).
+    /// waiting for room; `notify` is told when it is in (never waits). `owner` is the sending
+    /// host: its sends still waiting go when it does ([`cancel`](Self::cancel)).
     pub fn deliver_local(
         &self,
         channel: &str,
         msg: Vec<u8>,
-        notify: Arc<dyn Notify>,
+        (owner, notify): (u64, Arc<dyn Notify>),
         handle: u32,
         token: u64,
     ) {
@@ -301,6 +309,7 @@ impl Router {
                 };
                 if direct.is_none() {
                     mb.waiting.push_back(Waiting {
+                        owner,
                         msg,
                         notify,
                         handle,
@@ -326,6 +335,11 @@ impl Router {
     /// Messages waiting in `channel`'s mailbox.
     pub fn queued(&self, channel: &str) -> usize {
         self.lock().get(channel).map_or(0, |mb| mb.queued.len())
+    }
+
+    /// Local sends waiting for room in `channel`'s mailbox.
+    pub fn waiting(&self, channel: &str) -> usize {
+        self.lock().get(channel).map_or(0, |mb| mb.waiting.len())
     }
 }
 
