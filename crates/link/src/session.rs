@@ -68,10 +68,7 @@ impl Session {
                 Self::over(Box::new(r), Box::new(w), Side::Client, "tls")
             }
             Endpoint::Tcp(addr) => {
-                let s = std::net::TcpStream::connect(&addr)
-                    .map_err(|e| LinkError::io(format!("connect tcp:{addr}"), e))?;
-                s.set_nodelay(true)
-                    .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                let s = crate::tls::tcp_connect(&addr, "tcp")?;
                 Self::over_socket(s.into(), Side::Client, "tcp")
             }
             Endpoint::Unix(path) => {

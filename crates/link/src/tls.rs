@@ -41,15 +41,38 @@ fn halves(r: TlsReader, w: TlsWriter) -> (TlsRead, TlsWrite) {
     (TlsRead { r, eof: false }, TlsWrite { w })
 }
 
+/// How long a TCP connect may take (per address the name resolves to): an address that
+/// drops the SYN would otherwise hold the caller for the kernel's two minutes of retries.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A TCP connection to `addr` (`HOST:PORT`) with `TCP_NODELAY`, each address it resolves to
+/// tried for at most [`CONNECT_TIMEOUT`]; `scheme` names the URL in errors.
+pub(crate) fn tcp_connect(addr: &str, scheme: &str) -> Result<std::net::TcpStream, LinkError> {
+    use std::net::ToSocketAddrs;
+    let what = || format!("connect {scheme}:{addr}");
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address");
+    for a in addr
+        .to_socket_addrs()
+        .map_err(|e| LinkError::io(what(), e))?
+    {
+        match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                s.set_nodelay(true)
+                    .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(LinkError::io(what(), last))
+}
+
 /// Connects to a `tls:` server at `addr` (`HOST:PORT`): TCP, the handshake, then the server's
 /// admission.
 pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWrite), LinkError> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let conn = client.connection(host)?;
-    let s = std::net::TcpStream::connect(addr)
-        .map_err(|e| LinkError::io(format!("connect tls:{addr}"), e))?;
-    s.set_nodelay(true)
-        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+    let s = tcp_connect(addr, "tls")?;
     let (mut r, w) = offhost_access::handshake(s.into(), conn, HANDSHAKE_TIMEOUT)?;
     r.set_timeout(Some(HANDSHAKE_TIMEOUT));
     let mut b = [0u8; 1];
