@@ -82,6 +82,15 @@ pub struct OffloadArgs {
     /// Spin budget of --host-wait adaptive, in microseconds.
     #[arg(long, default_value_t = 50)]
     spin_us: u64,
+    /// Mailboxes (channel names with messages or receives waiting) at most.
+    #[arg(long, default_value_t = 1024)]
+    max_mailboxes: usize,
+    /// Bytes one mailbox queues before its senders wait (one message always goes in).
+    #[arg(long, default_value = "8M", value_parser = offhost_units::parse_size)]
+    mailbox_bytes: u64,
+    /// Bytes all mailboxes together queue before senders wait.
+    #[arg(long, default_value = "256M", value_parser = offhost_units::parse_size)]
+    mailbox_total_bytes: u64,
 }
 
 impl OffloadArgs {
@@ -107,6 +116,11 @@ impl OffloadArgs {
             max_outstanding: self.host_outstanding,
             max_channels: self.host_channels,
             max_bytes: self.host_bytes,
+        };
+        c.router = offhost_link::offload::RouterLimits {
+            mailboxes: self.max_mailboxes.max(1),
+            mailbox_bytes: usize::try_from(self.mailbox_bytes.max(1)).unwrap_or(usize::MAX),
+            total_bytes: usize::try_from(self.mailbox_total_bytes.max(1)).unwrap_or(usize::MAX),
         };
         Ok(c)
     }

@@ -344,6 +344,7 @@ fn readers_waiting_on_full_mailboxes_end_with_their_link() {
     let router = Arc::new(Router::new(RouterLimits {
         mailboxes: 16,
         mailbox_bytes: 1024,
+        ..RouterLimits::default()
     }));
     let (b, burl) = node("b", router.clone());
     let relay = Relay::start(&burl);

@@ -1,6 +1,7 @@
 //! Mailboxes: where messages for a node's channels wait for its hosts' posted receives.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -54,8 +55,12 @@ struct Mailbox {
 pub struct RouterLimits {
     /// Channels (mailboxes) at most.
     pub mailboxes: usize,
-    /// Bytes a mailbox queues before senders wait (one message is always taken).
+    /// Bytes a mailbox queues before senders wait (one message is always taken, if the
+    /// router's total allows it).
     pub mailbox_bytes: usize,
+    /// Bytes all mailboxes together queue before senders wait (one message is always taken
+    /// when they are all empty).
+    pub total_bytes: usize,
 }
 
 impl Default for RouterLimits {
@@ -63,6 +68,7 @@ impl Default for RouterLimits {
         RouterLimits {
             mailboxes: 1024,
             mailbox_bytes: 8 << 20,
+            total_bytes: 256 << 20,
         }
     }
 }
@@ -75,6 +81,11 @@ pub struct Router {
     st: Mutex<HashMap<String, Mailbox>>,
     room: Condvar,
     limits: RouterLimits,
+    /// Bytes queued in all mailboxes (changed only under `st`'s lock, with the mailboxes').
+    total: AtomicUsize,
+    /// A local send waits for room in the total, not in its own mailbox: a receive from any
+    /// mailbox may let it in (changed under `st`'s lock).
+    waiting_on_total: AtomicBool,
     /// Buffers of messages that waited in a mailbox, for the next ones that wait.
     spares: Spares,
 }
@@ -153,6 +164,31 @@ impl Router {
             // At most a quarter of one mailbox's bytes sits idle in spares.
             spares: Spares::new(SPARE_COUNT, limits.mailbox_bytes / 4),
             limits,
+            total: AtomicUsize::new(0),
+            waiting_on_total: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `len` more bytes fit the router's total: they do when nothing is queued.
+    fn fits_total(&self, len: usize) -> bool {
+        let total = self.total.load(Relaxed);
+        total == 0 || total + len <= self.limits.total_bytes
+    }
+
+    /// Whether a message of `len` bytes may join `mb` now.
+    fn room_for(&self, mb: &Mailbox, len: usize) -> bool {
+        (mb.queued.is_empty() || mb.bytes + len <= self.limits.mailbox_bytes)
+            && self.fits_total(len)
+    }
+
+    /// Counts `len` bytes into (`add`) or out of `mb` and the total.
+    fn count(&self, mb: &mut Mailbox, len: usize, add: bool) {
+        if add {
+            mb.bytes += len;
+            self.total.fetch_add(len, Relaxed);
+        } else {
+            mb.bytes -= len;
+            self.total.fetch_sub(len, Relaxed);
         }
     }
 
@@ -193,12 +229,15 @@ impl Router {
     /// Moves waiting local sends into the mailbox while there is room.
     fn admit_waiting(&self, mb: &mut Mailbox, after: &mut After) {
         while let Some(w) = mb.waiting.front() {
-            if mb.bytes + w.msg.len() > self.limits.mailbox_bytes && !mb.queued.is_empty() {
+            if !self.room_for(mb, w.msg.len()) {
+                if !self.fits_total(w.msg.len()) {
+                    self.waiting_on_total.store(true, Relaxed);
+                }
                 break;
             }
             let w = mb.waiting.pop_front().expect("front exists");
             let n = w.msg.len();
-            mb.bytes += n;
+            self.count(mb, n, true);
             mb.queued.push_back(w.msg);
             after
                 .sent
@@ -221,13 +260,19 @@ impl Router {
                     }
                     Some(_) => {
                         let m = mb.queued.pop_front().expect("front exists");
-                        mb.bytes -= m.len();
+                        self.count(mb, m.len(), false);
                         self.admit_waiting(mb, &mut after);
                         immediate = Some((p, m));
                         self.room.notify_all();
                     }
                     None => mb.posted.push_back(p),
                 },
+            }
+            // Room in the total: local sends waiting for it in other mailboxes may go in.
+            if immediate.is_some() && self.waiting_on_total.swap(false, Relaxed) {
+                for mb in boxes.values_mut() {
+                    self.admit_waiting(mb, &mut after);
+                }
             }
         }
         match immediate {
@@ -238,7 +283,7 @@ impl Router {
                     // The posting host is gone already: the message waits for the next one.
                     let mut boxes = self.lock();
                     if let Ok(mb) = self.mailbox(&mut boxes, channel) {
-                        mb.bytes += m.len();
+                        self.count(mb, m.len(), true);
                         mb.queued.push_front(m);
                     }
                 }
@@ -368,8 +413,8 @@ impl Deliver for Router {
                     continue;
                 }
             }
-            if mb.queued.is_empty() || mb.bytes + msg.len() <= self.limits.mailbox_bytes {
-                mb.bytes += msg.len();
+            if self.room_for(mb, msg.len()) {
+                self.count(mb, msg.len(), true);
                 mb.queued.push_back(self.spares.copy_of(msg));
                 drop(boxes);
                 after.run(None);
