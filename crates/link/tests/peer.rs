@@ -396,8 +396,8 @@ fn readers_waiting_on_full_mailboxes_end_with_their_link() {
     assert_eq!(b.stats().sessions, 0);
 }
 
-/// A session to `url` that says hello as engine `evil`, and its control channel.
-fn hostile_session(url: &str) -> (offhost_link::Session, offhost_link::Channel) {
+/// A session to `url` that says hello as engine `name`, and its control channel.
+fn session_as(url: &str, name: &str) -> (offhost_link::Session, offhost_link::Channel) {
     use offhost_link::{ChannelOptions, Session};
     use offhost_proto::peer::{PeerMessage, PEER_VERSION};
     let s = Session::connect_with(url, &LinkOptions::new().insecure(true)).unwrap();
@@ -406,8 +406,9 @@ fn hostile_session(url: &str) -> (offhost_link::Session, offhost_link::Channel) 
     PeerMessage::Hello {
         lane: Lane::Bulk,
         version: PEER_VERSION,
-        instance: 7,
-        name: "evil",
+        // A restarted engine draws a new instance: one per name here.
+        instance: name.bytes().fold(7, |a, b| a * 31 + u64::from(b)),
+        name,
     }
     .encode(&mut hello);
     control.send(&hello).unwrap();
@@ -451,7 +452,7 @@ fn a_sequence_number_past_the_last_is_refused_not_wrapped() {
     use offhost_link::ChannelOptions;
     let inbox = Arc::new(Inbox::default());
     let (b, burl) = node("b", inbox.clone());
-    let (s, control) = hostile_session(&burl);
+    let (s, control) = session_as(&burl, "evil");
     let data = s
         .open(&format!("d/1/{}/x", u64::MAX), ChannelOptions::default())
         .unwrap();
@@ -472,7 +473,7 @@ fn a_message_over_this_engines_largest_is_refused() {
     use offhost_link::ChannelOptions;
     let inbox = Arc::new(Inbox::default());
     let (b, burl) = node("b", inbox.clone());
-    let (s, control) = hostile_session(&burl);
+    let (s, control) = session_as(&burl, "evil");
     let data = s
         .open(
             "d/1/0/x",
@@ -494,4 +495,55 @@ fn a_message_over_this_engines_largest_is_refused() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1.len(), 1 << 20);
     readers_end(&b);
+}
+
+/// Peers that link to us under ever new names: each name's lane (and its sending thread)
+/// stays, so only as many are made as twice the links we may have; a peer past that is
+/// still served what it sends.
+#[test]
+fn names_past_the_lane_budget_get_no_lane_but_are_served() {
+    use offhost_link::ChannelOptions;
+    let inbox = Arc::new(Inbox::default());
+    let opts = LinkOptions::new().insecure(true);
+    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
+    let url = server.url().to_owned();
+    let b = Peers::new(
+        PeerConfig::new("b").options(opts).max_links(1),
+        inbox.clone(),
+    )
+    .unwrap();
+    let p = b.clone();
+    std::thread::spawn(move || loop {
+        let Ok(s) = server.accept() else { return };
+        let p = p.clone();
+        std::thread::spawn(move || {
+            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
+                p.accept(s, ch);
+            }
+        });
+    });
+    for (i, name) in ["e1", "e2", "e3"].iter().enumerate() {
+        let (s, _control) = session_as(&url, name);
+        let data = s.open("d/1/0/x", ChannelOptions::default()).unwrap();
+        data.send(name.as_bytes()).unwrap();
+        let t = Instant::now();
+        while inbox.got.lock().unwrap().len() <= i {
+            assert!(t.elapsed() < Duration::from_secs(10), "{name} not served");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        s.close();
+        while b.stats().sessions > 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "{:?}", b.stats());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert_eq!(b.stats().lanes, 2, "{:?}", b.stats());
+    let got: Vec<Vec<u8>> = inbox
+        .got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, m)| m.clone())
+        .collect();
+    assert_eq!(got, vec![b"e1".to_vec(), b"e2".to_vec(), b"e3".to_vec()]);
 }

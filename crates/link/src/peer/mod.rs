@@ -314,6 +314,8 @@ pub struct PeerStats {
     /// Threads reading data channels peers opened (each ends with its link, even while its
     /// delivery waits for room).
     pub readers: usize,
+    /// Lanes to peers (a sending thread each; at most twice `max_links`).
+    pub lanes: usize,
 }
 
 /// The next sequence number to take, per (sender instance, lane, stream): a message sent
@@ -538,6 +540,7 @@ impl Peers {
         let mut s = PeerStats {
             sessions: self.inner.sessions.load(Ordering::Acquire),
             readers: self.inner.readers.load(Ordering::Acquire),
+            lanes: lanes.len(),
             ..PeerStats::default()
         };
         for l in lanes {

@@ -182,12 +182,19 @@ pub(crate) fn accept(
     let runner = Runner::start(inner, name.clone(), lane, instance, session, control);
     let lane_obj = {
         let mut lanes = inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (name.clone(), lane);
         if inner.closed.load(Ordering::Acquire) {
-            None
+            Err(())
+        } else if !lanes.contains_key(&key)
+            && lanes.len() >= inner.config.max_links.saturating_mul(2)
+        {
+            // As many lanes as links may have (each a sending thread): this peer is served
+            // what it sends, but nothing goes back to it on this session.
+            Ok(None)
         } else {
-            Some(
+            Ok(Some(
                 lanes
-                    .entry((name.clone(), lane))
+                    .entry(key)
                     .or_insert_with(|| {
                         PeerLane::new(
                             Arc::downgrade(inner),
@@ -197,14 +204,18 @@ pub(crate) fn accept(
                         )
                     })
                     .clone(),
-            )
+            ))
         }
     };
     match lane_obj {
-        Some(l) => {
+        Ok(Some(l)) => {
             l.attach(&runner);
         }
-        None => runner.kill("closing"),
+        Ok(None) => tracing::warn!(
+            "peer {name}: {} peer lanes already, none made for it",
+            inner.config.max_links.saturating_mul(2)
+        ),
+        Err(()) => runner.kill("closing"),
     }
     tracing::info!("peer {name} linked to us ({} lane)", lane.name());
     Ok(())
