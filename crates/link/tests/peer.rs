@@ -547,3 +547,49 @@ fn names_past_the_lane_budget_get_no_lane_but_are_served() {
         .collect();
     assert_eq!(got, vec![b"e1".to_vec(), b"e2".to_vec(), b"e3".to_vec()]);
 }
+
+/// An engine that says it is a peer of our table (any engine with a certificate of the CA
+/// could say so) gets no messages for that peer: we send them on our own link to the URL of
+/// the table.
+#[test]
+fn a_session_claiming_a_table_peers_name_gets_none_of_its_messages() {
+    let a_inbox = Arc::new(Inbox::default());
+    let (_a, aurl) = node("a", a_inbox.clone());
+    let opts = LinkOptions::new().insecure(true);
+    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
+    let burl = server.url().to_owned();
+    let b = Peers::new(
+        PeerConfig::new("b").peer("a", &aurl).options(opts),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let p = b.clone();
+    std::thread::spawn(move || loop {
+        let Ok(s) = server.accept() else { return };
+        let p = p.clone();
+        std::thread::spawn(move || {
+            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
+                p.accept(s, ch);
+            }
+        });
+    });
+    // The impostor links to b first, as "a".
+    let (impostor, _control) = session_as(&burl, "a");
+    let t = Instant::now();
+    while b.stats().sessions < 1 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = b.stream("a", "x", Lane::Bulk, None).unwrap();
+    let r = Arc::new(Results::default());
+    send(&s, &r, 1);
+    let done = r.wait_for(1, Duration::from_secs(10));
+    assert!(done[0].1.is_ok(), "delivered");
+    assert_eq!(a_inbox.got.lock().unwrap().len(), 1, "the real a has it");
+    assert!(
+        impostor
+            .accept_timeout(Some(Duration::from_millis(200)))
+            .is_err(),
+        "the impostor was sent a data channel"
+    );
+}

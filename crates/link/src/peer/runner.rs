@@ -185,6 +185,11 @@ pub(crate) fn accept(
         let key = (name.clone(), lane);
         if inner.closed.load(Ordering::Acquire) {
             Err(())
+        } else if inner.config.table.contains_key(&name) {
+            // A peer of our table we reach at its URL ourselves: the name in a hello is only
+            // what the other side says (any engine with a certificate of the CA could say
+            // it), so messages for that peer never go back on a session it opened.
+            Ok(None)
         } else if !lanes.contains_key(&key)
             && lanes.len() >= inner.config.max_links.saturating_mul(2)
         {
@@ -211,10 +216,7 @@ pub(crate) fn accept(
         Ok(Some(l)) => {
             l.attach(&runner);
         }
-        Ok(None) => tracing::warn!(
-            "peer {name}: {} peer lanes already, none made for it",
-            inner.config.max_links.saturating_mul(2)
-        ),
+        Ok(None) => tracing::debug!("peer {name}: its session only brings messages here"),
         Err(()) => runner.kill("closing"),
     }
     tracing::info!("peer {name} linked to us ({} lane)", lane.name());
