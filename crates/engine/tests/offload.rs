@@ -658,3 +658,28 @@ fn a_gone_hosts_sends_waiting_for_a_full_mailbox_go_with_it() {
     let rc = r.open("box", OpenOptions::bulk()).unwrap();
     assert_eq!(&*r.recv(rc, T).unwrap().unwrap(), &pattern(0, 3000)[..]);
 }
+
+/// Connections that say nothing hold up no other host: each handshake runs on its own
+/// thread with its own deadline (they used to run one after another on the accepting
+/// thread, five seconds each).
+#[test]
+fn silent_connections_do_not_hold_up_the_next_host() {
+    use std::os::linux::net::SocketAddrExt;
+    let e = engine("busy", &[], |_| {});
+    let name = e.shm.strip_prefix("shm:@").unwrap();
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
+    let silent: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::connect_addr(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    let mut h = HostQueue::connect(&e.shm).unwrap();
+    let ch = h.open("box", OpenOptions::bulk()).unwrap();
+    h.send(ch, b"here").unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "a host behind three silent connections waited {:?}",
+        t.elapsed()
+    );
+    drop(silent);
+}

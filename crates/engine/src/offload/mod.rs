@@ -193,17 +193,28 @@ impl Offload {
     }
 
     /// Accepts hosts on `listener` for ever: off-host queues are served here, anything else
-    /// (a link session's first frame) is handed to `sessions`. Each connection is looked at on
-    /// a thread of its own, so a slow or silent one holds up nobody.
+    /// (a link session's first frame) is handed to `sessions`. Each connection's handshake
+    /// and first record are looked at on a thread of its own, within the link limits'
+    /// `handshake_timeout`, so a slow or silent one holds up nobody; at most
+    /// `max_handshakes` run at once, and further hosts wait in the listen queue meanwhile.
     pub fn serve_shm(
         self: &Arc<Self>,
         listener: Listener,
         sessions: Arc<dyn Fn(Session) + Send + Sync>,
     ) {
+        let looking = Arc::new(AtomicUsize::new(0));
+        let (max, deadline) = (
+            self.config.link.max_handshakes.max(1),
+            self.config.link.handshake_timeout,
+        );
         loop {
-            let ep = match listener.accept_with(Some(self.config.wait)) {
-                Ok(ep) => ep,
-                Err(offhost_shm::ShmError::PeerUid { .. }) => continue,
+            if looking.load(Ordering::Acquire) >= max {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            let pending = match listener.accept_pending(None) {
+                Ok(Some(p)) => p,
+                Ok(None) | Err(offhost_shm::ShmError::PeerUid { .. }) => continue,
                 Err(e) => {
                     tracing::warn!("shm accept: {e}");
                     std::thread::sleep(Duration::from_millis(50));
@@ -212,19 +223,39 @@ impl Offload {
             };
             let me = self.clone();
             let sessions = sessions.clone();
+            looking.fetch_add(1, Ordering::AcqRel);
+            let done = looking.clone();
             let spawned = std::thread::Builder::new()
                 .name("shm-first".into())
-                .spawn(move || me.first_record(ep, &*sessions));
+                .spawn(
+                    move || match pending.finish(Some(me.config.wait), deadline) {
+                        Ok(ep) => me.first_record(ep, &*sessions, &done),
+                        Err(e) => {
+                            done.fetch_sub(1, Ordering::AcqRel);
+                            tracing::info!("shm handshake: {e}");
+                        }
+                    },
+                );
             if let Err(e) = spawned {
+                looking.fetch_sub(1, Ordering::AcqRel);
                 tracing::warn!("shm: cannot start a thread: {e}");
             }
         }
     }
 
     /// Looks at a connection's first record: an off-host hello, or a link session.
-    fn first_record(self: Arc<Self>, mut ep: Endpoint, sessions: &dyn Fn(Session)) {
+    /// `looking` counts the connections being looked at: this one leaves it once its first
+    /// record is known (or none came in time).
+    fn first_record(
+        self: Arc<Self>,
+        mut ep: Endpoint,
+        sessions: &dyn Fn(Session),
+        looking: &AtomicUsize,
+    ) {
         let rx = ep.receiver();
-        if rx.wait_ready(Some(FIRST_RECORD)).is_err() {
+        let ready = rx.wait_ready(Some(FIRST_RECORD));
+        if ready.is_err() {
+            looking.fetch_sub(1, Ordering::AcqRel);
             return;
         }
         let mut hello: Option<Result<u32, String>> = None;
@@ -239,6 +270,7 @@ impl Offload {
             });
             true
         });
+        looking.fetch_sub(1, Ordering::AcqRel);
         match (taken, hello) {
             (Ok(Some(true)), Some(h)) => self.start_host(ep, h),
             (Ok(Some(false)), _) => match Session::serve_shm(ep, &self.config.link) {
