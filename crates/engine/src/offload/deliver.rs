@@ -87,13 +87,23 @@ impl Deliver for EngineDeliver {
             let Some(i) = slot.as_mut() else {
                 return Err(format!("{channel} has ended"));
             };
-            if msg.is_empty() {
-                *slot = None;
-                return Ok(());
-            }
-            return i
-                .send_while(msg.to_vec(), live)
-                .map_err(|e| format!("{channel}: {e}"));
+            let r = if msg.is_empty() {
+                Ok(())
+            } else {
+                match i.send_while(msg.to_vec(), live) {
+                    Err(crate::HostError::Closed) => Err(crate::HostError::Closed),
+                    other => return other.map_err(|e| format!("{channel}: {e}")),
+                }
+            };
+            // The input ended (its end of stream, or the pipeline no longer reads it): it
+            // leaves the table, which would otherwise keep every input ever fed.
+            *slot = None;
+            drop(slot);
+            self.inputs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(channel);
+            return r.map_err(|e| format!("{channel}: {e}"));
         }
         self.router.deliver(from, channel, msg, live)
     }
