@@ -367,7 +367,10 @@ impl HostConn {
         if chans.len() >= self.limits.max_channels as usize {
             return Err(Failure {
                 code: ErrorCode::Budget,
-                reason: format!("{} channels per host at most", self.limits.max_channels),
+                reason: format!(
+                    "{} channels per host at most (raise it with --host-channels)",
+                    self.limits.max_channels
+                ),
             });
         }
         let a = Address::parse(address).map_err(|reason| Failure {
@@ -417,7 +420,10 @@ impl HostConn {
             self.bytes.fetch_sub(len, Ordering::AcqRel);
             return fail(
                 ErrorCode::Budget,
-                format!("{} bytes of sends in flight at most", self.limits.max_bytes),
+                format!(
+                    "{} bytes of sends in flight at most (raise it with --host-bytes)",
+                    self.limits.max_bytes
+                ),
             );
         }
         let Some(c) = chans.get(&handle) else {
@@ -461,7 +467,10 @@ impl HostConn {
 fn over_outstanding(limits: &Limits) -> Failure {
     Failure {
         code: ErrorCode::Budget,
-        reason: format!("{} outstanding submissions at most", limits.max_outstanding),
+        reason: format!(
+            "{} outstanding submissions at most (raise it with --host-outstanding)",
+            limits.max_outstanding
+        ),
     }
 }
 

@@ -296,7 +296,11 @@ impl Offload {
                         (n < max).then_some(n + 1)
                     })
                     .err()
-                    .map(|_| format!("this engine serves {max} hosts at most"))
+                    .map(|_| {
+                        format!(
+                            "this engine serves {max} hosts at most (raise it with --max-hosts)"
+                        )
+                    })
             }
         };
         let mut tx = tx;

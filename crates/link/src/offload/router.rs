@@ -205,7 +205,10 @@ impl Router {
             if boxes.len() >= self.limits.mailboxes {
                 return Err(Failure::new(
                     ErrorCode::Budget,
-                    format!("{} channels at most", self.limits.mailboxes),
+                    format!(
+                        "{} channels with mailboxes at most (raise it with --max-mailboxes)",
+                        self.limits.mailboxes
+                    ),
                 ));
             }
             boxes.insert(channel.to_owned(), Mailbox::default());

@@ -496,7 +496,10 @@ impl Peers {
                     if lanes.len() >= inner.config.max_links.saturating_mul(2) {
                         return Err(Failure::new(
                             ErrorCode::Budget,
-                            format!("{} peer links at most", inner.config.max_links),
+                            format!(
+                                "{} peer links at most (raise it with --max-links)",
+                                inner.config.max_links
+                            ),
                         ));
                     }
                     let l = PeerLane::new(Arc::downgrade(inner), peer.to_owned(), lane, url);

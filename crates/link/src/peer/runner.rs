@@ -112,7 +112,7 @@ fn take_session_slot(inner: &Inner) -> Result<(), Failure> {
         .map_err(|_| {
             Failure::new(
                 ErrorCode::Budget,
-                format!("{max} sessions to other engines at most"),
+                format!("{max} sessions to other engines at most (raise it with --max-links)"),
             )
         })
 }
