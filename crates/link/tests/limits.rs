@@ -211,3 +211,45 @@ fn a_peer_that_reads_nothing_is_dropped_at_its_unsent_limit() {
     }
     served(&url);
 }
+
+/// A server that pings a client session and reads nothing: the client's answers do not pile
+/// up without end; once its socket is full it stops reading too, so the server can push no
+/// more than the sockets' buffers and a little (the client's memory stays bounded).
+#[test]
+fn a_client_answering_pings_to_a_server_that_reads_nothing_stops_reading() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("tcp:{}", l.local_addr().unwrap());
+    let server = std::thread::spawn(move || -> (u64, std::io::Error) {
+        let (mut s, _) = l.accept().unwrap();
+        let mut chunk = Vec::new();
+        for token in 0..4096u64 {
+            Frame::Ping {
+                token,
+                reply: false,
+            }
+            .encode(&mut chunk);
+        }
+        s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut sent = 0u64;
+        // At most 256 MiB of pings.
+        while sent < 256 << 20 {
+            if let Err(e) = s.write_all(&chunk) {
+                return (sent, e);
+            }
+            sent += chunk.len() as u64;
+        }
+        panic!("the client took {sent} bytes of pings without its answers being read");
+    });
+    let session = Session::connect_with(&url, &offhost_link::LinkOptions::new()).unwrap();
+    let (sent, e) = server.join().unwrap();
+    assert!(
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{e:?}"
+    );
+    assert!(sent < 64 << 20, "{sent} bytes of pings taken");
+    eprintln!("the client stopped reading after {sent} bytes of pings");
+    drop(session);
+}
