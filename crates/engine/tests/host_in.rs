@@ -172,7 +172,12 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
     };
     // Nothing reads `out`: the pool's two buffers fill, host-in holds one message, and the
     // queue as many as fit its bytes. The old count-only bound let all 24 through.
-    std::thread::sleep(Duration::from_millis(500));
+    let t = std::time::Instant::now();
+    while sent.load(Ordering::SeqCst) < per_queue {
+        assert!(t.elapsed() < T, "{} sent", sent.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let stuck = sent.load(Ordering::SeqCst);
     assert!(
         (per_queue..=per_queue + 1).contains(&stuck),
