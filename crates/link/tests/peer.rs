@@ -77,10 +77,15 @@ impl Results {
 
 /// A node that accepts peer links on plain tcp (loopback).
 fn node(name: &str, inbox: Arc<dyn Deliver>) -> (Peers, String) {
+    node_with(PeerConfig::new(name), inbox)
+}
+
+/// A node of `config` (made insecure: plain tcp on loopback) that accepts peer links.
+fn node_with(config: PeerConfig, inbox: Arc<dyn Deliver>) -> (Peers, String) {
     let opts = LinkOptions::new().insecure(true);
     let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
     let url = server.url().to_owned();
-    let peers = Peers::new(PeerConfig::new(name).options(opts), inbox).unwrap();
+    let peers = Peers::new(config.options(opts), inbox).unwrap();
     let p = peers.clone();
     std::thread::spawn(move || loop {
         let Ok(s) = server.accept() else { return };
@@ -94,6 +99,17 @@ fn node(name: &str, inbox: Arc<dyn Deliver>) -> (Peers, String) {
         });
     });
     (peers, url)
+}
+
+/// Node `a`, whose peer `b` is at `url`.
+fn a_to_b(url: &str) -> Peers {
+    Peers::new(
+        PeerConfig::new("a")
+            .peer("b", url)
+            .options(LinkOptions::new().insecure(true)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap()
 }
 
 /// A TCP relay to `upstream` whose connections can be cut (closed) or frozen (kept open,
@@ -174,13 +190,7 @@ fn a_cut_link_fails_every_unacknowledged_message_and_delivered_ones_arrived() {
     let inbox = Arc::new(Inbox::default());
     let (_b, burl) = node("b", inbox.clone());
     let relay = Relay::start(&burl);
-    let a = Peers::new(
-        PeerConfig::new("a")
-            .peer("b", &relay.url)
-            .options(LinkOptions::new().insecure(true)),
-        Arc::new(Inbox::default()),
-    )
-    .unwrap();
+    let a = a_to_b(&relay.url);
     let s = a.stream("b", "x", Lane::Bulk, None).unwrap();
     let r = Arc::new(Results::default());
     for i in 0..300 {
@@ -348,13 +358,7 @@ fn readers_waiting_on_full_mailboxes_end_with_their_link() {
     }));
     let (b, burl) = node("b", router.clone());
     let relay = Relay::start(&burl);
-    let a = Peers::new(
-        PeerConfig::new("a")
-            .peer("b", &relay.url)
-            .options(LinkOptions::new().insecure(true)),
-        Arc::new(Inbox::default()),
-    )
-    .unwrap();
+    let a = a_to_b(&relay.url);
     let r = Arc::new(Results::default());
     // Four channels nobody receives from, each sent more than its mailbox holds (the first
     // 1000-byte message goes in, the second waits).
@@ -504,24 +508,7 @@ fn a_message_over_this_engines_largest_is_refused() {
 fn names_past_the_lane_budget_get_no_lane_but_are_served() {
     use offhost_link::ChannelOptions;
     let inbox = Arc::new(Inbox::default());
-    let opts = LinkOptions::new().insecure(true);
-    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
-    let url = server.url().to_owned();
-    let b = Peers::new(
-        PeerConfig::new("b").options(opts).max_links(1),
-        inbox.clone(),
-    )
-    .unwrap();
-    let p = b.clone();
-    std::thread::spawn(move || loop {
-        let Ok(s) = server.accept() else { return };
-        let p = p.clone();
-        std::thread::spawn(move || {
-            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
-                p.accept(s, ch);
-            }
-        });
-    });
+    let (b, url) = node_with(PeerConfig::new("b").max_links(1), inbox.clone());
     for (i, name) in ["e1", "e2", "e3"].iter().enumerate() {
         let (s, _control) = session_as(&url, name);
         let data = s.open("d/1/0/x", ChannelOptions::default()).unwrap();
@@ -555,24 +542,10 @@ fn names_past_the_lane_budget_get_no_lane_but_are_served() {
 fn a_session_claiming_a_table_peers_name_gets_none_of_its_messages() {
     let a_inbox = Arc::new(Inbox::default());
     let (_a, aurl) = node("a", a_inbox.clone());
-    let opts = LinkOptions::new().insecure(true);
-    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
-    let burl = server.url().to_owned();
-    let b = Peers::new(
-        PeerConfig::new("b").peer("a", &aurl).options(opts),
+    let (b, burl) = node_with(
+        PeerConfig::new("b").peer("a", &aurl),
         Arc::new(Inbox::default()),
-    )
-    .unwrap();
-    let p = b.clone();
-    std::thread::spawn(move || loop {
-        let Ok(s) = server.accept() else { return };
-        let p = p.clone();
-        std::thread::spawn(move || {
-            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
-                p.accept(s, ch);
-            }
-        });
-    });
+    );
     // The impostor links to b first, as "a".
     let (impostor, _control) = session_as(&burl, "a");
     let t = Instant::now();
