@@ -448,14 +448,11 @@ struct RawHost {
 impl RawHost {
     fn connect(e: &Engine) -> RawHost {
         let path = e.shm.strip_prefix("shm:").unwrap();
-        let mut ep = offhost_shm::connect(path, &offhost_shm::Config::default()).unwrap();
-        let mut hello = vec![0u8; 48];
-        hello[0] = 1;
-        hello[16] = 16;
-        hello[32..40].copy_from_slice(b"OFFHQ\0\0\x01");
-        hello[40] = 1;
-        ep.sender().send(&hello, T).unwrap();
+        let ep = offhost_shm::connect(path, &offhost_shm::Config::default()).unwrap();
         let mut h = RawHost { ep };
+        h.submit(offhost_proto::offload::Submission::Hello {
+            version: offhost_proto::offload::VERSION,
+        });
         let (c, _) = h.next();
         assert_eq!(
             c.status,
