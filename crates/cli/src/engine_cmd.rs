@@ -66,6 +66,15 @@ pub struct OffloadArgs {
     /// Sessions to other engines at most.
     #[arg(long, default_value_t = 64)]
     max_links: usize,
+    /// Data channels a peer engine may have open on one session, and streams this engine
+    /// sends to one peer on one lane.
+    #[arg(long, default_value_t = 256)]
+    max_streams: usize,
+    /// The largest message this engine's hosts may send, and peers may deliver here (a
+    /// larger one is refused, naming both sizes). A peer's channel window is twice this, at
+    /// least 2 MiB: peers' --max-channel-window must allow that.
+    #[arg(long, default_value = "1M", value_parser = offhost_units::parse_size)]
+    max_message: u64,
     /// Per host: submissions outstanding at most.
     #[arg(long, default_value_t = 4096)]
     host_outstanding: u32,
@@ -95,11 +104,16 @@ pub struct OffloadArgs {
 
 impl OffloadArgs {
     fn config(&self, options: offhost_link::LinkOptions) -> anyhow::Result<OffloadConfig> {
-        let mut pc = PeerConfig::new(&self.name)
-            .options(options)
-            .retry_for(std::time::Duration::from_secs_f64(self.retry_for.max(0.0)))
-            .link_timeout(std::time::Duration::from_millis(self.link_timeout.max(1)))
-            .max_links(self.max_links);
+        let mut pc =
+            PeerConfig::new(&self.name)
+                .options(options)
+                .retry_for(std::time::Duration::from_secs_f64(self.retry_for.max(0.0)))
+                .link_timeout(std::time::Duration::from_millis(self.link_timeout.max(1)))
+                .max_links(self.max_links)
+                .max_streams(self.max_streams.max(1))
+                .max_message(u32::try_from(self.max_message.max(1)).map_err(|_| {
+                    anyhow!("--max-message {}: at most 4 GiB - 1", self.max_message)
+                })?);
         for p in &self.peers {
             let (n, u) = p
                 .split_once('=')

@@ -298,3 +298,19 @@ fn engine_daemon_runs_submitted_pipelines() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn engine_flags_out_of_range_are_errors_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = format!("unix:{}", dir.path().join("e.sock").display());
+    let out = run_in(
+        dir.path(),
+        &["engine", "--listen", &sock, "--max-message", "5G"],
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--max-message 5368709120: at most 4 GiB - 1"),
+        "{err}"
+    );
+}
