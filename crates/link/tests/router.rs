@@ -81,7 +81,7 @@ fn a_local_send_waiting_for_the_total_goes_in_when_another_mailbox_is_received_f
     let r = router();
     r.deliver("p", "a", &[1; 900], &|| true).unwrap();
     let sender = Arc::new(Sink::default());
-    r.deliver_local("c", vec![3; 700], (5, sender.clone()), 1, 42);
+    r.deliver_local("c", vec![3; 700], 5, sender.clone(), 1, 42);
     assert_eq!((r.queued("c"), r.waiting("c")), (0, 1));
     assert!(sender.sent.lock().unwrap().is_empty(), "not in yet");
     let receiver = Arc::new(Sink::default());

@@ -455,7 +455,8 @@ impl HostConn {
             None => off.router.deliver_local(
                 &c.channel,
                 data.to_vec(),
-                (self.id, self.clone()),
+                self.id,
+                self.clone(),
                 handle,
                 id,
             ),

@@ -119,6 +119,23 @@ impl std::fmt::Debug for Offload {
 /// How long a new shm connection has to send its first record.
 const FIRST_RECORD: Duration = Duration::from_secs(10);
 
+/// One connection counted among those whose handshake and first record are being looked at;
+/// it leaves the count when dropped, however the looking ends.
+struct Looking(Arc<AtomicUsize>);
+
+impl Looking {
+    fn new(count: &Arc<AtomicUsize>) -> Looking {
+        count.fetch_add(1, Ordering::AcqRel);
+        Looking(Arc::clone(count))
+    }
+}
+
+impl Drop for Looking {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Offload {
     /// The service for `config`; what peers send to `in/N/NAME` goes to `daemon`'s pipelines.
     pub fn new(
@@ -223,39 +240,32 @@ impl Offload {
             };
             let me = self.clone();
             let sessions = sessions.clone();
-            looking.fetch_add(1, Ordering::AcqRel);
-            let done = looking.clone();
+            let looked_at = Looking::new(&looking);
             let spawned = std::thread::Builder::new()
                 .name("shm-first".into())
                 .spawn(
                     move || match pending.finish(Some(me.config.wait), deadline) {
-                        Ok(ep) => me.first_record(ep, &*sessions, &done),
-                        Err(e) => {
-                            done.fetch_sub(1, Ordering::AcqRel);
-                            tracing::info!("shm handshake: {e}");
-                        }
+                        Ok(ep) => me.first_record(ep, &*sessions, looked_at),
+                        Err(e) => tracing::info!("shm handshake: {e}"),
                     },
                 );
             if let Err(e) = spawned {
-                looking.fetch_sub(1, Ordering::AcqRel);
                 tracing::warn!("shm: cannot start a thread: {e}");
             }
         }
     }
 
     /// Looks at a connection's first record: an off-host hello, or a link session.
-    /// `looking` counts the connections being looked at: this one leaves it once its first
-    /// record is known (or none came in time).
+    /// `looking` counts it among the connections being looked at until its first record is
+    /// known (or none came in time).
     fn first_record(
         self: Arc<Self>,
         mut ep: Endpoint,
         sessions: &dyn Fn(Session),
-        looking: &AtomicUsize,
+        looking: Looking,
     ) {
         let rx = ep.receiver();
-        let ready = rx.wait_ready(Some(FIRST_RECORD));
-        if ready.is_err() {
-            looking.fetch_sub(1, Ordering::AcqRel);
+        if rx.wait_ready(Some(FIRST_RECORD)).is_err() {
             return;
         }
         let mut hello: Option<Result<u32, String>> = None;
@@ -270,7 +280,7 @@ impl Offload {
             });
             true
         });
-        looking.fetch_sub(1, Ordering::AcqRel);
+        drop(looking);
         match (taken, hello) {
             (Ok(Some(true)), Some(h)) => self.start_host(ep, h),
             (Ok(Some(false)), _) => match Session::serve_shm(ep, &self.config.link) {

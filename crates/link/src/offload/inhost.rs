@@ -250,7 +250,8 @@ impl InHost {
                     Some(Chan { address, .. }) => self.router.deliver_local(
                         &address.channel,
                         data,
-                        (0, self.sink.clone()),
+                        0,
+                        self.sink.clone(),
                         handle,
                         id,
                     ),

@@ -332,7 +332,8 @@ impl Router {
         &self,
         channel: &str,
         msg: Vec<u8>,
-        (owner, notify): (u64, Arc<dyn Notify>),
+        owner: u64,
+        notify: Arc<dyn Notify>,
         handle: u32,
         token: u64,
     ) {

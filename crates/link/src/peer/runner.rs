@@ -461,6 +461,15 @@ impl Runner {
         }
     }
 
+    /// Ends reading data channel `ch`: acknowledges the `taken` messages delivered so far and
+    /// refuses the rest, saying `why`.
+    fn give_up(&self, ch: u32, taken: u64, why: &str) {
+        if taken > 0 {
+            let _ = self.send_control(&PeerMessage::Acks(vec![(ch, taken)]));
+        }
+        let _ = self.refuse(ch, why);
+    }
+
     fn refuse(&self, ch: u32, reason: &str) -> Result<(), LinkError> {
         self.send_control(&PeerMessage::Refused {
             channel: ch,
@@ -511,11 +520,7 @@ impl Runner {
                     None
                 };
                 if let Some(why) = bad {
-                    if taken > 0 {
-                        let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
-                    }
-                    let _ = self.refuse(ch.id, &why);
-                    return;
+                    return self.give_up(ch.id, taken, &why);
                 }
                 let after = seq + 1;
                 {
@@ -524,11 +529,7 @@ impl Runner {
                         let live = || !self.is_dead();
                         if let Err(why) = deliver.deliver(&self.peer, channel, &buf, &live) {
                             drop(expected);
-                            if taken > 0 {
-                                let _ = self.send_control(&PeerMessage::Acks(vec![(ch.id, taken)]));
-                            }
-                            let _ = self.refuse(ch.id, &why);
-                            return;
+                            return self.give_up(ch.id, taken, &why);
                         }
                         *expected = after;
                     }
