@@ -129,8 +129,10 @@ pub struct Options {
     #[arg(long, default_value_t = 1000)]
     pub round_trips: usize,
     /// Seconds each size is streamed, over all rounds (each round warms up for a tenth of
-    /// its share first).
-    #[arg(long, default_value_t = 3.0)]
+    /// its share first). Shorter streams spread more: at 1 MiB a round of 1 s moves about
+    /// 1300 messages, and single runs of 3 s ranged 0.88-1.06 off/in where runs of 8-9 s
+    /// ranged 0.92-0.99 (docs/notes/offload.md).
+    #[arg(long, default_value_t = 8.0)]
     pub stream_seconds: f64,
     /// Rounds per size: in-host and off-host take turns (the order flips every round) so
     /// that the machine's drift falls on both alike; a row sums its rounds. The priority
