@@ -101,3 +101,43 @@ fn when_everything_is_empty_one_message_over_the_total_still_goes() {
     r.deliver("p", "a", &[1; 4000], &|| false).unwrap();
     assert_eq!(r.queued("a"), 1);
 }
+
+/// Mailboxes nobody reads fill the total; the channels whose hosts do receive are still
+/// served: a message waiting for room goes to a receive posted after it, and one that finds a
+/// receive posted goes straight to it.
+#[test]
+fn mailboxes_nobody_reads_do_not_stop_the_channels_that_are_read() {
+    let r = router();
+    let up = || true;
+    r.deliver("hostile", "x", &[1; 1000], &up).unwrap();
+    r.deliver("hostile", "y", &[1; 500], &up).unwrap();
+    // The total (1500) is full, and "x" and "y" are never received from.
+    let sender = Arc::new(Sink::default());
+    r.deliver_local("b", vec![3; 800], 5, sender.clone(), 1, 42);
+    assert_eq!((r.queued("b"), r.waiting("b")), (0, 1), "waits for room");
+    let receiver = Arc::new(Sink::default());
+    post(&r, &receiver, "b", 7);
+    assert_eq!(*receiver.got.lock().unwrap(), vec![(7, 800)]);
+    assert_eq!((r.queued("b"), r.waiting("b")), (0, 0));
+    let sent = sender.sent.lock().unwrap();
+    assert!(matches!(sent.as_slice(), [(42, Ok(800))]), "{}", sent.len());
+    drop(sent);
+    // A peer's message to a channel with a receive posted does not wait for the total.
+    post(&r, &receiver, "c", 8);
+    r.deliver("p", "c", &[4; 900], &|| false).unwrap();
+    assert_eq!(receiver.got.lock().unwrap()[1], (8, 900));
+    // And one that waits for room goes to the receive posted after it.
+    let waiter = {
+        let r = r.clone();
+        std::thread::spawn(move || r.deliver("p", "d", &[5; 600], &|| true))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    post(&r, &receiver, "d", 9);
+    waiter.join().unwrap().unwrap();
+    assert_eq!(receiver.got.lock().unwrap()[2], (9, 600));
+    assert_eq!(
+        (r.queued("x"), r.queued("y")),
+        (1, 1),
+        "the unread ones are kept"
+    );
+}

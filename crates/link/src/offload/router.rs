@@ -268,7 +268,28 @@ impl Router {
                         immediate = Some((p, m));
                         self.room.notify_all();
                     }
-                    None => mb.posted.push_back(p),
+                    // Nothing queued, but a local send waits for room in the total (mailboxes
+                    // nobody reads may hold all of it): it goes to this receive directly, as
+                    // it would have had the receive come first.
+                    None => match mb.waiting.front() {
+                        Some(w) if p.max != 0 && w.msg.len() > p.max as usize => {
+                            let f = too_large(w.msg.len(), p.max);
+                            after.got.push((p, Err(f)));
+                        }
+                        Some(_) => {
+                            let w = mb.waiting.pop_front().expect("front exists");
+                            let n = w.msg.len() as u64;
+                            after.sent.push((w.notify, w.handle, w.token, n, Ok(n)));
+                            self.admit_waiting(mb, &mut after);
+                            immediate = Some((p, w.msg));
+                        }
+                        None => {
+                            mb.posted.push_back(p);
+                            // A peer's message waiting for room in the total goes to this
+                            // receive directly, now rather than at its next look.
+                            self.room.notify_all();
+                        }
+                    },
                 },
             }
             // Room in the total: local sends waiting for it in other mailboxes may go in.
