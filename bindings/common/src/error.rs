@@ -1,6 +1,7 @@
 //! Errors of the bindings and the kinds they map to.
 
 use offhost_engine::daemon::DaemonError;
+use offhost_link::offload::{ErrorCode, QueueError};
 use offhost_link::LinkError;
 
 /// What kind of failure an [`Error`] is: each binding maps a kind to one exception class
@@ -88,6 +89,9 @@ pub enum Error {
     /// An argument is out of range.
     #[error("{0}")]
     Invalid(String),
+    /// A call of a host's submission and completion queues failed.
+    #[error("{0}")]
+    Queue(#[from] QueueError),
 }
 
 impl From<DaemonError> for Error {
@@ -115,7 +119,38 @@ impl Error {
             Error::Format(_) => ErrorKind::Format,
             Error::Geometry(_) => ErrorKind::Geometry,
             Error::Invalid(_) => ErrorKind::InvalidArgument,
+            Error::Queue(q) => queue_kind(q),
         }
+    }
+}
+
+/// The kind of a queue failure: a spent budget is "not now" (reap completions first), a
+/// submission the engine failed takes the kind of its error code.
+pub fn queue_kind(e: &QueueError) -> ErrorKind {
+    match e {
+        QueueError::Shm(_) | QueueError::Corrupt(_) => ErrorKind::Protocol,
+        QueueError::Refused(_) => ErrorKind::Engine,
+        QueueError::EngineGone => ErrorKind::PeerGone,
+        QueueError::Full(_) => ErrorKind::WouldBlock,
+        QueueError::BadChannel(_) => ErrorKind::Closed,
+        QueueError::TooLarge { .. } => ErrorKind::TooLarge,
+        QueueError::Timeout => ErrorKind::Timeout,
+        QueueError::BadAddress(_) => ErrorKind::BadUrl,
+        QueueError::Setup(_) => ErrorKind::InvalidArgument,
+        QueueError::Failed(f) => code_kind(f.code),
+        _ => ErrorKind::Engine,
+    }
+}
+
+/// The kind of a submission's error code.
+pub fn code_kind(code: ErrorCode) -> ErrorKind {
+    match code {
+        ErrorCode::TooLarge => ErrorKind::TooLarge,
+        ErrorCode::EngineGone => ErrorKind::PeerGone,
+        ErrorCode::Closed | ErrorCode::BadHandle => ErrorKind::Closed,
+        ErrorCode::BadAddress => ErrorKind::BadUrl,
+        ErrorCode::Budget => ErrorKind::WouldBlock,
+        _ => ErrorKind::Engine,
     }
 }
 
@@ -153,5 +188,22 @@ mod tests {
             Error::from(DaemonError::Refused("no pipeline 7".into())).kind(),
             ErrorKind::Engine
         );
+    }
+
+    #[test]
+    fn queue_kinds_follow_the_queue_error_and_the_code() {
+        let e = Error::from(QueueError::TooLarge { len: 9, max: 8 });
+        assert_eq!(e.kind(), ErrorKind::TooLarge);
+        assert_eq!(e.to_string(), "message of 9 bytes exceeds the limit of 8");
+        assert_eq!(
+            Error::from(QueueError::Full("outstanding submissions")).kind(),
+            ErrorKind::WouldBlock
+        );
+        assert_eq!(
+            Error::from(QueueError::EngineGone).kind(),
+            ErrorKind::PeerGone
+        );
+        assert_eq!(code_kind(ErrorCode::Unreachable), ErrorKind::Engine);
+        assert_eq!(code_kind(ErrorCode::Closed), ErrorKind::Closed);
     }
 }

@@ -16,6 +16,7 @@ mod engine;
 mod errors;
 mod loan;
 mod pet;
+mod queue;
 
 use pyo3::prelude::*;
 
@@ -43,6 +44,8 @@ fn _offhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pet::decode_sinogram, m)?)?;
     m.add_function(wrap_pyfunction!(pet::reconstruct, m)?)?;
     m.add_function(wrap_pyfunction!(pet::simulate, m)?)?;
+    m.add_class::<queue::Queue>()?;
+    m.add_class::<queue::Completion>()?;
     m.add_class::<bench::Sink>()?;
     Ok(())
 }

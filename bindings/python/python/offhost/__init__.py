@@ -8,6 +8,10 @@
 - :class:`Session` and its :class:`Channel`\\ s: ``send``, ``recv``, ``recv_into``, timeouts,
   :func:`select`, and on shm zero-copy loans (``loan``/``send_loan``; received loans through
   ``recv_message``) whose ``buffer`` is a memoryview of the shared memory itself.
+- :class:`Queue`: a host's submission and completion queues at its local engine (the
+  off-host transport): ``push_send``/``push_recv``/``submit``/``wait``/``pop`` without a
+  system call per message, or the blocking ``open``/``send``/``recv``/``close``; the engine
+  carries ``PEER/CHANNEL`` addresses to other engines and returns :class:`Completion`\ s.
 - :mod:`offhost.pet`: PETLINK and offhost list-mode files as numpy structured arrays,
   histogramming into sinograms, reconstruction.
 
@@ -24,10 +28,12 @@ from typing import Any, Union
 
 from ._offhost import (
     Channel,
+    Completion,
     Engine,
     Loan,
     Message,
     Pipeline,
+    Queue,
     Session,
     __version__,
     select,
@@ -62,6 +68,8 @@ __all__ = [
     "Loan",
     "Message",
     "select",
+    "Queue",
+    "Completion",
     *errors.__all__,
     "__version__",
 ]
