@@ -71,6 +71,11 @@ pub const DEFAULT_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// `CA:TRUE` and may sign certificates; the server's and client's say digital signature, and
 /// TLS server or TLS client authentication respectively.
 pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
+    generate_with_engines(dir, hosts, &[])
+}
+
+/// Makes `dir` (owner-only) if it is not there, and fails if any of the five files is.
+fn fresh_dir(dir: &Path) -> Result<CertDir, AccessError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -89,6 +94,36 @@ pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
             });
         }
     }
+    Ok(out)
+}
+
+/// As [`generate`], and for each engine name in `engines` a directory `dir/engines/NAME` of
+/// the same layout: the same CA and server certificate, and a client certificate of its own
+/// that names the engine ([`crate::identity::engine_dns_name`]), which an engine started with
+/// it presents when it links to other engines. Names are those of engines (1 to 64 of
+/// `A-Z a-z 0-9 . _ -`) that make a DNS name.
+pub fn generate_with_engines(
+    dir: &Path,
+    hosts: &[String],
+    engines: &[String],
+) -> Result<CertDir, AccessError> {
+    for e in engines {
+        let ok = !e.is_empty()
+            && e.len() <= 64
+            && e.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            && rustls::pki_types::ServerName::try_from(crate::identity::engine_dns_name(e)).is_ok();
+        if !ok {
+            return Err(AccessError::EngineName(format!(
+                "engine name {e:?}: use 1 to 64 of A-Z a-z 0-9 . _ - that make a DNS name"
+            )));
+        }
+    }
+    let out = fresh_dir(dir)?;
+    let engine_dirs = engines
+        .iter()
+        .map(|e| fresh_dir(&dir.join("engines").join(e)))
+        .collect::<Result<Vec<_>, _>>()?;
 
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
@@ -124,25 +159,31 @@ pub fn generate(dir: &Path, hosts: &[String]) -> Result<CertDir, AccessError> {
     server.use_authority_key_identifier_extension = true;
     let server_cert = server.signed_by(&server_key, &ca_cert, &ca_key)?;
 
-    let client_key = KeyPair::generate()?;
-    let mut client = CertificateParams::new(Vec::<String>::new())?;
-    client.distinguished_name = rcgen::DistinguishedName::new();
-    client
-        .distinguished_name
-        .push(DnType::CommonName, "offhost client");
-    client
-        .distinguished_name
-        .push(DnType::OrganizationName, "offhost");
-    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    client.use_authority_key_identifier_extension = true;
-    let client_cert = client.signed_by(&client_key, &ca_cert, &ca_key)?;
-
-    write_private(&out.file(CA_CERT), &ca_cert.pem())?;
-    write_private(&out.file(SERVER_CERT), &server_cert.pem())?;
-    write_private(&out.file(SERVER_KEY), &server_key.serialize_pem())?;
-    write_private(&out.file(CLIENT_CERT), &client_cert.pem())?;
-    write_private(&out.file(CLIENT_KEY), &client_key.serialize_pem())?;
+    let client = |cn: &str, names: Vec<String>| -> Result<(String, String), AccessError> {
+        let key = KeyPair::generate()?;
+        let mut p = CertificateParams::new(names)?;
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.distinguished_name
+            .push(DnType::OrganizationName, "offhost");
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        p.use_authority_key_identifier_extension = true;
+        let cert = p.signed_by(&key, &ca_cert, &ca_key)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    };
+    let write = |d: &CertDir, (cert, key): (String, String)| -> Result<(), AccessError> {
+        write_private(&d.file(CA_CERT), &ca_cert.pem())?;
+        write_private(&d.file(SERVER_CERT), &server_cert.pem())?;
+        write_private(&d.file(SERVER_KEY), &server_key.serialize_pem())?;
+        write_private(&d.file(CLIENT_CERT), &cert)?;
+        write_private(&d.file(CLIENT_KEY), &key)
+    };
+    write(&out, client("offhost client", Vec::new())?)?;
+    for (e, d) in engines.iter().zip(&engine_dirs) {
+        let name = crate::identity::engine_dns_name(e);
+        write(d, client(&format!("offhost engine {e}"), vec![name])?)?;
+    }
     Ok(out)
 }
 
@@ -179,5 +220,45 @@ mod tests {
         assert!(CertDir::new(&dir).has_client_identity());
         let again = generate(&dir, &[]).unwrap_err();
         assert!(again.to_string().contains("already exists"), "{again}");
+    }
+
+    #[test]
+    fn engine_directories_hold_client_certificates_that_name_their_engine() {
+        use rustls::pki_types::pem::PemObject;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("pki");
+        let engines = ["alpha".to_string(), "Beta.2".to_string()];
+        generate_with_engines(&dir, &[], &engines).unwrap();
+        let der = |p: PathBuf| {
+            rustls::pki_types::CertificateDer::from_pem_file(p)
+                .unwrap()
+                .to_vec()
+        };
+        let alpha = dir.join("engines/alpha");
+        for f in [CA_CERT, SERVER_CERT, SERVER_KEY, CLIENT_CERT, CLIENT_KEY] {
+            let m = std::fs::metadata(alpha.join(f)).unwrap();
+            assert_eq!(m.permissions().mode() & 0o777, 0o600, "{f}");
+        }
+        assert_eq!(
+            std::fs::read(alpha.join(CA_CERT)).unwrap(),
+            std::fs::read(dir.join(CA_CERT)).unwrap()
+        );
+        let a = der(alpha.join(CLIENT_CERT));
+        assert!(crate::identity::names_engine(&a, "alpha"));
+        assert!(
+            crate::identity::names_engine(&a, "ALPHA"),
+            "names compare without case"
+        );
+        assert!(!crate::identity::names_engine(&a, "beta.2"));
+        let b = der(dir.join("engines/Beta.2").join(CLIENT_CERT));
+        assert!(crate::identity::names_engine(&b, "beta.2"));
+        let generic = der(dir.join(CLIENT_CERT));
+        assert!(!crate::identity::names_engine(&generic, "alpha"));
+        assert!(!crate::identity::names_engine(
+            b"not a certificate",
+            "alpha"
+        ));
+        let bad = generate_with_engines(&d.path().join("x"), &[], &["a/b".into()]).unwrap_err();
+        assert!(bad.to_string().contains("engine name \"a/b\""), "{bad}");
     }
 }

@@ -33,6 +33,9 @@ pub enum AccessError {
         /// The cause.
         source: rustls::Error,
     },
+    /// An engine name that cannot be put in a certificate.
+    #[error("{0}")]
+    EngineName(String),
     /// A host name that cannot be a TLS server name.
     #[error("{0:?} is not a valid TLS server name (a DNS name or an IP address)")]
     ServerName(String),

@@ -9,6 +9,7 @@
 //! - [`stream`]: one TLS connection over a stream socket split into a reading and a writing
 //!   half that different threads use at once (the link's wire and the NBD transmission
 //!   phase);
+//! - [`identity`]: which engine a certificate names (`offhost certs --engine NAME`);
 //! - [`peer`]: who may connect to a Unix socket (`SO_PEERCRED` against our uid and an allow
 //!   list).
 //!
@@ -18,6 +19,7 @@
 pub mod certs;
 pub mod config;
 mod error;
+pub mod identity;
 pub mod peer;
 pub mod stream;
 

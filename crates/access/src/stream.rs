@@ -401,6 +401,13 @@ pub fn handshake(
 }
 
 impl TlsReader {
+    /// The certificate the peer presented in the handshake (DER, verified against the CA),
+    /// if it presented one.
+    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
+        let st = self.shared.lock();
+        st.conn.peer_certificates()?.first().map(|c| c.to_vec())
+    }
+
     /// A second descriptor of the connection's socket (`dup`): the socket stays open until
     /// it is closed too, e.g. to drain what the peer still sends after the session ended, so
     /// that the kernel does not reset the connection and discard our last records.

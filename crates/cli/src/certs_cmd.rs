@@ -15,11 +15,17 @@ pub struct CertsArgs {
     /// localhost, 127.0.0.1 and ::1. Repeatable.
     #[arg(long = "host", value_name = "NAME")]
     hosts: Vec<String>,
+    /// An engine to give a certificate of its own: DIR/engines/NAME gets the same five files
+    /// with a client certificate that names the engine, for `offhost engine --name NAME
+    /// --tls-certificates DIR/engines/NAME`; engines started with --certified-peers take
+    /// only names such certificates prove. Repeatable.
+    #[arg(long = "engine", value_name = "NAME")]
+    engines: Vec<String>,
 }
 
 /// Runs `offhost certs`.
 pub fn run(a: CertsArgs) -> anyhow::Result<()> {
-    let dir = offhost_access::certs::generate(&a.dir, &a.hosts)
+    let dir = offhost_access::certs::generate_with_engines(&a.dir, &a.hosts, &a.engines)
         .with_context(|| format!("create certificates in {}", a.dir.display()))?;
     let mut names: Vec<String> = offhost_access::certs::DEFAULT_HOSTS
         .iter()
@@ -35,5 +41,11 @@ pub fn run(a: CertsArgs) -> anyhow::Result<()> {
         "give servers and clients --tls-certificates {}; copy the directory to the client's machine without server-key.pem",
         dir.path().display()
     );
+    for e in &a.engines {
+        println!(
+            "engine {e}: --name {e} --tls-certificates {}",
+            dir.path().join("engines").join(e).display()
+        );
+    }
     Ok(())
 }

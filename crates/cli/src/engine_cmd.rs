@@ -66,6 +66,12 @@ pub struct OffloadArgs {
     /// Sessions to other engines at most.
     #[arg(long, default_value_t = 64)]
     max_links: usize,
+    /// Take only engine names a certificate proves: an engine that links here must present
+    /// a client certificate naming the engine its hello says it is (`offhost certs DIR
+    /// --engine NAME` makes one in DIR/engines/NAME, which that engine then uses as its
+    /// --tls-certificates). Without it a hello's name is taken at its word.
+    #[arg(long)]
+    certified_peers: bool,
     /// Data channels a peer engine may have open on one session, and streams this engine
     /// sends to one peer on one lane.
     #[arg(long, default_value_t = 256)]
@@ -110,6 +116,7 @@ impl OffloadArgs {
                 .retry_for(std::time::Duration::from_secs_f64(self.retry_for.max(0.0)))
                 .link_timeout(std::time::Duration::from_millis(self.link_timeout.max(1)))
                 .max_links(self.max_links)
+                .certified_names(self.certified_peers)
                 .max_streams(self.max_streams.max(1))
                 .max_message(u32::try_from(self.max_message.max(1)).map_err(|_| {
                     anyhow!("--max-message {}: at most 4 GiB - 1", self.max_message)

@@ -243,6 +243,96 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
     );
 }
 
+/// `offhost send --via ENGINE --channel beta/film` with `data` on stdin.
+fn send_via(engine: &str, data: &[u8]) -> std::process::Output {
+    let mut send = Command::new(BIN)
+        .args(["send", "--via", engine, "--channel", "beta/film"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    send.stdin.take().unwrap().write_all(data).unwrap();
+    send.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_engine_with_certified_peers_takes_only_the_name_a_certificate_proves() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    assert!(Command::new(BIN)
+        .args(["certs", pki.to_str().unwrap(), "--engine", "alpha"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    let alpha_pki = pki.join("engines/alpha");
+    let (pki, alpha_pki) = (pki.to_str().unwrap(), alpha_pki.to_str().unwrap());
+    let bs = format!("shm:{}", dir.path().join("b.sock").display());
+    let (_b, bu) = engine(&[
+        "--name",
+        "beta",
+        "--listen",
+        &bs,
+        "--listen",
+        "tls:127.0.0.1:0",
+        "--tls-certificates",
+        pki,
+        "--certified-peers",
+    ]);
+    let peer = format!("beta={}", bu[1]);
+    let start = |name: &str| {
+        let shm = format!("shm:{}", dir.path().join(format!("{name}.sock")).display());
+        let args = [
+            "--name",
+            name,
+            "--listen",
+            &shm,
+            "--peer",
+            &peer,
+            "--tls-certificates",
+            alpha_pki,
+        ];
+        (engine(&args).0, shm)
+    };
+    // alpha, with its own certificate: delivered.
+    let (_a, as_) = start("alpha");
+    let recv = Command::new(BIN)
+        .args([
+            "recv",
+            "--via",
+            &bs,
+            "--channel",
+            "film",
+            "--idle-timeout",
+            "20",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s = send_via(&as_, b"certified");
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let got = recv.wait_with_output().unwrap();
+    assert_eq!(
+        got.stdout,
+        b"certified",
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    // Another engine with alpha's certificate: beta refuses the name.
+    let (_m, ms) = start("mallory");
+    let s = send_via(&ms, b"forged");
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(
+        !s.status.success(),
+        "delivered under another engine's certificate"
+    );
+    assert!(
+        err.contains("certificate does not name that engine"),
+        "{err}"
+    );
+}
+
 #[test]
 fn remote_engine_killed_mid_stream_fails_what_it_had_not_acknowledged() {
     let dir = tempfile::tempdir().unwrap();

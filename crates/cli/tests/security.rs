@@ -339,3 +339,35 @@ fn another_uid_on_a_unix_socket_is_refused() {
         );
     }
 }
+
+#[test]
+fn certs_for_engines_name_them_and_refuse_names_that_cannot_be_certified() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("pki");
+    let o = run(&[
+        "certs",
+        p.to_str().unwrap(),
+        "--engine",
+        "alpha",
+        "--engine",
+        "beta",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("engine alpha: --name alpha --tls-certificates"));
+    for e in ["alpha", "beta"] {
+        let f = p.join("engines").join(e).join("client-cert.pem");
+        let m = std::fs::metadata(&f).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600, "{}", f.display());
+    }
+    let o = run(&[
+        "certs",
+        d.path().join("other").to_str().unwrap(),
+        "--engine",
+        "a b",
+    ]);
+    refused(&o, &["engine name \"a b\""]);
+    assert!(
+        !d.path().join("other/ca-cert.pem").exists(),
+        "nothing written"
+    );
+}

@@ -172,8 +172,8 @@ pub(crate) fn tls_connections(
         let config = config.clone();
         let sessions = sessions.clone();
         let h: Handshake = Box::new(move || {
-            let (r, w) = match crate::tls::accept(s, &config, limits.handshake_timeout) {
-                Ok(halves) => halves,
+            let (r, w, cert) = match crate::tls::accept(s, &config, limits.handshake_timeout) {
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!("tls: turned away {peer}: {e}");
                     return None;
@@ -191,6 +191,9 @@ pub(crate) fn tls_connections(
                 None => Accepted::host(Side::Server),
             };
             let session = Session::over_limited(Box::new(r), Box::new(w), "tls", accepted);
+            if let (Ok(s), Some(cert)) = (&session, cert) {
+                let _ = s.handle.peer_certificate.set(cert);
+            }
             match session {
                 Ok(s) if refused => {
                     s.refuse(&over_sessions(&limits));

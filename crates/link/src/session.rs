@@ -18,6 +18,8 @@ pub(crate) struct Handle {
     pub(crate) transport: &'static str,
     /// The server's session slot this session holds (given back with the last handle).
     pub(crate) _slot: Option<crate::limits::Held>,
+    /// The certificate a `tls:` client presented (DER, verified against the CA).
+    pub(crate) peer_certificate: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Drop for Handle {
@@ -144,6 +146,7 @@ impl Session {
                 driver,
                 transport,
                 _slot: accepted.slot,
+                peer_certificate: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -152,6 +155,14 @@ impl Session {
     /// flag that raises it), and the link closes.
     pub fn refuse(&self, reason: &str) {
         self.handle.driver.refuse(reason);
+    }
+
+    /// On a session a `tls:` listener accepted, the certificate the client presented (DER,
+    /// verified against the CA); `None` on other sessions. What it names
+    /// (`offhost_access::identity::names_engine`) is what the client proved, where what it
+    /// says on its channels is only what it says.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        self.handle.peer_certificate.get().map(Vec::as_slice)
     }
 
     /// The transport's name: `tls`, `tcp`, `unix`, `mem` or `shm`.

@@ -94,19 +94,22 @@ pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWri
 }
 
 /// Runs the server side on an accepted TCP connection: the handshake (the client must present
-/// a certificate of our CA) within `timeout`, then the admission byte.
+/// a certificate of our CA) within `timeout`, then the admission byte; the halves and the
+/// certificate the client presented.
 pub(crate) fn accept(
     s: std::net::TcpStream,
     server: &TlsServer,
     timeout: Duration,
-) -> Result<(TlsRead, TlsWrite), LinkError> {
+) -> Result<(TlsRead, TlsWrite, Option<Vec<u8>>), LinkError> {
     s.set_nodelay(true)
         .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
     let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, timeout)?;
     w.write_all(&[ADMITTED])
         .and_then(|()| w.flush())
         .map_err(|e| LinkError::io("tls admission", e))?;
-    Ok(halves(r, w))
+    let cert = r.peer_certificate();
+    let (r, w) = halves(r, w);
+    Ok((r, w, cert))
 }
 
 /// The server configuration for a `tls:` listener: client certificates required.

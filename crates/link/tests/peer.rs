@@ -566,3 +566,71 @@ fn a_session_claiming_a_table_peers_name_gets_none_of_its_messages() {
         "the impostor was sent a data channel"
     );
 }
+
+/// A node of `config` that accepts peer links on `tls:` with the certificates in `pki`.
+fn tls_node(config: PeerConfig, pki: &std::path::Path, inbox: Arc<dyn Deliver>) -> (Peers, String) {
+    let opts = LinkOptions::new().tls_certificates(pki);
+    let server = Server::bind_with("tls:127.0.0.1:0", &opts).unwrap();
+    let url = server.url().to_owned();
+    let peers = Peers::new(config.options(opts), inbox).unwrap();
+    let p = peers.clone();
+    std::thread::spawn(move || loop {
+        let Ok(s) = server.accept() else { return };
+        let p = p.clone();
+        std::thread::spawn(move || {
+            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
+                if ch.name() == CONTROL_CHANNEL {
+                    p.accept(s, ch);
+                }
+            }
+        });
+    });
+    (peers, url)
+}
+
+/// Engine `name`, presenting the certificates of `pki`, sends one message to `b` at `url`;
+/// how it ended.
+fn one_message_as(name: &str, pki: &std::path::Path, url: &str) -> Result<u64, Failure> {
+    let a = Peers::new(
+        PeerConfig::new(name)
+            .peer("b", url)
+            .options(LinkOptions::new().tls_certificates(pki)),
+        Arc::new(Inbox::default()),
+    )
+    .unwrap();
+    let s = a.stream("b", "x", Lane::Bulk, None).unwrap();
+    let r = Arc::new(Results::default());
+    send(&s, &r, 1);
+    r.wait_for(1, Duration::from_secs(10))[0].1.clone()
+}
+
+#[test]
+fn with_certified_names_an_engine_is_taken_only_for_the_name_its_certificate_proves() {
+    let d = tempfile::tempdir().unwrap();
+    let pki = d.path().join("pki");
+    offhost_access::certs::generate_with_engines(&pki, &[], &["alpha".into()]).unwrap();
+    let alpha_pki = pki.join("engines/alpha");
+    let inbox = Arc::new(Inbox::default());
+    let (_b, burl) = tls_node(
+        PeerConfig::new("b").certified_names(true),
+        &pki,
+        inbox.clone(),
+    );
+    // alpha with its own certificate.
+    assert!(one_message_as("alpha", &alpha_pki, &burl).is_ok());
+    assert_eq!(inbox.got.lock().unwrap().len(), 1);
+    // alpha's certificate, another name.
+    let e = one_message_as("mallory", &alpha_pki, &burl).unwrap_err();
+    assert!(
+        e.reason.contains("certificate does not name that engine"),
+        "{}",
+        e.reason
+    );
+    // The shared client certificate names no engine.
+    let e = one_message_as("alpha", &pki, &burl).unwrap_err();
+    assert!(e.reason.contains("\"alpha\""), "{}", e.reason);
+    assert_eq!(inbox.got.lock().unwrap().len(), 1, "nothing more arrived");
+    // Without the requirement a hello's name is taken at its word.
+    let (_c, curl) = tls_node(PeerConfig::new("b"), &pki, Arc::new(Inbox::default()));
+    assert!(one_message_as("mallory", &alpha_pki, &curl).is_ok());
+}

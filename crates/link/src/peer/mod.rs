@@ -76,6 +76,11 @@ pub struct PeerConfig {
     pub max_streams: usize,
     /// Largest message.
     pub max_message: u32,
+    /// Engines that link to us must present a certificate naming the engine their hello
+    /// says they are (`offhost certs DIR --engine NAME`); otherwise a hello's name is taken
+    /// at its word (with the rule that a session claiming a peer of our table is never sent
+    /// that peer's messages).
+    pub certified_names: bool,
 }
 
 impl PeerConfig {
@@ -91,6 +96,7 @@ impl PeerConfig {
             max_links: 64,
             max_streams: 256,
             max_message: 1 << 20,
+            certified_names: false,
         }
     }
 
@@ -127,6 +133,12 @@ impl PeerConfig {
     /// At most `n` streams per lane and data channels per session.
     pub fn max_streams(mut self, n: usize) -> PeerConfig {
         self.max_streams = n;
+        self
+    }
+
+    /// Requires (`true`) that engines linking to us present a certificate that names them.
+    pub fn certified_names(mut self, on: bool) -> PeerConfig {
+        self.certified_names = on;
         self
     }
 

@@ -101,6 +101,26 @@ fn their_hello(control: &Channel, what: &str) -> Result<(Lane, u64, String), Fai
     }
 }
 
+/// Whether the certificate `session`'s client presented names engine `name`; refused
+/// (and the client told why) if not.
+fn certified(session: &Session, name: &str) -> Result<(), Failure> {
+    let why = match session.peer_certificate() {
+        Some(c) if offhost_access::identity::names_engine(c, name) => return Ok(()),
+        Some(_) => {
+            format!("the engine says it is {name:?}, and its certificate does not name that engine")
+        }
+        None => format!(
+            "the engine says it is {name:?} over a link without a client certificate ({})",
+            session.transport()
+        ),
+    };
+    let why = format!(
+        "{why}: this engine takes only names a certificate proves (`offhost certs DIR --engine NAME` makes them)"
+    );
+    session.refuse(&why);
+    Err(Failure::new(ErrorCode::Refused, why))
+}
+
 fn take_session_slot(inner: &Inner) -> Result<(), Failure> {
     let max = inner.config.max_links;
     inner
@@ -166,6 +186,9 @@ pub(crate) fn accept(
     take_session_slot(inner).inspect_err(|_| session.close())?;
     let r = (|| {
         let (lane, instance, name) = their_hello(&control, "incoming peer link")?;
+        if inner.config.certified_names {
+            certified(&session, &name)?;
+        }
         control
             .send(&hello(inner, lane))
             .map_err(|e| Failure::new(ErrorCode::Unreachable, format!("{name}: {e}")))?;
