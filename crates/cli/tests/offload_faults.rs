@@ -163,19 +163,8 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
         .unwrap()
         .success());
     let pki = pki.to_str().unwrap();
-    let bs = format!("shm:{}", dir.path().join("b.sock").display());
-    let (_b, bu) = engine(&[
-        "--name",
-        "beta",
-        "--listen",
-        &bs,
-        "--listen",
-        "tls:127.0.0.1:0",
-        "--tls-certificates",
-        pki,
-    ]);
+    let (_b, bs, peer) = tls_beta(dir.path(), pki, &[]);
     let as_ = format!("shm:{}", dir.path().join("a.sock").display());
-    let peer = format!("beta={}", bu[1]);
     let (_a, _) = engine(&[
         "--name",
         "alpha",
@@ -189,36 +178,8 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
     let data: Vec<u8> = (0..5_000_000u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
-    let recv = Command::new(BIN)
-        .args([
-            "recv",
-            "--via",
-            &bs,
-            "--channel",
-            "film",
-            "--idle-timeout",
-            "60",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut send = Command::new(BIN)
-        .args([
-            "send",
-            "--via",
-            &as_,
-            "--channel",
-            "beta/film",
-            "--max-message",
-            "300000",
-        ])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    send.stdin.take().unwrap().write_all(&data).unwrap();
-    let s = send.wait_with_output().unwrap();
+    let recv = recv_film(&bs, "60");
+    let s = send_via(&as_, &["--max-message", "300000"], &data);
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
     assert!(String::from_utf8_lossy(&s.stderr).contains("5000000 bytes delivered"));
     let r = recv.wait_with_output().unwrap();
@@ -243,10 +204,49 @@ fn cli_send_and_recv_via_two_engines_over_tls_are_byte_exact() {
     );
 }
 
-/// `offhost send --via ENGINE --channel beta/film` with `data` on stdin.
-fn send_via(engine: &str, data: &[u8]) -> std::process::Output {
+/// Engine beta in `dir`, on shm and `tls:` with the certificates in `pki`, and `extra`
+/// flags; the child, its shm address and `beta=URL` for its peers' --peer.
+fn tls_beta(dir: &Path, pki: &str, extra: &[&str]) -> (Reaped, String, String) {
+    let bs = format!("shm:{}", dir.join("b.sock").display());
+    let mut args = vec![
+        "--name",
+        "beta",
+        "--listen",
+        &bs,
+        "--listen",
+        "tls:127.0.0.1:0",
+        "--tls-certificates",
+        pki,
+    ];
+    args.extend_from_slice(extra);
+    let (b, bu) = engine(&args);
+    let peer = format!("beta={}", bu[1]);
+    (b, bs, peer)
+}
+
+/// `offhost recv --via ENGINE --channel film --idle-timeout SECS`, started.
+fn recv_film(engine: &str, secs: &str) -> std::process::Child {
+    Command::new(BIN)
+        .args([
+            "recv",
+            "--via",
+            engine,
+            "--channel",
+            "film",
+            "--idle-timeout",
+            secs,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `offhost send --via ENGINE --channel beta/film EXTRA...` with `data` on stdin.
+fn send_via(engine: &str, extra: &[&str], data: &[u8]) -> std::process::Output {
     let mut send = Command::new(BIN)
         .args(["send", "--via", engine, "--channel", "beta/film"])
+        .args(extra)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -267,19 +267,7 @@ fn an_engine_with_certified_peers_takes_only_the_name_a_certificate_proves() {
         .success());
     let alpha_pki = pki.join("engines/alpha");
     let (pki, alpha_pki) = (pki.to_str().unwrap(), alpha_pki.to_str().unwrap());
-    let bs = format!("shm:{}", dir.path().join("b.sock").display());
-    let (_b, bu) = engine(&[
-        "--name",
-        "beta",
-        "--listen",
-        &bs,
-        "--listen",
-        "tls:127.0.0.1:0",
-        "--tls-certificates",
-        pki,
-        "--certified-peers",
-    ]);
-    let peer = format!("beta={}", bu[1]);
+    let (_b, bs, peer) = tls_beta(dir.path(), pki, &["--certified-peers"]);
     let start = |name: &str| {
         let shm = format!("shm:{}", dir.path().join(format!("{name}.sock")).display());
         let args = [
@@ -296,21 +284,8 @@ fn an_engine_with_certified_peers_takes_only_the_name_a_certificate_proves() {
     };
     // alpha, with its own certificate: delivered.
     let (_a, as_) = start("alpha");
-    let recv = Command::new(BIN)
-        .args([
-            "recv",
-            "--via",
-            &bs,
-            "--channel",
-            "film",
-            "--idle-timeout",
-            "20",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let s = send_via(&as_, b"certified");
+    let recv = recv_film(&bs, "20");
+    let s = send_via(&as_, &[], b"certified");
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
     let got = recv.wait_with_output().unwrap();
     assert_eq!(
@@ -321,7 +296,7 @@ fn an_engine_with_certified_peers_takes_only_the_name_a_certificate_proves() {
     );
     // Another engine with alpha's certificate: beta refuses the name.
     let (_m, ms) = start("mallory");
-    let s = send_via(&ms, b"forged");
+    let s = send_via(&ms, &[], b"forged");
     let err = String::from_utf8_lossy(&s.stderr);
     assert!(
         !s.status.success(),

@@ -82,8 +82,22 @@ fn node(name: &str, inbox: Arc<dyn Deliver>) -> (Peers, String) {
 
 /// A node of `config` (made insecure: plain tcp on loopback) that accepts peer links.
 fn node_with(config: PeerConfig, inbox: Arc<dyn Deliver>) -> (Peers, String) {
-    let opts = LinkOptions::new().insecure(true);
-    let server = Server::bind_with("tcp:127.0.0.1:0", &opts).unwrap();
+    serve(
+        config,
+        LinkOptions::new().insecure(true),
+        "tcp:127.0.0.1:0",
+        inbox,
+    )
+}
+
+/// A node of `config` with link options `opts` that accepts peer links at `bind`; its URL.
+fn serve(
+    config: PeerConfig,
+    opts: LinkOptions,
+    bind: &str,
+    inbox: Arc<dyn Deliver>,
+) -> (Peers, String) {
+    let server = Server::bind_with(bind, &opts).unwrap();
     let url = server.url().to_owned();
     let peers = Peers::new(config.options(opts), inbox).unwrap();
     let p = peers.clone();
@@ -570,22 +584,7 @@ fn a_session_claiming_a_table_peers_name_gets_none_of_its_messages() {
 /// A node of `config` that accepts peer links on `tls:` with the certificates in `pki`.
 fn tls_node(config: PeerConfig, pki: &std::path::Path, inbox: Arc<dyn Deliver>) -> (Peers, String) {
     let opts = LinkOptions::new().tls_certificates(pki);
-    let server = Server::bind_with("tls:127.0.0.1:0", &opts).unwrap();
-    let url = server.url().to_owned();
-    let peers = Peers::new(config.options(opts), inbox).unwrap();
-    let p = peers.clone();
-    std::thread::spawn(move || loop {
-        let Ok(s) = server.accept() else { return };
-        let p = p.clone();
-        std::thread::spawn(move || {
-            if let Ok(ch) = s.accept_timeout(Some(Duration::from_secs(5))) {
-                if ch.name() == CONTROL_CHANNEL {
-                    p.accept(s, ch);
-                }
-            }
-        });
-    });
-    (peers, url)
+    serve(config, opts, "tls:127.0.0.1:0", inbox)
 }
 
 /// Engine `name`, presenting the certificates of `pki`, sends one message to `b` at `url`;
