@@ -11,6 +11,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// `offhost_completion.op` of an open.
+#define OFFHOST_OP_OPEN 1
+
+// `offhost_completion.op` of a send.
+#define OFFHOST_OP_SEND 2
+
+// `offhost_completion.op` of a receive.
+#define OFFHOST_OP_RECV 3
+
+// `offhost_completion.op` of a close.
+#define OFFHOST_OP_CLOSE 4
+
 // What a call did: `OK`, `END` (end of stream) or a negative error code; the message of an
 // error is `offhost_last_error()`.
 typedef enum offhost_status {
@@ -70,6 +82,9 @@ typedef struct offhost_message offhost_message;
 // A started pipeline (opaque).
 typedef struct offhost_pipeline offhost_pipeline;
 
+// A host's queues at its local engine (opaque).
+typedef struct offhost_queue offhost_queue;
+
 // A server listening for sessions (opaque).
 typedef struct offhost_server offhost_server;
 
@@ -97,6 +112,21 @@ typedef struct offhost_access {
   // Nonzero: a server may listen on plain `tcp:` (no authentication, no encryption).
   uint8_t insecure;
 } offhost_access;
+
+// How a submission ended (`offhost_queue_pop`).
+typedef struct offhost_completion {
+  // The tag given with the submission.
+  uint64_t tag;
+  // A send's bytes delivered, a receive's message length, 0 otherwise.
+  uint64_t value;
+  // `OFFHOST_OP_OPEN`, `_SEND`, `_RECV` or `_CLOSE`.
+  uint32_t op;
+  // The channel handle.
+  uint32_t channel;
+  // `OK`; `END` for a receive whose channel this host closed; else the failure's code,
+  // whose reason `offhost_last_error()` gives right after the pop.
+  enum offhost_status status;
+} offhost_completion;
 
 #ifdef __cplusplus
 extern "C" {
@@ -417,6 +447,93 @@ enum offhost_status offhost_run(const char *text, char **stats_json);
 // # Safety
 // `s` is NULL or a string from this library, not freed before.
 void offhost_string_free(char *s);
+
+// Connects to the local engine at `engine` (`shm:PATH` or `shm:@name`; `offhost engine
+// --listen shm:PATH`), which carries this host's channels to other engines.
+//
+// # Safety
+// `engine` is a NUL-terminated string; `out` points to storage for the handle.
+enum offhost_status offhost_queue_connect(const char *engine, struct offhost_queue **out);
+
+// Opens `address` (`PEER/CHANNEL` at a peer of the engine, or `CHANNEL` at the engine) and
+// waits for the answer; stores the channel handle. `urgent` (non-zero) channels never queue
+// behind bulk ones; `rate` above 0 holds the channel to that many bytes a second, with
+// bursts of `burst`.
+//
+// # Safety
+// `queue` is a live queue; `address` a NUL-terminated string; `channel` storage for a
+// `uint32_t`.
+enum offhost_status offhost_queue_open(const struct offhost_queue *queue,
+                                       const char *address,
+                                       int32_t urgent,
+                                       uint64_t rate,
+                                       uint64_t burst,
+                                       uint32_t *channel);
+
+// Stages a send of a copy of `len` bytes at `data` on `channel`, with `tag`. `WOULD_BLOCK`
+// when a budget is spent: pop completions first.
+//
+// # Safety
+// `queue` is a live queue; `data` points to `len` readable bytes (or is NULL with `len` 0).
+enum offhost_status offhost_queue_push_send(const struct offhost_queue *queue,
+                                            uint32_t channel,
+                                            const uint8_t *data,
+                                            size_t len,
+                                            uint64_t tag);
+
+// Stages a receive on `channel` of a message of at most `max` bytes (0: any), with `tag`.
+//
+// # Safety
+// `queue` is a live queue.
+enum offhost_status offhost_queue_push_recv(const struct offhost_queue *queue,
+                                            uint32_t channel,
+                                            uint32_t max,
+                                            uint64_t tag);
+
+// Stages closing `channel` (its pending receives complete with `END`), with `tag`.
+//
+// # Safety
+// `queue` is a live queue.
+enum offhost_status offhost_queue_push_close(const struct offhost_queue *queue,
+                                             uint32_t channel,
+                                             uint64_t tag);
+
+// Publishes what was staged to the engine (one doorbell at most).
+//
+// # Safety
+// `queue` is a live queue.
+enum offhost_status offhost_queue_submit(const struct offhost_queue *queue);
+
+// Waits until `min` completions are ready or `timeout_ms` passes (negative: no limit), and
+// stores how many are ready (fewer than `min` when the time ran out).
+//
+// # Safety
+// `queue` is a live queue; `ready` NULL or storage for a `size_t`.
+enum offhost_status offhost_queue_wait(const struct offhost_queue *queue,
+                                       size_t min,
+                                       int64_t timeout_ms,
+                                       size_t *ready);
+
+// Takes the next ready completion into `out`; a receive's message is copied to `buf` (at
+// most `cap` bytes) and its length stored in `len`. `END` when none is ready; `TOO_LARGE`
+// when the message does not fit (`len` says how much it needs, and the completion stays
+// first). A failed submission is `OK` here with the failure in `out->status` and its reason
+// in `offhost_last_error()`.
+//
+// # Safety
+// `queue` is a live queue; `out` storage for a completion; `buf` `cap` writable bytes (or
+// NULL with `cap` 0); `len` storage for a `size_t`.
+enum offhost_status offhost_queue_pop(const struct offhost_queue *queue,
+                                      struct offhost_completion *out,
+                                      uint8_t *buf,
+                                      size_t cap,
+                                      size_t *len);
+
+// Frees a queue: the engine fails what it had not completed.
+//
+// # Safety
+// `queue` is NULL or a queue not freed before and not used after.
+void offhost_queue_free(struct offhost_queue *queue);
 
 #ifdef __cplusplus
 }  // extern "C"

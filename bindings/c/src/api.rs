@@ -1,5 +1,5 @@
 //! The calls of the C binding on Rust types: the handles and what each function does once
-//! its pointers are checked (see `ffi.rs` for the exported functions).
+//! its pointers are checked (see `ffi/` for the exported functions).
 #![forbid(unsafe_code)]
 #![allow(non_camel_case_types)]
 

@@ -8,13 +8,16 @@
 //! [`offhost_last_error`] gives (per thread). Timeouts are in milliseconds: negative waits
 //! for ever, zero does not wait.
 //!
-//! Layout: [`status`] (codes and the per-thread message), [`api`] (the calls on Rust types,
-//! no `unsafe`) and [`ffi`] (the exported functions: pointers checked and converted, the
+//! Layout: [`status`] (codes and the per-thread message), [`api`] and [`queue`] (the calls on
+//! Rust types, no `unsafe`; `queue` is a host's off-host submission and completion queues)
+//! and [`ffi`] (the exported functions: pointers checked and converted, the
 //! only `unsafe` code, each block with its `SAFETY` reason, panics caught).
 
 pub mod api;
 pub mod ffi;
+pub mod queue;
 pub mod status;
 
 pub use ffi::*;
+pub use queue::{offhost_completion, offhost_queue};
 pub use status::offhost_status;

@@ -255,3 +255,63 @@ fn errors_reach_c_with_their_codes_and_messages() {
     assert_eq!(r.status.code(), Some(1));
     assert!(err.contains("listen: bad url: bad url"), "{err}");
 }
+
+/// An engine serving hosts' off-host queues in this process, on an abstract shm socket; its
+/// address.
+fn queue_engine() -> String {
+    use offhost_engine::offload::{Offload, OffloadConfig};
+    let name = format!("@c-queue-{}", std::process::id());
+    let config = OffloadConfig::new(offhost_link::peer::PeerConfig::new("alpha"));
+    let offload = Offload::new(config, None).expect("offload service");
+    let listener = offhost_shm::Listener::bind(&name).expect("bind shm");
+    std::thread::spawn(move || {
+        offload.serve_shm(
+            listener,
+            std::sync::Arc::new(|s: offhost_link::Session| s.close()),
+        )
+    });
+    format!("shm:{name}")
+}
+
+#[test]
+fn the_queue_example_streams_through_an_engine_and_reaps_every_completion() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build("queue", dir.path());
+    let engine = queue_engine();
+    let o = c_program(&exe)
+        .args([engine.as_str(), "box", "500"])
+        .output()
+        .expect("run the queue example");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.starts_with("queue: 500 messages, ") && out.contains("delivered and received in order"),
+        "{out}"
+    );
+    // A peer the engine does not know: the open fails with its reason.
+    let o = c_program(&exe)
+        .args([engine.as_str(), "nowhere/box", "1"])
+        .output()
+        .expect("run the queue example");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("queue: open: engine error") && err.contains("nowhere"),
+        "{err}"
+    );
+    // No engine there.
+    let o = c_program(&exe)
+        .args(["shm:@no-such-engine", "box", "1"])
+        .output()
+        .expect("run the queue example");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("queue: connect: "),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -11,5 +11,5 @@
 mod error;
 mod pipeline;
 
-pub use error::{Error, ErrorKind};
+pub use error::{code_kind, queue_kind, Error, ErrorKind};
 pub use pipeline::{Dir, Engine, Output, Pipeline};

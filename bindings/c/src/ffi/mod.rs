@@ -7,6 +7,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use offhost_bindings::Error;
 
+mod queue;
+
+pub use queue::*;
+
 use crate::api::{
     self, offhost_access, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan,
     offhost_message, offhost_pipeline, offhost_server, offhost_session, Received,
