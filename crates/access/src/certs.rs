@@ -98,9 +98,10 @@ fn fresh_dir(dir: &Path) -> Result<CertDir, AccessError> {
 }
 
 /// As [`generate`], and for each engine name in `engines` a directory `dir/engines/NAME` of
-/// the same layout: the same CA and server certificate, and a client certificate of its own
-/// that names the engine ([`crate::identity::engine_dns_name`]), which an engine started with
-/// it presents when it links to other engines. Names are those of engines (1 to 64 of
+/// the same layout: the same CA, and a server and a client certificate of the engine's own
+/// that name it ([`crate::identity::engine_dns_name`]; the server certificate also names the
+/// hosts), which an engine started with it presents to the engines it links to and that
+/// link to it. Names are those of engines (1 to 64 of
 /// `A-Z a-z 0-9 . _ -`) that make a DNS name.
 pub fn generate_with_engines(
     dir: &Path,
@@ -145,21 +146,11 @@ pub fn generate_with_engines(
             names.push(h.clone());
         }
     }
-    let server_key = KeyPair::generate()?;
-    let mut server = CertificateParams::new(names)?;
-    server.distinguished_name = rcgen::DistinguishedName::new();
-    server
-        .distinguished_name
-        .push(DnType::CommonName, hosts.first().map_or("localhost", |h| h));
-    server
-        .distinguished_name
-        .push(DnType::OrganizationName, "offhost");
-    server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    server.use_authority_key_identifier_extension = true;
-    let server_cert = server.signed_by(&server_key, &ca_cert, &ca_key)?;
-
-    let client = |cn: &str, names: Vec<String>| -> Result<(String, String), AccessError> {
+    let cn = hosts.first().map_or("localhost", |h| h);
+    let issue = |cn: &str,
+                 names: Vec<String>,
+                 usage: ExtendedKeyUsagePurpose|
+     -> Result<(String, String), AccessError> {
         let key = KeyPair::generate()?;
         let mut p = CertificateParams::new(names)?;
         p.distinguished_name = rcgen::DistinguishedName::new();
@@ -167,22 +158,39 @@ pub fn generate_with_engines(
         p.distinguished_name
             .push(DnType::OrganizationName, "offhost");
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        p.extended_key_usages = vec![usage];
         p.use_authority_key_identifier_extension = true;
         let cert = p.signed_by(&key, &ca_cert, &ca_key)?;
         Ok((cert.pem(), key.serialize_pem()))
     };
-    let write = |d: &CertDir, (cert, key): (String, String)| -> Result<(), AccessError> {
+    let write = |d: &CertDir,
+                 (server_cert, server_key): (String, String),
+                 (cert, key): (String, String)|
+     -> Result<(), AccessError> {
         write_private(&d.file(CA_CERT), &ca_cert.pem())?;
-        write_private(&d.file(SERVER_CERT), &server_cert.pem())?;
-        write_private(&d.file(SERVER_KEY), &server_key.serialize_pem())?;
+        write_private(&d.file(SERVER_CERT), &server_cert)?;
+        write_private(&d.file(SERVER_KEY), &server_key)?;
         write_private(&d.file(CLIENT_CERT), &cert)?;
         write_private(&d.file(CLIENT_KEY), &key)
     };
-    write(&out, client("offhost client", Vec::new())?)?;
+    let server = ExtendedKeyUsagePurpose::ServerAuth;
+    let client = ExtendedKeyUsagePurpose::ClientAuth;
+    write(
+        &out,
+        issue(cn, names.clone(), server.clone())?,
+        issue("offhost client", Vec::new(), client.clone())?,
+    )?;
+    // Each engine's certificates name it, as a server (for the engines that link to it) and
+    // as a client (for those it links to).
     for (e, d) in engines.iter().zip(&engine_dirs) {
         let name = crate::identity::engine_dns_name(e);
-        write(d, client(&format!("offhost engine {e}"), vec![name])?)?;
+        let mut server_names = names.clone();
+        server_names.push(name.clone());
+        write(
+            d,
+            issue(cn, server_names, server.clone())?,
+            issue(&format!("offhost engine {e}"), vec![name], client.clone())?,
+        )?;
     }
     Ok(out)
 }
@@ -252,6 +260,12 @@ mod tests {
         assert!(!crate::identity::names_engine(&a, "beta.2"));
         let b = der(dir.join("engines/Beta.2").join(CLIENT_CERT));
         assert!(crate::identity::names_engine(&b, "beta.2"));
+        let server = der(alpha.join(SERVER_CERT));
+        assert!(crate::identity::names_engine(&server, "alpha"));
+        assert!(!crate::identity::names_engine(
+            &der(dir.join(SERVER_CERT)),
+            "alpha"
+        ));
         let generic = der(dir.join(CLIENT_CERT));
         assert!(!crate::identity::names_engine(&generic, "alpha"));
         assert!(!crate::identity::names_engine(

@@ -15,8 +15,8 @@ pub struct CertsArgs {
     /// localhost, 127.0.0.1 and ::1. Repeatable.
     #[arg(long = "host", value_name = "NAME")]
     hosts: Vec<String>,
-    /// An engine to give a certificate of its own: DIR/engines/NAME gets the same five files
-    /// with a client certificate that names the engine, for `offhost engine --name NAME
+    /// An engine to give certificates of its own: DIR/engines/NAME gets the same five files
+    /// with a server and a client certificate that name the engine, for `offhost engine --name NAME
     /// --tls-certificates DIR/engines/NAME`; engines started with --certified-peers take
     /// only names such certificates prove. Repeatable.
     #[arg(long = "engine", value_name = "NAME")]

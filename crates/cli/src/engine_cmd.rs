@@ -67,9 +67,10 @@ pub struct OffloadArgs {
     #[arg(long, default_value_t = 64)]
     max_links: usize,
     /// Take only engine names a certificate proves: an engine that links here must present
-    /// a client certificate naming the engine its hello says it is (`offhost certs DIR
-    /// --engine NAME` makes one in DIR/engines/NAME, which that engine then uses as its
-    /// --tls-certificates). Without it a hello's name is taken at its word.
+    /// a client certificate naming the engine its hello says it is, and a --peer this engine
+    /// links to a server certificate naming it (`offhost certs DIR --engine NAME` makes them
+    /// in DIR/engines/NAME, which that engine then uses as its --tls-certificates). Without
+    /// it a hello's name is taken at its word.
     #[arg(long)]
     certified_peers: bool,
     /// Data channels a peer engine may have open on one session, and streams this engine

@@ -18,7 +18,7 @@ pub(crate) struct Handle {
     pub(crate) transport: &'static str,
     /// The server's session slot this session holds (given back with the last handle).
     pub(crate) _slot: Option<crate::limits::Held>,
-    /// The certificate a `tls:` client presented (DER, verified against the CA).
+    /// The certificate the other side of a `tls:` session presented (DER, verified).
     pub(crate) peer_certificate: std::sync::OnceLock<Vec<u8>>,
 }
 
@@ -66,8 +66,12 @@ impl Session {
             }
             Endpoint::Tls(addr) => {
                 let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
-                let (r, w) = crate::tls::connect(&addr, &client)?;
-                Self::over(Box::new(r), Box::new(w), Side::Client, "tls")
+                let (r, w, cert) = crate::tls::connect(&addr, &client)?;
+                let s = Self::over(Box::new(r), Box::new(w), Side::Client, "tls")?;
+                if let Some(cert) = cert {
+                    let _ = s.handle.peer_certificate.set(cert);
+                }
+                Ok(s)
             }
             Endpoint::Tcp(addr) => {
                 let s = crate::tls::tcp_connect(&addr, "tcp")?;
@@ -157,10 +161,11 @@ impl Session {
         self.handle.driver.refuse(reason);
     }
 
-    /// On a session a `tls:` listener accepted, the certificate the client presented (DER,
-    /// verified against the CA); `None` on other sessions. What it names
-    /// (`offhost_access::identity::names_engine`) is what the client proved, where what it
-    /// says on its channels is only what it says.
+    /// On a `tls:` session, the certificate the other side presented (DER, verified against
+    /// the CA): the client's on a session a listener accepted, the server's on one this side
+    /// connected; `None` on other transports. What it names
+    /// (`offhost_access::identity::names_engine`) is what the other side proved, where what
+    /// it says on its channels is only what it says.
     pub fn peer_certificate(&self) -> Option<&[u8]> {
         self.handle.peer_certificate.get().map(Vec::as_slice)
     }

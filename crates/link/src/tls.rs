@@ -68,8 +68,11 @@ pub(crate) fn tcp_connect(addr: &str, scheme: &str) -> Result<std::net::TcpStrea
 }
 
 /// Connects to a `tls:` server at `addr` (`HOST:PORT`): TCP, the handshake, then the server's
-/// admission.
-pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWrite), LinkError> {
+/// admission; the halves and the certificate the server presented.
+pub(crate) fn connect(
+    addr: &str,
+    client: &TlsClient,
+) -> Result<(TlsRead, TlsWrite, Option<Vec<u8>>), LinkError> {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     let conn = client.connection(host)?;
     let s = tcp_connect(addr, "tls")?;
@@ -90,7 +93,9 @@ pub(crate) fn connect(addr: &str, client: &TlsClient) -> Result<(TlsRead, TlsWri
         Err(e) => return Err(LinkError::io(format!("tls:{addr}: not admitted"), e)),
     }
     r.set_timeout(None);
-    Ok(halves(r, w))
+    let cert = r.peer_certificate();
+    let (r, w) = halves(r, w);
+    Ok((r, w, cert))
 }
 
 /// Runs the server side on an accepted TCP connection: the handshake (the client must present

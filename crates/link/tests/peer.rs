@@ -590,8 +590,13 @@ fn tls_node(config: PeerConfig, pki: &std::path::Path, inbox: Arc<dyn Deliver>) 
 /// Engine `name`, presenting the certificates of `pki`, sends one message to `b` at `url`;
 /// how it ended.
 fn one_message_as(name: &str, pki: &std::path::Path, url: &str) -> Result<u64, Failure> {
+    one_message_from(PeerConfig::new(name), pki, url)
+}
+
+/// As [`one_message_as`] from an engine of `config`.
+fn one_message_from(config: PeerConfig, pki: &std::path::Path, url: &str) -> Result<u64, Failure> {
     let a = Peers::new(
-        PeerConfig::new(name)
+        config
             .peer("b", url)
             .options(LinkOptions::new().tls_certificates(pki)),
         Arc::new(Inbox::default()),
@@ -607,7 +612,7 @@ fn one_message_as(name: &str, pki: &std::path::Path, url: &str) -> Result<u64, F
 fn with_certified_names_an_engine_is_taken_only_for_the_name_its_certificate_proves() {
     let d = tempfile::tempdir().unwrap();
     let pki = d.path().join("pki");
-    offhost_access::certs::generate_with_engines(&pki, &[], &["alpha".into()]).unwrap();
+    offhost_access::certs::generate_with_engines(&pki, &[], &["alpha".into(), "b".into()]).unwrap();
     let alpha_pki = pki.join("engines/alpha");
     let inbox = Arc::new(Inbox::default());
     let (_b, burl) = tls_node(
@@ -632,4 +637,20 @@ fn with_certified_names_an_engine_is_taken_only_for_the_name_its_certificate_pro
     // Without the requirement a hello's name is taken at its word.
     let (_c, curl) = tls_node(PeerConfig::new("b"), &pki, Arc::new(Inbox::default()));
     assert!(one_message_as("mallory", &alpha_pki, &curl).is_ok());
+    // Linking out, the engine we reach must prove its name too: b's server certificate above
+    // is the shared one; with its own it is taken.
+    let alpha = || PeerConfig::new("alpha").certified_names(true);
+    let e = one_message_from(alpha(), &alpha_pki, &curl).unwrap_err();
+    assert!(
+        e.reason
+            .contains("its server certificate does not name that engine"),
+        "{}",
+        e.reason
+    );
+    let (_b2, b2url) = tls_node(
+        PeerConfig::new("b"),
+        &pki.join("engines/b"),
+        Arc::new(Inbox::default()),
+    );
+    assert!(one_message_from(alpha(), &alpha_pki, &b2url).is_ok());
 }

@@ -101,16 +101,14 @@ fn their_hello(control: &Channel, what: &str) -> Result<(Lane, u64, String), Fai
     }
 }
 
-/// Whether the certificate `session`'s client presented names engine `name`; refused
-/// (and the client told why) if not.
-fn certified(session: &Session, name: &str) -> Result<(), Failure> {
+/// Whether the certificate the other side of `session` presented (`which`, for the
+/// message) names engine `name`; refused (and the other side told why) if not.
+fn certified(session: &Session, name: &str, which: &str) -> Result<(), Failure> {
     let why = match session.peer_certificate() {
         Some(c) if offhost_access::identity::names_engine(c, name) => return Ok(()),
-        Some(_) => {
-            format!("the engine says it is {name:?}, and its certificate does not name that engine")
-        }
+        Some(_) => format!("the engine says it is {name:?}, and {which} does not name that engine"),
         None => format!(
-            "the engine says it is {name:?} over a link without a client certificate ({})",
+            "the engine says it is {name:?} over a link without certificates ({})",
             session.transport()
         ),
     };
@@ -168,6 +166,9 @@ pub(crate) fn connect(
                 format!("the engine at {url} says it is {name:?}, not {key:?}"),
             ));
         }
+        if inner.config.certified_names && !by_url {
+            certified(&session, &name, "its server certificate")?;
+        }
         Ok(Runner::start(inner, name, lane, instance, session, control))
     })();
     if r.is_err() {
@@ -187,7 +188,7 @@ pub(crate) fn accept(
     let r = (|| {
         let (lane, instance, name) = their_hello(&control, "incoming peer link")?;
         if inner.config.certified_names {
-            certified(&session, &name)?;
+            certified(&session, &name, "its certificate")?;
         }
         control
             .send(&hello(inner, lane))
