@@ -231,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn engine_directories_hold_client_certificates_that_name_their_engine() {
+    fn engine_directories_hold_certificates_that_name_their_engine() {
         use rustls::pki_types::pem::PemObject;
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("pki");

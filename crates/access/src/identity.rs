@@ -1,9 +1,10 @@
 //! Which engine a certificate names.
 //!
-//! `offhost certs DIR --engine NAME` gives engine `NAME` a client certificate of its own whose
-//! subject alternative name is the DNS name [`engine_dns_name`]`(NAME)`. An engine that
-//! accepts links from other engines can then hold the name a peer says in its hello to the
-//! certificate it presented ([`names_engine`]), instead of taking the hello's word for it.
+//! `offhost certs DIR --engine NAME` gives engine `NAME` a client and a server certificate of
+//! its own whose subject alternative names include the DNS name [`engine_dns_name`]`(NAME)`.
+//! An engine can then hold the name another engine says in its hello to the certificate that
+//! engine presented ([`names_engine`]), instead of taking the hello's word for it: the client
+//! certificate of one that links to it, the server certificate of one it links to.
 
 use rustls::pki_types::{CertificateDer, ServerName};
 
