@@ -333,7 +333,9 @@ pub struct PeerStats {
 /// The next sequence number to take, per (sender instance, lane, stream): a message sent
 /// again after a reconnect is recognised and dropped. Each entry has its own lock, held while
 /// a message of that stream is delivered, so the readers of an old and a new session of the
-/// same stream take turns. Bounded; the oldest entries go.
+/// same stream take turns. Bounded: the oldest entries go, but not those of streams a reader
+/// still delivers (a peer that opens stream after stream evicts ended streams, never a live
+/// one's place).
 #[derive(Default)]
 pub(crate) struct Seen {
     next: HashMap<(u64, Lane, u64), Arc<Mutex<u64>>>,
@@ -351,8 +353,22 @@ impl Seen {
         let e = Arc::new(Mutex::new(first));
         self.next.insert(key, e.clone());
         self.order.push_back(key);
-        while self.order.len() > SEEN_MAX {
-            if let Some(old) = self.order.pop_front() {
+        // Past the bound, the oldest entry no reader holds goes; held ones move to the back.
+        // Readers are far fewer than the bound (streams per session times sessions), so one
+        // is found; if not, the table grows by this entry until a reader ends.
+        let mut looked = 0;
+        while self.order.len() > SEEN_MAX && looked < self.order.len() {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if self
+                .next
+                .get(&old)
+                .is_some_and(|e| Arc::strong_count(e) > 1)
+            {
+                self.order.push_back(old);
+                looked += 1;
+            } else {
                 self.next.remove(&old);
             }
         }
@@ -630,5 +646,31 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         self.lane.close_stream(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seen_table_evicts_ended_streams_first_never_one_a_reader_holds() {
+        let mut seen = Seen::default();
+        // A reader of the honest peer's stream holds its entry, the oldest of all.
+        let live = seen.entry((1, Lane::Bulk, 0), 5);
+        *live.lock().unwrap() = 42;
+        // A peer churning streams fills the table past its bound.
+        for s in 0..(SEEN_MAX as u64 + 100) {
+            drop(seen.entry((2, Lane::Bulk, s), 0));
+        }
+        assert_eq!(seen.order.len(), SEEN_MAX);
+        let again = seen.entry((1, Lane::Bulk, 0), 5);
+        assert!(Arc::ptr_eq(&again, &live), "the live entry was evicted");
+        assert_eq!(*again.lock().unwrap(), 42);
+        // The churning peer's oldest entries went.
+        assert!(!seen.next.contains_key(&(2, Lane::Bulk, 0)));
+        assert!(seen
+            .next
+            .contains_key(&(2, Lane::Bulk, SEEN_MAX as u64 + 99)));
     }
 }
