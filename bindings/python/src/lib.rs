@@ -46,6 +46,7 @@ fn _offhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pet::simulate, m)?)?;
     m.add_class::<queue::Queue>()?;
     m.add_class::<queue::Completion>()?;
+    m.add_class::<queue::QueueLoan>()?;
     m.add_class::<bench::Sink>()?;
     Ok(())
 }

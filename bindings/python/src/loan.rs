@@ -21,7 +21,7 @@ use crate::errors::raise;
 static VIEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// A memoryview of `len` bytes at `addr`, kept alive by `owner`.
-fn view<'py>(
+pub(crate) fn view<'py>(
     py: Python<'py>,
     addr: usize,
     len: usize,

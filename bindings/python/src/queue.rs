@@ -9,6 +9,7 @@ use std::time::Duration;
 use offhost_bindings::Error;
 use offhost_link::offload::{
     ChannelId, Completion as RawCompletion, HostQueue, OpenOptions, Outcome, QueueError, RecvSize,
+    SendLoan,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -73,6 +74,58 @@ impl Completion {
         format!(
             "Completion(op={:?}, tag={}, channel={}, ok={}, value={}, end={}, error={:?})",
             self.op, self.tag, self.channel, self.ok, self.value, self.end, self.error
+        )
+    }
+}
+
+/// A buffer to write a message into for `Queue.push_send_loan`: off-host, a buffer of the
+/// shared pool that the engine sends from where it lies (no copy). `buffer` is a writable
+/// memoryview of the message's bytes (`numpy.frombuffer` sees the shared memory itself);
+/// do not use it after the loan is pushed. Dropped unpushed, it returns to the pool.
+#[pyclass(frozen, module = "offhost")]
+pub struct QueueLoan {
+    inner: Mutex<Option<SendLoan>>,
+    addr: usize,
+    len: usize,
+    /// Keeps the queue (and its mapping) alive while views of the buffer exist.
+    _queue: Py<Queue>,
+}
+
+#[pymethods]
+impl QueueLoan {
+    /// A writable memoryview of the message's bytes.
+    #[getter]
+    fn buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        if this.pushed() {
+            return Err(crate::errors::raise(
+                py,
+                "ClosedError",
+                "the loan was pushed already".into(),
+            ));
+        }
+        crate::loan::view(py, this.addr, this.len, slf.as_any(), false)
+    }
+
+    /// Whether it was pushed.
+    #[getter]
+    fn pushed(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "offhost.QueueLoan(len={}, pushed={})",
+            self.len,
+            self.pushed()
         )
     }
 }
@@ -283,6 +336,43 @@ impl Queue {
         self.lock()
             .q
             .push_send(ChannelId(channel), &msg, tag)
+            .map_err(q_err)
+    }
+
+    /// A loan of `length` bytes to write a message into (off-host a pool buffer of the
+    /// shared memory; waits at most `timeout` seconds for a free one, `None`: for ever).
+    #[pyo3(signature = (length, timeout=None))]
+    fn loan(slf: &Bound<'_, Self>, length: usize, timeout: Option<f64>) -> PyResult<QueueLoan> {
+        let py = slf.py();
+        let this = slf.get();
+        let mut l = sliced(py, timeout, |slice| {
+            match this.lock().q.loan_within(length, Some(slice)) {
+                Err(QueueError::Timeout) => Slice::Again,
+                r => Slice::Done(r.map_err(Error::from)),
+            }
+        })?;
+        let addr = l.as_mut_ptr() as usize;
+        Ok(QueueLoan {
+            inner: Mutex::new(Some(l)),
+            addr,
+            len: length,
+            _queue: slf.clone().unbind(),
+        })
+    }
+
+    /// Stages a send of `loan`'s message without copying it (off-host); the loan's buffer
+    /// is the engine's from here on.
+    #[pyo3(signature = (channel, loan, tag=0))]
+    fn push_send_loan(&self, channel: u32, loan: &QueueLoan, tag: u64) -> PyResult<()> {
+        let tag = check_tag(tag)?;
+        let mut slot = loan.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = slot.take() else {
+            return Err(to_py(Error::Invalid("the loan was pushed already".into())));
+        };
+        drop(slot);
+        self.lock()
+            .q
+            .push_send_loan(ChannelId(channel), l, tag)
             .map_err(q_err)
     }
 

@@ -122,3 +122,26 @@ def test_messages_reach_a_second_engine_through_the_first(
     payload = bytes(range(256)) * 1024
     assert tx.send(out, payload) == len(payload)
     assert rx.recv(inbox, timeout=10) == payload
+
+
+def test_a_loan_is_sent_from_the_shared_memory_it_was_written_in(engine_shm: str) -> None:
+    import numpy as np
+
+    q = offhost.Queue(engine_shm)
+    ch = q.open("loans")
+    loan = q.loan(4096 * 4)
+    assert len(loan) == 4096 * 4 and not loan.pushed
+    values = np.frombuffer(loan.buffer, dtype=np.float32)
+    values[:] = np.arange(4096, dtype=np.float32)
+    q.push_send_loan(ch, loan, tag=3)
+    assert loan.pushed
+    with pytest.raises(offhost.ClosedError):
+        loan.buffer
+    with pytest.raises(offhost.InvalidArgumentError, match="pushed already"):
+        q.push_send_loan(ch, loan)
+    q.submit()
+    got = q.recv(ch, timeout=10)
+    assert got is not None
+    assert np.array_equal(np.frombuffer(got, dtype=np.float32), np.arange(4096, dtype=np.float32))
+    with pytest.raises(offhost.TooLargeError):
+        q.loan(q.limits["max_message"] + 1)

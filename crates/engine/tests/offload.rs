@@ -239,6 +239,22 @@ fn local_channels_and_errors_come_back_as_completions() {
 }
 
 #[test]
+fn a_loan_waits_for_a_free_pool_buffer_at_most_its_timeout() {
+    let e = engine("loans", &[], |_| {});
+    let mut h = HostQueue::connect(&e.shm).unwrap();
+    let buffers = offhost_link::offload::default_segment().pool_buffers as usize;
+    let held: Vec<_> = (0..buffers).map(|_| h.loan(100).unwrap()).collect();
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        h.loan_within(100, Some(Duration::from_millis(100))),
+        Err(offhost_link::offload::QueueError::Timeout)
+    ));
+    assert!(t.elapsed() >= Duration::from_millis(100));
+    drop(held);
+    assert!(h.loan_within(100, Some(Duration::from_secs(5))).is_ok());
+}
+
+#[test]
 fn an_in_host_queue_talks_to_an_engine_with_the_same_api() {
     let beta = engine("beta", &[], |_| {});
     let mut b = HostQueue::connect(&beta.shm).unwrap();

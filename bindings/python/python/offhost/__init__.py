@@ -10,7 +10,8 @@
   ``recv_message``) whose ``buffer`` is a memoryview of the shared memory itself.
 - :class:`Queue`: a host's submission and completion queues at its local engine (the
   off-host transport): ``push_send``/``push_recv``/``submit``/``wait``/``pop`` without a
-  system call per message, or the blocking ``open``/``send``/``recv``/``close``; the engine
+  system call per message (``loan``/``push_send_loan`` without a copy), or the blocking
+  ``open``/``send``/``recv``/``close``; the engine
   carries ``PEER/CHANNEL`` addresses to other engines and returns :class:`Completion`\ s.
 - :mod:`offhost.pet`: PETLINK and offhost list-mode files as numpy structured arrays,
   histogramming into sinograms, reconstruction.
@@ -34,6 +35,7 @@ from ._offhost import (
     Message,
     Pipeline,
     Queue,
+    QueueLoan,
     Session,
     __version__,
     select,
@@ -69,6 +71,7 @@ __all__ = [
     "Message",
     "select",
     "Queue",
+    "QueueLoan",
     "Completion",
     *errors.__all__,
     "__version__",

@@ -455,13 +455,23 @@ impl HostQueue {
     /// A loan of `len` bytes to write a message into (waits for a free pool buffer
     /// off-host).
     pub fn loan(&mut self, len: usize) -> Result<SendLoan, QueueError> {
+        self.loan_within(len, None)
+    }
+
+    /// Like [`loan`](Self::loan), waiting at most `timeout` for a free pool buffer
+    /// ([`QueueError::Timeout`] then).
+    pub fn loan_within(
+        &mut self,
+        len: usize,
+        timeout: Option<Duration>,
+    ) -> Result<SendLoan, QueueError> {
         let max = self.book.limits.max_message as usize;
         if len > max {
             return Err(QueueError::TooLarge { len, max });
         }
         let mut l = match &mut self.backend {
             Backend::OffHost(b) => SendLoan {
-                kind: LoanKind::Shm(b.alloc()?),
+                kind: LoanKind::Shm(b.alloc(timeout)?),
             },
             Backend::InHost(_) => SendLoan {
                 kind: LoanKind::Heap(Vec::with_capacity(len)),

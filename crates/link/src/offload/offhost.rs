@@ -175,9 +175,12 @@ impl OffHost {
     }
 
     /// A pool buffer for a loan (its header room is in front of the data range).
-    pub(crate) fn alloc(&mut self) -> Result<Buf, QueueError> {
+    pub(crate) fn alloc(&mut self, timeout: Option<Duration>) -> Result<Buf, QueueError> {
         self.usable()?;
-        self.tx.alloc(None).map_err(shm)
+        match self.tx.alloc(timeout) {
+            Err(ShmError::Timeout) => Err(QueueError::Timeout),
+            r => r.map_err(shm),
+        }
     }
 
     pub(crate) fn send_buf(
