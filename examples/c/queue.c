@@ -5,7 +5,8 @@
  *
  * Connects to the engine at ENGINE (`offhost engine --listen shm:PATH`), opens ADDRESS
  * (`CHANNEL` at that engine, or `PEER/CHANNEL` at one of its peers) and, in batches of up to
- * 32, stages COUNT sends of messages 1 to 8000 bytes long and as many receives on the same
+ * 32, stages COUNT sends of messages 1 to 8000 bytes long (every fourth written in place in
+ * a loan of the shared pool and sent without a copy) and as many receives on the same
  * channel, publishes each batch with one submit and reaps the completions. Checks that every
  * send was delivered and every message came back byte-exact and in order, then asks for a
  * message that does not exist with a short wait and closes the channel, which ends that
@@ -45,14 +46,26 @@ int main(int argc, char **argv) {
     check(offhost_queue_open(q, argv[2], 0, 0, 0, &ch), "open");
 
     static uint8_t msg[8000], got[8000];
-    uint64_t sent = 0, delivered = 0, received = 0, bytes = 0;
+    uint64_t sent = 0, delivered = 0, received = 0, bytes = 0, loans = 0;
     while (received < count) {
         /* A batch: sends and receives staged, one submit. */
         uint64_t batch = 0;
         while (sent < count && batch < 32) {
             size_t len = length_of(sent);
-            fill(msg, sent, len);
-            check(offhost_queue_push_send(q, ch, msg, len, sent), "push_send");
+            if (sent % 4 == 3) {
+                offhost_send_loan *loan = NULL;
+                check(offhost_queue_loan(q, len, 10000, &loan), "loan");
+                if (offhost_send_loan_len(loan) != len) {
+                    fprintf(stderr, "queue: a loan of %zu bytes has %zu\n", len, offhost_send_loan_len(loan));
+                    return 1;
+                }
+                fill(offhost_send_loan_data(loan), sent, len);
+                check(offhost_queue_push_send_loan(q, ch, loan, sent), "push_send_loan");
+                loans++;
+            } else {
+                fill(msg, sent, len);
+                check(offhost_queue_push_send(q, ch, msg, len, sent), "push_send");
+            }
             check(offhost_queue_push_recv(q, ch, 0, sent), "push_recv");
             sent++;
             batch++;
@@ -134,7 +147,7 @@ int main(int argc, char **argv) {
         }
     }
     offhost_queue_free(q);
-    printf("queue: %llu messages, %llu bytes, delivered and received in order\n",
-           (unsigned long long)count, (unsigned long long)bytes);
+    printf("queue: %llu messages (%llu from loans), %llu bytes, delivered and received in order\n",
+           (unsigned long long)count, (unsigned long long)loans, (unsigned long long)bytes);
     return 0;
 }

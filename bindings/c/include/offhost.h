@@ -85,6 +85,10 @@ typedef struct offhost_pipeline offhost_pipeline;
 // A host's queues at its local engine (opaque).
 typedef struct offhost_queue offhost_queue;
 
+// A message being written in place for `offhost_queue_push_send_loan` (opaque): off-host a
+// buffer of the shared pool, which the engine sends from where it lies.
+typedef struct offhost_send_loan offhost_send_loan;
+
 // A server listening for sessions (opaque).
 typedef struct offhost_server offhost_server;
 
@@ -480,6 +484,45 @@ enum offhost_status offhost_queue_push_send(const struct offhost_queue *queue,
                                             const uint8_t *data,
                                             size_t len,
                                             uint64_t tag);
+
+// A loan of `len` bytes to write a message into (off-host a buffer of the shared pool),
+// waiting at most `timeout_ms` (negative: for ever) for a free one.
+//
+// # Safety
+// `queue` is a live queue; `out` storage for the handle.
+enum offhost_status offhost_queue_loan(const struct offhost_queue *queue,
+                                       size_t len,
+                                       int64_t timeout_ms,
+                                       struct offhost_send_loan **out);
+
+// The loan's bytes (`offhost_send_loan_len` of them), writable until it is pushed or
+// freed.
+//
+// # Safety
+// `loan` is a live loan.
+uint8_t *offhost_send_loan_data(struct offhost_send_loan *loan);
+
+// The loan's length in bytes.
+//
+// # Safety
+// `loan` is a live loan.
+size_t offhost_send_loan_len(const struct offhost_send_loan *loan);
+
+// Stages a send of the loan's message on `channel`, without copying it. The loan is
+// consumed (freed) whatever the outcome.
+//
+// # Safety
+// `queue` is a live queue; `loan` a live loan, not used after.
+enum offhost_status offhost_queue_push_send_loan(const struct offhost_queue *queue,
+                                                 uint32_t channel,
+                                                 struct offhost_send_loan *loan,
+                                                 uint64_t tag);
+
+// Returns an unpushed loan to the pool.
+//
+// # Safety
+// `loan` is NULL or a loan not pushed, not freed before and not used after.
+void offhost_send_loan_free(struct offhost_send_loan *loan);
 
 // Stages a receive on `channel` of a message of at most `max` bytes (0: any), with `tag`.
 //

@@ -19,5 +19,5 @@ pub mod queue;
 pub mod status;
 
 pub use ffi::*;
-pub use queue::{offhost_completion, offhost_queue};
+pub use queue::{offhost_completion, offhost_queue, offhost_send_loan};
 pub use status::offhost_status;

@@ -6,7 +6,9 @@
 use std::sync::Mutex;
 
 use offhost_bindings::{code_kind, Error};
-use offhost_link::offload::{ChannelId, Completion, HostQueue, Op, OpenOptions, Outcome, RecvSize};
+use offhost_link::offload::{
+    ChannelId, Completion, HostQueue, Op, OpenOptions, Outcome, RecvSize, SendLoan,
+};
 
 use crate::api::timeout;
 use crate::status::{invalid, offhost_status, set_message};
@@ -30,6 +32,29 @@ struct State {
     /// A completion `offhost_queue_pop` could not hand out (its message did not fit the
     /// buffer): the next pop's.
     first: Option<Completion>,
+}
+
+/// A message being written in place for `offhost_queue_push_send_loan` (opaque): off-host a
+/// buffer of the shared pool, which the engine sends from where it lies.
+pub struct offhost_send_loan {
+    pub(crate) inner: SendLoan,
+}
+
+impl offhost_send_loan {
+    /// Its bytes, writable.
+    pub fn data(&mut self) -> *mut u8 {
+        self.inner.as_mut_ptr()
+    }
+
+    /// Its length.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
 }
 
 /// How a submission ended (`offhost_queue_pop`).
@@ -102,6 +127,21 @@ impl offhost_queue {
     /// Stages a send of a copy of `data`.
     pub fn push_send(&self, ch: u32, data: &[u8], tag: u64) -> Result<(), Error> {
         Ok(self.lock().q.push_send(ChannelId(ch), data, tag)?)
+    }
+
+    /// A loan of `len` bytes, waiting at most `timeout_ms` (negative: for ever) for a free
+    /// pool buffer.
+    pub fn loan(&self, len: usize, timeout_ms: i64) -> Result<offhost_send_loan, Error> {
+        let inner = self.lock().q.loan_within(len, timeout(timeout_ms))?;
+        Ok(offhost_send_loan { inner })
+    }
+
+    /// Stages a send of `loan`'s message, without copying it.
+    pub fn push_send_loan(&self, ch: u32, loan: offhost_send_loan, tag: u64) -> Result<(), Error> {
+        Ok(self
+            .lock()
+            .q
+            .push_send_loan(ChannelId(ch), loan.inner, tag)?)
     }
 
     /// Stages a receive of at most `max` bytes (0: any).

@@ -289,7 +289,8 @@ fn the_queue_example_streams_through_an_engine_and_reaps_every_completion() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(
-        out.starts_with("queue: 500 messages, ") && out.contains("delivered and received in order"),
+        out.starts_with("queue: 500 messages (125 from loans), ")
+            && out.contains("delivered and received in order"),
         "{out}"
     );
     // A peer the engine does not know: the open fails with its reason.

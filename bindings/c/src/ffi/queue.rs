@@ -5,7 +5,8 @@
 use std::ffi::c_char;
 
 use super::{buffer, bytes, call, free, handle, put, put_handle, text};
-use crate::queue::{offhost_completion, offhost_queue, Popped};
+use crate::queue::{offhost_completion, offhost_queue, offhost_send_loan, Popped};
+use crate::status::invalid;
 use crate::status::{offhost_status, set_message};
 
 /// Connects to the local engine at `engine` (`shm:PATH` or `shm:@name`; `offhost engine
@@ -73,6 +74,84 @@ pub unsafe extern "C" fn offhost_queue_push_send(
         q.push_send(channel, data, tag)?;
         Ok(offhost_status::Ok)
     })
+}
+
+/// A loan of `len` bytes to write a message into (off-host a buffer of the shared pool),
+/// waiting at most `timeout_ms` (negative: for ever) for a free one.
+///
+/// # Safety
+/// `queue` is a live queue; `out` storage for the handle.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_queue_loan(
+    queue: *const offhost_queue,
+    len: usize,
+    timeout_ms: i64,
+    out: *mut *mut offhost_send_loan,
+) -> offhost_status {
+    call(|| {
+        // SAFETY: as the caller promises.
+        let l = unsafe { handle(queue, "queue") }?.loan(len, timeout_ms)?;
+        // SAFETY: as the caller promises for `out`.
+        unsafe { put_handle(out, l) }
+    })
+}
+
+/// The loan's bytes (`offhost_send_loan_len` of them), writable until it is pushed or
+/// freed.
+///
+/// # Safety
+/// `loan` is a live loan.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_send_loan_data(loan: *mut offhost_send_loan) -> *mut u8 {
+    // SAFETY: as the caller promises.
+    match unsafe { loan.as_mut() } {
+        Some(l) => l.data(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The loan's length in bytes.
+///
+/// # Safety
+/// `loan` is a live loan.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_send_loan_len(loan: *const offhost_send_loan) -> usize {
+    // SAFETY: as the caller promises.
+    unsafe { loan.as_ref() }.map_or(0, |l| l.len())
+}
+
+/// Stages a send of the loan's message on `channel`, without copying it. The loan is
+/// consumed (freed) whatever the outcome.
+///
+/// # Safety
+/// `queue` is a live queue; `loan` a live loan, not used after.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_queue_push_send_loan(
+    queue: *const offhost_queue,
+    channel: u32,
+    loan: *mut offhost_send_loan,
+    tag: u64,
+) -> offhost_status {
+    call(|| {
+        if loan.is_null() {
+            return Err(invalid("loan is NULL"));
+        }
+        // SAFETY: made by `put_handle`, consumed once here, as the caller promises.
+        let loan = *unsafe { Box::from_raw(loan) };
+        // SAFETY: as the caller promises.
+        unsafe { handle(queue, "queue") }?.push_send_loan(channel, loan, tag)?;
+        Ok(offhost_status::Ok)
+    })
+}
+
+/// Returns an unpushed loan to the pool.
+///
+/// # Safety
+/// `loan` is NULL or a loan not pushed, not freed before and not used after.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_send_loan_free(loan: *mut offhost_send_loan) {
+    // SAFETY: as the caller promises.
+    unsafe { free(loan) }
 }
 
 /// Stages a receive on `channel` of a message of at most `max` bytes (0: any), with `tag`.
