@@ -183,6 +183,17 @@ fn check_tag(tag: u64) -> PyResult<u64> {
 }
 
 impl Queue {
+    fn of(q: HostQueue, engine: String) -> Queue {
+        Queue {
+            inner: Mutex::new(State {
+                q,
+                held: VecDeque::new(),
+                next_tag: OWN_TAGS,
+            }),
+            engine,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -264,14 +275,29 @@ impl Queue {
     #[new]
     fn new(py: Python<'_>, engine: String) -> PyResult<Queue> {
         let q = py.detach(|| HostQueue::connect(&engine)).map_err(q_err)?;
-        Ok(Queue {
-            inner: Mutex::new(State {
-                q,
-                held: VecDeque::new(),
-                next_tag: OWN_TAGS,
-            }),
-            engine,
-        })
+        Ok(Queue::of(q, engine))
+    }
+
+    /// The same queue where this process runs the links itself (the in-host mode, to compare
+    /// with): it is node `name`, reaching `peers` (`{"beta": "tls:HOST:PORT"}`) with the
+    /// certificates in `tls_certificates`, or over plain `tcp:` when `insecure`. Addresses
+    /// name one of `peers` (`PEER/CHANNEL`).
+    #[staticmethod]
+    #[pyo3(signature = (name, peers, *, tls_certificates=None, insecure=false))]
+    fn in_host(
+        py: Python<'_>,
+        name: String,
+        peers: std::collections::BTreeMap<String, String>,
+        tls_certificates: Option<std::path::PathBuf>,
+        insecure: bool,
+    ) -> PyResult<Queue> {
+        let options = crate::channel::link_options(tls_certificates).insecure(insecure);
+        let mut config = offhost_link::peer::PeerConfig::new(&name).options(options);
+        for (p, url) in peers {
+            config = config.peer(p, url);
+        }
+        let q = py.detach(|| HostQueue::in_host(config)).map_err(q_err)?;
+        Ok(Queue::of(q, format!("in-host {name}")))
     }
 
     /// `"off-host"` (the engine runs the protocol) or `"in-host"`.

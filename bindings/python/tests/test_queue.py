@@ -122,6 +122,20 @@ def test_messages_reach_a_second_engine_through_the_first(
     payload = bytes(range(256)) * 1024
     assert tx.send(out, payload) == len(payload)
     assert rx.recv(inbox, timeout=10) == payload
+    # The same calls in-host: this process runs the link to beta itself.
+    local = offhost.Queue.in_host("gamma", {"beta": tcp}, insecure=True)
+    assert local.mode == "in-host"
+    out = local.open("beta/inbox")
+    for i in range(10):
+        local.push_send(out, bytes([i]) * 5000, tag=i)
+    local.submit()
+    done = []
+    while len(done) < 10:
+        assert local.wait(1, timeout=10) > 0
+        done += local.completions()
+    assert sorted(c.tag for c in done) == list(range(10)) and all(c.ok for c in done)
+    for i in range(10):
+        assert rx.recv(inbox, timeout=10) == bytes([i]) * 5000
 
 
 def test_a_loan_is_sent_from_the_shared_memory_it_was_written_in(engine_shm: str) -> None:

@@ -92,6 +92,14 @@ class Queue:
     """A host's submission and completion queues at its local engine: ``Queue("shm:PATH")``."""
 
     def __init__(self, engine: str) -> None: ...
+    @staticmethod
+    def in_host(
+        name: str,
+        peers: dict[str, str],
+        *,
+        tls_certificates: str | os.PathLike[str] | None = None,
+        insecure: bool = False,
+    ) -> Queue: ...
     @property
     def mode(self) -> str: ...
     @property
