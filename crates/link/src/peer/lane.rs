@@ -299,11 +299,15 @@ impl PeerLane {
         if st.closed || st.live_runner().is_some() {
             return false;
         }
-        runner.set_sending(self);
+        let dead = runner.set_sending(self);
         st.runner = Some(runner.clone());
         st.down_since = None;
         st.connect_after = None;
         self.cv.notify_one();
+        drop(st);
+        if dead {
+            self.runner_died(runner.id, "the session ended");
+        }
         true
     }
 
@@ -755,10 +759,18 @@ impl PeerLane {
                     r.kill("not needed");
                     return self.lock();
                 }
-                r.set_sending(self);
+                let dead = r.set_sending(self);
+                let id = r.id;
                 st.runner = Some(r);
                 st.down_since = None;
                 st.connect_after = None;
+                if dead {
+                    // It died before it knew its lane: it is this lane's runner now, and its
+                    // messages go back to the queue (or fail) as for any session that dies.
+                    drop(st);
+                    self.runner_died(id, "the session ended");
+                    return self.lock();
+                }
                 st
             }
             Err(f) => {

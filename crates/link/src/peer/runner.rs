@@ -317,12 +317,14 @@ impl Runner {
         }
     }
 
-    pub(crate) fn set_sending(&self, lane: &Arc<PeerLane>) {
+    /// Makes `lane` the one this session sends for (told when the session dies). True when
+    /// the session died already: its `kill` found no lane to tell, so the caller, once it
+    /// has made this the lane's runner and let go of the lane's lock, calls
+    /// [`PeerLane::runner_died`] itself (calling it here, under that lock, deadlocked).
+    #[must_use]
+    pub(crate) fn set_sending(&self, lane: &Arc<PeerLane>) -> bool {
         *self.sending.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(lane));
-        if self.is_dead() {
-            // Died between its start and now: tell the lane, which holds it already.
-            lane.runner_died(self.id, "the session ended");
-        }
+        self.is_dead()
     }
 
     pub(crate) fn data_options(&self) -> ChannelOptions {
