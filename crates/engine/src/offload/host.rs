@@ -408,39 +408,35 @@ impl HostConn {
         batch: &mut SendBatch,
     ) {
         let len = data.len() as u64;
-        let fail = |code, reason: String| {
-            self.finish(Op::Send, handle, id, Err(Failure { code, reason }));
-        };
+        let fail = |f: Failure| self.finish(Op::Send, handle, id, Err(f));
         if self.outstanding.load(Ordering::Acquire) > self.limits.max_outstanding as usize {
-            let f = over_outstanding(&self.limits);
-            return fail(f.code, f.reason);
-        }
-        let before = self.bytes.fetch_add(len, Ordering::AcqRel);
-        if before > 0 && before + len > self.limits.max_bytes {
-            self.bytes.fetch_sub(len, Ordering::AcqRel);
-            return fail(
-                ErrorCode::Budget,
-                format!(
-                    "{} bytes of sends in flight at most (raise it with --host-bytes)",
-                    self.limits.max_bytes
-                ),
-            );
+            return fail(over_outstanding(&self.limits));
         }
         let Some(c) = chans.get(&handle) else {
-            self.bytes.fetch_sub(len, Ordering::AcqRel);
-            return fail(ErrorCode::BadHandle, format!("handle {handle} is not open"));
+            return fail(bad_handle(handle));
         };
         // The hello told the host the largest message; its pool's buffers may be larger, and
         // a local channel copies the message into the engine's memory.
         if c.stream.is_none() && len > u64::from(self.limits.max_message) {
-            self.bytes.fetch_sub(len, Ordering::AcqRel);
-            return fail(
-                ErrorCode::TooLarge,
-                format!(
+            return fail(Failure {
+                code: ErrorCode::TooLarge,
+                reason: format!(
                     "message of {len} bytes, {} at most",
                     self.limits.max_message
                 ),
-            );
+            });
+        }
+        // The bytes are reserved last, once nothing else can turn the send away.
+        let before = self.bytes.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > self.limits.max_bytes {
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+            return fail(Failure {
+                code: ErrorCode::Budget,
+                reason: format!(
+                    "{} bytes of sends in flight at most (raise it with --host-bytes)",
+                    self.limits.max_bytes
+                ),
+            });
         }
         match &c.stream {
             Some(s) => {
