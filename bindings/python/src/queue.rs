@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use offhost_bindings::Error;
 use offhost_link::offload::{
@@ -434,27 +433,27 @@ impl Queue {
     /// number ready. Sleeps on the engine's doorbell, without spinning.
     #[pyo3(signature = (min=1, timeout=None))]
     fn wait(&self, py: Python<'_>, min: usize, timeout: Option<f64>) -> PyResult<usize> {
-        let r = sliced(py, timeout, |slice| {
+        // Timing out with fewer than `min` ready is an answer here, not an error: the
+        // deadline is this loop's own, and `sliced` only looks for signals between slices.
+        let deadline = crate::convert::deadline(timeout)?;
+        sliced(py, None, |slice| {
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
             let mut st = self.lock();
             let held = st.held.len();
-            match st.q.wait(min.saturating_sub(held), Some(slice)) {
-                // Enough, or nothing more can come.
-                Ok(n) if n + held >= min || st.q.outstanding() == 0 => Slice::Done(Ok(n + held)),
+            let wait = left.map_or(slice, |l| l.min(slice));
+            match st.q.wait(min.saturating_sub(held), Some(wait)) {
+                // Enough, nothing more can come, or the time is up.
+                Ok(n)
+                    if n + held >= min
+                        || st.q.outstanding() == 0
+                        || left.is_some_and(|l| l <= wait) =>
+                {
+                    Slice::Done(Ok(n + held))
+                }
                 Ok(_) => Slice::Again,
                 Err(e) => Slice::Done(Err(Error::from(e))),
             }
-        });
-        match r {
-            // Timing out with fewer than `min` ready is an answer here, not an error.
-            Err(e) if e.is_instance(py, crate::errors::class(py, "TimeoutError")?.as_any()) => {
-                let mut st = self.lock();
-                let held = st.held.len();
-                st.q.wait(0, Some(Duration::ZERO))
-                    .map(|n| n + held)
-                    .map_err(q_err)
-            }
-            r => r,
-        }
+        })
     }
 
     /// The next ready completion, or `None`.

@@ -58,6 +58,7 @@ def test_blocking_calls_and_the_end_of_a_channel(engine_shm: str) -> None:
     assert c is not None and (c.op, c.data) == ("recv", b"later")
     q.push_recv(ch, tag=7)
     q.submit()
+    assert q.wait(1, timeout=0.2) == 0, "nothing was sent, and the wait ends at its timeout"
     q.close(ch)
     q.wait(1, timeout=10)
     ends = [c for c in q.completions() if c.tag == 7]
