@@ -64,7 +64,7 @@ pub(crate) struct InPort {
     /// Where the host leaves the reason its stream broke.
     pub(crate) failure: Failure,
     /// Message buffers the task is done with, for the host to fill again.
-    pub(crate) spare: Receiver<Vec<u8>>,
+    pub(crate) spare: Arc<Spares>,
     /// The task joins the parts of whole buffers (`whole=true`).
     pub(crate) whole: bool,
     /// Where a message goes in its buffer for the task to take the buffer whole (set at
@@ -79,6 +79,31 @@ pub(crate) struct InPort {
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
 /// queued, and a few more.
 const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
+
+/// Message buffers a `host-in` task is done with, for its host to fill again: a stack, so
+/// that the host fills the buffer given back last, likely still in a cache, rather than the
+/// one that waited longest (see the pool's free list, which works the same way).
+#[derive(Default)]
+pub(crate) struct Spares(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Spares {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps `m` unless [`SPARE_DEPTH`] are kept already.
+    fn give(&self, m: Vec<u8>) {
+        let mut st = self.lock();
+        if st.len() < SPARE_DEPTH {
+            st.push(m);
+        }
+    }
+
+    /// The buffer given back last, if any.
+    fn take(&self) -> Option<Vec<u8>> {
+        self.lock().pop()
+    }
+}
 
 /// Why a stream broke, set once by the side that saw it.
 pub(crate) type Failure = Arc<OnceLock<String>>;
@@ -96,7 +121,7 @@ pub struct HostInput {
     tx: Option<Sender<Sent>>,
     waker: Arc<OnceLock<Waker>>,
     failure: Failure,
-    spare: Receiver<Vec<u8>>,
+    spare: Arc<Spares>,
     front: usize,
     storage: usize,
     backlog: Arc<Backlog>,
@@ -137,12 +162,12 @@ impl HostInput {
     /// with room for a pool buffer's storage (so that a message received into it at
     /// [`front`](Self::front) can enter the pool whole).
     pub fn spare(&self) -> Vec<u8> {
-        match self.spare.try_recv() {
-            Ok(mut v) => {
+        match self.spare.take() {
+            Some(mut v) => {
                 v.clear();
                 v
             }
-            Err(_) => Vec::with_capacity(self.storage),
+            None => Vec::with_capacity(self.storage),
         }
     }
 
@@ -268,7 +293,7 @@ struct HostIn {
     /// Bytes queued by the host: released as messages are taken, closed when the task ends.
     backlog: Arc<Backlog>,
     /// Where a message's buffer goes once copied out (dropped when the host keeps enough).
-    spare: Sender<Vec<u8>>,
+    spare: Arc<Spares>,
     /// The message being put out, and the offset of what is left of it.
     pending: Option<Sent>,
     failure: Failure,
@@ -394,7 +419,7 @@ impl HostIn {
         };
         let total = cfg.headroom + cfg.size + cfg.tailroom;
         if m.capacity() <= total + total / 4 {
-            let _ = self.spare.try_send(m);
+            self.spare.give(m);
         }
     }
 
@@ -506,7 +531,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
-    let (spare_tx, spare) = crossbeam_channel::bounded(SPARE_DEPTH);
+    let spare = Arc::new(Spares::default());
     let failure = Failure::default();
     let backlog = Arc::new(Backlog::default());
     b.host.inputs.insert(
@@ -516,7 +541,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             waker: Arc::new(OnceLock::new()),
             task: b.task_id,
             failure: failure.clone(),
-            spare,
+            spare: spare.clone(),
             whole,
             front: 0,
             storage: 0,
@@ -526,7 +551,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
     Ok(Box::new(HostIn {
         rx,
         backlog,
-        spare: spare_tx,
+        spare,
         pending: None,
         failure,
         whole,
@@ -546,4 +571,29 @@ pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
     let (tx, rx) = crossbeam_channel::unbounded();
     b.host.outputs.insert(name, (rx, b.task_id));
     Ok(Box::new(HostOut { tx }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_come_back_last_given_first_and_are_kept_to_their_depth() {
+        let spares = Spares::default();
+        let (a, b) = (Vec::<u8>::with_capacity(10), Vec::<u8>::with_capacity(20));
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        spares.give(a);
+        spares.give(b);
+        assert_eq!(
+            spares.take().map(|v| v.as_ptr()),
+            Some(pb),
+            "the one given last"
+        );
+        assert_eq!(spares.take().map(|v| v.as_ptr()), Some(pa));
+        assert!(spares.take().is_none());
+        for _ in 0..SPARE_DEPTH + 3 {
+            spares.give(Vec::with_capacity(1));
+        }
+        assert_eq!(spares.lock().len(), SPARE_DEPTH);
+    }
 }

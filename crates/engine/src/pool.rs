@@ -11,7 +11,6 @@ use std::fmt;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_queue::ArrayQueue;
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Storage};
@@ -50,9 +49,53 @@ impl PoolConfig {
     }
 }
 
+/// A pool's free storage: a stack, so that the storage released last is handed out next.
+/// A queue cycled through every buffer of the pool, so that each buffer was written again
+/// only after the whole pool's worth of others had been (16 buffers of 64 KiB are more than
+/// a core's L2 cache), and every copy into a buffer missed the cache; from a stack, a stream
+/// keeps reusing the few buffers in flight (docs/notes/engines.md).
+struct FreeList {
+    stack: Mutex<Vec<Vec<u8>>>,
+    /// The stack's length, for readers that do not take the lock.
+    len: AtomicUsize,
+}
+
+impl FreeList {
+    fn new(count: usize) -> FreeList {
+        FreeList {
+            stack: Mutex::new(Vec::with_capacity(count)),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.stack.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts storage on top (the stack was made with room for every buffer of the pool, and
+    /// only the pool's own storage comes back, so this never grows it).
+    fn push(&self, bytes: Vec<u8>) {
+        let mut st = self.lock();
+        st.push(bytes);
+        self.len.store(st.len(), Ordering::Relaxed);
+    }
+
+    /// Takes the storage on top, and how many are left.
+    fn pop(&self) -> Option<(Vec<u8>, usize)> {
+        let mut st = self.lock();
+        let b = st.pop()?;
+        self.len.store(st.len(), Ordering::Relaxed);
+        Some((b, st.len()))
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
 pub(crate) struct PoolShared {
     pub(crate) name: String,
-    free: ArrayQueue<Vec<u8>>,
+    free: FreeList,
     has_waiters: AtomicBool,
     waiters: Mutex<Vec<Waker>>,
     min_free: AtomicUsize,
@@ -100,9 +143,7 @@ impl PoolShared {
     /// Puts storage back on the free list and wakes the tasks waiting for it (or, inside
     /// [`release_together`], leaves that to its end).
     pub(crate) fn release(self: Arc<Self>, bytes: Vec<u8>) {
-        // The free list has room for every buffer of the pool and only the pool's own
-        // storage comes back, so this push cannot fail.
-        let _ = self.free.push(bytes);
+        self.free.push(bytes);
         let held = HELD.with(|h| match h.borrow_mut().as_mut() {
             Some(pools) => {
                 if !pools.iter().any(|p| Arc::ptr_eq(p, &self)) {
@@ -206,9 +247,9 @@ impl Pool {
                 size: config.size,
                 tailroom: config.tailroom,
             })?;
-        let free = ArrayQueue::new(count);
+        let free = FreeList::new(count);
         for _ in 0..config.count {
-            let _ = free.push(vec![0u8; total]);
+            free.push(vec![0u8; total]);
         }
         Ok(Pool {
             shared: Arc::new(PoolShared {
@@ -248,7 +289,7 @@ impl Pool {
     /// Takes a buffer from the free list, or `None` if all are in use.
     pub fn alloc(&self) -> Option<BufMut> {
         match self.shared.free.pop() {
-            Some(bytes) => Some(self.wrap(bytes)),
+            Some((bytes, left)) => Some(self.wrap(bytes, left)),
             None => {
                 self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
                 None
@@ -260,8 +301,8 @@ impl Pool {
     /// buffer comes back. No wake-up is lost: the free list is checked again after
     /// registering.
     pub(crate) fn alloc_or_wait(&self, waker: impl FnOnce() -> Waker) -> Option<BufMut> {
-        if let Some(b) = self.shared.free.pop() {
-            return Some(self.wrap(b));
+        if let Some((b, left)) = self.shared.free.pop() {
+            return Some(self.wrap(b, left));
         }
         self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
         {
@@ -279,14 +320,13 @@ impl Pool {
         }
         // Pairs with the fence in `release`.
         fence(Ordering::SeqCst);
-        self.shared.free.pop().map(|b| self.wrap(b))
+        self.shared.free.pop().map(|(b, left)| self.wrap(b, left))
     }
 
-    fn wrap(&self, bytes: Vec<u8>) -> BufMut {
+    /// A buffer around `bytes`, taken from the free list with `left` still on it.
+    fn wrap(&self, bytes: Vec<u8>, left: usize) -> BufMut {
         self.shared.allocs.fetch_add(1, Ordering::Relaxed);
-        self.shared
-            .min_free
-            .fetch_min(self.shared.free.len(), Ordering::Relaxed);
+        self.shared.min_free.fetch_min(left, Ordering::Relaxed);
         let st = Arc::new(Storage {
             bytes,
             data_end: self.config.headroom + self.config.size,
@@ -363,6 +403,24 @@ mod tests {
         assert_eq!(pool.stats().waiter_wakeups, 2);
         assert!(pool.alloc_or_wait(waiter).is_some());
         drop(taken);
+    }
+
+    #[test]
+    fn the_storage_freed_last_is_handed_out_first() {
+        let pool = Pool::new(PoolConfig::new("p", 4, 16));
+        let mut held: Vec<BufMut> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        let addr = |b: &mut BufMut| b.unfilled().as_ptr() as usize;
+        let second = addr(&mut held[1]);
+        let third = addr(&mut held[2]);
+        drop(held.remove(2));
+        drop(held.remove(1));
+        assert_eq!(pool.free(), 2);
+        // A queue would hand out the third buffer's storage (freed first) next.
+        let mut again = pool.alloc().unwrap();
+        assert_eq!(addr(&mut again), second, "the storage freed last");
+        let mut then = pool.alloc().unwrap();
+        assert_eq!(addr(&mut then), third);
+        assert_eq!(pool.stats().min_free, 0);
     }
 
     #[test]
