@@ -330,49 +330,94 @@ pub struct PeerStats {
     pub lanes: usize,
 }
 
-/// The next sequence number to take, per (sender instance, lane, stream): a message sent
-/// again after a reconnect is recognised and dropped. Each entry has its own lock, held while
-/// a message of that stream is delivered, so the readers of an old and a new session of the
-/// same stream take turns. Bounded: the oldest entries go, but not those of streams a reader
-/// still delivers (a peer that opens stream after stream evicts ended streams, never a live
-/// one's place).
+/// The next sequence number to take, per (peer, sender instance, lane, stream): a message
+/// sent again after a reconnect is recognised and dropped. Each entry has its own lock, held
+/// while a message of that stream is delivered, so the readers of an old and a new session of
+/// the same stream take turns.
+///
+/// Keyed by the peer's name as well as the instance it announces: the instance is the peer's
+/// own word, so without the name one peer could announce another's instance and move that
+/// peer's streams on, making their messages sent again look like duplicates (under
+/// `--certified-peers` the name is the one its certificate carries).
+///
+/// Bounded: past [`SEEN_MAX`] entries in all, the peer holding the most loses its oldest
+/// entry that no reader holds. A peer that opens stream after stream evicts its own ended
+/// streams, never another peer's while it holds more than that peer, and never a live one's.
 #[derive(Default)]
 pub(crate) struct Seen {
-    next: HashMap<(u64, Lane, u64), Arc<Mutex<u64>>>,
-    order: VecDeque<(u64, Lane, u64)>,
+    next: HashMap<(String, SeenKey), Arc<Mutex<u64>>>,
+    /// Each peer's entries, oldest first.
+    order: HashMap<String, VecDeque<SeenKey>>,
+    /// (entries, peer) for each peer: which holds the most, in O(log peers).
+    by_count: std::collections::BTreeSet<(usize, String)>,
+    /// Entries in all.
+    len: usize,
 }
+
+/// A stream as its sender names it: (sender instance, lane, stream).
+pub(crate) type SeenKey = (u64, Lane, u64);
 
 const SEEN_MAX: usize = 1 << 16;
 
 impl Seen {
-    /// The entry of `key`, made (at `first`) if there is none.
-    pub(crate) fn entry(&mut self, key: (u64, Lane, u64), first: u64) -> Arc<Mutex<u64>> {
-        if let Some(e) = self.next.get(&key) {
+    /// The entry of `peer`'s stream `key`, made (at `first`) if there is none.
+    pub(crate) fn entry(&mut self, peer: &str, key: SeenKey, first: u64) -> Arc<Mutex<u64>> {
+        let full = (peer.to_owned(), key);
+        if let Some(e) = self.next.get(&full) {
             return e.clone();
         }
         let e = Arc::new(Mutex::new(first));
-        self.next.insert(key, e.clone());
-        self.order.push_back(key);
-        // Past the bound, the oldest entry no reader holds goes; held ones move to the back.
-        // Readers are far fewer than the bound (streams per session times sessions), so one
-        // is found; if not, the table grows by this entry until a reader ends.
-        let mut looked = 0;
-        while self.order.len() > SEEN_MAX && looked < self.order.len() {
-            let Some(old) = self.order.pop_front() else {
+        self.next.insert(full, e.clone());
+        let order = self.order.entry(peer.to_owned()).or_default();
+        order.push_back(key);
+        let n = order.len();
+        self.by_count.remove(&(n - 1, peer.to_owned()));
+        self.by_count.insert((n, peer.to_owned()));
+        self.len += 1;
+        while self.len > SEEN_MAX && self.evict_one() {}
+        e
+    }
+
+    /// Evicts the oldest entry no reader holds of the peer with the most entries (of the
+    /// next peer, if a reader holds each of that one's); false if every entry is held (the
+    /// table then grows until a reader ends: readers are far fewer than the bound).
+    fn evict_one(&mut self) -> bool {
+        // Peers in order of entries held, most first; a peer whose entries readers hold all
+        // (a few, as readers are few) is passed over.
+        for skip in 0.. {
+            let Some((_, peer)) = self.by_count.iter().rev().nth(skip).cloned() else {
                 break;
             };
-            if self
-                .next
-                .get(&old)
-                .is_some_and(|e| Arc::strong_count(e) > 1)
-            {
-                self.order.push_back(old);
-                looked += 1;
-            } else {
-                self.next.remove(&old);
+            let Some(order) = self.order.get_mut(&peer) else {
+                continue;
+            };
+            // Held entries move to the back; each is looked at once.
+            for _ in 0..order.len() {
+                let Some(old) = order.pop_front() else {
+                    break;
+                };
+                let full = (peer.clone(), old);
+                if self
+                    .next
+                    .get(&full)
+                    .is_some_and(|e| Arc::strong_count(e) > 1)
+                {
+                    order.push_back(old);
+                    continue;
+                }
+                self.next.remove(&full);
+                self.len -= 1;
+                let n = order.len();
+                self.by_count.remove(&(n + 1, peer.clone()));
+                if n == 0 {
+                    self.order.remove(&peer);
+                } else {
+                    self.by_count.insert((n, peer));
+                }
+                return true;
             }
         }
-        e
+        false
     }
 }
 
@@ -657,20 +702,54 @@ mod tests {
     fn the_seen_table_evicts_ended_streams_first_never_one_a_reader_holds() {
         let mut seen = Seen::default();
         // A reader of the honest peer's stream holds its entry, the oldest of all.
-        let live = seen.entry((1, Lane::Bulk, 0), 5);
+        let live = seen.entry("a", (1, Lane::Bulk, 0), 5);
         *live.lock().unwrap() = 42;
         // A peer churning streams fills the table past its bound.
         for s in 0..(SEEN_MAX as u64 + 100) {
-            drop(seen.entry((2, Lane::Bulk, s), 0));
+            drop(seen.entry("b", (2, Lane::Bulk, s), 0));
         }
-        assert_eq!(seen.order.len(), SEEN_MAX);
-        let again = seen.entry((1, Lane::Bulk, 0), 5);
+        assert_eq!(seen.len, SEEN_MAX);
+        assert_eq!(seen.next.len(), SEEN_MAX);
+        let again = seen.entry("a", (1, Lane::Bulk, 0), 5);
         assert!(Arc::ptr_eq(&again, &live), "the live entry was evicted");
         assert_eq!(*again.lock().unwrap(), 42);
         // The churning peer's oldest entries went.
-        assert!(!seen.next.contains_key(&(2, Lane::Bulk, 0)));
+        assert!(!seen
+            .next
+            .contains_key(&("b".to_owned(), (2, Lane::Bulk, 0))));
         assert!(seen
             .next
-            .contains_key(&(2, Lane::Bulk, SEEN_MAX as u64 + 99)));
+            .contains_key(&("b".to_owned(), (2, Lane::Bulk, SEEN_MAX as u64 + 99))));
+    }
+
+    #[test]
+    fn a_churning_peer_evicts_its_own_entries_before_another_peers_ended_ones() {
+        let mut seen = Seen::default();
+        // Peer a's streams ended (no reader holds them), but a reconnect may still send their
+        // last messages again: their entries must outlive b's churn.
+        for s in 0..100 {
+            *seen.entry("a", (1, Lane::Bulk, s), 0).lock().unwrap() = s + 7;
+        }
+        for s in 0..(2 * SEEN_MAX as u64) {
+            drop(seen.entry("b", (2, Lane::Bulk, s), 0));
+        }
+        assert_eq!(seen.len, SEEN_MAX);
+        for s in 0..100 {
+            let e = seen.entry("a", (1, Lane::Bulk, s), 0);
+            assert_eq!(*e.lock().unwrap(), s + 7, "a's stream {s} was evicted");
+        }
+        assert_eq!(seen.order["b"].len(), SEEN_MAX - 100);
+    }
+
+    #[test]
+    fn a_peer_announcing_another_peers_instance_gets_entries_of_its_own() {
+        let mut seen = Seen::default();
+        let honest = seen.entry("a", (1, Lane::Bulk, 3), 0);
+        *honest.lock().unwrap() = 10;
+        // b claims a's instance and stream, and moves what it gets far on.
+        let claimed = seen.entry("b", (1, Lane::Bulk, 3), 0);
+        assert!(!Arc::ptr_eq(&honest, &claimed));
+        *claimed.lock().unwrap() = 1_000_000;
+        assert_eq!(*seen.entry("a", (1, Lane::Bulk, 3), 0).lock().unwrap(), 10);
     }
 }

@@ -514,7 +514,7 @@ impl Runner {
             .seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key, first);
+            .entry(&self.peer, key, first);
         let deliver = inner.deliver.clone();
         let max_message = inner.config.max_message as usize;
         drop(inner);
