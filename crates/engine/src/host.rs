@@ -17,6 +17,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySen
 
 use crate::backlog::Backlog;
 use crate::buffer::Buffer;
+use crate::pool::StorageStack;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build};
 use crate::sched::Waker;
@@ -63,8 +64,9 @@ pub(crate) struct InPort {
     pub(crate) task: usize,
     /// Where the host leaves the reason its stream broke.
     pub(crate) failure: Failure,
-    /// Message buffers the task is done with, for the host to fill again.
-    pub(crate) spare: Arc<Spares>,
+    /// Message buffers the task is done with, for the host to fill again (the one given
+    /// back last first, at most [`SPARE_DEPTH`]).
+    pub(crate) spare: Arc<StorageStack>,
     /// The task joins the parts of whole buffers (`whole=true`).
     pub(crate) whole: bool,
     /// Where a message goes in its buffer for the task to take the buffer whole (set at
@@ -79,31 +81,6 @@ pub(crate) struct InPort {
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
 /// queued, and a few more.
 const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
-
-/// Message buffers a `host-in` task is done with, for its host to fill again: a stack, so
-/// that the host fills the buffer given back last, likely still in a cache, rather than the
-/// one that waited longest (see the pool's free list, which works the same way).
-#[derive(Default)]
-pub(crate) struct Spares(std::sync::Mutex<Vec<Vec<u8>>>);
-
-impl Spares {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Keeps `m` unless [`SPARE_DEPTH`] are kept already.
-    fn give(&self, m: Vec<u8>) {
-        let mut st = self.lock();
-        if st.len() < SPARE_DEPTH {
-            st.push(m);
-        }
-    }
-
-    /// The buffer given back last, if any.
-    fn take(&self) -> Option<Vec<u8>> {
-        self.lock().pop()
-    }
-}
 
 /// Why a stream broke, set once by the side that saw it.
 pub(crate) type Failure = Arc<OnceLock<String>>;
@@ -121,7 +98,7 @@ pub struct HostInput {
     tx: Option<Sender<Sent>>,
     waker: Arc<OnceLock<Waker>>,
     failure: Failure,
-    spare: Arc<Spares>,
+    spare: Arc<StorageStack>,
     front: usize,
     storage: usize,
     backlog: Arc<Backlog>,
@@ -162,8 +139,8 @@ impl HostInput {
     /// with room for a pool buffer's storage (so that a message received into it at
     /// [`front`](Self::front) can enter the pool whole).
     pub fn spare(&self) -> Vec<u8> {
-        match self.spare.take() {
-            Some(mut v) => {
+        match self.spare.pop() {
+            Some((mut v, _)) => {
                 v.clear();
                 v
             }
@@ -293,7 +270,7 @@ struct HostIn {
     /// Bytes queued by the host: released as messages are taken, closed when the task ends.
     backlog: Arc<Backlog>,
     /// Where a message's buffer goes once copied out (dropped when the host keeps enough).
-    spare: Arc<Spares>,
+    spare: Arc<StorageStack>,
     /// The message being put out, and the offset of what is left of it.
     pending: Option<Sent>,
     failure: Failure,
@@ -419,7 +396,7 @@ impl HostIn {
         };
         let total = cfg.headroom + cfg.size + cfg.tailroom;
         if m.capacity() <= total + total / 4 {
-            self.spare.give(m);
+            self.spare.push(m);
         }
     }
 
@@ -531,7 +508,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
-    let spare = Arc::new(Spares::default());
+    let spare = Arc::new(StorageStack::new(SPARE_DEPTH));
     let failure = Failure::default();
     let backlog = Arc::new(Backlog::default());
     b.host.inputs.insert(
@@ -579,21 +556,21 @@ mod tests {
 
     #[test]
     fn spares_come_back_last_given_first_and_are_kept_to_their_depth() {
-        let spares = Spares::default();
+        let spares = StorageStack::new(SPARE_DEPTH);
         let (a, b) = (Vec::<u8>::with_capacity(10), Vec::<u8>::with_capacity(20));
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        spares.give(a);
-        spares.give(b);
+        spares.push(a);
+        spares.push(b);
         assert_eq!(
-            spares.take().map(|v| v.as_ptr()),
+            spares.pop().map(|(v, _)| v.as_ptr()),
             Some(pb),
             "the one given last"
         );
-        assert_eq!(spares.take().map(|v| v.as_ptr()), Some(pa));
-        assert!(spares.take().is_none());
+        assert_eq!(spares.pop().map(|(v, _)| v.as_ptr()), Some(pa));
+        assert!(spares.pop().is_none());
         for _ in 0..SPARE_DEPTH + 3 {
-            spares.give(Vec::with_capacity(1));
+            spares.push(Vec::with_capacity(1));
         }
-        assert_eq!(spares.lock().len(), SPARE_DEPTH);
+        assert_eq!(spares.len(), SPARE_DEPTH);
     }
 }

@@ -49,21 +49,25 @@ impl PoolConfig {
     }
 }
 
-/// A pool's free storage: a stack, so that the storage released last is handed out next.
-/// A queue cycled through every buffer of the pool, so that each buffer was written again
-/// only after the whole pool's worth of others had been (16 buffers of 64 KiB are more than
-/// a core's L2 cache), and every copy into a buffer missed the cache; from a stack, a stream
-/// keeps reusing the few buffers in flight (docs/notes/engines.md).
-struct FreeList {
+/// Storage kept for reuse, handed out last in, first out: a pool's free list, and
+/// `host-in`'s spare message buffers. A queue cycled through every buffer, so that each was
+/// written again only after all the others had been (16 buffers of 64 KiB are more than a
+/// core's L2 cache), and every copy into one missed the cache; from a stack, a stream keeps
+/// reusing the few buffers in flight (docs/notes/engines.md).
+pub(crate) struct StorageStack {
     stack: Mutex<Vec<Vec<u8>>>,
+    /// The most kept; more are dropped.
+    max: usize,
     /// The stack's length, for readers that do not take the lock.
     len: AtomicUsize,
 }
 
-impl FreeList {
-    fn new(count: usize) -> FreeList {
-        FreeList {
-            stack: Mutex::new(Vec::with_capacity(count)),
+impl StorageStack {
+    /// An empty stack keeping at most `max`.
+    pub(crate) fn new(max: usize) -> StorageStack {
+        StorageStack {
+            stack: Mutex::new(Vec::with_capacity(max)),
+            max,
             len: AtomicUsize::new(0),
         }
     }
@@ -72,30 +76,34 @@ impl FreeList {
         self.stack.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Puts storage on top (the stack was made with room for every buffer of the pool, and
-    /// only the pool's own storage comes back, so this never grows it).
-    fn push(&self, bytes: Vec<u8>) {
+    /// Puts storage on top, or drops it when `max` are kept already.
+    pub(crate) fn push(&self, bytes: Vec<u8>) {
         let mut st = self.lock();
-        st.push(bytes);
-        self.len.store(st.len(), Ordering::Relaxed);
+        if st.len() < self.max {
+            st.push(bytes);
+            self.len.store(st.len(), Ordering::Relaxed);
+        }
     }
 
     /// Takes the storage on top, and how many are left.
-    fn pop(&self) -> Option<(Vec<u8>, usize)> {
+    pub(crate) fn pop(&self) -> Option<(Vec<u8>, usize)> {
         let mut st = self.lock();
         let b = st.pop()?;
         self.len.store(st.len(), Ordering::Relaxed);
         Some((b, st.len()))
     }
 
-    fn len(&self) -> usize {
+    /// How many are kept.
+    pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
     }
 }
 
 pub(crate) struct PoolShared {
     pub(crate) name: String,
-    free: FreeList,
+    /// Holds every buffer of the pool when all are free, and only the pool's own storage
+    /// comes back, so nothing pushed is ever dropped.
+    free: StorageStack,
     has_waiters: AtomicBool,
     waiters: Mutex<Vec<Waker>>,
     min_free: AtomicUsize,
@@ -247,7 +255,7 @@ impl Pool {
                 size: config.size,
                 tailroom: config.tailroom,
             })?;
-        let free = FreeList::new(count);
+        let free = StorageStack::new(count);
         for _ in 0..config.count {
             free.push(vec![0u8; total]);
         }

@@ -135,6 +135,18 @@ unsafe fn put_handle<T>(out: *mut *mut T, v: T) -> Result<offhost_status, Error>
     Ok(offhost_status::Ok)
 }
 
+/// Takes back a handle the caller gives up (it is freed with the value).
+///
+/// # Safety
+/// `p` is null or a handle made by this library, not freed before and not used after.
+unsafe fn take<T>(p: *mut T, what: &str) -> Result<T, Error> {
+    if p.is_null() {
+        return Err(invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: made by Box::into_raw in `put_handle`, taken once, as the caller promises.
+    Ok(*unsafe { Box::from_raw(p) })
+}
+
 /// Frees a handle.
 ///
 /// # Safety
@@ -552,11 +564,8 @@ pub unsafe extern "C" fn offhost_channel_send_loan(
     len: usize,
 ) -> offhost_status {
     call(|| {
-        if loan.is_null() {
-            return Err(invalid("loan is NULL"));
-        }
-        // SAFETY: made by `put_handle`, consumed once here, as the caller promises.
-        let loan = *unsafe { Box::from_raw(loan) };
+        // SAFETY: as the caller promises: a live loan, consumed here.
+        let loan = unsafe { take(loan, "loan") }?;
         // SAFETY: as the caller promises.
         let ch = unsafe { handle(channel, "channel") }?;
         ch.send_loan(loan, len)?;

@@ -4,9 +4,8 @@
 
 use std::ffi::c_char;
 
-use super::{buffer, bytes, call, free, handle, put, put_handle, text};
+use super::{buffer, bytes, call, free, handle, put, put_handle, take, text};
 use crate::queue::{offhost_completion, offhost_queue, offhost_send_loan, Popped};
-use crate::status::invalid;
 use crate::status::{offhost_status, set_message};
 
 /// Connects to the local engine at `engine` (`shm:PATH` or `shm:@name`; `offhost engine
@@ -133,11 +132,8 @@ pub unsafe extern "C" fn offhost_queue_push_send_loan(
     tag: u64,
 ) -> offhost_status {
     call(|| {
-        if loan.is_null() {
-            return Err(invalid("loan is NULL"));
-        }
-        // SAFETY: made by `put_handle`, consumed once here, as the caller promises.
-        let loan = *unsafe { Box::from_raw(loan) };
+        // SAFETY: as the caller promises: a live loan, consumed here.
+        let loan = unsafe { take(loan, "loan") }?;
         // SAFETY: as the caller promises.
         unsafe { handle(queue, "queue") }?.push_send_loan(channel, loan, tag)?;
         Ok(offhost_status::Ok)
