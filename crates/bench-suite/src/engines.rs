@@ -26,6 +26,13 @@
 //!   clocks). Their ratio `queue_busiest_vs_raw_tls` is what sets the throughput ratio on a
 //!   machine with a core for every busy thread; `queue_busiest_thread` names that thread
 //!   (`ENGINE:NAME`, in the last round).
+//! - `placement`: where the ends of both throughput measurements run. `split` (the default,
+//!   with two CPUs or more) starts engine `a` on the first half of this process's CPUs and
+//!   engine `b` on the other half (every thread of each engine stays there), and runs the raw
+//!   socket's writer on `a`'s CPUs and its reader on `b`'s: two machines would not share
+//!   cores either. `shared` lets every thread run anywhere; on a 2-vCPU machine the queue's
+//!   four busy threads then crowd onto the core of whichever link thread sets the pace (the
+//!   scheduler wakes a worker where it last ran), and the other core idles meanwhile.
 //! - `call_us`: a null remote call, a 1-byte message and its answer on a channel over `tls:`
 //!   to an echo on a thread of this process (what an engine-to-engine call rides on), median
 //!   of `calls`; `tcp_rtt_us`: a 1-byte round trip on a plain TCP socket to an echo thread,
@@ -65,6 +72,12 @@ pub struct Options {
     /// Timed calls and round trips.
     #[arg(long, default_value_t = 5000)]
     pub calls: usize,
+    /// Where the two ends run: `split` gives engine `a` (and the raw socket's writer) one
+    /// half of the CPUs and engine `b` (and its reader) the other, as two machines would
+    /// have cores of their own; `shared` lets every thread run anywhere. With one CPU both
+    /// are `shared`.
+    #[arg(long, value_enum, default_value_t = Placement::Split)]
+    pub placement: Placement,
     /// One more argument for both engines (repeatable), e.g. --engine-arg=--workers=1.
     #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub engine_args: Vec<String>,
@@ -73,11 +86,27 @@ pub struct Options {
     pub exe: PathBuf,
 }
 
+/// Where the two ends of the throughput measurements run (see [`Options::placement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Each end on a half of the CPUs of its own.
+    Split,
+    /// Every thread anywhere.
+    Shared,
+}
+
 /// The figures of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     /// Bytes per run.
     pub bytes: u64,
+    /// Where the ends ran: `split` with the CPUs of each (`cpus_a`, `cpus_b`), or `shared`.
+    pub placement: Placement,
+    /// The CPUs of engine `a` and the raw socket's writer (all of them when shared).
+    pub cpus_a: Vec<usize>,
+    /// The CPUs of engine `b` and the raw socket's reader (all of them when shared).
+    pub cpus_b: Vec<usize>,
     /// A queue between two engines over TLS, MB/s while it streams: the long job's bytes
     /// beyond the short one's over its best time beyond the short one's best; `None` when
     /// the long job never took longer than the short one (a run of a few MiB, where the
@@ -133,8 +162,16 @@ impl Report {
                 self.raw_tls_mb_per_s
             ),
         };
+        let placement = match self.placement {
+            Placement::Split => format!(
+                "each end on CPUs of its own: a (and the raw writer) on {:?}, b (and the raw reader) on {:?}",
+                self.cpus_a, self.cpus_b
+            ),
+            Placement::Shared => "every thread on any CPU".to_owned(),
+        };
         format!(
-            "queue between two engines (TLS, 64 KiB buffers), streaming: {streaming}\n\
+            "placement: {placement}\n\
+             queue between two engines (TLS, 64 KiB buffers), streaming: {streaming}\n\
              whole job through the queue: {:.0} MB/s (setting up and ending a job: {})\n\
              CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
              busiest thread's CPU per GB: queue {:.3} s ({}); raw TLS socket {:.3} s; ratio {}\n\
@@ -165,8 +202,13 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.set_length(4);
     bar.set_message("engines");
     let dir = pki.dir().to_string_lossy().into_owned();
+    let all = affinity::allowed_cpus();
+    let (placement, (cpus_a, cpus_b)) = match (o.placement, affinity::halves()) {
+        (Placement::Split, Some(halves)) => (Placement::Split, halves),
+        _ => (Placement::Shared, (all.clone(), all.clone())),
+    };
     let mut engines = Vec::new();
-    for name in ["a", "b"] {
+    for (name, cpus) in [("a", &cpus_a), ("b", &cpus_b)] {
         let args: Vec<String> = [
             "--name",
             name,
@@ -181,7 +223,11 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         .map(|s| s.to_string())
         .chain(o.engine_args.iter().cloned())
         .collect();
-        engines.push(crate::offload::engine(&o.exe, &[], &args)?);
+        // The engine process inherits this thread's CPUs, and its threads the process's.
+        affinity::pin_current_thread_to(cpus)?;
+        let started = crate::offload::engine(&o.exe, &[], &args);
+        affinity::unpin_current_thread(&all);
+        engines.push(started?);
     }
     let list: Vec<(String, String)> = engines
         .iter()
@@ -256,7 +302,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         streamed += o.bytes - short;
         bar.set_message(format!("raw TLS socket, round {round}"));
         let cpu0 = cpu_now(false)?;
-        let (mb_per_s, busiest) = raw_tls_mb_per_s(&pki, o.bytes)?;
+        let (mb_per_s, busiest) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
         raw = raw.max(mb_per_s);
         raw_busiest += busiest;
         raw_cpu += cpu_now(false)? - cpu0;
@@ -284,6 +330,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.inc(1);
     Ok(Report {
         bytes: o.bytes,
+        placement,
+        cpus_a,
+        cpus_b,
         queue_mb_per_s: queue,
         queue_job_mb_per_s: o.bytes as f64 / long_secs / 1e6,
         queue_job_setup_ms: setup_ms,
@@ -319,12 +368,20 @@ const SHORT_PART: u64 = 8;
 const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// `bytes` in 64 KiB writes over one raw TLS connection, read by another thread; MB/s, and
-/// the CPU seconds of the busier of the two threads.
-fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<(f64, f64)> {
+/// the CPU seconds of the busier of the two threads. The writer (this thread, until it is
+/// done) runs on `cpus.0`, the reader on `cpus.1`; `all` is what this thread gets back.
+fn raw_tls_mb_per_s(
+    pki: &Pki,
+    bytes: u64,
+    cpus: (&[usize], &[usize]),
+    all: &[usize],
+) -> Result<(f64, f64)> {
     const PIECE: usize = 64 << 10;
     let (mut tx, mut rx) = crate::tls::pair(pki)?;
     let n = bytes.div_ceil(PIECE as u64);
+    let reader_cpus = cpus.1.to_vec();
     let reader = std::thread::spawn(move || -> std::io::Result<f64> {
+        affinity::pin_current_thread_to(&reader_cpus).map_err(std::io::Error::other)?;
         let cpu0 = cpu::thread_cpu_s();
         let mut buf = vec![0u8; PIECE];
         for _ in 0..n {
@@ -333,12 +390,19 @@ fn raw_tls_mb_per_s(pki: &Pki, bytes: u64) -> Result<(f64, f64)> {
         Ok(cpu::thread_cpu_s() - cpu0)
     });
     let msg = vec![7u8; PIECE];
+    let pinned = affinity::pin_current_thread_to(cpus.0);
     let cpu0 = cpu::thread_cpu_s();
     let t = Instant::now();
-    for _ in 0..n {
-        tx.send(&msg)?;
-    }
+    let sent = pinned
+        .map_err(std::io::Error::other)
+        .and_then(|()| (0..n).try_for_each(|_| tx.send(&msg)));
     let sender_cpu = cpu::thread_cpu_s() - cpu0;
+    affinity::unpin_current_thread(all);
+    if let Err(e) = sent {
+        drop(tx); // the reader sees the end instead of waiting for ever
+        let _ = reader.join();
+        return Err(e.into());
+    }
     let reader_cpu = reader
         .join()
         .map_err(|_| Error::Peer("raw TLS reader panicked".into()))??;

@@ -85,6 +85,31 @@ pub fn pin_process(pid: u32, cpu: usize) -> Result<(), PinError> {
     })
 }
 
+/// Lets the calling thread (and the threads and processes it starts later) run on the CPUs in
+/// `cpus` only; an error names the first of them.
+pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), PinError> {
+    let _ = process_cpus();
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    sched_setaffinity(None, &set).map_err(|e| PinError {
+        cpu: cpus.first().copied().unwrap_or(0),
+        source: e.into(),
+    })
+}
+
+/// The CPUs this process had at the first call, cut into two halves for two sides that
+/// should not share a core (the first half the larger by one when their number is odd);
+/// `None` with fewer than two.
+pub fn halves() -> Option<(Vec<usize>, Vec<usize>)> {
+    let cpus = process_cpus();
+    (cpus.len() >= 2).then(|| {
+        let (a, b) = cpus.split_at(cpus.len().div_ceil(2));
+        (a.to_vec(), b.to_vec())
+    })
+}
+
 /// Lets the calling thread run on every CPU in `cpus` again (after [`pin_current_thread`]).
 pub fn unpin_current_thread(cpus: &[usize]) -> bool {
     let mut set = CpuSet::new();
@@ -114,6 +139,29 @@ mod tests {
         if before >= 2 {
             assert_eq!(cpu_pair(), Some((host, engine)));
             assert_ne!(host, engine);
+        }
+    }
+
+    /// The halves share no CPU and cover the process's CPUs; a thread pinned to one runs
+    /// there only.
+    #[test]
+    fn halves_split_the_cpus_and_a_thread_can_be_held_to_one() {
+        let all = process_cpus().to_vec();
+        match halves() {
+            None => assert!(all.len() < 2),
+            Some((a, b)) => {
+                assert!(!a.is_empty() && !b.is_empty());
+                assert!(a.iter().all(|c| !b.contains(c)));
+                let mut both = [a.clone(), b.clone()].concat();
+                both.sort_unstable();
+                assert_eq!(both, all);
+                std::thread::spawn(move || {
+                    pin_current_thread_to(&b).unwrap();
+                    assert_eq!(allowed_cpus(), b);
+                })
+                .join()
+                .unwrap();
+            }
         }
     }
 

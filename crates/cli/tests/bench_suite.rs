@@ -243,6 +243,21 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         "busiest thread {name:?}: {v}"
     );
     assert_eq!(v["bytes"], 4 << 20);
+    // Each end on CPUs of its own where there are two or more, all of them shared otherwise.
+    let cpus = |k: &str| -> Vec<u64> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k} missing: {v}"))
+            .iter()
+            .map(|c| c.as_u64().unwrap_or_else(|| panic!("{k}: {v}")))
+            .collect()
+    };
+    let (a, b) = (cpus("cpus_a"), cpus("cpus_b"));
+    assert!(!a.is_empty() && !b.is_empty(), "{v}");
+    match v["placement"].as_str() {
+        Some("split") => assert!(a.iter().all(|c| !b.contains(c)), "{v}"),
+        Some("shared") => assert!(a == b && a.len() == 1, "shared with {a:?}: {v}"),
+        other => panic!("placement {other:?}: {v}"),
+    }
 }
 
 #[test]
