@@ -264,3 +264,67 @@ fn plain_bytes_are_not_a_handshake() {
     s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     assert!(srv.join().unwrap().is_err());
 }
+
+/// Ciphertext that arrives a few bytes at a time (a relay between the two ends passes it on
+/// in pieces of 1 to 7 bytes, so record headers arrive cut at every point), from the
+/// handshake on: every byte arrives once, in order, and the end of the input is seen.
+#[test]
+fn records_cut_anywhere_on_the_wire_arrive_whole() {
+    let (_d, dir) = pki();
+    let server = TlsServer::load(&dir, ClientAuth::Required).unwrap();
+    let client = TlsClient::load(&dir).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (port, relay_port) = (
+        l.local_addr().unwrap().port(),
+        relay.local_addr().unwrap().port(),
+    );
+    // client -> relay -> server, in pieces; server -> client as it comes.
+    std::thread::spawn(move || {
+        let (mut from_client, _) = relay.accept().unwrap();
+        let mut to_server = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        to_server.set_nodelay(true).unwrap();
+        let (mut back_from, mut back_to) = (
+            to_server.try_clone().unwrap(),
+            from_client.try_clone().unwrap(),
+        );
+        std::thread::spawn(move || std::io::copy(&mut back_from, &mut back_to));
+        let (mut buf, mut k) = ([0u8; 4096], 0usize);
+        loop {
+            let n = match from_client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut at = 0;
+            while at < n {
+                k += 1;
+                let piece = (k % 7 + 1).min(n - at);
+                if to_server.write_all(&buf[at..at + piece]).is_err() {
+                    return;
+                }
+                at += piece;
+            }
+        }
+        let _ = to_server.shutdown(std::net::Shutdown::Write);
+    });
+    let conn = server.connection().unwrap();
+    let srv = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let (mut r, _w) = handshake(s.into(), conn, T).unwrap();
+        r.set_timeout(Some(T));
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        got
+    });
+    let s = TcpStream::connect(("127.0.0.1", relay_port)).unwrap();
+    let (_r, mut w) = handshake(s.into(), client.connection("127.0.0.1").unwrap(), T).unwrap();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + i / 997) as u8).collect();
+    for part in data.chunks(20_011) {
+        w.write_all(part).unwrap();
+    }
+    w.flush().unwrap();
+    w.shutdown();
+    let got = srv.join().unwrap();
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "arrived whole and in order");
+}
