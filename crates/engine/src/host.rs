@@ -389,13 +389,15 @@ impl Drop for HostIn {
 impl HostIn {
     /// Keeps a message buffer for the host to fill again, unless it holds more than a
     /// quarter over a pool buffer's storage (one that once held a large message would keep
-    /// that memory for as long as it circulates) or enough are kept.
+    /// that memory for as long as it circulates), has less room than that storage (a
+    /// message received into it could never enter the pool without a copy, and it would
+    /// circulate as long), or enough are kept.
     fn give_spare(&self, cx: &mut Context<'_>, m: Vec<u8>) {
         let Some(cfg) = cx.pool(0).map(|p| p.config()) else {
             return;
         };
         let total = cfg.headroom + cfg.size + cfg.tailroom;
-        if m.capacity() <= total + total / 4 {
+        if (total..=total + total / 4).contains(&m.capacity()) {
             self.spare.push(m);
         }
     }

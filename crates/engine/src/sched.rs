@@ -81,6 +81,25 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     pub(crate) failure: Mutex<Option<Failure>>,
     batch: usize,
+    /// Rounds an idle worker spins before it sleeps ([`spin_rounds`]).
+    spin: u32,
+}
+
+/// Rounds an idle worker spins looking for work before it sleeps, when another CPU can make
+/// work appear meanwhile: a task woken within those few microseconds costs no sleep and no
+/// wake-up.
+const SPIN_ROUNDS: u32 = 200;
+
+/// How long idle workers spin for a process that may run on `cpus` CPUs: not at all on one,
+/// where whatever would bring work (the other workers, the threads feeding the pipeline)
+/// cannot run while a worker spins, so spinning only delays it (an engine held to one core,
+/// as each of `bench engines`' two is).
+fn spin_rounds(cpus: usize) -> u32 {
+    if cpus > 1 {
+        SPIN_ROUNDS
+    } else {
+        0
+    }
 }
 
 impl Shared {
@@ -99,6 +118,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
             batch: batch.max(1),
+            spin: spin_rounds(std::thread::available_parallelism().map_or(2, |n| n.get())),
         });
         for (id, t) in s.tasks.iter().enumerate() {
             s.runq[t.prio as usize].push(id);
@@ -205,7 +225,7 @@ impl Shared {
                 continue;
             }
             let mut spins = 0;
-            while spins < 200 && !self.has_work() && !self.is_finished() {
+            while spins < self.spin && !self.has_work() && !self.is_finished() {
                 std::hint::spin_loop();
                 spins += 1;
             }
@@ -383,5 +403,17 @@ impl Shared {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_spin_only_where_another_cpu_can_bring_work() {
+        assert_eq!(spin_rounds(1), 0);
+        assert_eq!(spin_rounds(2), SPIN_ROUNDS);
+        assert_eq!(spin_rounds(64), SPIN_ROUNDS);
     }
 }

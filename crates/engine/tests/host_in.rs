@@ -199,3 +199,40 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
     assert!(matches!(out.recv_timeout(T), Ok(None)));
     run.wait().unwrap();
 }
+
+/// A message in a buffer with less room than a pool buffer's storage is copied, and that
+/// buffer is not kept as a spare: the spares handed out afterwards all have room for a pool
+/// buffer, so a message received into any of them can enter the pool without a copy (a
+/// buffer too small for that would circulate, and be copied, for as long as the stream ran).
+#[test]
+fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
+    let text = format!("host-in name=in whole=true >a:p(2,{SIZE})\nhost-out name=out <a\n");
+    let mut run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg())
+        .unwrap();
+    let mut input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    let front = input.front();
+    let data = vec![5u8; SIZE];
+    for _ in 0..4 {
+        // Room for the message, not for the pool's tailroom.
+        let (v, at) = laid_out(front, true, &data, front + 1 + SIZE);
+        assert!(v.capacity() < STORAGE);
+        input.send_quiet_at(v, front).unwrap();
+        input.wake();
+        let b = out.recv_timeout(T).unwrap().unwrap();
+        assert_eq!(&b[..], &data[..]);
+        assert_ne!(b.as_ptr() as usize, at, "copied");
+    }
+    for _ in 0..8 {
+        let c = input.spare().capacity();
+        assert!(
+            (STORAGE..=STORAGE + STORAGE / 4).contains(&c),
+            "a spare of {c}"
+        );
+    }
+    input.close();
+    assert!(matches!(out.recv_timeout(T), Ok(None)));
+    run.wait().unwrap();
+}

@@ -72,6 +72,11 @@ pub(crate) struct Store {
     /// Zero bytes in front of each message reassembled from now on: the offset the receiver
     /// asked for last.
     front: usize,
+    /// Capacity of the buffer the receiver offered last in exchange ([`Store::pop_into`]):
+    /// what a buffer for the next message of several packets holds at least, so that the
+    /// buffers handed out are alike (an engine's `host-in` takes into its pool, without
+    /// copying, only buffers with room for a whole pool buffer).
+    given: usize,
 }
 
 /// The most a buffer for a message of several packets reserves ahead (see `Store::fresh`).
@@ -140,7 +145,8 @@ impl Store {
             }
             None => Vec::new(),
         };
-        v.reserve(self.front + self.last_own.min(RESERVE_MAX));
+        let want = self.front + self.last_own.min(RESERVE_MAX);
+        v.reserve(want.max(self.given.min(self.front + RESERVE_MAX)));
         v.resize(self.front, 0);
         v
     }
@@ -230,6 +236,7 @@ impl Store {
     /// from now on are put at this `front`. A loan's entry is returned with `buf` untouched.
     pub(crate) fn pop_into(&mut self, buf: &mut Vec<u8>, front: usize) -> Option<Entry> {
         self.front = front;
+        self.given = buf.capacity();
         let e = self.entries.front().copied()?;
         match e {
             Entry::Own(len) => {
@@ -398,6 +405,28 @@ mod tests {
         push_in_packets(&mut s, &msg, 1024);
         assert_eq!(s.pop_into(&mut third, 0), Some(Entry::Own(3000)));
         assert_eq!(third, msg);
+    }
+
+    /// Buffers for messages of several packets have at least the room of those the receiver
+    /// gives in exchange, so every buffer it gets back is alike (none with only the last
+    /// message's length).
+    #[test]
+    fn buffers_handed_out_have_the_room_of_those_given_in_exchange() {
+        let mut s = Store::new(0); // no spares: every message gets a new buffer
+        let msg = vec![7u8; 3000];
+        for round in 0..3 {
+            push_in_packets(&mut s, &msg, 512);
+            let mut buf = Vec::with_capacity(10_000);
+            assert!(s.pop_into(&mut buf, 16).is_some());
+            assert_eq!(&buf[16..], &msg[..]);
+            if round > 0 {
+                assert!(
+                    buf.capacity() >= 10_000,
+                    "round {round}: {}",
+                    buf.capacity()
+                );
+            }
+        }
     }
 
     #[test]
