@@ -110,13 +110,3 @@ for i, r in enumerate([
     {"op": "nope"},
 ]):
     put("daemon_request", f"r{i}.json", json.dumps(r))
-
-# --- TLS records arriving in cuts (tls_record_feed): arrival size, rustls's room, records
-def tls_record(n, kind=23):
-    return struct.pack(">BBBH", kind, 3, 3, n) + bytes((i * 7) & 0xFF for i in range(n))
-
-
-stream = tls_record(100) + tls_record(16384 + 17) + tls_record(0) + tls_record(5)[:3]
-put("tls_record_feed", "whole", bytes([255, 255]) + stream)
-put("tls_record_feed", "dribble", bytes([3, 7]) + stream)
-put("tls_record_feed", "huge_length", bytes([64, 200]) + struct.pack(">BBBH", 23, 3, 3, 0xFFFF) + b"\xab" * 300)

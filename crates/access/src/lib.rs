@@ -9,8 +9,6 @@
 //! - [`stream`]: one TLS connection over a stream socket split into a reading and a writing
 //!   half that different threads use at once (the link's wire and the NBD transmission
 //!   phase);
-//! - [`records`]: handing received ciphertext to rustls a record at a time, so that its
-//!   buffer keeps its size;
 //! - [`identity`]: which engine a certificate names (`offhost certs --engine NAME`);
 //! - [`peer`]: who may connect to a Unix socket (`SO_PEERCRED` against our uid and an allow
 //!   list).
@@ -23,7 +21,6 @@ pub mod config;
 mod error;
 pub mod identity;
 pub mod peer;
-pub mod records;
 pub mod stream;
 
 pub use certs::CertDir;

@@ -11,10 +11,9 @@
 //! the other way round.
 //!
 //! - **Reading**: ciphertext is received in large chunks (one `recv` of up to
-//!   [`SOCKET_BUFFER`]) into a buffer of ours and handed to rustls from there a record at a
-//!   time, with the first byte of the next ([`RecordFeed`], which keeps rustls's own buffer
-//!   from shrinking and growing again for every record); a record cut by a chunk boundary
-//!   stays in rustls's deframer until the rest arrives. Plaintext is drained before more ciphertext is handed over, so rustls's
+//!   [`SOCKET_BUFFER`]) into a buffer of ours and handed to rustls from there (rustls itself
+//!   reads 4 KiB at a time); a record cut by a chunk boundary stays in rustls's deframer until
+//!   the rest arrives. Plaintext is drained before more ciphertext is handed over, so rustls's
 //!   plaintext buffer never fills. It is drained either by copying it out
 //!   ([`TlsReader::read_nb`]) or where rustls holds it, a record at a time
 //!   ([`TlsReader::read_in_place`], which the link's parser reads from). Anything rustls wants
@@ -56,7 +55,6 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::net::{RecvFlags, SendFlags};
 
 use crate::error::AccessError;
-use crate::records::RecordFeed;
 
 /// Ciphertext received from the socket in one call at most.
 pub const SOCKET_BUFFER: usize = 256 * 1024;
@@ -76,8 +74,6 @@ struct State {
     inbuf: Vec<u8>,
     start: usize,
     end: usize,
-    /// Where records end in that ciphertext, so that rustls is handed a record at a time.
-    feed: RecordFeed,
     /// The socket's input ended.
     eof: bool,
     /// The connection failed for good (a TLS error); every later call reports it.
@@ -177,13 +173,11 @@ impl State {
 
     /// Hands received ciphertext to rustls and processes it; false when there was none left.
     fn process(&mut self, fd: &OwnedFd) -> io::Result<bool> {
-        let input = &self.inbuf[self.start..self.end];
-        let offer = self.feed.offer(input);
-        if offer == 0 {
+        if self.start == self.end {
             return Ok(false);
         }
-        let n = self.conn.read_tls(&mut &input[..offer])?;
-        self.feed.took(input, n);
+        let mut input = &self.inbuf[self.start..self.end];
+        let n = self.conn.read_tls(&mut input)?;
         self.start += n;
         if self.start == self.end {
             self.start = 0;
@@ -205,25 +199,6 @@ impl State {
         Ok(true)
     }
 
-    /// Receives ciphertext from the socket without waiting, after what is held back (the
-    /// start of a record header, see [`RecordFeed`]); the bytes received.
-    fn receive(&mut self, fd: &OwnedFd) -> rustix::io::Result<usize> {
-        if self.start > 0 {
-            self.inbuf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        let (n, _) = rustix::net::recv(fd, &mut self.inbuf[self.end..], RecvFlags::DONTWAIT)?;
-        self.end += n;
-        Ok(n)
-    }
-
-    /// True when ciphertext rustls can take now was received (not the start of a record
-    /// header held back until the rest arrives).
-    fn has_input(&self) -> bool {
-        self.feed.offer(&self.inbuf[self.start..self.end]) > 0
-    }
-
     /// Makes plaintext ready without waiting, if it can: hands the ciphertext received to
     /// rustls, and receives more from the socket once none is left.
     fn pump(&mut self, fd: &OwnedFd) -> io::Result<Ready> {
@@ -242,9 +217,12 @@ impl State {
             if self.eof {
                 return Ok(Ready::End);
             }
-            match self.receive(fd) {
-                Ok(0) => self.eof = true,
-                Ok(_) => {}
+            match rustix::net::recv(fd, &mut self.inbuf[..], RecvFlags::DONTWAIT) {
+                Ok((0, _)) => self.eof = true,
+                Ok((n, _)) => {
+                    self.start = 0;
+                    self.end = n;
+                }
                 Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => return Ok(Ready::Nothing),
                 Err(e) => return Err(e.into()),
@@ -357,7 +335,6 @@ pub fn handshake(
         inbuf: vec![0; SOCKET_BUFFER],
         start: 0,
         end: 0,
-        feed: RecordFeed::new(),
         eof: false,
         failed: None,
     };
@@ -390,9 +367,12 @@ pub fn handshake(
                 "the peer closed the connection during the handshake",
             )));
         }
-        match st.receive(&fd) {
-            Ok(0) => st.eof = true,
-            Ok(_) => {}
+        match rustix::net::recv(&fd, &mut st.inbuf[..], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => st.eof = true,
+            Ok((n, _)) => {
+                st.start = 0;
+                st.end = n;
+            }
             Err(rustix::io::Errno::AGAIN) => {
                 poll(&fd, PollFlags::IN, Some(left()?)).map_err(fail)?;
             }
@@ -472,7 +452,7 @@ impl TlsReader {
         let sh = &*self.shared;
         let pending = {
             let st = sh.lock();
-            if st.has_input() || st.eof || st.failed.is_some() {
+            if st.start < st.end || st.eof || st.failed.is_some() {
                 return Ok(true);
             }
             st.conn.wants_write()

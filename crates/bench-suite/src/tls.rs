@@ -8,8 +8,7 @@
 //! is rustls used the way one thread uses it best: plaintext written through
 //! `Connection::writer` two records at a time and their records sent at once (as the split
 //! stream does, [`WRITE_PIECE`]), ciphertext received up to [`RECV_CHUNK`] bytes per
-//! `read(2)` and handed to rustls from memory a record at a time (as the split stream hands
-//! them, `offhost_access::records`). Its `vs_raw` therefore
+//! `read(2)` and handed to rustls from memory. Its `vs_raw` therefore
 //! says what the channel (and the halves shared by two threads) costs over TLS, and its
 //! `throughput_vs_tcp` what TLS itself costs over `tcp-raw`.
 
@@ -17,7 +16,6 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 
-use offhost_access::records::RecordFeed;
 use offhost_access::stream::WRITE_PIECE;
 use offhost_access::{CertDir, ClientAuth, TlsClient, TlsServer};
 use offhost_bench::plain::{self, PeerRun};
@@ -76,9 +74,6 @@ pub struct RawTls {
     inbuf: Vec<u8>,
     start: usize,
     end: usize,
-    /// Where records end in that ciphertext: rustls is handed a record at a time, as the
-    /// link's TLS streams hand it (`offhost_access::records`).
-    feed: RecordFeed,
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -102,7 +97,6 @@ impl RawTls {
             inbuf: vec![0; RECV_CHUNK],
             start: 0,
             end: 0,
-            feed: RecordFeed::new(),
         })
     }
 
@@ -134,25 +128,16 @@ impl RawTls {
     /// Receives ciphertext (when none is left over) and has rustls decrypt it; false when the
     /// socket had none (non-blocking). Call only with rustls's plaintext taken.
     fn pull(&mut self) -> io::Result<bool> {
-        if self.feed.offer(&self.inbuf[self.start..self.end]) == 0 {
-            // Nothing rustls can take yet (at most the start of a record header): more after it.
-            self.inbuf.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
-            match self.sock.read(&mut self.inbuf[self.end..]) {
+        if self.start == self.end {
+            match self.sock.read(&mut self.inbuf) {
                 Ok(0) => return Err(eof()),
-                Ok(n) => self.end += n,
+                Ok(n) => (self.start, self.end) = (0, n),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == ErrorKind::Interrupted => return Ok(true),
                 Err(e) => return Err(e),
             }
         }
-        let input = &self.inbuf[self.start..self.end];
-        let offer = self.feed.offer(input);
-        if offer == 0 {
-            return Ok(true); // the rest of a header: read again
-        }
-        let n = self.conn.read_tls(&mut &input[..offer])?;
-        self.feed.took(input, n);
+        let n = self.conn.read_tls(&mut &self.inbuf[self.start..self.end])?;
         self.start += n;
         self.conn.process_new_packets().map_err(tls_error)?;
         Ok(true)
