@@ -1,7 +1,8 @@
 //! `engines`: what joining engines costs, against the bare sockets they use (issue 21's
 //! performance checks), measured in one run on loopback.
 //!
-//! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(16,64k)` / `null @b <x`,
+//! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(N,64k)` / `null @b <x`, N from
+//!   `--buffers`, 16 unless given;
 //!   two `offhost engine` processes linked by mutual TLS) while it streams. Each of `rounds`
 //!   (taking turns with the raw socket's) runs a short job (an eighth of the bytes) and a
 //!   long one, each timed from submission to the end of both parts; the streaming rate is the
@@ -78,6 +79,10 @@ pub struct Options {
     /// are `shared`.
     #[arg(long, value_enum, default_value_t = Placement::Split)]
     pub placement: Placement,
+    /// Buffers of the queue's free list (`fill @a >x:p(N,64k)`): how far the source may run
+    /// ahead of the link.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub buffers: u32,
     /// One more argument for both engines (repeatable), e.g. --engine-arg=--workers=1.
     #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub engine_args: Vec<String>,
@@ -101,6 +106,8 @@ pub enum Placement {
 pub struct Report {
     /// Bytes per run.
     pub bytes: u64,
+    /// Buffers of the queue's free list.
+    pub buffers: u32,
     /// Where the ends ran: `split` with the CPUs of each (`cpus_a`, `cpus_b`), or `shared`.
     pub placement: Placement,
     /// The CPUs of engine `a` and the raw socket's writer (all of them when shared).
@@ -262,7 +269,10 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     for round in 1..=o.rounds.max(1) {
         bar.set_message(format!("queue between engines, round {round}"));
         let run_job = |bytes: u64, sample: bool| -> Result<QueueRun> {
-            let text = format!("fill bytes={bytes} @a >x:p(16,64k)\nnull @b <x\n");
+            let text = format!(
+                "fill bytes={bytes} @a >x:p({},64k)\nnull @b <x\n",
+                o.buffers
+            );
             let job = PlacedJob {
                 engines: &list,
                 options: &options,
@@ -330,6 +340,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.inc(1);
     Ok(Report {
         bytes: o.bytes,
+        buffers: o.buffers,
         placement,
         cpus_a,
         cpus_b,

@@ -183,7 +183,17 @@ fn bad_flags_say_what_is_wrong() {
 #[test]
 fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
     let (ok, out, err) = offhost(&[
-        "bench", "engines", "--bytes", "4M", "--rounds", "1", "--calls", "50", "--json",
+        "bench",
+        "engines",
+        "--bytes",
+        "4M",
+        "--rounds",
+        "1",
+        "--calls",
+        "50",
+        "--buffers",
+        "4",
+        "--json",
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -243,6 +253,7 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         "busiest thread {name:?}: {v}"
     );
     assert_eq!(v["bytes"], 4 << 20);
+    assert_eq!(v["buffers"], 4);
     // Each end on CPUs of its own where there are two or more, all of them shared otherwise.
     let cpus = |k: &str| -> Vec<u64> {
         v[k].as_array()
