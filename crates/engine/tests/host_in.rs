@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use offhost_engine::{EngineConfig, Pipeline, Registry, DEFAULT_HEADROOM, DEFAULT_TAILROOM, LAST};
+use offhost_engine::{
+    EngineConfig, Pipeline, Registry, Running, DEFAULT_HEADROOM, DEFAULT_TAILROOM, LAST,
+};
 
 const T: Duration = Duration::from_secs(20);
 const SIZE: usize = 4096;
@@ -13,6 +15,14 @@ fn cfg() -> EngineConfig {
         pin: false,
         batch: 16,
     }
+}
+
+/// Starts the pipeline `text` with one worker.
+fn start(text: &str) -> Running {
+    Pipeline::parse(text)
+        .unwrap()
+        .start(&Registry::with_builtins(), &cfg())
+        .unwrap()
 }
 
 /// A pool buffer's storage.
@@ -35,10 +45,7 @@ fn laid_out(front: usize, whole: bool, data: &[u8], capacity: usize) -> (Vec<u8>
 fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
     for whole in [false, true] {
         let text = format!("host-in name=in whole={whole} >a:p(2,{SIZE})\nhost-out name=out <a\n");
-        let mut run = Pipeline::parse(&text)
-            .unwrap()
-            .start(&Registry::with_builtins(), &cfg())
-            .unwrap();
+        let mut run = start(&text);
         let mut input = run.host_input("in").unwrap();
         let out = run.host_output("out").unwrap();
         let front = input.front();
@@ -89,10 +96,7 @@ fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
 #[test]
 fn a_message_said_to_start_past_its_buffer_fails_the_task_with_a_reason() {
     let text = format!("host-in name=in >a:p(2,{SIZE})\nnull <a\n");
-    let mut run = Pipeline::parse(&text)
-        .unwrap()
-        .start(&Registry::with_builtins(), &cfg())
-        .unwrap();
+    let mut run = start(&text);
     let input = run.host_input("in").unwrap();
     input.send_quiet_at(vec![1; 10], 20).unwrap();
     input.wake();
@@ -119,10 +123,7 @@ fn bad_parts_at_the_front_fail_host_in_saying_what_is_wrong() {
         ),
     ];
     for (part, want) in cases {
-        let mut run = Pipeline::parse(&text)
-            .unwrap()
-            .start(&Registry::with_builtins(), &cfg())
-            .unwrap();
+        let mut run = start(&text);
         let mut input = run.host_input("in").unwrap();
         let front = input.front();
         let mut v = Vec::with_capacity(STORAGE);
@@ -151,10 +152,7 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
     const MSG: usize = 1 << 20;
     const COUNT: usize = 24;
     let text = format!("host-in name=in >a:p(2,{SIZE})\nhost-out name=out <a\n");
-    let mut run = Pipeline::parse(&text)
-        .unwrap()
-        .start(&Registry::with_builtins(), &cfg())
-        .unwrap();
+    let mut run = start(&text);
     let input = run.host_input("in").unwrap();
     let out = run.host_output("out").unwrap();
     assert_eq!(input.max_queued(), 64 * (64 << 10));
@@ -207,10 +205,7 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
 #[test]
 fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
     let text = format!("host-in name=in whole=true >a:p(2,{SIZE})\nhost-out name=out <a\n");
-    let mut run = Pipeline::parse(&text)
-        .unwrap()
-        .start(&Registry::with_builtins(), &cfg())
-        .unwrap();
+    let mut run = start(&text);
     let mut input = run.host_input("in").unwrap();
     let out = run.host_output("out").unwrap();
     let front = input.front();
