@@ -1,9 +1,9 @@
 //! `engines`: what joining engines costs, against the bare sockets they use (issue 21's
 //! performance checks), measured in one run on loopback.
 //!
-//! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(N,64k)` / `null @b <x`, N from
-//!   `--buffers`, 16 unless given;
-//!   two `offhost engine` processes linked by mutual TLS) while it streams. Each of `rounds`
+//! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(N,64k)` / `null @b <x`,
+//!   N from `--buffers`, 16 unless given; two `offhost engine` processes linked by mutual
+//!   TLS) while it streams. Each of `rounds`
 //!   (taking turns with the raw socket's) runs a short job (an eighth of the bytes) and a
 //!   long one, each timed from submission to the end of both parts; the streaming rate is the
 //!   long job's extra bytes over its best time less the short job's best, so that submitting
@@ -15,11 +15,12 @@
 //!   (`tls-raw`: the same certificates and cipher suite, a reader thread), the best of `rounds`.
 //! - `queue_cpu_s_per_gb`, `raw_tls_cpu_s_per_gb`: CPU time (user + system) per GB of each
 //!   over all rounds: for the queue, both engine processes' and this process's (which submits
-//!   the job), the long jobs' less the short jobs'; for the raw socket, this process's (its two threads). From `/proc/PID/stat`, in
-//!   clock ticks of 10 ms per process and run, so a short run (a few MiB) can read as 0 and
-//!   then has no ratio `queue_cpu_vs_raw_tls`. Where both use every core they can (as on a
-//!   2-vCPU machine), the throughput ratio is about the inverse of the CPU ratio; with a core
-//!   for each busy thread the slowest thread sets the pace instead.
+//!   the job), the long jobs' less the short jobs'; for the raw socket, this process's (its
+//!   two threads). From `/proc/PID/stat`, in clock ticks of 10 ms per process and run, so a
+//!   short run (a few MiB) can read as 0 and then has no ratio `queue_cpu_vs_raw_tls`. Where
+//!   both use every core they can (as on a 2-vCPU machine), the throughput ratio is about the
+//!   inverse of the CPU ratio; with a core for each busy thread the slowest thread sets the
+//!   pace instead.
 //! - `queue_busiest_thread_cpu_s_per_gb`, `raw_tls_busiest_thread_cpu_s_per_gb`: the CPU time
 //!   per GB of the busiest single thread: of the engines' threads (read every 20 ms from
 //!   `/proc/PID/task/TID/schedstat` while each round runs, see `offhost_bench::threads`; the

@@ -59,11 +59,17 @@ pub fn host_engine_cores() -> (usize, usize) {
 
 /// Pins the calling thread (and the threads it starts later) to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
-    let _ = process_cpus(); // remember the process's CPUs before narrowing this thread's
+    pin_current_thread_to(&[cpu])
+}
+
+/// Sets the CPUs the calling thread may run on; an error names the first of them.
+fn set_thread_cpus(cpus: &[usize]) -> Result<(), PinError> {
     let mut set = CpuSet::new();
-    set.set(cpu);
+    for &c in cpus {
+        set.set(c);
+    }
     sched_setaffinity(None, &set).map_err(|e| PinError {
-        cpu,
+        cpu: cpus.first().copied().unwrap_or(0),
         source: e.into(),
     })
 }
@@ -88,15 +94,8 @@ pub fn pin_process(pid: u32, cpu: usize) -> Result<(), PinError> {
 /// Lets the calling thread (and the threads and processes it starts later) run on the CPUs in
 /// `cpus` only; an error names the first of them.
 pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), PinError> {
-    let _ = process_cpus();
-    let mut set = CpuSet::new();
-    for &c in cpus {
-        set.set(c);
-    }
-    sched_setaffinity(None, &set).map_err(|e| PinError {
-        cpu: cpus.first().copied().unwrap_or(0),
-        source: e.into(),
-    })
+    let _ = process_cpus(); // remember the process's CPUs before narrowing this thread's
+    set_thread_cpus(cpus)
 }
 
 /// The CPUs this process had at the first call, cut into two halves for two sides that
@@ -112,11 +111,7 @@ pub fn halves() -> Option<(Vec<usize>, Vec<usize>)> {
 
 /// Lets the calling thread run on every CPU in `cpus` again (after [`pin_current_thread`]).
 pub fn unpin_current_thread(cpus: &[usize]) -> bool {
-    let mut set = CpuSet::new();
-    for &c in cpus {
-        set.set(c);
-    }
-    !cpus.is_empty() && sched_setaffinity(None, &set).is_ok()
+    !cpus.is_empty() && set_thread_cpus(cpus).is_ok()
 }
 
 #[cfg(test)]

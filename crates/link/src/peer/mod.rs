@@ -345,13 +345,20 @@ pub struct PeerStats {
 /// streams, never another peer's while it holds more than that peer, and never a live one's.
 #[derive(Default)]
 pub(crate) struct Seen {
-    next: HashMap<(String, SeenKey), Arc<Mutex<u64>>>,
-    /// Each peer's entries, oldest first.
-    order: HashMap<String, VecDeque<SeenKey>>,
+    /// Each peer's streams.
+    peers: HashMap<String, PeerSeen>,
     /// (entries, peer) for each peer: which holds the most, in O(log peers).
     by_count: std::collections::BTreeSet<(usize, String)>,
     /// Entries in all.
     len: usize,
+}
+
+/// One peer's entries in [`Seen`].
+#[derive(Default)]
+struct PeerSeen {
+    next: HashMap<SeenKey, Arc<Mutex<u64>>>,
+    /// Oldest first.
+    order: VecDeque<SeenKey>,
 }
 
 /// A stream as its sender names it: (sender instance, lane, stream).
@@ -362,17 +369,17 @@ const SEEN_MAX: usize = 1 << 16;
 impl Seen {
     /// The entry of `peer`'s stream `key`, made (at `first`) if there is none.
     pub(crate) fn entry(&mut self, peer: &str, key: SeenKey, first: u64) -> Arc<Mutex<u64>> {
-        let full = (peer.to_owned(), key);
-        if let Some(e) = self.next.get(&full) {
+        if let Some(e) = self.peers.get(peer).and_then(|p| p.next.get(&key)) {
             return e.clone();
         }
         let e = Arc::new(Mutex::new(first));
-        self.next.insert(full, e.clone());
-        let order = self.order.entry(peer.to_owned()).or_default();
-        order.push_back(key);
-        let n = order.len();
-        self.by_count.remove(&(n - 1, peer.to_owned()));
-        self.by_count.insert((n, peer.to_owned()));
+        let p = self.peers.entry(peer.to_owned()).or_default();
+        p.next.insert(key, e.clone());
+        p.order.push_back(key);
+        let mut count = (p.order.len() - 1, peer.to_owned());
+        self.by_count.remove(&count);
+        count.0 += 1;
+        self.by_count.insert(count);
         self.len += 1;
         while self.len > SEEN_MAX && self.evict_one() {}
         e
@@ -385,39 +392,49 @@ impl Seen {
         // Peers in order of entries held, most first; a peer whose entries readers hold all
         // (a few, as readers are few) is passed over.
         for skip in 0.. {
-            let Some((_, peer)) = self.by_count.iter().rev().nth(skip).cloned() else {
+            let Some(mut count) = self.by_count.iter().rev().nth(skip).cloned() else {
                 break;
             };
-            let Some(order) = self.order.get_mut(&peer) else {
+            let Some(p) = self.peers.get_mut(&count.1) else {
                 continue;
             };
             // Held entries move to the back; each is looked at once.
-            for _ in 0..order.len() {
-                let Some(old) = order.pop_front() else {
+            for _ in 0..p.order.len() {
+                let Some(old) = p.order.pop_front() else {
                     break;
                 };
-                let full = (peer.clone(), old);
-                if self
-                    .next
-                    .get(&full)
-                    .is_some_and(|e| Arc::strong_count(e) > 1)
-                {
-                    order.push_back(old);
+                if p.next.get(&old).is_some_and(|e| Arc::strong_count(e) > 1) {
+                    p.order.push_back(old);
                     continue;
                 }
-                self.next.remove(&full);
+                p.next.remove(&old);
                 self.len -= 1;
-                let n = order.len();
-                self.by_count.remove(&(n + 1, peer.clone()));
-                if n == 0 {
-                    self.order.remove(&peer);
+                let left = p.order.len();
+                self.by_count.remove(&count);
+                if left == 0 {
+                    self.peers.remove(&count.1);
                 } else {
-                    self.by_count.insert((n, peer));
+                    count.0 = left;
+                    self.by_count.insert(count);
                 }
                 return true;
             }
         }
         false
+    }
+
+    /// Entries of every peer, counted one by one.
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.peers.values().map(|p| p.next.len()).sum()
+    }
+
+    /// Whether `peer`'s stream `key` has an entry.
+    #[cfg(test)]
+    fn contains(&self, peer: &str, key: SeenKey) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|p| p.next.contains_key(&key))
     }
 }
 
@@ -709,17 +726,13 @@ mod tests {
             drop(seen.entry("b", (2, Lane::Bulk, s), 0));
         }
         assert_eq!(seen.len, SEEN_MAX);
-        assert_eq!(seen.next.len(), SEEN_MAX);
+        assert_eq!(seen.entries(), SEEN_MAX);
         let again = seen.entry("a", (1, Lane::Bulk, 0), 5);
         assert!(Arc::ptr_eq(&again, &live), "the live entry was evicted");
         assert_eq!(*again.lock().unwrap(), 42);
         // The churning peer's oldest entries went.
-        assert!(!seen
-            .next
-            .contains_key(&("b".to_owned(), (2, Lane::Bulk, 0))));
-        assert!(seen
-            .next
-            .contains_key(&("b".to_owned(), (2, Lane::Bulk, SEEN_MAX as u64 + 99))));
+        assert!(!seen.contains("b", (2, Lane::Bulk, 0)));
+        assert!(seen.contains("b", (2, Lane::Bulk, SEEN_MAX as u64 + 99)));
     }
 
     #[test]
@@ -738,7 +751,7 @@ mod tests {
             let e = seen.entry("a", (1, Lane::Bulk, s), 0);
             assert_eq!(*e.lock().unwrap(), s + 7, "a's stream {s} was evicted");
         }
-        assert_eq!(seen.order["b"].len(), SEEN_MAX - 100);
+        assert_eq!(seen.peers["b"].order.len(), SEEN_MAX - 100);
     }
 
     #[test]
