@@ -252,6 +252,44 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         name.starts_with("a:") || name.starts_with("b:"),
         "busiest thread {name:?}: {v}"
     );
+    // Each engine against the raw socket's thread on its side, its busiest thread named.
+    let sides = v["sides"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(sides.len(), 2, "{v}");
+    for (side, (engine, role)) in sides.iter().zip([("a", "sending"), ("b", "receiving")]) {
+        assert_eq!(side["engine"], engine, "{v}");
+        assert_eq!(side["role"], role, "{v}");
+        for k in ["raw_tls_cpu_s_per_gb", "busiest_cpu_s_per_gb"] {
+            let x = side[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{k} missing: {v}"));
+            assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
+        }
+        let (busiest, raw) = (
+            side["busiest_cpu_s_per_gb"].as_f64(),
+            side["raw_tls_cpu_s_per_gb"].as_f64(),
+        );
+        let r = side["busiest_vs_raw_tls"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{v}"));
+        assert!(
+            (r - busiest.unwrap() / raw.unwrap()).abs() < 1e-9 * r.max(1.0),
+            "{v}"
+        );
+        // The engine's threads beyond the short job: 0 is possible in a 4 MiB run whose
+        // setting up outweighs its streaming, and then there is no ratio.
+        let cpu = side["cpu_s_per_gb"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{v}"));
+        assert!(cpu >= 0.0 && cpu.is_finite(), "{v}");
+        assert_eq!(side["vs_raw_tls"].is_null(), cpu == 0.0, "{v}");
+        assert!(
+            !side["busiest_thread"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{v}"
+        );
+    }
     assert_eq!(v["bytes"], 4 << 20);
     assert_eq!(v["buffers"], 4);
     // Each end on CPUs of its own where there are two or more, all of them shared otherwise.

@@ -28,6 +28,11 @@
 //!   clocks). Their ratio `queue_busiest_vs_raw_tls` is what sets the throughput ratio on a
 //!   machine with a core for every busy thread; `queue_busiest_thread` names that thread
 //!   (`ENGINE:NAME`, in the last round).
+//! - `sides`: each engine against the raw socket's thread that ran on its CPUs (engine `a`
+//!   and the writer send, engine `b` and the reader receive; see [`Side`]): all the engine's
+//!   threads, the long jobs' less the short jobs', and its busiest thread. With the `split`
+//!   placement the first is each side's CPU load against the raw socket's on the same CPUs,
+//!   the second what would set the side's pace with a core for every busy thread.
 //! - `placement`: where the ends of both throughput measurements run. `split` (the default,
 //!   with two CPUs or more) starts engine `a` on the first half of this process's CPUs and
 //!   engine `b` on the other half (every thread of each engine stays there), and runs the raw
@@ -60,6 +65,10 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::process::PeerProcess;
 use crate::tls::Pki;
+
+mod sides;
+
+pub use sides::Side;
 
 /// What to measure.
 #[derive(Debug, Clone, clap::Args)]
@@ -148,6 +157,9 @@ pub struct Report {
     /// core for every busy thread); `None` when the raw socket's thread ran for no measurable
     /// time.
     pub queue_busiest_vs_raw_tls: Option<f64>,
+    /// Engine `a` (sending) against the raw writer, and engine `b` (receiving) against the
+    /// raw reader.
+    pub sides: [Side; 2],
     /// A null call on a channel over TLS, median, microseconds.
     pub call_us: f64,
     /// A 1-byte round trip on plain TCP, median, microseconds.
@@ -183,6 +195,7 @@ impl Report {
              whole job through the queue: {:.0} MB/s (setting up and ending a job: {})\n\
              CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
              busiest thread's CPU per GB: queue {:.3} s ({}); raw TLS socket {:.3} s; ratio {}\n\
+             {}{}\
              null call over a TLS channel: {:.1} us; TCP round trip {:.1} us; ratio {:.2}\n",
             self.queue_job_mb_per_s,
             self.queue_job_setup_ms
@@ -196,6 +209,8 @@ impl Report {
             self.raw_tls_busiest_thread_cpu_s_per_gb,
             self.queue_busiest_vs_raw_tls
                 .map_or("not measurable".to_owned(), |r| format!("{r:.2}")),
+            self.sides[0].text(),
+            self.sides[1].text(),
             self.call_us,
             self.tcp_rtt_us,
             self.call_vs_tcp
@@ -263,13 +278,15 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     // The busiest thread's CPU seconds, summed over the rounds, and the last round's name.
     let (mut queue_busiest, mut raw_busiest) = (0f64, 0f64);
     let mut busiest_name = String::new();
+    // Engine a and the raw writer, engine b and the raw reader.
+    let mut tallies = [sides::Tally::default(), sides::Tally::default()];
     // The short job's bytes: enough to start streaming, small beside the long one.
     let short = (o.bytes / SHORT_PART).max(64 << 10).min(o.bytes / 2);
     // The shortest time of each job over the rounds (best of rounds, as for the raw socket).
     let (mut short_secs, mut long_secs, mut streamed) = (f64::INFINITY, f64::INFINITY, 0u64);
     for round in 1..=o.rounds.max(1) {
         bar.set_message(format!("queue between engines, round {round}"));
-        let run_job = |bytes: u64, sample: bool| -> Result<QueueRun> {
+        let run_job = |bytes: u64| -> Result<QueueRun> {
             let text = format!(
                 "fill bytes={bytes} @a >x:p({},64k)\nnull @b <x\n",
                 o.buffers
@@ -283,13 +300,11 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
                 ins: &[],
             };
             let cpu0 = cpu_now(true)?;
-            let sampler = sample
-                .then(|| Sampler::start(&pids, SAMPLE_PERIOD))
-                .transpose()?;
+            let sampler = Sampler::start(&pids, SAMPLE_PERIOD)?;
             let t = Instant::now();
             let done = placed::run(&job, &registry, false, |_, _, _| {});
             let secs = t.elapsed().as_secs_f64();
-            let threads = sampler.map(|s| s.stop()).unwrap_or_default();
+            let threads = sampler.stop();
             let done = done.map_err(|e| Error::Peer(e.to_string()))?;
             if let Some(f) = done.failure {
                 return Err(Error::Peer(f));
@@ -297,8 +312,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
             let cpu = cpu_now(true)? - cpu0;
             Ok(QueueRun { secs, cpu, threads })
         };
-        let s = run_job(short, false)?;
-        let l = run_job(o.bytes, true)?;
+        let s = run_job(short)?;
+        let l = run_job(o.bytes)?;
         if let Some(t) = l.threads.first() {
             queue_busiest += t.cpu_s;
             let engine = pids
@@ -313,9 +328,12 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         streamed += o.bytes - short;
         bar.set_message(format!("raw TLS socket, round {round}"));
         let cpu0 = cpu_now(false)?;
-        let (mb_per_s, busiest) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
+        let (mb_per_s, writer, reader) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
         raw = raw.max(mb_per_s);
-        raw_busiest += busiest;
+        raw_busiest += writer.max(reader);
+        for ((tally, &pid), raw_thread) in tallies.iter_mut().zip(&pids).zip([writer, reader]) {
+            tally.add(pid, &s.threads, &l.threads, raw_thread);
+        }
         raw_cpu += cpu_now(false)? - cpu0;
     }
     // The long job's extra bytes over its extra time: the setting up and tearing down that
@@ -329,6 +347,10 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let gb = (o.bytes as f64 * o.rounds.max(1) as f64 / 1e9).max(f64::MIN_POSITIVE);
     let (queue_cpu, raw_cpu) = (queue_cpu / streamed_gb, raw_cpu / gb);
     let (queue_busiest, raw_busiest) = (queue_busiest / gb, raw_busiest / gb);
+    let sides = [
+        tallies[0].side("a", "sending", streamed_gb, gb),
+        tallies[1].side("b", "receiving", streamed_gb, gb),
+    ];
     drop(
         engines
             .into_iter()
@@ -358,6 +380,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         queue_busiest_thread_cpu_s_per_gb: queue_busiest,
         raw_tls_busiest_thread_cpu_s_per_gb: raw_busiest,
         queue_busiest_vs_raw_tls: (raw_busiest > 0.0).then(|| queue_busiest / raw_busiest),
+        sides,
         call_us: call,
         tcp_rtt_us: rtt,
         call_vs_tcp: call / rtt,
@@ -365,7 +388,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
 }
 
 /// One job through the queue: its wall-clock time, the CPU time of the engines and of this
-/// process, and (if sampled) the engines' threads, busiest first.
+/// process, and the engines' threads, busiest first.
 struct QueueRun {
     secs: f64,
     cpu: f64,
@@ -380,14 +403,14 @@ const SHORT_PART: u64 = 8;
 const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// `bytes` in 64 KiB writes over one raw TLS connection, read by another thread; MB/s, and
-/// the CPU seconds of the busier of the two threads. The writer (this thread, until it is
+/// the CPU seconds of the writer and of the reader. The writer (this thread, until it is
 /// done) runs on `cpus.0`, the reader on `cpus.1`; `all` is what this thread gets back.
 fn raw_tls_mb_per_s(
     pki: &Pki,
     bytes: u64,
     cpus: (&[usize], &[usize]),
     all: &[usize],
-) -> Result<(f64, f64)> {
+) -> Result<(f64, f64, f64)> {
     const PIECE: usize = 64 << 10;
     let (mut tx, mut rx) = crate::tls::pair(pki)?;
     let n = bytes.div_ceil(PIECE as u64);
@@ -419,7 +442,7 @@ fn raw_tls_mb_per_s(
         .join()
         .map_err(|_| Error::Peer("raw TLS reader panicked".into()))??;
     let mb_per_s = (n * PIECE as u64) as f64 / t.elapsed().as_secs_f64() / 1e6;
-    Ok((mb_per_s, sender_cpu.max(reader_cpu)))
+    Ok((mb_per_s, sender_cpu, reader_cpu))
 }
 
 /// Runs `f` `n` times and appends each run's time, microseconds, to `out`, but for the first
