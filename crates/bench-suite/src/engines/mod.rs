@@ -68,7 +68,7 @@ use crate::tls::Pki;
 
 mod sides;
 
-pub use sides::Side;
+pub use sides::{Side, SideRole};
 
 /// What to measure.
 #[derive(Debug, Clone, clap::Args)]
@@ -348,8 +348,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let (queue_cpu, raw_cpu) = (queue_cpu / streamed_gb, raw_cpu / gb);
     let (queue_busiest, raw_busiest) = (queue_busiest / gb, raw_busiest / gb);
     let sides = [
-        tallies[0].side("a", "sending", streamed_gb, gb),
-        tallies[1].side("b", "receiving", streamed_gb, gb),
+        tallies[0].side("a", sides::SideRole::Sending, streamed_gb, gb),
+        tallies[1].side("b", sides::SideRole::Receiving, streamed_gb, gb),
     ];
     drop(
         engines

@@ -5,6 +5,34 @@
 use offhost_bench::threads::ThreadCpu;
 use serde::Serialize;
 
+/// Which end of the queue a [`Side`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SideRole {
+    /// Engine `a`, against the raw writer.
+    Sending,
+    /// Engine `b`, against the raw reader.
+    Receiving,
+}
+
+impl SideRole {
+    /// `sending` or `receiving`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideRole::Sending => "sending",
+            SideRole::Receiving => "receiving",
+        }
+    }
+
+    /// The raw socket's thread on this side: `writer` or `reader`.
+    pub fn raw_thread(self) -> &'static str {
+        match self {
+            SideRole::Sending => "writer",
+            SideRole::Receiving => "reader",
+        }
+    }
+}
+
 /// One end of the queue against the raw socket's thread on its side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Side {
@@ -12,7 +40,7 @@ pub struct Side {
     pub engine: String,
     /// `sending` (engine `a`, against the raw writer) or `receiving` (engine `b`, against the
     /// raw reader).
-    pub role: &'static str,
+    pub role: SideRole,
     /// CPU seconds per GB of all the engine's threads (their own clocks, read while the jobs
     /// run): the long jobs' less the short jobs', over the bytes between them.
     pub cpu_s_per_gb: f64,
@@ -62,7 +90,7 @@ impl Tally {
 
     /// The figures: the engine's CPU over `streamed_gb` (the long jobs' bytes beyond the short
     /// ones'), the raw thread's and the busiest thread's over `gb` (every round's bytes).
-    pub(crate) fn side(&self, engine: &str, role: &'static str, streamed_gb: f64, gb: f64) -> Side {
+    pub(crate) fn side(&self, engine: &str, role: SideRole, streamed_gb: f64, gb: f64) -> Side {
         let cpu = self.cpu / streamed_gb;
         let raw = self.raw / gb;
         let busiest = self.busiest / gb;
@@ -83,16 +111,13 @@ impl Side {
     /// The side as one line of text.
     pub fn text(&self) -> String {
         let r = |x: Option<f64>| x.map_or("not measurable".to_owned(), |r| format!("{r:.2}"));
-        let raw = match self.role {
-            "sending" => "writer",
-            _ => "reader",
-        };
         format!(
-            "{} side (engine {}): CPU per GB {:.3} s; raw TLS {raw} {:.3} s; ratio {}; \
+            "{} side (engine {}): CPU per GB {:.3} s; raw TLS {} {:.3} s; ratio {}; \
              busiest thread ({}) {:.3} s, ratio {}\n",
-            self.role,
+            self.role.as_str(),
             self.engine,
             self.cpu_s_per_gb,
+            self.role.raw_thread(),
             self.raw_tls_cpu_s_per_gb,
             r(self.vs_raw_tls),
             self.busiest_thread,
@@ -132,7 +157,7 @@ mod tests {
             ];
             tally.add(10, &short, &long, 0.9);
         }
-        let s = tally.side("a", "sending", 2.0, 4.0);
+        let s = tally.side("a", SideRole::Sending, 2.0, 4.0);
         // (1.25 - 0.15) * 2 rounds over 2 GB streamed; the raw thread 1.8 s over 4 GB.
         assert!((s.cpu_s_per_gb - 1.1).abs() < 1e-9, "{s:?}");
         assert!((s.raw_tls_cpu_s_per_gb - 0.45).abs() < 1e-9, "{s:?}");
@@ -153,7 +178,7 @@ mod tests {
     fn an_unmeasured_raw_thread_gives_no_ratio() {
         let mut tally = Tally::default();
         tally.add(10, &[], &[t(10, 1, "link", 1.0)], 0.0);
-        let s = tally.side("b", "receiving", 1.0, 1.0);
+        let s = tally.side("b", SideRole::Receiving, 1.0, 1.0);
         assert_eq!((s.vs_raw_tls, s.busiest_vs_raw_tls), (None, None));
         assert!(s
             .text()
