@@ -41,12 +41,30 @@ pub(crate) struct Storage {
     /// End of the ordinary data area (headroom + buffer size); the tailroom lies beyond.
     pub(crate) data_end: usize,
     pub(crate) pool: Option<Arc<PoolShared>>,
+    /// What the bytes are known to hold, as `fill` left them; it goes back to the pool
+    /// with them, and every write through a [`BufMut`] clears it.
+    pub(crate) filled: Option<Filled>,
+}
+
+/// Bytes `start..end` of a storage all hold `value`: what `fill` wrote there, and no one has
+/// written since. A buffer keeps this through its pool's free list, so `fill` given the same
+/// storage again need not write the same bytes again (as a raw socket's writer sends the same
+/// buffer again without writing it): writing them was a twentieth of the CPU that sending
+/// 64 KiB buffers over TLS takes (docs/notes/engines.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filled {
+    /// The byte value.
+    pub(crate) value: u8,
+    /// Where the bytes holding it start, in the storage.
+    pub(crate) start: usize,
+    /// Where they end.
+    pub(crate) end: usize,
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.release(std::mem::take(&mut self.bytes));
+            pool.release(std::mem::take(&mut self.bytes), self.filled);
         }
     }
 }
@@ -71,6 +89,7 @@ impl Buffer {
                 bytes: data,
                 data_end: len,
                 pool: None,
+                filled: None,
             }),
             off: 0,
             len,
@@ -190,12 +209,34 @@ impl BufMut {
         }
     }
 
+    /// The storage's bytes to write: every write goes through here, which forgets what
+    /// they were known to hold.
     fn bytes_mut(&mut self) -> &mut Vec<u8> {
         // A BufMut is the only reference to its storage by construction (fresh from the pool,
         // or `try_into_mut` checked the counts), so this cannot fail.
-        &mut Arc::get_mut(&mut self.st)
-            .expect("a BufMut is the only reference to its storage")
-            .bytes
+        let st = Arc::get_mut(&mut self.st).expect("a BufMut is the only reference to its storage");
+        st.filled = None;
+        &mut st.bytes
+    }
+
+    /// Fills the next `n` bytes behind the data with `value` and commits them, unless the
+    /// storage is known to hold `value` there already (it holds what `fill` wrote, and no one
+    /// has written since). `n` is clamped to the data area.
+    pub(crate) fn fill_with(&mut self, value: u8, n: usize) {
+        let start = self.off + self.len;
+        let n = n.min(self.remaining());
+        let end = start + n;
+        let known = self
+            .st
+            .filled
+            .is_some_and(|f| f.value == value && f.start <= start && end <= f.end);
+        if !known {
+            self.bytes_mut()[start..end].fill(value);
+            let st =
+                Arc::get_mut(&mut self.st).expect("a BufMut is the only reference to its storage");
+            st.filled = Some(Filled { value, start, end });
+        }
+        self.len += n;
     }
 
     /// Length of the data in bytes.
@@ -332,5 +373,100 @@ impl fmt::Debug for BufMut {
             .field("len", &self.len)
             .field("remaining", &self.remaining())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolConfig};
+
+    fn one_buffer_pool() -> Pool {
+        Pool::new(PoolConfig::new("p", 1, 64))
+    }
+
+    /// Fills the pool's buffer with `value` the way `fill` does and gives it back.
+    fn fill(pool: &Pool, value: u8, n: usize) -> Vec<u8> {
+        let mut b = pool.alloc().expect("the pool's one buffer is free");
+        b.fill_with(value, n);
+        let b = b.freeze();
+        b.to_vec()
+    }
+
+    #[test]
+    fn a_filled_storage_keeps_what_it_holds_through_the_pool() {
+        let pool = one_buffer_pool();
+        assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+        let b = pool.alloc().unwrap();
+        let start = pool.config().headroom;
+        assert_eq!(
+            b.st.filled,
+            Some(Filled {
+                value: 7,
+                start,
+                end: start + 64
+            }),
+            "the storage comes back known to hold what fill wrote"
+        );
+        drop(b);
+        assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+        // A shorter fill is covered; a fill of another value is not.
+        assert_eq!(fill(&pool, 7, 10), vec![7; 10]);
+        assert_eq!(fill(&pool, 8, 64), vec![8; 64]);
+    }
+
+    #[test]
+    fn any_other_write_makes_fill_write_again() {
+        let pool = one_buffer_pool();
+        // Each way of writing a pooled buffer, after which fill must not trust the storage.
+        type Write = fn(&mut BufMut);
+        let writes: Vec<(&str, Write)> = vec![
+            ("unfilled", |b| {
+                b.unfilled()[..64].fill(9);
+                b.commit(64);
+            }),
+            ("extend_from_slice", |b| {
+                b.extend_from_slice(&[9; 64]).unwrap()
+            }),
+            ("as_mut_slice", |b| {
+                b.commit(64);
+                b.as_mut_slice().fill(9);
+            }),
+            ("exchange_storage", |b| {
+                let len = b.st.bytes.len();
+                let old = b.exchange_storage(vec![9; len], 64).unwrap();
+                assert_eq!(old.len(), len);
+            }),
+        ];
+        for (how, write) in writes {
+            assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+            let mut b = pool.alloc().unwrap();
+            write(&mut b);
+            assert_eq!(b.as_slice(), &[9; 64][..], "{how} wrote");
+            drop(b);
+            assert_eq!(fill(&pool, 7, 64), vec![7; 64], "fill after {how}");
+        }
+    }
+
+    #[test]
+    fn a_buffer_written_again_after_try_into_mut_is_filled_again() {
+        let pool = one_buffer_pool();
+        assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+        let mut b = pool.alloc().unwrap();
+        b.fill_with(7, 64);
+        let mut again = b.freeze().try_into_mut().expect("the only reference");
+        again.as_mut_slice()[3] = 1;
+        drop(again);
+        assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+    }
+
+    #[test]
+    fn a_longer_fill_writes_the_bytes_beyond_the_known_ones() {
+        let pool = one_buffer_pool();
+        let mut b = pool.alloc().unwrap();
+        b.unfilled().fill(9);
+        drop(b);
+        assert_eq!(fill(&pool, 7, 16), vec![7; 16]);
+        assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
     }
 }

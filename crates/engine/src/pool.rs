@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::buffer::{BufMut, Storage};
+use crate::buffer::{BufMut, Filled, Storage};
 use crate::sched::Waker;
 
 /// Bytes kept free in front of the data of every pooled buffer unless configured otherwise.
@@ -54,17 +54,17 @@ impl PoolConfig {
 /// written again only after all the others had been (16 buffers of 64 KiB are more than a
 /// core's L2 cache), and every copy into one missed the cache; from a stack, a stream keeps
 /// reusing the few buffers in flight (docs/notes/engines.md).
-pub(crate) struct StorageStack {
-    stack: Mutex<Vec<Vec<u8>>>,
+pub(crate) struct StorageStack<T = Vec<u8>> {
+    stack: Mutex<Vec<T>>,
     /// The most kept; more are dropped.
     max: usize,
     /// The stack's length, for readers that do not take the lock.
     len: AtomicUsize,
 }
 
-impl StorageStack {
+impl<T> StorageStack<T> {
     /// An empty stack keeping at most `max`.
-    pub(crate) fn new(max: usize) -> StorageStack {
+    pub(crate) fn new(max: usize) -> StorageStack<T> {
         StorageStack {
             stack: Mutex::new(Vec::with_capacity(max)),
             max,
@@ -72,12 +72,12 @@ impl StorageStack {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
         self.stack.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Puts storage on top, or drops it when `max` are kept already.
-    pub(crate) fn push(&self, bytes: Vec<u8>) {
+    pub(crate) fn push(&self, bytes: T) {
         let mut st = self.lock();
         if st.len() < self.max {
             st.push(bytes);
@@ -86,7 +86,7 @@ impl StorageStack {
     }
 
     /// Takes the storage on top, and how many are left.
-    pub(crate) fn pop(&self) -> Option<(Vec<u8>, usize)> {
+    pub(crate) fn pop(&self) -> Option<(T, usize)> {
         let mut st = self.lock();
         let b = st.pop()?;
         self.len.store(st.len(), Ordering::Relaxed);
@@ -102,8 +102,8 @@ impl StorageStack {
 pub(crate) struct PoolShared {
     pub(crate) name: String,
     /// Holds every buffer of the pool when all are free, and only the pool's own storage
-    /// comes back, so nothing pushed is ever dropped.
-    free: StorageStack,
+    /// comes back, so nothing pushed is ever dropped. Each with what it is known to hold.
+    free: StorageStack<(Vec<u8>, Option<Filled>)>,
     has_waiters: AtomicBool,
     waiters: Mutex<Vec<Waker>>,
     min_free: AtomicUsize,
@@ -150,8 +150,8 @@ pub fn release_together<R>(f: impl FnOnce() -> R) -> R {
 impl PoolShared {
     /// Puts storage back on the free list and wakes the tasks waiting for it (or, inside
     /// [`release_together`], leaves that to its end).
-    pub(crate) fn release(self: Arc<Self>, bytes: Vec<u8>) {
-        self.free.push(bytes);
+    pub(crate) fn release(self: Arc<Self>, bytes: Vec<u8>, filled: Option<Filled>) {
+        self.free.push((bytes, filled));
         let held = HELD.with(|h| match h.borrow_mut().as_mut() {
             Some(pools) => {
                 if !pools.iter().any(|p| Arc::ptr_eq(p, &self)) {
@@ -257,7 +257,7 @@ impl Pool {
             })?;
         let free = StorageStack::new(count);
         for _ in 0..config.count {
-            free.push(vec![0u8; total]);
+            free.push((vec![0u8; total], None));
         }
         Ok(Pool {
             shared: Arc::new(PoolShared {
@@ -297,7 +297,7 @@ impl Pool {
     /// Takes a buffer from the free list, or `None` if all are in use.
     pub fn alloc(&self) -> Option<BufMut> {
         match self.shared.free.pop() {
-            Some((bytes, left)) => Some(self.wrap(bytes, left)),
+            Some(((bytes, filled), left)) => Some(self.wrap(bytes, filled, left)),
             None => {
                 self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
                 None
@@ -309,8 +309,8 @@ impl Pool {
     /// buffer comes back. No wake-up is lost: the free list is checked again after
     /// registering.
     pub(crate) fn alloc_or_wait(&self, waker: impl FnOnce() -> Waker) -> Option<BufMut> {
-        if let Some((b, left)) = self.shared.free.pop() {
-            return Some(self.wrap(b, left));
+        if let Some(((b, filled), left)) = self.shared.free.pop() {
+            return Some(self.wrap(b, filled, left));
         }
         self.shared.empty_hits.fetch_add(1, Ordering::Relaxed);
         {
@@ -328,17 +328,22 @@ impl Pool {
         }
         // Pairs with the fence in `release`.
         fence(Ordering::SeqCst);
-        self.shared.free.pop().map(|(b, left)| self.wrap(b, left))
+        self.shared
+            .free
+            .pop()
+            .map(|((b, filled), left)| self.wrap(b, filled, left))
     }
 
-    /// A buffer around `bytes`, taken from the free list with `left` still on it.
-    fn wrap(&self, bytes: Vec<u8>, left: usize) -> BufMut {
+    /// A buffer around `bytes` (known to hold `filled`), taken from the free list with `left`
+    /// still on it.
+    fn wrap(&self, bytes: Vec<u8>, filled: Option<Filled>, left: usize) -> BufMut {
         self.shared.allocs.fetch_add(1, Ordering::Relaxed);
         self.shared.min_free.fetch_min(left, Ordering::Relaxed);
         let st = Arc::new(Storage {
             bytes,
             data_end: self.config.headroom + self.config.size,
             pool: Some(Arc::clone(&self.shared)),
+            filled,
         });
         BufMut::new(st, self.config.headroom)
     }

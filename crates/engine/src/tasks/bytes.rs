@@ -95,12 +95,14 @@ impl Task for Generate {
                 return Ok(Status::Blocked);
             };
             let n = (b.remaining() as u64).min(self.left) as usize;
-            let out = &mut b.unfilled()[..n];
             match &mut self.rng {
-                Some(r) => r.fill_bytes(out),
-                None => out.fill(self.value),
+                Some(r) => {
+                    r.fill_bytes(&mut b.unfilled()[..n]);
+                    b.commit(n);
+                }
+                // Not written again where the storage still holds them from an earlier turn.
+                None => b.fill_with(self.value, n),
             }
-            b.commit(n);
             self.left -= n as u64;
             cx.put(0, b.freeze());
         }
