@@ -403,7 +403,7 @@ fn host_channels_and_statistics_span_the_engines() {
     // A source on a, a filter on b, a checksum and the host's output on c.
     std::fs::write(
         &file,
-        "fill bytes=3000000 value=7 @a >x:p(8,64k)\n\
+        "fill bytes=3000000 value=7 rewrite=false @a >x:p(8,64k)\n\
          count @b <x >y\n\
          dup @c <y >z >w\n\
          crc32c @c <z\n\
@@ -412,7 +412,8 @@ fn host_channels_and_statistics_span_the_engines() {
     .unwrap();
     let (one, three, o) = whole_and_placed(&e, &file, work.path());
     assert_eq!(one.len(), 3_000_000);
-    // Each of the 8 buffers carries 64 KiB about six times over: fill's bytes every time.
+    // Each of the 8 buffers carries 64 KiB about six times over, fill writing it only the
+    // first time: fill's bytes every time.
     assert!(one.iter().all(|&b| b == 7), "fill's bytes changed");
     assert!(one == three, "host-out bytes differ");
     let table = text(&o.stdout);

@@ -47,10 +47,11 @@ pub(crate) struct Storage {
 }
 
 /// Bytes `start..end` of a storage all hold `value`: what `fill` wrote there, and no one has
-/// written since. A buffer keeps this through its pool's free list, so `fill` given the same
-/// storage again need not write the same bytes again (as a raw socket's writer sends the same
-/// buffer again without writing it): writing them was a twentieth of the CPU that sending
-/// 64 KiB buffers over TLS takes (docs/notes/engines.md).
+/// written since. A buffer keeps this through its pool's free list, so that `fill
+/// rewrite=false` given the same storage again does not write the same bytes again, as a raw
+/// socket's writer sends one buffer again without writing it. `bench engines` compares an
+/// engine-to-engine queue with such a writer; writing the bytes took about a twentieth of
+/// the CPU that sending 64 KiB buffers over TLS takes there (docs/notes/engines.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Filled {
     /// The byte value.
@@ -219,17 +220,18 @@ impl BufMut {
         &mut st.bytes
     }
 
-    /// Fills the next `n` bytes behind the data with `value` and commits them, unless the
-    /// storage is known to hold `value` there already (it holds what `fill` wrote, and no one
-    /// has written since). `n` is clamped to the data area.
-    pub(crate) fn fill_with(&mut self, value: u8, n: usize) {
+    /// Fills the next `n` bytes behind the data with `value` and commits them; unless
+    /// `rewrite`, not where the storage is known to hold `value` already (it holds what
+    /// `fill` wrote, and no one has written since). `n` is clamped to the data area.
+    pub(crate) fn fill_with(&mut self, value: u8, n: usize, rewrite: bool) {
         let start = self.off + self.len;
         let n = n.min(self.remaining());
         let end = start + n;
-        let known = self
-            .st
-            .filled
-            .is_some_and(|f| f.value == value && f.start <= start && end <= f.end);
+        let known = !rewrite
+            && self
+                .st
+                .filled
+                .is_some_and(|f| f.value == value && f.start <= start && end <= f.end);
         if !known {
             self.bytes_mut()[start..end].fill(value);
             let st =
@@ -388,7 +390,7 @@ mod tests {
     /// Fills the pool's buffer with `value` the way `fill` does and gives it back.
     fn fill(pool: &Pool, value: u8, n: usize) -> Vec<u8> {
         let mut b = pool.alloc().expect("the pool's one buffer is free");
-        b.fill_with(value, n);
+        b.fill_with(value, n, false);
         let b = b.freeze();
         b.to_vec()
     }
@@ -453,7 +455,7 @@ mod tests {
         let pool = one_buffer_pool();
         assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
         let mut b = pool.alloc().unwrap();
-        b.fill_with(7, 64);
+        b.fill_with(7, 64, false);
         let mut again = b.freeze().try_into_mut().expect("the only reference");
         again.as_mut_slice()[3] = 1;
         drop(again);
@@ -468,5 +470,33 @@ mod tests {
         drop(b);
         assert_eq!(fill(&pool, 7, 16), vec![7; 16]);
         assert_eq!(fill(&pool, 7, 64), vec![7; 64]);
+    }
+
+    #[test]
+    fn rewrite_writes_even_what_the_storage_is_said_to_hold() {
+        let pool = one_buffer_pool();
+        let start = pool.config().headroom;
+        // A storage said to hold 7s that holds 9s: only rewrite puts 7s there.
+        let say_sevens = |b: &mut BufMut| {
+            b.unfilled()[..64].fill(9);
+            Arc::get_mut(&mut b.st).unwrap().filled = Some(Filled {
+                value: 7,
+                start,
+                end: start + 64,
+            });
+        };
+        let mut b = pool.alloc().unwrap();
+        say_sevens(&mut b);
+        b.fill_with(7, 64, true);
+        assert_eq!(b.as_slice(), &[7; 64][..]);
+        drop(b);
+        let mut b = pool.alloc().unwrap();
+        say_sevens(&mut b);
+        b.fill_with(7, 64, false);
+        assert_eq!(
+            b.as_slice(),
+            &[9; 64][..],
+            "without rewrite the mark is trusted"
+        );
     }
 }

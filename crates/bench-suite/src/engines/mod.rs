@@ -1,9 +1,11 @@
 //! `engines`: what joining engines costs, against the bare sockets they use (issue 21's
 //! performance checks), measured in one run on loopback.
 //!
-//! - `queue_mb_per_s`: a queue between two engines (`fill @a >x:p(N,64k)` / `null @b <x`,
-//!   N from `--buffers`, 16 unless given; two `offhost engine` processes linked by mutual
-//!   TLS) while it streams. Each of `rounds`
+//! - `queue_mb_per_s`: a queue between two engines (`fill rewrite=false @a >x:p(N,64k)` /
+//!   `null @b <x`, N from `--buffers`, 16 unless given; two `offhost engine` processes linked
+//!   by mutual TLS) while it streams. `fill` writes each of its N buffers once and sends
+//!   them again as they come back, as the raw socket's writer sends its one buffer again:
+//!   both compare sending, not making the bytes. Each of `rounds`
 //!   (taking turns with the raw socket's) runs a short job (an eighth of the bytes) and a
 //!   long one, each timed from submission to the end of both parts; the streaming rate is the
 //!   long job's extra bytes over its best time less the short job's best, so that submitting
@@ -89,7 +91,7 @@ pub struct Options {
     /// are `shared`.
     #[arg(long, value_enum, default_value_t = Placement::Split)]
     pub placement: Placement,
-    /// Buffers of the queue's free list (`fill @a >x:p(N,64k)`): how far the source may run
+    /// Buffers of the queue's free list (`fill rewrite=false @a >x:p(N,64k)`): how far the source may run
     /// ahead of the link.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub buffers: u32,
@@ -288,7 +290,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         bar.set_message(format!("queue between engines, round {round}"));
         let run_job = |bytes: u64| -> Result<QueueRun> {
             let text = format!(
-                "fill bytes={bytes} @a >x:p({},64k)\nnull @b <x\n",
+                "fill bytes={bytes} rewrite=false @a >x:p({},64k)\nnull @b <x\n",
                 o.buffers
             );
             let job = PlacedJob {

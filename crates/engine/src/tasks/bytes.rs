@@ -83,6 +83,8 @@ struct Generate {
     left: u64,
     rng: Option<ChaCha8Rng>,
     value: u8,
+    /// `fill` writes every buffer, also where its storage still holds its bytes.
+    rewrite: bool,
 }
 
 impl Task for Generate {
@@ -100,8 +102,7 @@ impl Task for Generate {
                     r.fill_bytes(&mut b.unfilled()[..n]);
                     b.commit(n);
                 }
-                // Not written again where the storage still holds them from an earlier turn.
-                None => b.fill_with(self.value, n),
+                None => b.fill_with(self.value, n, self.rewrite),
             }
             self.left -= n as u64;
             cx.put(0, b.freeze());
@@ -281,6 +282,7 @@ pub(crate) fn register(r: &mut Registry) {
                 left: size(a, "bytes")?,
                 rng: Some(ChaCha8Rng::seed_from_u64(a.parse("seed")?)),
                 value: 0,
+                rewrite: true,
             }))
         },
     );
@@ -291,6 +293,11 @@ pub(crate) fn register(r: &mut Registry) {
         )
         .arg("bytes", "1M", "total bytes (k, M, G suffixes)")
         .arg("value", "0", "byte value, 0 to 255")
+        .arg(
+            "rewrite",
+            "true",
+            "write every buffer's bytes (true, as a device writes each buffer), or only where its storage does not hold them from an earlier turn (false, as a socket's writer sends one buffer again)",
+        )
         .inputs(0, 0)
         .allocates(16, 65536),
         |a: &Args, _: &mut Build<'_>| {
@@ -298,6 +305,7 @@ pub(crate) fn register(r: &mut Registry) {
                 left: size(a, "bytes")?,
                 rng: None,
                 value: a.parse("value")?,
+                rewrite: a.parse("rewrite")?,
             }))
         },
     );
