@@ -210,12 +210,17 @@ impl BufMut {
         }
     }
 
+    /// The storage, writable.
+    fn storage_mut(&mut self) -> &mut Storage {
+        // A BufMut is the only reference to its storage by construction (fresh from the pool,
+        // or `try_into_mut` checked the counts), so this cannot fail.
+        Arc::get_mut(&mut self.st).expect("a BufMut is the only reference to its storage")
+    }
+
     /// The storage's bytes to write: every write goes through here, which forgets what
     /// they were known to hold.
     fn bytes_mut(&mut self) -> &mut Vec<u8> {
-        // A BufMut is the only reference to its storage by construction (fresh from the pool,
-        // or `try_into_mut` checked the counts), so this cannot fail.
-        let st = Arc::get_mut(&mut self.st).expect("a BufMut is the only reference to its storage");
+        let st = self.storage_mut();
         st.filled = None;
         &mut st.bytes
     }
@@ -227,15 +232,13 @@ impl BufMut {
         let start = self.off + self.len;
         let n = n.min(self.remaining());
         let end = start + n;
+        let st = self.storage_mut();
         let known = !rewrite
-            && self
-                .st
+            && st
                 .filled
                 .is_some_and(|f| f.value == value && f.start <= start && end <= f.end);
         if !known {
-            self.bytes_mut()[start..end].fill(value);
-            let st =
-                Arc::get_mut(&mut self.st).expect("a BufMut is the only reference to its storage");
+            st.bytes[start..end].fill(value);
             st.filled = Some(Filled { value, start, end });
         }
         self.len += n;

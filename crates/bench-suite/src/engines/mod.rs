@@ -91,8 +91,8 @@ pub struct Options {
     /// are `shared`.
     #[arg(long, value_enum, default_value_t = Placement::Split)]
     pub placement: Placement,
-    /// Buffers of the queue's free list (`fill rewrite=false @a >x:p(N,64k)`): how far the source may run
-    /// ahead of the link.
+    /// Buffers of the queue's free list (`fill rewrite=false @a >x:p(N,64k)`): how far the
+    /// source may run ahead of the link.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub buffers: u32,
     /// One more argument for both engines (repeatable), e.g. --engine-arg=--workers=1.
