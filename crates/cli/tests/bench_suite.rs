@@ -213,6 +213,16 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
             "{v}"
         ),
     }
+    // One round: its own ratio is the best-of one.
+    let rounds = v["rounds_vs_raw_tls"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rounds: {v}"));
+    assert_eq!(rounds.len(), 1, "{v}");
+    match (rounds[0].as_f64(), v["queue_vs_raw_tls"].as_f64()) {
+        (Some(a), Some(b)) => assert!((a - b).abs() < 1e-9 * b.max(1.0), "{v}"),
+        (None, None) => {}
+        _ => panic!("the round's ratio and the run's differ: {v}"),
+    }
     for k in [
         "queue_job_mb_per_s",
         "raw_tls_mb_per_s",

@@ -15,6 +15,11 @@
 //!   adds to its streaming time (30-45 ms on loopback here, a few percent of a 2 GB job).
 //! - `raw_tls_mb_per_s`: the same bytes in 64 KiB writes over one plain rustls connection
 //!   (`tls-raw`: the same certificates and cipher suite, a reader thread), the best of `rounds`.
+//! - `rounds_vs_raw_tls`: each round's own ratio, its streaming rate (its long job less its
+//!   short one) over its raw socket's rate, in order. The queue and the raw socket of one
+//!   round run seconds apart, so each ratio pairs them; the spread shows how much the
+//!   machine moved during the run, which the best-of figures above hide. The text gives
+//!   their median and range.
 //! - `queue_cpu_s_per_gb`, `raw_tls_cpu_s_per_gb`: CPU time (user + system) per GB of each
 //!   over all rounds: for the queue, both engine processes' and this process's (which submits
 //!   the job), the long jobs' less the short jobs'; for the raw socket, this process's (its
@@ -141,6 +146,10 @@ pub struct Report {
     pub raw_tls_mb_per_s: f64,
     /// queue / raw TLS (issue 21 asks for >= 0.9); `None` with `queue_mb_per_s`.
     pub queue_vs_raw_tls: Option<f64>,
+    /// Each round's queue / raw TLS, in order: the round's long job's extra bytes over its
+    /// extra time beside its short job, against the round's raw socket; `None` for a round
+    /// whose long job did not take longer than its short one.
+    pub rounds_vs_raw_tls: Vec<Option<f64>>,
     /// CPU seconds per GB through the queue: both engines and the submitting process, the
     /// long jobs' CPU less the short jobs' over the bytes between them.
     pub queue_cpu_s_per_gb: f64,
@@ -184,6 +193,18 @@ impl Report {
                 self.raw_tls_mb_per_s
             ),
         };
+        let measured: Vec<f64> = self.rounds_vs_raw_tls.iter().flatten().copied().collect();
+        let by_round = match (measured.len(), median(&measured)) {
+            (2.., Some(m)) => {
+                let lo = measured.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = measured.iter().copied().fold(0f64, f64::max);
+                format!(
+                    "each round's ratio: median {m:.2}, {lo:.2}-{hi:.2} over {} rounds\n",
+                    measured.len()
+                )
+            }
+            _ => String::new(),
+        };
         let placement = match self.placement {
             Placement::Split => format!(
                 "each end on CPUs of its own: a (and the raw writer) on {:?}, b (and the raw reader) on {:?}",
@@ -194,6 +215,7 @@ impl Report {
         format!(
             "placement: {placement}\n\
              queue between two engines (TLS, 64 KiB buffers), streaming: {streaming}\n\
+             {by_round}\
              whole job through the queue: {:.0} MB/s (setting up and ending a job: {})\n\
              CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
              busiest thread's CPU per GB: queue {:.3} s ({}); raw TLS socket {:.3} s; ratio {}\n\
@@ -286,6 +308,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let short = (o.bytes / SHORT_PART).max(64 << 10).min(o.bytes / 2);
     // The shortest time of each job over the rounds (best of rounds, as for the raw socket).
     let (mut short_secs, mut long_secs, mut streamed) = (f64::INFINITY, f64::INFINITY, 0u64);
+    let mut rounds_vs_raw = Vec::new();
     for round in 1..=o.rounds.max(1) {
         bar.set_message(format!("queue between engines, round {round}"));
         let run_job = |bytes: u64| -> Result<QueueRun> {
@@ -332,6 +355,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         let cpu0 = cpu_now(false)?;
         let (mb_per_s, writer, reader) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
         raw = raw.max(mb_per_s);
+        let round_queue = (l.secs > s.secs && o.bytes > short)
+            .then(|| (o.bytes - short) as f64 / (l.secs - s.secs) / 1e6);
+        rounds_vs_raw.push(round_queue.map(|q| q / mb_per_s));
         raw_busiest += writer.max(reader);
         for ((tally, &pid), raw_thread) in tallies.iter_mut().zip(&pids).zip([writer, reader]) {
             tally.add(pid, &s.threads, &l.threads, raw_thread);
@@ -374,6 +400,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         queue_job_setup_ms: setup_ms,
         raw_tls_mb_per_s: raw,
         queue_vs_raw_tls: queue.map(|q| q / raw),
+        rounds_vs_raw_tls: rounds_vs_raw,
         queue_cpu_s_per_gb: queue_cpu,
         raw_tls_cpu_s_per_gb: raw_cpu,
         // A run shorter than a clock tick can read as 0 s: no ratio then.
