@@ -13,7 +13,7 @@
 //! kept cheap: each thread's `schedstat` is opened once and read again in place (`pread`),
 //! and only the task directories are listed each time (for threads born since). Opening,
 //! sizing, reading and closing each file at every sweep took four system calls a thread
-//! where one does now, and a third more of the sampler's CPU.
+//! where one does now, and half as much again of the sampler's CPU.
 
 use std::collections::HashMap;
 use std::fs::File;
