@@ -309,8 +309,12 @@ pub fn thread_cpu_time(tid: u32) -> Option<Duration> {
 /// The run time in a `schedstat` file of `/proc` (its first field, nanoseconds).
 pub(crate) fn read_schedstat(path: &str) -> Option<Duration> {
     let text = std::fs::read_to_string(path).ok()?;
-    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
-    Some(Duration::from_nanos(ns))
+    schedstat_ns(&text).map(Duration::from_nanos)
+}
+
+/// The run time, nanoseconds, in the text of a `schedstat` file (its first field).
+pub(crate) fn schedstat_ns(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// The calling thread's id, for [`thread_cpu_time`].

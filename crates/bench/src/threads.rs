@@ -138,8 +138,7 @@ fn sweep(pids: &[u32], seen: &mut Seen, first: bool) {
 fn run_ns(stat: &File) -> Option<u64> {
     let mut buf = [0u8; 128];
     let n = stat.read_at(&mut buf, 0).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    crate::cpu::schedstat_ns(std::str::from_utf8(&buf[..n]).ok()?)
 }
 
 fn name(pid: u32, tid: u32) -> String {

@@ -60,7 +60,7 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use offhost_bench::plain;
 use offhost_bench::run::{Endpoint, Role};
-use offhost_bench::stats::median;
+use offhost_bench::stats::{median, Summary};
 use offhost_bench::threads::Sampler;
 use offhost_bench::transport::Transport;
 use offhost_bench::{affinity, cpu};
@@ -194,15 +194,11 @@ impl Report {
             ),
         };
         let measured: Vec<f64> = self.rounds_vs_raw_tls.iter().flatten().copied().collect();
-        let by_round = match (measured.len(), median(&measured)) {
-            (2.., Some(m)) => {
-                let lo = measured.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = measured.iter().copied().fold(0f64, f64::max);
-                format!(
-                    "each round's ratio: median {m:.2}, {lo:.2}-{hi:.2} over {} rounds\n",
-                    measured.len()
-                )
-            }
+        let by_round = match Summary::of(&measured) {
+            Some(s) if s.samples >= 2 => format!(
+                "each round's ratio: median {:.2}, {:.2}-{:.2} over {} rounds\n",
+                s.median, s.min, s.max, s.samples
+            ),
             _ => String::new(),
         };
         let placement = match self.placement {
@@ -355,9 +351,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         let cpu0 = cpu_now(false)?;
         let (mb_per_s, writer, reader) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
         raw = raw.max(mb_per_s);
-        let round_queue = (l.secs > s.secs && o.bytes > short)
-            .then(|| (o.bytes - short) as f64 / (l.secs - s.secs) / 1e6);
-        rounds_vs_raw.push(round_queue.map(|q| q / mb_per_s));
+        let round_queue = streaming_rate(o.bytes - short, l.secs - s.secs);
+        rounds_vs_raw.push(round_queue.map(|q| q / 1e6 / mb_per_s));
         raw_busiest += writer.max(reader);
         for ((tally, &pid), raw_thread) in tallies.iter_mut().zip(&pids).zip([writer, reader]) {
             tally.add(pid, &s.threads, &l.threads, raw_thread);
@@ -367,8 +362,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     // The long job's extra bytes over its extra time: the setting up and tearing down that
     // both jobs pay alike cancel out. Differences of the best times, not the best of the
     // rounds' differences (which picks out the round whose noise favoured it most).
-    let queue = (long_secs > short_secs && o.bytes > short)
-        .then(|| (o.bytes - short) as f64 / (long_secs - short_secs));
+    let queue = streaming_rate(o.bytes - short, long_secs - short_secs);
     let setup_ms = queue.map(|rate| (long_secs - o.bytes as f64 / rate) * 1e3);
     let queue = queue.map(|rate| rate / 1e6);
     let streamed_gb = (streamed as f64 / 1e9).max(f64::MIN_POSITIVE);
@@ -414,6 +408,12 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         tcp_rtt_us: rtt,
         call_vs_tcp: call / rtt,
     })
+}
+
+/// The queue's streaming rate, bytes per second: the long job's `extra_bytes` over its
+/// `extra_secs` beside the short job; `None` when it carried no more or took no longer.
+fn streaming_rate(extra_bytes: u64, extra_secs: f64) -> Option<f64> {
+    (extra_secs > 0.0 && extra_bytes > 0).then(|| extra_bytes as f64 / extra_secs)
 }
 
 /// One job through the queue: its wall-clock time, the CPU time of the engines and of this
