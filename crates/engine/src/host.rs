@@ -355,7 +355,7 @@ impl HostIn {
         msg.resize(total, 0);
         match b.exchange_storage(msg, n) {
             Ok(old) => {
-                self.give_spare(cx, old);
+                self.give_cold_spare(cx, old);
                 cx.put(0, b.freeze());
                 Some(Ok(Status::Progress))
             }
@@ -393,13 +393,32 @@ impl HostIn {
     /// message received into it could never enter the pool without a copy, and it would
     /// circulate as long), or enough are kept.
     fn give_spare(&self, cx: &mut Context<'_>, m: Vec<u8>) {
-        let Some(cfg) = cx.pool(0).map(|p| p.config()) else {
-            return;
-        };
-        let total = cfg.headroom + cfg.size + cfg.tailroom;
-        if (total..=total + total / 4).contains(&m.capacity()) {
+        if self.keeps(cx, &m) {
             self.spare.push(m);
         }
+    }
+
+    /// Like [`give_spare`](Self::give_spare) for storage a pool buffer gave up in exchange
+    /// for a message's, which has waited in the pool a while: it goes to the bottom, and
+    /// the pool takes it back in exchange for the next storage that comes back to it (see
+    /// `Pool::trade_with`), so that the host fills the storage freed last.
+    fn give_cold_spare(&self, cx: &mut Context<'_>, m: Vec<u8>) {
+        if let Some(pool) = cx.pool(0) {
+            pool.trade_with(&self.spare);
+        }
+        if self.keeps(cx, &m) {
+            self.spare.push_bottom(m);
+        }
+    }
+
+    /// Whether a message buffer is worth keeping as a spare (see
+    /// [`give_spare`](Self::give_spare)).
+    fn keeps(&self, cx: &mut Context<'_>, m: &Vec<u8>) -> bool {
+        let Some(cfg) = cx.pool(0).map(|p| p.config()) else {
+            return false;
+        };
+        let total = cfg.headroom + cfg.size + cfg.tailroom;
+        (total..=total + total / 4).contains(&m.capacity())
     }
 
     fn step(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {

@@ -7,9 +7,10 @@
 //! to come back instead of growing a queue.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,9 +54,11 @@ impl PoolConfig {
 /// `host-in`'s spare message buffers. A queue cycled through every buffer, so that each was
 /// written again only after all the others had been (16 buffers of 64 KiB are more than a
 /// core's L2 cache), and every copy into one missed the cache; from a stack, a stream keeps
-/// reusing the few buffers in flight (docs/notes/engines.md).
+/// reusing the few buffers in flight (docs/notes/engines.md). Storage known to be cold goes
+/// to the bottom ([`push_bottom`](Self::push_bottom)), and a pool may trade what comes back
+/// to it for that ([`Pool::trade_with`]).
 pub(crate) struct StorageStack<T = Vec<u8>> {
-    stack: Mutex<Vec<T>>,
+    stack: Mutex<VecDeque<T>>,
     /// The most kept; more are dropped.
     max: usize,
     /// The stack's length, for readers that do not take the lock.
@@ -66,13 +69,13 @@ impl<T> StorageStack<T> {
     /// An empty stack keeping at most `max`.
     pub(crate) fn new(max: usize) -> StorageStack<T> {
         StorageStack {
-            stack: Mutex::new(Vec::with_capacity(max)),
+            stack: Mutex::new(VecDeque::with_capacity(max)),
             max,
             len: AtomicUsize::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<T>> {
         self.stack.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -80,15 +83,39 @@ impl<T> StorageStack<T> {
     pub(crate) fn push(&self, bytes: T) {
         let mut st = self.lock();
         if st.len() < self.max {
-            st.push(bytes);
+            st.push_back(bytes);
             self.len.store(st.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Puts storage at the bottom, to be handed out after all the others (or drops it when
+    /// `max` are kept already).
+    pub(crate) fn push_bottom(&self, bytes: T) {
+        let mut st = self.lock();
+        if st.len() < self.max {
+            st.push_front(bytes);
+            self.len.store(st.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Puts `hot` on top in exchange for the storage at the bottom, when `fits` takes that
+    /// one; gives `hot` back when it does not or the stack is empty.
+    pub(crate) fn trade_bottom(&self, hot: T, fits: impl FnOnce(&T) -> bool) -> Result<T, T> {
+        let mut st = self.lock();
+        match st.front() {
+            Some(cold) if fits(cold) => {
+                let cold = st.pop_front().expect("looked at above");
+                st.push_back(hot);
+                Ok(cold)
+            }
+            _ => Err(hot),
         }
     }
 
     /// Takes the storage on top, and how many are left.
     pub(crate) fn pop(&self) -> Option<(T, usize)> {
         let mut st = self.lock();
-        let b = st.pop()?;
+        let b = st.pop_back()?;
         self.len.store(st.len(), Ordering::Relaxed);
         Some((b, st.len()))
     }
@@ -104,6 +131,9 @@ pub(crate) struct PoolShared {
     /// Holds every buffer of the pool when all are free, and only the pool's own storage
     /// comes back, so nothing pushed is ever dropped. Each with what it is known to hold.
     free: StorageStack<(Vec<u8>, Option<Filled>)>,
+    /// Where storage coming back trades places with the coldest of a stack of the same
+    /// layout (see [`Pool::trade_with`]).
+    trade: OnceLock<Arc<StorageStack>>,
     has_waiters: AtomicBool,
     waiters: Mutex<Vec<Waker>>,
     min_free: AtomicUsize,
@@ -151,7 +181,21 @@ impl PoolShared {
     /// Puts storage back on the free list and wakes the tasks waiting for it (or, inside
     /// [`release_together`], leaves that to its end).
     pub(crate) fn release(self: Arc<Self>, bytes: Vec<u8>, filled: Option<Filled>) {
-        self.free.push((bytes, filled));
+        let back = match self.trade.get() {
+            Some(stack) => {
+                let len = bytes.len();
+                match stack.trade_bottom(bytes, |cold| cold.capacity() >= len) {
+                    Ok(mut cold) => {
+                        // A spare a message was copied out of holds only that message.
+                        cold.resize(len, 0);
+                        (cold, None)
+                    }
+                    Err(bytes) => (bytes, filled),
+                }
+            }
+            None => (bytes, filled),
+        };
+        self.free.push(back);
         let held = HELD.with(|h| match h.borrow_mut().as_mut() {
             Some(pools) => {
                 if !pools.iter().any(|p| Arc::ptr_eq(p, &self)) {
@@ -263,6 +307,7 @@ impl Pool {
             shared: Arc::new(PoolShared {
                 name: config.name.clone(),
                 free,
+                trade: OnceLock::new(),
                 has_waiters: AtomicBool::new(false),
                 waiters: Mutex::new(Vec::new()),
                 min_free: AtomicUsize::new(config.count),
@@ -332,6 +377,18 @@ impl Pool {
             .free
             .pop()
             .map(|((b, filled), left)| self.wrap(b, filled, left))
+    }
+
+    /// From now on, storage that comes back to the pool goes on top of `stack` instead, in
+    /// exchange for the storage at its bottom, when that has room for a buffer's storage
+    /// (the stack keeps only storage the pool's memory budget allows for). For `host-in`, whose host receives messages into storage from `stack` that
+    /// then enters the pool whole: the storage the pool's buffers give in exchange goes to
+    /// the bottom, and the storage a task just finished with, still in the CPU's cache, is
+    /// the next to be written. Without the trade it came back to the host only after another
+    /// round through the pool, and each message's copy went to memory twice as far back.
+    /// The first stack set stays.
+    pub(crate) fn trade_with(&self, stack: &Arc<StorageStack>) {
+        let _ = self.shared.trade.set(Arc::clone(stack));
     }
 
     /// A buffer around `bytes` (known to hold `filled`), taken from the free list with `left`
@@ -434,6 +491,77 @@ mod tests {
         let mut then = pool.alloc().unwrap();
         assert_eq!(addr(&mut then), third);
         assert_eq!(pool.stats().min_free, 0);
+    }
+
+    #[test]
+    fn with_a_trade_storage_coming_back_goes_on_top_of_the_stack_for_the_coldest() {
+        let pool = Pool::new(PoolConfig::new("p", 2, 16));
+        let total = DEFAULT_HEADROOM + 16 + DEFAULT_TAILROOM;
+        let stack = Arc::new(StorageStack::new(4));
+        pool.trade_with(&stack);
+        let base = |v: &Vec<u8>| v.as_ptr() as usize;
+        let (cold, warm) = (vec![1u8; total], vec![2u8; total]);
+        let (cold_at, warm_at) = (base(&cold), base(&warm));
+        stack.push_bottom(warm);
+        stack.push_bottom(cold);
+        let mut b = pool.alloc().unwrap();
+        let freed = b.unfilled().as_ptr() as usize - DEFAULT_HEADROOM;
+        drop(b);
+        // The storage freed goes on top of the stack, the coldest into the pool.
+        assert_eq!(pool.free(), 2);
+        assert_eq!(stack.len(), 2);
+        let (top, _) = stack.pop().unwrap();
+        assert_eq!(base(&top), freed, "the storage freed last, first");
+        let (next, _) = stack.pop().unwrap();
+        assert_eq!(base(&next), warm_at);
+        let mut again = pool.alloc().unwrap();
+        assert_eq!(
+            again.unfilled().as_ptr() as usize - DEFAULT_HEADROOM,
+            cold_at,
+            "the pool took the stack's bottom"
+        );
+        // A spare holding a short message is taken at the storage's length.
+        let mut short = Vec::with_capacity(total);
+        short.extend_from_slice(b"short");
+        let short_at = base(&short);
+        stack.push_bottom(short);
+        drop(again);
+        let mut b = pool.alloc().unwrap();
+        assert_eq!(b.unfilled().as_ptr() as usize - DEFAULT_HEADROOM, short_at);
+        assert_eq!(b.remaining(), 16, "the whole buffer");
+        let _ = stack.pop();
+        // Storage without room for a buffer's stays at the bottom: the pool keeps its own.
+        let mut again = b;
+        stack.push_bottom(vec![0u8; total - 1]);
+        let mine = again.unfilled().as_ptr() as usize;
+        drop(again);
+        assert_eq!(stack.len(), 1);
+        assert_eq!(pool.alloc().unwrap().unfilled().as_ptr() as usize, mine);
+        // An empty stack trades nothing either.
+        let _ = stack.pop();
+        let mut b = pool.alloc().unwrap();
+        let mine = b.unfilled().as_ptr() as usize;
+        drop(b);
+        assert!(stack.pop().is_none());
+        assert_eq!(pool.alloc().unwrap().unfilled().as_ptr() as usize, mine);
+    }
+
+    #[test]
+    fn a_full_stack_takes_nothing_more_at_its_bottom_and_a_trade_keeps_its_count() {
+        let stack: StorageStack<u32> = StorageStack::new(2);
+        stack.push(1);
+        stack.push_bottom(0);
+        stack.push_bottom(9);
+        assert_eq!(stack.len(), 2);
+        assert_eq!(stack.trade_bottom(2, |&c| c == 0), Ok(0));
+        assert_eq!(
+            stack.trade_bottom(3, |&c| c == 0),
+            Err(3),
+            "1 is at the bottom"
+        );
+        assert_eq!(stack.len(), 2);
+        assert_eq!(stack.pop(), Some((2, 1)));
+        assert_eq!(stack.pop(), Some((1, 0)));
     }
 
     #[test]

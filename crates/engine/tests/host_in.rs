@@ -231,3 +231,47 @@ fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
     assert!(matches!(out.recv_timeout(T), Ok(None)));
     run.wait().unwrap();
 }
+
+/// A host that receives messages into its spares gets, as its next spare, the storage of the
+/// buffer the pipeline freed last, still in the cache from its last message, not one that
+/// waited in the pool meanwhile; and the pool and the spares keep their counts however long
+/// the stream runs.
+#[test]
+fn the_next_spare_is_the_storage_the_pipeline_freed_last() {
+    let text = format!("host-in name=in >a:p(4,{SIZE})\nhost-out name=out <a\n");
+    let mut run = start(&text);
+    let mut input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    let front = input.front();
+    let mut last = None;
+    for i in 0..200u32 {
+        let mut v = input.spare();
+        let at = v.as_ptr() as usize;
+        if let Some(last) = last {
+            assert_eq!(
+                at, last,
+                "message {i}: the storage freed last comes back first"
+            );
+        }
+        v.resize(front, 0);
+        v.extend((0..SIZE as u32).map(|j| (i + j) as u8));
+        input.send_quiet_at(v, front).unwrap();
+        input.wake();
+        let b = out.recv_timeout(T).unwrap().unwrap();
+        assert!(b
+            .iter()
+            .enumerate()
+            .all(|(j, &x)| x == (i + j as u32) as u8));
+        assert_eq!(b.as_ptr() as usize, at + front, "taken whole");
+        drop(b);
+        last = Some(at);
+    }
+    input.close();
+    assert!(matches!(out.recv_timeout(T), Ok(None)));
+    let stats = run.wait().unwrap();
+    assert!(
+        stats.pools.iter().all(|p| p.free == p.count),
+        "{:?}",
+        stats.pools
+    );
+}
