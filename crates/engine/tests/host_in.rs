@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use offhost_engine::{
-    EngineConfig, Pipeline, Registry, Running, DEFAULT_HEADROOM, DEFAULT_TAILROOM, LAST,
+    EngineConfig, HostInput, HostOutput, Pipeline, Registry, Running, Stats, DEFAULT_HEADROOM,
+    DEFAULT_TAILROOM, LAST,
 };
 
 const T: Duration = Duration::from_secs(20);
@@ -23,6 +24,21 @@ fn start(text: &str) -> Running {
         .unwrap()
         .start(&Registry::with_builtins(), &cfg())
         .unwrap()
+}
+
+/// Starts `text`, with its host-in `in` and host-out `out`.
+fn open(text: &str) -> (Running, HostInput, HostOutput) {
+    let mut run = start(text);
+    let input = run.host_input("in").unwrap();
+    let out = run.host_output("out").unwrap();
+    (run, input, out)
+}
+
+/// Ends the stream into `in`, checks `out` ends too, and waits for the pipeline.
+fn end(run: Running, mut input: HostInput, out: &HostOutput) -> Stats {
+    input.close();
+    assert!(matches!(out.recv_timeout(T), Ok(None)));
+    run.wait().unwrap()
 }
 
 /// A pool buffer's storage.
@@ -45,9 +61,7 @@ fn laid_out(front: usize, whole: bool, data: &[u8], capacity: usize) -> (Vec<u8>
 fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
     for whole in [false, true] {
         let text = format!("host-in name=in whole={whole} >a:p(2,{SIZE})\nhost-out name=out <a\n");
-        let mut run = start(&text);
-        let mut input = run.host_input("in").unwrap();
-        let out = run.host_output("out").unwrap();
+        let (run, input, out) = open(&text);
         let front = input.front();
         assert_eq!(front, DEFAULT_HEADROOM - usize::from(whole));
         let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
@@ -81,9 +95,7 @@ fn a_message_where_the_pool_keeps_its_data_enters_the_pool_without_a_copy() {
                 "whole={whole} at {front_at}: copied"
             );
         }
-        input.close();
-        assert!(matches!(out.recv_timeout(T), Ok(None)));
-        let stats = run.wait().unwrap();
+        let stats = end(run, input, &out);
         // The pool keeps its count: each buffer taken in gave its storage away.
         assert!(
             stats.pools.iter().all(|p| p.free == p.count),
@@ -152,9 +164,7 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
     const MSG: usize = 1 << 20;
     const COUNT: usize = 24;
     let text = format!("host-in name=in >a:p(2,{SIZE})\nhost-out name=out <a\n");
-    let mut run = start(&text);
-    let input = run.host_input("in").unwrap();
-    let out = run.host_output("out").unwrap();
+    let (run, input, out) = open(&text);
     assert_eq!(input.max_queued(), 64 * (64 << 10));
     let per_queue = input.max_queued() / MSG;
     let sent = Arc::new(AtomicUsize::new(0));
@@ -188,14 +198,12 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
         got[usize::from(b[0])] += b.len();
     }
     assert!(got.iter().all(|&n| n == MSG), "{got:?}");
-    let mut input = sender.join().unwrap();
+    let input = sender.join().unwrap();
     // The 1 MiB buffers went back to the allocator, not to the spares.
     for _ in 0..8 {
         assert!(input.spare().capacity() <= STORAGE + STORAGE / 4);
     }
-    input.close();
-    assert!(matches!(out.recv_timeout(T), Ok(None)));
-    run.wait().unwrap();
+    end(run, input, &out);
 }
 
 /// A message in a buffer with less room than a pool buffer's storage is copied, and that
@@ -205,9 +213,7 @@ fn large_messages_wait_for_room_by_bytes_and_their_buffers_are_not_kept_as_spare
 #[test]
 fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
     let text = format!("host-in name=in whole=true >a:p(2,{SIZE})\nhost-out name=out <a\n");
-    let mut run = start(&text);
-    let mut input = run.host_input("in").unwrap();
-    let out = run.host_output("out").unwrap();
+    let (run, input, out) = open(&text);
     let front = input.front();
     let data = vec![5u8; SIZE];
     for _ in 0..4 {
@@ -227,9 +233,7 @@ fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
             "a spare of {c}"
         );
     }
-    input.close();
-    assert!(matches!(out.recv_timeout(T), Ok(None)));
-    run.wait().unwrap();
+    end(run, input, &out);
 }
 
 /// A host that receives messages into its spares gets, as its next spare, the storage of the
@@ -239,9 +243,7 @@ fn a_buffer_too_small_for_the_pool_is_copied_and_not_kept() {
 #[test]
 fn the_next_spare_is_the_storage_the_pipeline_freed_last() {
     let text = format!("host-in name=in >a:p(4,{SIZE})\nhost-out name=out <a\n");
-    let mut run = start(&text);
-    let mut input = run.host_input("in").unwrap();
-    let out = run.host_output("out").unwrap();
+    let (run, input, out) = open(&text);
     let front = input.front();
     let mut last = None;
     for i in 0..200u32 {
@@ -266,9 +268,7 @@ fn the_next_spare_is_the_storage_the_pipeline_freed_last() {
         drop(b);
         last = Some(at);
     }
-    input.close();
-    assert!(matches!(out.recv_timeout(T), Ok(None)));
-    let stats = run.wait().unwrap();
+    let stats = end(run, input, &out);
     assert!(
         stats.pools.iter().all(|p| p.free == p.count),
         "{:?}",
