@@ -129,7 +129,8 @@ impl<T> StorageStack<T> {
 pub(crate) struct PoolShared {
     pub(crate) name: String,
     /// Holds every buffer of the pool when all are free, and only the pool's own storage
-    /// comes back, so nothing pushed is ever dropped. Each with what it is known to hold.
+    /// (or storage traded for it, one for one) comes back, so nothing pushed is ever
+    /// dropped. Each with what it is known to hold.
     free: StorageStack<(Vec<u8>, Option<Filled>)>,
     /// Where storage coming back trades places with the coldest of a stack of the same
     /// layout (see [`Pool::trade_with`]).
@@ -380,11 +381,14 @@ impl Pool {
     }
 
     /// From now on, storage that comes back to the pool goes on top of `stack` instead, in
-    /// exchange for the storage at its bottom, when that has room for a buffer's storage
-    /// (the stack keeps only storage the pool's memory budget allows for). For `host-in`, whose host receives messages into storage from `stack` that
-    /// then enters the pool whole: the storage the pool's buffers give in exchange goes to
-    /// the bottom, and the storage a task just finished with, still in the CPU's cache, is
-    /// the next to be written. Without the trade it came back to the host only after another
+    /// exchange for the storage at its bottom, when that has room for a buffer's storage.
+    /// The stack must hold only storage the pool may keep: `host-in` keeps as spares only
+    /// storage with at most a quarter more room than a buffer's, as it takes into the pool.
+    ///
+    /// For `host-in`, whose host receives messages into storage from `stack` that then
+    /// enters the pool whole: the storage the pool's buffers give in exchange goes to the
+    /// bottom, and the storage a task just finished with, still in the CPU's cache, is the
+    /// next to be written. Without the trade it came back to the host only after another
     /// round through the pool, and each message's copy went to memory twice as far back.
     /// The first stack set stays.
     pub(crate) fn trade_with(&self, stack: &Arc<StorageStack>) {
