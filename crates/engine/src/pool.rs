@@ -81,19 +81,20 @@ impl<T> StorageStack<T> {
 
     /// Puts storage on top, or drops it when `max` are kept already.
     pub(crate) fn push(&self, bytes: T) {
-        let mut st = self.lock();
-        if st.len() < self.max {
-            st.push_back(bytes);
-            self.len.store(st.len(), Ordering::Relaxed);
-        }
+        self.put(bytes, VecDeque::push_back);
     }
 
     /// Puts storage at the bottom, to be handed out after all the others (or drops it when
     /// `max` are kept already).
     pub(crate) fn push_bottom(&self, bytes: T) {
+        self.put(bytes, VecDeque::push_front);
+    }
+
+    /// Puts storage in with `at`, unless `max` are kept already.
+    fn put(&self, bytes: T, at: fn(&mut VecDeque<T>, T)) {
         let mut st = self.lock();
         if st.len() < self.max {
-            st.push_front(bytes);
+            at(&mut st, bytes);
             self.len.store(st.len(), Ordering::Relaxed);
         }
     }
@@ -392,7 +393,8 @@ impl Pool {
     /// round through the pool, and each message's copy went to memory twice as far back.
     /// The first stack set stays.
     pub(crate) fn trade_with(&self, stack: &Arc<StorageStack>) {
-        let _ = self.shared.trade.set(Arc::clone(stack));
+        // Cloned only the first time: `host-in` calls this for every message it takes in.
+        self.shared.trade.get_or_init(|| Arc::clone(stack));
     }
 
     /// A buffer around `bytes` (known to hold `filled`), taken from the free list with `left`
