@@ -22,9 +22,13 @@
 //! - `remote_call_us`: the same call to the same pipeline running in another engine (an
 //!   `offhost engine` process reached over `tls:` on loopback, mutual TLS): the caller's link
 //!   session, the other engine's link, its daemon's bridges, its tasks and back (median).
-//!   The caller is a link client, not a task: the pipeline language has no cyclic call between
-//!   engines (a queue graph with a cycle is refused), so a task-to-task call across engines is
-//!   not measured.
+//!   The caller is a link client, not a task.
+//! - `task_call_us`: the seed's remote call, between tasks: a `call` task in this process's
+//!   engine (one worker) calls the same echo in the other engine (`host-in` and `host-out
+//!   whole=true`) for each 1-byte buffer of `fill` on a free list of one. The time of `calls`
+//!   more calls, from the difference between two runs, so that neither the link's set-up nor
+//!   the pipelines' start counts (a mean, not a median: a pipeline's calls are timed
+//!   together).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,15 +87,19 @@ pub struct Report {
     pub switch_over_subroutine: f64,
     /// remote call / host call (the seed's remote over same-processor call: 1.33).
     pub remote_over_host_call: Option<f64>,
+    /// A null call from a task of this engine to a pipeline in another engine over TLS on
+    /// loopback (`call`), mean, us (`None` without the binary).
+    pub task_call_us: Option<f64>,
 }
 
 impl Report {
     /// The figures as text, in the seed's table's order.
     pub fn text(&self) -> String {
-        let remote = match self.remote_call_us {
+        let us = |v: Option<f64>| match v {
             Some(r) => format!("{r:.1} us"),
             None => "not measured (no offhost binary)".into(),
         };
+        let (remote, task) = (us(self.remote_call_us), us(self.task_call_us));
         format!(
             "null subroutine                  {:>10.1} ns\n\
              simple system call               {:>10.1} ns\n\
@@ -99,7 +107,8 @@ impl Report {
              event synchronisation            {:>10.1} ns   (queue hop {:.1} ns less the switch)\n\
              null call, same engine           {:>10.1} ns\n\
              null call, host to its engine    {:>10.1} us\n\
-             null call, another engine (TLS)  {remote:>13}\n\
+             null call, another engine (TLS)  {remote:>13}   (from a link client)\n\
+             null call, task to task (TLS)    {task:>13}   (a call task to another engine)\n\
              task switch / subroutine         {:>10.1}     (seed 003: 25)\n",
             self.null_subroutine_ns,
             self.system_call_ns,
@@ -266,7 +275,40 @@ fn host_call_us(calls: usize) -> Result<f64> {
     Ok(us)
 }
 
-fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
+/// The pipeline a task's null call goes to: each request back as its answer, whole.
+const SERVE: &str = "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
+
+/// A `call` task's mean null call to [`SERVE`] in the engine at `url`: `calls` more calls
+/// against a tenth as many, each run its own pipelines on both engines.
+fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f64> {
+    let mut reg = Registry::with_builtins();
+    offhost_engine::remote::register(
+        &mut reg,
+        offhost_engine::remote::Links::own(pki.link_options()),
+    );
+    let peer = |e: DaemonError| Error::Peer(e.to_string());
+    let run = |n: usize| -> Result<f64> {
+        let sub = client.submit(SERVE).map_err(peer)?;
+        let text = format!(
+            "fill bytes={n} >q:q(1,1)\ncall url={url} pipeline={} name=svc engine=server <q >a:a(1,64)\nnull <a\n",
+            sub.id
+        );
+        let secs = time_pipeline(&text, &reg, &ONE_WORKER)?;
+        let state = client.wait(sub.id).map_err(peer)?;
+        check(state["state"] == "finished", || {
+            format!("the served echo did not finish: {state}")
+        })?;
+        Ok(secs)
+    };
+    let few = (calls / 10).max(1);
+    let short = run(few)?;
+    let long = run(few + calls)?;
+    Ok((long - short).max(0.0) / calls as f64 * 1e6)
+}
+
+/// The link client's median call (`remote_call_us`) and a task's mean call
+/// ([`task_call_us`]) to one other engine.
+fn remote_calls_us(exe: &std::path::Path, calls: usize) -> Result<(f64, f64)> {
     let pki = Pki::generate()?;
     let dir = pki.dir().to_string_lossy().into_owned();
     let args: Vec<String> = [
@@ -304,7 +346,8 @@ fn remote_call_us(exe: &std::path::Path, calls: usize) -> Result<f64> {
     check(state["state"] == "finished", || {
         format!("the remote echo did not finish: {state}")
     })?;
-    Ok(us)
+    let task = task_call_us(url, &pki, &client, calls)?;
+    Ok((us, task))
 }
 
 /// Measures; `bar` shows the steps.
@@ -327,9 +370,12 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let host = host_call_us(o.calls.max(1))?;
     bar.inc(1);
     bar.set_message("null call, another engine");
-    let remote = match &o.exe {
-        Some(exe) => Some(remote_call_us(exe, o.calls.max(1))?),
-        None => None,
+    let (remote, task) = match &o.exe {
+        Some(exe) => {
+            let (r, t) = remote_calls_us(exe, o.calls.max(1))?;
+            (Some(r), Some(t))
+        }
+        None => (None, None),
     };
     bar.inc(1);
     Ok(Report {
@@ -343,6 +389,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         remote_call_us: remote,
         switch_over_subroutine: switch / sub.max(1e-3),
         remote_over_host_call: remote.map(|r| r / host.max(1e-3)),
+        task_call_us: task,
     })
 }
 
@@ -361,7 +408,7 @@ mod tests {
         assert!(r.null_subroutine_ns > 0.0);
         assert!(r.task_switch_ns > r.null_subroutine_ns, "{r:?}");
         assert!(r.local_call_ns > 0.0 && r.host_call_us > 0.0, "{r:?}");
-        assert!(r.remote_call_us.is_none());
+        assert!(r.remote_call_us.is_none() && r.task_call_us.is_none());
         assert!(r.text().contains("task switch"));
     }
 }

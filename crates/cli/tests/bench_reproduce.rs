@@ -74,6 +74,7 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         "local_call_ns",
         "host_call_us",
         "remote_call_us",
+        "task_call_us",
     ] {
         assert!(d["rpc"][k].as_f64().unwrap() > 0.0, "{k}: {}", d["rpc"]);
     }

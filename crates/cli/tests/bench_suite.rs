@@ -342,6 +342,7 @@ fn engine_rpc_measures_seed_003_table_1_in_one_engine_and_across_two() {
         "host_call_us",
         "remote_call_us",
         "remote_over_host_call",
+        "task_call_us",
     ] {
         let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");

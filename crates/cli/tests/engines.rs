@@ -543,3 +543,100 @@ fn submitted_pipelines_reach_other_engines_over_tls_only() {
         assert!(err.contains(why) && err.contains("line 2"), "{url}: {err}");
     }
 }
+
+#[test]
+fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
+    let mut e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let pki = e.pki.to_str().unwrap().to_string();
+    let submit = |engine: usize, file: &Path, extra: &[&str]| {
+        let mut args = vec!["submit", "--engine", &e.urls[engine], "--tls-certificates"];
+        args.extend([pki.as_str()]);
+        args.extend(extra);
+        args.push(file.to_str().unwrap());
+        offhost(&args, work.path())
+    };
+    // The service on b answers each request with the request, through crc32c.
+    let serve = work.path().join("serve.ion");
+    std::fs::write(
+        &serve,
+        "host-in name=svc whole=true >a:a(4,64k)\ncrc32c <a >b\nhost-out name=svc whole=true <b\n",
+    )
+    .unwrap();
+    let service = || {
+        let o = submit(1, &serve, &["--detach"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout).trim().parse::<u64>().expect("an id")
+    };
+    let caller = |bytes: u64, id: u64| {
+        let f = work.path().join(format!("call-{id}.ion"));
+        std::fs::write(
+            &f,
+            format!(
+                "random seed=7 bytes={bytes} >r:r(4,1000)\ncall url={} pipeline={id} name=svc engine=b <r >x:x(4,1000)\ncrc32c <x\n",
+                e.urls[1]
+            ),
+        )
+        .unwrap();
+        f
+    };
+    // 300 calls of 1000 bytes: the answers are the requests, in order.
+    let o = submit(0, &caller(300_000, service()), &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let here = work.path().join("here.ion");
+    std::fs::write(
+        &here,
+        "random seed=7 bytes=300000 >r:r(4,1000)\ncrc32c <r\n",
+    )
+    .unwrap();
+    let local = offhost(&["run", here.to_str().unwrap()], work.path());
+    assert!(local.status.success(), "{}", text(&local.stderr));
+    let crc = |out: &str| {
+        out.split_whitespace()
+            .find(|w| w.starts_with("crc32c=0x"))
+            .map(str::to_owned)
+    };
+    let want = crc(&text(&local.stdout)).expect("offhost run reports a CRC");
+    assert_eq!(crc(&text(&o.stdout)), Some(want), "{}", text(&o.stdout));
+
+    // Calls that would go on for minutes, until b is killed.
+    let file = caller(200_000_000_000, service());
+    let mut sub = Reaped(
+        Command::new(BIN)
+            .args(["submit", "--engine", &e.urls[0], "--tls-certificates", &pki])
+            .arg(&file)
+            .current_dir(work.path())
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while !e.states(0).iter().any(|s| s == "running") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the caller never ran"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    e.procs[1].kill().unwrap();
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(s) = sub.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "the caller still runs"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "the caller succeeded");
+    assert!(err.contains("engine b"), "{err}");
+    assert!(!e.states(0).iter().any(|s| s == "running"));
+}

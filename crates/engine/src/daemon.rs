@@ -310,10 +310,17 @@ impl Daemon {
                 return ch.refuse(&format!("{name}: no open host-out {port} in the pipeline"));
             };
             drop(st);
-            let max = ch.options().max_message.max(1) as usize;
+            let max = ch.options().max_message.max(2) as usize;
             while let Some(buf) = output.recv() {
-                for part in buf.chunks(max) {
-                    ch.send(part)?; // on error the output drops: the branch ends
+                // On error the output drops: the branch ends.
+                if output.whole() {
+                    crate::remote::in_parts(&buf, max - 1, |p| {
+                        ch.send_parts_timeout(p, Duration::MAX)
+                    })?;
+                } else {
+                    for part in buf.chunks(max) {
+                        ch.send(part)?;
+                    }
                 }
             }
             ch.close()

@@ -88,7 +88,8 @@ pub(crate) type Failure = Arc<OnceLock<String>>;
 #[derive(Default)]
 pub(crate) struct HostPorts {
     pub(crate) inputs: HashMap<String, InPort>,
-    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, usize)>,
+    /// Each `host-out` channel: its buffers, and whether they cross a link whole.
+    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool)>,
     /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
 }
@@ -243,9 +244,18 @@ impl Drop for HostInput {
 /// The host's end of a `host-out` task.
 pub struct HostOutput {
     rx: Receiver<Buffer>,
+    whole: bool,
 }
 
 impl HostOutput {
+    /// Whether the task said its buffers cross a link whole (`host-out whole=true`): a
+    /// daemon then sends each buffer as messages that start with [`MORE`] or [`LAST`], as
+    /// `engine-out` does, so that the reader (a `call` task) can join them again. A host
+    /// reading in its own process gets whole buffers either way.
+    pub fn whole(&self) -> bool {
+        self.whole
+    }
+
     /// The next buffer; `Ok(None)` at end of stream; [`HostError::Timeout`] if nothing came.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Buffer>, HostError> {
         match self.rx.recv_timeout(timeout) {
@@ -262,7 +272,10 @@ impl HostOutput {
 }
 
 pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutput> {
-    ports.outputs.remove(name).map(|(rx, _)| HostOutput { rx })
+    ports
+        .outputs
+        .remove(name)
+        .map(|(rx, whole)| HostOutput { rx, whole })
 }
 
 struct HostIn {
@@ -566,8 +579,9 @@ pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
             format!("host-out channel '{name}' is already used"),
         ));
     }
+    let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::unbounded();
-    b.host.outputs.insert(name, (rx, b.task_id));
+    b.host.outputs.insert(name, (rx, whole));
     Ok(Box::new(HostOut { tx }))
 }
 

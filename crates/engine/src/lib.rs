@@ -78,6 +78,7 @@ mod pool;
 mod queue;
 mod registry;
 pub mod remote;
+pub mod remote_call;
 pub mod sandbox;
 mod sched;
 mod slot;

@@ -58,6 +58,11 @@ impl Links {
         }
     }
 
+    /// The link options (certificates) the engine reaches other engines with.
+    pub(crate) fn options(&self) -> &LinkOptions {
+        &self.options
+    }
+
     /// Whether a pipeline may reach `url`; the error says why not.
     pub fn check(&self, url: &str) -> Result<(), String> {
         let e = Endpoint::parse(url).map_err(|e| e.to_string())?;
@@ -77,9 +82,11 @@ impl Links {
     }
 }
 
-/// Registers `engine-out`, reaching engines as `links` allows.
+/// Registers `engine-out` and `call` (see [`crate::remote_call`]), reaching engines as
+/// `links` allows.
 pub fn register(r: &mut Registry, links: Links) {
     let links = Arc::new(links);
+    crate::remote_call::register(r, Arc::clone(&links));
     r.register(
         TaskInfo::new(
             "engine-out",
@@ -127,25 +134,25 @@ fn factory(links: &Arc<Links>, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
 }
 
 /// Where the buffers go.
-struct Target {
-    url: String,
-    channel: String,
-    engine: String,
-    options: LinkOptions,
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) channel: String,
+    pub(crate) engine: String,
+    pub(crate) options: LinkOptions,
 }
 
 /// What the task and its sender thread share.
-struct Shared {
-    waker: Arc<OnceLock<Waker>>,
+pub(crate) struct Shared {
+    pub(crate) waker: Arc<OnceLock<Waker>>,
     /// Set once by the sender thread when it is done: `Ok` once every buffer was handed to
     /// the link and the channel closed, `Err` with what broke.
-    end: Mutex<Option<Result<(), String>>>,
+    pub(crate) end: Mutex<Option<Result<(), String>>>,
     /// Set when the task is dropped (its pipeline ended): the sender gives up.
-    cancel: AtomicBool,
+    pub(crate) cancel: AtomicBool,
 }
 
 impl Shared {
-    fn finish(&self, r: Result<(), String>) {
+    pub(crate) fn finish(&self, r: Result<(), String>) {
         let mut end = self.end.lock().unwrap_or_else(|e| e.into_inner());
         if end.is_none() {
             *end = Some(r);
@@ -156,7 +163,7 @@ impl Shared {
         }
     }
 
-    fn end(&self) -> Option<Result<(), String>> {
+    pub(crate) fn end(&self) -> Option<Result<(), String>> {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -179,10 +186,10 @@ struct EngineOut {
 const RELEASE_BATCH: usize = 8;
 
 /// How often a send waiting for credit looks whether its pipeline has ended.
-const CANCEL_CHECK: Duration = Duration::from_millis(100);
+pub(crate) const CANCEL_CHECK: Duration = Duration::from_millis(100);
 
 /// Sends one message made of `parts` joined, waiting for credit as long as the pipeline runs.
-fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String> {
+pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String> {
     loop {
         match ch.send_parts_timeout(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
@@ -191,6 +198,30 @@ fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String
             Err(e) => return Err(e.to_string()),
         }
     }
+}
+
+/// Calls `send` with each message of `data` crossing whole: parts of at most `part` bytes,
+/// each after a byte that says whether more parts follow ([`MORE`](crate::host::MORE)) or
+/// not ([`LAST`](crate::host::LAST)), as `host-in whole=true` joins them; an empty buffer
+/// is one `LAST` byte.
+pub(crate) fn in_parts<E>(
+    data: &[u8],
+    part: usize,
+    mut send: impl FnMut(&[&[u8]]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut chunks = data.chunks(part.max(1)).peekable();
+    if chunks.peek().is_none() {
+        return send(&[&[crate::host::LAST]]);
+    }
+    while let Some(c) = chunks.next() {
+        let flag = if chunks.peek().is_some() {
+            crate::host::MORE
+        } else {
+            crate::host::LAST
+        };
+        send(&[&[flag], c])?;
+    }
+    Ok(())
 }
 
 fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<(), String> {
@@ -218,18 +249,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
             }
             Err(TryRecvError::Disconnected) => break,
         };
-        let mut chunks = b.chunks(part).peekable();
-        if chunks.peek().is_none() {
-            send(&ch, &[&[crate::host::LAST]], cancel)?;
-        }
-        while let Some(c) = chunks.next() {
-            let flag = if chunks.peek().is_some() {
-                crate::host::MORE
-            } else {
-                crate::host::LAST
-            };
-            send(&ch, &[&[flag], c], cancel)?;
-        }
+        in_parts(&b, part, |p| send(&ch, p, cancel))?;
         sent.push(b);
         if sent.len() == RELEASE_BATCH {
             crate::pool::release_together(|| sent.clear());
@@ -312,7 +332,7 @@ impl EngineOut {
 /// The channel of an engine-to-engine queue: a receive window of 4 MiB (four times the
 /// default), so that a window's worth of buffers is in flight while the credit for the last
 /// one travels back.
-fn queue_options() -> ChannelOptions {
+pub(crate) fn queue_options() -> ChannelOptions {
     ChannelOptions {
         recv_buffer: 4 << 20,
         ..ChannelOptions::default()

@@ -41,6 +41,11 @@ pub(crate) fn register_builtins(r: &mut Registry) {
             "buffers handed to the host on a channel (see Running::host_output)",
         )
         .required("name", "channel name")
+        .arg(
+            "whole",
+            "false",
+            "buffers cross a link whole: each message starts with a byte, 1 while more parts of a buffer follow, 0 on its last (what a call task reads)",
+        )
         .outputs(0, 0)
         .priority(Priority::Interrupt),
         crate::host::host_out_factory,

@@ -1,0 +1,328 @@
+//! `call`: a client/server call from a task to a pipeline on another engine (seed 003's
+//! calls between tasks on different nodes).
+//!
+//! The server is a pipeline on the other engine that reads its requests from `host-in
+//! name=NAME whole=true` and writes one answer per request, in order, to `host-out
+//! name=NAME whole=true` (`reply=` names another `host-out`). `call url=URL pipeline=ID
+//! name=NAME <requests >answers` sends each buffer of its input whole on channel
+//! `in/ID/NAME`, waits for the answer on `out/ID/NAME`, and puts the answer out as one buffer
+//! of its output's free list: one call at a time, as a call is. A pipeline graph has no
+//! cycles, so a task cannot send to another engine and hear back on its own queue; `call`
+//! holds both directions of one call instead.
+//!
+//! Like `engine-out` it opens a link session of its own with the engine's certificates, and
+//! a pipeline from outside reaches `tls:` URLs only (see [`Links`]).
+//!
+//! Everything the server sends is checked: an answer larger than a buffer of the output's
+//! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
+//! (after the last call), and a server that ends before it answered fail the pipeline with
+//! an error naming the engine and the call. Memory stays bounded: one request is in flight,
+//! and one answer, no larger than an output buffer, waits for the task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use offhost_link::{Channel, ChannelOptions, LinkError, Session};
+
+use crate::buffer::Buffer;
+use crate::queue::Get;
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
+use crate::task::{Context, Priority, Status, Task, TaskError};
+
+/// Registers `call`, reaching engines as `links` allows.
+pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
+    r.register(
+        TaskInfo::new(
+            "call",
+            "calls a pipeline on another engine with each buffer of its input and puts out its answer (host-in and host-out NAME, whole=true, of pipeline ID at URL)",
+        )
+        .required("url", "the other engine's URL (tls:HOST:PORT)")
+        .required("pipeline", "the serving pipeline's id on that engine")
+        .required("name", "its host-in channel, whole=true")
+        .arg("reply", "", "its host-out channel, whole=true (default: NAME)")
+        .arg("engine", "", "the other engine's name, for errors")
+        .inputs(1, 1)
+        .outputs(1, 1)
+        .allocates(4, 65536)
+        .priority(Priority::Interrupt),
+        move |args: &Args, b: &mut Build<'_>| factory(&links, args, b),
+    );
+}
+
+fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let url = args.required("url")?.to_string();
+    links.check(&url).map_err(|e| ArgError::new("url", e))?;
+    let pipeline: u64 = args.parse("pipeline")?;
+    let name = args.required("name")?.to_string();
+    let reply = match args.get("reply") {
+        Some(r) if !r.is_empty() => r.to_string(),
+        _ => name.clone(),
+    };
+    let engine = match args.get("engine") {
+        Some(e) if !e.is_empty() => e.to_string(),
+        _ => url.clone(),
+    };
+    let waker = Arc::new(OnceLock::new());
+    b.host.wakers.push((Arc::clone(&waker), b.task_id));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    // One answer waits for the task at most: the client thread waits with the next call.
+    let (answer_tx, answers) = crossbeam_channel::bounded(1);
+    Ok(Box::new(Call {
+        target: Target {
+            url,
+            channel: format!("in/{pipeline}/{name}"),
+            engine,
+            options: links.options().clone(),
+        },
+        reply: format!("out/{pipeline}/{reply}"),
+        shared: Arc::new(Shared {
+            waker,
+            end: Mutex::new(None),
+            cancel: AtomicBool::new(false),
+        }),
+        tx: Some(tx),
+        start: Some((rx, answer_tx)),
+        answers,
+        answer: None,
+    }))
+}
+
+struct Call {
+    target: Target,
+    /// The channel the answers come on.
+    reply: String,
+    shared: Arc<Shared>,
+    /// Requests to the client thread; dropped at the end of the input.
+    tx: Option<Sender<Buffer>>,
+    /// What the client thread takes when the task first runs.
+    start: Option<(Receiver<Buffer>, Sender<Vec<u8>>)>,
+    answers: Receiver<Vec<u8>>,
+    /// An answer waiting for an output buffer.
+    answer: Option<Vec<u8>>,
+}
+
+/// What the client thread needs.
+struct Client {
+    target: Target,
+    reply: String,
+    /// The largest answer the output's buffers hold.
+    limit: usize,
+    requests: Receiver<Buffer>,
+    answers: Sender<Vec<u8>>,
+    shared: Arc<Shared>,
+}
+
+impl Client {
+    fn run(&self) -> Result<(), String> {
+        let t = &self.target;
+        let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
+        let req = session
+            .open(&t.channel, ChannelOptions::default())
+            .map_err(|e| format!("open {}: {e}", t.channel))?;
+        let resp = session
+            .open(&self.reply, ChannelOptions::default())
+            .map_err(|e| format!("open {}: {e}", self.reply))?;
+        let part = (req.options().max_message as usize)
+            .saturating_sub(1)
+            .max(1);
+        let cancel = &self.shared.cancel;
+        let mut calls = 0u64;
+        while let Some(b) = self.next_request()? {
+            calls += 1;
+            in_parts(&b, part, |p| send(&req, p, cancel))?;
+            drop(b);
+            let answer = self
+                .answer(&resp)
+                .map_err(|e| format!("call {calls}: {e}"))?
+                .ok_or_else(|| {
+                    format!(
+                        "call {calls}: the serving pipeline's {} ended without answering",
+                        self.reply
+                    )
+                })?;
+            self.hand_over(answer)?;
+        }
+        req.close().map_err(|e| e.to_string())?;
+        // The server ends its answers once it has read the end of its requests.
+        if self.answer(&resp)?.is_some() {
+            return Err(format!(
+                "an answer after the last of {calls} calls: the serving pipeline answered more than once"
+            ));
+        }
+        session.close();
+        Ok(())
+    }
+
+    /// The next request, `None` at the end of the input.
+    fn next_request(&self) -> Result<Option<Buffer>, String> {
+        loop {
+            match self.requests.recv_timeout(CANCEL_CHECK) {
+                Ok(b) => return Ok(Some(b)),
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(RecvTimeoutError::Timeout) if self.cancelled() => {
+                    return Err("the pipeline ended".into())
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Joins the parts of the next answer; `None` if the server ended its answers.
+    fn answer(&self, resp: &Channel) -> Result<Option<Vec<u8>>, String> {
+        let mut answer = Vec::new();
+        let mut msg = Vec::new();
+        let mut parts = 0u64;
+        loop {
+            match resp.recv_into_timeout(&mut msg, CANCEL_CHECK) {
+                Ok(true) => parts += 1,
+                Ok(false) if parts == 0 => return Ok(None),
+                Ok(false) => return Err("the answer was cut off: its last part never came".into()),
+                Err(LinkError::Timeout) if self.cancelled() => {
+                    return Err("the pipeline ended".into())
+                }
+                Err(LinkError::Timeout) => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+            let Some((&flag, data)) = msg.split_first() else {
+                return Err("an empty message (every part starts with a MORE or LAST byte)".into());
+            };
+            if flag != crate::host::MORE && flag != crate::host::LAST {
+                return Err(format!(
+                    "an answer's part starts with {flag}, not MORE (1) or LAST (0): is the serving host-out whole=true?"
+                ));
+            }
+            if answer.len() + data.len() > self.limit {
+                return Err(format!(
+                    "an answer of more than {} bytes does not fit a buffer of the output's free list ({} bytes); give the output a free list of larger buffers",
+                    answer.len() + data.len(),
+                    self.limit
+                ));
+            }
+            answer.extend_from_slice(data);
+            if flag == crate::host::LAST {
+                return Ok(Some(answer));
+            }
+        }
+    }
+
+    /// Gives `answer` to the task, waiting while the one before it waits.
+    fn hand_over(&self, mut answer: Vec<u8>) -> Result<(), String> {
+        loop {
+            match self.answers.send_timeout(answer, CANCEL_CHECK) {
+                Ok(()) => break,
+                Err(SendTimeoutError::Timeout(a)) if !self.cancelled() => answer = a,
+                Err(_) => return Err("the pipeline ended".into()),
+            }
+        }
+        if let Some(w) = self.shared.waker.get() {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    fn cancelled(&self) -> bool {
+        self.shared.cancel.load(Ordering::Acquire)
+    }
+}
+
+impl Call {
+    fn failed(&self, why: &str) -> TaskError {
+        TaskError::Failed(format!("engine {}: {why}", self.target.engine))
+    }
+
+    /// Starts the client thread, for answers up to the size of the output's buffers.
+    fn start(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
+        let Some((requests, answers)) = self.start.take() else {
+            return Ok(());
+        };
+        let limit = cx.pool(0).map_or(0, |p| p.config().size);
+        let client = Client {
+            target: Target {
+                url: self.target.url.clone(),
+                channel: self.target.channel.clone(),
+                engine: self.target.engine.clone(),
+                options: self.target.options.clone(),
+            },
+            reply: self.reply.clone(),
+            limit,
+            requests,
+            answers,
+            shared: Arc::clone(&self.shared),
+        };
+        std::thread::Builder::new()
+            .name("offhost-call".into())
+            .spawn(move || {
+                let r = client.run();
+                client.shared.finish(r);
+            })
+            .map(drop)
+            .map_err(|e| TaskError::Failed(format!("no thread for the link: {e}")))
+    }
+
+    /// Puts out the answers that came; `false` if one waits for an output buffer.
+    fn put_answers(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            let Some(a) = self.answer.take().or_else(|| self.answers.try_recv().ok()) else {
+                return true;
+            };
+            let Some(mut b) = cx.alloc(0) else {
+                self.answer = Some(a);
+                return false;
+            };
+            // The client thread checked the answer against the output buffers' size.
+            let n = a.len().min(b.remaining());
+            b.unfilled()[..n].copy_from_slice(&a[..n]);
+            b.commit(n);
+            cx.put(0, b.freeze());
+        }
+    }
+}
+
+impl Task for Call {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        self.start(cx)?;
+        // The answers that came go out before a failure after them is reported.
+        let all_out = self.put_answers(cx);
+        if let Some(Err(why)) = self.shared.end() {
+            return Err(self.failed(&why));
+        }
+        if !all_out {
+            return Ok(Status::Blocked);
+        }
+        if let Some(tx) = &self.tx {
+            loop {
+                match cx.get(0) {
+                    Get::Buf(b) => {
+                        if tx.send(b).is_err() {
+                            break; // the thread ended: its end says why
+                        }
+                    }
+                    Get::Empty => return Ok(Status::Blocked),
+                    Get::Closed => break,
+                }
+            }
+            self.tx = None;
+        }
+        match self.shared.end() {
+            None => Ok(Status::Blocked),
+            Some(Ok(())) => {
+                // The last answers came before the thread's end.
+                if self.put_answers(cx) {
+                    Ok(Status::Done)
+                } else {
+                    Ok(Status::Blocked)
+                }
+            }
+            Some(Err(why)) => Err(self.failed(&why)),
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        // Release: pairs with the client thread's Acquire loads.
+        self.shared.cancel.store(true, Ordering::Release);
+    }
+}
