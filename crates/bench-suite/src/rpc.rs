@@ -25,21 +25,20 @@
 //!   The caller is a link client, not a task.
 //! - `task_call_us`: the seed's remote call, between tasks: a `call` task in this process's
 //!   engine (one worker) calls the same echo in the other engine (`host-in` and `host-out
-//!   whole=true`) for each 1-byte buffer of `fill` on a free list of one. The time of `calls`
-//!   more calls, from the difference between two runs, so that neither the link's set-up nor
-//!   the pipelines' start counts (a mean, not a median: a pipeline's calls are timed
-//!   together).
+//!   whole=true`) for each 1-byte buffer of `fill` on a free list of one, and a sink notes
+//!   when each answer arrives: the median time between two answers (one call from task to
+//!   task), after a tenth as many untimed.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use offhost_bench::stats::median;
 use offhost_engine::daemon::{Client, DaemonError};
 use offhost_engine::{
-    Args, Build, Context, EngineConfig, Pipeline, Registry, Status, Task, TaskError, TaskInfo,
+    Args, Build, Context, EngineConfig, Get, Pipeline, Registry, Status, Task, TaskError, TaskInfo,
 };
 use serde::Serialize;
 
@@ -88,7 +87,7 @@ pub struct Report {
     /// remote call / host call (the seed's remote over same-processor call: 1.33).
     pub remote_over_host_call: Option<f64>,
     /// A null call from a task of this engine to a pipeline in another engine over TLS on
-    /// loopback (`call`), mean, us (`None` without the binary).
+    /// loopback (`call`), median, us (`None` without the binary).
     pub task_call_us: Option<f64>,
 }
 
@@ -278,35 +277,77 @@ fn host_call_us(calls: usize) -> Result<f64> {
 /// The pipeline a task's null call goes to: each request back as its answer, whole.
 const SERVE: &str = "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
 
-/// A `call` task's mean null call to [`SERVE`] in the engine at `url`: `calls` more calls
-/// against a tenth as many, each run its own pipelines on both engines.
+/// A sink that notes when each buffer reached it.
+struct Stamp {
+    at: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Task for Stamp {
+    fn run(&mut self, cx: &mut Context<'_>) -> std::result::Result<Status, TaskError> {
+        loop {
+            match cx.get(0) {
+                Get::Buf(_) => self
+                    .at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Instant::now()),
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+}
+
+/// A `call` task's median null call to [`SERVE`] in the engine at `url`: the time between
+/// two answers reaching the sink after it, once a tenth of the calls has warmed up. The
+/// request source always has the next request ready (its one buffer comes back as soon as
+/// the request is sent), so each interval is one whole call from task to task.
 fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f64> {
+    let at = Arc::new(Mutex::new(Vec::with_capacity(calls + calls / 10 + 1)));
     let mut reg = Registry::with_builtins();
     offhost_engine::remote::register(
         &mut reg,
         offhost_engine::remote::Links::own(pki.link_options()),
     );
+    let stamps = Arc::clone(&at);
+    reg.register(
+        TaskInfo::new(
+            "stamp",
+            "notes when each buffer arrives (bench engine --rpc)",
+        )
+        .inputs(1, 1)
+        .outputs(0, 0),
+        move |_: &Args, _: &mut Build<'_>| {
+            Ok(Box::new(Stamp {
+                at: Arc::clone(&stamps),
+            }))
+        },
+    );
     let peer = |e: DaemonError| Error::Peer(e.to_string());
-    let run = |n: usize| -> Result<f64> {
-        let sub = client.submit(SERVE).map_err(peer)?;
-        let text = format!(
-            "fill bytes={n} >q:q(1,1)\ncall url={url} pipeline={} name=svc engine=server <q >a:a(1,64)\nnull <a\n",
-            sub.id
-        );
-        let secs = time_pipeline(&text, &reg, &ONE_WORKER)?;
-        let state = client.wait(sub.id).map_err(peer)?;
-        check(state["state"] == "finished", || {
-            format!("the served echo did not finish: {state}")
-        })?;
-        Ok(secs)
-    };
-    let few = (calls / 10).max(1);
-    let short = run(few)?;
-    let long = run(few + calls)?;
-    Ok((long - short).max(0.0) / calls as f64 * 1e6)
+    let sub = client.submit(SERVE).map_err(peer)?;
+    let n = calls + calls / 10 + 1;
+    let text = format!(
+        "fill bytes={n} >q:q(1,1)\ncall url={url} pipeline={} name=svc engine=server <q >a:a(1,64)\nstamp <a\n",
+        sub.id
+    );
+    time_pipeline(&text, &reg, &ONE_WORKER)?;
+    let state = client.wait(sub.id).map_err(peer)?;
+    check(state["state"] == "finished", || {
+        format!("the served echo did not finish: {state}")
+    })?;
+    let at = at.lock().unwrap_or_else(|e| e.into_inner());
+    check(at.len() == n, || {
+        format!("{} answers to {n} calls", at.len())
+    })?;
+    let times: Vec<f64> = at
+        .windows(2)
+        .skip(calls / 10)
+        .map(|w| (w[1] - w[0]).as_secs_f64() * 1e6)
+        .collect();
+    median(&times).ok_or_else(|| Error::Check("no call was timed".into()))
 }
 
-/// The link client's median call (`remote_call_us`) and a task's mean call
+/// The link client's median call (`remote_call_us`) and a task's median call
 /// ([`task_call_us`]) to one other engine.
 fn remote_calls_us(exe: &std::path::Path, calls: usize) -> Result<(f64, f64)> {
     let pki = Pki::generate()?;
