@@ -237,6 +237,18 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         let x = v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
         assert!(x > 0.0 && x.is_finite(), "{k}: {v}");
     }
+    // A task's null call to the other engine: 1000 calls more than a tenth as many take
+    // longer, or the figure is null with its ratio.
+    match v["task_call_us"].as_f64() {
+        Some(c) => {
+            let r = v["task_call_vs_tcp"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{v}"));
+            let rtt = v["tcp_rtt_us"].as_f64().unwrap_or_default();
+            assert!(c > 0.0 && (r - c / rtt).abs() < 1e-9 * r.max(1.0), "{v}");
+        }
+        None => assert!(v["task_call_vs_tcp"].is_null(), "{v}"),
+    }
     // CPU per GB from the processes' clock ticks (10 ms): 4 MiB may take less than a tick on
     // a fast machine, so 0 is possible, negative never; the ratio exists only where both
     // runs took a tick or more.

@@ -53,6 +53,14 @@
 //!   median of as many. Both echoes run on one core and the caller on another, and the two
 //!   take turns in blocks of 100 (see `calls_us`): placed differently, one TCP round trip
 //!   with both threads on one core took 4 us against 60 us across cores on the same machine.
+//! - `task_call_us`: a null call from a task on engine `a` to a pipeline on engine `b`, as a
+//!   pipeline makes it (`call`, to `host-in` and `host-out whole=true` on `b`; one call at a
+//!   time): the time of `max(calls, 1000)` more calls, from the difference between the best
+//!   of two jobs of a tenth as many calls and the best of two jobs of that many more, so
+//!   that submitting, the link's handshake and the pipelines' start cancel out (a mean: a
+//!   job's calls are timed together). Measured while the engines run with the queue's
+//!   placement, before the TCP round trip, so `task_call_vs_tcp` pairs figures taken a
+//!   few seconds apart.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -64,6 +72,7 @@ use offhost_bench::stats::{median, Summary};
 use offhost_bench::threads::Sampler;
 use offhost_bench::transport::Transport;
 use offhost_bench::{affinity, cpu};
+use offhost_engine::daemon::{Client, DaemonError};
 use offhost_engine::jobs::placed::{self, PlacedJob};
 use offhost_engine::Registry;
 use offhost_link::{ChannelOptions, Server, Session};
@@ -177,6 +186,11 @@ pub struct Report {
     pub tcp_rtt_us: f64,
     /// call / TCP round trip (issue 21 asks for <= 1.2).
     pub call_vs_tcp: f64,
+    /// A null call from a task on engine `a` to a pipeline on engine `b` (`call`), mean,
+    /// microseconds; `None` if the longer jobs did not take longer.
+    pub task_call_us: Option<f64>,
+    /// task call / TCP round trip.
+    pub task_call_vs_tcp: Option<f64>,
 }
 
 impl Report {
@@ -216,7 +230,8 @@ impl Report {
              CPU per GB: queue {:.3} s; raw TLS socket {:.3} s; ratio {}\n\
              busiest thread's CPU per GB: queue {:.3} s ({}); raw TLS socket {:.3} s; ratio {}\n\
              {}{}\
-             null call over a TLS channel: {:.1} us; TCP round trip {:.1} us; ratio {:.2}\n",
+             null call over a TLS channel: {:.1} us; TCP round trip {:.1} us; ratio {:.2}\n\
+             null call from a task on a to a pipeline on b: {}\n",
             self.queue_job_mb_per_s,
             self.queue_job_setup_ms
                 .map_or(unmeasured.to_owned(), |ms| format!("{ms:.0} ms")),
@@ -233,7 +248,11 @@ impl Report {
             self.sides[1].text(),
             self.call_us,
             self.tcp_rtt_us,
-            self.call_vs_tcp
+            self.call_vs_tcp,
+            match (self.task_call_us, self.task_call_vs_tcp) {
+                (Some(c), Some(r)) => format!("{c:.1} us; ratio {r:.2} to the TCP round trip"),
+                _ => "not measurable (the longer jobs took no longer)".to_owned(),
+            }
         )
     }
 }
@@ -373,6 +392,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         tallies[0].side("a", sides::SideRole::Sending, streamed_gb, gb),
         tallies[1].side("b", sides::SideRole::Receiving, streamed_gb, gb),
     ];
+    bar.set_message("null calls from a task on a to b");
+    let task_call = task_call_us(&list, &options, o.calls)?;
     drop(
         engines
             .into_iter()
@@ -407,7 +428,55 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         call_us: call,
         tcp_rtt_us: rtt,
         call_vs_tcp: call / rtt,
+        task_call_us: task_call,
+        task_call_vs_tcp: task_call.map(|c| c / rtt),
     })
+}
+
+/// The echo a task's null call goes to on engine `b`: each request back as its answer.
+const SERVE: &str = "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
+
+/// See `task_call_us` in the module's documentation; `engines` are `a` and `b` with their
+/// URLs.
+fn task_call_us(
+    engines: &[(String, String)],
+    options: &offhost_link::LinkOptions,
+    calls: usize,
+) -> Result<Option<f64>> {
+    let [(_, a), (_, b)] = engines else {
+        return Err(Error::Check("two engines, a and b".into()));
+    };
+    let connect = |url: &str| {
+        Client::connect_with(url, options).map_err(|e| Error::Peer(format!("{url}: {e}")))
+    };
+    let (ca, cb) = (connect(a)?, connect(b)?);
+    let peer = |e: DaemonError| Error::Peer(e.to_string());
+    let job = |n: usize| -> Result<f64> {
+        let served = cb.submit(SERVE).map_err(peer)?;
+        let text = format!(
+            "fill bytes={n} >q:q(1,1)\ncall url={b} pipeline={} name=svc engine=b <q >r:r(1,64)\nnull <r\n",
+            served.id
+        );
+        let t = Instant::now();
+        let caller = ca.submit(&text).map_err(peer)?;
+        let state = ca.wait(caller.id).map_err(peer)?;
+        let secs = t.elapsed().as_secs_f64();
+        let served = cb.wait(served.id).map_err(peer)?;
+        for s in [&state, &served] {
+            if s["state"] != "finished" {
+                return Err(Error::Peer(format!("a null-call job did not finish: {s}")));
+            }
+        }
+        Ok(secs)
+    };
+    let more = calls.max(1000);
+    let few = more / 10;
+    let (mut short, mut long) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..2 {
+        short = short.min(job(few)?);
+        long = long.min(job(few + more)?);
+    }
+    Ok((long > short).then(|| (long - short) / more as f64 * 1e6))
 }
 
 /// The queue's streaming rate, bytes per second: the long job's `extra_bytes` over its
