@@ -3,7 +3,7 @@
 `python3 fuzz/seeds/make.py`). Each seed is a small input the tests use: frames of a channel's
 life, an NBD handshake and requests, the example pipelines and those of the tests, the
 PETLINK test header with its first words, a short list-mode file, a tiny sinogram, and the
-daemon's requests. (fuzz/seeds/offload_records holds one record of each kind, written by the
+daemon's requests, and a call's answers. (fuzz/seeds/offload_records holds one record of each kind, written by the
 offhost_proto::offload and ::peer encoders.)"""
 import json, os, struct, glob
 
@@ -110,3 +110,13 @@ for i, r in enumerate([
     {"op": "nope"},
 ]):
     put("daemon_request", f"r{i}.json", json.dumps(r))
+
+# --- a call's answer (call_answer): a u16 limit, then messages each after a one-byte length;
+# a message is a MORE (1) or LAST (0) byte and a part
+def msgs(*ms):
+    return b"".join(bytes([len(m)]) + m for m in ms)
+
+
+put("call_answer", "two_parts", struct.pack("<H", 64) + msgs(b"\x01abc", b"\x00de"))
+put("call_answer", "empty_and_over", struct.pack("<H", 4) + msgs(b"\x00", b"\x01abc", b"\x00de"))
+put("call_answer", "bad_flag", struct.pack("<H", 16) + msgs(b"\x07x", b"", b"\x00y"))

@@ -103,6 +103,57 @@ struct Call {
     answer: Option<Vec<u8>>,
 }
 
+/// Joins the messages of one buffer that crosses a link whole (each a
+/// [`MORE`](crate::host::MORE) or [`LAST`](crate::host::LAST) byte and a part, as `host-out
+/// whole=true` and `engine-out` send them), up to a limit checked before anything grows.
+/// Sans-IO: the caller receives the messages.
+#[derive(Debug)]
+pub struct Joiner {
+    buf: Vec<u8>,
+    limit: usize,
+    started: bool,
+}
+
+impl Joiner {
+    /// A joiner for a buffer of at most `limit` bytes.
+    pub fn new(limit: usize) -> Joiner {
+        Joiner {
+            buf: Vec::new(),
+            limit,
+            started: false,
+        }
+    }
+
+    /// Whether a part of the buffer came.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Adds one message: the whole buffer after its last part, `None` while more follow; an
+    /// error that says what is wrong with a message that is not a part, or a buffer past
+    /// the limit. After an error or a whole buffer, start a new joiner.
+    pub fn push(&mut self, msg: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let Some((&flag, data)) = msg.split_first() else {
+            return Err("an empty message (every part starts with a MORE or LAST byte)".into());
+        };
+        if flag != crate::host::MORE && flag != crate::host::LAST {
+            return Err(format!(
+                "an answer's part starts with {flag}, not MORE (1) or LAST (0): is the serving host-out whole=true?"
+            ));
+        }
+        let len = self.buf.len().saturating_add(data.len());
+        if len > self.limit {
+            return Err(format!(
+                "an answer of more than {len} bytes does not fit a buffer of the output's free list ({} bytes); give the output a free list of larger buffers",
+                self.limit
+            ));
+        }
+        self.started = true;
+        self.buf.extend_from_slice(data);
+        Ok((flag == crate::host::LAST).then(|| std::mem::take(&mut self.buf)))
+    }
+}
+
 /// What the client thread needs.
 struct Client {
     target: Target,
@@ -171,13 +222,12 @@ impl Client {
 
     /// Joins the parts of the next answer; `None` if the server ended its answers.
     fn answer(&self, resp: &Channel) -> Result<Option<Vec<u8>>, String> {
-        let mut answer = Vec::new();
+        let mut answer = Joiner::new(self.limit);
         let mut msg = Vec::new();
-        let mut parts = 0u64;
         loop {
             match resp.recv_into_timeout(&mut msg, CANCEL_CHECK) {
-                Ok(true) => parts += 1,
-                Ok(false) if parts == 0 => return Ok(None),
+                Ok(true) => {}
+                Ok(false) if !answer.started() => return Ok(None),
                 Ok(false) => return Err("the answer was cut off: its last part never came".into()),
                 Err(LinkError::Timeout) if self.cancelled() => {
                     return Err("the pipeline ended".into())
@@ -185,24 +235,8 @@ impl Client {
                 Err(LinkError::Timeout) => continue,
                 Err(e) => return Err(e.to_string()),
             }
-            let Some((&flag, data)) = msg.split_first() else {
-                return Err("an empty message (every part starts with a MORE or LAST byte)".into());
-            };
-            if flag != crate::host::MORE && flag != crate::host::LAST {
-                return Err(format!(
-                    "an answer's part starts with {flag}, not MORE (1) or LAST (0): is the serving host-out whole=true?"
-                ));
-            }
-            if answer.len() + data.len() > self.limit {
-                return Err(format!(
-                    "an answer of more than {} bytes does not fit a buffer of the output's free list ({} bytes); give the output a free list of larger buffers",
-                    answer.len() + data.len(),
-                    self.limit
-                ));
-            }
-            answer.extend_from_slice(data);
-            if flag == crate::host::LAST {
-                return Ok(Some(answer));
+            if let Some(whole) = answer.push(&msg)? {
+                return Ok(Some(whole));
             }
         }
     }
@@ -324,5 +358,34 @@ impl Drop for Call {
     fn drop(&mut self) {
         // Release: pairs with the client thread's Acquire loads.
         self.shared.cancel.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{LAST, MORE};
+
+    #[test]
+    fn parts_join_into_one_buffer_up_to_the_limit() {
+        let mut j = Joiner::new(5);
+        assert!(!j.started());
+        assert_eq!(j.push(&[MORE, 1, 2]), Ok(None));
+        assert!(j.started());
+        assert_eq!(j.push(&[MORE]), Ok(None));
+        assert_eq!(j.push(&[LAST, 3, 4, 5]), Ok(Some(vec![1, 2, 3, 4, 5])));
+        // An empty buffer is one LAST byte.
+        assert_eq!(Joiner::new(0).push(&[LAST]), Ok(Some(Vec::new())));
+        let mut j = Joiner::new(5);
+        j.push(&[MORE, 1, 2, 3]).unwrap();
+        let e = j.push(&[LAST, 4, 5, 6]).unwrap_err();
+        assert!(
+            e.contains("more than 6 bytes") && e.contains("(5 bytes)"),
+            "{e}"
+        );
+        let e = Joiner::new(5).push(&[]).unwrap_err();
+        assert!(e.contains("empty message"), "{e}");
+        let e = Joiner::new(5).push(&[2, 0]).unwrap_err();
+        assert!(e.contains("starts with 2"), "{e}");
     }
 }
