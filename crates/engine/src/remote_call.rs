@@ -21,6 +21,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use offhost_link::{Channel, ChannelOptions, LinkError, Session};
@@ -30,6 +31,9 @@ use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
 use crate::task::{Context, Priority, Status, Task, TaskError};
+
+/// The longest `timeout=` a call may be given, in seconds (a day).
+const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// Registers `call`, reaching engines as `links` allows.
 pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
@@ -43,6 +47,11 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
         .required("name", "its host-in channel, whole=true")
         .arg("reply", "", "its host-out channel, whole=true (default: NAME)")
         .arg("engine", "", "the other engine's name, for errors")
+        .arg(
+            "timeout",
+            "",
+            "seconds a call may wait for its answer before the pipeline fails (default: as long as the server takes)",
+        )
         .inputs(1, 1)
         .outputs(1, 1)
         .allocates(4, 65536)
@@ -64,6 +73,23 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
         Some(e) if !e.is_empty() => e.to_string(),
         _ => url.clone(),
     };
+    let timeout = match args.get("timeout") {
+        Some(t) if !t.is_empty() => Some(
+            t.parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    ArgError::new(
+                        "timeout",
+                        format!(
+                            "timeout={t}: not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
+                        ),
+                    )
+                })?,
+        ),
+        _ => None,
+    };
     let waker = Arc::new(OnceLock::new());
     b.host.wakers.push((Arc::clone(&waker), b.task_id));
     let (tx, rx) = crossbeam_channel::unbounded();
@@ -77,6 +103,7 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
             options: links.options().clone(),
         },
         reply: format!("out/{pipeline}/{reply}"),
+        timeout,
         shared: Arc::new(Shared {
             waker,
             end: Mutex::new(None),
@@ -93,6 +120,8 @@ struct Call {
     target: Target,
     /// The channel the answers come on.
     reply: String,
+    /// How long a call may wait for its answer.
+    timeout: Option<Duration>,
     shared: Arc<Shared>,
     /// Requests to the client thread; dropped at the end of the input.
     tx: Option<Sender<Buffer>>,
@@ -160,6 +189,8 @@ struct Client {
     reply: String,
     /// The largest answer the output's buffers hold.
     limit: usize,
+    /// How long a call may wait for its answer.
+    timeout: Option<Duration>,
     requests: Receiver<Buffer>,
     answers: Sender<Vec<u8>>,
     shared: Arc<Shared>,
@@ -224,6 +255,7 @@ impl Client {
     fn answer(&self, resp: &Channel) -> Result<Option<Vec<u8>>, String> {
         let mut answer = Joiner::new(self.limit);
         let mut msg = Vec::new();
+        let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             match resp.recv_into_timeout(&mut msg, CANCEL_CHECK) {
                 Ok(true) => {}
@@ -232,7 +264,14 @@ impl Client {
                 Err(LinkError::Timeout) if self.cancelled() => {
                     return Err("the pipeline ended".into())
                 }
-                Err(LinkError::Timeout) => continue,
+                Err(LinkError::Timeout) => {
+                    if let (Some(d), Some(t)) = (deadline, self.timeout) {
+                        if Instant::now() >= d {
+                            return Err(format!("no answer within timeout={}", t.as_secs_f64()));
+                        }
+                    }
+                    continue;
+                }
                 Err(e) => return Err(e.to_string()),
             }
             if let Some(whole) = answer.push(&msg)? {
@@ -281,6 +320,7 @@ impl Call {
             },
             reply: self.reply.clone(),
             limit,
+            timeout: self.timeout,
             requests,
             answers,
             shared: Arc::clone(&self.shared),

@@ -39,8 +39,19 @@ fn call_each(
     out_pool: &str,
     requests: &[Vec<u8>],
 ) -> (Vec<Vec<u8>>, Result<(), String>) {
+    call_each_with(url, id, out_pool, "", requests)
+}
+
+/// [`call_each`] with more arguments for `call`.
+fn call_each_with(
+    url: &str,
+    id: u64,
+    out_pool: &str,
+    args: &str,
+    requests: &[Vec<u8>],
+) -> (Vec<Vec<u8>>, Result<(), String>) {
     let text = format!(
-        "host-in name=req >r:req(2,2M)\ncall url={url} pipeline={id} name=svc engine=far <r >a:{out_pool}\nhost-out name=ans <a\n"
+        "host-in name=req >r:req(2,2M)\ncall url={url} pipeline={id} name=svc engine=far {args} <r >a:{out_pool}\nhost-out name=ans <a\n"
     );
     let mut run = Pipeline::parse(&text)
         .unwrap()
@@ -178,5 +189,37 @@ fn a_pipeline_from_outside_calls_over_tls_only() {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(e.contains("tls:"), "{url}: {e}");
+    }
+}
+
+#[test]
+fn a_call_without_an_answer_in_its_timeout_fails_and_timeouts_are_checked() {
+    let (url, c) = server_engine();
+    // Its answers would come from a host-in nobody opens: never.
+    let sub = c
+        .submit("host-in name=svc whole=true >a:a(4,64K)\nnull <a\nhost-in name=never >z:z(2,64)\nhost-out name=svc whole=true <z\n")
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let (answers, ended) =
+        call_each_with(&url, sub.id, "ans(2,64K)", "timeout=0.3", &[vec![1; 10]]);
+    let e = ended.unwrap_err();
+    assert!(answers.is_empty());
+    assert!(
+        e.contains("engine far")
+            && e.contains("call 1")
+            && e.contains("no answer within timeout=0.3"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    for bad in ["0", "-1", "abc", "inf", "NaN", "100000"] {
+        let e = Pipeline::parse(&format!(
+            "fill bytes=10 >r\ncall url=tcp:127.0.0.1:9 pipeline=1 name=svc timeout={bad} <r >a\nnull <a\n"
+        ))
+        .unwrap()
+        .build(&caller_registry())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("timeout") && e.contains("line 2"), "{bad}: {e}");
     }
 }
