@@ -332,7 +332,7 @@ impl EngineOut {
 /// The channel of an engine-to-engine queue: a receive window of 4 MiB (four times the
 /// default), so that a window's worth of buffers is in flight while the credit for the last
 /// one travels back.
-pub(crate) fn queue_options() -> ChannelOptions {
+fn queue_options() -> ChannelOptions {
     ChannelOptions {
         recv_buffer: 4 << 20,
         ..ChannelOptions::default()

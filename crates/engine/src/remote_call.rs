@@ -16,8 +16,10 @@
 //! Everything the server sends is checked: an answer larger than a buffer of the output's
 //! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
 //! (after the last call), and a server that ends before it answered fail the pipeline with
-//! an error naming the engine and the call. Memory stays bounded: one request is in flight,
-//! and one answer, no larger than an output buffer, waits for the task.
+//! an error naming the engine and the call; so does a call whose answer does not come within
+//! `timeout=SECONDS`, when given. Memory stays bounded: one request is on the link at a time
+//! (the others wait in their free list's buffers), and one answer, no larger than an output
+//! buffer, waits for the task.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
