@@ -331,6 +331,47 @@ fn submit(e: &Engines, file: &Path, extra: &[&str], dir: &Path) -> Output {
     offhost(&args, dir)
 }
 
+/// `offhost ARGS` started in `dir`, its standard error kept for [`kill_and_wait`].
+fn spawn_offhost(args: &[String], dir: &Path) -> Reaped {
+    Reaped(
+        Command::new(BIN)
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Kills engine `victim` of `e` and waits at most 20 s for `sub` to end: its status, how
+/// long it took after the kill, and what it said on standard error.
+fn kill_and_wait(
+    e: &mut Engines,
+    victim: usize,
+    sub: &mut Reaped,
+) -> (std::process::ExitStatus, Duration, String) {
+    e.procs[victim].kill().unwrap();
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(s) = sub.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "{:?} still runs after engine {victim} was killed",
+            sub.0
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = killed.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    (status, took, err)
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -445,17 +486,7 @@ fn a_killed_engine_ends_every_part_and_the_error_names_it() {
         let mut args: Vec<String> = vec!["submit".into()];
         args.extend(e.args());
         args.push(file.to_str().unwrap().into());
-        let mut sub = Reaped(
-            Command::new(BIN)
-                .args(&args)
-                .current_dir(work.path())
-                .env("RUST_BACKTRACE", "0")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
+        let mut sub = spawn_offhost(&args, work.path());
         // Wait until data flows through all three (every part started), then kill one.
         let t0 = Instant::now();
         while e.states(2).is_empty() || e.states(0).is_empty() {
@@ -466,21 +497,7 @@ fn a_killed_engine_ends_every_part_and_the_error_names_it() {
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(300));
-        e.procs[victim].kill().unwrap();
-        let killed = Instant::now();
-        let status = loop {
-            if let Some(s) = sub.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                killed.elapsed() < Duration::from_secs(20),
-                "the submitter still runs {victim}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let took = killed.elapsed();
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+        let (status, took, err) = kill_and_wait(&mut e, victim, &mut sub);
         assert!(!status.success(), "the submitter succeeded");
         let last = err
             .lines()
@@ -601,18 +618,12 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
 
     // Calls that would go on for minutes, until b is killed.
     let file = caller(200_000_000_000, service());
-    let mut sub = Reaped(
-        Command::new(BIN)
-            .args(["submit", "--engine", &e.urls[0], "--tls-certificates", &pki])
-            .arg(&file)
-            .current_dir(work.path())
-            .env("RUST_BACKTRACE", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let args: Vec<String> = ["submit", "--engine", &e.urls[0], "--tls-certificates", &pki]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([file.to_string_lossy().into_owned()])
+        .collect();
+    let mut sub = spawn_offhost(&args, work.path());
     let t0 = Instant::now();
     while !e.states(0).iter().any(|s| s == "running") {
         assert!(
@@ -622,20 +633,7 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    e.procs[1].kill().unwrap();
-    let killed = Instant::now();
-    let status = loop {
-        if let Some(s) = sub.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(20),
-            "the caller still runs"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, _, err) = kill_and_wait(&mut e, 1, &mut sub);
     assert!(!status.success(), "the caller succeeded");
     assert!(err.contains("engine b"), "{err}");
     assert!(!e.states(0).iter().any(|s| s == "running"));

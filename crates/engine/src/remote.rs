@@ -58,11 +58,6 @@ impl Links {
         }
     }
 
-    /// The link options (certificates) the engine reaches other engines with.
-    pub(crate) fn options(&self) -> &LinkOptions {
-        &self.options
-    }
-
     /// Whether a pipeline may reach `url`; the error says why not.
     pub fn check(&self, url: &str) -> Result<(), String> {
         let e = Endpoint::parse(url).map_err(|e| e.to_string())?;
@@ -104,41 +99,49 @@ pub fn register(r: &mut Registry, links: Links) {
 }
 
 fn factory(links: &Arc<Links>, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let url = args.required("url")?.to_string();
-    links.check(&url).map_err(|e| ArgError::new("url", e))?;
-    let pipeline: u64 = args.parse("pipeline")?;
-    let name = args.required("name")?.to_string();
-    let engine = match args.get("engine") {
-        Some(e) if !e.is_empty() => e.to_string(),
-        _ => url.clone(),
-    };
-    let waker = Arc::new(OnceLock::new());
-    b.host.wakers.push((Arc::clone(&waker), b.task_id));
+    let (target, pipeline, name) = Target::parse(links, args)?;
     let (tx, rx) = crossbeam_channel::unbounded();
-    let shared = Arc::new(Shared {
-        waker,
-        end: Mutex::new(None),
-        cancel: AtomicBool::new(false),
-    });
     Ok(Box::new(EngineOut {
         target: Target {
-            url,
             channel: format!("in/{pipeline}/{name}"),
-            engine,
-            options: links.options.clone(),
+            ..target
         },
-        shared,
+        shared: Shared::register(b),
         tx: Some(tx),
         rx: Some(rx),
     }))
 }
 
 /// Where the buffers go.
+#[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) url: String,
     pub(crate) channel: String,
     pub(crate) engine: String,
     pub(crate) options: LinkOptions,
+}
+
+impl Target {
+    /// The arguments `engine-out` and `call` share: `url` (which `links` must allow),
+    /// `pipeline`, `name` and `engine` (the URL unless given). The channel is left empty
+    /// for the task to name; the pipeline's id and the channel's name come with it.
+    pub(crate) fn parse(links: &Links, args: &Args) -> Result<(Target, u64, String), ArgError> {
+        let url = args.required("url")?.to_string();
+        links.check(&url).map_err(|e| ArgError::new("url", e))?;
+        let pipeline: u64 = args.parse("pipeline")?;
+        let name = args.required("name")?.to_string();
+        let engine = match args.get("engine") {
+            Some(e) if !e.is_empty() => e.to_string(),
+            _ => url.clone(),
+        };
+        let target = Target {
+            url,
+            channel: String::new(),
+            engine,
+            options: links.options.clone(),
+        };
+        Ok((target, pipeline, name))
+    }
 }
 
 /// What the task and its sender thread share.
@@ -152,6 +155,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A new share for the task being built, its waker registered with the pipeline so
+    /// that the task's thread can wake it.
+    pub(crate) fn register(b: &mut Build<'_>) -> Arc<Shared> {
+        let waker = Arc::new(OnceLock::new());
+        b.host.wakers.push((Arc::clone(&waker), b.task_id));
+        Arc::new(Shared {
+            waker,
+            end: Mutex::new(None),
+            cancel: AtomicBool::new(false),
+        })
+    }
+
     pub(crate) fn finish(&self, r: Result<(), String>) {
         let mut end = self.end.lock().unwrap_or_else(|e| e.into_inner());
         if end.is_none() {
@@ -265,7 +280,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
 impl Task for EngineOut {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         if let Some(rx) = self.rx.take() {
-            let (shared, target) = (Arc::clone(&self.shared), self.take_target());
+            let (shared, target) = (Arc::clone(&self.shared), self.target.clone());
             let spawned = std::thread::Builder::new()
                 .name("offhost-engine-out".into())
                 .spawn(move || {
@@ -314,18 +329,6 @@ impl Drop for EngineOut {
     fn drop(&mut self) {
         // Release: pairs with the sender's Acquire load.
         self.shared.cancel.store(true, Ordering::Release);
-    }
-}
-
-impl EngineOut {
-    /// The target for the sender thread; the task keeps the names for its errors.
-    fn take_target(&self) -> Target {
-        Target {
-            url: self.target.url.clone(),
-            channel: self.target.channel.clone(),
-            engine: self.target.engine.clone(),
-            options: self.target.options.clone(),
-        }
     }
 }
 

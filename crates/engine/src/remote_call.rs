@@ -21,8 +21,8 @@
 //! (the others wait in their free list's buffers), and one answer, no larger than an output
 //! buffer, waits for the task.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
@@ -63,17 +63,10 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
 }
 
 fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let url = args.required("url")?.to_string();
-    links.check(&url).map_err(|e| ArgError::new("url", e))?;
-    let pipeline: u64 = args.parse("pipeline")?;
-    let name = args.required("name")?.to_string();
+    let (target, pipeline, name) = Target::parse(links, args)?;
     let reply = match args.get("reply") {
         Some(r) if !r.is_empty() => r.to_string(),
         _ => name.clone(),
-    };
-    let engine = match args.get("engine") {
-        Some(e) if !e.is_empty() => e.to_string(),
-        _ => url.clone(),
     };
     let timeout = match args.get("timeout") {
         Some(t) if !t.is_empty() => Some(
@@ -92,25 +85,17 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
         ),
         _ => None,
     };
-    let waker = Arc::new(OnceLock::new());
-    b.host.wakers.push((Arc::clone(&waker), b.task_id));
     let (tx, rx) = crossbeam_channel::unbounded();
     // One answer waits for the task at most: the client thread waits with the next call.
     let (answer_tx, answers) = crossbeam_channel::bounded(1);
     Ok(Box::new(Call {
         target: Target {
-            url,
             channel: format!("in/{pipeline}/{name}"),
-            engine,
-            options: links.options().clone(),
+            ..target
         },
         reply: format!("out/{pipeline}/{reply}"),
         timeout,
-        shared: Arc::new(Shared {
-            waker,
-            end: Mutex::new(None),
-            cancel: AtomicBool::new(false),
-        }),
+        shared: Shared::register(b),
         tx: Some(tx),
         start: Some((rx, answer_tx)),
         answers,
@@ -314,12 +299,7 @@ impl Call {
         };
         let limit = cx.pool(0).map_or(0, |p| p.config().size);
         let client = Client {
-            target: Target {
-                url: self.target.url.clone(),
-                channel: self.target.channel.clone(),
-                engine: self.target.engine.clone(),
-                options: self.target.options.clone(),
-            },
+            target: self.target.clone(),
             reply: self.reply.clone(),
             limit,
             timeout: self.timeout,
