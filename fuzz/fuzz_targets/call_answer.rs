@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let limit = usize::from(u16::from_le_bytes(*head));
-    let mut j = Joiner::new(limit);
+    let mut j = Joiner::answer(limit);
     let mut fed = 0usize;
     while let Some((&n, tail)) = rest.split_first() {
         let (msg, tail) = tail.split_at(usize::from(n).min(tail.len()));
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(b.len() <= limit);
                 assert_eq!(b.len(), fed + msg.len() - 1);
                 fed = 0;
-                j = Joiner::new(limit);
+                j = Joiner::answer(limit);
             }
             Ok(None) => {
                 fed += msg.len() - 1;
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => {
                 assert!(!e.is_empty());
                 fed = 0;
-                j = Joiner::new(limit);
+                j = Joiner::answer(limit);
             }
         }
     }

@@ -331,6 +331,8 @@ fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f
         sub.id
     );
     time_pipeline(&text, &reg, &ONE_WORKER)?;
+    // A service runs until stopped.
+    client.stop(sub.id).map_err(peer)?;
     let state = client.wait(sub.id).map_err(peer)?;
     check(state["state"] == "finished", || {
         format!("the served echo did not finish: {state}")

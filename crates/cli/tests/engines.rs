@@ -586,7 +586,7 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
         text(&o.stdout).trim().parse::<u64>().expect("an id")
     };
     let caller = |bytes: u64, id: u64| {
-        let f = work.path().join(format!("call-{id}.ion"));
+        let f = work.path().join(format!("call-{bytes}.ion"));
         std::fs::write(
             &f,
             format!(
@@ -598,7 +598,8 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
         f
     };
     // 300 calls of 1000 bytes: the answers are the requests, in order.
-    let o = submit(0, &caller(300_000, service()), &[]);
+    let id = service();
+    let o = submit(0, &caller(300_000, id), &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let here = work.path().join("here.ion");
     std::fs::write(
@@ -616,8 +617,8 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
     let want = crc(&text(&local.stdout)).expect("offhost run reports a CRC");
     assert_eq!(crc(&text(&o.stdout)), Some(want), "{}", text(&o.stdout));
 
-    // Calls that would go on for minutes, until b is killed.
-    let file = caller(200_000_000_000, service());
+    // The service outlives its caller: calls that would go on for minutes, until b is killed.
+    let file = caller(200_000_000_000, id);
     let args: Vec<String> = ["submit", "--engine", &e.urls[0], "--tls-certificates", &pki]
         .iter()
         .map(|s| s.to_string())

@@ -47,6 +47,28 @@ use crate::sandbox::Files;
 /// all (docs/notes/engines.md, stop 34).
 const HOST_IN_WAKE_EVERY: usize = 8;
 
+/// The host ports a service named `port` answers calls with: `host-in` and `host-out` of
+/// that name, both `whole=true`; what is missing otherwise. Each is put back if the other is
+/// missing, so a refused caller takes nothing.
+fn take_service_ports(
+    run: &mut Running,
+    port: &str,
+) -> Result<(crate::HostInput, crate::HostOutput), String> {
+    let missing = || {
+        format!("no open host-in and host-out {port}, both whole=true, in the pipeline (a call takes both)")
+    };
+    let (Some(i), Some(o)) = (run.peek_host_input(port), run.peek_host_output(port)) else {
+        return Err(missing());
+    };
+    if !(i && o) {
+        return Err(missing());
+    }
+    match (run.host_input(port), run.host_output(port)) {
+        (Some(i), Some(o)) => Ok((i, o)),
+        _ => Err(missing()),
+    }
+}
+
 /// Errors of the daemon's client side.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -107,6 +129,8 @@ pub struct Daemon {
     limits: DaemonLimits,
     next: AtomicU64,
     pipelines: Mutex<BTreeMap<u64, Arc<Mutex<State>>>>,
+    /// Pipelines serving calls (`call/ID/NAME` channels).
+    services: crate::service::Services,
 }
 
 fn stats_value(s: &crate::Stats) -> Value {
@@ -149,6 +173,7 @@ impl Daemon {
             limits,
             next: AtomicU64::new(1),
             pipelines: Mutex::new(BTreeMap::new()),
+            services: Default::default(),
         })
     }
 
@@ -240,7 +265,7 @@ impl Daemon {
         }
         let parts: Vec<&str> = name.splitn(3, '/').collect();
         let (dir, id, port) = match parts.as_slice() {
-            [d @ ("in" | "out"), id, port] => (*d, id.parse::<u64>().ok(), *port),
+            [d @ ("in" | "out" | "call"), id, port] => (*d, id.parse::<u64>().ok(), *port),
             _ => (name.as_str(), None, ""),
         };
         // A channel this daemon cannot serve is refused, so that its sender's calls fail
@@ -250,9 +275,25 @@ impl Daemon {
                 "channel {name:?}: not control, in/ID/NAME or out/ID/NAME of a pipeline"
             );
             return ch.refuse(&format!(
-                "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME)"
+                "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME, call/ID/NAME)"
             ));
         };
+        if dir == "call" {
+            let service =
+                {
+                    let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
+                    let running = matches!(&*st, State::Running(run) if !run.is_finished());
+                    self.services
+                        .get_or_take(id.unwrap_or_default(), port, running, || match &mut *st {
+                            State::Running(run) => take_service_ports(run, port),
+                            _ => Err("the pipeline has ended".into()),
+                        })
+                };
+            return match service {
+                Ok(s) => crate::service::serve(ch, &s),
+                Err(why) => ch.refuse(&format!("{name}: {why}")),
+            };
+        }
         let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
         let State::Running(run) = &mut *st else {
             return ch.refuse(&format!("{name}: the pipeline has ended"));

@@ -236,6 +236,7 @@ impl Built {
             if let Some(cfg) = pool.map(|i| pools[i].config()) {
                 port.front = cfg.headroom.saturating_sub(usize::from(port.whole));
                 port.storage = cfg.headroom + cfg.size + cfg.tailroom;
+                port.size = cfg.size;
             }
         }
         let slots = g
@@ -369,6 +370,18 @@ impl Running {
     /// The host's end of `host-out name=NAME` (once; later calls return `None`).
     pub fn host_output(&mut self, name: &str) -> Option<HostOutput> {
         host::take_output(&mut self.host, name)
+    }
+
+    /// Whether `host-in name=NAME` is still open to take, and then whether it joins whole
+    /// buffers (`whole=true`).
+    pub fn peek_host_input(&self, name: &str) -> Option<bool> {
+        self.host.inputs.get(name).map(|p| p.whole)
+    }
+
+    /// Whether `host-out name=NAME` is still open to take, and then whether its buffers
+    /// cross a link whole (`whole=true`).
+    pub fn peek_host_output(&self, name: &str) -> Option<bool> {
+        self.host.outputs.get(name).map(|(_, whole)| *whole)
     }
 
     /// Names of the host-in channels not yet taken.

@@ -74,6 +74,8 @@ pub(crate) struct InPort {
     pub(crate) front: usize,
     /// Bytes of storage of a buffer of the task's pool (set at start): what a new spare holds.
     pub(crate) storage: usize,
+    /// Bytes of data a buffer of the task's pool holds (set at start).
+    pub(crate) size: usize,
     /// Bytes queued to the task.
     pub(crate) backlog: Arc<Backlog>,
 }
@@ -102,6 +104,8 @@ pub struct HostInput {
     spare: Arc<StorageStack>,
     front: usize,
     storage: usize,
+    size: usize,
+    whole: bool,
     backlog: Arc<Backlog>,
     /// Bytes of message buffers that may be queued at once (one message always may).
     max_queued: usize,
@@ -116,6 +120,8 @@ impl HostInput {
             spare: port.spare,
             front: port.front,
             storage: port.storage,
+            size: port.size,
+            whole: port.whole,
             backlog: port.backlog,
             max_queued: HOST_IN_DEPTH.saturating_mul(port.storage.max(HOST_IN_MIN_BUFFER)),
         }
@@ -126,6 +132,17 @@ impl HostInput {
     /// [`HOST_IN_MIN_BUFFER`]. A message over that still goes when nothing else waits.
     pub fn max_queued(&self) -> usize {
         self.max_queued
+    }
+
+    /// Whether the task joins the parts of whole buffers (`host-in whole=true`).
+    pub fn whole(&self) -> bool {
+        self.whole
+    }
+
+    /// Bytes of data a buffer of the task's free list holds: the largest buffer it takes
+    /// whole (`whole=true`).
+    pub fn buffer_size(&self) -> usize {
+        self.size
     }
 
     /// Where a message starts in its buffer for the task to take that buffer into its pool as
@@ -556,6 +573,7 @@ pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn 
             whole,
             front: 0,
             storage: 0,
+            size: 0,
             backlog: backlog.clone(),
         },
     );

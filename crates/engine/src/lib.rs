@@ -81,6 +81,7 @@ pub mod remote;
 pub mod remote_call;
 pub mod sandbox;
 mod sched;
+mod service;
 mod slot;
 mod task;
 mod task_doc;

@@ -3,23 +3,23 @@
 //!
 //! The server is a pipeline on the other engine that reads its requests from `host-in
 //! name=NAME whole=true` and writes one answer per request, in order, to `host-out
-//! name=NAME whole=true` (`reply=` names another `host-out`). `call url=URL pipeline=ID
-//! name=NAME <requests >answers` sends each buffer of its input whole on channel
-//! `in/ID/NAME`, waits for the answer on `out/ID/NAME`, and puts the answer out as one buffer
-//! of its output's free list: one call at a time, as a call is. A pipeline graph has no
-//! cycles, so a task cannot send to another engine and hear back on its own queue; `call`
-//! holds both directions of one call instead.
+//! name=NAME whole=true`; its daemon serves it to any number of callers, one call at a time
+//! (see `service.rs`). `call url=URL pipeline=ID name=NAME <requests >answers` sends each
+//! buffer of its input whole on channel `call/ID/NAME`, waits for the answer on the same
+//! channel, and puts the answer out as one buffer of its output's free list: one call at a
+//! time, as a call is. A pipeline graph has no cycles, so a task cannot send to another
+//! engine and hear back on its own queue; `call` holds both directions of one call instead.
 //!
 //! Like `engine-out` it opens a link session of its own with the engine's certificates, and
 //! a pipeline from outside reaches `tls:` URLs only (see [`Links`]).
 //!
 //! Everything the server sends is checked: an answer larger than a buffer of the output's
 //! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
-//! (after the last call), and a server that ends before it answered fail the pipeline with
-//! an error naming the engine and the call; so does a call whose answer does not come within
-//! `timeout=SECONDS`, when given. Memory stays bounded: one request is on the link at a time
-//! (the others wait in their free list's buffers), and one answer, no larger than an output
-//! buffer, waits for the task.
+//! (after the last call), and a service that ends or refuses before it answered fail the
+//! pipeline with an error naming the engine and the call; so does a call whose answer does
+//! not come within `timeout=SECONDS`, when given. Memory stays bounded: one request is on the
+//! link at a time (the others wait in their free list's buffers), and one answer, no larger
+//! than an output buffer, waits for the task.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,12 +42,11 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
     r.register(
         TaskInfo::new(
             "call",
-            "calls a pipeline on another engine with each buffer of its input and puts out its answer (host-in and host-out NAME, whole=true, of pipeline ID at URL)",
+            "calls a pipeline on another engine with each buffer of its input and puts out its answer (its host-in and host-out NAME, both whole=true, of pipeline ID at URL)",
         )
         .required("url", "the other engine's URL (tls:HOST:PORT)")
         .required("pipeline", "the serving pipeline's id on that engine")
-        .required("name", "its host-in channel, whole=true")
-        .arg("reply", "", "its host-out channel, whole=true (default: NAME)")
+        .required("name", "the name of its host-in and host-out, both whole=true")
         .arg("engine", "", "the other engine's name, for errors")
         .arg(
             "timeout",
@@ -64,10 +63,6 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
 
 fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let (target, pipeline, name) = Target::parse(links, args)?;
-    let reply = match args.get("reply") {
-        Some(r) if !r.is_empty() => r.to_string(),
-        _ => name.clone(),
-    };
     let timeout = match args.get("timeout") {
         Some(t) if !t.is_empty() => Some(
             t.parse::<f64>()
@@ -90,10 +85,9 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
     let (answer_tx, answers) = crossbeam_channel::bounded(1);
     Ok(Box::new(Call {
         target: Target {
-            channel: format!("in/{pipeline}/{name}"),
+            channel: format!("call/{pipeline}/{name}"),
             ..target
         },
-        reply: format!("out/{pipeline}/{reply}"),
         timeout,
         shared: Shared::register(b),
         tx: Some(tx),
@@ -105,8 +99,6 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
 
 struct Call {
     target: Target,
-    /// The channel the answers come on.
-    reply: String,
     /// How long a call may wait for its answer.
     timeout: Option<Duration>,
     shared: Arc<Shared>,
@@ -128,15 +120,32 @@ pub struct Joiner {
     buf: Vec<u8>,
     limit: usize,
     started: bool,
+    what: &'static str,
+    whose: &'static str,
 }
 
 impl Joiner {
-    /// A joiner for a buffer of at most `limit` bytes.
-    pub fn new(limit: usize) -> Joiner {
+    /// A joiner for an answer of at most `limit` bytes, a buffer of the caller's output
+    /// free list.
+    pub fn answer(limit: usize) -> Joiner {
+        Joiner::new(limit, "an answer", "the output's free list")
+    }
+
+    /// A joiner for a request of at most `limit` bytes, a buffer of the serving `host-in`'s
+    /// free list.
+    pub fn request(limit: usize) -> Joiner {
+        Joiner::new(limit, "a request", "the serving host-in's free list")
+    }
+
+    /// A joiner for `what` (named in errors) of at most `limit` bytes, the size of a
+    /// buffer of `whose` free list.
+    fn new(limit: usize, what: &'static str, whose: &'static str) -> Joiner {
         Joiner {
             buf: Vec::new(),
             limit,
             started: false,
+            what,
+            whose,
         }
     }
 
@@ -154,14 +163,15 @@ impl Joiner {
         };
         if flag != crate::host::MORE && flag != crate::host::LAST {
             return Err(format!(
-                "an answer's part starts with {flag}, not MORE (1) or LAST (0): is the serving host-out whole=true?"
+                "a part of {} starts with {flag}, not MORE (1) or LAST (0): is it sent whole (host-out whole=true)?",
+                self.what
             ));
         }
         let len = self.buf.len().saturating_add(data.len());
         if len > self.limit {
             return Err(format!(
-                "an answer of more than {len} bytes does not fit a buffer of the output's free list ({} bytes); give the output a free list of larger buffers",
-                self.limit
+                "{} of more than {len} bytes does not fit a buffer of {} ({} bytes)",
+                self.what, self.whose, self.limit
             ));
         }
         self.started = true;
@@ -173,7 +183,6 @@ impl Joiner {
 /// What the client thread needs.
 struct Client {
     target: Target,
-    reply: String,
     /// The largest answer the output's buffers hold.
     limit: usize,
     /// How long a call may wait for its answer.
@@ -187,37 +196,27 @@ impl Client {
     fn run(&self) -> Result<(), String> {
         let t = &self.target;
         let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
-        let req = session
+        let ch = session
             .open(&t.channel, ChannelOptions::default())
             .map_err(|e| format!("open {}: {e}", t.channel))?;
-        let resp = session
-            .open(&self.reply, ChannelOptions::default())
-            .map_err(|e| format!("open {}: {e}", self.reply))?;
-        let part = (req.options().max_message as usize)
-            .saturating_sub(1)
-            .max(1);
+        let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
         let cancel = &self.shared.cancel;
         let mut calls = 0u64;
         while let Some(b) = self.next_request()? {
             calls += 1;
-            in_parts(&b, part, |p| send(&req, p, cancel))?;
+            in_parts(&b, part, |p| send(&ch, p, cancel))?;
             drop(b);
             let answer = self
-                .answer(&resp)
+                .answer(&ch)
                 .map_err(|e| format!("call {calls}: {e}"))?
-                .ok_or_else(|| {
-                    format!(
-                        "call {calls}: the serving pipeline's {} ended without answering",
-                        self.reply
-                    )
-                })?;
+                .ok_or_else(|| format!("call {calls}: the service ended without answering"))?;
             self.hand_over(answer)?;
         }
-        req.close().map_err(|e| e.to_string())?;
-        // The server ends its answers once it has read the end of its requests.
-        if self.answer(&resp)?.is_some() {
+        ch.close().map_err(|e| e.to_string())?;
+        // The service ends the channel once it has read the end of the calls.
+        if self.answer(&ch)?.is_some() {
             return Err(format!(
-                "an answer after the last of {calls} calls: the serving pipeline answered more than once"
+                "an answer after the last of {calls} calls, which nobody asked for"
             ));
         }
         session.close();
@@ -240,7 +239,7 @@ impl Client {
 
     /// Joins the parts of the next answer; `None` if the server ended its answers.
     fn answer(&self, resp: &Channel) -> Result<Option<Vec<u8>>, String> {
-        let mut answer = Joiner::new(self.limit);
+        let mut answer = Joiner::answer(self.limit);
         let mut msg = Vec::new();
         let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
@@ -300,7 +299,6 @@ impl Call {
         let limit = cx.pool(0).map_or(0, |p| p.config().size);
         let client = Client {
             target: self.target.clone(),
-            reply: self.reply.clone(),
             limit,
             timeout: self.timeout,
             requests,
@@ -390,24 +388,24 @@ mod tests {
 
     #[test]
     fn parts_join_into_one_buffer_up_to_the_limit() {
-        let mut j = Joiner::new(5);
+        let mut j = Joiner::answer(5);
         assert!(!j.started());
         assert_eq!(j.push(&[MORE, 1, 2]), Ok(None));
         assert!(j.started());
         assert_eq!(j.push(&[MORE]), Ok(None));
         assert_eq!(j.push(&[LAST, 3, 4, 5]), Ok(Some(vec![1, 2, 3, 4, 5])));
         // An empty buffer is one LAST byte.
-        assert_eq!(Joiner::new(0).push(&[LAST]), Ok(Some(Vec::new())));
-        let mut j = Joiner::new(5);
+        assert_eq!(Joiner::answer(0).push(&[LAST]), Ok(Some(Vec::new())));
+        let mut j = Joiner::answer(5);
         j.push(&[MORE, 1, 2, 3]).unwrap();
         let e = j.push(&[LAST, 4, 5, 6]).unwrap_err();
         assert!(
             e.contains("more than 6 bytes") && e.contains("(5 bytes)"),
             "{e}"
         );
-        let e = Joiner::new(5).push(&[]).unwrap_err();
+        let e = Joiner::request(5).push(&[]).unwrap_err();
         assert!(e.contains("empty message"), "{e}");
-        let e = Joiner::new(5).push(&[2, 0]).unwrap_err();
+        let e = Joiner::request(5).push(&[2, 0]).unwrap_err();
         assert!(e.contains("starts with 2"), "{e}");
     }
 }

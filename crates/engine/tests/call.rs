@@ -1,12 +1,13 @@
 //! `call`: a task's client/server calls to a pipeline on another engine (a daemon on a real
-//! TCP link), answers in order, whole across parts, and every way a server can answer wrong.
+//! TCP link), answers in order and whole across parts, several callers sharing one service,
+//! and every way a caller or a server can get it wrong.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use offhost_engine::daemon::{Client, Daemon};
 use offhost_engine::remote::{register, Links};
 use offhost_engine::{EngineConfig, Files, Pipeline, Registry};
-use offhost_link::Server;
+use offhost_link::{Channel, Server};
 
 const CONFIG: EngineConfig = EngineConfig {
     workers: 2,
@@ -77,25 +78,42 @@ fn call_each_with(
     (answers, ended)
 }
 
+/// The echo service: each request back as its answer, through `count`.
+const ECHO: &str =
+    "host-in name=svc whole=true >a:a(4,2M)\ncount <a >b\nhost-out name=svc whole=true <b\n";
+
+/// `n` requests of sizes around a link message (1 MiB: two parts) and a single byte, each
+/// marked with `seed`.
+fn requests(n: usize, seed: usize) -> Vec<Vec<u8>> {
+    let sizes = [1usize, 100, 65536, (1 << 20) - 1, 1 << 20, 1_500_000, 7];
+    (0..n)
+        .map(|i| {
+            let len = sizes[(i + seed) % sizes.len()];
+            (0..len).map(|j| (j * 31 + i + seed) as u8).collect()
+        })
+        .collect()
+}
+
+/// Stops service `id` and checks it ended having passed `buffers` requests of `bytes`.
+fn stop_and_count(c: &Client, id: u64, buffers: usize, bytes: usize) {
+    c.stop(id).unwrap();
+    let v = c.wait(id).unwrap();
+    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(
+        v["stats"]["tasks"][1]["report"],
+        format!("{buffers} buffers, {bytes} bytes").as_str()
+    );
+}
+
 #[test]
 fn each_request_gets_its_answer_in_order_and_large_ones_cross_whole() {
     let (url, c) = server_engine();
-    // The server passes each request back as its answer.
-    let sub = c
-        .submit("host-in name=svc whole=true >a:a(4,2M)\ncount <a >b\nhost-out name=svc whole=true <b\n")
-        .unwrap();
-    // Sizes around a link message (1 MiB: two parts) and a single byte.
-    let sizes = [1usize, 100, 65536, (1 << 20) - 1, 1 << 20, 1_500_000, 7];
-    let requests: Vec<Vec<u8>> = (0..40)
-        .map(|i| {
-            let n = sizes[i % sizes.len()];
-            (0..n).map(|j| (j * 31 + i) as u8).collect()
-        })
-        .collect();
-    let (answers, ended) = call_each(&url, sub.id, "ans(2,2M)", &requests);
+    let sub = c.submit(ECHO).unwrap();
+    let reqs = requests(40, 0);
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,2M)", &reqs);
     assert_eq!(ended, Ok(()));
-    assert_eq!(answers.len(), requests.len());
-    for (i, (a, r)) in answers.iter().zip(&requests).enumerate() {
+    assert_eq!(answers.len(), reqs.len());
+    for (i, (a, r)) in answers.iter().zip(&reqs).enumerate() {
         assert!(
             a == r,
             "answer {i}: {} bytes for a request of {}",
@@ -103,58 +121,75 @@ fn each_request_gets_its_answer_in_order_and_large_ones_cross_whole() {
             r.len()
         );
     }
-    let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
-    assert_eq!(
-        v["stats"]["tasks"][1]["report"],
-        format!(
-            "{} buffers, {} bytes",
-            requests.len(),
-            requests.iter().map(Vec::len).sum::<usize>()
-        )
-        .as_str()
-    );
+    // The service outlives its caller, until stopped.
+    assert_eq!(c.status(sub.id).unwrap()["state"], "running");
+    stop_and_count(&c, sub.id, 40, reqs.iter().map(Vec::len).sum());
 }
 
 #[test]
-fn an_answer_larger_than_the_output_buffers_names_the_limit_and_the_server_goes_on() {
+fn several_callers_share_one_service_and_each_gets_its_own_answers() {
+    let (url, c) = server_engine();
+    let sub = c.submit(ECHO).unwrap();
+    let callers: Vec<_> = (0..3)
+        .map(|k| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let reqs = requests(15, 100 * (k + 1));
+                let (answers, ended) = call_each(&url, sub.id, "ans(2,2M)", &reqs);
+                assert_eq!(ended, Ok(()), "caller {k}");
+                assert!(answers == reqs, "caller {k}: answers not its requests");
+                reqs.iter().map(Vec::len).sum::<usize>()
+            })
+        })
+        .collect();
+    let bytes: usize = callers.into_iter().map(|t| t.join().unwrap()).sum();
+    stop_and_count(&c, sub.id, 45, bytes);
+}
+
+#[test]
+fn what_a_caller_or_its_answers_get_wrong_fails_that_call_only() {
     let (url, c) = server_engine();
     let sub = c
-        .submit("host-in name=svc whole=true >a:a(4,64K)\nhost-out name=svc whole=true <a\n")
+        .submit("host-in name=svc whole=true >a:a(4,1000)\nhost-out name=svc whole=true <a\n")
         .unwrap();
-    let (answers, ended) = call_each(&url, sub.id, "ans(2,1000)", &[vec![5; 900], vec![6; 5000]]);
-    assert_eq!(answers, [vec![5; 900]]);
+    // An answer larger than the caller's output buffers.
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,100)", &[vec![5; 90], vec![6; 500]]);
+    assert_eq!(answers, [vec![5; 90]]);
     let e = ended.unwrap_err();
     assert!(
-        e.contains("engine far") && e.contains("call 2") && e.contains("(1000 bytes)"),
+        e.contains("engine far")
+            && e.contains("call 2")
+            && e.contains("output's free list (100 bytes)"),
         "{e}"
     );
-    // The serving engine still serves.
-    let again = c
-        .submit("host-in name=svc whole=true >a:a(4,64K)\nhost-out name=svc whole=true <a\n")
-        .unwrap();
-    let (answers, ended) = call_each(&url, again.id, "ans(2,1000)", &[vec![1; 10]]);
-    assert_eq!((answers, ended), (vec![vec![1; 10]], Ok(())));
+    // A request larger than the service's host-in buffers: refused, nothing passed on.
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![1; 10], vec![2; 5000]]);
+    assert_eq!(answers, [vec![1; 10]]);
+    let e = ended.unwrap_err();
+    assert!(
+        e.contains("call 2") && e.contains("host-in's free list (1000 bytes)"),
+        "{e}"
+    );
+    // The service still serves.
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![3; 1000]]);
+    assert_eq!((answers, ended), (vec![vec![3; 1000]], Ok(())));
+    c.stop(sub.id).unwrap();
+    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
 }
 
 #[test]
-fn a_server_that_answers_wrong_fails_the_call_with_what_it_did() {
+fn a_pipeline_that_cannot_serve_is_refused_with_why() {
     let (url, c) = server_engine();
     let cases = [
-        // No framing: the answer's first byte is not MORE or LAST.
+        // host-out without whole=true: no service.
         (
             "host-in name=svc whole=true >a:a(4,64K)\nhost-out name=svc <a\n",
-            "starts with 9",
+            "both whole=true",
         ),
-        // Answers ended before the first.
+        // Its answers end before the first.
         (
             "host-in name=svc whole=true >a:a(4,64K)\nnull <a\nfill bytes=0 >z\nhost-out name=svc whole=true <z\n",
             "ended without answering",
-        ),
-        // Two answers for one call.
-        (
-            "host-in name=svc whole=true >a:a(4,64K)\nnull <a\nfill bytes=200 >z:z(2,100)\nhost-out name=svc whole=true <z\n",
-            "an answer after the last of 1 calls",
         ),
     ];
     for (server, want) in cases {
@@ -166,13 +201,69 @@ fn a_server_that_answers_wrong_fails_the_call_with_what_it_did() {
             "{server}: {e}"
         );
     }
-    // No such pipeline: the daemon refuses the channels.
     let (_, ended) = call_each(&url, 999, "ans(2,64K)", &[vec![9; 10]]);
     let e = ended.unwrap_err();
     assert!(
         e.contains("engine far") && e.contains("no such pipeline"),
         "{e}"
     );
+}
+
+/// A server of our own that answers each call on `call/1/svc` as `answer` says (given the
+/// request, the messages to send back), sends `after` once the caller is done, and ends the
+/// channel after an answer whose last message is a `MORE` part.
+fn hostile_server(answer: fn(&[u8]) -> Vec<Vec<u8>>, after: Option<Vec<u8>>) -> String {
+    let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
+    let url = server.url().to_string();
+    std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let ch: Channel = s.accept().unwrap();
+        assert_eq!(ch.name(), "call/1/svc");
+        let mut req = Vec::new();
+        while let Ok(Some(m)) = ch.recv() {
+            req.extend_from_slice(&m[1..]);
+            if m[0] == 0 {
+                let msgs = answer(&req);
+                for a in &msgs {
+                    if ch.send(a).is_err() {
+                        return;
+                    }
+                }
+                req.clear();
+                // An answer left unfinished: the channel ends there.
+                if msgs.last().is_some_and(|m| m.first() == Some(&1)) {
+                    break;
+                }
+            }
+        }
+        if let Some(a) = after {
+            let _ = ch.send(&a);
+        }
+        let _ = ch.close();
+        // Keep the session until the caller has read it all.
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    url
+}
+
+#[test]
+fn a_server_that_answers_wrong_fails_the_call_with_what_it_did() {
+    let cases: [(fn(&[u8]) -> Vec<Vec<u8>>, Option<Vec<u8>>, &str); 4] = [
+        (|r| vec![[&[9u8][..], r].concat()], None, "starts with 9"),
+        (|_| vec![Vec::new()], None, "an empty message"),
+        (
+            |r| vec![[&[0u8][..], r].concat()],
+            Some(vec![0, 7]),
+            "an answer after the last of 1 calls",
+        ),
+        (|_| vec![vec![1, 1, 2]], None, "the answer was cut off"),
+    ];
+    for (answer, after, want) in cases {
+        let url = hostile_server(answer, after);
+        let (_, ended) = call_each(&url, 1, "ans(2,64K)", &[vec![4; 10]]);
+        let e = ended.unwrap_err();
+        assert!(e.contains("engine far") && e.contains(want), "{want}: {e}");
+    }
 }
 
 #[test]

@@ -461,6 +461,8 @@ fn task_call_us(
         let caller = ca.submit(&text).map_err(peer)?;
         let state = ca.wait(caller.id).map_err(peer)?;
         let secs = t.elapsed().as_secs_f64();
+        // A service runs until stopped.
+        cb.stop(served.id).map_err(peer)?;
         let served = cb.wait(served.id).map_err(peer)?;
         for s in [&state, &served] {
             if s["state"] != "finished" {

@@ -1,0 +1,114 @@
+//! A pipeline as a service that several callers share: the daemon's side of `call` (see
+//! [`crate::remote_call`]).
+//!
+//! A caller opens channel `call/ID/NAME` and sends each request whole (parts after a `MORE`
+//! or `LAST` byte). The daemon joins the request, hands it to `host-in name=NAME whole=true`
+//! of pipeline `ID`, takes the next buffer of `host-out name=NAME whole=true` as the answer,
+//! and sends it back whole on the same channel. The first caller's channel takes both host
+//! ports from the pipeline; later callers share them. One call at a time crosses the
+//! pipeline (the ports are held from a request's hand-over to its answer), so a pipeline that
+//! answers each request with one buffer, in order, answers each caller its own.
+//!
+//! Nothing a caller sends ends the service: a request that is not whole, or larger than a
+//! buffer of the serving `host-in`'s free list, refuses that caller's channel with what was
+//! wrong, and a caller that leaves mid-call leaves the others served. The service ends with
+//! its pipeline (`offhost submit --stop ID` stops its `host-in`); callers then are refused.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use offhost_link::{Channel, LinkError};
+
+use crate::host::{HostInput, HostOutput, LAST};
+use crate::remote_call::Joiner;
+
+/// One pipeline's service: its host ports, shared by its callers.
+pub(crate) struct Service {
+    ports: Mutex<(HostInput, HostOutput)>,
+    /// The largest request: a buffer of the `host-in`'s free list.
+    limit: usize,
+}
+
+/// The services of a daemon's pipelines, by pipeline id and channel name.
+#[derive(Default)]
+pub(crate) struct Services {
+    map: Mutex<HashMap<(u64, String), Arc<Service>>>,
+}
+
+impl Services {
+    /// The service of pipeline `id` named `name`: the one its first caller started, or a
+    /// new one with the ports `take` takes from the pipeline; the reason to refuse the caller
+    /// otherwise. `running` says whether the pipeline still runs (an ended one's service is
+    /// dropped).
+    pub(crate) fn get_or_take(
+        &self,
+        id: u64,
+        name: &str,
+        running: bool,
+        take: impl FnOnce() -> Result<(HostInput, HostOutput), String>,
+    ) -> Result<Arc<Service>, String> {
+        let key = (id, name.to_string());
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if !running {
+            map.remove(&key);
+            return Err("the pipeline has ended".into());
+        }
+        if let Some(s) = map.get(&key) {
+            return Ok(Arc::clone(s));
+        }
+        let (input, output) = take()?;
+        let s = Arc::new(Service {
+            limit: input.buffer_size(),
+            ports: Mutex::new((input, output)),
+        });
+        map.insert(key, Arc::clone(&s));
+        Ok(s)
+    }
+}
+
+/// Serves the calls of one caller on `ch` (`call/ID/NAME`) with `service` until the caller
+/// closes the channel.
+pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
+    let max = ch.options().max_message.max(2) as usize;
+    let mut msg = Vec::new();
+    loop {
+        let mut request = Joiner::request(service.limit);
+        let whole = loop {
+            if !ch.recv_into(&mut msg)? {
+                // The caller is done (a request cut short is dropped).
+                return ch.close();
+            }
+            match request.push(&msg) {
+                Ok(Some(r)) => break r,
+                Ok(None) => {}
+                Err(e) => return ch.refuse(&format!("{}: {e}", ch.name())),
+            }
+        };
+        let answer = match service.call(whole) {
+            Ok(a) => a,
+            Err(why) => return ch.refuse(&format!("{}: {why}", ch.name())),
+        };
+        crate::remote::in_parts(&answer, max - 1, |p| {
+            ch.send_parts_timeout(p, Duration::MAX)
+        })?;
+    }
+}
+
+impl Service {
+    /// Hands `request` to the pipeline and takes its answer, holding the ports meanwhile.
+    fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, String> {
+        let mut m = Vec::with_capacity(request.len() + 1);
+        m.push(LAST);
+        m.extend_from_slice(&request);
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        let (input, output) = &*ports;
+        input
+            .send(m)
+            .map_err(|e| format!("the service no longer reads: {e}"))?;
+        match output.recv() {
+            Some(b) => Ok(b.to_vec()),
+            None => Err("the service ended without answering".into()),
+        }
+    }
+}
