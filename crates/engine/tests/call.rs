@@ -2,7 +2,7 @@
 //! TCP link), answers in order and whole across parts, several callers sharing one service,
 //! and every way a caller or a server can get it wrong.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use offhost_engine::daemon::{Client, Daemon};
 use offhost_engine::remote::{register, Links};
@@ -209,6 +209,9 @@ fn a_pipeline_that_cannot_serve_is_refused_with_why() {
     );
 }
 
+/// How a hostile server answers a request: the messages it sends back.
+type Answers = fn(&[u8]) -> Vec<Vec<u8>>;
+
 /// A server of our own that answers each call on `call/1/svc` as `answer` says (given the
 /// request, the messages to send back), sends `after` once the caller is done, and ends the
 /// channel after an answer whose last message is a `MORE` part.
@@ -248,7 +251,7 @@ fn hostile_server(answer: fn(&[u8]) -> Vec<Vec<u8>>, after: Option<Vec<u8>>) -> 
 
 #[test]
 fn a_server_that_answers_wrong_fails_the_call_with_what_it_did() {
-    let cases: [(fn(&[u8]) -> Vec<Vec<u8>>, Option<Vec<u8>>, &str); 4] = [
+    let cases: [(Answers, Option<Vec<u8>>, &str); 4] = [
         (|r| vec![[&[9u8][..], r].concat()], None, "starts with 9"),
         (|_| vec![Vec::new()], None, "an empty message"),
         (
