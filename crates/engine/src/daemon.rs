@@ -18,8 +18,12 @@
 //! so a path it may not use is refused at submit, naming the task, the line and the path.
 //! Data flows on channels the host opens named `in/N/NAME` (its messages go to
 //! `host-in name=NAME` of pipeline N; closing it ends the stream) and `out/N/NAME` (the
-//! buffers reaching `host-out name=NAME`, then end of stream). A host that goes away ends
-//! the branches it was connected to; the daemon and its other pipelines go on.
+//! buffers reaching `host-out name=NAME`, then end of stream). A caller opens `call/N/NAME`
+//! to call pipeline N as a service: each request, sent whole, goes to `host-in name=NAME
+//! whole=true` and the next buffer of `host-out name=NAME whole=true` comes back whole on the
+//! same channel, one call at a time across all callers (see `service.rs` and the `call`
+//! task). A host that goes away ends the branches it was connected to; the daemon and its
+//! other pipelines go on.
 //!
 //! Everything a host can ask for is bounded ([`DaemonLimits`], and the link server's
 //! [`offhost_link::Limits`]): a pipeline over its budget, past the running-pipeline limit or
@@ -272,7 +276,7 @@ impl Daemon {
         // (an engine-out waiting for credit would otherwise wait for ever).
         let Some(entry) = id.and_then(|id| self.entry(id).ok()) else {
             tracing::info!(
-                "channel {name:?}: not control, in/ID/NAME or out/ID/NAME of a pipeline"
+                "channel {name:?}: not control, in/ID/NAME, out/ID/NAME or call/ID/NAME of a pipeline"
             );
             return ch.refuse(&format!(
                 "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME, call/ID/NAME)"
