@@ -289,7 +289,9 @@ impl Daemon {
                     let running = matches!(&*st, State::Running(run) if !run.is_finished());
                     self.services
                         .get_or_take(id.unwrap_or_default(), port, running, || match &mut *st {
-                            State::Running(run) => take_service_ports(run, port),
+                            State::Running(run) => {
+                                take_service_ports(run, port).map(|(i, o)| (i, o, run.stopper()))
+                            }
                             _ => Err("the pipeline has ended".into()),
                         })
                 };
@@ -483,6 +485,8 @@ impl Daemon {
                     table.remove(old);
                 }
                 table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+                // Services of ended pipelines let go of their ports.
+                self.services.sweep();
                 json!({"ok": true, "id": id, "host_in": ins, "host_out": outs})
             }
             Request::Status { id } => self.state_of(id, false),

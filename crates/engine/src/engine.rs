@@ -349,6 +349,11 @@ impl Stopper {
     pub fn stop(&self) {
         self.shared.request_stop();
     }
+
+    /// Whether every task of the pipeline has finished, as [`Running::is_finished`].
+    pub fn is_finished(&self) -> bool {
+        self.shared.is_finished()
+    }
 }
 
 /// A running pipeline.

@@ -20,12 +20,16 @@ use std::time::Duration;
 
 use offhost_link::{Channel, LinkError};
 
+use crate::engine::Stopper;
 use crate::host::{HostInput, HostOutput, LAST};
 use crate::remote_call::Joiner;
 
 /// One pipeline's service: its host ports, shared by its callers.
 pub(crate) struct Service {
     ports: Mutex<(HostInput, HostOutput)>,
+    /// Says when the pipeline has ended, so that its ports (and the message buffers its
+    /// `host-in` keeps) are let go.
+    pipeline: Stopper,
     /// The largest request: a buffer of the `host-in`'s free list.
     limit: usize,
 }
@@ -46,10 +50,11 @@ impl Services {
         id: u64,
         name: &str,
         running: bool,
-        take: impl FnOnce() -> Result<(HostInput, HostOutput), String>,
+        take: impl FnOnce() -> Result<(HostInput, HostOutput, Stopper), String>,
     ) -> Result<Arc<Service>, String> {
         let key = (id, name.to_string());
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| !s.pipeline.is_finished());
         if !running {
             map.remove(&key);
             return Err("the pipeline has ended".into());
@@ -57,13 +62,29 @@ impl Services {
         if let Some(s) = map.get(&key) {
             return Ok(Arc::clone(s));
         }
-        let (input, output) = take()?;
+        let (input, output, pipeline) = take()?;
         let s = Arc::new(Service {
             limit: input.buffer_size(),
             ports: Mutex::new((input, output)),
+            pipeline,
         });
         map.insert(key, Arc::clone(&s));
         Ok(s)
+    }
+}
+
+impl Services {
+    /// Lets go of the services of pipelines that have ended (each holds its pipeline's host
+    /// ports and the message buffers they keep).
+    pub(crate) fn sweep(&self) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, s| !s.pipeline.is_finished());
+    }
+
+    /// How many services are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -110,5 +131,42 @@ impl Service {
             Some(b) => Ok(b.to_vec()),
             None => Err("the service ended without answering".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EngineConfig, Pipeline, Registry};
+
+    #[test]
+    fn an_ended_pipelines_service_is_let_go() {
+        let services = Services::default();
+        let mut run = Pipeline::parse(
+            "host-in name=svc whole=true >a:a(2,64)\nhost-out name=svc whole=true <a\n",
+        )
+        .unwrap()
+        .start(&Registry::with_builtins(), &EngineConfig::default())
+        .unwrap();
+        let taken = (
+            run.host_input("svc").unwrap(),
+            run.host_output("svc").unwrap(),
+            run.stopper(),
+        );
+        let s = services
+            .get_or_take(1, "svc", true, move || Ok(taken))
+            .unwrap();
+        assert_eq!(s.call(vec![7, 8]), Ok(vec![7, 8]));
+        // A second caller shares it; nothing more is taken.
+        services
+            .get_or_take(1, "svc", true, || Err("taken twice".into()))
+            .unwrap();
+        services.sweep();
+        assert_eq!(services.len(), 1, "a running pipeline's service stays");
+        run.stop();
+        assert!(run.wait_timeout(std::time::Duration::from_secs(20)));
+        services.sweep();
+        assert_eq!(services.len(), 0);
+        drop(s);
     }
 }
