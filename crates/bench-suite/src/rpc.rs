@@ -274,8 +274,10 @@ fn host_call_us(calls: usize) -> Result<f64> {
     Ok(us)
 }
 
-/// The pipeline a task's null call goes to: each request back as its answer, whole.
-const SERVE: &str = "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
+/// The pipeline a task's null call goes to: each request back as its answer, whole (also
+/// `bench engines`').
+pub(crate) const SERVE: &str =
+    "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
 
 /// A sink that notes when each buffer reached it.
 struct Stamp {

@@ -52,8 +52,8 @@ use crate::sandbox::Files;
 const HOST_IN_WAKE_EVERY: usize = 8;
 
 /// The host ports a service named `port` answers calls with: `host-in` and `host-out` of
-/// that name, both `whole=true`; what is missing otherwise. Each is put back if the other is
-/// missing, so a refused caller takes nothing.
+/// that name, both `whole=true`; what is missing otherwise. Both are looked at before either
+/// is taken, so a refused caller takes nothing.
 fn take_service_ports(
     run: &mut Running,
     port: &str,
@@ -61,10 +61,7 @@ fn take_service_ports(
     let missing = || {
         format!("no open host-in and host-out {port}, both whole=true, in the pipeline (a call takes both)")
     };
-    let (Some(i), Some(o)) = (run.peek_host_input(port), run.peek_host_output(port)) else {
-        return Err(missing());
-    };
-    if !(i && o) {
+    if run.peek_host_input(port) != Some(true) || run.peek_host_output(port) != Some(true) {
         return Err(missing());
     }
     match (run.host_input(port), run.host_output(port)) {

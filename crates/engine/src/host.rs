@@ -105,7 +105,6 @@ pub struct HostInput {
     front: usize,
     storage: usize,
     size: usize,
-    whole: bool,
     backlog: Arc<Backlog>,
     /// Bytes of message buffers that may be queued at once (one message always may).
     max_queued: usize,
@@ -121,7 +120,6 @@ impl HostInput {
             front: port.front,
             storage: port.storage,
             size: port.size,
-            whole: port.whole,
             backlog: port.backlog,
             max_queued: HOST_IN_DEPTH.saturating_mul(port.storage.max(HOST_IN_MIN_BUFFER)),
         }
@@ -132,11 +130,6 @@ impl HostInput {
     /// [`HOST_IN_MIN_BUFFER`]. A message over that still goes when nothing else waits.
     pub fn max_queued(&self) -> usize {
         self.max_queued
-    }
-
-    /// Whether the task joins the parts of whole buffers (`host-in whole=true`).
-    pub fn whole(&self) -> bool {
-        self.whole
     }
 
     /// Bytes of data a buffer of the task's free list holds: the largest buffer it takes

@@ -118,6 +118,8 @@ struct Call {
 #[derive(Debug)]
 pub struct Joiner {
     buf: Vec<u8>,
+    /// Bytes in front of the joined data in `buf` (the `LAST` byte of a request).
+    lead: usize,
     limit: usize,
     started: bool,
     what: &'static str,
@@ -132,9 +134,13 @@ impl Joiner {
     }
 
     /// A joiner for a request of at most `limit` bytes, a buffer of the serving `host-in`'s
-    /// free list.
+    /// free list. The request comes out after a `LAST` byte, as `host-in whole=true` takes a
+    /// buffer in one message, so that it is handed on without another copy.
     pub fn request(limit: usize) -> Joiner {
-        Joiner::new(limit, "a request", "the serving host-in's free list")
+        let mut j = Joiner::new(limit, "a request", "the serving host-in's free list");
+        j.buf.push(crate::host::LAST);
+        j.lead = 1;
+        j
     }
 
     /// A joiner for `what` (named in errors) of at most `limit` bytes, the size of a
@@ -142,6 +148,7 @@ impl Joiner {
     fn new(limit: usize, what: &'static str, whose: &'static str) -> Joiner {
         Joiner {
             buf: Vec::new(),
+            lead: 0,
             limit,
             started: false,
             what,
@@ -167,7 +174,11 @@ impl Joiner {
                 self.what
             ));
         }
-        let len = self.buf.len().saturating_add(data.len());
+        let len = self
+            .buf
+            .len()
+            .saturating_sub(self.lead)
+            .saturating_add(data.len());
         if len > self.limit {
             return Err(format!(
                 "{} of more than {len} bytes does not fit a buffer of {} ({} bytes)",
@@ -201,20 +212,22 @@ impl Client {
             .map_err(|e| format!("open {}: {e}", t.channel))?;
         let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
         let cancel = &self.shared.cancel;
+        // Each message of each answer is received into this one buffer.
+        let mut msg = Vec::new();
         let mut calls = 0u64;
         while let Some(b) = self.next_request()? {
             calls += 1;
             in_parts(&b, part, |p| send(&ch, p, cancel))?;
             drop(b);
             let answer = self
-                .answer(&ch)
+                .answer(&ch, &mut msg)
                 .map_err(|e| format!("call {calls}: {e}"))?
                 .ok_or_else(|| format!("call {calls}: the service ended without answering"))?;
             self.hand_over(answer)?;
         }
         ch.close().map_err(|e| e.to_string())?;
         // The service ends the channel once it has read the end of the calls.
-        if self.answer(&ch)?.is_some() {
+        if self.answer(&ch, &mut msg)?.is_some() {
             return Err(format!(
                 "an answer after the last of {calls} calls, which nobody asked for"
             ));
@@ -237,13 +250,13 @@ impl Client {
         }
     }
 
-    /// Joins the parts of the next answer; `None` if the server ended its answers.
-    fn answer(&self, resp: &Channel) -> Result<Option<Vec<u8>>, String> {
+    /// Joins the parts of the next answer, received into `msg`; `None` if the server ended
+    /// its answers.
+    fn answer(&self, resp: &Channel, msg: &mut Vec<u8>) -> Result<Option<Vec<u8>>, String> {
         let mut answer = Joiner::answer(self.limit);
-        let mut msg = Vec::new();
         let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            match resp.recv_into_timeout(&mut msg, CANCEL_CHECK) {
+            match resp.recv_into_timeout(msg, CANCEL_CHECK) {
                 Ok(true) => {}
                 Ok(false) if !answer.started() => return Ok(None),
                 Ok(false) => return Err("the answer was cut off: its last part never came".into()),
@@ -260,7 +273,7 @@ impl Client {
                 }
                 Err(e) => return Err(e.to_string()),
             }
-            if let Some(whole) = answer.push(&msg)? {
+            if let Some(whole) = answer.push(msg)? {
                 return Ok(Some(whole));
             }
         }

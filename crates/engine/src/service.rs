@@ -21,7 +21,7 @@ use std::time::Duration;
 use offhost_link::{Channel, LinkError};
 
 use crate::engine::Stopper;
-use crate::host::{HostInput, HostOutput, LAST};
+use crate::host::{HostInput, HostOutput};
 use crate::remote_call::Joiner;
 
 /// One pipeline's service: its host ports, shared by its callers.
@@ -53,8 +53,7 @@ impl Services {
         take: impl FnOnce() -> Result<(HostInput, HostOutput, Stopper), String>,
     ) -> Result<Arc<Service>, String> {
         let key = (id, name.to_string());
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| !s.pipeline.is_finished());
+        let mut map = self.swept();
         if !running {
             map.remove(&key);
             return Err("the pipeline has ended".into());
@@ -71,14 +70,18 @@ impl Services {
         map.insert(key, Arc::clone(&s));
         Ok(s)
     }
-}
 
-impl Services {
     /// Lets go of the services of pipelines that have ended (each holds its pipeline's host
     /// ports and the message buffers they keep).
     pub(crate) fn sweep(&self) {
+        drop(self.swept());
+    }
+
+    /// The map, locked, without the services of ended pipelines.
+    fn swept(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, String), Arc<Service>>> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| !s.pipeline.is_finished());
+        map
     }
 
     /// How many services are kept.
@@ -117,15 +120,13 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
 }
 
 impl Service {
-    /// Hands `request` to the pipeline and takes its answer, holding the ports meanwhile.
+    /// Hands `request` (a `LAST` byte and the request, as [`Joiner::request`] joins it) to
+    /// the pipeline and takes its answer, holding the ports meanwhile.
     fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, String> {
-        let mut m = Vec::with_capacity(request.len() + 1);
-        m.push(LAST);
-        m.extend_from_slice(&request);
         let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         let (input, output) = &*ports;
         input
-            .send(m)
+            .send(request)
             .map_err(|e| format!("the service no longer reads: {e}"))?;
         match output.recv() {
             Some(b) => Ok(b.to_vec()),
@@ -156,7 +157,7 @@ mod tests {
         let s = services
             .get_or_take(1, "svc", true, move || Ok(taken))
             .unwrap();
-        assert_eq!(s.call(vec![7, 8]), Ok(vec![7, 8]));
+        assert_eq!(s.call(vec![crate::host::LAST, 7, 8]), Ok(vec![7, 8]));
         // A second caller shares it; nothing more is taken.
         services
             .get_or_take(1, "svc", true, || Err("taken twice".into()))

@@ -433,11 +433,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     })
 }
 
-/// The echo a task's null call goes to on engine `b`: each request back as its answer.
-const SERVE: &str = "host-in name=svc whole=true >r:p(4,64)\nhost-out name=svc whole=true <r\n";
-
 /// See `task_call_us` in the module's documentation; `engines` are `a` and `b` with their
-/// URLs.
+/// URLs, and `b` serves [`SERVE`](crate::rpc::SERVE).
 fn task_call_us(
     engines: &[(String, String)],
     options: &offhost_link::LinkOptions,
@@ -452,7 +449,7 @@ fn task_call_us(
     let (ca, cb) = (connect(a)?, connect(b)?);
     let peer = |e: DaemonError| Error::Peer(e.to_string());
     let job = |n: usize| -> Result<f64> {
-        let served = cb.submit(SERVE).map_err(peer)?;
+        let served = cb.submit(crate::rpc::SERVE).map_err(peer)?;
         let text = format!(
             "fill bytes={n} >q:q(1,1)\ncall url={b} pipeline={} name=svc engine=b <q >r:r(1,64)\nnull <r\n",
             served.id
