@@ -317,3 +317,26 @@ fn a_call_without_an_answer_in_its_timeout_fails_and_timeouts_are_checked() {
         assert!(e.contains("timeout") && e.contains("line 2"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_caller_whose_parts_are_not_whole_is_refused_and_the_service_goes_on() {
+    let (url, c) = server_engine();
+    let sub = c.submit(ECHO).unwrap();
+    let session = offhost_link::Session::connect(&url).unwrap();
+    let name = format!("call/{}/svc", sub.id);
+    for bad in [&[9u8, 1, 2][..], &[]] {
+        let ch = session.open(&name, Default::default()).unwrap();
+        ch.send(bad).unwrap();
+        let e = match ch.recv_timeout(Duration::from_secs(10)) {
+            Err(e) => e.to_string(),
+            Ok(m) => panic!("{bad:?}: answered {m:?}"),
+        };
+        assert!(
+            e.contains("starts with 9") || e.contains("an empty message"),
+            "{bad:?}: {e}"
+        );
+    }
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![4; 10]]);
+    assert_eq!((answers, ended), (vec![vec![4; 10]], Ok(())));
+    stop_and_count(&c, sub.id, 1, 10);
+}
