@@ -279,6 +279,12 @@ impl HostOutput {
     pub fn recv(&self) -> Option<Buffer> {
         self.rx.recv().ok()
     }
+
+    /// How many buffers the task has handed over that [`recv`](Self::recv) has not taken
+    /// yet (a service's daemon looks here for answers nobody asked for).
+    pub fn waiting(&self) -> usize {
+        self.rx.len()
+    }
 }
 
 pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutput> {

@@ -7,7 +7,11 @@
 //! and sends it back whole on the same channel. The first caller's channel takes both host
 //! ports from the pipeline; later callers share them. One call at a time crosses the
 //! pipeline (the ports are held from a request's hand-over to its answer), so a pipeline that
-//! answers each request with one buffer, in order, answers each caller its own.
+//! answers each request with one buffer, in order, answers each caller its own. A buffer
+//! waiting at its `host-out` before a request goes in, or once an answer is taken, answers
+//! nobody: the service is then stopped (its `host-in` fails with [`OUT_OF_STEP`]) before an
+//! answer reaches the wrong caller. One that comes later than that is taken as the next
+//! request's answer: the daemon cannot tell it from one.
 //!
 //! Nothing a caller sends ends the service: a request that is not whole, or larger than a
 //! buffer of the serving `host-in`'s free list, refuses that caller's channel with what was
@@ -121,18 +125,41 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
 
 impl Service {
     /// Hands `request` (a `LAST` byte and the request, as [`Joiner::request`] joins it) to
-    /// the pipeline and takes its answer, holding the ports meanwhile.
+    /// the pipeline and takes its answer, holding the ports meanwhile. A buffer that waits
+    /// at `host-out` before the request goes, or beside its answer, answers nobody: the
+    /// pipeline's `host-in` then fails with [`OUT_OF_STEP`], as this call does if it has no
+    /// answer yet.
     fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, String> {
-        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        let (input, output) = &*ports;
+        let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        let (input, output) = &mut *ports;
+        out_of_step(input, output)?;
         input
             .send(request)
             .map_err(|e| format!("the service no longer reads: {e}"))?;
-        match output.recv() {
-            Some(b) => Ok(b.to_vec()),
-            None => Err("the service ended without answering".into()),
-        }
+        let answer = match output.recv() {
+            Some(b) => b.to_vec(),
+            None => return Err("the service ended without answering".into()),
+        };
+        // This call's answer came first; the next caller is refused.
+        let _ = out_of_step(input, output);
+        Ok(answer)
     }
+}
+
+/// Why a service whose `host-out` put out more buffers than it was given requests stops
+/// taking calls.
+pub(crate) const OUT_OF_STEP: &str = "the service answered a call with more than one buffer, \
+     so its answers are out of step with its callers; it takes no more calls (a service puts \
+     out exactly one buffer per request)";
+
+/// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
+/// that no call asked for.
+fn out_of_step(input: &mut HostInput, output: &HostOutput) -> Result<(), String> {
+    if output.waiting() == 0 {
+        return Ok(());
+    }
+    input.fail(OUT_OF_STEP);
+    Err(OUT_OF_STEP.into())
 }
 
 #[cfg(test)]

@@ -340,3 +340,34 @@ fn a_caller_whose_parts_are_not_whole_is_refused_and_the_service_goes_on() {
     assert_eq!((answers, ended), (vec![vec![4; 10]], Ok(())));
     stop_and_count(&c, sub.id, 1, 10);
 }
+
+#[test]
+fn a_service_that_answers_twice_is_stopped_before_an_answer_goes_astray() {
+    let (url, c) = server_engine();
+    // mu-law halves each request into buffers of 16 bytes: a request of 64 bytes is answered
+    // with two buffers, one of 32 with one.
+    let sub = c
+        .submit("host-in name=svc whole=true >a:a(4,64K)\nmulaw <a >b:b(4,16)\nhost-out name=svc whole=true <b\n")
+        .unwrap();
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![0; 32]]);
+    assert_eq!((answers.len(), ended), (1, Ok(())));
+    // A caller gets the first buffer of its answer (the second one answers nobody)...
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![0; 64]]);
+    assert_eq!((answers.len(), ended), (1, Ok(())));
+    // ... and the next caller is refused rather than handed it (it would be 16 bytes too,
+    // but of 0s, where its own would be of 0x7f).
+    let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![0x7f; 32]]);
+    let e = ended.unwrap_err();
+    assert!(answers.is_empty(), "{answers:?}");
+    assert!(
+        e.contains("engine far")
+            && (e.contains("more than one buffer") || e.contains("pipeline has ended")),
+        "{e}"
+    );
+    let v = c.wait(sub.id).unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    assert!(
+        v["error"].as_str().unwrap_or("").contains("out of step"),
+        "{v}"
+    );
+}
