@@ -7,6 +7,7 @@ use offhost_engine::daemon::Daemon;
 use offhost_engine::jobs::daemon::DaemonJob;
 use offhost_engine::jobs::placed::{self, PlacedJob};
 use offhost_engine::jobs::table::{render, render_engines};
+use offhost_engine::names::PipelineRef;
 use offhost_engine::offload::{HostLimits, Offload, OffloadConfig};
 use offhost_engine::{EngineConfig, Registry, Stats};
 use offhost_link::peer::PeerConfig;
@@ -212,12 +213,17 @@ pub struct SubmitArgs {
     /// Print the pipeline's id and return at once, leaving it running.
     #[arg(long)]
     detach: bool,
-    /// Show pipeline ID's state and statistics.
+    /// Submit the pipeline under NAME too: --status, --stop, and the `pipeline=` of a `call`
+    /// or `engine-out` on another engine, find it by that name (one running pipeline holds
+    /// a name at a time).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Show pipeline ID's state and statistics (ID: its id, or the name it was submitted with).
     #[arg(long, value_name = "ID")]
-    status: Option<u64>,
-    /// Stop pipeline ID's sources.
+    status: Option<PipelineRef>,
+    /// Stop pipeline ID's sources (ID: its id, or the name it was submitted with).
     #[arg(long, value_name = "ID")]
-    stop: Option<u64>,
+    stop: Option<PipelineRef>,
     /// List the engine's pipelines.
     #[arg(long)]
     list: bool,
@@ -231,8 +237,12 @@ fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(v)?);
         return Ok(());
     }
+    let named = match v["name"].as_str() {
+        Some(n) => format!(" ({n})"),
+        None => String::new(),
+    };
     println!(
-        "pipeline {} {}",
+        "pipeline {}{named} {}",
         v["id"],
         v["state"].as_str().unwrap_or("?")
     );
@@ -249,8 +259,10 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     let read =
         |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
     if let Some(engines) = placed::named(&args.engine)? {
-        if args.list || args.status.is_some() || args.stop.is_some() {
-            anyhow::bail!("--list, --status and --stop talk to one engine: give one --engine URL");
+        if args.list || args.status.is_some() || args.stop.is_some() || args.name.is_some() {
+            anyhow::bail!(
+                "--list, --status, --stop and --name talk to one engine: give one --engine URL"
+            );
         }
         let file = args.file.expect("clap requires a file here");
         let (path, text) = (file.display().to_string(), read(&file)?);
@@ -283,7 +295,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             return print_state(&client.status(id)?, args.json);
         }
         if let Some(id) = args.stop {
-            client.stop(id)?;
+            client.stop(id.clone())?;
             eprintln!("pipeline {id}: stopping");
             return Ok(());
         }
@@ -299,6 +311,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         text: &text,
         outs: &args.outs,
         ins: &args.ins,
+        name: args.name.as_deref(),
     };
     let state = offhost_engine::jobs::daemon::run(&job, args.detach, |id| {
         eprintln!("pipeline {id} started on {url}");

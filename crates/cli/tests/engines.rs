@@ -580,12 +580,13 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
         "host-in name=svc whole=true >a:a(4,64k)\ncrc32c <a >b\nhost-out name=svc whole=true <b\n",
     )
     .unwrap();
+    // Started under a name, which the callers' files use instead of its id.
     let service = || {
-        let o = submit(1, &serve, &["--detach"]);
+        let o = submit(1, &serve, &["--name", "svc", "--detach"]);
         assert!(o.status.success(), "{}", text(&o.stderr));
         text(&o.stdout).trim().parse::<u64>().expect("an id")
     };
-    let caller = |bytes: u64, id: u64| {
+    let caller = |bytes: u64, id: &str| {
         let f = work.path().join(format!("call-{bytes}.ion"));
         std::fs::write(
             &f,
@@ -599,7 +600,21 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
     };
     // 300 calls of 1000 bytes: the answers are the requests, in order.
     let id = service();
-    let o = submit(0, &caller(300_000, id), &[]);
+    let o = submit(1, &serve, &["--name", "svc", "--detach"]);
+    assert!(!o.status.success(), "a second service took the name");
+    assert!(
+        text(&o.stderr).contains(&format!("taken by running pipeline {id}")),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = submit(1, &serve, &["--status", "svc"]);
+    assert_eq!(
+        text(&o.stdout).lines().next(),
+        Some(format!("pipeline {id} (svc) running").as_str()),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = submit(0, &caller(300_000, "svc"), &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let here = work.path().join("here.ion");
     std::fs::write(
@@ -618,7 +633,7 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
     assert_eq!(crc(&text(&o.stdout)), Some(want), "{}", text(&o.stdout));
 
     // The service outlives its caller: calls that would go on for minutes, until b is killed.
-    let file = caller(200_000_000_000, id);
+    let file = caller(200_000_000_000, "svc");
     let args: Vec<String> = ["submit", "--engine", &e.urls[0], "--tls-certificates", &pki]
         .iter()
         .map(|s| s.to_string())

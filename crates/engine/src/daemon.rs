@@ -4,13 +4,17 @@
 //! On a session, the host opens a channel named `control` and sends JSON requests, one per
 //! message, each answered by one JSON reply:
 //!
-//! | request                              | reply                                               |
-//! |--------------------------------------|-----------------------------------------------------|
-//! | `{"op":"submit","text":"..."}`       | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
-//! | `{"op":"status","id":N}`             | `{"ok":true,"state":"running","stats":{..}}`        |
-//! | `{"op":"stop","id":N}`               | `{"ok":true}`                                       |
-//! | `{"op":"wait","id":N}`               | as status, once the pipeline has finished           |
-//! | `{"op":"list"}`                      | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
+//! | request                                 | reply                                               |
+//! |-----------------------------------------|-----------------------------------------------------|
+//! | `{"op":"submit","text":"...","name":S}` | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
+//! | `{"op":"status","id":N}`                | `{"ok":true,"state":"running","stats":{..}}`        |
+//! | `{"op":"stop","id":N}`                  | `{"ok":true}`                                       |
+//! | `{"op":"wait","id":N}`                  | as status, once the pipeline has finished           |
+//! | `{"op":"list"}`                         | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
+//!
+//! `name` is optional: a pipeline submitted with a name is found by it wherever an id `N`
+//! goes, in requests (as a string) and in channel names (see [`crate::names`]). One running
+//! pipeline holds a name at a time; submitting another with it is refused until it finishes.
 //!
 //! Errors are `{"ok":false,"error":"..."}` (a bad pipeline's error names line and column).
 //! A submitted pipeline comes from outside: its tasks open files only through the daemon's
@@ -41,6 +45,7 @@ use serde_json::{json, Value};
 
 use crate::budget::DaemonLimits;
 use crate::engine::{EngineConfig, Pipeline, RunError, Running};
+use crate::names::{check_name, Names, PipelineRef};
 use crate::registry::Registry;
 use crate::sandbox::Files;
 
@@ -93,21 +98,24 @@ pub enum Request {
     Submit {
         /// Pipeline text (`.ion`).
         text: String,
+        /// A name to find it by besides its id ([`crate::names::check_name`] says which).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// State and statistics of pipeline `id`.
     Status {
-        /// Pipeline id.
-        id: u64,
+        /// Pipeline id or name.
+        id: PipelineRef,
     },
     /// As `status`, once pipeline `id` has finished.
     Wait {
-        /// Pipeline id.
-        id: u64,
+        /// Pipeline id or name.
+        id: PipelineRef,
     },
     /// Stop pipeline `id`'s sources.
     Stop {
-        /// Pipeline id.
-        id: u64,
+        /// Pipeline id or name.
+        id: PipelineRef,
     },
     /// Ids and states of every pipeline. (A struct variant, so that unknown fields are
     /// refused here too.)
@@ -130,6 +138,8 @@ pub struct Daemon {
     limits: DaemonLimits,
     next: AtomicU64,
     pipelines: Mutex<BTreeMap<u64, Arc<Mutex<State>>>>,
+    /// The names pipelines were submitted with (locked after `pipelines`, never before).
+    names: Names,
     /// Pipelines serving calls (`call/ID/NAME` channels).
     services: crate::service::Services,
 }
@@ -175,6 +185,7 @@ impl Daemon {
             next: AtomicU64::new(1),
             pipelines: Mutex::new(BTreeMap::new()),
             services: Default::default(),
+            names: Names::default(),
         })
     }
 
@@ -247,6 +258,27 @@ impl Daemon {
         reply.to_string()
     }
 
+    /// The id of the pipeline `r` names.
+    fn resolve(&self, r: &PipelineRef) -> Result<u64, String> {
+        match r {
+            PipelineRef::Id(id) => Ok(*id),
+            PipelineRef::Name(n) => {
+                check_name(n)?;
+                self.names
+                    .get(n)
+                    .ok_or_else(|| format!("no pipeline named {n:?}"))
+            }
+        }
+    }
+
+    /// `f`'s reply for the pipeline `r` names, or the error that it names none.
+    fn with_id(&self, r: &PipelineRef, f: impl FnOnce(u64) -> Value) -> Value {
+        match self.resolve(r) {
+            Ok(id) => f(id),
+            Err(e) => json!({"ok": false, "error": e}),
+        }
+    }
+
     fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
         self.pipelines
             .lock()
@@ -266,7 +298,11 @@ impl Daemon {
         }
         let parts: Vec<&str> = name.splitn(3, '/').collect();
         let (dir, id, port) = match parts.as_slice() {
-            [d @ ("in" | "out" | "call"), id, port] => (*d, id.parse::<u64>().ok(), *port),
+            [d @ ("in" | "out" | "call"), r, port] => (
+                *d,
+                PipelineRef::parse(r).and_then(|r| self.resolve(&r)).ok(),
+                *port,
+            ),
             _ => (name.as_str(), None, ""),
         };
         // A channel this daemon cannot serve is refused, so that its sender's calls fail
@@ -276,7 +312,7 @@ impl Daemon {
                 "channel {name:?}: not control, in/ID/NAME, out/ID/NAME or call/ID/NAME of a pipeline"
             );
             return ch.refuse(&format!(
-                "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME, call/ID/NAME)"
+                "{name}: no such pipeline here (channels are control, in/ID/NAME, out/ID/NAME, call/ID/NAME; ID a pipeline's id or name)"
             ));
         };
         if dir == "call" {
@@ -386,7 +422,7 @@ impl Daemon {
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
                     }
-                    return json!({"ok": true, "id": id, "state": "running", "stats": stats_value(&run.stats())});
+                    return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});
                 }
                 let State::Running(run) =
                     std::mem::replace(&mut *st, State::Finished(Value::Null, None))
@@ -409,14 +445,18 @@ impl Daemon {
             let State::Finished(stats, err) = &*st else {
                 unreachable!("finished above")
             };
-            return json!({"ok": true, "id": id, "state": if err.is_some() { "failed" } else { "finished" },
+            return json!({"ok": true, "id": id, "name": self.names.name_of(id),
+                          "state": if err.is_some() { "failed" } else { "finished" },
                           "stats": stats, "error": err});
         }
     }
 
     fn request(&self, r: Request) -> Value {
         match r {
-            Request::Submit { text } => {
+            Request::Submit { text, name } => {
+                if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
+                    return json!({"ok": false, "error": e});
+                }
                 let limits = &self.limits;
                 if text.len() > limits.text_bytes {
                     let e = format!(
@@ -442,6 +482,17 @@ impl Daemon {
                             running += 1;
                             bytes = bytes.saturating_add(r.pool_bytes());
                         }
+                    }
+                }
+                if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
+                {
+                    let holds = table.get(&old).is_some_and(|e| {
+                        matches!(&*e.lock().unwrap_or_else(|e| e.into_inner()),
+                                 State::Running(r) if !r.is_finished())
+                    });
+                    if holds {
+                        let e = format!("the name {n:?} is taken by running pipeline {old} (stop it, or choose another name)");
+                        return json!({"ok": false, "error": e});
                     }
                 }
                 if running >= limits.pipelines {
@@ -482,13 +533,17 @@ impl Daemon {
                     table.remove(old);
                 }
                 table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+                if let Some(n) = &name {
+                    self.names.set(n, id);
+                }
+                self.names.retain(|id| table.contains_key(&id));
                 // Services of ended pipelines let go of their ports.
                 self.services.sweep();
-                json!({"ok": true, "id": id, "host_in": ins, "host_out": outs})
+                json!({"ok": true, "id": id, "name": name, "host_in": ins, "host_out": outs})
             }
-            Request::Status { id } => self.state_of(id, false),
-            Request::Wait { id } => self.state_of(id, true),
-            Request::Stop { id } => match self.entry(id) {
+            Request::Status { id } => self.with_id(&id, |id| self.state_of(id, false)),
+            Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, true)),
+            Request::Stop { id } => self.with_id(&id, |id| match self.entry(id) {
                 Ok(e) => {
                     if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
                         run.stop();
@@ -496,7 +551,7 @@ impl Daemon {
                     json!({"ok": true, "id": id})
                 }
                 Err(e) => json!({"ok": false, "error": e}),
-            },
+            }),
             Request::List {} => {
                 let ids: Vec<u64> = self
                     .pipelines
@@ -508,7 +563,7 @@ impl Daemon {
                 let list: Vec<Value> = ids
                     .into_iter()
                     .map(|id| self.state_of(id, false))
-                    .map(|v| json!({"id": v["id"], "state": v["state"]}))
+                    .map(|v| json!({"id": v["id"], "name": v["name"], "state": v["state"]}))
                     .collect();
                 json!({"ok": true, "pipelines": list})
             }
@@ -525,6 +580,9 @@ pub struct Submitted {
     pub host_in: Vec<String>,
     /// Its `host-out` channel names.
     pub host_out: Vec<String>,
+    /// The name it was submitted with, if any.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// A host's connection to an engine daemon.
@@ -566,41 +624,60 @@ impl Client {
 
     /// Submits pipeline text; the daemon checks and starts it.
     pub fn submit(&self, text: &str) -> Result<Submitted, DaemonError> {
+        self.submit_as(text, None)
+    }
+
+    /// Submits pipeline text under `name` (if given), which then finds it wherever its id
+    /// would (see [`crate::names`]); refused while a running pipeline holds the name.
+    pub fn submit_as(&self, text: &str, name: Option<&str>) -> Result<Submitted, DaemonError> {
         let v = self.call(&Request::Submit {
             text: text.to_owned(),
+            name: name.map(str::to_owned),
         })?;
         serde_json::from_value(v).map_err(|e| DaemonError::Protocol(e.to_string()))
     }
 
-    /// State (`running`, `finished`, `failed`), statistics and error of pipeline `id`.
-    pub fn status(&self, id: u64) -> Result<Value, DaemonError> {
-        self.call(&Request::Status { id })
+    /// State (`running`, `finished`, `failed`), statistics and error of pipeline `id` (an
+    /// id, or a name it was submitted with).
+    pub fn status(&self, id: impl Into<PipelineRef>) -> Result<Value, DaemonError> {
+        self.call(&Request::Status { id: id.into() })
     }
 
     /// Waits for pipeline `id` to finish; the reply is as [`Client::status`].
-    pub fn wait(&self, id: u64) -> Result<Value, DaemonError> {
-        self.call(&Request::Wait { id })
+    pub fn wait(&self, id: impl Into<PipelineRef>) -> Result<Value, DaemonError> {
+        self.call(&Request::Wait { id: id.into() })
     }
 
     /// Stops pipeline `id`'s sources.
-    pub fn stop(&self, id: u64) -> Result<(), DaemonError> {
-        self.call(&Request::Stop { id }).map(|_| ())
+    pub fn stop(&self, id: impl Into<PipelineRef>) -> Result<(), DaemonError> {
+        self.call(&Request::Stop { id: id.into() }).map(|_| ())
     }
 
-    /// Ids and states of the daemon's pipelines.
+    /// Ids, names and states of the daemon's pipelines.
     pub fn list(&self) -> Result<Value, DaemonError> {
         self.call(&Request::List {})
     }
 
-    /// A channel carrying messages into `host-in name=NAME` of pipeline `id`.
-    pub fn open_input(&self, id: u64, name: &str) -> Result<Channel, DaemonError> {
+    /// A channel carrying messages into `host-in name=NAME` of pipeline `id` (an id, or a
+    /// name it was submitted with).
+    pub fn open_input(
+        &self,
+        id: impl Into<PipelineRef>,
+        name: &str,
+    ) -> Result<Channel, DaemonError> {
+        let id = id.into();
         Ok(self
             .session
             .open(&format!("in/{id}/{name}"), ChannelOptions::default())?)
     }
 
     /// A channel carrying the buffers of `host-out name=NAME` of pipeline `id`.
-    pub fn open_output(&self, id: u64, name: &str) -> Result<Channel, DaemonError> {
+    pub fn open_output(
+        &self,
+        id: impl Into<PipelineRef>,
+        name: &str,
+    ) -> Result<Channel, DaemonError> {
+        let id = id.into();
         Ok(self
             .session
             .open(&format!("out/{id}/{name}"), ChannelOptions::default())?)
@@ -616,11 +693,28 @@ mod tests {
         for (text, want) in [
             (
                 r#"{"op":"submit","text":"t"}"#,
-                Request::Submit { text: "t".into() },
+                Request::Submit {
+                    text: "t".into(),
+                    name: None,
+                },
             ),
-            (r#"{"op":"status","id":3}"#, Request::Status { id: 3 }),
-            (r#"{"op":"wait","id":3}"#, Request::Wait { id: 3 }),
-            (r#"{"op":"stop","id":3}"#, Request::Stop { id: 3 }),
+            (
+                r#"{"op":"submit","text":"t","name":"svc"}"#,
+                Request::Submit {
+                    text: "t".into(),
+                    name: Some("svc".into()),
+                },
+            ),
+            (
+                r#"{"op":"status","id":3}"#,
+                Request::Status { id: 3.into() },
+            ),
+            (r#"{"op":"wait","id":3}"#, Request::Wait { id: 3.into() }),
+            (r#"{"op":"stop","id":3}"#, Request::Stop { id: 3.into() }),
+            (
+                r#"{"op":"stop","id":"svc"}"#,
+                Request::Stop { id: "svc".into() },
+            ),
             (r#"{"op":"list"}"#, Request::List {}),
         ] {
             let r: Request = serde_json::from_str(text).unwrap();
@@ -635,7 +729,8 @@ mod tests {
         for (text, want) in [
             (r#"{"op":"reboot"}"#, "unknown variant `reboot`"),
             (r#"{"op":"status"}"#, "missing field `id`"),
-            (r#"{"op":"status","id":"x"}"#, "invalid type"),
+            (r#"{"op":"status","id":true}"#, "did not match any variant"),
+            (r#"{"op":"status","id":-1}"#, "did not match any variant"),
             (r#"{"op":"list","id":1,"extra":2}"#, "unknown field"),
             (r#"{"id":1}"#, "missing field `op`"),
             ("not json", "bad request"),

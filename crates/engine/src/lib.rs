@@ -72,6 +72,7 @@ mod graph_checks;
 mod host;
 pub mod jobs;
 pub mod lang;
+pub mod names;
 pub mod offload;
 pub mod placement;
 mod pool;

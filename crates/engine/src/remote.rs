@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use offhost_link::{Channel, ChannelOptions, Endpoint, LinkError, LinkOptions, Session};
 
 use crate::buffer::Buffer;
+use crate::names::PipelineRef;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::sched::Waker;
@@ -88,7 +89,10 @@ pub fn register(r: &mut Registry, links: Links) {
             "sends each buffer of its input to host-in NAME of pipeline ID on the engine at URL (an engine-to-engine queue)",
         )
         .required("url", "the other engine's URL (tls:HOST:PORT)")
-        .required("pipeline", "the pipeline's id on that engine")
+        .required(
+            "pipeline",
+            "the pipeline's id on that engine, or the name it was submitted with",
+        )
         .required("name", "its host-in channel")
         .arg("engine", "", "the other engine's name, for errors")
         .inputs(1, 1)
@@ -123,12 +127,15 @@ pub(crate) struct Target {
 
 impl Target {
     /// The arguments `engine-out` and `call` share: `url` (which `links` must allow),
-    /// `pipeline`, `name` and `engine` (the URL unless given). The channel is left empty
-    /// for the task to name; the pipeline's id and the channel's name come with it.
-    pub(crate) fn parse(links: &Links, args: &Args) -> Result<(Target, u64, String), ArgError> {
+    /// `pipeline` (an id or a name), `name` and `engine` (the URL unless given). The channel
+    /// is left empty for the task to name; the pipeline and the channel's name come with it.
+    pub(crate) fn parse(
+        links: &Links,
+        args: &Args,
+    ) -> Result<(Target, PipelineRef, String), ArgError> {
         let url = args.required("url")?.to_string();
         links.check(&url).map_err(|e| ArgError::new("url", e))?;
-        let pipeline: u64 = args.parse("pipeline")?;
+        let pipeline: PipelineRef = args.parse("pipeline")?;
         let name = args.required("name")?.to_string();
         let engine = match args.get("engine") {
             Some(e) if !e.is_empty() => e.to_string(),

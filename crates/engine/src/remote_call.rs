@@ -45,7 +45,10 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
             "calls a pipeline on another engine with each buffer of its input and puts out its answer (its host-in and host-out NAME, both whole=true, of pipeline ID at URL)",
         )
         .required("url", "the other engine's URL (tls:HOST:PORT)")
-        .required("pipeline", "the serving pipeline's id on that engine")
+        .required(
+            "pipeline",
+            "the serving pipeline's id on that engine, or the name it was submitted with",
+        )
         .required("name", "the name of its host-in and host-out, both whole=true")
         .arg("engine", "", "the other engine's name, for errors")
         .arg(

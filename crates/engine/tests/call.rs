@@ -36,7 +36,7 @@ fn caller_registry() -> Registry {
 /// how the caller's pipeline ended.
 fn call_each(
     url: &str,
-    id: u64,
+    id: impl std::fmt::Display,
     out_pool: &str,
     requests: &[Vec<u8>],
 ) -> (Vec<Vec<u8>>, Result<(), String>) {
@@ -46,7 +46,7 @@ fn call_each(
 /// [`call_each`] with more arguments for `call`.
 fn call_each_with(
     url: &str,
-    id: u64,
+    id: impl std::fmt::Display,
     out_pool: &str,
     args: &str,
     requests: &[Vec<u8>],
@@ -369,5 +369,39 @@ fn a_service_that_answers_twice_is_stopped_before_an_answer_goes_astray() {
     assert!(
         v["error"].as_str().unwrap_or("").contains("out of step"),
         "{v}"
+    );
+}
+
+#[test]
+fn a_caller_finds_a_service_by_its_name_across_restarts() {
+    let (url, c) = server_engine();
+    let first = c.submit_as(ECHO, Some("echo")).unwrap();
+    let (answers, ended) = call_each(&url, "echo", "ans(2,64K)", &[vec![1; 10]]);
+    assert_eq!((answers, ended), (vec![vec![1; 10]], Ok(())));
+    stop_and_count(&c, first.id, 1, 10);
+    // Started again under a new id: the same caller's text still reaches it.
+    let second = c.submit_as(ECHO, Some("echo")).unwrap();
+    assert_ne!(second.id, first.id);
+    let (answers, ended) = call_each(&url, "echo", "ans(2,64K)", &[vec![2; 20], vec![3; 5]]);
+    assert_eq!((answers, ended), (vec![vec![2; 20], vec![3; 5]], Ok(())));
+    stop_and_count(&c, second.id, 2, 25);
+    // A name nobody holds is refused; a malformed one is a build error naming the argument.
+    let (_, ended) = call_each(&url, "nobody", "ans(2,64K)", &[vec![1]]);
+    let e = ended.unwrap_err();
+    assert!(
+        e.contains("engine far") && e.contains("no such pipeline"),
+        "{e}"
+    );
+    let e = Pipeline::parse(
+        "fill bytes=10 >r\ncall url=tcp:127.0.0.1:9 pipeline=a/b name=svc <r >a\nnull <a\n",
+    )
+    .unwrap()
+    .build(&caller_registry())
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("pipeline") && e.contains("holds '/'") && e.contains("line 2"),
+        "{e}"
     );
 }

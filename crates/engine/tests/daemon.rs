@@ -214,3 +214,59 @@ fn channels_to_no_pipeline_or_no_host_in_are_refused_and_the_host_served() {
     assert_eq!(got, vec![5u8; 10_000]);
     assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
 }
+
+#[test]
+fn a_named_pipeline_is_found_by_its_name_and_one_running_pipeline_holds_a_name() {
+    let url = daemon();
+    let c = Client::connect(&url).unwrap();
+    const ECHO: &str = "host-in name=in >a:p(8,4096)\nhost-out name=out <a\n";
+    let first = c.submit_as(ECHO, Some("echo")).unwrap();
+    assert_eq!(first.name.as_deref(), Some("echo"));
+    // Taken while it runs; the refusal names the holder.
+    let e = c.submit_as(ECHO, Some("echo")).unwrap_err().to_string();
+    assert!(
+        e.contains("\"echo\" is taken by running pipeline") && e.contains(&first.id.to_string()),
+        "{e}"
+    );
+    for (bad, why) in [
+        ("9lives", "must start with a letter"),
+        ("a/b", "holds '/'"),
+        ("", "must start with a letter"),
+    ] {
+        let e = c.submit_as(ECHO, Some(bad)).unwrap_err().to_string();
+        assert!(e.contains(why), "{bad:?}: {e}");
+    }
+    let long = "x".repeat(10_000);
+    let e = c.submit_as(ECHO, Some(&long)).unwrap_err().to_string();
+    assert!(e.contains("over the limit of 64") && e.len() < 300, "{e}");
+    // Its channels, status and list by name.
+    let input = c.open_input("echo", "in").unwrap();
+    let output = c.open_output("echo", "out").unwrap();
+    input.send(&[3u8; 5000]).unwrap();
+    input.close().unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+        got.extend_from_slice(&m);
+    }
+    assert_eq!(got, vec![3u8; 5000]);
+    let v = c.wait("echo").unwrap();
+    assert_eq!(
+        (&v["id"], &v["name"], &v["state"]),
+        (&first.id.into(), &"echo".into(), &"finished".into())
+    );
+    let list = c.list().unwrap();
+    assert_eq!(list["pipelines"][0]["name"], "echo", "{list}");
+    // Unknown names are errors, not another pipeline.
+    let e = c.status("nobody").unwrap_err().to_string();
+    assert!(e.contains("no pipeline named \"nobody\""), "{e}");
+    let e = refusal(&c.open_input("nobody", "in").unwrap());
+    assert!(e.contains("in/nobody/in: no such pipeline here"), "{e}");
+    // Once it has finished, the name goes to the next pipeline submitted with it.
+    let second = c.submit_as(ECHO, Some("echo")).unwrap();
+    assert_ne!(second.id, first.id);
+    assert_eq!(c.status("echo").unwrap()["state"], "running");
+    c.stop("echo").unwrap();
+    c.open_input(second.id, "in").unwrap().close().unwrap();
+    assert_eq!(c.wait("echo").unwrap()["id"], second.id);
+    assert_eq!(c.status(first.id).unwrap()["name"], serde_json::Value::Null);
+}

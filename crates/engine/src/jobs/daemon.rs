@@ -22,6 +22,8 @@ pub struct DaemonJob<'a> {
     pub outs: &'a [String],
     /// `--in NAME=PATH` bindings.
     pub ins: &'a [String],
+    /// The name to submit it under (`--name`), if any.
+    pub name: Option<&'a str>,
 }
 
 /// Connects to the daemon at `url`.
@@ -45,7 +47,7 @@ pub fn run(
         source,
     };
     let client = connect(job.url, job.options)?;
-    let sub = client.submit(job.text).map_err(|e| match e {
+    let sub = client.submit_as(job.text, job.name).map_err(|e| match e {
         crate::daemon::DaemonError::Refused(m) => JobError::Failed(format!("{}: {m}", job.path)),
         e => engine(e),
     })?;
