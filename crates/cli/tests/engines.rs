@@ -654,3 +654,56 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
     assert!(err.contains("engine b"), "{err}");
     assert!(!e.states(0).iter().any(|s| s == "running"));
 }
+
+#[test]
+fn a_files_own_service_serves_callers_on_other_engines_as_in_one_process() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("svc.ion");
+    // The service on b; a caller on a and one on c share it.
+    std::fs::write(
+        &file,
+        "host-in name=svc whole=true @b >q:q(4,64k)\n\
+         count @b <q >r\n\
+         host-out name=svc whole=true @b <r\n\
+         random seed=3 bytes=200000 @a >req:req(4,1000)\n\
+         call name=svc timeout=30 @a <req >ans:ans(4,1000)\n\
+         crc32c @a <ans\n\
+         random seed=4 bytes=100000 @c >req2:req2(4,1000)\n\
+         call name=svc timeout=30 @c <req2 >ans2:ans2(4,1000)\n\
+         host-out name=res @c <ans2\n",
+    )
+    .unwrap();
+    let (one, three, o) = whole_and_placed(&e, &file, work.path());
+    assert_eq!(one.len(), 100_000);
+    assert!(one == three, "host-out bytes differ");
+    let table = text(&o.stdout);
+    for row in [
+        "b          count",
+        "a          call",
+        "c          call",
+        "300 buffers, 300000 bytes",
+    ] {
+        assert!(table.contains(row), "{row:?} not in:\n{table}");
+    }
+    // One daemon runs it whole, its call local.
+    let o = offhost(
+        &[
+            "submit",
+            "--engine",
+            &e.urls[0],
+            "--tls-certificates",
+            e.pki.to_str().unwrap(),
+            "--out",
+            "res=one.bin",
+            file.to_str().unwrap(),
+        ],
+        work.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(std::fs::read(work.path().join("one.bin")).unwrap() == one);
+    // Every part has ended: the service's was stopped once its callers were done.
+    for i in 0..3 {
+        assert!(!e.states(i).iter().any(|s| s == "running"), "engine {i}");
+    }
+}

@@ -117,14 +117,26 @@ pub struct NoSuchQueue(pub String);
 impl Built {
     /// Names of the `host-in` channels.
     pub fn host_inputs(&self) -> Vec<String> {
-        let mut v: Vec<_> = self.graph.host.inputs.keys().cloned().collect();
+        let host = &self.graph.host;
+        let mut v: Vec<_> = host
+            .inputs
+            .keys()
+            .filter(|n| !host.served(n))
+            .cloned()
+            .collect();
         v.sort();
         v
     }
 
     /// Names of the `host-out` channels.
     pub fn host_outputs(&self) -> Vec<String> {
-        let mut v: Vec<_> = self.graph.host.outputs.keys().cloned().collect();
+        let host = &self.graph.host;
+        let mut v: Vec<_> = host
+            .outputs
+            .keys()
+            .filter(|n| !host.served(n))
+            .cloned()
+            .collect();
         v.sort();
         v
     }
@@ -239,7 +251,13 @@ impl Built {
                 port.size = cfg.size;
             }
         }
-        let slots = g
+        // The host-in of a service its own calls take keeps serving when the sources stop.
+        let serving: Vec<usize> = host
+            .calls
+            .iter()
+            .filter_map(|(name, _, _)| host.inputs.get(name).map(|p| p.task))
+            .collect();
+        let mut slots: Vec<TaskSlot> = g
             .tasks
             .into_iter()
             .map(|t| {
@@ -257,10 +275,14 @@ impl Built {
                 )
             })
             .collect();
+        for &t in &serving {
+            slots[t].keeps_on_stop = true;
+        }
         let shared = Shared::new(slots, config.batch);
         for port in host.inputs.values() {
             let _ = port.waker.set(shared.waker(port.task));
         }
+        crate::service::hand_to_calls(&mut host);
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }

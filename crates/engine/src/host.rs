@@ -94,6 +94,16 @@ pub(crate) struct HostPorts {
     pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool)>,
     /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
+    /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
+    /// where the engine sends the service (the host ports of that name) when it starts.
+    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::service::Service>>)>,
+}
+
+impl HostPorts {
+    /// Whether `name` is a service that calls of this pipeline take (not the host's).
+    pub(crate) fn served(&self, name: &str) -> bool {
+        self.calls.iter().any(|(n, _, _)| n == name)
+    }
 }
 
 /// The host's end of a `host-in` task.

@@ -75,6 +75,7 @@ pub mod lang;
 pub mod names;
 pub mod offload;
 pub mod placement;
+mod placement_calls;
 mod pool;
 mod queue;
 mod registry;

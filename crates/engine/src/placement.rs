@@ -21,6 +21,10 @@
 //! `a+2`, `b`, `a`. A queue between two stages of one engine crosses over that engine's link
 //! to itself. Only a cycle of the tasks' queues themselves cannot be placed.
 //!
+//! A `call name=NAME` of the file's own service (`host-in` and `host-out NAME`, both
+//! `whole=true`) on another part than the service becomes a call of that part's pipeline, and
+//! the serving part is stopped once its callers have finished (`crate::placement_calls`).
+//!
 //! Unplaced tasks run on the first engine named. A file run whole (`offhost run`, one daemon)
 //! ignores placements, so every placement of a file computes the same result.
 
@@ -28,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use crate::lang::{QueueRef, Spec, TaskLine};
+use crate::placement_calls::ServiceCalls;
 use crate::registry::Registry;
 
 /// A file's tasks cannot be placed as written.
@@ -57,6 +62,27 @@ pub enum PlacementError {
         a: String,
         /// The other.
         b: String,
+    },
+    /// A service's `host-in` and `host-out` sit on different engines (or stages).
+    #[error("the service {name} has its host-in (line {host_in}) and its host-out (line {host_out}) in different parts: place both on one engine")]
+    SplitService {
+        /// The service's name.
+        name: String,
+        /// Line of its `host-in`.
+        host_in: usize,
+        /// Line of its `host-out`.
+        host_out: usize,
+    },
+    /// A part that serves calls from other engines holds another source, which stopping the
+    /// service once its callers are done would cut short.
+    #[error("line {line}: {task} is a source on part {part}, which serves calls from other engines and is stopped once they are done; place it on another engine")]
+    SourceBesideService {
+        /// The serving part.
+        part: String,
+        /// The source's command.
+        task: String,
+        /// Its line.
+        line: usize,
     },
     /// A value cannot be written back into pipeline text.
     #[error(
@@ -93,6 +119,10 @@ pub struct Plan {
     cross: Vec<CrossQueue>,
     receive_pools: HashMap<String, (String, (usize, usize))>,
     shapes: HashMap<String, (usize, usize)>,
+    /// Calls of the file's own service in another part: call task, the service's part.
+    calls: HashMap<usize, String>,
+    /// The parts that serve calls from other parts, with their services' names.
+    serving: BTreeMap<String, Vec<String>>,
     spec: Spec,
 }
 
@@ -144,12 +174,14 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
     };
     // One part per engine; if queues between engines then run both ways, each engine's
     // tasks split by stage, which orders the parts again (see `stages`).
-    let (split, order) = match Split::new(spec, &on, &on, registry, &queues) {
+    let services = ServiceCalls::find(spec, registry);
+    let (split, order) = match Split::new(spec, &on, &on, registry, &queues, &services) {
         Ok(done) => done,
-        Err(e) => {
+        Err(e @ PlacementError::Cycle { .. }) => {
             let part_of = stages(spec, &on, &queues.writers).ok_or(e)?;
-            Split::new(spec, &on, &part_of, registry, &queues)?
+            Split::new(spec, &on, &part_of, registry, &queues, &services)?
         }
+        Err(e) => return Err(e),
     };
     Ok(Plan {
         order,
@@ -158,6 +190,8 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
         cross: split.cross,
         receive_pools: split.receive_pools,
         shapes: queues.shapes,
+        calls: split.calls,
+        serving: split.serving,
         spec: spec.clone(),
     })
 }
@@ -176,6 +210,8 @@ struct Split {
     engine_of: HashMap<String, String>,
     cross: Vec<CrossQueue>,
     receive_pools: HashMap<String, (String, (usize, usize))>,
+    calls: HashMap<usize, String>,
+    serving: BTreeMap<String, Vec<String>>,
 }
 
 impl Split {
@@ -187,6 +223,7 @@ impl Split {
         part_of: &[String],
         registry: &Registry,
         qs: &Queues<'_>,
+        services: &ServiceCalls,
     ) -> Result<(Split, Vec<String>), PlacementError> {
         let mut parts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut engine_of = HashMap::new();
@@ -241,6 +278,19 @@ impl Split {
                 });
             }
         }
+        // A call names the pipeline id of its service's part, which goes first.
+        let mut calls = HashMap::new();
+        let mut serving: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (call, part, name) in services.across(spec, part_of)? {
+            edges.insert((part_of[call].clone(), part.clone()));
+            let names = serving.entry(part.clone()).or_default();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+            calls.insert(call, part);
+        }
+        let parts_serving: Vec<String> = serving.keys().cloned().collect();
+        services.check_serving(spec, part_of, &parts_serving)?;
         let order = sinks_first(parts.keys().cloned().collect(), &edges, &engine_of)?;
         Ok((
             Split {
@@ -248,6 +298,8 @@ impl Split {
                 engine_of,
                 cross,
                 receive_pools,
+                calls,
+                serving,
             },
             order,
         ))
@@ -422,8 +474,15 @@ impl Plan {
         &self.cross
     }
 
+    /// The parts that serve calls of the file's own services from other parts, each with the
+    /// names of those services (whose host ports are the callers', not the user's): such a
+    /// part runs until it is stopped, which is due once every other part has finished.
+    pub fn serving(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.serving
+    }
+
     /// The pipeline text of `engine`'s part (a part name of [`Plan::order`]); `targets` gives
-    /// the URL and pipeline id of each part it sends to. Each task keeps its line number from the file (the lines of other
+    /// the URL and pipeline id of each part it sends to or calls. Each task keeps its line number from the file (the lines of other
     /// engines' tasks are left empty), so errors and statistics name lines of the file; the
     /// `engine-out` and `host-in` lines of the queues between engines come after the last.
     pub fn text(
@@ -440,7 +499,19 @@ impl Plan {
                 out.push('\n');
                 at += 1;
             }
-            let line = self.line(task, &mut declared)?;
+            // A call of the file's own service in another part calls that part's pipeline.
+            let extra = match self.calls.get(&t) {
+                Some(part) => {
+                    let (url, id) = targets.get(part).cloned().unwrap_or_default();
+                    format!(
+                        " url={} pipeline={id} engine={}",
+                        quote(&url, task.line)?,
+                        self.engine_of(part)
+                    )
+                }
+                None => String::new(),
+            };
+            let line = self.line(task, &extra, &mut declared)?;
             let _ = writeln!(out, "{line}");
             at += 1;
         }
@@ -478,11 +549,12 @@ impl Plan {
         Ok(out)
     }
 
-    /// One task line as text, without its placement; the first mention of a free list in a
-    /// part carries its shape.
+    /// One task line as text, without its placement and with `extra` after its arguments;
+    /// the first mention of a free list in a part carries its shape.
     fn line(
         &self,
         t: &TaskLine,
+        extra: &str,
         declared: &mut BTreeSet<String>,
     ) -> Result<String, PlacementError> {
         let mut s = t.command.clone();
@@ -494,6 +566,7 @@ impl Plan {
             }
             s.push_str(&quote(&a.value, t.line)?);
         }
+        s.push_str(extra);
         let mut queue = |dir: char, q: &QueueRef, s: &mut String| {
             s.push(' ');
             s.push(dir);

@@ -13,6 +13,15 @@
 //! Like `engine-out` it opens a link session of its own with the engine's certificates, and
 //! a pipeline from outside reaches `tls:` URLs only (see [`Links`]).
 //!
+//! Without `url=` and `pipeline=`, `call name=NAME` calls the service of its own pipeline:
+//! the pipeline's `host-in name=NAME whole=true` and `host-out name=NAME whole=true`, which
+//! the engine hands to its calls at start instead of to a host (several calls of one name
+//! share them, one call at a time). So a file that holds a service and its callers runs the
+//! same in one process, on one daemon, or placed over several engines, where the planner
+//! writes the service's engine and pipeline into a call on another engine
+//! ([`crate::placement`]). The service's `host-in` keeps serving when the pipeline is
+//! stopped; it ends once its last call has ended.
+//!
 //! Everything the server sends is checked: an answer larger than a buffer of the output's
 //! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
 //! (after the last call), and a service that ends or refuses before it answered fail the
@@ -32,6 +41,7 @@ use crate::buffer::Buffer;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
+use crate::service::Service;
 use crate::task::{Context, Priority, Status, Task, TaskError};
 
 /// The longest `timeout=` a call may be given, in seconds (a day).
@@ -42,10 +52,13 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
     r.register(
         TaskInfo::new(
             "call",
-            "calls a pipeline on another engine with each buffer of its input and puts out its answer (its host-in and host-out NAME, both whole=true, of pipeline ID at URL)",
+            "calls a pipeline with each buffer of its input and puts out its answer: its host-in and host-out NAME, both whole=true, of pipeline ID at URL, or without url= and pipeline= of this pipeline",
         )
-        .required("url", "the other engine's URL (tls:HOST:PORT)")
-        .required(
+        .optional(
+            "url",
+            "the other engine's URL (tls:HOST:PORT); without url= and pipeline=, the service of this pipeline",
+        )
+        .optional(
             "pipeline",
             "the serving pipeline's id on that engine, or the name it was submitted with",
         )
@@ -65,7 +78,34 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
 }
 
 fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let (target, pipeline, name) = Target::parse(links, args)?;
+    let given = |a: &str| args.get(a).is_some_and(|v| !v.is_empty());
+    let reach = match (given("url"), given("pipeline")) {
+        (true, true) => {
+            let (target, pipeline, name) = Target::parse(links, args)?;
+            let whom = format!("engine {}", target.engine);
+            let channel = format!("call/{pipeline}/{name}");
+            (Reach::Remote(Target { channel, ..target }), whom)
+        }
+        (false, false) => {
+            if given("engine") {
+                return Err(ArgError::new(
+                    "engine",
+                    "engine= names another engine, which url= and pipeline= reach",
+                ));
+            }
+            let name = args.required("name")?.to_string();
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            b.host.calls.push((name.clone(), b.task_id, tx));
+            let whom = format!("service {name} of this pipeline");
+            (Reach::Local(rx), whom)
+        }
+        (url, _) => {
+            return Err(ArgError::new(
+                if url { "pipeline" } else { "url" },
+                "url= and pipeline= go together: both to call a pipeline on another engine, neither to call this pipeline's own service",
+            ))
+        }
+    };
     let timeout = match args.get("timeout") {
         Some(t) if !t.is_empty() => Some(
             t.parse::<f64>()
@@ -87,10 +127,8 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
     // One answer waits for the task at most: the client thread waits with the next call.
     let (answer_tx, answers) = crossbeam_channel::bounded(1);
     Ok(Box::new(Call {
-        target: Target {
-            channel: format!("call/{pipeline}/{name}"),
-            ..target
-        },
+        reach: Some(reach.0),
+        whom: reach.1,
         timeout,
         shared: Shared::register(b),
         tx: Some(tx),
@@ -100,8 +138,19 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
     }))
 }
 
+/// Whom a call reaches.
+enum Reach {
+    /// A pipeline on another engine, on a channel of its own.
+    Remote(Target),
+    /// This pipeline's service, which the engine sends when it starts.
+    Local(Receiver<Arc<Service>>),
+}
+
 struct Call {
-    target: Target,
+    /// Taken by the client thread when it starts.
+    reach: Option<Reach>,
+    /// Whom the calls reach, for errors: `engine NAME`, or this pipeline's service.
+    whom: String,
     /// How long a call may wait for its answer.
     timeout: Option<Duration>,
     shared: Arc<Shared>,
@@ -196,7 +245,7 @@ impl Joiner {
 
 /// What the client thread needs.
 struct Client {
-    target: Target,
+    reach: Reach,
     /// The largest answer the output's buffers hold.
     limit: usize,
     /// How long a call may wait for its answer.
@@ -208,7 +257,10 @@ struct Client {
 
 impl Client {
     fn run(&self) -> Result<(), String> {
-        let t = &self.target;
+        let t = match &self.reach {
+            Reach::Remote(t) => t,
+            Reach::Local(service) => return self.run_local(service),
+        };
         let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
         let ch = session
             .open(&t.channel, ChannelOptions::default())
@@ -236,6 +288,56 @@ impl Client {
             ));
         }
         session.close();
+        Ok(())
+    }
+
+    /// Calls this pipeline's own service, once the engine has sent it.
+    fn run_local(&self, service: &Receiver<Arc<Service>>) -> Result<(), String> {
+        let service = loop {
+            match service.recv_timeout(CANCEL_CHECK) {
+                Ok(s) => break s,
+                Err(RecvTimeoutError::Timeout) if !self.cancelled() => {}
+                Err(_) => return Err("the pipeline ended".into()),
+            }
+        };
+        let mut calls = 0u64;
+        while let Some(b) = self.next_request()? {
+            calls += 1;
+            if b.len() > service.limit() {
+                return Err(format!(
+                    "call {calls}: a request of {} bytes does not fit a buffer of the serving host-in's free list ({} bytes)",
+                    b.len(),
+                    service.limit()
+                ));
+            }
+            let mut request = Vec::with_capacity(b.len() + 1);
+            request.push(crate::host::LAST);
+            request.extend_from_slice(&b);
+            drop(b);
+            let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
+            let go_on = || {
+                if self.cancelled() {
+                    return Err("the pipeline ended".to_string());
+                }
+                match (deadline, self.timeout) {
+                    (Some(d), Some(t)) if Instant::now() >= d => {
+                        Err(format!("no answer within timeout={}", t.as_secs_f64()))
+                    }
+                    _ => Ok(()),
+                }
+            };
+            let answer = service
+                .call(request, &go_on)
+                .map_err(|e| format!("call {calls}: {e}"))?;
+            if answer.len() > self.limit {
+                return Err(format!(
+                    "call {calls}: an answer of {} bytes does not fit a buffer of the output's free list ({} bytes)",
+                    answer.len(),
+                    self.limit
+                ));
+            }
+            self.hand_over(answer)?;
+        }
         Ok(())
     }
 
@@ -304,17 +406,18 @@ impl Client {
 
 impl Call {
     fn failed(&self, why: &str) -> TaskError {
-        TaskError::Failed(format!("engine {}: {why}", self.target.engine))
+        TaskError::Failed(format!("{}: {why}", self.whom))
     }
 
     /// Starts the client thread, for answers up to the size of the output's buffers.
     fn start(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
-        let Some((requests, answers)) = self.start.take() else {
+        let (Some((requests, answers)), Some(reach)) = (self.start.take(), self.reach.take())
+        else {
             return Ok(());
         };
         let limit = cx.pool(0).map_or(0, |p| p.config().size);
         let client = Client {
-            target: self.target.clone(),
+            reach,
             limit,
             timeout: self.timeout,
             requests,

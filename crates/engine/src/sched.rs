@@ -212,7 +212,7 @@ impl Shared {
     pub(crate) fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
         for (id, t) in self.tasks.iter().enumerate() {
-            if t.is_source() {
+            if t.stops() {
                 self.wake(id);
             }
         }
@@ -258,7 +258,7 @@ impl Shared {
             return;
         };
         let t0 = Instant::now();
-        let ends = (self.stopping() && slot.is_source())
+        let ends = (self.stopping() && slot.stops())
             || (!slot.outputs.is_empty() && slot.outputs.iter().all(|q| q.is_abandoned()));
         let result = if ends {
             Ok(Status::Done)

@@ -28,21 +28,25 @@ use crate::engine::Stopper;
 use crate::host::{HostInput, HostOutput};
 use crate::remote_call::Joiner;
 
-/// One pipeline's service: its host ports, shared by its callers.
+/// One pipeline's service: its host ports, shared by its callers (a daemon's `call/ID/NAME`
+/// channels, or `call name=NAME` tasks of the same pipeline). Dropping the last handle ends
+/// the service's `host-in`.
 pub(crate) struct Service {
     ports: Mutex<(HostInput, HostOutput)>,
-    /// Says when the pipeline has ended, so that its ports (and the message buffers its
-    /// `host-in` keeps) are let go.
-    pipeline: Stopper,
     /// The largest request: a buffer of the `host-in`'s free list.
     limit: usize,
 }
 
-/// The services of a daemon's pipelines, by pipeline id and channel name.
+/// The services of a daemon's pipelines, by pipeline id and channel name, each with what
+/// says when its pipeline has ended (so that its ports, and the message buffers its
+/// `host-in` keeps, are let go).
 #[derive(Default)]
 pub(crate) struct Services {
-    map: Mutex<HashMap<(u64, String), Arc<Service>>>,
+    map: Mutex<ServiceMap>,
 }
+
+/// Each service by pipeline id and name, with its pipeline's [`Stopper`].
+type ServiceMap = HashMap<(u64, String), (Arc<Service>, Stopper)>;
 
 impl Services {
     /// The service of pipeline `id` named `name`: the one its first caller started, or a
@@ -62,16 +66,12 @@ impl Services {
             map.remove(&key);
             return Err("the pipeline has ended".into());
         }
-        if let Some(s) = map.get(&key) {
+        if let Some((s, _)) = map.get(&key) {
             return Ok(Arc::clone(s));
         }
         let (input, output, pipeline) = take()?;
-        let s = Arc::new(Service {
-            limit: input.buffer_size(),
-            ports: Mutex::new((input, output)),
-            pipeline,
-        });
-        map.insert(key, Arc::clone(&s));
+        let s = Arc::new(Service::new(input, output));
+        map.insert(key, (Arc::clone(&s), pipeline));
         Ok(s)
     }
 
@@ -82,9 +82,9 @@ impl Services {
     }
 
     /// The map, locked, without the services of ended pipelines.
-    fn swept(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, String), Arc<Service>>> {
+    fn swept(&self) -> std::sync::MutexGuard<'_, ServiceMap> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| !s.pipeline.is_finished());
+        map.retain(|_, (_, pipeline)| !pipeline.is_finished());
         map
     }
 
@@ -113,7 +113,7 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
                 Err(e) => return ch.refuse(&format!("{}: {e}", ch.name())),
             }
         };
-        let answer = match service.call(whole) {
+        let answer = match service.call(whole, &|| Ok(())) {
             Ok(a) => a,
             Err(why) => return ch.refuse(&format!("{}: {why}", ch.name())),
         };
@@ -124,27 +124,76 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
 }
 
 impl Service {
+    /// A service answering with `output` what it is asked on `input`.
+    pub(crate) fn new(input: HostInput, output: HostOutput) -> Service {
+        Service {
+            limit: input.buffer_size(),
+            ports: Mutex::new((input, output)),
+        }
+    }
+
+    /// The largest request: a buffer of the serving `host-in`'s free list.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// Hands `request` (a `LAST` byte and the request, as [`Joiner::request`] joins it) to
-    /// the pipeline and takes its answer, holding the ports meanwhile. A buffer that waits
-    /// at `host-out` before the request goes, or beside its answer, answers nobody: the
+    /// the pipeline and takes its answer, holding the ports meanwhile; while it waits, it
+    /// asks `go_on` every [`WAIT_CHECK`] and gives up with its error. A buffer that waits at
+    /// `host-out` before the request goes, or beside its answer, answers nobody: the
     /// pipeline's `host-in` then fails with [`OUT_OF_STEP`], as this call does if it has no
     /// answer yet.
-    fn call(&self, request: Vec<u8>) -> Result<Vec<u8>, String> {
+    pub(crate) fn call(
+        &self,
+        request: Vec<u8>,
+        go_on: &dyn Fn() -> Result<(), String>,
+    ) -> Result<Vec<u8>, String> {
         let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         let (input, output) = &mut *ports;
         out_of_step(input, output)?;
         input
-            .send(request)
-            .map_err(|e| format!("the service no longer reads: {e}"))?;
-        let answer = match output.recv() {
-            Some(b) => b.to_vec(),
-            None => return Err("the service ended without answering".into()),
+            .send_while(request, &|| go_on().is_ok())
+            .map_err(|e| match go_on() {
+                Err(why) => why,
+                Ok(()) => format!("the service no longer reads: {e}"),
+            })?;
+        let answer = loop {
+            match output.recv_timeout(WAIT_CHECK) {
+                Ok(Some(b)) => break b.to_vec(),
+                Ok(None) => return Err("the service ended without answering".into()),
+                Err(_) => go_on()?,
+            }
         };
         // This call's answer came first; the next caller is refused.
         let _ = out_of_step(input, output);
         Ok(answer)
     }
 }
+
+/// Hands each `call name=NAME` of a starting pipeline its service: the pipeline's host ports
+/// of that name (checked when it was built), taken from the host, one service per name.
+pub(crate) fn hand_to_calls(host: &mut crate::host::HostPorts) {
+    let mut services: HashMap<String, Arc<Service>> = HashMap::new();
+    for (name, _, tx) in std::mem::take(&mut host.calls) {
+        let service = match services.get(&name) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let ports = host.inputs.remove(&name).map(HostInput::new);
+                let Some((input, output)) = ports.zip(crate::host::take_output(host, &name)) else {
+                    continue; // not there: the graph's checks refuse such a pipeline
+                };
+                let s = Arc::new(Service::new(input, output));
+                services.insert(name, Arc::clone(&s));
+                s
+            }
+        };
+        // A call that has gone already lets go of it.
+        let _ = tx.try_send(service);
+    }
+}
+
+/// How often a call waiting for its answer asks whether to go on waiting.
+const WAIT_CHECK: Duration = Duration::from_millis(50);
 
 /// Why a service whose `host-out` put out more buffers than it was given requests stops
 /// taking calls.
@@ -184,7 +233,10 @@ mod tests {
         let s = services
             .get_or_take(1, "svc", true, move || Ok(taken))
             .unwrap();
-        assert_eq!(s.call(vec![crate::host::LAST, 7, 8]), Ok(vec![7, 8]));
+        assert_eq!(
+            s.call(vec![crate::host::LAST, 7, 8], &|| Ok(())),
+            Ok(vec![7, 8])
+        );
         // A second caller shares it; nothing more is taken.
         services
             .get_or_take(1, "svc", true, || Err("taken twice".into()))

@@ -59,6 +59,9 @@ pub(crate) struct TaskSlot {
     pub(crate) body: Mutex<Option<Box<dyn Task>>>,
     pub(crate) counters: TaskCounters,
     pub(crate) report: Mutex<Option<String>>,
+    /// A source that goes on when the pipeline is stopped: the `host-in` of a service its
+    /// own calls take, which ends once they have.
+    pub(crate) keeps_on_stop: bool,
 }
 
 impl TaskSlot {
@@ -82,11 +85,13 @@ impl TaskSlot {
             body: Mutex::new(Some(task)),
             counters: TaskCounters::default(),
             report: Mutex::new(None),
+            keeps_on_stop: false,
         }
     }
 
-    pub(crate) fn is_source(&self) -> bool {
-        self.inputs.is_empty()
+    /// Whether a stop of the pipeline ends the task: a source, unless it keeps on.
+    pub(crate) fn stops(&self) -> bool {
+        self.inputs.is_empty() && !self.keeps_on_stop
     }
 
     pub(crate) fn stats(&self) -> TaskStats {

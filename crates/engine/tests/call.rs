@@ -405,3 +405,118 @@ fn a_caller_finds_a_service_by_its_name_across_restarts() {
         "{e}"
     );
 }
+
+/// Runs `text` in an embedded engine with the caller's registry; how it ended, with the
+/// report of the task on `line`.
+fn run_whole(text: &str, line: usize) -> Result<String, String> {
+    let run = Pipeline::parse(text)
+        .unwrap()
+        .start(&caller_registry(), &CONFIG)
+        .map_err(|e| e.to_string())?;
+    let stats = run.wait().map_err(|e| e.to_string())?;
+    Ok(stats
+        .tasks
+        .iter()
+        .find(|t| t.line == line)
+        .and_then(|t| t.report.clone())
+        .unwrap_or_default())
+}
+
+/// A service and its caller in one file: the echo through `count`, called with 3000 bytes
+/// of `random` in buffers of 1000, whose answers reach a CRC.
+const OWN: &str = "host-in name=svc whole=true >q:q(4,64k)\ncount <q >r\nhost-out name=svc whole=true <r\nrandom seed=5 bytes=300000 >req:req(4,1000)\ncall name=svc <req >ans:ans(4,1000)\ncrc32c <ans\n";
+
+#[test]
+fn a_call_without_url_calls_its_own_pipelines_service() {
+    let plain = run_whole(
+        "random seed=5 bytes=300000 >req:req(4,1000)\ncrc32c <req\n",
+        2,
+    )
+    .unwrap();
+    assert_eq!(run_whole(OWN, 6), Ok(plain));
+    // Several calls share one service.
+    let two = format!(
+        "{OWN}random seed=6 bytes=50000 >b:b(4,500)\ncall name=svc <b >c:c(2,500)\ncount <c\n"
+    );
+    assert_eq!(
+        run_whole(&two, 2).as_deref(),
+        Ok("400 buffers, 350000 bytes")
+    );
+    // Its host ports are the calls', not the host's.
+    let built = Pipeline::parse(OWN)
+        .unwrap()
+        .build(&caller_registry())
+        .unwrap();
+    assert!(built.host_inputs().is_empty() && built.host_outputs().is_empty());
+}
+
+#[test]
+fn a_stopped_pipeline_drains_through_its_own_service() {
+    let text = OWN.replace("bytes=300000", "bytes=100G");
+    let run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&caller_registry(), &CONFIG)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    run.stop();
+    let stats = run.wait().expect("a stop ends the calls, then the service");
+    let count = |line: usize| {
+        stats
+            .tasks
+            .iter()
+            .find(|t| t.line == line)
+            .unwrap()
+            .bytes_in
+    };
+    // Every request the source put out was answered before the service ended.
+    assert!(count(5) > 0);
+    assert_eq!(count(2), count(5));
+    assert_eq!(count(6), count(5));
+}
+
+#[test]
+fn calls_of_an_own_service_that_cannot_serve_say_why() {
+    let r = caller_registry();
+    let build_error = |text: &str| {
+        Pipeline::parse(text)
+            .unwrap()
+            .build(&r)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    for (text, want) in [
+        (
+            OWN.replace("host-out name=svc whole=true", "host-out name=svc"),
+            "no host-in and host-out svc, both whole=true",
+        ),
+        (
+            OWN.replace("call name=svc", "call name=other"),
+            "no host-in and host-out other",
+        ),
+        (
+            OWN.replace("call name=svc", "call url=tls:h:1 name=svc"),
+            "url= and pipeline= go together",
+        ),
+        (
+            OWN.replace("call name=svc", "call name=svc engine=b"),
+            "engine= names another engine",
+        ),
+    ] {
+        let e = build_error(&text);
+        assert!(e.contains(want) && e.contains("line 5"), "{want}: {e}");
+    }
+    // A request larger than the service's buffers, and a service that answers twice.
+    let big = OWN.replace("q:q(4,64k)", "q:q(4,100)");
+    let e = run_whole(&big, 6).unwrap_err();
+    assert!(
+        e.contains("service svc of this pipeline: call 1: a request of 1000 bytes")
+            && e.contains("(100 bytes)"),
+        "{e}"
+    );
+    let twice = OWN
+        .replace("count <q >r", "mulaw <q >r:r(4,250)")
+        .replace("ans:ans(4,1000)", "ans:ans(4,250)");
+    let e = run_whole(&twice, 6).unwrap_err();
+    assert!(e.contains("more than one buffer"), "{e}");
+}

@@ -209,3 +209,68 @@ fn queues_between_engines_both_ways_split_an_engine_by_stage() {
     .unwrap();
     assert_eq!(q.order(), ["b", "a"]);
 }
+
+/// A file with a service on `b` and its caller on `a`.
+const CALLED: &str = "host-in name=svc whole=true @b >q:q(4,64k)\ncrc32c @b <q >r\nhost-out name=svc whole=true @b <r\nrandom seed=7 bytes=3000 @a >req:req(4,1000)\ncall name=svc timeout=5 @a <req >ans:ans(4,1000)\ncrc32c @a <ans\n";
+
+#[test]
+fn a_call_of_the_files_own_service_on_another_engine_names_its_part() {
+    let mut r = Registry::with_builtins();
+    offhost_engine::remote::register(
+        &mut r,
+        offhost_engine::remote::Links::own(Default::default()),
+    );
+    let p = plan(&parse(CALLED).unwrap(), &engines(&["a", "b"]), &r).unwrap();
+    // The service goes first: the call names its pipeline id.
+    assert_eq!(p.order(), ["b", "a"]);
+    assert!(p.cross_queues().is_empty());
+    assert_eq!(
+        p.serving().get("b").map(Vec::as_slice),
+        Some(&["svc".to_string()][..])
+    );
+    let t = targets(&[("b", "tls:hb:7460", 4)]);
+    assert_eq!(
+        p.text("a", &t).unwrap(),
+        "\n\n\nrandom seed=7 bytes=3000 >req:req(4,1000)\ncall name=svc timeout=5 url=tls:hb:7460 pipeline=4 engine=b <req >ans:ans(4,1000)\ncrc32c <ans\n"
+    );
+    let b = p.text("b", &t).unwrap();
+    assert!(
+        b.starts_with("host-in name=svc whole=true >q:q(4,65536)\n"),
+        "{b}"
+    );
+    // Both parts are pipelines an engine accepts; on one engine the call stays local.
+    for text in [p.text("a", &t).unwrap(), b] {
+        Pipeline::parse(&text).unwrap().build(&r).unwrap();
+    }
+    let one = plan(
+        &parse(&CALLED.replace("@a", "@b")).unwrap(),
+        &engines(&["b"]),
+        &r,
+    )
+    .unwrap();
+    assert!(one.serving().is_empty());
+    assert!(one
+        .text("b", &HashMap::new())
+        .unwrap()
+        .contains("call name=svc timeout=5 <req"));
+}
+
+#[test]
+fn a_service_split_over_engines_or_beside_a_source_is_refused() {
+    let r = Registry::with_builtins();
+    let split = CALLED.replace(
+        "host-out name=svc whole=true @b",
+        "host-out name=svc whole=true @a",
+    );
+    let e = plan(&parse(&split).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
+    assert!(
+        matches!(e, PlacementError::SplitService { ref name, host_in: 1, host_out: 3 } if name == "svc"),
+        "{e}"
+    );
+    let beside = format!("{CALLED}fill bytes=10 @b >z\nnull @b <z\n");
+    let e = plan(&parse(&beside).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
+    assert!(
+        e.to_string().contains("line 7: fill is a source on part b"),
+        "{e}"
+    );
+}

@@ -6,7 +6,8 @@
 //! waited for on a session of its own. The first failure (a part that fails, or an engine
 //! whose session breaks) is the job's error, naming the engine and what failed there; the
 //! other parts end by themselves as their links to it break, and those still running after
-//! [`GRACE`] are told to stop.
+//! [`GRACE`] are told to stop. A part that serves calls from other parts (see
+//! [`Plan::serving`]) is told to stop once every other part has finished.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -228,7 +229,20 @@ fn wait_all(
     let mut failure: Option<String> = None;
     // After a failure: when to tell the others to stop, and when to give up on them.
     let (mut stop_at, mut give_up): (Option<Instant>, Option<Instant>) = (None, None);
+    let serves = |p: &Part| plan.serving().contains_key(&p.part);
+    let mut services_stopped = false;
     while states.len() < parts.len() {
+        // Services run until stopped: once their callers (every other part) are done.
+        if !services_stopped
+            && parts
+                .iter()
+                .all(|p| serves(p) || states.contains_key(&p.part))
+        {
+            services_stopped = true;
+            for p in parts.iter().filter(|p| serves(p)) {
+                let _ = p.client.stop(p.sub.id);
+            }
+        }
         let next = match stop_at.or(give_up) {
             Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
             None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
@@ -276,19 +290,24 @@ fn bridge_all(parts: &[Part], plan: &Plan, job: &PlacedJob<'_>) -> Result<Vec<Br
     let mut owner: HashMap<String, usize> = HashMap::new();
     let (mut all_out, mut all_in) = (Vec::new(), Vec::new());
     for (i, p) in parts.iter().enumerate() {
+        // A service's host ports are its callers'.
+        let served = plan.serving().get(&p.part);
+        let users = |n: &&String| !served.is_some_and(|s| s.contains(n));
         let ins = p
             .sub
             .host_in
             .iter()
-            .filter(|n| !generated.contains(&n.as_str()));
-        for n in p.sub.host_out.iter().chain(ins.clone()) {
+            .filter(|n| !generated.contains(&n.as_str()))
+            .filter(users);
+        let outs = p.sub.host_out.iter().filter(users);
+        for n in outs.clone().chain(ins.clone()) {
             if owner.insert(n.clone(), i).is_some() {
                 return Err(JobError::Binding(format!(
                     "host channel {n} is on two engines: give the channels distinct names"
                 )));
             }
         }
-        all_out.extend(p.sub.host_out.iter().cloned());
+        all_out.extend(outs.cloned());
         all_in.extend(ins.cloned());
     }
     let b = bindings(job.outs, job.ins, &all_out, &all_in)?;
