@@ -380,22 +380,7 @@ pub(crate) fn build(
             pools: task_pools[i].clone(),
         });
     }
-    // A call of this pipeline's own service needs both of its host ports, whole.
-    for (name, task, _) in &host.calls {
-        let whole_in = host.inputs.get(name).is_some_and(|p| p.whole);
-        let whole_out = host.outputs.get(name).is_some_and(|o| o.1);
-        if !(whole_in && whole_out) {
-            let t = &spec.tasks[*task];
-            return Err(PipelineError::BadArgument {
-                line: t.line,
-                col: t.col,
-                task: t.command.clone(),
-                message: format!(
-                    "name={name}: no host-in and host-out {name}, both whole=true, in this pipeline (a call without url= and pipeline= calls its own pipeline's service)"
-                ),
-            });
-        }
-    }
+    crate::graph_checks::check_own_calls(spec, &uses, &host)?;
     let queues = qnames
         .iter()
         .map(|n| {

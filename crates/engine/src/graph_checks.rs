@@ -1,9 +1,11 @@
-//! Graph checks that need the whole graph: cycles and free-list sizes.
+//! Graph checks that need the whole graph: cycles, free-list sizes, and calls of the
+//! pipeline's own services.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::PipelineError;
 use crate::graph::QueueUse;
+use crate::host::HostPorts;
 use crate::lang::Spec;
 use crate::pool::PoolConfig;
 use crate::registry::TaskInfo;
@@ -152,4 +154,66 @@ pub(crate) fn check_pool_sizes(
         }
     }
     Ok(())
+}
+
+/// Checks each `call name=NAME` of the pipeline's own service: the pipeline has `host-in`
+/// and `host-out NAME`, both `whole=true`; the call's answers do not flow back into the
+/// service (it would wait for ever for its own answer); and the call is no part of the
+/// service it calls (its call would wait for the one it serves).
+pub(crate) fn check_own_calls(
+    spec: &Spec,
+    uses: &BTreeMap<&str, QueueUse>,
+    host: &HostPorts,
+) -> Result<(), PipelineError> {
+    for (name, task, _) in &host.calls {
+        let t = &spec.tasks[*task];
+        let bad = |message: String| PipelineError::BadArgument {
+            line: t.line,
+            col: t.col,
+            task: t.command.clone(),
+            message: format!("name={name}: {message}"),
+        };
+        let host_in = host.inputs.get(name).filter(|p| p.whole).map(|p| p.task);
+        let host_out = host
+            .outputs
+            .get(name)
+            .filter(|o| o.1)
+            .and(host.output_tasks.get(name).copied());
+        let (Some(i), Some(o)) = (host_in, host_out) else {
+            return Err(bad(format!(
+                "no host-in and host-out {name}, both whole=true, in this pipeline (a call without url= and pipeline= calls its own pipeline's service)"
+            )));
+        };
+        if downstream(spec, uses, i)[*task] {
+            return Err(bad(format!(
+                "the call is part of the service it calls (after its host-in, line {}): it would wait for the call it serves",
+                spec.tasks[i].line
+            )));
+        }
+        if downstream(spec, uses, *task)[o] {
+            return Err(bad(format!(
+                "its answers flow into the service's own host-out (line {}): the call would wait for ever for its answer",
+                spec.tasks[o].line
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Which tasks the buffers of task `from` reach, through the queues (not `from` itself
+/// unless a cycle leads back to it).
+fn downstream(spec: &Spec, uses: &BTreeMap<&str, QueueUse>, from: usize) -> Vec<bool> {
+    let mut seen = vec![false; spec.tasks.len()];
+    let mut todo = vec![from];
+    while let Some(t) = todo.pop() {
+        for q in &spec.tasks[t].outputs {
+            if let Some((r, _)) = uses.get(q.name.as_str()).and_then(|u| u.reader) {
+                if !seen[r] {
+                    seen[r] = true;
+                    todo.push(r);
+                }
+            }
+        }
+    }
+    seen
 }

@@ -92,6 +92,8 @@ pub(crate) struct HostPorts {
     pub(crate) inputs: HashMap<String, InPort>,
     /// Each `host-out` channel: its buffers, and whether they cross a link whole.
     pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool)>,
+    /// The task of each `host-out` channel.
+    pub(crate) output_tasks: HashMap<String, usize>,
     /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
     /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
@@ -608,6 +610,7 @@ pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::unbounded();
+    b.host.output_tasks.insert(name.clone(), b.task_id);
     b.host.outputs.insert(name, (rx, whole));
     Ok(Box::new(HostOut { tx }))
 }

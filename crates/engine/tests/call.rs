@@ -485,6 +485,23 @@ fn calls_of_an_own_service_that_cannot_serve_say_why() {
             .map(|e| e.to_string())
             .unwrap_or_default()
     };
+    let line = |text: &str, line: usize, want: &str| {
+        let e = build_error(text);
+        assert!(
+            e.contains(want) && e.contains(&format!("line {line}")),
+            "{want}: {e}"
+        );
+    };
+    line(
+        "host-in name=svc whole=true >q:q(4,64k)\nnull <q\nrandom seed=1 bytes=10 >req:req(4,1000)\ncall name=svc <req >ans:ans(4,1000)\nhost-out name=svc whole=true <ans\n",
+        4,
+        "its answers flow into the service's own host-out (line 5)",
+    );
+    line(
+        "host-in name=svc whole=true >q:q(4,64k)\ncall name=svc <q >r:r(4,64k)\nhost-out name=svc whole=true <r\n",
+        2,
+        "the call is part of the service it calls (after its host-in, line 1)",
+    );
     for (text, want) in [
         (
             OWN.replace("host-out name=svc whole=true", "host-out name=svc"),
