@@ -408,7 +408,7 @@ impl Running {
     /// Whether `host-out name=NAME` is still open to take, and then whether its buffers
     /// cross a link whole (`whole=true`).
     pub fn peek_host_output(&self, name: &str) -> Option<bool> {
-        self.host.outputs.get(name).map(|(_, whole)| *whole)
+        self.host.outputs.get(name).map(|(_, whole, _)| *whole)
     }
 
     /// Names of the host-in channels not yet taken.

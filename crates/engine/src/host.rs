@@ -90,10 +90,8 @@ pub(crate) type Failure = Arc<OnceLock<String>>;
 #[derive(Default)]
 pub(crate) struct HostPorts {
     pub(crate) inputs: HashMap<String, InPort>,
-    /// Each `host-out` channel: its buffers, and whether they cross a link whole.
-    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool)>,
-    /// The task of each `host-out` channel.
-    pub(crate) output_tasks: HashMap<String, usize>,
+    /// Each `host-out` channel: its buffers, whether they cross a link whole, and its task.
+    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool, usize)>,
     /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
     /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
@@ -303,7 +301,7 @@ pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutpu
     ports
         .outputs
         .remove(name)
-        .map(|(rx, whole)| HostOutput { rx, whole })
+        .map(|(rx, whole, _)| HostOutput { rx, whole })
 }
 
 struct HostIn {
@@ -610,8 +608,7 @@ pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::unbounded();
-    b.host.output_tasks.insert(name.clone(), b.task_id);
-    b.host.outputs.insert(name, (rx, whole));
+    b.host.outputs.insert(name, (rx, whole, b.task_id));
     Ok(Box::new(HostOut { tx }))
 }
 
