@@ -82,7 +82,18 @@ impl Engine {
 
     /// Checks and starts pipeline `text`.
     pub fn submit(&self, text: &str) -> Result<Pipeline, Error> {
+        self.submit_as(text, None)
+    }
+
+    /// Checks and starts pipeline `text` on a daemon under `name`, which then finds it as its
+    /// id would (`call ... pipeline=NAME` on another engine, `offhost submit --stop NAME`);
+    /// refused while a running pipeline holds the name. The embedded engine takes no name:
+    /// its pipelines are this process's own.
+    pub fn submit_as(&self, text: &str, name: Option<&str>) -> Result<Pipeline, Error> {
         match &self.place {
+            Place::Embedded { .. } if name.is_some() => Err(Error::Invalid(
+                "a pipeline name is for an engine daemon (Engine(url)); the embedded engine's pipelines are this process's own".into(),
+            )),
             Place::Embedded { registry, config } => {
                 let built = offhost_engine::Pipeline::parse(text)?.build(registry)?;
                 let (inputs, outputs) = (built.host_inputs(), built.host_outputs());
@@ -99,7 +110,7 @@ impl Engine {
                 })
             }
             Place::Daemon { client, .. } => {
-                let sub = lock(client).submit(text)?;
+                let sub = lock(client).submit_as(text, name)?;
                 Ok(Pipeline {
                     id: Some(sub.id),
                     inputs: sub.host_in,

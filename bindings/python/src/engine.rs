@@ -52,10 +52,20 @@ impl Engine {
     }
 
     /// Checks and starts a pipeline: its text, or a `pathlib.Path` to an `.ion` file.
-    /// `offhost.PipelineError` names the line and column of a mistake.
-    fn submit(&self, py: Python<'_>, pipeline: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+    /// `offhost.PipelineError` names the line and column of a mistake. On a daemon, `name`
+    /// names the pipeline too: other engines' `call ... pipeline=NAME` reach it by that name
+    /// (one running pipeline holds a name at a time).
+    #[pyo3(signature = (pipeline, *, name = None))]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        pipeline: &Bound<'_, PyAny>,
+        name: Option<&str>,
+    ) -> PyResult<Pipeline> {
         let text = pipeline_text(pipeline)?;
-        let p = py.detach(|| self.inner.submit(&text)).map_err(to_py)?;
+        let p = py
+            .detach(|| self.inner.submit_as(&text, name))
+            .map_err(to_py)?;
         Ok(Pipeline { inner: Arc::new(p) })
     }
 

@@ -98,6 +98,24 @@ def test_bad_pipelines_and_names(engine: offhost.Engine) -> None:
     p.wait(timeout=60)
 
 
+def test_a_daemon_pipeline_submitted_under_a_name(daemon_url: str) -> None:
+    e = offhost.Engine(daemon_url)
+    p = e.submit(ECHO, name="py-echo")
+    with pytest.raises(offhost.EngineError, match=f'"py-echo" is taken by running pipeline {p.id}'):
+        e.submit(ECHO, name="py-echo")
+    with pytest.raises(offhost.EngineError, match="must start with a letter"):
+        e.submit(ECHO, name="9lives")
+    p.close_input("in")
+    p.wait(timeout=60)
+    # Once it has finished, the name is free for the next.
+    q = e.submit(ECHO, name="py-echo")
+    assert q.id != p.id
+    q.close_input("in")
+    q.wait(timeout=60)
+    with pytest.raises(offhost.InvalidArgumentError, match="for an engine daemon"):
+        offhost.Engine().submit(ECHO, name="py-echo")
+
+
 def test_a_path_is_read_as_pipeline_text(tmp_path: Path) -> None:
     f = tmp_path / "tone.ion"
     f.write_text(TONE)
