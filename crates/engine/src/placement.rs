@@ -73,6 +73,16 @@ pub enum PlacementError {
         /// Line of its `host-out`.
         host_out: usize,
     },
+    /// A service is called both from its own part and from another.
+    #[error("the service {name} is called from its own engine (line {beside}) and from another (line {afar}): place its calls all beside it or all on other engines")]
+    ServiceCalledBesideAndFromAfar {
+        /// The service's name.
+        name: String,
+        /// Line of a call in the service's part.
+        beside: usize,
+        /// Line of a call in another part.
+        afar: usize,
+    },
     /// A part that serves calls from other engines holds another source, which stopping the
     /// service once its callers are done would cut short.
     #[error("line {line}: {task} is a source on part {part}, which serves calls from other engines and is stopped once they are done; place it on another engine")]

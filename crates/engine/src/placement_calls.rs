@@ -77,10 +77,11 @@ impl ServiceCalls {
     }
 
     /// The calls whose service sits in another part: `(call task, the service's part, the
-    /// service's name)`,
-    /// with `part_of` giving each task's part. A service whose two host ports sit in two
-    /// parts cannot serve; the error names them. (A service without its ports is left to
-    /// the engine, whose build error names the call's line.)
+    /// service's name)`, with `part_of` giving each task's part. A service whose two host
+    /// ports sit in two parts cannot serve, and one called both from its own part and from
+    /// others cannot either (its engine hands the ports to the calls beside them at start);
+    /// the errors name the lines. (A service without its ports is left to the engine, whose
+    /// build error names the call's line.)
     pub(crate) fn across(
         &self,
         spec: &Spec,
@@ -100,6 +101,19 @@ impl ServiceCalls {
             }
             if part_of[*call] != part_of[i] {
                 v.push((*call, part_of[i].clone(), name.clone()));
+            }
+        }
+        for (call, name) in &self.calls {
+            let beside = self.ports.get(name).and_then(|p| p.0).map(|i| &part_of[i]);
+            let from_afar = v.iter().find(|(_, _, n)| n == name);
+            if let (Some(part), Some((far, _, _))) = (beside, from_afar) {
+                if part_of[*call] == *part {
+                    return Err(PlacementError::ServiceCalledBesideAndFromAfar {
+                        name: name.clone(),
+                        beside: spec.tasks[*call].line,
+                        afar: spec.tasks[*far].line,
+                    });
+                }
             }
         }
         Ok(v)

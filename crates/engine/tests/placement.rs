@@ -267,6 +267,15 @@ fn a_service_split_over_engines_or_beside_a_source_is_refused() {
         matches!(e, PlacementError::SplitService { ref name, host_in: 1, host_out: 3 } if name == "svc"),
         "{e}"
     );
+    let both = format!(
+        "{CALLED}random seed=1 bytes=10 @b >z:z(2,10)\ncall name=svc @b <z >y\nnull @b <y\n"
+    );
+    let e = plan(&parse(&both).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("called from its own engine (line 8) and from another (line 5)"),
+        "{e}"
+    );
     let beside = format!("{CALLED}fill bytes=10 @b >z\nnull @b <z\n");
     let e = plan(&parse(&beside).unwrap(), &engines(&["a", "b"]), &r).unwrap_err();
     assert!(
