@@ -17,6 +17,12 @@
 //!   (`fill` on a free list of one 64-byte buffer) sends its request to the server (`null`),
 //!   and the answer is the buffer coming back to the client's free list, which wakes the
 //!   client for its next call (a null call's answer carries no data). Total time / calls.
+//! - `own_call_us`: the seed's same-processor call, between tasks of one engine through the
+//!   call machinery: a `call name=svc` task calls a service of its own pipeline (`host-in`
+//!   and `host-out whole=true`) for each 1-byte buffer of `fill` on a free list of one, and a
+//!   sink notes when each answer arrives: the median time between two answers, after a tenth
+//!   as many untimed (the call's thread hands each request to the service's `host-in` and
+//!   waits at its `host-out`, as a daemon serving a caller on another engine does).
 //! - `host_call_us`: a null call from the host into its own embedded engine: one byte into
 //!   `host-in`, through the queue to `host-out`, back to the host (median of `calls`).
 //! - `remote_call_us`: the same call to the same pipeline running in another engine (an
@@ -77,6 +83,8 @@ pub struct Report {
     pub event_sync_ns: f64,
     /// A null call between two tasks of one engine, ns.
     pub local_call_ns: f64,
+    /// A null call from a `call` task to a service of its own pipeline, median, us.
+    pub own_call_us: f64,
     /// A null call from the host into its embedded engine, median, us.
     pub host_call_us: f64,
     /// The same call to another engine over TLS on loopback, median, us (`None` without the
@@ -105,6 +113,7 @@ impl Report {
              task switch                      {:>10.1} ns\n\
              event synchronisation            {:>10.1} ns   (queue hop {:.1} ns less the switch)\n\
              null call, same engine           {:>10.1} ns\n\
+             null call, task to task          {:>10.1} us   (a call task to its own pipeline's service)\n\
              null call, host to its engine    {:>10.1} us\n\
              null call, another engine (TLS)  {remote:>13}   (from a link client)\n\
              null call, task to task (TLS)    {task:>13}   (a call task to another engine)\n\
@@ -115,6 +124,7 @@ impl Report {
             self.event_sync_ns,
             self.hop_ns,
             self.local_call_ns,
+            self.own_call_us,
             self.host_call_us,
             self.switch_over_subroutine,
         )
@@ -300,17 +310,15 @@ impl Task for Stamp {
     }
 }
 
-/// A `call` task's median null call to [`SERVE`] in the engine at `url`: the time between
-/// two answers reaching the sink after it, once a tenth of the calls has warmed up. The
-/// request source always has the next request ready (its one buffer comes back as soon as
-/// the request is sent), so each interval is one whole call from task to task.
-fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f64> {
-    let at = Arc::new(Mutex::new(Vec::with_capacity(calls + calls / 10 + 1)));
+/// When each buffer reached a `stamp` sink.
+type Stamps = Arc<Mutex<Vec<Instant>>>;
+
+/// The built-in tasks, `engine-out` and `call` reaching engines with `options`, and
+/// `stamp`, which notes in the list returned when each buffer reaches it.
+fn stamping_registry(options: offhost_link::LinkOptions) -> (Registry, Stamps) {
+    let at: Stamps = Arc::new(Mutex::new(Vec::new()));
     let mut reg = Registry::with_builtins();
-    offhost_engine::remote::register(
-        &mut reg,
-        offhost_engine::remote::Links::own(pki.link_options()),
-    );
+    offhost_engine::remote::register(&mut reg, offhost_engine::remote::Links::own(options));
     let stamps = Arc::clone(&at);
     reg.register(
         TaskInfo::new(
@@ -325,6 +333,15 @@ fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f
             }))
         },
     );
+    (reg, at)
+}
+
+/// A `call` task's median null call to [`SERVE`] in the engine at `url`: the time between
+/// two answers reaching the sink after it, once a tenth of the calls has warmed up. The
+/// request source always has the next request ready (its one buffer comes back as soon as
+/// the request is sent), so each interval is one whole call from task to task.
+fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f64> {
+    let (reg, at) = stamping_registry(pki.link_options());
     let peer = |e: DaemonError| Error::Peer(e.to_string());
     let sub = client.submit(SERVE).map_err(peer)?;
     let n = calls + calls / 10 + 1;
@@ -339,6 +356,21 @@ fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f
     check(state["state"] == "finished", || {
         format!("the served echo did not finish: {state}")
     })?;
+    median_between(&at, n, calls)
+}
+
+/// A `call` task's median null call to [`SERVE`] in its own pipeline, as [`task_call_us`]
+/// times one to another engine.
+fn own_call_us(calls: usize) -> Result<f64> {
+    let (reg, at) = stamping_registry(Default::default());
+    let n = calls + calls / 10 + 1;
+    let text = format!("{SERVE}fill bytes={n} >q:q(1,1)\ncall name=svc <q >a:a(1,64)\nstamp <a\n");
+    time_pipeline(&text, &reg, &ONE_WORKER)?;
+    median_between(&at, n, calls)
+}
+
+/// The median time between the `n` answers noted in `at`, after the first tenth of `calls`.
+fn median_between(at: &Stamps, n: usize, calls: usize) -> Result<f64> {
     let at = at.lock().unwrap_or_else(|e| e.into_inner());
     check(at.len() == n, || {
         format!("{} answers to {n} calls", at.len())
@@ -397,7 +429,7 @@ fn remote_calls_us(exe: &std::path::Path, calls: usize) -> Result<(f64, f64)> {
 
 /// Measures; `bar` shows the steps.
 pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
-    bar.set_length(6);
+    bar.set_length(7);
     bar.set_message("null subroutine, system call");
     let sub = null_subroutine_ns(o.turns.max(1000) * 10);
     let sys = system_call_ns(o.turns.max(1000));
@@ -413,6 +445,9 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     bar.inc(1);
     bar.set_message("null call, host to engine");
     let host = host_call_us(o.calls.max(1))?;
+    bar.inc(1);
+    bar.set_message("null call, task to task in one engine");
+    let own = own_call_us(o.calls.max(1))?;
     bar.inc(1);
     bar.set_message("null call, another engine");
     let (remote, task) = match &o.exe {
@@ -430,6 +465,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         hop_ns: hop,
         event_sync_ns: (hop - switch).max(0.0),
         local_call_ns: local,
+        own_call_us: own,
         host_call_us: host,
         remote_call_us: remote,
         switch_over_subroutine: switch / sub.max(1e-3),
@@ -453,6 +489,7 @@ mod tests {
         assert!(r.null_subroutine_ns > 0.0);
         assert!(r.task_switch_ns > r.null_subroutine_ns, "{r:?}");
         assert!(r.local_call_ns > 0.0 && r.host_call_us > 0.0, "{r:?}");
+        assert!(r.own_call_us > 0.0, "{r:?}");
         assert!(r.remote_call_us.is_none() && r.task_call_us.is_none());
         assert!(r.text().contains("task switch"));
     }

@@ -72,6 +72,7 @@ fn quick_reproduce_writes_report_plots_and_rows() {
     for k in [
         "task_switch_ns",
         "local_call_ns",
+        "own_call_us",
         "host_call_us",
         "remote_call_us",
         "task_call_us",

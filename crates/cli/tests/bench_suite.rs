@@ -351,6 +351,7 @@ fn engine_rpc_measures_seed_003_table_1_in_one_engine_and_across_two() {
         "task_switch_ns",
         "hop_ns",
         "local_call_ns",
+        "own_call_us",
         "host_call_us",
         "remote_call_us",
         "remote_over_host_call",
