@@ -271,17 +271,18 @@ fn queues_between_engines_both_ways_run_in_stages() {
     assert!(one == two, "host-out bytes differ");
     // Four parts on two engines, each row naming its part; w crossed from a to a+2.
     let table = text(&o.stdout);
-    for row in [
-        "a          random",
-        "b          count",
-        "a+2        crc32c",
-        "a+2        null",
-        "b+2        host-out",
-        "a+2:w.from.a",
-        "b+2:z.from.a.2",
-    ] {
-        assert!(table.contains(row), "{row:?} not in:\n{table}");
-    }
+    has_rows(
+        &table,
+        &[
+            "a          random",
+            "b          count",
+            "a+2        crc32c",
+            "a+2        null",
+            "b+2        host-out",
+            "a+2:w.from.a",
+            "b+2:z.from.a.2",
+        ],
+    );
     // --json: one object per part, in the order submitted, each naming its engine and part.
     let o = submit(
         &e,
@@ -301,6 +302,13 @@ fn queues_between_engines_both_ways_run_in_stages() {
         })
         .collect();
     assert_eq!(parts, [("b+2", "b"), ("a+2", "a"), ("b", "b"), ("a", "a")]);
+}
+
+/// Checks that a statistics table holds each of `rows`.
+fn has_rows(table: &str, rows: &[&str]) {
+    for row in rows {
+        assert!(table.contains(row), "{row:?} not in:\n{table}");
+    }
 }
 
 /// The bytes `file` sends to `host-out name=res`, run whole by `offhost run` and split over
@@ -458,15 +466,16 @@ fn host_channels_and_statistics_span_the_engines() {
     assert!(one.iter().all(|&b| b == 7), "fill's bytes changed");
     assert!(one == three, "host-out bytes differ");
     let table = text(&o.stdout);
-    for row in [
-        "a          fill",
-        "b          count",
-        "c          crc32c",
-        "a:x",
-        "c:y",
-    ] {
-        assert!(table.contains(row), "{row:?} not in:\n{table}");
-    }
+    has_rows(
+        &table,
+        &[
+            "a          fill",
+            "b          count",
+            "c          crc32c",
+            "a:x",
+            "c:y",
+        ],
+    );
     let crc = table.lines().find(|l| l.contains("crc32c=")).unwrap();
     assert!(crc.contains("over 3000000 bytes"), "{crc}");
 }
@@ -678,14 +687,15 @@ fn a_files_own_service_serves_callers_on_other_engines_as_in_one_process() {
     assert_eq!(one.len(), 100_000);
     assert!(one == three, "host-out bytes differ");
     let table = text(&o.stdout);
-    for row in [
-        "b          count",
-        "a          call",
-        "c          call",
-        "300 buffers, 300000 bytes",
-    ] {
-        assert!(table.contains(row), "{row:?} not in:\n{table}");
-    }
+    has_rows(
+        &table,
+        &[
+            "b          count",
+            "a          call",
+            "c          call",
+            "300 buffers, 300000 bytes",
+        ],
+    );
     // One daemon runs it whole, its call local.
     let o = offhost(
         &[
