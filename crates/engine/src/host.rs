@@ -290,6 +290,16 @@ impl HostOutput {
         self.rx.recv().ok()
     }
 
+    /// The next buffer if one is there now: `Some(Some(b))`, `Some(None)` at end of stream,
+    /// `None` if nothing is there yet.
+    pub fn try_recv(&self) -> Option<Option<Buffer>> {
+        match self.rx.try_recv() {
+            Ok(b) => Some(Some(b)),
+            Err(TryRecvError::Disconnected) => Some(None),
+            Err(TryRecvError::Empty) => None,
+        }
+    }
+
     /// How many buffers the task has handed over that [`recv`](Self::recv) has not taken
     /// yet (a service's daemon looks here for answers nobody asked for).
     pub fn waiting(&self) -> usize {

@@ -343,6 +343,14 @@ impl Client {
 
     /// The next request, `None` at the end of the input.
     fn next_request(&self) -> Result<Option<Buffer>, String> {
+        let now = crate::service::spin_for(|| match self.requests.try_recv() {
+            Ok(b) => Some(Some(b)),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => Some(None),
+            Err(crossbeam_channel::TryRecvError::Empty) => None,
+        });
+        if let Some(r) = now {
+            return Ok(r);
+        }
         loop {
             match self.requests.recv_timeout(CANCEL_CHECK) {
                 Ok(b) => return Ok(Some(b)),

@@ -158,7 +158,11 @@ impl Service {
                 Ok(()) => format!("the service no longer reads: {e}"),
             })?;
         let answer = loop {
-            match output.recv_timeout(WAIT_CHECK) {
+            let next = match spin_for(|| output.try_recv()) {
+                Some(r) => Ok(r),
+                None => output.recv_timeout(WAIT_CHECK),
+            };
+            match next {
                 Ok(Some(b)) => break b.to_vec(),
                 Ok(None) => return Err("the service ended without answering".into()),
                 Err(_) => go_on()?,
@@ -189,6 +193,34 @@ pub(crate) fn hand_to_calls(host: &mut crate::host::HostPorts) {
         };
         // A call that has gone already lets go of it.
         let _ = tx.try_send(service);
+    }
+}
+
+/// How long a thread waiting for a buffer that is due at once (a call's answer, its next
+/// request) spins before it sleeps: waking a sleeping thread costs tens of microseconds on
+/// a virtual machine, which a null call would otherwise pay at each hand-over.
+pub(crate) const SPIN_WAIT: Duration = Duration::from_micros(50);
+
+/// What `try_` gives within [`SPIN_WAIT`], looking again and again; `None` if nothing came.
+/// On one CPU it looks once: spinning there only keeps the thread that would answer from
+/// running.
+pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if cpus < 2 {
+        return try_();
+    }
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(x) = try_() {
+            return Some(x);
+        }
+        if t0.elapsed() >= SPIN_WAIT {
+            return None;
+        }
+        for _ in 0..32 {
+            std::hint::spin_loop();
+        }
     }
 }
 
