@@ -1,10 +1,12 @@
 /*
  * pipeline: run an offhost pipeline from C and collect one of its host-out channels.
  *
- *   pipeline [--engine URL] FILE.ion OUTPUT OUT_FILE
+ *   pipeline [--engine URL [--name NAME]] FILE.ion OUTPUT OUT_FILE
  *
  * Submits the pipeline in FILE.ion to the embedded engine (in this process) or, with
- * --engine, to an engine daemon (`offhost engine --listen URL`), writes every buffer of
+ * --engine, to an engine daemon (`offhost engine --listen URL`), there under NAME with
+ * --name (which `offhost submit --status NAME` and other engines' calls then use), writes
+ * every buffer of
  * `host-out name=OUTPUT` to OUT_FILE, waits for the end and prints the statistics as JSON.
  * With OUTPUT `-` it runs the pipeline with offhost_run (host channels closed or discarded).
  *
@@ -50,13 +52,18 @@ static char *read_file(const char *path) {
 
 int main(int argc, char **argv) {
     const char *engine_url = NULL;
+    const char *name = NULL;
     int a = 1;
     if (argc > 2 && strcmp(argv[1], "--engine") == 0) {
         engine_url = argv[2];
         a = 3;
+        if (argc > 4 && strcmp(argv[3], "--name") == 0) {
+            name = argv[4];
+            a = 5;
+        }
     }
     if (argc - a != 3) {
-        fprintf(stderr, "usage: pipeline [--engine URL] FILE.ion OUTPUT OUT_FILE\n");
+        fprintf(stderr, "usage: pipeline [--engine URL [--name NAME]] FILE.ion OUTPUT OUT_FILE\n");
         return 2;
     }
     char *text = read_file(argv[a]);
@@ -78,7 +85,11 @@ int main(int argc, char **argv) {
         check(offhost_engine_embedded(0, &engine), "embedded engine");
     }
     offhost_pipeline *p;
-    check(offhost_engine_submit(engine, text, &p), argv[a]);
+    if (name) {
+        check(offhost_engine_submit_named(engine, text, name, &p), argv[a]);
+    } else {
+        check(offhost_engine_submit(engine, text, &p), argv[a]);
+    }
 
     FILE *out = fopen(argv[a + 2], "wb");
     if (!out) {

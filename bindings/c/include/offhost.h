@@ -376,6 +376,19 @@ enum offhost_status offhost_engine_submit(const struct offhost_engine *engine,
                                           const char *text,
                                           struct offhost_pipeline **out);
 
+// As [`offhost_engine_submit`], on an engine daemon under `name`: other engines' `call
+// ... pipeline=NAME` and `offhost submit --stop NAME` find the pipeline by it. `ENGINE`
+// when the daemon refuses the name (malformed, or held by a running pipeline: the message
+// says which); `INVALID_ARGUMENT` on the embedded engine, which takes no name.
+//
+// # Safety
+// `engine` is a live engine; `text` and `name` NUL-terminated strings; `out` storage for
+// the handle.
+enum offhost_status offhost_engine_submit_named(const struct offhost_engine *engine,
+                                                const char *text,
+                                                const char *name,
+                                                struct offhost_pipeline **out);
+
 // Frees an engine handle (its pipelines run on).
 //
 // # Safety

@@ -292,10 +292,10 @@ impl offhost_engine {
         })
     }
 
-    /// Starts a pipeline.
-    pub fn submit(&self, text: &str) -> Result<offhost_pipeline, Error> {
+    /// Starts a pipeline, on a daemon under `name` if given.
+    pub fn submit(&self, text: &str, name: Option<&str>) -> Result<offhost_pipeline, Error> {
         Ok(offhost_pipeline {
-            inner: self.inner.submit(text)?,
+            inner: self.inner.submit_as(text, name)?,
             pending: Mutex::new(HashMap::new()),
         })
     }

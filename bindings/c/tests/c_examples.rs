@@ -316,3 +316,50 @@ fn the_queue_example_streams_through_an_engine_and_reaps_every_completion() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn the_pipeline_runner_submits_to_a_daemon_under_a_name() {
+    use offhost_engine::daemon::{Client, Daemon};
+    let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
+    let url = server.url().to_string();
+    let d = Daemon::new(
+        offhost_engine::Registry::with_builtins(),
+        offhost_engine::EngineConfig::default(),
+    );
+    std::thread::spawn(move || d.serve(&server));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runner = build("pipeline", dir.path());
+    let ion = tone_pipeline(dir.path());
+    let run = |name: &str| {
+        c_program(&runner)
+            .args(["--engine", &url, "--name", name])
+            .arg(&ion)
+            .arg("speech")
+            .arg(dir.path().join("named.out"))
+            .output()
+            .expect("run the C pipeline runner")
+    };
+    let r = run("tone-1");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        std::fs::read(dir.path().join("named.out"))
+            .map(|v| v.len())
+            .ok(),
+        Some(22_050)
+    );
+    // The daemon finds it by that name.
+    let v = Client::connect(&url)
+        .expect("client")
+        .status("tone-1")
+        .expect("status");
+    assert_eq!(
+        (&v["name"], &v["state"]),
+        (&"tone-1".into(), &"finished".into())
+    );
+    // A malformed name is the daemon's refusal, with its reason.
+    let r = run("1tone");
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("ENGINE") || err.contains("engine"), "{err}");
+    assert!(err.contains("must start with a letter"), "{err}");
+}

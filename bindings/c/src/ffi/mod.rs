@@ -689,7 +689,37 @@ pub unsafe extern "C" fn offhost_engine_submit(
     call(|| {
         // SAFETY: as the caller promises.
         let (e, t) = unsafe { (handle(engine, "engine")?, self::text(text, "text")?) };
-        let p = e.submit(t)?;
+        let p = e.submit(t, None)?;
+        // SAFETY: as the caller promises for `out`.
+        unsafe { put_handle(out, p) }
+    })
+}
+
+/// As [`offhost_engine_submit`], on an engine daemon under `name`: other engines' `call
+/// ... pipeline=NAME` and `offhost submit --stop NAME` find the pipeline by it. `ENGINE`
+/// when the daemon refuses the name (malformed, or held by a running pipeline: the message
+/// says which); `INVALID_ARGUMENT` on the embedded engine, which takes no name.
+///
+/// # Safety
+/// `engine` is a live engine; `text` and `name` NUL-terminated strings; `out` storage for
+/// the handle.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_engine_submit_named(
+    engine: *const offhost_engine,
+    text: *const c_char,
+    name: *const c_char,
+    out: *mut *mut offhost_pipeline,
+) -> offhost_status {
+    call(|| {
+        // SAFETY: as the caller promises.
+        let (e, t, n) = unsafe {
+            (
+                handle(engine, "engine")?,
+                self::text(text, "text")?,
+                self::text(name, "name")?,
+            )
+        };
+        let p = e.submit(t, Some(n))?;
         // SAFETY: as the caller promises for `out`.
         unsafe { put_handle(out, p) }
     })
