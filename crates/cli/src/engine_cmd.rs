@@ -224,6 +224,10 @@ pub struct SubmitArgs {
     /// Stop pipeline ID's sources (ID: its id, or the name it was submitted with).
     #[arg(long, value_name = "ID")]
     stop: Option<PipelineRef>,
+    /// With --stop: end every task of the pipeline now, for one that a stop does not end (a
+    /// task waiting for an answer that never comes); the pipeline fails "ended by force".
+    #[arg(long, requires = "stop")]
+    force: bool,
     /// List the engine's pipelines.
     #[arg(long)]
     list: bool,
@@ -295,8 +299,13 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             return print_state(&client.status(id)?, args.json);
         }
         if let Some(id) = args.stop {
-            client.stop(id.clone())?;
-            eprintln!("pipeline {id}: stopping");
+            if args.force {
+                client.abort(id.clone())?;
+                eprintln!("pipeline {id}: ending by force");
+            } else {
+                client.stop(id.clone())?;
+                eprintln!("pipeline {id}: stopping");
+            }
             return Ok(());
         }
         println!("{}", serde_json::to_string_pretty(&client.list()?)?);

@@ -8,7 +8,7 @@
 //! |-----------------------------------------|-----------------------------------------------------|
 //! | `{"op":"submit","text":"...","name":S}` | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
 //! | `{"op":"status","id":N}`                | `{"ok":true,"state":"running","stats":{..}}`        |
-//! | `{"op":"stop","id":N}`                  | `{"ok":true}`                                       |
+//! | `{"op":"stop","id":N,"force":B}`        | `{"ok":true}`                                       |
 //! | `{"op":"wait","id":N}`                  | as status, once the pipeline has finished           |
 //! | `{"op":"list"}`                         | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
 //!
@@ -112,10 +112,13 @@ pub enum Request {
         /// Pipeline id or name.
         id: PipelineRef,
     },
-    /// Stop pipeline `id`'s sources.
+    /// Stop pipeline `id`'s sources; with `force`, end it by force ([`Running::abort`]).
     Stop {
         /// Pipeline id or name.
         id: PipelineRef,
+        /// End every task now, for a pipeline that a stop does not end.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        force: bool,
     },
     /// Ids and states of every pipeline. (A struct variant, so that unknown fields are
     /// refused here too.)
@@ -543,10 +546,14 @@ impl Daemon {
             }
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, false)),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, true)),
-            Request::Stop { id } => self.with_id(&id, |id| match self.entry(id) {
+            Request::Stop { id, force } => self.with_id(&id, |id| match self.entry(id) {
                 Ok(e) => {
                     if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
-                        run.stop();
+                        if force {
+                            run.abort("stopped with force");
+                        } else {
+                            run.stop();
+                        }
                     }
                     json!({"ok": true, "id": id})
                 }
@@ -650,7 +657,21 @@ impl Client {
 
     /// Stops pipeline `id`'s sources.
     pub fn stop(&self, id: impl Into<PipelineRef>) -> Result<(), DaemonError> {
-        self.call(&Request::Stop { id: id.into() }).map(|_| ())
+        self.call(&Request::Stop {
+            id: id.into(),
+            force: false,
+        })
+        .map(|_| ())
+    }
+
+    /// Ends pipeline `id` by force: every task fails with "ended by force" (see
+    /// [`Running::abort`]), for a pipeline that [`stop`](Self::stop) does not end.
+    pub fn abort(&self, id: impl Into<PipelineRef>) -> Result<(), DaemonError> {
+        self.call(&Request::Stop {
+            id: id.into(),
+            force: true,
+        })
+        .map(|_| ())
     }
 
     /// Ids, names and states of the daemon's pipelines.
@@ -710,10 +731,19 @@ mod tests {
                 Request::Status { id: 3.into() },
             ),
             (r#"{"op":"wait","id":3}"#, Request::Wait { id: 3.into() }),
-            (r#"{"op":"stop","id":3}"#, Request::Stop { id: 3.into() }),
             (
-                r#"{"op":"stop","id":"svc"}"#,
-                Request::Stop { id: "svc".into() },
+                r#"{"op":"stop","id":3}"#,
+                Request::Stop {
+                    id: 3.into(),
+                    force: false,
+                },
+            ),
+            (
+                r#"{"op":"stop","id":"svc","force":true}"#,
+                Request::Stop {
+                    id: "svc".into(),
+                    force: true,
+                },
             ),
             (r#"{"op":"list"}"#, Request::List {}),
         ] {

@@ -376,6 +376,11 @@ impl Stopper {
     pub fn is_finished(&self) -> bool {
         self.shared.is_finished()
     }
+
+    /// Ends the pipeline by force, as [`Running::abort`].
+    pub fn abort(&self, why: &str) {
+        self.shared.abort(why);
+    }
 }
 
 /// A running pipeline.
@@ -470,6 +475,14 @@ impl Running {
     /// Stops the sources; end of stream flows through the graph and it finishes in order.
     pub fn stop(&self) {
         self.shared.request_stop();
+    }
+
+    /// Ends the pipeline by force, for one that [`stop`](Self::stop) does not end (a task
+    /// waiting for an answer that never comes): every task fails on its next turn with
+    /// "ended by force: `why`" and is dropped, which also ends the threads of its links.
+    /// The pipeline then fails with that error.
+    pub fn abort(&self, why: &str) {
+        self.shared.abort(why);
     }
 
     /// Whether every task has finished.

@@ -79,6 +79,8 @@ pub(crate) struct Shared {
     done_lock: Mutex<bool>,
     done_cv: Condvar,
     stop: AtomicBool,
+    /// Why the pipeline was ended by force ([`Shared::abort`]), once it was.
+    aborted: std::sync::OnceLock<String>,
     pub(crate) failure: Mutex<Option<Failure>>,
     batch: usize,
     /// Rounds an idle worker spins before it sleeps ([`spin_rounds`]).
@@ -116,6 +118,7 @@ impl Shared {
             done_lock: Mutex::new(n == 0),
             done_cv: Condvar::new(),
             stop: AtomicBool::new(false),
+            aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
             batch: batch.max(1),
             spin: spin_rounds(std::thread::available_parallelism().map_or(2, |n| n.get())),
@@ -218,6 +221,18 @@ impl Shared {
         }
     }
 
+    /// Ends the pipeline by force, for one that a stop does not end (a task waiting for
+    /// something that never comes): every task fails on its next turn with "ended by force:
+    /// `why`", which drops it, and each task is woken for that turn. A task cannot be
+    /// interrupted within a turn; tasks end their turns when they would wait.
+    pub(crate) fn abort(&self, why: &str) {
+        let _ = self.aborted.set(why.to_string());
+        self.request_stop();
+        for id in 0..self.tasks.len() {
+            self.wake(id);
+        }
+    }
+
     pub(crate) fn run_worker(self: &Arc<Self>) {
         loop {
             if let Some(id) = self.pop() {
@@ -260,7 +275,9 @@ impl Shared {
         let t0 = Instant::now();
         let ends = (self.stopping() && slot.stops())
             || (!slot.outputs.is_empty() && slot.outputs.iter().all(|q| q.is_abandoned()));
-        let result = if ends {
+        let result = if let Some(why) = self.aborted.get() {
+            Err(TaskError::Failed(format!("ended by force: {why}")))
+        } else if ends {
             Ok(Status::Done)
         } else {
             let mut cx = Context {

@@ -537,3 +537,56 @@ fn calls_of_an_own_service_that_cannot_serve_say_why() {
     let e = run_whole(&twice, 6).unwrap_err();
     assert!(e.contains("more than one buffer"), "{e}");
 }
+
+#[test]
+fn a_pipeline_that_a_stop_does_not_end_is_ended_by_force() {
+    // A daemon whose pipelines may call.
+    let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
+    let url = server.url().to_string();
+    let d = Daemon::with_files(caller_registry(), CONFIG, Files::Denied);
+    std::thread::spawn(move || d.serve(&server));
+    let c = Client::connect(&url).unwrap();
+    // Its call waits for ever: mu-law holds the request's one byte for a second one that
+    // never comes, and the call (with no timeout) keeps the service's host-in open.
+    let sub = c
+        .submit(
+            "host-in name=svc whole=true >q:q(4,64)\nmulaw <q >z:z(2,64)\nhost-out name=svc whole=true <z\nfill bytes=1 >r:r(1,1)\ncall name=svc <r >a:a(1,64)\nnull <a\n",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    c.stop(sub.id).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        c.status(sub.id).unwrap()["state"],
+        "running",
+        "a stop ended it"
+    );
+    let t0 = std::time::Instant::now();
+    c.abort(sub.id).unwrap();
+    let v = loop {
+        let v = c.status(sub.id).unwrap();
+        if v["state"] != "running" {
+            break v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "still running after being ended by force: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(v["state"], "failed", "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ended by force: stopped with force"),
+        "{v}"
+    );
+    // The daemon goes on serving.
+    assert_eq!(
+        c.submit("fill bytes=10 >x\nnull <x\n")
+            .map(|s| s.id > sub.id)
+            .ok(),
+        Some(true)
+    );
+}

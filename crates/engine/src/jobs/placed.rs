@@ -6,7 +6,8 @@
 //! waited for on a session of its own. The first failure (a part that fails, or an engine
 //! whose session breaks) is the job's error, naming the engine and what failed there; the
 //! other parts end by themselves as their links to it break, and those still running after
-//! [`GRACE`] are told to stop. A part that serves calls from other parts (see
+//! [`GRACE`] are told to stop; those still running [`AFTER_FAILURE`] later are ended by
+//! force, so that no engine keeps a part of a failed job. A part that serves calls from other parts (see
 //! [`Plan::serving`]) is told to stop once every other part has finished.
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use crate::Registry;
 /// How long the other parts get after the first failure to end by themselves (their links
 /// to the failed part break, and they fail naming it) before they are told to stop.
 pub const GRACE: Duration = Duration::from_millis(500);
-/// How long the job then waits for the parts it told to stop.
+/// How long the job then waits for the parts it told to stop, before it ends them by force.
 pub const AFTER_FAILURE: Duration = Duration::from_secs(10);
 
 /// `NAME=URL` engines of `--engine` flags, or `None` when `list` is one plain URL.
@@ -253,6 +254,14 @@ fn wait_all(
                 stop_all(parts);
                 stop_at = None;
                 continue;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // A part that a stop did not end (it waits for something that never
+                // comes): ended by force, and not waited for.
+                for p in parts.iter().filter(|p| !states.contains_key(&p.part)) {
+                    let _ = p.client.abort(p.sub.id);
+                }
+                break;
             }
             Err(_) => break,
         };
