@@ -717,3 +717,48 @@ fn a_files_own_service_serves_callers_on_other_engines_as_in_one_process() {
         assert!(!e.states(i).iter().any(|s| s == "running"), "engine {i}");
     }
 }
+
+#[test]
+fn a_failed_job_ends_by_force_a_part_that_a_stop_does_not_end() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("stuck.ion");
+    // b's call waits for ever (mu-law holds its request's one byte for a second one); a's
+    // call reaches no pipeline, which fails the job.
+    std::fs::write(
+        &file,
+        format!(
+            "host-in name=svc whole=true @b >q:q(4,64)\n\
+             mulaw @b <q >z:z(2,64)\n\
+             host-out name=svc whole=true @b <z\n\
+             fill bytes=1 @b >r:r(1,1)\n\
+             call name=svc @b <r >s:s(1,64)\n\
+             null @b <s\n\
+             fill bytes=1 @a >x:x(1,1)\n\
+             call url={} pipeline=nobody name=svc @a <x >y:y(1,64)\n\
+             null @a <y\n",
+            e.urls[1]
+        ),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let o = submit(&e, &file, &[], work.path());
+    assert!(!o.status.success(), "the job succeeded");
+    let err = text(&o.stderr);
+    assert!(err.contains("no such pipeline"), "{err}");
+    // The stop after the failure did not end b's part; the force after AFTER_FAILURE did.
+    assert!(
+        t0.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        t0.elapsed()
+    );
+    let t = Instant::now();
+    while e.states(1).iter().any(|s| s == "running") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "b still runs {:?}",
+            e.states(1)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
