@@ -189,6 +189,12 @@ def run(
     for t in threads:
         t.start()
     try:
+        # Outputs end with the pipeline. Their ends come first: a daemon answers a status
+        # (what wait polls) of a finished pipeline by letting go of its host ports, so an
+        # output whose channel it has not taken yet would be refused.
+        for t in threads[len(ins) :]:
+            while t.is_alive():
+                t.join(timeout=0.1)
         stats = p.wait()
     except BaseException:
         p.stop()
