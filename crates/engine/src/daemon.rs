@@ -657,21 +657,17 @@ impl Client {
 
     /// Stops pipeline `id`'s sources.
     pub fn stop(&self, id: impl Into<PipelineRef>) -> Result<(), DaemonError> {
-        self.call(&Request::Stop {
-            id: id.into(),
-            force: false,
-        })
-        .map(|_| ())
+        self.stop_with(id.into(), false)
     }
 
     /// Ends pipeline `id` by force: every task fails with "ended by force" (see
     /// [`Running::abort`]), for a pipeline that [`stop`](Self::stop) does not end.
     pub fn abort(&self, id: impl Into<PipelineRef>) -> Result<(), DaemonError> {
-        self.call(&Request::Stop {
-            id: id.into(),
-            force: true,
-        })
-        .map(|_| ())
+        self.stop_with(id.into(), true)
+    }
+
+    fn stop_with(&self, id: PipelineRef, force: bool) -> Result<(), DaemonError> {
+        self.call(&Request::Stop { id, force }).map(|_| ())
     }
 
     /// Ids, names and states of the daemon's pipelines.

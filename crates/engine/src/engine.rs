@@ -117,28 +117,12 @@ pub struct NoSuchQueue(pub String);
 impl Built {
     /// Names of the `host-in` channels.
     pub fn host_inputs(&self) -> Vec<String> {
-        let host = &self.graph.host;
-        let mut v: Vec<_> = host
-            .inputs
-            .keys()
-            .filter(|n| !host.served(n))
-            .cloned()
-            .collect();
-        v.sort();
-        v
+        self.graph.host.hosts(self.graph.host.inputs.keys())
     }
 
     /// Names of the `host-out` channels.
     pub fn host_outputs(&self) -> Vec<String> {
-        let host = &self.graph.host;
-        let mut v: Vec<_> = host
-            .outputs
-            .keys()
-            .filter(|n| !host.served(n))
-            .cloned()
-            .collect();
-        v.sort();
-        v
+        self.graph.host.hosts(self.graph.host.outputs.keys())
     }
 
     /// Bytes the pipeline's free lists allocate when it starts.
@@ -375,11 +359,6 @@ impl Stopper {
     /// Whether every task of the pipeline has finished, as [`Running::is_finished`].
     pub fn is_finished(&self) -> bool {
         self.shared.is_finished()
-    }
-
-    /// Ends the pipeline by force, as [`Running::abort`].
-    pub fn abort(&self, why: &str) {
-        self.shared.abort(why);
     }
 }
 

@@ -104,6 +104,13 @@ impl HostPorts {
     pub(crate) fn served(&self, name: &str) -> bool {
         self.calls.iter().any(|(n, _, _)| n == name)
     }
+
+    /// The host's channels among `names` (the services' are the calls'), sorted.
+    pub(crate) fn hosts<'a>(&self, names: impl Iterator<Item = &'a String>) -> Vec<String> {
+        let mut v: Vec<String> = names.filter(|n| !self.served(n)).cloned().collect();
+        v.sort();
+        v
+    }
 }
 
 /// The host's end of a `host-in` task.

@@ -107,39 +107,49 @@ impl From<&str> for PipelineRef {
     }
 }
 
-/// The names of a daemon's pipelines: name to id. It holds no more names than the daemon
+/// The names of a daemon's pipelines, both ways. It holds no more names than the daemon
 /// keeps pipelines (the daemon drops the names of those it forgets).
 #[derive(Debug, Default)]
 pub(crate) struct Names {
-    map: Mutex<HashMap<String, u64>>,
+    map: Mutex<NameMaps>,
+}
+
+/// Name to id, and id to name (`status` and `list` ask the way round).
+#[derive(Debug, Default)]
+struct NameMaps {
+    ids: HashMap<String, u64>,
+    names: HashMap<u64, String>,
 }
 
 impl Names {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, NameMaps> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The id of the pipeline last submitted as `name`.
     pub(crate) fn get(&self, name: &str) -> Option<u64> {
-        self.lock().get(name).copied()
+        self.lock().ids.get(name).copied()
     }
 
-    /// The name pipeline `id` was submitted with.
+    /// The name pipeline `id` was submitted with, while it holds it.
     pub(crate) fn name_of(&self, id: u64) -> Option<String> {
-        self.lock()
-            .iter()
-            .find(|(_, &i)| i == id)
-            .map(|(n, _)| n.clone())
+        self.lock().names.get(&id).cloned()
     }
 
     /// Gives `name` to pipeline `id` (from the one that held it, which has finished).
     pub(crate) fn set(&self, name: &str, id: u64) {
-        self.lock().insert(name.to_string(), id);
+        let mut m = self.lock();
+        if let Some(old) = m.ids.insert(name.to_string(), id) {
+            m.names.remove(&old);
+        }
+        m.names.insert(id, name.to_string());
     }
 
     /// Keeps the names of the pipelines `kept` says are kept.
     pub(crate) fn retain(&self, kept: impl Fn(u64) -> bool) {
-        self.lock().retain(|_, id| kept(*id));
+        let mut m = self.lock();
+        m.ids.retain(|_, id| kept(*id));
+        m.names.retain(|id, _| kept(*id));
     }
 }
 

@@ -314,20 +314,9 @@ impl Client {
             request.push(crate::host::LAST);
             request.extend_from_slice(&b);
             drop(b);
-            let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
-            let go_on = || {
-                if self.cancelled() {
-                    return Err("the pipeline ended".to_string());
-                }
-                match (deadline, self.timeout) {
-                    (Some(d), Some(t)) if Instant::now() >= d => {
-                        Err(format!("no answer within timeout={}", t.as_secs_f64()))
-                    }
-                    _ => Ok(()),
-                }
-            };
+            let deadline = self.deadline();
             let answer = service
-                .call(request, &go_on)
+                .call(request, &|| self.may_wait(deadline))
                 .map_err(|e| format!("call {calls}: {e}"))?;
             if answer.len() > self.limit {
                 return Err(format!(
@@ -367,21 +356,14 @@ impl Client {
     /// its answers.
     fn answer(&self, resp: &Channel, msg: &mut Vec<u8>) -> Result<Option<Vec<u8>>, String> {
         let mut answer = Joiner::answer(self.limit);
-        let deadline = self.timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = self.deadline();
         loop {
             match resp.recv_into_timeout(msg, CANCEL_CHECK) {
                 Ok(true) => {}
                 Ok(false) if !answer.started() => return Ok(None),
                 Ok(false) => return Err("the answer was cut off: its last part never came".into()),
-                Err(LinkError::Timeout) if self.cancelled() => {
-                    return Err("the pipeline ended".into())
-                }
                 Err(LinkError::Timeout) => {
-                    if let (Some(d), Some(t)) = (deadline, self.timeout) {
-                        if Instant::now() >= d {
-                            return Err(format!("no answer within timeout={}", t.as_secs_f64()));
-                        }
-                    }
+                    self.may_wait(deadline)?;
                     continue;
                 }
                 Err(e) => return Err(e.to_string()),
@@ -409,6 +391,25 @@ impl Client {
 
     fn cancelled(&self) -> bool {
         self.shared.cancel.load(Ordering::Acquire)
+    }
+
+    /// When a call starting now must have its answer (`timeout=`), if ever.
+    fn deadline(&self) -> Option<Instant> {
+        self.timeout.and_then(|t| Instant::now().checked_add(t))
+    }
+
+    /// Whether a call may wait on for its answer: not once the pipeline has ended, nor past
+    /// its `deadline`; the error says which.
+    fn may_wait(&self, deadline: Option<Instant>) -> Result<(), String> {
+        if self.cancelled() {
+            return Err("the pipeline ended".into());
+        }
+        match (deadline, self.timeout) {
+            (Some(d), Some(t)) if Instant::now() >= d => {
+                Err(format!("no answer within timeout={}", t.as_secs_f64()))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

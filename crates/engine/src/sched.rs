@@ -92,11 +92,16 @@ pub(crate) struct Shared {
 /// wake-up.
 const SPIN_ROUNDS: u32 = 200;
 
+/// The CPUs this process may run on now.
+pub(crate) fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 /// How long idle workers spin for a process that may run on `cpus` CPUs: not at all on one,
 /// where whatever would bring work (the other workers, the threads feeding the pipeline)
 /// cannot run while a worker spins, so spinning only delays it (an engine held to one core,
 /// as each of `bench engines`' two is).
-fn spin_rounds(cpus: usize) -> u32 {
+pub(crate) fn spin_rounds(cpus: usize) -> u32 {
     if cpus > 1 {
         SPIN_ROUNDS
     } else {
@@ -121,7 +126,7 @@ impl Shared {
             aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
             batch: batch.max(1),
-            spin: spin_rounds(std::thread::available_parallelism().map_or(2, |n| n.get())),
+            spin: spin_rounds(cpus()),
         });
         for (id, t) in s.tasks.iter().enumerate() {
             s.runq[t.prio as usize].push(id);

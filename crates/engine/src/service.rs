@@ -202,12 +202,11 @@ pub(crate) fn hand_to_calls(host: &mut crate::host::HostPorts) {
 pub(crate) const SPIN_WAIT: Duration = Duration::from_micros(50);
 
 /// What `try_` gives within [`SPIN_WAIT`], looking again and again; `None` if nothing came.
-/// On one CPU it looks once: spinning there only keeps the thread that would answer from
-/// running.
+/// Where the workers do not spin (one CPU, see `sched::spin_rounds`) it looks once: spinning
+/// there only keeps the thread that would answer from running.
 pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if cpus < 2 {
+    static SPINS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*SPINS.get_or_init(|| crate::sched::spin_rounds(crate::sched::cpus()) > 0) {
         return try_();
     }
     let t0 = std::time::Instant::now();
