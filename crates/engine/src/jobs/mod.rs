@@ -4,8 +4,10 @@
 //! and prints what these return.
 //!
 //! Host channels meet files by name: `--out NAME=PATH` / `--in NAME=PATH` ([`bindings`]);
-//! `-` is standard output or input; an unbound `host-out` goes to `NAME.out`, the only
-//! `host-in` reads standard input, and several unbound `host-in`s are an error.
+//! `-` is standard output or input; an unbound `host-out` goes to `NAME.out` in the working
+//! directory (a name that is no file name, such as `../x`, must be bound: the names may come
+//! from a daemon's reply), the only `host-in` reads standard input, and several unbound
+//! `host-in`s are an error.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -125,7 +127,17 @@ pub fn bindings(
     let mut o = parse(outs, "out", host_out)?;
     let mut i = parse(ins, "in", host_in)?;
     for n in host_out {
-        o.entry(n.clone()).or_insert_with(|| format!("{n}.out"));
+        if o.contains_key(n) {
+            continue;
+        }
+        // The names come from the pipeline, or from a daemon's reply: NAME.out only where it
+        // names a file here, never one elsewhere.
+        if n.is_empty() || n == "." || n == ".." || n.contains(['/', '\0']) {
+            return Err(JobError::Binding(format!(
+                "host-out channel {n:?} is no file name, so it has no default file (NAME.out): pass --out NAME=PATH"
+            )));
+        }
+        o.insert(n.clone(), format!("{n}.out"));
     }
     for n in host_in {
         if !i.contains_key(n) {
@@ -224,4 +236,31 @@ pub fn pump_out<B: AsRef<[u8]>>(
         }
         w.flush().map_err(io("write", &path))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_defaults_to_a_file_here_only() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let b = bindings(&[], &[], &names(&["res", "a.b"]), &[]).unwrap();
+        assert_eq!(
+            b.outputs,
+            [
+                ("a.b".to_string(), "a.b.out".to_string()),
+                ("res".to_string(), "res.out".to_string())
+            ]
+        );
+        for bad in ["../x", "/etc/x", "..", "a/b", "x\0"] {
+            let e = bindings(&[], &[], &names(&[bad]), &[])
+                .map(drop)
+                .unwrap_err();
+            assert!(e.to_string().contains("--out NAME=PATH"), "{bad:?}: {e}");
+            // Bound by the user, it goes where they say.
+            let b = bindings(&[format!("{bad}=y.bin")], &[], &names(&[bad]), &[]).unwrap();
+            assert_eq!(b.outputs, [(bad.to_string(), "y.bin".to_string())]);
+        }
+    }
 }
