@@ -21,8 +21,8 @@
 //!   call machinery: a `call name=svc` task calls a service of its own pipeline (`host-in`
 //!   and `host-out whole=true`) for each 1-byte buffer of `fill` on a free list of one, and a
 //!   sink notes when each answer arrives: the median time between two answers, after a tenth
-//!   as many untimed (the call's thread hands each request to the service's `host-in` and
-//!   waits at its `host-out`, as a daemon serving a caller on another engine does).
+//!   as many untimed (the call task hands each request to the service's `host-in` and is
+//!   woken by its `host-out`: task switches on the engine's workers, no thread of its own).
 //! - `host_call_us`: a null call from the host into its own embedded engine: one byte into
 //!   `host-in`, through the queue to `host-out`, back to the host (median of `calls`).
 //! - `remote_call_us`: the same call to the same pipeline running in another engine (an

@@ -266,7 +266,7 @@ impl Built {
         for port in host.inputs.values() {
             let _ = port.waker.set(shared.waker(port.task));
         }
-        crate::service::hand_to_calls(&mut host);
+        crate::own_call::hand_to_calls(&mut host);
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }
@@ -392,7 +392,7 @@ impl Running {
     /// Whether `host-out name=NAME` is still open to take, and then whether its buffers
     /// cross a link whole (`whole=true`).
     pub fn peek_host_output(&self, name: &str) -> Option<bool> {
-        self.host.outputs.get(name).map(|(_, whole, _)| *whole)
+        self.host.outputs.get(name).map(|p| p.whole)
     }
 
     /// Names of the host-in channels not yet taken.

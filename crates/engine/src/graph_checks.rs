@@ -174,7 +174,7 @@ pub(crate) fn check_own_calls(
             message: format!("name={name}: {message}"),
         };
         let host_in = host.inputs.get(name).filter(|p| p.whole).map(|p| p.task);
-        let host_out = host.outputs.get(name).filter(|o| o.1).map(|o| o.2);
+        let host_out = host.outputs.get(name).filter(|o| o.whole).map(|o| o.task);
         let (Some(i), Some(o)) = (host_in, host_out) else {
             return Err(bad(format!(
                 "no host-in and host-out {name}, both whole=true, in this pipeline (a call without url= and pipeline= calls its own pipeline's service)"

@@ -10,7 +10,7 @@
 //! extends into the host).
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
@@ -87,16 +87,33 @@ const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
 /// Why a stream broke, set once by the side that saw it.
 pub(crate) type Failure = Arc<OnceLock<String>>;
 
+/// The task to wake when a buffer reaches a `host-out`: a task of the same pipeline that
+/// reads it (a call to its own pipeline's service, see `own_call.rs`); none for a host,
+/// which waits on the channel itself.
+pub(crate) type OutWaker = Arc<Mutex<Option<Waker>>>;
+
+/// A host-out channel before the host takes it.
+pub(crate) struct OutPort {
+    /// The task's buffers.
+    pub(crate) rx: Receiver<Buffer>,
+    /// They cross a link whole (`whole=true`).
+    pub(crate) whole: bool,
+    /// The task's id.
+    pub(crate) task: usize,
+    /// Whom the task wakes when it hands over buffers.
+    pub(crate) reader: OutWaker,
+}
+
 #[derive(Default)]
 pub(crate) struct HostPorts {
     pub(crate) inputs: HashMap<String, InPort>,
-    /// Each `host-out` channel: its buffers, whether they cross a link whole, and its task.
-    pub(crate) outputs: HashMap<String, (Receiver<Buffer>, bool, usize)>,
+    /// Each `host-out` channel.
+    pub(crate) outputs: HashMap<String, OutPort>,
     /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
     /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
     /// where the engine sends the service (the host ports of that name) when it starts.
-    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::service::Service>>)>,
+    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::own_call::OwnService>>)>,
 }
 
 impl HostPorts {
@@ -224,6 +241,27 @@ impl HostInput {
         self.send_then((buf, front), false, &|| true)
     }
 
+    /// Sends one message if there is room for it now, and wakes the task; [`HostError::GaveUp`]
+    /// (the message not sent) if there is not. For a sender that must not wait: a task.
+    pub(crate) fn try_send(&self, data: Vec<u8>) -> Result<(), HostError> {
+        let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
+        let n = data.capacity();
+        self.backlog.reserve(n, self.max_queued, || {}, &|| false)?;
+        match tx.try_send((data, 0)) {
+            Ok(()) => {
+                self.wake();
+                Ok(())
+            }
+            Err(e) => {
+                self.backlog.release(n);
+                Err(match e {
+                    TrySendError::Full(_) => HostError::GaveUp,
+                    TrySendError::Disconnected(_) => HostError::Closed,
+                })
+            }
+        }
+    }
+
     fn send_then(&self, data: Sent, wake: bool, live: &dyn Fn() -> bool) -> Result<(), HostError> {
         let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
         // Counted by the memory it holds: the task releases the same count when it takes it.
@@ -272,6 +310,7 @@ impl Drop for HostInput {
 pub struct HostOutput {
     rx: Receiver<Buffer>,
     whole: bool,
+    reader: OutWaker,
 }
 
 impl HostOutput {
@@ -312,13 +351,20 @@ impl HostOutput {
     pub fn waiting(&self) -> usize {
         self.rx.len()
     }
+
+    /// Has the task wake `reader` (a task of the same pipeline) whenever it hands over
+    /// buffers, or nobody.
+    pub(crate) fn wake_on_buffers(&self, reader: Option<Waker>) {
+        *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = reader;
+    }
 }
 
 pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutput> {
-    ports
-        .outputs
-        .remove(name)
-        .map(|(rx, whole, _)| HostOutput { rx, whole })
+    ports.outputs.remove(name).map(|p| HostOutput {
+        rx: p.rx,
+        whole: p.whole,
+        reader: p.reader,
+    })
 }
 
 struct HostIn {
@@ -548,22 +594,45 @@ impl HostIn {
 
 struct HostOut {
     tx: Sender<Buffer>,
+    reader: OutWaker,
+}
+
+impl HostOut {
+    /// Wakes the task that reads this channel, if one does.
+    fn wake_reader(&self) {
+        if let Some(w) = &*self.reader.lock().unwrap_or_else(|e| e.into_inner()) {
+            w.wake();
+        }
+    }
 }
 
 impl Task for HostOut {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        loop {
+        let mut handed = false;
+        let status = loop {
             match cx.get(0) {
                 Get::Buf(b) => match self.tx.try_send(b) {
-                    Ok(()) => {}
+                    Ok(()) => handed = true,
                     // The host went away: stop reading, which ends the branch feeding us.
-                    Err(TrySendError::Disconnected(_)) => return Ok(Status::Done),
+                    Err(TrySendError::Disconnected(_)) => break Status::Done,
                     Err(TrySendError::Full(_)) => unreachable!("the channel is unbounded"),
                 },
-                Get::Empty => return Ok(Status::Blocked),
-                Get::Closed => return Ok(Status::Done),
+                Get::Empty => break Status::Blocked,
+                Get::Closed => break Status::Done,
             }
+        };
+        if handed || status == Status::Done {
+            self.wake_reader();
         }
+        Ok(status)
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        // The channel ends with the task (its sender goes with it): a reader must look.
+        let (tx, _) = crossbeam_channel::bounded(0);
+        drop(std::mem::replace(&mut self.tx, tx));
+        self.wake_reader();
+        Ok(())
     }
 }
 
@@ -625,8 +694,17 @@ pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn
     }
     let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
     let (tx, rx) = crossbeam_channel::unbounded();
-    b.host.outputs.insert(name, (rx, whole, b.task_id));
-    Ok(Box::new(HostOut { tx }))
+    let reader = OutWaker::default();
+    b.host.outputs.insert(
+        name,
+        OutPort {
+            rx,
+            whole,
+            task: b.task_id,
+            reader: Arc::clone(&reader),
+        },
+    );
+    Ok(Box::new(HostOut { tx, reader }))
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@ pub mod jobs;
 pub mod lang;
 pub mod names;
 pub mod offload;
+mod own_call;
 pub mod placement;
 mod placement_calls;
 mod pool;
@@ -88,6 +89,7 @@ mod slot;
 mod task;
 mod task_doc;
 pub mod tasks;
+mod timer;
 
 pub use budget::{
     pool_bytes, Budget, DaemonLimits, DEFAULT_BUFFERS, DEFAULT_PIPELINES, DEFAULT_POOL_BYTES,

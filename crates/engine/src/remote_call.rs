@@ -15,12 +15,11 @@
 //!
 //! Without `url=` and `pipeline=`, `call name=NAME` calls the service of its own pipeline:
 //! the pipeline's `host-in name=NAME whole=true` and `host-out name=NAME whole=true`, which
-//! the engine hands to its calls at start instead of to a host (several calls of one name
-//! share them, one call at a time). So a file that holds a service and its callers runs the
+//! the engine hands to its calls at start instead of to a host. Such a call is a task with no
+//! thread (see `own_call.rs`). So a file that holds a service and its callers runs the
 //! same in one process, on one daemon, or placed over several engines, where the planner
 //! writes the service's engine and pipeline into a call on another engine
-//! ([`crate::placement`]). The service's `host-in` keeps serving when the pipeline is
-//! stopped; it ends once its last call has ended.
+//! ([`crate::placement`]).
 //!
 //! Everything the server sends is checked: an answer larger than a buffer of the output's
 //! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
@@ -38,10 +37,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use offhost_link::{Channel, ChannelOptions, LinkError, Session};
 
 use crate::buffer::Buffer;
+use crate::own_call::OwnCall;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
-use crate::service::Service;
 use crate::task::{Context, Priority, Status, Task, TaskError};
 
 /// The longest `timeout=` a call may be given, in seconds (a day).
@@ -79,12 +78,12 @@ pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
 
 fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let given = |a: &str| args.get(a).is_some_and(|v| !v.is_empty());
-    let reach = match (given("url"), given("pipeline")) {
+    let timeout = timeout(args)?;
+    let target = match (given("url"), given("pipeline")) {
         (true, true) => {
             let (target, pipeline, name) = Target::parse(links, args)?;
-            let whom = format!("engine {}", target.engine);
             let channel = format!("call/{pipeline}/{name}");
-            (Reach::Remote(Target { channel, ..target }), whom)
+            Target { channel, ..target }
         }
         (false, false) => {
             if given("engine") {
@@ -96,8 +95,7 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
             let name = args.required("name")?.to_string();
             let (tx, rx) = crossbeam_channel::bounded(1);
             b.host.calls.push((name.clone(), b.task_id, tx));
-            let whom = format!("service {name} of this pipeline");
-            (Reach::Local(rx), whom)
+            return Ok(Box::new(OwnCall::new(&name, rx, timeout)));
         }
         (url, _) => {
             return Err(ArgError::new(
@@ -106,29 +104,12 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
             ))
         }
     };
-    let timeout = match args.get("timeout") {
-        Some(t) if !t.is_empty() => Some(
-            t.parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| {
-                    ArgError::new(
-                        "timeout",
-                        format!(
-                            "timeout={t}: not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
-                        ),
-                    )
-                })?,
-        ),
-        _ => None,
-    };
     let (tx, rx) = crossbeam_channel::unbounded();
     // One answer waits for the task at most: the client thread waits with the next call.
     let (answer_tx, answers) = crossbeam_channel::bounded(1);
     Ok(Box::new(Call {
-        reach: Some(reach.0),
-        whom: reach.1,
+        whom: format!("engine {}", target.engine),
+        target: Some(target),
         timeout,
         shared: Shared::register(b),
         tx: Some(tx),
@@ -138,18 +119,31 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
     }))
 }
 
-/// Whom a call reaches.
-enum Reach {
-    /// A pipeline on another engine, on a channel of its own.
-    Remote(Target),
-    /// This pipeline's service, which the engine sends when it starts.
-    Local(Receiver<Arc<Service>>),
+/// `timeout=SECONDS`, if given.
+fn timeout(args: &Args) -> Result<Option<Duration>, ArgError> {
+    match args.get("timeout") {
+        Some(t) if !t.is_empty() => t
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
+            .map(|s| Some(Duration::from_secs_f64(s)))
+            .ok_or_else(|| {
+                ArgError::new(
+                    "timeout",
+                    format!(
+                        "timeout={t}: not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
+                    ),
+                )
+            }),
+        _ => Ok(None),
+    }
 }
 
+/// A call to another engine's pipeline, with a thread that holds its link.
 struct Call {
     /// Taken by the client thread when it starts.
-    reach: Option<Reach>,
-    /// Whom the calls reach, for errors: `engine NAME`, or this pipeline's service.
+    target: Option<Target>,
+    /// Whom the calls reach, for errors: `engine NAME`.
     whom: String,
     /// How long a call may wait for its answer.
     timeout: Option<Duration>,
@@ -245,7 +239,7 @@ impl Joiner {
 
 /// What the client thread needs.
 struct Client {
-    reach: Reach,
+    target: Target,
     /// The largest answer the output's buffers hold.
     limit: usize,
     /// How long a call may wait for its answer.
@@ -257,10 +251,7 @@ struct Client {
 
 impl Client {
     fn run(&self) -> Result<(), String> {
-        let t = match &self.reach {
-            Reach::Remote(t) => t,
-            Reach::Local(service) => return self.run_local(service),
-        };
+        let t = &self.target;
         let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
         let ch = session
             .open(&t.channel, ChannelOptions::default())
@@ -288,45 +279,6 @@ impl Client {
             ));
         }
         session.close();
-        Ok(())
-    }
-
-    /// Calls this pipeline's own service, once the engine has sent it.
-    fn run_local(&self, service: &Receiver<Arc<Service>>) -> Result<(), String> {
-        let service = loop {
-            match service.recv_timeout(CANCEL_CHECK) {
-                Ok(s) => break s,
-                Err(RecvTimeoutError::Timeout) if !self.cancelled() => {}
-                Err(_) => return Err("the pipeline ended".into()),
-            }
-        };
-        let mut calls = 0u64;
-        while let Some(b) = self.next_request()? {
-            calls += 1;
-            if b.len() > service.limit() {
-                return Err(format!(
-                    "call {calls}: a request of {} bytes does not fit a buffer of the serving host-in's free list ({} bytes)",
-                    b.len(),
-                    service.limit()
-                ));
-            }
-            let mut request = Vec::with_capacity(b.len() + 1);
-            request.push(crate::host::LAST);
-            request.extend_from_slice(&b);
-            drop(b);
-            let deadline = self.deadline();
-            let answer = service
-                .call(request, &|| self.may_wait(deadline))
-                .map_err(|e| format!("call {calls}: {e}"))?;
-            if answer.len() > self.limit {
-                return Err(format!(
-                    "call {calls}: an answer of {} bytes does not fit a buffer of the output's free list ({} bytes)",
-                    answer.len(),
-                    self.limit
-                ));
-            }
-            self.hand_over(answer)?;
-        }
         Ok(())
     }
 
@@ -420,13 +372,13 @@ impl Call {
 
     /// Starts the client thread, for answers up to the size of the output's buffers.
     fn start(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
-        let (Some((requests, answers)), Some(reach)) = (self.start.take(), self.reach.take())
+        let (Some((requests, answers)), Some(target)) = (self.start.take(), self.target.take())
         else {
             return Ok(());
         };
         let limit = cx.pool(0).map_or(0, |p| p.config().size);
         let client = Client {
-            reach,
+            target,
             limit,
             timeout: self.timeout,
             requests,

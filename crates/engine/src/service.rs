@@ -29,8 +29,8 @@ use crate::host::{HostInput, HostOutput};
 use crate::remote_call::Joiner;
 
 /// One pipeline's service: its host ports, shared by its callers (a daemon's `call/ID/NAME`
-/// channels, or `call name=NAME` tasks of the same pipeline). Dropping the last handle ends
-/// the service's `host-in`.
+/// channels; a pipeline's own calls use `own_call.rs` instead). Dropping the last
+/// handle ends the service's `host-in`.
 pub(crate) struct Service {
     ports: Mutex<(HostInput, HostOutput)>,
     /// The largest request: a buffer of the `host-in`'s free list.
@@ -132,11 +132,6 @@ impl Service {
         }
     }
 
-    /// The largest request: a buffer of the serving `host-in`'s free list.
-    pub(crate) fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Hands `request` (a `LAST` byte and the request, as [`Joiner::request`] joins it) to
     /// the pipeline and takes its answer, holding the ports meanwhile; while it waits, it
     /// asks `go_on` every [`WAIT_CHECK`] and gives up with its error. A buffer that waits at
@@ -171,28 +166,6 @@ impl Service {
         // This call's answer came first; the next caller is refused.
         let _ = out_of_step(input, output);
         Ok(answer)
-    }
-}
-
-/// Hands each `call name=NAME` of a starting pipeline its service: the pipeline's host ports
-/// of that name (checked when it was built), taken from the host, one service per name.
-pub(crate) fn hand_to_calls(host: &mut crate::host::HostPorts) {
-    let mut services: HashMap<String, Arc<Service>> = HashMap::new();
-    for (name, _, tx) in std::mem::take(&mut host.calls) {
-        let service = match services.get(&name) {
-            Some(s) => Arc::clone(s),
-            None => {
-                let ports = host.inputs.remove(&name).map(HostInput::new);
-                let Some((input, output)) = ports.zip(crate::host::take_output(host, &name)) else {
-                    continue; // not there: the graph's checks refuse such a pipeline
-                };
-                let s = Arc::new(Service::new(input, output));
-                services.insert(name, Arc::clone(&s));
-                s
-            }
-        };
-        // A call that has gone already lets go of it.
-        let _ = tx.try_send(service);
     }
 }
 

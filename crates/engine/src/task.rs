@@ -257,6 +257,12 @@ impl<'a> Context<'a> {
         self.shared.stopping()
     }
 
+    /// What wakes this task (for those that wait on something other than their queues and
+    /// pools).
+    pub(crate) fn waker(&self) -> crate::sched::Waker {
+        self.shared.waker(self.id)
+    }
+
     /// Whether this turn's batch is used up.
     pub fn batch_used(&self) -> bool {
         self.budget == 0

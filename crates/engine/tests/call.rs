@@ -450,6 +450,86 @@ fn a_call_without_url_calls_its_own_pipelines_service() {
     assert!(built.host_inputs().is_empty() && built.host_outputs().is_empty());
 }
 
+/// Starts `text` in an embedded engine of `workers` and waits for it at most a minute: the
+/// report of each of `lines`, or the pipeline's error.
+fn run_bounded(text: &str, workers: usize, lines: &[usize]) -> Result<Vec<String>, String> {
+    let run = Pipeline::parse(text)
+        .unwrap()
+        .start(&caller_registry(), &EngineConfig { workers, ..CONFIG })
+        .map_err(|e| e.to_string())?;
+    assert!(
+        run.wait_timeout(Duration::from_secs(60)),
+        "still running after a minute: {text}"
+    );
+    let stats = run.wait().map_err(|e| e.to_string())?;
+    Ok(lines
+        .iter()
+        .map(|&l| {
+            let t = stats.tasks.iter().find(|t| t.line == l);
+            t.and_then(|t| t.report.clone()).unwrap_or_default()
+        })
+        .collect())
+}
+
+#[test]
+fn calls_of_one_service_take_turns_on_one_worker() {
+    // Four callers, each with a stream of its own; one worker runs them and the service.
+    let mut text = String::from(
+        "host-in name=svc whole=true >q:q(4,64k)\ncount <q >r\nhost-out name=svc whole=true <r\n",
+    );
+    let mut want = vec!["400 buffers, 400000 bytes".to_string()];
+    for i in 0..4 {
+        text += &format!(
+            "random seed={i} bytes=100000 >a{i}:a{i}(2,1000)\ncall name=svc <a{i} >b{i}:b{i}(2,1000)\ncrc32c <b{i}\n"
+        );
+        let plain = format!("random seed={i} bytes=100000 >a:a(2,1000)\ncrc32c <a\n");
+        want.push(run_whole(&plain, 2).unwrap());
+    }
+    for workers in [1, 2] {
+        let got = run_bounded(&text, workers, &[2, 6, 9, 12, 15]).unwrap();
+        assert_eq!(got, want, "{workers} worker(s)");
+    }
+}
+
+#[test]
+fn an_own_call_fails_when_its_service_ends_or_keeps_its_answer_past_timeout() {
+    // mu-law keeps the odd byte of a one-byte request for the next sample: no answer comes.
+    let held = "host-in name=svc whole=true >q:q(4,64)\nmulaw <q >z:z(2,64)\nhost-out name=svc whole=true <z\nfill bytes=1 >r:r(1,1)\ncall name=svc timeout=0.3 <r >a:a(1,64)\nnull <a\n";
+    let t0 = std::time::Instant::now();
+    let e = run_bounded(held, 1, &[]).unwrap_err();
+    assert!(
+        e.contains("service svc of this pipeline: call 1: no answer within timeout=0.3"),
+        "{e}"
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t0.elapsed()
+    );
+    // A service that answers twice, with calls waiting in line: every call ends, the one
+    // that finds the extra answer with why.
+    let mut twice = String::from(
+        "host-in name=svc whole=true >q:q(4,64k)\nmulaw <q >r:r(4,250)\nhost-out name=svc whole=true <r\n",
+    );
+    for i in 0..3 {
+        twice += &format!(
+            "random seed={i} bytes=100000 >a{i}:a{i}(2,1000)\ncall name=svc <a{i} >b{i}:b{i}(2,250)\nnull <b{i}\n"
+        );
+    }
+    for workers in [1, 2] {
+        let e = run_bounded(&twice, workers, &[]).unwrap_err();
+        assert!(e.contains("more than one buffer"), "{e}");
+    }
+    // A service that ends after two answers: the third call is told so.
+    let ends = OWN.replace("count <q >r", "head buffers=2 <q >r");
+    let e = run_bounded(&ends, 2, &[]).unwrap_err();
+    assert!(
+        e.contains("service svc of this pipeline: call 3:")
+            && (e.contains("ended without answering") || e.contains("no longer reads")),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_stopped_pipeline_drains_through_its_own_service() {
     let text = OWN.replace("bytes=300000", "bytes=100G");

@@ -1,0 +1,327 @@
+//! `call name=NAME` without `url=` and `pipeline=`: a call to a service of its own pipeline,
+//! made by the task itself, with no thread of its own.
+//!
+//! At start the engine hands the pipeline's `host-in name=NAME whole=true` and `host-out
+//! name=NAME whole=true` to the calls of that name ([`hand_to_calls`]) instead of to a host.
+//! A call takes a request from its input, hands it to the service's `host-in` (which the
+//! task wakes), and ends its turn; the service's `host-out` wakes it when it hands over a
+//! buffer, and that buffer is the answer. So a call costs a few task switches, and the
+//! workers that run the service run the calls too.
+//!
+//! Several calls of one name share the service, one call at a time, in turn: a call that
+//! finds the service held by another waits in line and is woken when its turn comes. A
+//! buffer waiting at `host-out` before a request goes in, or beside an answer, answers
+//! nobody: the service's `host-in` then fails with [`OUT_OF_STEP`], and so does the call.
+//! `timeout=` is kept with an [`Alarm`]. The service's `host-in` keeps serving when the
+//! pipeline is stopped, and ends when its last call has ended.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use crate::buffer::Buffer;
+use crate::host::{HostError, HostInput, HostOutput, HostPorts, LAST};
+use crate::queue::Get;
+use crate::sched::Waker;
+use crate::service::OUT_OF_STEP;
+use crate::task::{Context, Status, Task, TaskError};
+use crate::timer::Alarm;
+
+/// A service of a pipeline, shared by the calls of that pipeline that name it.
+pub(crate) struct OwnService {
+    /// The largest request: a buffer of the `host-in`'s free list.
+    limit: usize,
+    state: Mutex<Turns>,
+}
+
+/// The service's ports, and whose turn it is.
+struct Turns {
+    input: HostInput,
+    output: HostOutput,
+    /// The call whose request the service has and whose answer it owes.
+    holder: Option<Waker>,
+    /// The call woken for its turn, which no other call takes meanwhile.
+    next: Option<Waker>,
+    /// Calls waiting for their turn, in order.
+    line: VecDeque<Waker>,
+}
+
+impl OwnService {
+    fn new(input: HostInput, output: HostOutput) -> OwnService {
+        OwnService {
+            limit: input.buffer_size(),
+            state: Mutex::new(Turns {
+                input,
+                output,
+                holder: None,
+                next: None,
+                line: VecDeque::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Turns> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands `request` to the service for call `me`: `Ok(true)` once it is the service's,
+    /// `Ok(false)` if another call has its turn (`me` is woken when its own comes).
+    fn begin(&self, me: &Waker, request: &[u8]) -> Result<bool, String> {
+        let mut t = self.lock();
+        let others_turn = t.holder.is_some() || t.next.as_ref().is_some_and(|n| !n.same_task(me));
+        if others_turn {
+            if !t.line.iter().any(|w| w.same_task(me)) {
+                t.line.push_back(me.clone());
+            }
+            return Ok(false);
+        }
+        t.next = None;
+        out_of_step(&mut t)?;
+        let mut m = t.input.spare();
+        m.reserve(request.len() + 1);
+        m.push(LAST);
+        m.extend_from_slice(request);
+        // Before the request goes: its answer may come at once.
+        t.output.wake_on_buffers(Some(me.clone()));
+        if let Err(e) = t.input.try_send(m) {
+            t.output.wake_on_buffers(None);
+            self.pass_on(&mut t);
+            return Err(match e {
+                HostError::GaveUp => "the service has not read the requests before this one (a service takes each request before it answers it)".into(),
+                _ => "the service no longer reads".into(),
+            });
+        }
+        t.holder = Some(me.clone());
+        Ok(true)
+    }
+
+    /// The answer to the call that holds the service, if it has come; the service then
+    /// goes to the next call in line.
+    fn answer(&self) -> Result<Option<Buffer>, String> {
+        let mut t = self.lock();
+        let r = match t.output.try_recv() {
+            None => return Ok(None),
+            Some(Some(b)) => out_of_step(&mut t).map(|()| Some(b)),
+            Some(None) => Err("the service ended without answering".into()),
+        };
+        t.holder = None;
+        t.output.wake_on_buffers(None);
+        self.pass_on(&mut t);
+        r
+    }
+
+    /// Wakes the next call in line for its turn.
+    fn pass_on(&self, t: &mut Turns) {
+        t.next = t.line.pop_front();
+        if let Some(w) = &t.next {
+            w.wake();
+        }
+    }
+
+    /// Call `me` ends: it leaves the line, and gives up its turn if it has it. If nobody
+    /// has the turn then (this call had it, or failed as it began), the next in line gets it,
+    /// so that no call waits for a turn nobody will pass on.
+    fn leave(&self, me: &Waker) {
+        let mut t = self.lock();
+        t.line.retain(|w| !w.same_task(me));
+        let mine = |w: &Option<Waker>| w.as_ref().is_some_and(|w| w.same_task(me));
+        if mine(&t.holder) {
+            t.holder = None;
+            t.output.wake_on_buffers(None);
+        }
+        if mine(&t.next) {
+            t.next = None;
+        }
+        if t.holder.is_none() && t.next.is_none() {
+            self.pass_on(&mut t);
+        }
+    }
+}
+
+/// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
+/// that no call asked for.
+fn out_of_step(t: &mut Turns) -> Result<(), String> {
+    if t.output.waiting() == 0 {
+        return Ok(());
+    }
+    t.input.fail(OUT_OF_STEP);
+    Err(OUT_OF_STEP.into())
+}
+
+/// Hands each `call name=NAME` of a starting pipeline its service: the pipeline's host ports
+/// of that name (checked when it was built), taken from the host, one service per name.
+pub(crate) fn hand_to_calls(host: &mut HostPorts) {
+    let mut services: HashMap<String, Arc<OwnService>> = HashMap::new();
+    for (name, _, tx) in std::mem::take(&mut host.calls) {
+        let service = match services.get(&name) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let ports = host.inputs.remove(&name).map(HostInput::new);
+                let Some((input, output)) = ports.zip(crate::host::take_output(host, &name)) else {
+                    continue; // not there: the graph's checks refuse such a pipeline
+                };
+                let s = Arc::new(OwnService::new(input, output));
+                services.insert(name, Arc::clone(&s));
+                s
+            }
+        };
+        let _ = tx.try_send(service);
+    }
+}
+
+/// The task: one call at a time to its pipeline's service.
+pub(crate) struct OwnCall {
+    /// `service NAME of this pipeline`, for errors.
+    whom: String,
+    /// Where the engine sends the service at start.
+    handed: Receiver<Arc<OwnService>>,
+    service: Option<Arc<OwnService>>,
+    /// This task's waker, once it has run.
+    me: Option<Waker>,
+    timeout: Option<Duration>,
+    /// A request waiting for its turn.
+    request: Option<Buffer>,
+    /// A call is in flight, to be answered by this time if any.
+    in_flight: Option<Option<Instant>>,
+    /// An answer waiting for an output buffer.
+    answer: Option<Buffer>,
+    alarm: Alarm,
+    /// Requests taken so far.
+    calls: u64,
+}
+
+impl OwnCall {
+    /// A call of the service named `name`, which the engine sends on `handed` at start.
+    pub(crate) fn new(
+        name: &str,
+        handed: Receiver<Arc<OwnService>>,
+        timeout: Option<Duration>,
+    ) -> OwnCall {
+        OwnCall {
+            whom: format!("service {name} of this pipeline"),
+            handed,
+            service: None,
+            me: None,
+            timeout,
+            request: None,
+            in_flight: None,
+            answer: None,
+            alarm: Alarm::default(),
+            calls: 0,
+        }
+    }
+
+    fn failed(&self, why: impl std::fmt::Display) -> TaskError {
+        TaskError::Failed(format!("{}: call {}: {why}", self.whom, self.calls))
+    }
+
+    /// The service and this task's waker, taken on the first turn.
+    fn service(&mut self, cx: &Context<'_>) -> Result<(Arc<OwnService>, Waker), TaskError> {
+        if self.service.is_none() {
+            let s = self.handed.try_recv().map_err(|_| {
+                TaskError::Failed(format!("{}: the engine did not hand it over", self.whom))
+            })?;
+            self.service = Some(s);
+            self.me = Some(cx.waker());
+        }
+        match (&self.service, &self.me) {
+            (Some(s), Some(me)) => Ok((Arc::clone(s), me.clone())),
+            _ => Err(TaskError::Failed(format!("{}: no service", self.whom))),
+        }
+    }
+
+    /// Copies a waiting answer into a buffer of the output; `false` if none is free.
+    fn put_answer(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(a) = self.answer.take() else {
+            return true;
+        };
+        let Some(mut b) = cx.alloc(0) else {
+            self.answer = Some(a);
+            return false;
+        };
+        // Checked against the output buffers' size when it came.
+        let n = a.len().min(b.remaining());
+        b.unfilled()[..n].copy_from_slice(&a[..n]);
+        b.commit(n);
+        cx.put(0, b.freeze());
+        true
+    }
+}
+
+impl Task for OwnCall {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        let (service, me) = self.service(cx)?;
+        loop {
+            if !self.put_answer(cx) {
+                return Ok(Status::Blocked);
+            }
+            if let Some(deadline) = self.in_flight {
+                match service.answer().map_err(|e| self.failed(e))? {
+                    Some(a) => {
+                        let limit = cx.pool(0).map_or(0, |p| p.config().size);
+                        if a.len() > limit {
+                            return Err(self.failed(format!(
+                                "an answer of {} bytes does not fit a buffer of the output's free list ({limit} bytes)",
+                                a.len()
+                            )));
+                        }
+                        self.answer = Some(a);
+                        self.in_flight = None;
+                        self.alarm.clear();
+                        continue;
+                    }
+                    None => {
+                        if let (Some(d), Some(t)) = (deadline, self.timeout) {
+                            if Instant::now() >= d {
+                                return Err(self.failed(format!(
+                                    "no answer within timeout={}",
+                                    t.as_secs_f64()
+                                )));
+                            }
+                            self.alarm.ring_at(d, &me);
+                        }
+                        return Ok(Status::Blocked);
+                    }
+                }
+            }
+            let request = match self.request.take() {
+                Some(r) => r,
+                None => match cx.get(0) {
+                    Get::Buf(b) => {
+                        self.calls += 1;
+                        b
+                    }
+                    Get::Empty => return Ok(Status::Blocked),
+                    Get::Closed => {
+                        // The last call has ended: this one no longer keeps the service.
+                        self.service = None;
+                        return Ok(Status::Done);
+                    }
+                },
+            };
+            if request.len() > service.limit {
+                return Err(self.failed(format!(
+                    "a request of {} bytes does not fit a buffer of the serving host-in's free list ({} bytes)",
+                    request.len(),
+                    service.limit
+                )));
+            }
+            if !service.begin(&me, &request).map_err(|e| self.failed(e))? {
+                self.request = Some(request);
+                return Ok(Status::Blocked);
+            }
+            let now = Instant::now();
+            self.in_flight = Some(self.timeout.and_then(|t| now.checked_add(t)));
+        }
+    }
+}
+
+impl Drop for OwnCall {
+    fn drop(&mut self) {
+        if let (Some(s), Some(me)) = (&self.service, &self.me) {
+            s.leave(me);
+        }
+    }
+}
