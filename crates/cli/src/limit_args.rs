@@ -72,6 +72,9 @@ pub struct BudgetArgs {
     /// Worker threads of a pipeline.
     #[arg(long, default_value_t = offhost_engine::DEFAULT_WORKERS)]
     max_workers: usize,
+    /// Links to other engines a pipeline's tasks open (each engine-out, each call with url=).
+    #[arg(long, default_value_t = offhost_engine::DEFAULT_LINKS)]
+    max_links: usize,
 }
 
 impl BudgetArgs {
@@ -82,6 +85,7 @@ impl BudgetArgs {
             buffers: self.max_buffers,
             tasks: self.max_tasks,
             workers: self.max_workers,
+            links: self.max_links,
         }
     }
 }

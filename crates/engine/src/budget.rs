@@ -1,7 +1,7 @@
 //! Budgets: what one pipeline, and one engine daemon, may take.
 //!
-//! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks and its
-//! worker threads. It is checked when the pipeline is built ([`Pipeline::build_within`]),
+//! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks, its
+//! worker threads and the links to other engines its tasks open. It is checked when the pipeline is built ([`Pipeline::build_within`]),
 //! before anything is allocated, and when it starts. [`DaemonLimits`] bounds an engine daemon:
 //! the pipelines it runs at once and their free lists together, on top of each pipeline's
 //! budget. Going over refuses that one pipeline with an error that names the limit and the
@@ -20,6 +20,8 @@ pub const DEFAULT_BUFFERS: u64 = 1 << 16;
 pub const DEFAULT_TASKS: usize = 1024;
 /// Default [`Budget::workers`].
 pub const DEFAULT_WORKERS: usize = 64;
+/// Default [`Budget::links`].
+pub const DEFAULT_LINKS: usize = 64;
 /// Default [`DaemonLimits::pipelines`].
 pub const DEFAULT_PIPELINES: usize = 64;
 /// Default [`DaemonLimits::pool_bytes`]: 2 GiB.
@@ -38,6 +40,9 @@ pub struct Budget {
     pub tasks: usize,
     /// Worker threads (`--max-workers`).
     pub workers: usize,
+    /// Links to other engines that its tasks open (`--max-links`): each `engine-out`, and
+    /// each `call` with `url=`, opens a link session (a connection) with a thread of its own.
+    pub links: usize,
 }
 
 impl Default for Budget {
@@ -47,6 +52,7 @@ impl Default for Budget {
             buffers: DEFAULT_BUFFERS,
             tasks: DEFAULT_TASKS,
             workers: DEFAULT_WORKERS,
+            links: DEFAULT_LINKS,
         }
     }
 }

@@ -370,6 +370,18 @@ pub(crate) fn build(
             task: t.command.clone(),
             message: e.message,
         })?;
+        // Each task that opens a link to another engine has a thread that wakes it, and
+        // registers its waker (`remote::Shared::register`).
+        if host.wakers.len() > budget.links {
+            return Err(PipelineError::OverBudget {
+                line: t.line,
+                col: t.col,
+                message: format!(
+                    "the pipeline's engine-out and call tasks open more than {} links to other engines, its budget (raise it with --max-links)",
+                    budget.links
+                ),
+            });
+        }
         tasks.push(NodeTask {
             name: t.command.clone(),
             line: t.line,

@@ -92,8 +92,9 @@ pub mod tasks;
 mod timer;
 
 pub use budget::{
-    pool_bytes, Budget, DaemonLimits, DEFAULT_BUFFERS, DEFAULT_PIPELINES, DEFAULT_POOL_BYTES,
-    DEFAULT_TASKS, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES, DEFAULT_WORKERS,
+    pool_bytes, Budget, DaemonLimits, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_PIPELINES,
+    DEFAULT_POOL_BYTES, DEFAULT_TASKS, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES,
+    DEFAULT_WORKERS,
 };
 pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};

@@ -100,6 +100,71 @@ fn a_larger_budget_admits_what_the_default_refuses() {
     assert!(e.to_string().contains("--max-workers"), "{e}");
 }
 
+#[test]
+fn links_to_other_engines_past_the_budget_are_refused_before_any_opens() {
+    // Each engine-out and each call with url= opens a link (a connection and a thread) when
+    // it first runs; a pipeline that would open more than its budget is refused at build,
+    // naming the first task over it. Nothing listens at the URL: nothing is reached.
+    let mut r = Registry::with_builtins();
+    offhost_engine::remote::register(
+        &mut r,
+        offhost_engine::remote::Links::own(Default::default()),
+    );
+    let text = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                let task = match i % 2 {
+                    0 => format!("engine-out url=tls:127.0.0.1:9 pipeline=1 name=q{i} <a{i}"),
+                    _ => format!(
+                        "call url=tls:127.0.0.1:9 pipeline=1 name=s <a{i} >b{i}\nnull <b{i}"
+                    ),
+                };
+                format!("fill bytes=1 >a{i}\n{task}\n")
+            })
+            .collect()
+    };
+    let build = |n: usize, links: usize| {
+        Pipeline::parse(&text(n))
+            .unwrap()
+            .build_within(
+                &r,
+                &Files::Ambient,
+                &Budget {
+                    links,
+                    ..Budget::default()
+                },
+            )
+            .map(drop)
+    };
+    build(3, 3).expect("three links within a budget of three");
+    // Own calls open no link, and count for nothing.
+    let own = "host-in name=svc whole=true >q:q(4,64)\nhost-out name=svc whole=true <q\nfill bytes=1 >a:a(1,1)\ncall name=svc <a >b\nnull <b\n";
+    Pipeline::parse(own)
+        .unwrap()
+        .build_within(
+            &r,
+            &Files::Ambient,
+            &Budget {
+                links: 0,
+                ..Budget::default()
+            },
+        )
+        .expect("an own call within a budget of no links");
+    let e = build(3, 2).unwrap_err().to_string();
+    // The third link is the engine-out of line 7 (fill, engine-out; fill, call, null; fill, ...).
+    assert!(
+        e.contains("more than 2 links") && e.contains("--max-links") && e.contains("line 7"),
+        "{e}"
+    );
+    let e = build(65, offhost_engine::DEFAULT_LINKS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("more than 64 links") && e.contains("--max-links"),
+        "{e}"
+    );
+}
+
 fn daemon(limits: DaemonLimits, link: Limits) -> String {
     let mut server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
     server.set_limits(link);
