@@ -24,6 +24,7 @@ use crossbeam_channel::Receiver;
 use crate::buffer::Buffer;
 use crate::host::{HostError, HostInput, HostOutput, HostPorts, LAST};
 use crate::queue::Get;
+use crate::remote_call::put_copy;
 use crate::sched::Waker;
 use crate::service::OUT_OF_STEP;
 use crate::task::{Context, Status, Task, TaskError};
@@ -237,16 +238,12 @@ impl OwnCall {
         let Some(a) = self.answer.take() else {
             return true;
         };
-        let Some(mut b) = cx.alloc(0) else {
-            self.answer = Some(a);
-            return false;
-        };
         // Checked against the output buffers' size when it came.
-        let n = a.len().min(b.remaining());
-        b.unfilled()[..n].copy_from_slice(&a[..n]);
-        b.commit(n);
-        cx.put(0, b.freeze());
-        true
+        if put_copy(cx, &a) {
+            return true;
+        }
+        self.answer = Some(a);
+        false
     }
 }
 

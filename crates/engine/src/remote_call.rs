@@ -401,17 +401,27 @@ impl Call {
             let Some(a) = self.answer.take().or_else(|| self.answers.try_recv().ok()) else {
                 return true;
             };
-            let Some(mut b) = cx.alloc(0) else {
+            // The client thread checked the answer against the output buffers' size.
+            if !put_copy(cx, &a) {
                 self.answer = Some(a);
                 return false;
-            };
-            // The client thread checked the answer against the output buffers' size.
-            let n = a.len().min(b.remaining());
-            b.unfilled()[..n].copy_from_slice(&a[..n]);
-            b.commit(n);
-            cx.put(0, b.freeze());
+            }
         }
     }
+}
+
+/// Copies `answer` into a buffer of output 0 and puts it out; `false` if no buffer is free
+/// (the task is woken when one is). An answer longer than a buffer is cut to it: callers
+/// check it against the buffers' size first.
+pub(crate) fn put_copy(cx: &mut Context<'_>, answer: &[u8]) -> bool {
+    let Some(mut b) = cx.alloc(0) else {
+        return false;
+    };
+    let n = answer.len().min(b.remaining());
+    b.unfilled()[..n].copy_from_slice(&answer[..n]);
+    b.commit(n);
+    cx.put(0, b.freeze());
+    true
 }
 
 impl Task for Call {
