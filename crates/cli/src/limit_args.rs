@@ -74,7 +74,7 @@ pub struct BudgetArgs {
     max_workers: usize,
     /// Links to other engines a pipeline's tasks open (each engine-out, each call with url=).
     #[arg(long, default_value_t = offhost_engine::DEFAULT_LINKS)]
-    max_links: usize,
+    max_task_links: usize,
 }
 
 impl BudgetArgs {
@@ -85,7 +85,7 @@ impl BudgetArgs {
             buffers: self.max_buffers,
             tasks: self.max_tasks,
             workers: self.max_workers,
-            links: self.max_links,
+            links: self.max_task_links,
         }
     }
 }

@@ -97,3 +97,15 @@ fn main() -> anyhow::Result<()> {
         Command::Certs(a) => certs_cmd::run(a),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Clap's own checks of every command's arguments (unique names, valid defaults), which
+    /// otherwise run only when that command is parsed: a flag added to a shared group once
+    /// clashed with one of `offhost engine`'s, and every engine panicked at start.
+    #[test]
+    fn every_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -40,7 +40,7 @@ pub struct Budget {
     pub tasks: usize,
     /// Worker threads (`--max-workers`).
     pub workers: usize,
-    /// Links to other engines that its tasks open (`--max-links`): each `engine-out`, and
+    /// Links to other engines that its tasks open (`--max-task-links`): each `engine-out`, and
     /// each `call` with `url=`, opens a link session (a connection) with a thread of its own.
     pub links: usize,
 }

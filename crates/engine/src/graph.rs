@@ -377,7 +377,7 @@ pub(crate) fn build(
                 line: t.line,
                 col: t.col,
                 message: format!(
-                    "the pipeline's engine-out and call tasks open more than {} links to other engines, its budget (raise it with --max-links)",
+                    "the pipeline's engine-out and call tasks open more than {} links to other engines, its budget (raise it with --max-task-links)",
                     budget.links
                 ),
             });

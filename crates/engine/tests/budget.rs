@@ -153,14 +153,14 @@ fn links_to_other_engines_past_the_budget_are_refused_before_any_opens() {
     let e = build(3, 2).unwrap_err().to_string();
     // The third link is the engine-out of line 7 (fill, engine-out; fill, call, null; fill, ...).
     assert!(
-        e.contains("more than 2 links") && e.contains("--max-links") && e.contains("line 7"),
+        e.contains("more than 2 links") && e.contains("--max-task-links") && e.contains("line 7"),
         "{e}"
     );
     let e = build(65, offhost_engine::DEFAULT_LINKS)
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("more than 64 links") && e.contains("--max-links"),
+        e.contains("more than 64 links") && e.contains("--max-task-links"),
         "{e}"
     );
 }
