@@ -7,7 +7,9 @@
 //! and sends it back whole on the same channel. The first caller's channel takes both host
 //! ports from the pipeline; later callers share them. One call at a time crosses the
 //! pipeline (the ports are held from a request's hand-over to its answer), so a pipeline that
-//! answers each request with one buffer, in order, answers each caller its own. A buffer
+//! answers each request with one buffer, in order, answers each caller its own. Calls take
+//! their turns in the order their requests came; a caller that goes while its call waits for
+//! its turn leaves the line, and the thread that served it ends. A buffer
 //! waiting at its `host-out` before a request goes in, or once an answer is taken, answers
 //! nobody: the service is then stopped (its `host-in` fails with [`OUT_OF_STEP`]) before an
 //! answer reaches the wrong caller. One that comes later than that is taken as the next
@@ -18,8 +20,8 @@
 //! wrong, and a caller that leaves mid-call leaves the others served. The service ends with
 //! its pipeline (`offhost submit --stop ID` stops its `host-in`); callers then are refused.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use offhost_link::{Channel, LinkError};
@@ -35,6 +37,9 @@ pub(crate) struct Service {
     ports: Mutex<(HostInput, HostOutput)>,
     /// The largest request: a buffer of the `host-in`'s free list.
     limit: usize,
+    /// Calls waiting for their turn.
+    line: Mutex<Line>,
+    turn: Condvar,
 }
 
 /// The services of a daemon's pipelines, by pipeline id and channel name, each with what
@@ -113,14 +118,33 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
                 Err(e) => return ch.refuse(&format!("{}: {e}", ch.name())),
             }
         };
-        let answer = match service.call(whole, &|| Ok(())) {
+        // While it waits for its turn, a caller sends nothing: a message then is one too
+        // many, and the end of its stream means it has gone.
+        let mut left = || match ch.try_recv_into(&mut msg) {
+            Err(LinkError::WouldBlock) => None,
+            Ok(false) => Some(Left::Gone),
+            Ok(true) => Some(Left::Wrong(
+                "a request before the answer to the one before (one call at a time)".into(),
+            )),
+            Err(e) => Some(Left::Wrong(e.to_string())),
+        };
+        let answer = match service.call(whole, &mut left) {
             Ok(a) => a,
-            Err(why) => return ch.refuse(&format!("{}: {why}", ch.name())),
+            Err(Left::Gone) => return ch.close(),
+            Err(Left::Wrong(why)) => return ch.refuse(&format!("{}: {why}", ch.name())),
         };
         crate::remote::in_parts(&answer, max - 1, |p| {
             ch.send_parts_timeout(p, Duration::MAX)
         })?;
     }
+}
+
+/// Why a call did not get its answer.
+pub(crate) enum Left {
+    /// Its caller went while it waited for its turn.
+    Gone,
+    /// What went wrong.
+    Wrong(String),
 }
 
 impl Service {
@@ -129,43 +153,91 @@ impl Service {
         Service {
             limit: input.buffer_size(),
             ports: Mutex::new((input, output)),
+            line: Mutex::new(Line::default()),
+            turn: Condvar::new(),
         }
     }
 
     /// Hands `request` (a `LAST` byte and the request, as [`Joiner::request`] joins it) to
-    /// the pipeline and takes its answer, holding the ports meanwhile; while it waits, it
-    /// asks `go_on` every [`WAIT_CHECK`] and gives up with its error. A buffer that waits at
-    /// `host-out` before the request goes, or beside its answer, answers nobody: the
-    /// pipeline's `host-in` then fails with [`OUT_OF_STEP`], as this call does if it has no
-    /// answer yet.
+    /// the pipeline and takes its answer. Calls take turns in the order they come; while one
+    /// waits for its turn it asks `left` every [`WAIT_CHECK`] whether its caller has gone
+    /// (and then leaves the line). Once its request is in, it waits for the answer however
+    /// long it takes, so that the service stays in step (the service ends, or is ended by
+    /// force, to end the wait). A buffer that waits at `host-out` before the request goes,
+    /// or beside its answer, answers nobody: the pipeline's `host-in` then fails with
+    /// [`OUT_OF_STEP`], as this call does if it has no answer yet.
     pub(crate) fn call(
         &self,
         request: Vec<u8>,
-        go_on: &dyn Fn() -> Result<(), String>,
-    ) -> Result<Vec<u8>, String> {
+        left: &mut dyn FnMut() -> Option<Left>,
+    ) -> Result<Vec<u8>, Left> {
+        let _turn = self.wait_turn(left)?;
         let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         let (input, output) = &mut *ports;
-        out_of_step(input, output)?;
+        out_of_step(input, output).map_err(Left::Wrong)?;
         input
-            .send_while(request, &|| go_on().is_ok())
-            .map_err(|e| match go_on() {
-                Err(why) => why,
-                Ok(()) => format!("the service no longer reads: {e}"),
-            })?;
-        let answer = loop {
-            let next = match spin_for(|| output.try_recv()) {
-                Some(r) => Ok(r),
-                None => output.recv_timeout(WAIT_CHECK),
-            };
-            match next {
-                Ok(Some(b)) => break b.to_vec(),
-                Ok(None) => return Err("the service ended without answering".into()),
-                Err(_) => go_on()?,
-            }
+            .send(request)
+            .map_err(|e| Left::Wrong(format!("the service no longer reads: {e}")))?;
+        let answer = match spin_for(|| output.try_recv()) {
+            Some(r) => r,
+            None => output.recv(),
+        };
+        let Some(answer) = answer else {
+            return Err(Left::Wrong("the service ended without answering".into()));
         };
         // This call's answer came first; the next caller is refused.
         let _ = out_of_step(input, output);
-        Ok(answer)
+        Ok(answer.to_vec())
+    }
+
+    /// Takes a place in line and waits for it to come first; `left`'s answer if the caller
+    /// goes meanwhile.
+    fn wait_turn(&self, left: &mut dyn FnMut() -> Option<Left>) -> Result<Turn<'_>, Left> {
+        let mut line = self.lock_line();
+        let me = line.next;
+        line.next += 1;
+        line.waiting.push_back(me);
+        while line.waiting.front() != Some(&me) {
+            line = self
+                .turn
+                .wait_timeout(line, WAIT_CHECK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if line.waiting.front() == Some(&me) {
+                break;
+            }
+            drop(line);
+            let gone = left();
+            line = self.lock_line();
+            if let Some(why) = gone {
+                line.waiting.retain(|t| *t != me);
+                return Err(why);
+            }
+        }
+        Ok(Turn { service: self })
+    }
+
+    fn lock_line(&self) -> std::sync::MutexGuard<'_, Line> {
+        self.line.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The calls waiting for a service, by ticket, the first one's turn now.
+#[derive(Default)]
+struct Line {
+    next: u64,
+    waiting: VecDeque<u64>,
+}
+
+/// A call's turn: the next call's comes when it is dropped.
+struct Turn<'a> {
+    service: &'a Service,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.service.lock_line().waiting.pop_front();
+        self.service.turn.notify_all();
     }
 }
 
@@ -196,7 +268,7 @@ pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
-/// How often a call waiting for its answer asks whether to go on waiting.
+/// How often a call waiting for its turn asks whether its caller has gone.
 const WAIT_CHECK: Duration = Duration::from_millis(50);
 
 /// Why a service whose `host-out` put out more buffers than it was given requests stops
@@ -237,10 +309,10 @@ mod tests {
         let s = services
             .get_or_take(1, "svc", true, move || Ok(taken))
             .unwrap();
-        assert_eq!(
-            s.call(vec![crate::host::LAST, 7, 8], &|| Ok(())),
-            Ok(vec![7, 8])
-        );
+        assert!(matches!(
+            s.call(vec![crate::host::LAST, 7, 8], &mut || None),
+            Ok(a) if a == [7, 8]
+        ));
         // A second caller shares it; nothing more is taken.
         services
             .get_or_take(1, "svc", true, || Err("taken twice".into()))

@@ -373,6 +373,45 @@ fn a_service_that_answers_twice_is_stopped_before_an_answer_goes_astray() {
 }
 
 #[test]
+fn a_caller_that_goes_while_waiting_for_its_turn_is_let_go() {
+    let (url, c) = server_engine();
+    // mu-law keeps the odd byte of a one-byte request: the first call is never answered.
+    let sub = c
+        .submit("host-in name=svc whole=true >q:q(4,64)\nmulaw <q >z:z(2,64)\nhost-out name=svc whole=true <z\n")
+        .unwrap();
+    let s = offhost_link::Session::connect(&url).unwrap();
+    let name = format!("call/{}/svc", sub.id);
+    let open = || {
+        s.open(&name, offhost_link::ChannelOptions::default())
+            .unwrap()
+    };
+    let first = open();
+    first.send(&[offhost_engine::LAST, 1]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // A second caller waits in line behind it, then goes.
+    let second = open();
+    second.send(&[offhost_engine::LAST, 2]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    second.close().unwrap();
+    // The daemon lets it go: its channel ends (before, its thread waited for its turn for as
+    // long as the first call took, here for ever).
+    match second.recv_timeout(Duration::from_secs(10)) {
+        Ok(None) => {}
+        other => panic!("the second caller's channel was kept: {other:?}"),
+    }
+    // The first still waits for its answer; ending the service by force ends it.
+    assert!(matches!(
+        first.recv_timeout(Duration::from_millis(100)),
+        Err(offhost_link::LinkError::Timeout)
+    ));
+    c.abort(sub.id).unwrap();
+    match first.recv_timeout(Duration::from_secs(20)) {
+        Err(e) => assert!(e.to_string().contains("ended without answering"), "{e}"),
+        Ok(m) => panic!("the first caller got {m:?}"),
+    }
+}
+
+#[test]
 fn a_caller_finds_a_service_by_its_name_across_restarts() {
     let (url, c) = server_engine();
     let first = c.submit_as(ECHO, Some("echo")).unwrap();
