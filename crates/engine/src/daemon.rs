@@ -427,23 +427,7 @@ impl Daemon {
                     }
                     return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});
                 }
-                let State::Running(run) =
-                    std::mem::replace(&mut *st, State::Finished(Value::Null, None))
-                else {
-                    unreachable!("matched above")
-                };
-                *st = match run.wait() {
-                    Ok(s) => State::Finished(stats_value(&s), None),
-                    Err(RunError::TaskFailed {
-                        task,
-                        line,
-                        message,
-                        stats,
-                    }) => State::Finished(
-                        stats_value(&stats),
-                        Some(format!("task '{task}' (line {line}) failed: {message}")),
-                    ),
-                };
+                settle(&mut st);
             }
             let State::Finished(stats, err) = &*st else {
                 unreachable!("finished above")
@@ -478,15 +462,7 @@ impl Daemon {
                 let (ins, outs) = (built.host_inputs(), built.host_outputs());
                 // Checked and started under the table's lock: concurrent submits see each other.
                 let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-                let (mut running, mut bytes) = (0usize, 0u64);
-                for e in table.values() {
-                    if let State::Running(r) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
-                        if !r.is_finished() {
-                            running += 1;
-                            bytes = bytes.saturating_add(r.pool_bytes());
-                        }
-                    }
-                }
+                let (running, bytes) = make_room(&table, built.pool_bytes(), limits.pool_bytes);
                 if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
                 {
                     let holds = table.get(&old).is_some_and(|e| {
@@ -576,6 +552,58 @@ impl Daemon {
             }
         }
     }
+}
+
+/// Turns a pipeline that has finished into its result (statistics and error), letting go of
+/// its free lists and of the host outputs nobody took.
+fn settle(st: &mut State) {
+    let State::Running(run) = std::mem::replace(st, State::Finished(Value::Null, None)) else {
+        return;
+    };
+    *st = match run.wait() {
+        Ok(s) => State::Finished(stats_value(&s), None),
+        Err(RunError::TaskFailed {
+            task,
+            line,
+            message,
+            stats,
+        }) => State::Finished(
+            stats_value(&stats),
+            Some(format!("task '{task}' (line {line}) failed: {message}")),
+        ),
+    };
+}
+
+/// The pipelines of `table` that still run, and the free-list bytes that those and the
+/// finished ones nobody has asked about yet hold (a finished pipeline keeps its free lists,
+/// and its untaken outputs, until its status is asked). Such finished pipelines are settled,
+/// oldest first, while `need` more bytes would take the total past `limit`, and while there
+/// are more than [`KEEP_FINISHED`] of them: so a client that submits and never asks cannot
+/// make the daemon hold more than its limit.
+fn make_room(table: &BTreeMap<u64, Arc<Mutex<State>>>, need: u64, limit: u64) -> (usize, u64) {
+    fn lock(e: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+        e.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    let (mut running, mut bytes) = (0usize, 0u64);
+    let mut unsettled = Vec::new();
+    for e in table.values() {
+        if let State::Running(r) = &*lock(e) {
+            bytes = bytes.saturating_add(r.pool_bytes());
+            match r.is_finished() {
+                true => unsettled.push((Arc::clone(e), r.pool_bytes())),
+                false => running += 1,
+            }
+        }
+    }
+    let beyond = unsettled.len().saturating_sub(KEEP_FINISHED);
+    for (i, (e, held)) in unsettled.iter().enumerate() {
+        if i >= beyond && bytes.saturating_add(need) <= limit {
+            break;
+        }
+        settle(&mut lock(e));
+        bytes = bytes.saturating_sub(*held);
+    }
+    (running, bytes)
 }
 
 /// A pipeline accepted by a daemon.

@@ -247,6 +247,51 @@ fn pipelines_past_the_daemons_limits_are_refused_and_others_served() {
 }
 
 #[test]
+fn finished_pipelines_nobody_asked_about_count_against_the_free_list_limit() {
+    // A pipeline's free list is 4 buffers of 1 MiB, and the daemon holds 10 MiB of free
+    // lists at most: two pipelines fit, three do not.
+    let limits = DaemonLimits {
+        pool_bytes: 10 << 20,
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    // It finishes at once, its buffers waiting at an output nobody takes, and nobody asks
+    // its status (before, such a pipeline held its free lists uncounted for ever: a client
+    // submitting these in a loop took the daemon's memory without bound).
+    let text = "fill bytes=4M >a:p(4,1M)\nhost-out name=out <a\n";
+    let a = c.submit(text).unwrap();
+    let b = c.submit(text).unwrap();
+    // A third needs the room of the oldest finished one (it waits while the two still run).
+    let t0 = std::time::Instant::now();
+    loop {
+        match c.submit(text) {
+            Ok(_) => break,
+            Err(DaemonError::Refused(e)) if t0.elapsed() < Duration::from_secs(30) => {
+                assert!(e.contains("--max-total-pool-bytes"), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("the third pipeline was never admitted: {e}"),
+        }
+    }
+    // The oldest let go of its free lists and its untaken output; the next kept both.
+    let out = |id: u64| {
+        c.open_output(id, "out")
+            .unwrap()
+            .recv_timeout(Duration::from_secs(20))
+    };
+    match out(a.id) {
+        Err(e) => assert!(e.to_string().contains("ended"), "{e}"),
+        Ok(m) => panic!(
+            "the oldest finished pipeline kept its output: {:?}",
+            m.map(|m| m.len())
+        ),
+    }
+    assert!(matches!(out(b.id), Ok(Some(m)) if !m.is_empty()));
+    assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
+}
+
+#[test]
 fn a_daemon_out_of_threads_refuses_the_channel_and_serves_the_next_host() {
     // Session threads and channel threads share a budget of 4: one host's session thread and
     // three of its control channels (each waits for requests on its thread); a fourth channel
