@@ -8,8 +8,9 @@
 //! ports from the pipeline; later callers share them. One call at a time crosses the
 //! pipeline (the ports are held from a request's hand-over to its answer), so a pipeline that
 //! answers each request with one buffer, in order, answers each caller its own. Calls take
-//! their turns in the order their requests came; a caller that goes while its call waits for
-//! its turn leaves the line, and the thread that served it ends. A buffer
+//! their turns in the order their requests came; a caller that goes (or ends its stream: a
+//! caller ends it after its last answer, so ending it before abandons the call) while its
+//! call waits for its turn leaves the line, and the thread that served it ends. A buffer
 //! waiting at its `host-out` before a request goes in, or once an answer is taken, answers
 //! nobody: the service is then stopped (its `host-in` fails with [`OUT_OF_STEP`]) before an
 //! answer reaches the wrong caller. One that comes later than that is taken as the next
