@@ -387,7 +387,15 @@ fn a_caller_that_goes_while_waiting_for_its_turn_is_let_go() {
     };
     let first = open();
     first.send(&[offhost_engine::LAST, 1]).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // Its request is in once mu-law has it: the first call holds the service.
+    let t0 = std::time::Instant::now();
+    while c.status(sub.id).unwrap()["stats"]["tasks"][1]["buffers_in"] != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the first request never went in"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // A second caller waits in line behind it, then goes.
     let second = open();
     second.send(&[offhost_engine::LAST, 2]).unwrap();
