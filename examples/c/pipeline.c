@@ -6,8 +6,8 @@
  * Submits the pipeline in FILE.ion to the embedded engine (in this process) or, with
  * --engine, to an engine daemon (`offhost engine --listen URL`), there under NAME with
  * --name (which `offhost submit --status NAME` and other engines' calls then use), writes
- * every buffer of
- * `host-out name=OUTPUT` to OUT_FILE, waits for the end and prints the statistics as JSON.
+ * every buffer of `host-out name=OUTPUT` to OUT_FILE, waits for the end and prints the
+ * statistics as JSON.
  * With OUTPUT `-` it runs the pipeline with offhost_run (host channels closed or discarded).
  *
  * Build: cc -I bindings/c/include examples/c/pipeline.c -L target/debug -loffhost_c -o pipeline

@@ -1,8 +1,9 @@
 //! Budgets: what one pipeline, and one engine daemon, may take.
 //!
 //! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks, its
-//! worker threads and the links to other engines its tasks open. It is checked when the pipeline is built ([`Pipeline::build_within`]),
-//! before anything is allocated, and when it starts. [`DaemonLimits`] bounds an engine daemon:
+//! worker threads and the links to other engines its tasks open. It is checked when the
+//! pipeline is built ([`Pipeline::build_within`]), before anything is allocated, and when
+//! it starts. [`DaemonLimits`] bounds an engine daemon:
 //! the pipelines it runs at once and their free lists together, on top of each pipeline's
 //! budget. Going over refuses that one pipeline with an error that names the limit and the
 //! `offhost` flag that raises it (`offhost run` and `offhost engine` take the flags); the

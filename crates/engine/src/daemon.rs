@@ -588,9 +588,10 @@ fn make_room(table: &BTreeMap<u64, Arc<Mutex<State>>>, need: u64, limit: u64) ->
     let mut unsettled = Vec::new();
     for e in table.values() {
         if let State::Running(r) = &*lock(e) {
-            bytes = bytes.saturating_add(r.pool_bytes());
+            let held = r.pool_bytes();
+            bytes = bytes.saturating_add(held);
             match r.is_finished() {
-                true => unsettled.push((Arc::clone(e), r.pool_bytes())),
+                true => unsettled.push((Arc::clone(e), held)),
                 false => running += 1,
             }
         }

@@ -24,7 +24,7 @@ use crossbeam_channel::Receiver;
 use crate::buffer::Buffer;
 use crate::host::{HostError, HostInput, HostOutput, HostPorts, LAST};
 use crate::queue::Get;
-use crate::remote_call::put_copy;
+use crate::remote_call::{no_answer_within, put_copy};
 use crate::sched::Waker;
 use crate::service::OUT_OF_STEP;
 use crate::task::{Context, Status, Task, TaskError};
@@ -178,9 +178,9 @@ pub(crate) struct OwnCall {
     whom: String,
     /// Where the engine sends the service at start.
     handed: Receiver<Arc<OwnService>>,
-    service: Option<Arc<OwnService>>,
-    /// This task's waker, once it has run.
-    me: Option<Waker>,
+    /// The service and this task's waker, from its first turn until it is done (out of the
+    /// task during a turn, so that the turn clones neither).
+    service: Option<(Arc<OwnService>, Waker)>,
     timeout: Option<Duration>,
     /// A request waiting for its turn.
     request: Option<Buffer>,
@@ -204,7 +204,6 @@ impl OwnCall {
             whom: format!("service {name} of this pipeline"),
             handed,
             service: None,
-            me: None,
             timeout,
             request: None,
             in_flight: None,
@@ -218,19 +217,16 @@ impl OwnCall {
         TaskError::Failed(format!("{}: call {}: {why}", self.whom, self.calls))
     }
 
-    /// The service and this task's waker, taken on the first turn.
-    fn service(&mut self, cx: &Context<'_>) -> Result<(Arc<OwnService>, Waker), TaskError> {
-        if self.service.is_none() {
-            let s = self.handed.try_recv().map_err(|_| {
-                TaskError::Failed(format!("{}: the engine did not hand it over", self.whom))
-            })?;
-            self.service = Some(s);
-            self.me = Some(cx.waker());
+    /// The service and this task's waker: kept ones, or on the first turn the service the
+    /// engine handed over.
+    fn take_service(&mut self, cx: &Context<'_>) -> Result<(Arc<OwnService>, Waker), TaskError> {
+        if let Some(s) = self.service.take() {
+            return Ok(s);
         }
-        match (&self.service, &self.me) {
-            (Some(s), Some(me)) => Ok((Arc::clone(s), me.clone())),
-            _ => Err(TaskError::Failed(format!("{}: no service", self.whom))),
-        }
+        let s = self.handed.try_recv().map_err(|_| {
+            TaskError::Failed(format!("{}: the engine did not hand it over", self.whom))
+        })?;
+        Ok((s, cx.waker()))
     }
 
     /// Copies a waiting answer into a buffer of the output; `false` if none is free.
@@ -249,7 +245,26 @@ impl OwnCall {
 
 impl Task for OwnCall {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        let (service, me) = self.service(cx)?;
+        let (service, me) = self.take_service(cx)?;
+        let r = self.turn(cx, &service, &me);
+        // Once done, the call no longer keeps the service (its last call has ended); until
+        // then, and after a failure (for `Drop` to leave the line), it does.
+        if !matches!(r, Ok(Status::Done)) {
+            self.service = Some((service, me));
+        }
+        r
+    }
+}
+
+impl OwnCall {
+    /// One turn: puts out an answer that came, takes the answer in flight, and hands the
+    /// next request to the service.
+    fn turn(
+        &mut self,
+        cx: &mut Context<'_>,
+        service: &OwnService,
+        me: &Waker,
+    ) -> Result<Status, TaskError> {
         loop {
             if !self.put_answer(cx) {
                 return Ok(Status::Blocked);
@@ -272,12 +287,9 @@ impl Task for OwnCall {
                     None => {
                         if let (Some(d), Some(t)) = (deadline, self.timeout) {
                             if Instant::now() >= d {
-                                return Err(self.failed(format!(
-                                    "no answer within timeout={}",
-                                    t.as_secs_f64()
-                                )));
+                                return Err(self.failed(no_answer_within(t)));
                             }
-                            self.alarm.ring_at(d, &me);
+                            self.alarm.ring_at(d, me);
                         }
                         return Ok(Status::Blocked);
                     }
@@ -291,11 +303,7 @@ impl Task for OwnCall {
                         b
                     }
                     Get::Empty => return Ok(Status::Blocked),
-                    Get::Closed => {
-                        // The last call has ended: this one no longer keeps the service.
-                        self.service = None;
-                        return Ok(Status::Done);
-                    }
+                    Get::Closed => return Ok(Status::Done),
                 },
             };
             if request.len() > service.limit {
@@ -305,7 +313,7 @@ impl Task for OwnCall {
                     service.limit
                 )));
             }
-            if !service.begin(&me, &request).map_err(|e| self.failed(e))? {
+            if !service.begin(me, &request).map_err(|e| self.failed(e))? {
                 self.request = Some(request);
                 return Ok(Status::Blocked);
             }
@@ -317,7 +325,7 @@ impl Task for OwnCall {
 
 impl Drop for OwnCall {
     fn drop(&mut self) {
-        if let (Some(s), Some(me)) = (&self.service, &self.me) {
+        if let Some((s, me)) = &self.service {
             s.leave(me);
         }
     }

@@ -357,9 +357,7 @@ impl Client {
             return Err("the pipeline ended".into());
         }
         match (deadline, self.timeout) {
-            (Some(d), Some(t)) if Instant::now() >= d => {
-                Err(format!("no answer within timeout={}", t.as_secs_f64()))
-            }
+            (Some(d), Some(t)) if Instant::now() >= d => Err(no_answer_within(t)),
             _ => Ok(()),
         }
     }
@@ -408,6 +406,11 @@ impl Call {
             }
         }
     }
+}
+
+/// Why a call failed whose answer did not come within `timeout=t`.
+pub(crate) fn no_answer_within(t: Duration) -> String {
+    format!("no answer within timeout={}", t.as_secs_f64())
 }
 
 /// Copies `answer` into a buffer of output 0 and puts it out; `false` if no buffer is free

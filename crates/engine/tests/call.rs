@@ -453,20 +453,10 @@ fn a_caller_finds_a_service_by_its_name_across_restarts() {
     );
 }
 
-/// Runs `text` in an embedded engine with the caller's registry; how it ended, with the
-/// report of the task on `line`.
+/// Runs `text` in an embedded engine with the caller's registry (`run_bounded`); how it
+/// ended, with the report of the task on `line`.
 fn run_whole(text: &str, line: usize) -> Result<String, String> {
-    let run = Pipeline::parse(text)
-        .unwrap()
-        .start(&caller_registry(), &CONFIG)
-        .map_err(|e| e.to_string())?;
-    let stats = run.wait().map_err(|e| e.to_string())?;
-    Ok(stats
-        .tasks
-        .iter()
-        .find(|t| t.line == line)
-        .and_then(|t| t.report.clone())
-        .unwrap_or_default())
+    run_bounded(text, CONFIG.workers, &[line]).map(|mut r| r.remove(0))
 }
 
 /// A service and its caller in one file: the echo through `count`, called with 3000 bytes

@@ -7,8 +7,8 @@
 //! whose session breaks) is the job's error, naming the engine and what failed there; the
 //! other parts end by themselves as their links to it break, and those still running after
 //! [`GRACE`] are told to stop; those still running [`AFTER_FAILURE`] later are ended by
-//! force, so that no engine keeps a part of a failed job. A part that serves calls from other parts (see
-//! [`Plan::serving`]) is told to stop once every other part has finished.
+//! force, so that no engine keeps a part of a failed job. A part that serves calls from
+//! other parts (see [`Plan::serving`]) is told to stop once every other part has finished.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
