@@ -9,8 +9,11 @@
 //! | `{"op":"submit","text":"...","name":S}` | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
 //! | `{"op":"status","id":N}`                | `{"ok":true,"state":"running","stats":{..}}`        |
 //! | `{"op":"stop","id":N,"force":B}`        | `{"ok":true}`                                       |
-//! | `{"op":"wait","id":N}`                  | as status, once the pipeline has finished           |
+//! | `{"op":"wait","id":N}`                  | as status, once the pipeline has finished (\*)      |
 //! | `{"op":"list"}`                         | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
+//!
+//! (\*) A `wait` whose client leaves (its session ends) gives up and frees its thread; one
+//! that only closes its side of the channel still gets the reply.
 //!
 //! `name` is optional: a pipeline submitted with a name is found by it wherever an id `N`
 //! goes, in requests (as a string) and in channel names (see [`crate::names`]). One running
@@ -254,8 +257,14 @@ impl Daemon {
     /// Answers one message of a `control` channel (a JSON request, see the module's table)
     /// with its JSON reply, as the channel does.
     pub fn answer(&self, msg: &[u8]) -> String {
+        self.answer_while(msg, &|| false)
+    }
+
+    /// As [`answer`](Self::answer), for a client that `gone` says whether it has left: a
+    /// `wait` gives up once it has (nobody would read the reply), and its thread is free.
+    pub fn answer_while(&self, msg: &[u8], gone: &dyn Fn() -> bool) -> String {
         let reply = match serde_json::from_slice::<Request>(msg) {
-            Ok(r) => self.request(r),
+            Ok(r) => self.request(r, gone),
             Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
         };
         reply.to_string()
@@ -295,7 +304,8 @@ impl Daemon {
         let name = ch.name().to_string();
         if name == "control" {
             while let Some(msg) = ch.recv()? {
-                ch.send(self.answer(&msg).as_bytes())?;
+                let reply = self.answer_while(&msg, &|| ch.peer_is_gone());
+                ch.send(reply.as_bytes())?;
             }
             return ch.close();
         }
@@ -410,7 +420,9 @@ impl Daemon {
         }
     }
 
-    fn state_of(&self, id: u64, wait: bool) -> Value {
+    /// The state of pipeline `id`; with `wait`, once it has finished, or an error once
+    /// `wait` says the client has gone.
+    fn state_of(&self, id: u64, wait: Option<&dyn Fn() -> bool>) -> Value {
         let entry = match self.entry(id) {
             Ok(e) => e,
             Err(e) => return json!({"ok": false, "error": e}),
@@ -419,9 +431,12 @@ impl Daemon {
             let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
             if let State::Running(run) = &*st {
                 if !run.is_finished() {
-                    if wait {
+                    if let Some(gone) = wait {
                         // Sleep without the lock so data channels can attach meanwhile.
                         drop(st);
+                        if gone() {
+                            return json!({"ok": false, "error": "the client waiting for this pipeline has gone"});
+                        }
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
                     }
@@ -438,7 +453,7 @@ impl Daemon {
         }
     }
 
-    fn request(&self, r: Request) -> Value {
+    fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> Value {
         match r {
             Request::Submit { text, name } => {
                 if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
@@ -520,8 +535,8 @@ impl Daemon {
                 self.services.sweep();
                 json!({"ok": true, "id": id, "name": name, "host_in": ins, "host_out": outs})
             }
-            Request::Status { id } => self.with_id(&id, |id| self.state_of(id, false)),
-            Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, true)),
+            Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
+            Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
             Request::Stop { id, force } => self.with_id(&id, |id| match self.entry(id) {
                 Ok(e) => {
                     if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -545,7 +560,7 @@ impl Daemon {
                     .collect();
                 let list: Vec<Value> = ids
                     .into_iter()
-                    .map(|id| self.state_of(id, false))
+                    .map(|id| self.state_of(id, None))
                     .map(|v| json!({"id": v["id"], "name": v["name"], "state": v["state"]}))
                     .collect();
                 json!({"ok": true, "pipelines": list})

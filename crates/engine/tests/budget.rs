@@ -336,3 +336,73 @@ fn a_daemon_out_of_threads_refuses_the_channel_and_serves_the_next_host() {
         }
     }
 }
+
+#[test]
+fn a_wait_whose_client_has_gone_frees_its_thread() {
+    // A budget of 2 threads: one session's thread and one control channel's. The first host
+    // submits a pipeline that runs until its input closes (nobody opens it), asks to wait for
+    // it, and goes. Its wait must give its thread back: before, it held it until the pipeline
+    // ended, so no other host was served.
+    let link = Limits {
+        max_threads: 2,
+        ..Limits::default()
+    };
+    let url = daemon(DaemonLimits::default(), link);
+    let s = Session::connect(&url).unwrap();
+    let c = s.open("control", ChannelOptions::default()).unwrap();
+    c.send(format!(r#"{{"op":"submit","text":{WAITS:?}}}"#).as_bytes())
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&c.recv().unwrap().unwrap()).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let id = v["id"].as_u64().unwrap();
+    c.send(format!(r#"{{"op":"wait","id":{id}}}"#).as_bytes())
+        .unwrap();
+    // The wait holds the thread while its host is there.
+    assert!(matches!(
+        c.recv_timeout(Duration::from_millis(300)),
+        Err(offhost_link::LinkError::Timeout)
+    ));
+    drop(c);
+    drop(s);
+    let t0 = std::time::Instant::now();
+    let other = loop {
+        match Client::connect(&url).and_then(|c| c.status(id).map(|v| (c, v))) {
+            Ok((c, v)) => {
+                assert_eq!(v["state"], "running", "{v}");
+                break c;
+            }
+            Err(e) => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the gone host's wait still holds its thread: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    other.abort(id).unwrap();
+}
+
+#[test]
+fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
+    let url = daemon(DaemonLimits::default(), Limits::default());
+    let s = Session::connect(&url).unwrap();
+    let c = s.open("control", ChannelOptions::default()).unwrap();
+    c.send(format!(r#"{{"op":"submit","text":{WAITS:?}}}"#).as_bytes())
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&c.recv().unwrap().unwrap()).unwrap();
+    let id = v["id"].as_u64().expect("an id");
+    c.send(format!(r#"{{"op":"wait","id":{id}}}"#).as_bytes())
+        .unwrap();
+    c.close().unwrap();
+    // The session carries frames in order: the daemon has read the close before the input
+    // opens, so the pipeline ends after its wait has seen the close.
+    let input = s
+        .open(&format!("in/{id}/in"), ChannelOptions::default())
+        .unwrap();
+    input.send(b"x").unwrap();
+    input.close().unwrap();
+    let reply = c.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+    assert_eq!(v["state"], "finished", "{v}");
+}

@@ -348,6 +348,16 @@ impl Channel {
         r
     }
 
+    /// Whether nobody can receive on this channel's other side any more: its session ended
+    /// (the peer said goodbye, its connection closed or failed, or this side closed the
+    /// session), as far as this side's readers have seen. A peer that only ended its
+    /// sending direction ([`close`](Self::close)) is not gone: it may still be waiting for
+    /// an answer. Takes the session's lock; reads nothing itself.
+    pub fn peer_is_gone(&self) -> bool {
+        let st = self.handle.driver.lock();
+        st.dead.is_some() || st.shutdown || st.conn.peer_closed()
+    }
+
     /// A [`std::io::Read`] over the messages of this channel.
     pub fn reader(&self) -> crate::io::ChannelReader<'_> {
         crate::io::ChannelReader::new(self)
