@@ -98,7 +98,8 @@ pub struct DaemonLimitArgs {
     /// Pipelines running at once.
     #[arg(long, default_value_t = offhost_engine::DEFAULT_PIPELINES)]
     max_pipelines: usize,
-    /// Bytes of the free lists of all running pipelines together.
+    /// Bytes of the free lists of all running pipelines together, and of ended ones still
+    /// held (not asked about yet, or with outputs a host has not read).
     #[arg(long, default_value = "2G", value_parser = size)]
     max_total_pool_bytes: u64,
     /// Bytes of one pipeline text a host submits.

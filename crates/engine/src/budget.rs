@@ -65,7 +65,8 @@ pub struct DaemonLimits {
     pub pipeline: Budget,
     /// Pipelines running at once (`--max-pipelines`).
     pub pipelines: usize,
-    /// Bytes of the free lists of all running pipelines together
+    /// Bytes of the free lists of all running pipelines together, with those of ended
+    /// pipelines that are still held (unasked, or with outputs a host has not read yet)
     /// (`--max-total-pool-bytes`).
     pub pool_bytes: u64,
     /// Bytes of one pipeline text a host submits (`--max-text-bytes`).

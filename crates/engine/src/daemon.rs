@@ -148,6 +148,10 @@ pub struct Daemon {
     names: Names,
     /// Pipelines serving calls (`call/ID/NAME` channels).
     services: crate::service::Services,
+    /// The free lists of settled pipelines that something still holds (a channel thread
+    /// sending their outputs to a host that does not read): they count against
+    /// `--max-total-pool-bytes` until let go. Locked after a pipeline's entry, never before.
+    lingering: Mutex<Vec<crate::PoolsHeld>>,
 }
 
 fn stats_value(s: &crate::Stats) -> Value {
@@ -192,6 +196,7 @@ impl Daemon {
             pipelines: Mutex::new(BTreeMap::new()),
             services: Default::default(),
             names: Names::default(),
+            lingering: Mutex::new(Vec::new()),
         })
     }
 
@@ -288,6 +293,15 @@ impl Daemon {
         match self.resolve(r) {
             Ok(id) => f(id),
             Err(e) => json!({"ok": false, "error": e}),
+        }
+    }
+
+    /// Counts what a settled pipeline's free lists still hold (nothing, mostly).
+    fn keep_held(&self, held: crate::PoolsHeld) {
+        let mut lingering = self.lingering.lock().unwrap_or_else(|e| e.into_inner());
+        lingering.retain(|h| h.bytes() > 0);
+        if held.bytes() > 0 {
+            lingering.push(held);
         }
     }
 
@@ -442,7 +456,7 @@ impl Daemon {
                     }
                     return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});
                 }
-                settle(&mut st);
+                self.keep_held(settle(&mut st));
             }
             let State::Finished(stats, err) = &*st else {
                 unreachable!("finished above")
@@ -477,7 +491,15 @@ impl Daemon {
                 let (ins, outs) = (built.host_inputs(), built.host_outputs());
                 // Checked and started under the table's lock: concurrent submits see each other.
                 let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-                let (running, bytes) = make_room(&table, built.pool_bytes(), limits.pool_bytes);
+                let mut lingering = self.lingering.lock().unwrap_or_else(|e| e.into_inner());
+                let (running, bytes) = make_room(
+                    &table,
+                    &mut lingering,
+                    built.pool_bytes(),
+                    limits.pool_bytes,
+                );
+                let held: u64 = lingering.iter().map(crate::PoolsHeld::bytes).sum();
+                drop(lingering);
                 if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
                 {
                     let holds = table.get(&old).is_some_and(|e| {
@@ -497,8 +519,12 @@ impl Daemon {
                 }
                 let total = bytes.saturating_add(built.pool_bytes());
                 if total > limits.pool_bytes {
+                    let ended = match held {
+                        0 => String::new(),
+                        n => format!(" ({n} bytes of it held by ended pipelines whose outputs their hosts have not read yet)"),
+                    };
                     let e = format!(
-                        "free lists of {} bytes would bring the engine's running pipelines to {total}, over its limit of {} (raise it with --max-total-pool-bytes)",
+                        "free lists of {} bytes would bring the engine's pipelines to {total}{ended}, over its limit of {} (raise it with --max-total-pool-bytes)",
                         built.pool_bytes(),
                         limits.pool_bytes
                     );
@@ -571,10 +597,14 @@ impl Daemon {
 
 /// Turns a pipeline that has finished into its result (statistics and error), letting go of
 /// its free lists and of the host outputs nobody took.
-fn settle(st: &mut State) {
+/// Settles a finished pipeline: waits for its workers and keeps its statistics and error
+/// in place of it. Returns a handle on the memory of its free lists, which may outlive it
+/// (see [`crate::PoolsHeld`]).
+fn settle(st: &mut State) -> crate::PoolsHeld {
     let State::Running(run) = std::mem::replace(st, State::Finished(Value::Null, None)) else {
-        return;
+        return crate::PoolsHeld::none();
     };
+    let held = run.pools_held();
     *st = match run.wait() {
         Ok(s) => State::Finished(stats_value(&s), None),
         Err(RunError::TaskFailed {
@@ -587,19 +617,28 @@ fn settle(st: &mut State) {
             Some(format!("task '{task}' (line {line}) failed: {message}")),
         ),
     };
+    held
 }
 
-/// The pipelines of `table` that still run, and the free-list bytes that those and the
-/// finished ones nobody has asked about yet hold (a finished pipeline keeps its free lists,
-/// and its untaken outputs, until its status is asked). Such finished pipelines are settled,
-/// oldest first, while `need` more bytes would take the total past `limit`, and while there
-/// are more than [`KEEP_FINISHED`] of them: so a client that submits and never asks cannot
-/// make the daemon hold more than its limit.
-fn make_room(table: &BTreeMap<u64, Arc<Mutex<State>>>, need: u64, limit: u64) -> (usize, u64) {
+/// The pipelines of `table` that still run, and the free-list bytes that those, the
+/// finished ones nobody has asked about yet (a finished pipeline keeps its free lists, and
+/// its untaken outputs, until its status is asked) and the settled ones still held
+/// (`lingering`, see [`crate::PoolsHeld`]) hold. Finished pipelines are settled, oldest
+/// first, while `need` more bytes would take the total past `limit`, and while there are
+/// more than [`KEEP_FINISHED`] of them: so a client that submits and never asks, or never
+/// reads, cannot make the daemon hold more than its limit.
+fn make_room(
+    table: &BTreeMap<u64, Arc<Mutex<State>>>,
+    lingering: &mut Vec<crate::PoolsHeld>,
+    need: u64,
+    limit: u64,
+) -> (usize, u64) {
     fn lock(e: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
         e.lock().unwrap_or_else(|e| e.into_inner())
     }
-    let (mut running, mut bytes) = (0usize, 0u64);
+    lingering.retain(|h| h.bytes() > 0);
+    let mut bytes: u64 = lingering.iter().map(crate::PoolsHeld::bytes).sum();
+    let mut running = 0usize;
     let mut unsettled = Vec::new();
     for e in table.values() {
         if let State::Running(r) = &*lock(e) {
@@ -616,8 +655,11 @@ fn make_room(table: &BTreeMap<u64, Arc<Mutex<State>>>, need: u64, limit: u64) ->
         if i >= beyond && bytes.saturating_add(need) <= limit {
             break;
         }
-        settle(&mut lock(e));
-        bytes = bytes.saturating_sub(*held);
+        let left = settle(&mut lock(e));
+        bytes = bytes.saturating_sub(*held).saturating_add(left.bytes());
+        if left.bytes() > 0 {
+            lingering.push(left);
+        }
     }
     (running, bytes)
 }

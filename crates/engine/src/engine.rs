@@ -428,6 +428,12 @@ impl Running {
             .fold(0, u64::saturating_add)
     }
 
+    /// A handle on the memory of this pipeline's free lists that does not keep it, to see
+    /// what its buffers still hold once it has ended (see [`crate::PoolsHeld`]).
+    pub fn pools_held(&self) -> crate::PoolsHeld {
+        crate::PoolsHeld::new(self.pools.iter().map(Pool::held).collect())
+    }
+
     /// Worker threads running this pipeline (see [`Built::try_start`] for how many).
     pub fn workers(&self) -> usize {
         self.workers.len()

@@ -101,7 +101,7 @@ pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, 
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{
-    release_together, Pool, PoolConfig, PoolSizeError, PoolStats, DEFAULT_HEADROOM,
+    release_together, Pool, PoolConfig, PoolSizeError, PoolStats, PoolsHeld, DEFAULT_HEADROOM,
     DEFAULT_TAILROOM,
 };
 pub use queue::{Get, GetHook, PutHook, QueueStats};

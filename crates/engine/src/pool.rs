@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde::{Deserialize, Serialize};
 
@@ -240,6 +240,45 @@ pub struct Pool {
     config: Arc<PoolConfig>,
 }
 
+/// The memory of an ended pipeline's free lists, for as long as something still holds it.
+///
+/// A pool's storage (its free list and every buffer out of it) is let go with its last
+/// buffer, not when its pipeline ends: a buffer that a daemon's channel thread is still
+/// sending to a host that does not read keeps its whole pool. This does not keep it.
+#[derive(Default)]
+pub struct PoolsHeld {
+    pools: Vec<(Weak<PoolShared>, u64)>,
+}
+
+impl PoolsHeld {
+    /// Holds nothing (what a pipeline that was already settled leaves).
+    pub fn none() -> PoolsHeld {
+        PoolsHeld::default()
+    }
+
+    pub(crate) fn new(pools: Vec<(Weak<PoolShared>, u64)>) -> PoolsHeld {
+        PoolsHeld { pools }
+    }
+
+    /// The bytes of the pools that something still holds, now.
+    pub fn bytes(&self) -> u64 {
+        self.pools
+            .iter()
+            .filter(|(p, _)| p.strong_count() > 0)
+            .map(|(_, b)| *b)
+            .fold(0, u64::saturating_add)
+    }
+}
+
+impl fmt::Debug for PoolsHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolsHeld")
+            .field("pools", &self.pools.len())
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
 /// A snapshot of a pool's counters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolStats {
@@ -319,6 +358,12 @@ impl Pool {
             }),
             config: Arc::new(config),
         })
+    }
+
+    /// A handle on this pool's memory that does not keep it: see [`PoolsHeld`].
+    pub(crate) fn held(&self) -> (Weak<PoolShared>, u64) {
+        let bytes = crate::budget::pool_bytes(&self.config).unwrap_or(u64::MAX);
+        (Arc::downgrade(&self.shared), bytes)
     }
 
     /// The pool's shape.

@@ -406,3 +406,51 @@ fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
     let v: serde_json::Value = serde_json::from_slice(&reply).unwrap();
     assert_eq!(v["state"], "finished", "{v}");
 }
+
+#[test]
+fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
+    // The daemon holds 10 MiB of free lists at most; a pipeline's is 8 buffers of 1 MiB.
+    let limits = DaemonLimits {
+        pool_bytes: 10 << 20,
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    let text = "fill bytes=8M >a:p(8,1M)\nhost-out name=out <a\n";
+    let a = c.submit(text).unwrap();
+    // A host takes the output and never reads it: the daemon's thread for the channel
+    // holds the buffers that its window leaves unsent, after the pipeline has ended.
+    let host = Session::connect(&url).unwrap();
+    let unread = host
+        .open(&format!("out/{}/out", a.id), ChannelOptions::default())
+        .unwrap();
+    // Its first message shows the daemon's thread has taken the output.
+    let first = unread.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(first.is_some_and(|m| !m.is_empty()));
+    // Ended, and settled (the status of a finished pipeline lets go of what it holds).
+    assert_eq!(c.wait(a.id).unwrap()["state"], "finished");
+    // Its free list is still there, so a second does not fit. Before, it was let go of
+    // from the count at the status, and each pipeline like it took 8 MiB past the limit.
+    let e = refusal(c.submit(text));
+    assert!(
+        e.contains("--max-total-pool-bytes") && e.contains("held by ended pipelines"),
+        "{e}"
+    );
+    // The host goes: the thread ends and lets the buffers go, and the next one fits.
+    drop(unread);
+    drop(host);
+    let t0 = std::time::Instant::now();
+    loop {
+        match c.submit(text) {
+            Ok(b) => {
+                assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
+                break;
+            }
+            Err(DaemonError::Refused(e)) if t0.elapsed() < Duration::from_secs(30) => {
+                assert!(e.contains("--max-total-pool-bytes"), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("the free list was never let go: {e}"),
+        }
+    }
+}
