@@ -219,10 +219,10 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// Show pipeline ID's state and statistics (ID: its id, or the name it was submitted with).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = PipelineRef::parse)]
     status: Option<PipelineRef>,
     /// Stop pipeline ID's sources (ID: its id, or the name it was submitted with).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = PipelineRef::parse)]
     stop: Option<PipelineRef>,
     /// With --stop: end every task of the pipeline now, for one that a stop does not end (a
     /// task waiting for an answer that never comes); the pipeline fails "ended by force".

@@ -623,6 +623,14 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
         "{}",
         text(&o.stderr)
     );
+    // By its id too (clap once read "7" as a name, which no pipeline can hold).
+    let o = submit(1, &serve, &["--status", &id.to_string()]);
+    assert_eq!(
+        text(&o.stdout).lines().next(),
+        Some(format!("pipeline {id} (svc) running").as_str()),
+        "{}",
+        text(&o.stderr)
+    );
     let o = submit(0, &caller(300_000, "svc"), &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let here = work.path().join("here.ion");

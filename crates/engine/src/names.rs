@@ -101,9 +101,15 @@ impl From<u64> for PipelineRef {
     }
 }
 
+/// Digits are an id, anything else a name (unchecked: [`PipelineRef::parse`] checks it), as
+/// [`PipelineRef::parse`] reads them: so `"7".into()` is pipeline 7, never a name "7" that
+/// no pipeline can hold (clap, which prefers `From<&str>` to `FromStr`, relies on it).
 impl From<&str> for PipelineRef {
-    fn from(name: &str) -> Self {
-        PipelineRef::Name(name.to_string())
+    fn from(s: &str) -> Self {
+        match s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse()) {
+            Some(Ok(id)) => PipelineRef::Id(id),
+            _ => PipelineRef::Name(s.to_string()),
+        }
     }
 }
 
@@ -185,6 +191,9 @@ mod tests {
         assert_eq!(r, PipelineRef::Id(7));
         let r: PipelineRef = serde_json::from_str("\"svc\"").unwrap();
         assert_eq!(r.to_string(), "svc");
+        // From a &str as parse reads it: digits are an id.
+        assert_eq!(PipelineRef::from("7"), PipelineRef::Id(7));
+        assert_eq!(PipelineRef::from("svc"), PipelineRef::Name("svc".into()));
     }
 
     #[test]
