@@ -72,12 +72,24 @@ fn registry() -> offhost_engine::Registry {
     r
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as one line, with its causes after it, and exits
+/// with status 1. Not as `main`'s `Result`, which prints a stack backtrace with every error
+/// once `RUST_BACKTRACE` is set, as it often is on a Rust developer's machine.
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
