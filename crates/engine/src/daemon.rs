@@ -133,6 +133,13 @@ enum State {
     Finished(Value, Option<String>),
 }
 
+/// How often a `wait` looks whether its pipeline has finished (and its host is still there).
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// How often a thread sending a pipeline's output to a host looks whether the host is still
+/// there, while the pipeline sends nothing.
+const GONE_CHECK: Duration = Duration::from_millis(100);
+
 /// Finished pipelines whose results the daemon keeps for `status` and `wait`.
 pub const KEEP_FINISHED: usize = 256;
 
@@ -418,7 +425,16 @@ impl Daemon {
             };
             drop(st);
             let max = ch.options().max_message.max(2) as usize;
-            while let Some(buf) = output.recv() {
+            // While the pipeline sends nothing, the thread looks whether its host is still
+            // there: one that has gone lets go of the output (its branch ends) and the thread.
+            let next = || loop {
+                match output.recv_timeout(GONE_CHECK) {
+                    Ok(b) => return Ok(b),
+                    Err(_) if ch.peer_is_gone() => return Err(LinkError::PeerGone),
+                    Err(_) => {}
+                }
+            };
+            while let Some(buf) = next()? {
                 // On error the output drops: the branch ends.
                 if output.whole() {
                     crate::remote::in_parts(&buf, max - 1, |p| {
@@ -451,7 +467,7 @@ impl Daemon {
                         if gone() {
                             return json!({"ok": false, "error": "the client waiting for this pipeline has gone"});
                         }
-                        std::thread::sleep(Duration::from_millis(20));
+                        std::thread::sleep(WAIT_POLL);
                         continue;
                     }
                     return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});

@@ -454,3 +454,47 @@ fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
         }
     }
 }
+
+#[test]
+fn an_output_whose_host_has_gone_frees_its_thread_while_the_pipeline_sends_nothing() {
+    // A budget of 4 threads: the submitting client's session and control channel, and a
+    // host's session and the output channel it opens. The pipeline sends nothing (it waits
+    // for an input nobody opens). Before, the output's thread waited for its next buffer for
+    // as long as that took, after its host had gone, and no other host was served.
+    let link = Limits {
+        max_threads: 4,
+        ..Limits::default()
+    };
+    let url = daemon(DaemonLimits::default(), link);
+    let c = Client::connect(&url).unwrap();
+    let a = c
+        .submit("host-in name=in >a:p(2,64)\nhost-out name=out <a\n")
+        .unwrap();
+    let host = Session::connect(&url).unwrap();
+    let out = host
+        .open(&format!("out/{}/out", a.id), ChannelOptions::default())
+        .unwrap();
+    assert!(matches!(
+        out.recv_timeout(Duration::from_millis(300)),
+        Err(offhost_link::LinkError::Timeout)
+    ));
+    drop(out);
+    drop(host);
+    let t0 = std::time::Instant::now();
+    loop {
+        match Client::connect(&url).and_then(|o| o.list()) {
+            Ok(v) => {
+                assert_eq!(v["ok"], true, "{v}");
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the gone host's output still holds its thread: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    c.abort(a.id).unwrap();
+}
