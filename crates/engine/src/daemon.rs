@@ -507,6 +507,9 @@ impl Daemon {
                 let (ins, outs) = (built.host_inputs(), built.host_outputs());
                 // Checked and started under the table's lock: concurrent submits see each other.
                 let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+                // Services of ended pipelines let go of their ports (and the buffers there),
+                // before what ended pipelines still hold is counted.
+                self.services.sweep();
                 let mut lingering = self.lingering.lock().unwrap_or_else(|e| e.into_inner());
                 let (running, bytes) = make_room(
                     &table,
@@ -537,7 +540,7 @@ impl Daemon {
                 if total > limits.pool_bytes {
                     let ended = match held {
                         0 => String::new(),
-                        n => format!(" ({n} bytes of it held by ended pipelines whose outputs their hosts have not read yet)"),
+                        n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
                     };
                     let e = format!(
                         "free lists of {} bytes would bring the engine's pipelines to {total}{ended}, over its limit of {} (raise it with --max-total-pool-bytes)",
@@ -573,8 +576,6 @@ impl Daemon {
                     self.names.set(n, id);
                 }
                 self.names.retain(|id| table.contains_key(&id));
-                // Services of ended pipelines let go of their ports.
-                self.services.sweep();
                 json!({"ok": true, "id": id, "name": name, "host_in": ins, "host_out": outs})
             }
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),

@@ -498,3 +498,36 @@ fn an_output_whose_host_has_gone_frees_its_thread_while_the_pipeline_sends_nothi
     }
     c.abort(a.id).unwrap();
 }
+
+#[test]
+fn a_service_that_has_ended_leaves_nothing_counted_against_the_free_list_limit() {
+    // The daemon holds 10 MiB of free lists at most; the service's and the next pipeline's
+    // are 8 buffers of 1 MiB each: the next fits only once nothing holds the service's.
+    let limits = DaemonLimits {
+        pool_bytes: 10 << 20,
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    let svc = c
+        .submit("host-in name=svc whole=true >a:a(8,1M)\ncrc32c <a >b\nhost-out name=svc whole=true <b\n")
+        .unwrap();
+    let s = Session::connect(&url).unwrap();
+    let call = s
+        .open(&format!("call/{}/svc", svc.id), ChannelOptions::default())
+        .unwrap();
+    call.send(&[offhost_engine::LAST, 1, 2, 3]).unwrap();
+    let answer = call.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        answer.as_deref(),
+        Some(&[offhost_engine::LAST, 1, 2, 3][..])
+    );
+    call.close().unwrap();
+    assert_eq!(call.recv_timeout(Duration::from_secs(20)).unwrap(), None);
+    c.stop(svc.id).unwrap();
+    assert_eq!(c.wait(svc.id).unwrap()["state"], "finished");
+    let next = c
+        .submit("fill bytes=8M >a:p(8,1M)\nnull <a\n")
+        .expect("the ended service's free lists are let go");
+    assert_eq!(c.wait(next.id).unwrap()["state"], "finished");
+}
