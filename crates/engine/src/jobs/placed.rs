@@ -3,9 +3,11 @@
 //!
 //! The parts are submitted sinks first (each part names the pipeline ids of the parts it
 //! sends to); a part that is refused stops the parts already running. Then every part is
-//! waited for on a session of its own. The first failure (a part that fails, or an engine
-//! whose session breaks) is the job's error, naming the engine and what failed there; the
-//! other parts end by themselves as their links to it break, and those still running after
+//! waited for on a session of its own. The job's error is the first engine whose session
+//! broke (it died, or was stopped), or else the first part that failed, naming the engine
+//! and what failed there: an engine that dies makes the parts it linked to fail too, and
+//! those may be heard of first, naming only their own broken links. The other parts end
+//! by themselves as their links to it break, and those still running after
 //! [`GRACE`] are told to stop; those still running [`AFTER_FAILURE`] later are ended by
 //! force, so that no engine keeps a part of a failed job. A part that serves calls from
 //! other parts (see [`Plan::serving`]) is told to stop once every other part has finished.
@@ -210,7 +212,8 @@ pub fn run(
     ))
 }
 
-/// Waits for every part; returns their final states and the first failure.
+/// Waits for every part; returns their final states and the job's failure: the first engine
+/// lost, or else the first part that failed.
 fn wait_all(
     parts: &[Part],
     plan: &Plan,
@@ -228,6 +231,7 @@ fn wait_all(
     drop(tx);
     let mut states: HashMap<String, Value> = HashMap::new();
     let mut failure: Option<String> = None;
+    let mut lost: Option<String> = None;
     // After a failure: when to tell the others to stop, and when to give up on them.
     let (mut stop_at, mut give_up): (Option<Instant>, Option<Instant>) = (None, None);
     let serves = |p: &Part| plan.serving().contains_key(&p.part);
@@ -271,6 +275,9 @@ fn wait_all(
                 "engine {engine} ({url}) is gone ({e}) while running {}",
                 plan.tasks_on(&parts[i].part)
             );
+            if lost.is_none() {
+                lost = Some(e.clone());
+            }
             json!({"state": "lost", "error": e})
         });
         if failure.is_none() {
@@ -286,7 +293,7 @@ fn wait_all(
         }
         states.insert(parts[i].part.clone(), v);
     }
-    (states, failure)
+    (states, lost.or(failure))
 }
 
 /// Bridges the user's host channels of every part (not the ones between engines) to files.
