@@ -133,7 +133,8 @@ enum State {
     Finished(Value, Option<String>),
 }
 
-/// How often a `wait` looks whether its pipeline has finished (and its host is still there).
+/// How often a `wait` looks whether its host is still there, while it waits for its pipeline
+/// to finish (which it hears of at once).
 const WAIT_POLL: Duration = Duration::from_millis(20);
 
 /// How often a thread sending a pipeline's output to a host looks whether the host is still
@@ -462,12 +463,14 @@ impl Daemon {
             if let State::Running(run) = &*st {
                 if !run.is_finished() {
                     if let Some(gone) = wait {
-                        // Sleep without the lock so data channels can attach meanwhile.
+                        // Wait without the lock so data channels can attach meanwhile, and
+                        // answer as soon as the pipeline has finished.
+                        let finished = run.stopper();
                         drop(st);
                         if gone() {
                             return json!({"ok": false, "error": "the client waiting for this pipeline has gone"});
                         }
-                        std::thread::sleep(WAIT_POLL);
+                        finished.wait_timeout(WAIT_POLL);
                         continue;
                     }
                     return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});

@@ -360,6 +360,12 @@ impl Stopper {
     pub fn is_finished(&self) -> bool {
         self.shared.is_finished()
     }
+
+    /// Waits at most `timeout` for every task to finish, as [`Running::wait_timeout`]
+    /// (returning as soon as they have): true if they have.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        self.shared.wait_finished(Some(timeout))
+    }
 }
 
 /// A running pipeline.
