@@ -203,7 +203,10 @@ pub(crate) fn accept(
             return Err(e);
         }
     };
-    let runner = Runner::start(inner, name.clone(), lane, instance, session, control);
+    // Served only once it is the lane's: a host that hears from this peer may answer it at
+    // once, by its name (before, a message could reach a host while the lane was not there
+    // yet, and the host's answer failed "no peer named ...").
+    let runner = Runner::new(inner, name.clone(), lane, instance, session, control);
     let lane_obj = {
         let mut lanes = inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
         let key = (name.clone(), lane);
@@ -239,8 +242,12 @@ pub(crate) fn accept(
     match lane_obj {
         Ok(Some(l)) => {
             l.attach(&runner);
+            runner.run();
         }
-        Ok(None) => tracing::debug!("peer {name}: its session only brings messages here"),
+        Ok(None) => {
+            tracing::debug!("peer {name}: its session only brings messages here");
+            runner.run();
+        }
         Err(()) => runner.kill("closing"),
     }
     tracing::info!("peer {name} linked to us ({} lane)", lane.name());
@@ -248,6 +255,7 @@ pub(crate) fn accept(
 }
 
 impl Runner {
+    /// A runner for `session`, serving it at once (see [`Runner::new`] and [`Runner::run`]).
     fn start(
         inner: &Arc<Inner>,
         peer: String,
@@ -256,7 +264,22 @@ impl Runner {
         session: Session,
         control: Channel,
     ) -> Arc<Runner> {
-        let r = Arc::new(Runner {
+        let r = Runner::new(inner, peer, lane, remote_instance, session, control);
+        r.run();
+        r
+    }
+
+    /// A runner for `session` that does not serve it yet: nothing it brings reaches a host
+    /// before [`Runner::run`].
+    fn new(
+        inner: &Arc<Inner>,
+        peer: String,
+        lane: Lane,
+        remote_instance: u64,
+        session: Session,
+        control: Channel,
+    ) -> Arc<Runner> {
+        Arc::new(Runner {
             id: inner.next_runner.fetch_add(1, Ordering::Relaxed),
             peer,
             lane,
@@ -272,7 +295,12 @@ impl Runner {
             opened: Mutex::new(HashMap::new()),
             incoming: AtomicUsize::new(0),
             inner: Arc::downgrade(inner),
-        });
+        })
+    }
+
+    /// Starts serving the session: its control channel and the channels the peer opens.
+    fn run(self: &Arc<Self>) {
+        let r = self;
         for (what, f) in [
             ("control", Runner::control_loop as fn(Arc<Runner>)),
             ("accept", Runner::accept_loop),
@@ -285,7 +313,6 @@ impl Runner {
                 r.kill(&format!("cannot start a thread: {e}"));
             }
         }
-        r
     }
 
     pub(crate) fn is_dead(&self) -> bool {
