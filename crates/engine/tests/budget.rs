@@ -322,15 +322,21 @@ fn a_daemon_out_of_threads_refuses_the_channel_and_serves_the_next_host() {
     drop(held);
     drop(s);
     // The daemon lives on: a new host is served once threads are back.
+    served_within(&url, Duration::from_secs(30), "never served");
+}
+
+/// A new host's client, once the daemon at `url` serves one (a session and a control
+/// channel, each a thread) within `within`; else the test fails saying `what`.
+fn served_within(url: &str, within: Duration, what: &str) -> Client {
     let t0 = std::time::Instant::now();
     loop {
-        match Client::connect(&url).and_then(|c| c.list()) {
-            Ok(v) => {
-                assert_eq!(v["ok"], true);
-                break;
+        match Client::connect(url).and_then(|c| c.list().map(|v| (c, v))) {
+            Ok((c, v)) => {
+                assert_eq!(v["ok"], true, "{v}");
+                return c;
             }
             Err(e) => {
-                assert!(t0.elapsed() < Duration::from_secs(30), "never served: {e}");
+                assert!(t0.elapsed() < within, "{what}: {e}");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -364,22 +370,12 @@ fn a_wait_whose_client_has_gone_frees_its_thread() {
     ));
     drop(c);
     drop(s);
-    let t0 = std::time::Instant::now();
-    let other = loop {
-        match Client::connect(&url).and_then(|c| c.status(id).map(|v| (c, v))) {
-            Ok((c, v)) => {
-                assert_eq!(v["state"], "running", "{v}");
-                break c;
-            }
-            Err(e) => {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "the gone host's wait still holds its thread: {e}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    };
+    let other = served_within(
+        &url,
+        Duration::from_secs(10),
+        "the gone host's wait still holds its thread",
+    );
+    assert_eq!(other.status(id).unwrap()["state"], "running");
     other.abort(id).unwrap();
 }
 
@@ -480,22 +476,11 @@ fn an_output_whose_host_has_gone_frees_its_thread_while_the_pipeline_sends_nothi
     ));
     drop(out);
     drop(host);
-    let t0 = std::time::Instant::now();
-    loop {
-        match Client::connect(&url).and_then(|o| o.list()) {
-            Ok(v) => {
-                assert_eq!(v["ok"], true, "{v}");
-                break;
-            }
-            Err(e) => {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "the gone host's output still holds its thread: {e}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
+    served_within(
+        &url,
+        Duration::from_secs(10),
+        "the gone host's output still holds its thread",
+    );
     c.abort(a.id).unwrap();
 }
 

@@ -169,7 +169,9 @@ pub(crate) fn connect(
         if inner.config.certified_names && !by_url {
             certified(&session, &name, "its server certificate")?;
         }
-        Ok(Runner::start(inner, name, lane, instance, session, control))
+        let runner = Runner::new(inner, name, lane, instance, session, control);
+        runner.run();
+        Ok(runner)
     })();
     if r.is_err() {
         inner.sessions.fetch_sub(1, Ordering::AcqRel);
@@ -255,20 +257,6 @@ pub(crate) fn accept(
 }
 
 impl Runner {
-    /// A runner for `session`, serving it at once (see [`Runner::new`] and [`Runner::run`]).
-    fn start(
-        inner: &Arc<Inner>,
-        peer: String,
-        lane: Lane,
-        remote_instance: u64,
-        session: Session,
-        control: Channel,
-    ) -> Arc<Runner> {
-        let r = Runner::new(inner, peer, lane, remote_instance, session, control);
-        r.run();
-        r
-    }
-
     /// A runner for `session` that does not serve it yet: nothing it brings reaches a host
     /// before [`Runner::run`].
     fn new(
