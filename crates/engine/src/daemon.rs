@@ -465,7 +465,7 @@ impl Daemon {
                     if let Some(gone) = wait {
                         // Wait without the lock so data channels can attach meanwhile, and
                         // answer as soon as the pipeline has finished.
-                        let finished = run.stopper();
+                        let finished = run.watch_finish();
                         drop(st);
                         if gone() {
                             return json!({"ok": false, "error": "the client waiting for this pipeline has gone"});

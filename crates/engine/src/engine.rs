@@ -360,11 +360,20 @@ impl Stopper {
     pub fn is_finished(&self) -> bool {
         self.shared.is_finished()
     }
+}
 
-    /// Waits at most `timeout` for every task to finish, as [`Running::wait_timeout`]
-    /// (returning as soon as they have): true if they have.
+/// Says when a running pipeline has finished, without holding it: a thread that waits on it
+/// keeps none of the pipeline's memory (its free lists, see [`crate::PoolsHeld`]).
+#[derive(Clone)]
+pub struct FinishWatch {
+    done: Arc<crate::sched::Done>,
+}
+
+impl FinishWatch {
+    /// Waits at most `timeout` for every task to finish, returning as soon as they have:
+    /// true if they have.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        self.shared.wait_finished(Some(timeout))
+        self.done.wait(Some(timeout))
     }
 }
 
@@ -432,6 +441,13 @@ impl Running {
             .iter()
             .map(|p| crate::budget::pool_bytes(p.config()).unwrap_or(u64::MAX))
             .fold(0, u64::saturating_add)
+    }
+
+    /// What says when this pipeline has finished, without holding it.
+    pub fn watch_finish(&self) -> FinishWatch {
+        FinishWatch {
+            done: self.shared.done(),
+        }
     }
 
     /// A handle on the memory of this pipeline's free lists that does not keep it, to see

@@ -97,7 +97,9 @@ pub use budget::{
     DEFAULT_WORKERS,
 };
 pub use buffer::{BufMut, Buffer, BufferError};
-pub use engine::{Built, EngineConfig, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper};
+pub use engine::{
+    Built, EngineConfig, FinishWatch, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper,
+};
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{

@@ -76,8 +76,9 @@ pub(crate) struct Shared {
     idle_cv: Condvar,
     live: AtomicUsize,
     finished: AtomicBool,
-    done_lock: Mutex<bool>,
-    done_cv: Condvar,
+    /// Set once every task has finished; shared with those who wait for that without
+    /// holding the pipeline ([`Done`]).
+    done: Arc<Done>,
     stop: AtomicBool,
     /// Why the pipeline was ended by force ([`Shared::abort`]), once it was.
     aborted: std::sync::OnceLock<String>,
@@ -120,8 +121,10 @@ impl Shared {
             idle_cv: Condvar::new(),
             live: AtomicUsize::new(n),
             finished: AtomicBool::new(n == 0),
-            done_lock: Mutex::new(n == 0),
-            done_cv: Condvar::new(),
+            done: Arc::new(Done {
+                finished: Mutex::new(n == 0),
+                cv: Condvar::new(),
+            }),
             stop: AtomicBool::new(false),
             aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
@@ -398,26 +401,45 @@ impl Shared {
                 let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.idle_cv.notify_all();
             }
-            let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut d = self.done.finished.lock().unwrap_or_else(|e| e.into_inner());
             *d = true;
-            self.done_cv.notify_all();
+            self.done.cv.notify_all();
         }
     }
 
     /// Waits until every task has finished, or `timeout` passes; returns whether finished.
     pub(crate) fn wait_finished(&self, timeout: Option<Duration>) -> bool {
-        let mut d = self.done_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.done.wait(timeout)
+    }
+
+    /// What says when every task has finished, without holding the pipeline.
+    pub(crate) fn done(&self) -> Arc<Done> {
+        Arc::clone(&self.done)
+    }
+}
+
+/// Whether every task of a pipeline has finished. It holds nothing of the pipeline, so that
+/// a thread waiting for it does not keep the pipeline's memory.
+pub(crate) struct Done {
+    finished: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Done {
+    /// Waits until every task has finished, or `timeout` passes; returns whether finished.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
+        let mut d = self.finished.lock().unwrap_or_else(|e| e.into_inner());
         let deadline = timeout.map(|t| Instant::now() + t);
         while !*d {
             match deadline {
-                None => d = self.done_cv.wait(d).unwrap_or_else(|e| e.into_inner()),
+                None => d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner()),
                 Some(dl) => {
                     let now = Instant::now();
                     if now >= dl {
                         return false;
                     }
                     d = self
-                        .done_cv
+                        .cv
                         .wait_timeout(d, dl - now)
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
