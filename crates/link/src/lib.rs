@@ -42,6 +42,7 @@ pub mod peer;
 mod server;
 mod session;
 mod shm;
+mod tcp;
 mod tls;
 mod url;
 mod wire;

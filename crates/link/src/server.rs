@@ -203,8 +203,7 @@ impl Server {
             let fd: std::os::fd::OwnedFd = match &self.listener {
                 Listener::Tcp(l) => {
                     let (s, _) = l.accept().map_err(|e| LinkError::io("accept tcp", e))?;
-                    s.set_nodelay(true)
-                        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                    crate::tcp::tune(&s)?;
                     s.into()
                 }
                 Listener::Tls(..) | Listener::Shm(_) => return self.accept_in_background(),

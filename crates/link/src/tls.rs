@@ -57,8 +57,7 @@ pub(crate) fn tcp_connect(addr: &str, scheme: &str) -> Result<std::net::TcpStrea
     {
         match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
             Ok(s) => {
-                s.set_nodelay(true)
-                    .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+                crate::tcp::tune(&s)?;
                 return Ok(s);
             }
             Err(e) => last = e,
@@ -106,8 +105,7 @@ pub(crate) fn accept(
     server: &TlsServer,
     timeout: Duration,
 ) -> Result<(TlsRead, TlsWrite, Option<Vec<u8>>), LinkError> {
-    s.set_nodelay(true)
-        .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
+    crate::tcp::tune(&s)?;
     let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, timeout)?;
     w.write_all(&[ADMITTED])
         .and_then(|()| w.flush())
