@@ -156,10 +156,31 @@ pub struct Daemon {
     names: Names,
     /// Pipelines serving calls (`call/ID/NAME` channels).
     services: crate::service::Services,
-    /// The free lists of settled pipelines that something still holds (a channel thread
-    /// sending their outputs to a host that does not read): they count against
-    /// `--max-total-pool-bytes` until let go. Locked after a pipeline's entry, never before.
-    lingering: Mutex<Vec<crate::PoolsHeld>>,
+    /// The free lists of settled pipelines that something still holds.
+    lingering: Lingering,
+}
+
+/// The free lists of settled pipelines that something still holds (a channel thread
+/// sending their outputs to a host that does not read): they count against
+/// `--max-total-pool-bytes` until let go. Its lock is held only inside its methods, which
+/// take no other.
+#[derive(Default)]
+struct Lingering(Mutex<Vec<crate::PoolsHeld>>);
+
+impl Lingering {
+    /// The bytes still held, now; forgets the free lists let go since.
+    fn bytes(&self) -> u64 {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.retain(|h| h.bytes() > 0);
+        held.iter().map(crate::PoolsHeld::bytes).sum()
+    }
+
+    /// Counts what a settled pipeline's free lists still hold (nothing, mostly).
+    fn keep(&self, h: crate::PoolsHeld) {
+        if h.bytes() > 0 {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+        }
+    }
 }
 
 fn stats_value(s: &crate::Stats) -> Value {
@@ -204,7 +225,7 @@ impl Daemon {
             pipelines: Mutex::new(BTreeMap::new()),
             services: Default::default(),
             names: Names::default(),
-            lingering: Mutex::new(Vec::new()),
+            lingering: Lingering::default(),
         })
     }
 
@@ -301,15 +322,6 @@ impl Daemon {
         match self.resolve(r) {
             Ok(id) => f(id),
             Err(e) => json!({"ok": false, "error": e}),
-        }
-    }
-
-    /// Counts what a settled pipeline's free lists still hold (nothing, mostly).
-    fn keep_held(&self, held: crate::PoolsHeld) {
-        let mut lingering = self.lingering.lock().unwrap_or_else(|e| e.into_inner());
-        lingering.retain(|h| h.bytes() > 0);
-        if held.bytes() > 0 {
-            lingering.push(held);
         }
     }
 
@@ -475,7 +487,7 @@ impl Daemon {
                     }
                     return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});
                 }
-                self.keep_held(settle(&mut st));
+                self.lingering.keep(settle(&mut st));
             }
             let State::Finished(stats, err) = &*st else {
                 unreachable!("finished above")
@@ -513,15 +525,13 @@ impl Daemon {
                 // Services of ended pipelines let go of their ports (and the buffers there),
                 // before what ended pipelines still hold is counted.
                 self.services.sweep();
-                let mut lingering = self.lingering.lock().unwrap_or_else(|e| e.into_inner());
                 let (running, bytes) = make_room(
                     &table,
-                    &mut lingering,
+                    &self.lingering,
                     built.pool_bytes(),
                     limits.pool_bytes,
                 );
-                let held: u64 = lingering.iter().map(crate::PoolsHeld::bytes).sum();
-                drop(lingering);
+                let held = self.lingering.bytes();
                 if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
                 {
                     let holds = table.get(&old).is_some_and(|e| {
@@ -616,10 +626,8 @@ impl Daemon {
 }
 
 /// Turns a pipeline that has finished into its result (statistics and error), letting go of
-/// its free lists and of the host outputs nobody took.
-/// Settles a finished pipeline: waits for its workers and keeps its statistics and error
-/// in place of it. Returns a handle on the memory of its free lists, which may outlive it
-/// (see [`crate::PoolsHeld`]).
+/// its free lists and of the host outputs nobody took. Returns a handle on the memory of
+/// its free lists, which something may still hold (see [`crate::PoolsHeld`]).
 fn settle(st: &mut State) -> crate::PoolsHeld {
     let State::Running(run) = std::mem::replace(st, State::Finished(Value::Null, None)) else {
         return crate::PoolsHeld::none();
@@ -649,15 +657,14 @@ fn settle(st: &mut State) -> crate::PoolsHeld {
 /// reads, cannot make the daemon hold more than its limit.
 fn make_room(
     table: &BTreeMap<u64, Arc<Mutex<State>>>,
-    lingering: &mut Vec<crate::PoolsHeld>,
+    lingering: &Lingering,
     need: u64,
     limit: u64,
 ) -> (usize, u64) {
     fn lock(e: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
         e.lock().unwrap_or_else(|e| e.into_inner())
     }
-    lingering.retain(|h| h.bytes() > 0);
-    let mut bytes: u64 = lingering.iter().map(crate::PoolsHeld::bytes).sum();
+    let mut bytes = lingering.bytes();
     let mut running = 0usize;
     let mut unsettled = Vec::new();
     for e in table.values() {
@@ -675,11 +682,10 @@ fn make_room(
         if i >= beyond && bytes.saturating_add(need) <= limit {
             break;
         }
+        // The entry's lock goes with the statement, before the list's is taken.
         let left = settle(&mut lock(e));
         bytes = bytes.saturating_sub(*held).saturating_add(left.bytes());
-        if left.bytes() > 0 {
-            lingering.push(left);
-        }
+        lingering.keep(left);
     }
     (running, bytes)
 }
