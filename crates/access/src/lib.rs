@@ -11,7 +11,9 @@
 //!   phase);
 //! - [`identity`]: which engine a certificate names (`offhost certs --engine NAME`);
 //! - [`peer`]: who may connect to a Unix socket (`SO_PEERCRED` against our uid and an allow
-//!   list).
+//!   list);
+//! - [`tcp`]: keepalive probes, so that a peer that vanished without closing its TCP
+//!   connection is found out.
 //!
 //! Everything is rustls with the *ring* provider: no OpenSSL.
 #![forbid(unsafe_code)]
@@ -22,6 +24,7 @@ mod error;
 pub mod identity;
 pub mod peer;
 pub mod stream;
+pub mod tcp;
 
 pub use certs::CertDir;
 pub use config::{ClientAuth, TlsClient, TlsServer};

@@ -1,52 +1,31 @@
 //! What every TCP connection of a link is set to, at both ends.
 
 use std::net::TcpStream;
-use std::time::Duration;
 
 use crate::error::LinkError;
 
-/// Idle time before the kernel first probes a silent connection.
-pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
-/// Time between probes that go unanswered.
-pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// Unanswered probes after which the connection fails.
-pub(crate) const KEEPALIVE_PROBES: u32 = 6;
-
-/// Sets `TCP_NODELAY` (a link batches its own writes) and keepalive probes: a peer whose
-/// machine vanished without closing the connection fails the session within two minutes of
-/// silence (60 s, then six probes 10 s apart), so that the threads and memory waiting on it
-/// are let go, where without probes a session that nothing is sent on waits for ever.
+/// Sets `TCP_NODELAY` (a link batches its own writes) and keepalive probes
+/// ([`offhost_access::tcp::keepalive`]): a session that nothing is sent on otherwise never
+/// finds out that its peer's machine has vanished.
 pub(crate) fn tune(s: &TcpStream) -> Result<(), LinkError> {
-    use rustix::net::sockopt;
     s.set_nodelay(true)
         .map_err(|e| LinkError::io("set TCP_NODELAY", e))?;
-    let keepalive = || -> rustix::io::Result<()> {
-        sockopt::set_tcp_keepidle(s, KEEPALIVE_IDLE)?;
-        sockopt::set_tcp_keepintvl(s, KEEPALIVE_INTERVAL)?;
-        sockopt::set_tcp_keepcnt(s, KEEPALIVE_PROBES)?;
-        sockopt::set_socket_keepalive(s, true)
-    };
-    keepalive().map_err(|e| LinkError::io("set TCP keepalive", e.into()))
+    offhost_access::tcp::keepalive(s).map_err(|e| LinkError::io("set TCP keepalive", e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustix::net::sockopt;
 
     #[test]
-    fn both_ends_probe_a_silent_connection() {
+    fn a_link_connection_is_tuned_at_both_ends() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (a, _) = l.accept().unwrap();
         for s in [&a, &c] {
-            assert!(!sockopt::socket_keepalive(s).unwrap());
             tune(s).unwrap();
-            assert!(sockopt::socket_keepalive(s).unwrap());
             assert!(s.nodelay().unwrap());
-            assert_eq!(sockopt::tcp_keepidle(s).unwrap(), KEEPALIVE_IDLE);
-            assert_eq!(sockopt::tcp_keepintvl(s).unwrap(), KEEPALIVE_INTERVAL);
-            assert_eq!(sockopt::tcp_keepcnt(s).unwrap(), KEEPALIVE_PROBES);
+            assert!(rustix::net::sockopt::socket_keepalive(s).unwrap());
         }
     }
 }

@@ -371,6 +371,10 @@ impl Server {
             let stream = match &self.listener {
                 Listener::Tcp(l) => l.accept().map(|(s, _)| {
                     let _ = s.set_nodelay(true);
+                    // A client that vanished is found out even with no --idle-timeout.
+                    if let Err(e) = offhost_access::tcp::keepalive(&s) {
+                        tracing::warn!("NBD connection: no keepalive: {e}");
+                    }
                     Stream::Tcp(s)
                 }),
                 Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
