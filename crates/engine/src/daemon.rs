@@ -531,7 +531,6 @@ impl Daemon {
                     built.pool_bytes(),
                     limits.pool_bytes,
                 );
-                let held = self.lingering.bytes();
                 if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
                 {
                     let holds = table.get(&old).is_some_and(|e| {
@@ -551,7 +550,7 @@ impl Daemon {
                 }
                 let total = bytes.saturating_add(built.pool_bytes());
                 if total > limits.pool_bytes {
-                    let ended = match held {
+                    let ended = match self.lingering.bytes() {
                         0 => String::new(),
                         n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
                     };

@@ -439,7 +439,7 @@ impl Running {
     pub fn pool_bytes(&self) -> u64 {
         self.pools
             .iter()
-            .map(|p| crate::budget::pool_bytes(p.config()).unwrap_or(u64::MAX))
+            .map(Pool::bytes)
             .fold(0, u64::saturating_add)
     }
 

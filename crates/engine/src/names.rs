@@ -101,15 +101,12 @@ impl From<u64> for PipelineRef {
     }
 }
 
-/// Digits are an id, anything else a name (unchecked: [`PipelineRef::parse`] checks it), as
-/// [`PipelineRef::parse`] reads them: so `"7".into()` is pipeline 7, never a name "7" that
-/// no pipeline can hold (clap, which prefers `From<&str>` to `FromStr`, relies on it).
+/// As [`PipelineRef::parse`] reads it, and what that refuses as a name, unchecked (the
+/// daemon checks it): so `"7".into()` is pipeline 7, never a name "7" that no pipeline can
+/// hold (clap prefers `From<&str>` to `FromStr`).
 impl From<&str> for PipelineRef {
     fn from(s: &str) -> Self {
-        match s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse()) {
-            Some(Ok(id)) => PipelineRef::Id(id),
-            _ => PipelineRef::Name(s.to_string()),
-        }
+        PipelineRef::parse(s).unwrap_or_else(|_| PipelineRef::Name(s.to_string()))
     }
 }
 

@@ -360,10 +360,14 @@ impl Pool {
         })
     }
 
+    /// The bytes this pool allocates, as the budget counts them.
+    pub(crate) fn bytes(&self) -> u64 {
+        crate::budget::pool_bytes(&self.config).unwrap_or(u64::MAX)
+    }
+
     /// A handle on this pool's memory that does not keep it: see [`PoolsHeld`].
     pub(crate) fn held(&self) -> (Weak<PoolShared>, u64) {
-        let bytes = crate::budget::pool_bytes(&self.config).unwrap_or(u64::MAX);
-        (Arc::downgrade(&self.shared), bytes)
+        (Arc::downgrade(&self.shared), self.bytes())
     }
 
     /// The pool's shape.

@@ -183,6 +183,33 @@ fn daemon(limits: DaemonLimits, link: Limits) -> String {
     url
 }
 
+/// A daemon that holds 10 MiB of free lists at most, and a client of it.
+fn holding_10_mib() -> (String, Client) {
+    let limits = DaemonLimits {
+        pool_bytes: 10 << 20,
+        ..DaemonLimits::default()
+    };
+    let url = daemon(limits, Limits::default());
+    let c = Client::connect(&url).unwrap();
+    (url, c)
+}
+
+/// `text` submitted once the daemon has room for its free lists (refused for them until
+/// then), within 30 s; else the test fails saying `what`.
+fn admitted_within_30_s(c: &Client, text: &str, what: &str) -> offhost_engine::daemon::Submitted {
+    let t0 = std::time::Instant::now();
+    loop {
+        match c.submit(text) {
+            Ok(s) => return s,
+            Err(DaemonError::Refused(e)) if t0.elapsed() < Duration::from_secs(30) => {
+                assert!(e.contains("--max-total-pool-bytes"), "{e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 fn refusal(r: Result<offhost_engine::daemon::Submitted, DaemonError>) -> String {
     match r {
         Err(DaemonError::Refused(e)) => e,
@@ -250,12 +277,7 @@ fn pipelines_past_the_daemons_limits_are_refused_and_others_served() {
 fn finished_pipelines_nobody_asked_about_count_against_the_free_list_limit() {
     // A pipeline's free list is 4 buffers of 1 MiB, and the daemon holds 10 MiB of free
     // lists at most: two pipelines fit, three do not.
-    let limits = DaemonLimits {
-        pool_bytes: 10 << 20,
-        ..DaemonLimits::default()
-    };
-    let url = daemon(limits, Limits::default());
-    let c = Client::connect(&url).unwrap();
+    let (_, c) = holding_10_mib();
     // It finishes at once, its buffers waiting at an output nobody takes, and nobody asks
     // its status (before, such a pipeline held its free lists uncounted for ever: a client
     // submitting these in a loop took the daemon's memory without bound).
@@ -263,17 +285,7 @@ fn finished_pipelines_nobody_asked_about_count_against_the_free_list_limit() {
     let a = c.submit(text).unwrap();
     let b = c.submit(text).unwrap();
     // A third needs the room of the oldest finished one (it waits while the two still run).
-    let t0 = std::time::Instant::now();
-    loop {
-        match c.submit(text) {
-            Ok(_) => break,
-            Err(DaemonError::Refused(e)) if t0.elapsed() < Duration::from_secs(30) => {
-                assert!(e.contains("--max-total-pool-bytes"), "{e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("the third pipeline was never admitted: {e}"),
-        }
-    }
+    admitted_within_30_s(&c, text, "the third pipeline was never admitted");
     // One of the two finished ones let go of its free lists and its untaken output (the
     // oldest finished: the first, unless it still ran when the second had finished); the
     // other kept both. Before, both kept them, and the third took memory past the limit.
@@ -406,12 +418,7 @@ fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
 #[test]
 fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
     // The daemon holds 10 MiB of free lists at most; a pipeline's is 8 buffers of 1 MiB.
-    let limits = DaemonLimits {
-        pool_bytes: 10 << 20,
-        ..DaemonLimits::default()
-    };
-    let url = daemon(limits, Limits::default());
-    let c = Client::connect(&url).unwrap();
+    let (url, c) = holding_10_mib();
     let text = "fill bytes=8M >a:p(8,1M)\nhost-out name=out <a\n";
     let a = c.submit(text).unwrap();
     // A host takes the output and never reads it: the daemon's thread for the channel
@@ -435,20 +442,8 @@ fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
     // The host goes: the thread ends and lets the buffers go, and the next one fits.
     drop(unread);
     drop(host);
-    let t0 = std::time::Instant::now();
-    loop {
-        match c.submit(text) {
-            Ok(b) => {
-                assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
-                break;
-            }
-            Err(DaemonError::Refused(e)) if t0.elapsed() < Duration::from_secs(30) => {
-                assert!(e.contains("--max-total-pool-bytes"), "{e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("the free list was never let go: {e}"),
-        }
-    }
+    let b = admitted_within_30_s(&c, text, "the free list was never let go");
+    assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
 }
 
 #[test]
@@ -488,12 +483,7 @@ fn an_output_whose_host_has_gone_frees_its_thread_while_the_pipeline_sends_nothi
 fn a_service_that_has_ended_leaves_nothing_counted_against_the_free_list_limit() {
     // The daemon holds 10 MiB of free lists at most; the service's and the next pipeline's
     // are 8 buffers of 1 MiB each: the next fits only once nothing holds the service's.
-    let limits = DaemonLimits {
-        pool_bytes: 10 << 20,
-        ..DaemonLimits::default()
-    };
-    let url = daemon(limits, Limits::default());
-    let c = Client::connect(&url).unwrap();
+    let (url, c) = holding_10_mib();
     let svc = c
         .submit("host-in name=svc whole=true >a:a(8,1M)\ncrc32c <a >b\nhost-out name=svc whole=true <b\n")
         .unwrap();
