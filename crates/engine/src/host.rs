@@ -244,9 +244,18 @@ impl HostInput {
     /// Sends one message if there is room for it now, and wakes the task; [`HostError::GaveUp`]
     /// (the message not sent) if there is not. For a sender that must not wait: a task.
     pub(crate) fn try_send(&self, data: Vec<u8>) -> Result<(), HostError> {
-        let tx = self.tx.as_ref().ok_or(HostError::Closed)?;
+        self.try_send_back(data).map_err(|(e, _)| e)
+    }
+
+    /// Like [`try_send`](Self::try_send), giving the message back with the error.
+    pub(crate) fn try_send_back(&self, data: Vec<u8>) -> Result<(), (HostError, Vec<u8>)> {
+        let Some(tx) = self.tx.as_ref() else {
+            return Err((HostError::Closed, data));
+        };
         let n = data.capacity();
-        self.backlog.reserve(n, self.max_queued, || {}, &|| false)?;
+        if let Err(e) = self.backlog.reserve(n, self.max_queued, || {}, &|| false) {
+            return Err((e, data));
+        }
         match tx.try_send((data, 0)) {
             Ok(()) => {
                 self.wake();
@@ -255,11 +264,18 @@ impl HostInput {
             Err(e) => {
                 self.backlog.release(n);
                 Err(match e {
-                    TrySendError::Full(_) => HostError::GaveUp,
-                    TrySendError::Disconnected(_) => HostError::Closed,
+                    TrySendError::Full((d, _)) => (HostError::GaveUp, d),
+                    TrySendError::Disconnected((d, _)) => (HostError::Closed, d),
                 })
             }
         }
+    }
+
+    /// A [`Helper`](crate::sched::Helper) of the task's pipeline, to run its tasks on this
+    /// thread while it waits for what they put out; `None` before the pipeline starts or
+    /// after it ended.
+    pub(crate) fn helper(&self) -> Option<crate::sched::Helper> {
+        self.waker.get().and_then(|w| w.helper())
     }
 
     fn send_then(&self, data: Sent, wake: bool, live: &dyn Fn() -> bool) -> Result<(), HostError> {

@@ -30,7 +30,7 @@
 //! than an output buffer, waits for the task.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
@@ -104,18 +104,20 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
             ))
         }
     };
-    let (tx, rx) = crossbeam_channel::unbounded();
-    // One answer waits for the task at most: the client thread waits with the next call.
+    // One call at a time: one request is in flight, and one answer waits for the task.
+    let (tx, rx) = crossbeam_channel::bounded(1);
     let (answer_tx, answers) = crossbeam_channel::bounded(1);
     Ok(Box::new(Call {
         whom: format!("engine {}", target.engine),
         target: Some(target),
         timeout,
         shared: Shared::register(b),
+        link: Arc::new(OnceLock::new()),
         tx: Some(tx),
         start: Some((rx, answer_tx)),
         answers,
         answer: None,
+        in_flight: false,
     }))
 }
 
@@ -140,6 +142,13 @@ fn timeout(args: &Args) -> Result<Option<Duration>, ArgError> {
 }
 
 /// A call to another engine's pipeline, with a thread that holds its link.
+///
+/// The task sends each request on the link itself when it fits one message and the credit
+/// allows it (nothing else is in flight, so it nearly always does), and tells the thread,
+/// which waits for the answer; otherwise the thread sends it, waiting for credit. The thread
+/// hands the answer to the task and runs the pipeline's tasks until the task has sent the next
+/// request and nothing else is runnable (a [`Helper`](crate::sched::Helper)): a null call
+/// then wakes no other thread on the caller's side.
 struct Call {
     /// Taken by the client thread when it starts.
     target: Option<Target>,
@@ -148,13 +157,25 @@ struct Call {
     /// How long a call may wait for its answer.
     timeout: Option<Duration>,
     shared: Arc<Shared>,
-    /// Requests to the client thread; dropped at the end of the input.
-    tx: Option<Sender<Buffer>>,
+    /// The channel, once the client thread has opened it.
+    link: Arc<OnceLock<Arc<Channel>>>,
+    /// Calls to the client thread; dropped at the end of the input.
+    tx: Option<Sender<Request>>,
     /// What the client thread takes when the task first runs.
-    start: Option<(Receiver<Buffer>, Sender<Vec<u8>>)>,
+    start: Option<(Receiver<Request>, Sender<Vec<u8>>)>,
     answers: Receiver<Vec<u8>>,
     /// An answer waiting for an output buffer.
     answer: Option<Vec<u8>>,
+    /// A request went whose answer the task has not taken yet.
+    in_flight: bool,
+}
+
+/// A call, from the task to its client thread.
+enum Request {
+    /// Send this request, waiting for credit, then wait for its answer.
+    Send(Buffer),
+    /// The task sent the request itself: wait for its answer.
+    Sent,
 }
 
 /// Joins the messages of one buffer that crosses a link whole (each a
@@ -244,9 +265,11 @@ struct Client {
     limit: usize,
     /// How long a call may wait for its answer.
     timeout: Option<Duration>,
-    requests: Receiver<Buffer>,
+    requests: Receiver<Request>,
     answers: Sender<Vec<u8>>,
     shared: Arc<Shared>,
+    /// Where the channel goes for the task, once open.
+    link: Arc<OnceLock<Arc<Channel>>>,
 }
 
 impl Client {
@@ -256,15 +279,18 @@ impl Client {
         let ch = session
             .open(&t.channel, ChannelOptions::default())
             .map_err(|e| format!("open {}: {e}", t.channel))?;
+        let ch = Arc::new(ch);
+        let _ = self.link.set(Arc::clone(&ch));
         let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
         let cancel = &self.shared.cancel;
         // Each message of each answer is received into this one buffer.
         let mut msg = Vec::new();
         let mut calls = 0u64;
-        while let Some(b) = self.next_request()? {
+        while let Some(r) = self.next_request()? {
             calls += 1;
-            in_parts(&b, part, |p| send(&ch, p, cancel))?;
-            drop(b);
+            if let Request::Send(b) = r {
+                in_parts(&b, part, |p| send(&ch, p, cancel))?;
+            }
             let answer = self
                 .answer(&ch, &mut msg)
                 .map_err(|e| format!("call {calls}: {e}"))?
@@ -282,8 +308,8 @@ impl Client {
         Ok(())
     }
 
-    /// The next request, `None` at the end of the input.
-    fn next_request(&self) -> Result<Option<Buffer>, String> {
+    /// The next call, `None` at the end of the input.
+    fn next_request(&self) -> Result<Option<Request>, String> {
         let now = crate::service::spin_for(|| match self.requests.try_recv() {
             Ok(b) => Some(Some(b)),
             Err(crossbeam_channel::TryRecvError::Disconnected) => Some(None),
@@ -326,8 +352,11 @@ impl Client {
         }
     }
 
-    /// Gives `answer` to the task, waiting while the one before it waits.
+    /// Gives `answer` to the task (the one before it was taken: the task sends a request
+    /// once it has its answer), and runs the pipeline's tasks until it sends the next.
     fn hand_over(&self, mut answer: Vec<u8>) -> Result<(), String> {
+        let waker = self.shared.waker.get();
+        let helper = waker.and_then(|w| w.helper());
         loop {
             match self.answers.send_timeout(answer, CANCEL_CHECK) {
                 Ok(()) => break,
@@ -335,8 +364,19 @@ impl Client {
                 Err(_) => return Err("the pipeline ended".into()),
             }
         }
-        if let Some(w) = self.shared.waker.get() {
+        if let Some(w) = waker {
             w.wake();
+        }
+        if let Some(h) = helper {
+            // Once the next request went, what it set going (the source refilling, say)
+            // runs here too, up to a spin's worth of time, instead of waking a worker for it.
+            let mut sent = None;
+            h.run_until(&mut || {
+                self.cancelled()
+                    || (!self.requests.is_empty()
+                        && sent.get_or_insert_with(Instant::now).elapsed()
+                            >= crate::service::SPIN_WAIT)
+            });
         }
         Ok(())
     }
@@ -382,6 +422,7 @@ impl Call {
             requests,
             answers,
             shared: Arc::clone(&self.shared),
+            link: Arc::clone(&self.link),
         };
         std::thread::Builder::new()
             .name("offhost-call".into())
@@ -393,11 +434,39 @@ impl Call {
             .map_err(|e| TaskError::Failed(format!("no thread for the link: {e}")))
     }
 
+    /// Sends request `b`: on the link now if it fits one message and the credit, by the
+    /// client thread otherwise; `false` if the thread has ended (its end says why).
+    fn call(&mut self, b: Buffer) -> bool {
+        let Some(tx) = &self.tx else {
+            return false;
+        };
+        let request = match self.link.get() {
+            Some(ch) if (b.len() as u64) < ch.options().max_message => {
+                match ch.try_send_parts(&[&[crate::host::LAST], &b]) {
+                    Ok(()) => Request::Sent,
+                    // Out of credit, or the link broke: the thread sends it, or finds why.
+                    Err(_) => Request::Send(b),
+                }
+            }
+            _ => Request::Send(b),
+        };
+        self.in_flight = true;
+        // The channel holds one call: the one before was answered.
+        tx.send(request).is_ok()
+    }
+
     /// Puts out the answers that came; `false` if one waits for an output buffer.
     fn put_answers(&mut self, cx: &mut Context<'_>) -> bool {
         loop {
-            let Some(a) = self.answer.take().or_else(|| self.answers.try_recv().ok()) else {
-                return true;
+            let a = match self.answer.take() {
+                Some(a) => a,
+                None => match self.answers.try_recv() {
+                    Ok(a) => {
+                        self.in_flight = false;
+                        a
+                    }
+                    Err(_) => return true,
+                },
             };
             // The client thread checked the answer against the output buffers' size.
             if !put_copy(cx, &a) {
@@ -438,17 +507,20 @@ impl Task for Call {
         if !all_out {
             return Ok(Status::Blocked);
         }
-        if let Some(tx) = &self.tx {
-            loop {
-                match cx.get(0) {
-                    Get::Buf(b) => {
-                        if tx.send(b).is_err() {
-                            break; // the thread ended: its end says why
-                        }
+        if self.tx.is_some() {
+            // One call at a time: the next request once this one's answer came.
+            if self.in_flight {
+                return Ok(Status::Blocked);
+            }
+            match cx.get(0) {
+                Get::Buf(b) => {
+                    if self.call(b) {
+                        return Ok(Status::Blocked);
                     }
-                    Get::Empty => return Ok(Status::Blocked),
-                    Get::Closed => break,
+                    // The thread ended: its end says why.
                 }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => {}
             }
             self.tx = None;
         }

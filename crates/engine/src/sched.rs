@@ -50,6 +50,11 @@ impl Waker {
         }
     }
 
+    /// A [`Helper`] of this task's pipeline, if it still runs.
+    pub(crate) fn helper(&self) -> Option<Helper> {
+        self.shared.upgrade().map(Helper::new)
+    }
+
     /// A waker of task `id` of no pipeline (waking it does nothing), for tests.
     #[cfg(test)]
     pub(crate) fn detached(id: usize) -> Waker {
@@ -72,6 +77,8 @@ pub(crate) struct Shared {
     pub(crate) tasks: Vec<TaskSlot>,
     runq: [SegQueue<usize>; 3],
     sleepers: AtomicUsize,
+    /// Threads outside the workers running tasks now ([`Helper`]).
+    helpers: AtomicUsize,
     idle_lock: Mutex<()>,
     idle_cv: Condvar,
     live: AtomicUsize,
@@ -117,6 +124,7 @@ impl Shared {
             tasks,
             runq: [SegQueue::new(), SegQueue::new(), SegQueue::new()],
             sleepers: AtomicUsize::new(0),
+            helpers: AtomicUsize::new(0),
             idle_lock: Mutex::new(()),
             idle_cv: Condvar::new(),
             live: AtomicUsize::new(n),
@@ -196,11 +204,21 @@ impl Shared {
         self.notify();
     }
 
-    /// Wakes a sleeping worker, if any, for work just queued.
+    /// Wakes a sleeping worker, if any, for work just queued, unless a [`Helper`] is there
+    /// to run it.
     fn notify(&self) {
         // Pairs with the SeqCst increment of `sleepers` in `worker`: either the sleeper sees
-        // the task on its last look, or we see it counted and notify it.
+        // the task on its last look, or we see it counted and notify it. Likewise with the
+        // decrement of `helpers` when a helper leaves: either it sees the task queued, or we
+        // see it gone.
         fence(Ordering::SeqCst);
+        let helpers = self.helpers.load(Ordering::Relaxed);
+        // On one CPU a worker could only take turns with the helpers; on more, one is woken
+        // for what they cannot take at once, so that a helper does not serialise the
+        // pipeline's parallel work.
+        if helpers > 0 && (self.spin == 0 || self.queued() <= helpers) {
+            return;
+        }
         if self.sleepers.load(Ordering::Relaxed) > 0 {
             // Taking and letting go of the lock first means a counted sleeper is already
             // waiting (or past its last look); notifying after letting go spares the woken
@@ -212,6 +230,11 @@ impl Shared {
 
     fn pop(&self) -> Option<usize> {
         self.runq.iter().find_map(|q| q.pop())
+    }
+
+    /// How many tasks wait on the run queues.
+    fn queued(&self) -> usize {
+        self.runq.iter().map(SegQueue::len).sum()
     }
 
     fn has_work(&self) -> bool {
@@ -415,6 +438,52 @@ impl Shared {
     /// What says when every task has finished, without holding the pipeline.
     pub(crate) fn done(&self) -> Arc<Done> {
         Arc::clone(&self.done)
+    }
+}
+
+/// A thread outside a pipeline's workers that runs its tasks while it waits for what they put
+/// out: a daemon's thread that handed a service its request and waits for the answer, a
+/// `call` task's thread that handed its task an answer. Waking a sleeping worker and waiting
+/// for it costs two switches between threads, tens of microseconds on a virtual machine, and
+/// on an engine held to one core the woken worker and the waiting thread only take turns on
+/// it. While a helper is there, a task woken goes on the run queue without waking a worker
+/// (on more than one CPU, only while there are no more queued tasks than helpers to take
+/// them); when it leaves, a worker is woken for whatever it left there.
+pub(crate) struct Helper {
+    shared: Arc<Shared>,
+}
+
+impl Helper {
+    fn new(shared: Arc<Shared>) -> Helper {
+        shared.helpers.fetch_add(1, Ordering::SeqCst);
+        Helper { shared }
+    }
+
+    /// Runs runnable tasks of the pipeline, as a worker does, until `done()` says true;
+    /// `done()`'s last answer, false when nothing was left to run before it did. A task
+    /// cannot be interrupted within its turn, so `done()` is asked between turns.
+    pub(crate) fn run_until(&self, done: &mut dyn FnMut() -> bool) -> bool {
+        loop {
+            if done() {
+                return true;
+            }
+            match self.shared.pop() {
+                Some(id) => self.shared.run_task(id),
+                None => return done(),
+            }
+        }
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.shared.helpers.fetch_sub(1, Ordering::SeqCst);
+        // Pairs with the fence in `notify`: a task woken while this helper was counted is
+        // seen queued here, and a worker woken for it.
+        fence(Ordering::SeqCst);
+        if self.shared.has_work() {
+            self.shared.notify();
+        }
     }
 }
 

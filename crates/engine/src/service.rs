@@ -16,6 +16,10 @@
 //! answer reaches the wrong caller. One that comes later than that is taken as the next
 //! request's answer: the daemon cannot tell it from one.
 //!
+//! The thread that serves a call runs the service's tasks itself while it waits for the
+//! answer (a [`Helper`](crate::sched::Helper)), so that a null call wakes no worker: on the
+//! serving side it costs the link and the tasks' turns, no switch between threads.
+//!
 //! Nothing a caller sends ends the service: a request that is not whole, or larger than a
 //! buffer of the serving `host-in`'s free list, refuses that caller's channel with what was
 //! wrong, and a caller that leaves mid-call leaves the others served. The service ends with
@@ -28,7 +32,7 @@ use std::time::Duration;
 use offhost_link::{Channel, LinkError};
 
 use crate::engine::Stopper;
-use crate::host::{HostInput, HostOutput};
+use crate::host::{HostError, HostInput, HostOutput};
 use crate::remote_call::Joiner;
 
 /// One pipeline's service: its host ports, shared by its callers (a daemon's `call/ID/NAME`
@@ -176,9 +180,22 @@ impl Service {
         let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         let (input, output) = &mut *ports;
         out_of_step(input, output).map_err(Left::Wrong)?;
-        input
-            .send(request)
-            .map_err(|e| Left::Wrong(format!("the service no longer reads: {e}")))?;
+        let no_longer = |e| Left::Wrong(format!("the service no longer reads: {e}"));
+        // This thread runs the service's tasks until the answer is out (see `Helper`), unless
+        // the request must wait for room: then a worker takes it.
+        let helper = input.helper();
+        match input.try_send_back(request) {
+            Ok(()) => {
+                if let Some(h) = helper {
+                    h.run_until(&mut || output.waiting() > 0);
+                }
+            }
+            Err((HostError::GaveUp, request)) => {
+                drop(helper);
+                input.send(request).map_err(no_longer)?;
+            }
+            Err((e, _)) => return Err(no_longer(e)),
+        }
         let answer = match spin_for(|| output.try_recv()) {
             Some(r) => r,
             None => output.recv(),

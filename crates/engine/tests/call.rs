@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use offhost_engine::daemon::{Client, Daemon};
 use offhost_engine::remote::{register, Links};
-use offhost_engine::{EngineConfig, Files, Pipeline, Registry};
+use offhost_engine::{
+    Args, Build, Context, EngineConfig, Files, Get, Pipeline, Registry, Status, Task, TaskError,
+    TaskInfo,
+};
 use offhost_link::{Channel, Server};
 
 const CONFIG: EngineConfig = EngineConfig {
@@ -706,4 +709,113 @@ fn a_pipeline_that_a_stop_does_not_end_is_ended_by_force() {
             .ok(),
         Some(true)
     );
+}
+
+/// The names of the threads a `whose` task ran each buffer on.
+type Whose = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A pass-through that notes the name of the thread each buffer passed on.
+struct WhoseTask(Whose);
+
+impl Task for WhoseTask {
+    fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
+        loop {
+            match cx.get(0) {
+                Get::Buf(b) => {
+                    let name = std::thread::current().name().unwrap_or("").to_string();
+                    self.0.lock().unwrap().push(name);
+                    cx.put(0, b);
+                }
+                Get::Empty => return Ok(Status::Blocked),
+                Get::Closed => return Ok(Status::Done),
+            }
+        }
+    }
+}
+
+/// `base` with `whose`, which notes its threads in the list returned.
+fn with_whose(mut r: Registry) -> (Registry, Whose) {
+    let whose = Whose::default();
+    let w = whose.clone();
+    r.register(
+        TaskInfo::new("whose", "notes the thread each buffer passed on")
+            .inputs(1, 1)
+            .outputs(1, 1),
+        move |_: &Args, _: &mut Build<'_>| Ok(Box::new(WhoseTask(w.clone()))),
+    );
+    (r, whose)
+}
+
+/// How many of `names` are `name`, and all of them, for messages.
+fn how_many(names: &Whose, name: &str) -> (usize, Vec<String>) {
+    let names = names.lock().unwrap().clone();
+    (names.iter().filter(|n| *n == name).count(), names)
+}
+
+#[test]
+fn a_services_tasks_run_on_the_thread_that_waits_for_its_answer() {
+    let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
+    let url = server.url().to_string();
+    let (registry, whose) = with_whose(Registry::with_builtins());
+    let d = Daemon::with_files(registry, CONFIG, Files::Denied);
+    std::thread::spawn(move || d.serve(&server));
+    let c = Client::connect(&url).unwrap();
+    let sub = c
+        .submit("host-in name=svc whole=true >a:a(4,64)\nwhose <a >b\nhost-out name=svc whole=true <b\n")
+        .unwrap();
+    let session = offhost_link::Session::connect(&url).unwrap();
+    let ch = session
+        .open(&format!("call/{}/svc", sub.id), Default::default())
+        .unwrap();
+    let calls = 10;
+    for i in 0..calls {
+        // The workers are asleep by now: the request wakes none of them, and the daemon's
+        // thread runs the service's tasks itself.
+        std::thread::sleep(Duration::from_millis(50));
+        ch.send(&[offhost_engine::LAST, i]).unwrap();
+        let answer = ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap();
+        assert_eq!(answer, [offhost_engine::LAST, i]);
+    }
+    // A worker that wakes on its own (every 200 ms) may take a turn first now and then.
+    let (on_channel, names) = how_many(&whose, "offhost-daemon-channel");
+    assert!(on_channel >= calls as usize - 2, "{names:?}");
+    c.stop(sub.id).unwrap();
+}
+
+#[test]
+fn a_callers_thread_runs_its_pipeline_between_answers() {
+    let (url, c) = server_engine();
+    let sub = c.submit(ECHO).unwrap();
+    let (registry, whose) = with_whose(caller_registry());
+    let text = format!(
+        "host-in name=req >r:req(2,64)\ncall url={url} pipeline={} name=svc <r >a:ans(2,64)\nwhose <a >b\nhost-out name=ans <b\n",
+        sub.id
+    );
+    let mut run = Pipeline::parse(&text)
+        .unwrap()
+        .start(&registry, &CONFIG)
+        .unwrap();
+    let mut input = run.host_input("req").unwrap();
+    let output = run.host_output("ans").unwrap();
+    let calls = 10u8;
+    for i in 0..calls {
+        std::thread::sleep(Duration::from_millis(50));
+        input.send(vec![i]).unwrap();
+        let b = output
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.to_vec(), [i]);
+    }
+    input.close();
+    assert!(output
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap()
+        .is_none());
+    run.wait().unwrap();
+    // The thread that received each answer handed it to the call and ran the task after it,
+    // waking no worker for either.
+    let (on_call, names) = how_many(&whose, "offhost-call");
+    assert!(on_call >= calls as usize - 2, "{names:?}");
+    stop_and_count(&c, sub.id, calls.into(), calls.into());
 }

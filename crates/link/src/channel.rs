@@ -85,6 +85,17 @@ impl Channel {
             })
     }
 
+    /// Like [`try_send`](Self::try_send) for one message made of `parts` joined, without
+    /// joining them first: sent now if the credit allows, [`LinkError::WouldBlock`] (nothing
+    /// sent) otherwise. For a sender that must not wait, such as a task.
+    pub fn try_send_parts(&self, parts: &[&[u8]]) -> Result<(), LinkError> {
+        self.check_size(parts.iter().map(|p| p.len()).sum())?;
+        if let Some(r) = self.handle.driver.send_direct(self.id, &[], parts) {
+            return r.map(|_| ());
+        }
+        self.queue(Deadline::Now, parts).map(|_| ())
+    }
+
     fn check_size(&self, len: usize) -> Result<(), LinkError> {
         if len as u64 > self.options.max_message {
             return Err(LinkError::TooLarge {

@@ -174,6 +174,15 @@ fn too_large_is_an_error_at_the_call(transport: &str) {
         ch.try_send(&[0; 1001]),
         Err(LinkError::TooLarge { .. })
     ));
+    assert!(matches!(
+        ch.try_send_parts(&[&[0; 1000], &[0]]),
+        Err(LinkError::TooLarge { len: 1001, .. })
+    ));
+    // Parts go as one message (a fresh channel has credit for it).
+    ch.try_send_parts(&[&[2; 600], &[3; 400]]).unwrap();
+    let mut joined = vec![2; 600];
+    joined.extend_from_slice(&[3; 400]);
+    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), joined);
     ch.send(&[1; 1000]).unwrap();
     assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), vec![1; 1000]);
 }
@@ -224,6 +233,10 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
         sent += 64;
     }
     assert!(matches!(ch.try_send(&[0; 64]), Err(LinkError::WouldBlock)));
+    assert!(matches!(
+        ch.try_send_parts(&[&[0; 32], &[0; 32]]),
+        Err(LinkError::WouldBlock)
+    ));
     assert!(matches!(
         ch.send_timeout(&[0; 64], Duration::from_millis(50)),
         Err(LinkError::Timeout)
