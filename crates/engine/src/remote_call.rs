@@ -355,8 +355,6 @@ impl Client {
     /// Gives `answer` to the task (the one before it was taken: the task sends a request
     /// once it has its answer), and runs the pipeline's tasks until it sends the next.
     fn hand_over(&self, mut answer: Vec<u8>) -> Result<(), String> {
-        let waker = self.shared.waker.get();
-        let helper = waker.and_then(|w| w.helper());
         loop {
             match self.answers.send_timeout(answer, CANCEL_CHECK) {
                 Ok(()) => break,
@@ -364,6 +362,9 @@ impl Client {
                 Err(_) => return Err("the pipeline ended".into()),
             }
         }
+        let waker = self.shared.waker.get();
+        // Counted before the wake, so that the wake leaves the task to this thread.
+        let helper = waker.and_then(|w| w.helper());
         if let Some(w) = waker {
             w.wake();
         }

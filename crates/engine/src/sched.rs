@@ -212,11 +212,10 @@ impl Shared {
         // decrement of `helpers` when a helper leaves: either it sees the task queued, or we
         // see it gone.
         fence(Ordering::SeqCst);
-        let helpers = self.helpers.load(Ordering::Relaxed);
-        // On one CPU a worker could only take turns with the helpers; on more, one is woken
-        // for what they cannot take at once, so that a helper does not serialise the
-        // pipeline's parallel work.
-        if helpers > 0 && (self.spin == 0 || self.queued() <= helpers) {
+        // On one CPU a worker could only take turns with the helpers. On more, it is woken
+        // (and may take the task first): a helper busy with a long turn must not hold up
+        // the pipeline's other tasks, nor serialise its parallel work.
+        if self.spin == 0 && self.helpers.load(Ordering::Relaxed) > 0 {
             return;
         }
         if self.sleepers.load(Ordering::Relaxed) > 0 {
@@ -230,11 +229,6 @@ impl Shared {
 
     fn pop(&self) -> Option<usize> {
         self.runq.iter().find_map(|q| q.pop())
-    }
-
-    /// How many tasks wait on the run queues.
-    fn queued(&self) -> usize {
-        self.runq.iter().map(SegQueue::len).sum()
     }
 
     fn has_work(&self) -> bool {
@@ -446,9 +440,9 @@ impl Shared {
 /// `call` task's thread that handed its task an answer. Waking a sleeping worker and waiting
 /// for it costs two switches between threads, tens of microseconds on a virtual machine, and
 /// on an engine held to one core the woken worker and the waiting thread only take turns on
-/// it. While a helper is there, a task woken goes on the run queue without waking a worker
-/// (on more than one CPU, only while there are no more queued tasks than helpers to take
-/// them); when it leaves, a worker is woken for whatever it left there.
+/// it. So while a helper is there on one CPU, a task woken goes on the run queue without
+/// waking a worker, and when it leaves, a worker is woken for whatever it left there. On more
+/// CPUs workers are woken as usual, and whoever comes first runs the task.
 pub(crate) struct Helper {
     shared: Arc<Shared>,
 }

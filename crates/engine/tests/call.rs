@@ -752,8 +752,26 @@ fn how_many(names: &Whose, name: &str) -> (usize, Vec<String>) {
     (names.iter().filter(|n| *n == name).count(), names)
 }
 
+/// Runs `f` on a thread held to one core, as the threads it starts are (so the engines it
+/// starts count one CPU, where a helper wakes no worker).
+fn on_one_core(f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        let core = core_affinity::get_core_ids()
+            .and_then(|ids| ids.into_iter().next())
+            .expect("a core to run on");
+        assert!(core_affinity::set_for_current(core), "held to one core");
+        f();
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn a_services_tasks_run_on_the_thread_that_waits_for_its_answer() {
+    on_one_core(a_service_answers_on_the_thread_that_waits);
+}
+
+fn a_service_answers_on_the_thread_that_waits() {
     let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
     let url = server.url().to_string();
     let (registry, whose) = with_whose(Registry::with_builtins());
@@ -776,7 +794,8 @@ fn a_services_tasks_run_on_the_thread_that_waits_for_its_answer() {
         let answer = ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap();
         assert_eq!(answer, [offhost_engine::LAST, i]);
     }
-    // A worker that wakes on its own (every 200 ms) may take a turn first now and then.
+    // A worker that wakes on its own (every 200 ms) may take a turn first now and then, and
+    // on more than one CPU a woken worker may come first.
     let (on_channel, names) = how_many(&whose, "offhost-daemon-channel");
     assert!(on_channel >= calls as usize - 2, "{names:?}");
     c.stop(sub.id).unwrap();
@@ -784,6 +803,10 @@ fn a_services_tasks_run_on_the_thread_that_waits_for_its_answer() {
 
 #[test]
 fn a_callers_thread_runs_its_pipeline_between_answers() {
+    on_one_core(a_caller_runs_its_pipeline_on_its_thread);
+}
+
+fn a_caller_runs_its_pipeline_on_its_thread() {
     let (url, c) = server_engine();
     let sub = c.submit(ECHO).unwrap();
     let (registry, whose) = with_whose(caller_registry());
