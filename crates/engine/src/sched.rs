@@ -453,18 +453,15 @@ impl Helper {
         Helper { shared }
     }
 
-    /// Runs runnable tasks of the pipeline, as a worker does, until `done()` says true;
-    /// `done()`'s last answer, false when nothing was left to run before it did. A task
-    /// cannot be interrupted within its turn, so `done()` is asked between turns.
-    pub(crate) fn run_until(&self, done: &mut dyn FnMut() -> bool) -> bool {
-        loop {
-            if done() {
-                return true;
-            }
-            match self.shared.pop() {
-                Some(id) => self.shared.run_task(id),
-                None => return done(),
-            }
+    /// Runs runnable tasks of the pipeline, as a worker does, until `done()` says true or
+    /// nothing is left to run. A task cannot be interrupted within its turn, so `done()` is
+    /// asked between turns.
+    pub(crate) fn run_until(&self, done: &mut dyn FnMut() -> bool) {
+        while !done() {
+            let Some(id) = self.shared.pop() else {
+                return;
+            };
+            self.shared.run_task(id);
         }
     }
 }

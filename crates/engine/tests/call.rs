@@ -733,7 +733,7 @@ impl Task for WhoseTask {
     }
 }
 
-/// `base` with `whose`, which notes its threads in the list returned.
+/// Registry `r` with `whose`, which notes its threads in the list returned.
 fn with_whose(mut r: Registry) -> (Registry, Whose) {
     let whose = Whose::default();
     let w = whose.clone();
