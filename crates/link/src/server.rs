@@ -203,7 +203,12 @@ impl Server {
             let fd: std::os::fd::OwnedFd = match &self.listener {
                 Listener::Tcp(l) => {
                     let (s, _) = l.accept().map_err(|e| LinkError::io("accept tcp", e))?;
-                    crate::tcp::tune(&s)?;
+                    // What fails on one peer's socket turns that peer away: errors here
+                    // are the listening socket's.
+                    if let Err(e) = crate::tcp::tune(&s) {
+                        turned_away("a tcp peer", &e);
+                        continue;
+                    }
                     s.into()
                 }
                 Listener::Tls(..) | Listener::Shm(_) => return self.accept_in_background(),
