@@ -41,8 +41,13 @@ pub struct Pki {
 impl Pki {
     /// Generates the directory (`offhost_access::certs::generate` in a fresh temporary one).
     pub fn generate() -> Result<Pki> {
+        Pki::generate_for(&[])
+    }
+
+    /// The same, the server certificate naming `hosts` (names or addresses) too.
+    pub fn generate_for(hosts: &[String]) -> Result<Pki> {
         let tmp = tempfile::tempdir()?;
-        let certs = offhost_access::certs::generate(&tmp.path().join("pki"), &[])?;
+        let certs = offhost_access::certs::generate(&tmp.path().join("pki"), hosts)?;
         Ok(Pki { _tmp: tmp, certs })
     }
 
@@ -201,17 +206,29 @@ impl Endpoint for RawTls {
 /// Two connected ends of a `tls-raw` connection over loopback, mutually authenticated with
 /// `pki`'s certificates (the client end first).
 pub fn pair(pki: &Pki) -> io::Result<(RawTls, RawTls)> {
+    pair_over(pki, TcpListener::bind("127.0.0.1:0")?)
+}
+
+/// Like [`pair`], the server's end accepted on `l` (made where the server's side is: in
+/// another network namespace, say) and the client's end connecting from this thread;
+/// `pki`'s server certificate must name `l`'s address.
+pub fn pair_over(pki: &Pki, l: TcpListener) -> io::Result<(RawTls, RawTls)> {
     let server = TlsServer::load(&pki.certs, ClientAuth::Required).map_err(io::Error::other)?;
     let client = TlsClient::load(&pki.certs).map_err(io::Error::other)?;
-    let l = TcpListener::bind("127.0.0.1:0")?;
     let addr = l.local_addr()?;
+    // Connected before the accepting thread starts (the listener's backlog holds it), so
+    // that a connection that fails leaves no thread waiting in accept.
+    let sock = TcpStream::connect(addr)?;
     let accepting = std::thread::spawn(move || -> io::Result<RawTls> {
         let (s, _) = l.accept()?;
         let conn = server.connection().map_err(io::Error::other)?;
         RawTls::handshake(conn.into(), s)
     });
-    let conn = client.connection("127.0.0.1").map_err(io::Error::other);
-    let host = conn.and_then(|c| RawTls::handshake(c.into(), TcpStream::connect(addr)?));
+    let conn = client
+        .connection(&addr.ip().to_string())
+        .map_err(io::Error::other);
+    // A failed handshake here drops the socket, which ends the other side's.
+    let host = conn.and_then(|c| RawTls::handshake(c.into(), sock));
     let peer = accepting
         .join()
         .map_err(|_| io::Error::other("tls-raw accept thread panicked"))?;

@@ -157,6 +157,20 @@ impl Drop for PeerRun {
     }
 }
 
+/// Two ends of a `tcp-raw` connection (`TCP_NODELAY`): this thread's, connected to `l`
+/// (made on the other side: in another network namespace, say), and the one `l` accepts.
+pub fn tcp_pair(l: std::net::TcpListener) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+    let a = std::net::TcpStream::connect(l.local_addr()?)?;
+    let (b, _) = l.accept()?;
+    a.set_nodelay(true)?;
+    b.set_nodelay(true)?;
+    let (a2, b2) = (a.try_clone()?, b.try_clone()?);
+    Ok((
+        Box::new(FdEndpoint::new(a.into(), a2.into())),
+        Box::new(FdEndpoint::new(b.into(), b2.into())),
+    ))
+}
+
 fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
     Ok(match t {
         Transport::PipeRaw => {
@@ -175,18 +189,7 @@ fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
                 Box::new(FdEndpoint::new(b.into(), b2.into())),
             )
         }
-        Transport::TcpRaw => {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            let a = std::net::TcpStream::connect(l.local_addr()?)?;
-            let (b, _) = l.accept()?;
-            a.set_nodelay(true)?;
-            b.set_nodelay(true)?;
-            let (a2, b2) = (a.try_clone()?, b.try_clone()?);
-            (
-                Box::new(FdEndpoint::new(a.into(), a2.into())),
-                Box::new(FdEndpoint::new(b.into(), b2.into())),
-            )
-        }
+        Transport::TcpRaw => return tcp_pair(std::net::TcpListener::bind("127.0.0.1:0")?),
         Transport::Crossbeam => {
             let (t1, r1) = crossbeam_channel::unbounded();
             let (t2, r2) = crossbeam_channel::unbounded();

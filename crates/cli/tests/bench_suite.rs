@@ -182,9 +182,59 @@ fn bad_flags_say_what_is_wrong() {
 
 #[test]
 fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
+    let v = engines_bench("loopback");
+    assert!(v["network_note"].is_null(), "{v}");
+}
+
+#[test]
+fn engines_bench_across_two_network_namespaces() {
+    if offhost_access::peer::own_uid() != 0 {
+        // Namespaces need root (and iproute2); as root this runs.
+        let (ok, _, err) = offhost(&["bench", "engines", "--network", "netns", "--bytes", "1M"]);
+        assert!(!ok, "netns without root succeeded");
+        assert!(err.contains("ip netns add"), "{err}");
+        eprintln!("skipped the measurement: not root");
+        return;
+    }
+    let v = engines_bench("netns");
+    assert!(v["impairment"].is_null(), "{v}");
+    // The namespaces went with the run: none is left of a bench process that has ended
+    // (they are named `ohbench{pid}a` and `b`; other tests' benches may be running).
+    let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| {
+            n.strip_prefix("ohbench")
+                .and_then(|r| r.strip_suffix(['a', 'b']))
+                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(str::to_owned)
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+}
+
+#[test]
+fn engines_bench_refuses_netem_on_loopback() {
+    let (ok, _, err) = offhost(&[
+        "bench",
+        "engines",
+        "--network",
+        "loopback",
+        "--netem",
+        "delay 1ms",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--netem needs --network netns"), "{err}");
+}
+
+/// Runs a short `bench engines --network NETWORK --json`, checks its figures and returns them.
+fn engines_bench(network: &str) -> serde_json::Value {
     let (ok, out, err) = offhost(&[
         "bench",
         "engines",
+        "--network",
+        network,
         "--bytes",
         "4M",
         "--rounds",
@@ -197,6 +247,7 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["network"], network, "{v}");
     // The streaming rate is the long job's time beyond the short one's (3.5 MiB more here):
     // measured where that difference stood out of the jitter, else null with its ratio.
     let raw = v["raw_tls_mb_per_s"].as_f64().unwrap_or_default();
@@ -329,6 +380,7 @@ fn engines_bench_measures_the_queue_and_the_call_against_the_sockets() {
         Some("shared") => assert!(a == b && a.len() == 1, "shared with {a:?}: {v}"),
         other => panic!("placement {other:?}: {v}"),
     }
+    v
 }
 
 #[test]

@@ -1,6 +1,11 @@
 //! `engines`: what joining engines costs, against the bare sockets they use (issue 21's
-//! performance checks), measured in one run on loopback.
+//! performance checks), measured in one run between the same two ends.
 //!
+//! - `network`: where the ends meet. `netns` (the default where namespaces can be made:
+//!   root and iproute2) puts engine `a`, the raw socket's writer and every caller in one
+//!   network namespace and engine `b`, the raw socket's reader and the echoes in another,
+//!   joined by a veth pair ([`Net`]), as on two machines; `loopback` puts them all on this
+//!   machine's loopback. `--netem` impairs the veth pair.
 //! - `queue_mb_per_s`: a queue between two engines (`fill rewrite=false @a >x:p(N,64k)` /
 //!   `null @b <x`, N from `--buffers`, 16 unless given; two `offhost engine` processes linked
 //!   by mutual TLS) while it streams. `fill` writes each of its N buffers once and sends
@@ -62,6 +67,7 @@
 //!   placement, before the TCP round trip, so `task_call_vs_tcp` pairs figures taken a
 //!   few seconds apart.
 
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -79,6 +85,7 @@ use offhost_link::{ChannelOptions, Server, Session};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::offload::{Net, Network};
 use crate::process::PeerProcess;
 use crate::tls::Pki;
 
@@ -112,6 +119,15 @@ pub struct Options {
     /// One more argument for both engines (repeatable), e.g. --engine-arg=--workers=1.
     #[arg(long = "engine-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub engine_args: Vec<String>,
+    /// Where the two ends meet: netns (engine `a`, the raw socket's writer and the callers
+    /// in one network namespace, engine `b`, the reader and the echoes in another, joined by
+    /// a veth pair: needs root and iproute2) or loopback (default: netns where it can be
+    /// made).
+    #[arg(long)]
+    pub network: Option<Network>,
+    /// tc netem arguments for both ends of the veth pair, e.g. "delay 1ms" (with netns).
+    #[arg(long, value_name = "ARGS")]
+    pub netem: Option<String>,
     /// The `offhost` binary whose `engine` command is measured.
     #[arg(skip)]
     pub exe: PathBuf,
@@ -130,6 +146,13 @@ pub enum Placement {
 /// The figures of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// Where the two ends met: two network namespaces joined by a veth pair, or loopback.
+    pub network: Network,
+    /// Why the network is loopback when namespaces were not asked for by name and could not
+    /// be made.
+    pub network_note: Option<String>,
+    /// What was done to the veth pair (`tc netem`), if anything.
+    pub impairment: Option<String>,
     /// Bytes per run.
     pub bytes: u64,
     /// Buffers of the queue's free list.
@@ -222,8 +245,19 @@ impl Report {
             ),
             Placement::Shared => "every thread on any CPU".to_owned(),
         };
+        let network = match (self.network, &self.network_note) {
+            (Network::Netns, _) => format!(
+                "two network namespaces joined by a veth pair{}",
+                self.impairment
+                    .as_ref()
+                    .map_or(String::new(), |i| format!(" ({i})"))
+            ),
+            (Network::Loopback, Some(why)) => why.clone(),
+            (Network::Loopback, None) => "loopback".to_owned(),
+        };
         format!(
-            "placement: {placement}\n\
+            "network: {network}\n\
+             placement: {placement}\n\
              queue between two engines (TLS, 64 KiB buffers), streaming: {streaming}\n\
              {by_round}\
              whole job through the queue: {:.0} MB/s (setting up and ending a job: {})\n\
@@ -259,7 +293,18 @@ impl Report {
 
 /// Measures; `bar` shows the steps.
 pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
-    let pki = Pki::generate()?;
+    let (net, note) = Net::choose(o.network, o.netem.as_deref()).map_err(Error::Peer)?;
+    let pki = Pki::generate_for(&[net.addr_a.clone(), net.addr_b.clone()])?;
+    // This side's work (submitting, the raw writer, the callers) runs in `a`'s namespace.
+    let mut report = net.on_side(true, || measure(o, bar, &net, &pki))??;
+    report.network = net.kind;
+    report.network_note = note;
+    report.impairment = net.impairment.clone();
+    Ok(report)
+}
+
+/// [`run`] on side `a` of `net`.
+fn measure(o: &Options, bar: &ProgressBar, net: &Net, pki: &Pki) -> Result<Report> {
     let files = tempfile::tempdir()?;
     bar.set_length(4);
     bar.set_message("engines");
@@ -271,11 +316,12 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     };
     let mut engines = Vec::new();
     for (name, cpus) in [("a", &cpus_a), ("b", &cpus_b)] {
+        let listen = format!("tls:{}:0", net.addr_of(name == "a"));
         let args: Vec<String> = [
             "--name",
             name,
             "--listen",
-            "tls:127.0.0.1:0",
+            &listen,
             "--tls-certificates",
             &dir,
             "--files",
@@ -287,7 +333,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         .collect();
         // The engine process inherits this thread's CPUs, and its threads the process's.
         affinity::pin_current_thread_to(cpus)?;
-        let started = crate::offload::engine(&o.exe, &[], &args);
+        let started = crate::offload::engine(&o.exe, &net.prefix(name == "a"), &args);
         affinity::unpin_current_thread(&all);
         engines.push(started?);
     }
@@ -368,7 +414,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
         streamed += o.bytes - short;
         bar.set_message(format!("raw TLS socket, round {round}"));
         let cpu0 = cpu_now(false)?;
-        let (mb_per_s, writer, reader) = raw_tls_mb_per_s(&pki, o.bytes, (&cpus_a, &cpus_b), &all)?;
+        let (mb_per_s, writer, reader) =
+            raw_tls_mb_per_s(pki, net, o.bytes, (&cpus_a, &cpus_b), &all)?;
         raw = raw.max(mb_per_s);
         let round_queue = streaming_rate(o.bytes - short, l.secs - s.secs);
         rounds_vs_raw.push(round_queue.map(|q| q / 1e6 / mb_per_s));
@@ -402,9 +449,12 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     );
     bar.inc(2);
     bar.set_message("null calls");
-    let (call, rtt) = calls_us(&options, o.calls)?;
+    let (call, rtt) = calls_us(&options, net, o.calls)?;
     bar.inc(1);
     Ok(Report {
+        network: net.kind,
+        network_note: None,
+        impairment: None,
         bytes: o.bytes,
         buffers: o.buffers,
         placement,
@@ -501,15 +551,18 @@ const SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// `bytes` in 64 KiB writes over one raw TLS connection, read by another thread; MB/s, and
 /// the CPU seconds of the writer and of the reader. The writer (this thread, until it is
-/// done) runs on `cpus.0`, the reader on `cpus.1`; `all` is what this thread gets back.
+/// done) runs on `cpus.0`, the reader on `cpus.1`; `all` is what this thread gets back. The
+/// reader's end is accepted on side `b` of `net`.
 fn raw_tls_mb_per_s(
     pki: &Pki,
+    net: &Net,
     bytes: u64,
     cpus: (&[usize], &[usize]),
     all: &[usize],
 ) -> Result<(f64, f64, f64)> {
     const PIECE: usize = 64 << 10;
-    let (mut tx, mut rx) = crate::tls::pair(pki)?;
+    let listener = net.on_side(false, || TcpListener::bind((net.addr_b.as_str(), 0)))??;
+    let (mut tx, mut rx) = crate::tls::pair_over(pki, listener)?;
     let n = bytes.div_ceil(PIECE as u64);
     let reader_cpus = cpus.1.to_vec();
     let reader = std::thread::spawn(move || -> std::io::Result<f64> {
@@ -568,10 +621,12 @@ const BLOCK: usize = 100;
 /// measured alike: both echoes on the engine core (threads of this process), the caller on the
 /// host core, so each call wakes a thread on the other core, and the two taking turns in
 /// blocks of [`BLOCK`] so that both see the same state of the machine. A tenth more of each
-/// is run first, untimed.
-fn calls_us(options: &offhost_link::LinkOptions, calls: usize) -> Result<(f64, f64)> {
+/// is run first, untimed. The echoes listen on side `b` of `net`.
+fn calls_us(options: &offhost_link::LinkOptions, net: &Net, calls: usize) -> Result<(f64, f64)> {
     let (host_core, engine_core) = affinity::host_engine_cores();
-    let server = Server::bind_with("tls:127.0.0.1:0", options)?;
+    let server = net.on_side(false, || {
+        Server::bind_with(&format!("tls:{}:0", net.addr_b), options)
+    })??;
     let url = server.url().to_owned();
     std::thread::Builder::new()
         .name("engines-echo".into())
@@ -582,7 +637,9 @@ fn calls_us(options: &offhost_link::LinkOptions, calls: usize) -> Result<(f64, f
         })?;
     let session = Session::connect_with(&url, options)?;
     let ch = session.open("call", ChannelOptions::default())?;
-    let mut tcp = plain::start(Transport::TcpRaw, Role::Echo, 1)?;
+    let listener = net.on_side(false, || TcpListener::bind((net.addr_b.as_str(), 0)))??;
+    let (host, peer) = plain::tcp_pair(listener)?;
+    let mut tcp = plain::start_pair(Transport::TcpRaw, host, peer, Role::Echo, 1)?;
     let tcp = tcp.endpoint();
     let cpus = affinity::allowed_cpus();
     let _ = affinity::pin_current_thread(host_core);

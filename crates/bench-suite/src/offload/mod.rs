@@ -204,18 +204,7 @@ fn command(exe: &Path, prefix: &[String]) -> Command {
 
 impl Setup {
     fn new(o: &Options, need_a: bool) -> Result<Setup> {
-        let (net, note) = match o.network {
-            Some(Network::Loopback) => (Net::loopback(), None),
-            Some(Network::Netns) => (Net::netns(o.netem.as_deref()).map_err(Error::Peer)?, None),
-            None => match Net::netns(o.netem.as_deref()) {
-                Ok(n) => (n, None),
-                Err(why) if o.netem.is_none() => (
-                    Net::loopback(),
-                    Some(format!("no network namespaces ({why}): loopback")),
-                ),
-                Err(why) => return Err(Error::Peer(why)),
-            },
-        };
+        let (net, note) = Net::choose(o.network, o.netem.as_deref()).map_err(Error::Peer)?;
         let dir = tempfile::tempdir()?;
         let certs = if o.plain_tcp {
             None

@@ -34,6 +34,8 @@ pub struct Net {
     /// What it is.
     pub kind: Network,
     namespaces: Option<(String, String)>,
+    /// Side A's address.
+    pub addr_a: String,
     /// Engine B's address (where A's side connects).
     pub addr_b: String,
     /// What was done to the link (`tc netem` arguments), if anything.
@@ -69,6 +71,7 @@ impl Net {
         let mut net = Net {
             kind: Network::Netns,
             namespaces: None,
+            addr_a: "10.232.0.1".into(),
             addr_b: "10.232.0.2".into(),
             impairment: None,
         };
@@ -112,8 +115,66 @@ impl Net {
         Net {
             kind: Network::Loopback,
             namespaces: None,
+            addr_a: "127.0.0.1".into(),
             addr_b: "127.0.0.1".into(),
             impairment: None,
+        }
+    }
+
+    /// The network `network` asks for, made here, with `netem` on it; with no choice,
+    /// namespaces where they can be made and loopback otherwise, with a note saying why.
+    pub fn choose(
+        network: Option<Network>,
+        netem: Option<&str>,
+    ) -> std::result::Result<(Net, Option<String>), String> {
+        match network {
+            Some(Network::Loopback) if netem.is_some() => {
+                Err("--netem needs --network netns (loopback is not impaired)".into())
+            }
+            Some(Network::Loopback) => Ok((Net::loopback(), None)),
+            Some(Network::Netns) => Ok((Net::netns(netem)?, None)),
+            None => match Net::netns(netem) {
+                Ok(n) => Ok((n, None)),
+                Err(why) if netem.is_none() => Ok((
+                    Net::loopback(),
+                    Some(format!("no network namespaces ({why}): loopback")),
+                )),
+                Err(why) => Err(why),
+            },
+        }
+    }
+
+    /// Runs `f` on a thread of this process inside side A's namespace (`a`) or B's, and
+    /// returns what it returns; on loopback, on this thread. A socket belongs to the
+    /// namespace it was made in, whichever thread uses it later: make there what must
+    /// listen or connect on that side.
+    pub fn on_side<T: Send>(&self, a: bool, f: impl FnOnce() -> T + Send) -> Result<T> {
+        let Some((na, nb)) = &self.namespaces else {
+            return Ok(f());
+        };
+        let name = if a { na } else { nb };
+        let path = format!("/run/netns/{name}");
+        let ns = std::fs::File::open(&path).map_err(|e| Error::Peer(format!("{path}: {e}")))?;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&ns),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .map_err(|e| Error::Peer(format!("entering network namespace {name}: {e}")))?;
+                Ok(f())
+            })
+            .join()
+            .map_err(|_| Error::Peer(format!("a thread in network namespace {name} panicked")))?
+        })
+    }
+
+    /// Side A's address (`a`) or B's.
+    pub fn addr_of(&self, a: bool) -> &str {
+        if a {
+            &self.addr_a
+        } else {
+            &self.addr_b
         }
     }
 
