@@ -296,11 +296,11 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
     let (net, note) = Net::choose(o.network, o.netem.as_deref()).map_err(Error::Peer)?;
     let pki = Pki::generate_for(&[net.addr_a.clone(), net.addr_b.clone()])?;
     // This side's work (submitting, the raw writer, the callers) runs in `a`'s namespace.
-    let mut report = net.on_side(true, || measure(o, bar, &net, &pki))??;
-    report.network = net.kind;
-    report.network_note = note;
-    report.impairment = net.impairment.clone();
-    Ok(report)
+    let report = net.on_side(true, || measure(o, bar, &net, &pki))??;
+    Ok(Report {
+        network_note: note,
+        ..report
+    })
 }
 
 /// [`run`] on side `a` of `net`.
@@ -454,7 +454,7 @@ fn measure(o: &Options, bar: &ProgressBar, net: &Net, pki: &Pki) -> Result<Repor
     Ok(Report {
         network: net.kind,
         network_note: None,
-        impairment: None,
+        impairment: net.impairment.clone(),
         bytes: o.bytes,
         buffers: o.buffers,
         placement,
