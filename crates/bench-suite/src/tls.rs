@@ -219,8 +219,10 @@ pub fn pair_over(pki: &Pki, l: TcpListener) -> io::Result<(RawTls, RawTls)> {
     // Connected before the accepting thread starts (the listener's backlog holds it), so
     // that a connection that fails leaves no thread waiting in accept.
     let sock = TcpStream::connect(addr)?;
+    let from = sock.local_addr()?;
     let accepting = std::thread::spawn(move || -> io::Result<RawTls> {
-        let (s, _) = l.accept()?;
+        // Only this connection: a stranger's, queued first, would hold the handshake.
+        let s = plain::accept_from(&l, from)?;
         let conn = server.connection().map_err(io::Error::other)?;
         RawTls::handshake(conn.into(), s)
     });

@@ -157,11 +157,29 @@ impl Drop for PeerRun {
     }
 }
 
+/// Accepts on `l` the connection whose far end is `from` (a connection this process made,
+/// already in `l`'s backlog), closing any other that came first: anyone on the machine (or
+/// in the namespace) may connect to a listening port, and a stranger must not become a
+/// bench's peer. The backlog is first in, first out, so only connections queued before
+/// `from`'s are turned away, and the wait ends.
+pub fn accept_from(
+    l: &std::net::TcpListener,
+    from: std::net::SocketAddr,
+) -> io::Result<std::net::TcpStream> {
+    loop {
+        let (s, peer) = l.accept()?;
+        if peer == from {
+            return Ok(s);
+        }
+    }
+}
+
 /// Two ends of a `tcp-raw` connection (`TCP_NODELAY`): this thread's, connected to `l`
-/// (made on the other side: in another network namespace, say), and the one `l` accepts.
+/// (made on the other side: in another network namespace, say), and the one `l` accepts
+/// from it ([`accept_from`]).
 pub fn tcp_pair(l: std::net::TcpListener) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
     let a = std::net::TcpStream::connect(l.local_addr()?)?;
-    let (b, _) = l.accept()?;
+    let b = accept_from(&l, a.local_addr()?)?;
     a.set_nodelay(true)?;
     b.set_nodelay(true)?;
     let (a2, b2) = (a.try_clone()?, b.try_clone()?);
@@ -289,6 +307,29 @@ mod tests {
             run.endpoint().send(&msg).unwrap();
             run.endpoint().recv(&mut back).unwrap();
             assert_eq!(msg, back, "{kind:?}");
+        }
+    }
+
+    /// A connection a stranger made to the listener first is closed, not taken for the
+    /// bench's own.
+    #[test]
+    fn a_tcp_pair_takes_only_its_own_connection() {
+        use std::time::Duration;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut stranger = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut a, mut b) = tcp_pair(l).unwrap();
+        a.send(b"own").unwrap();
+        let mut got = [0u8; 3];
+        b.recv(&mut got).unwrap();
+        assert_eq!(&got, b"own");
+        // The stranger's connection was closed: end of stream (or a reset), not silence.
+        stranger
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        match stranger.read(&mut got) {
+            Ok(0) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+            other => panic!("the stranger's connection is still open: {other:?}"),
         }
     }
 
