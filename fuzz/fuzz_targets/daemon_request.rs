@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use offhost_engine::daemon::Daemon;
+use offhost_node::daemon::Daemon;
 use offhost_engine::{DaemonLimits, EngineConfig};
 
 fn daemon() -> &'static Arc<Daemon> {

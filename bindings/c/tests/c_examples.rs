@@ -259,7 +259,7 @@ fn errors_reach_c_with_their_codes_and_messages() {
 /// An engine serving hosts' off-host queues in this process, on an abstract shm socket; its
 /// address.
 fn queue_engine() -> String {
-    use offhost_engine::offload::{Offload, OffloadConfig};
+    use offhost_node::offload::{Offload, OffloadConfig};
     let name = format!("@c-queue-{}", std::process::id());
     let config = OffloadConfig::new(offhost_link::peer::PeerConfig::new("alpha"));
     let offload = Offload::new(config, None).expect("offload service");
@@ -319,7 +319,7 @@ fn the_queue_example_streams_through_an_engine_and_reaps_every_completion() {
 
 #[test]
 fn the_pipeline_runner_submits_to_a_daemon_under_a_name() {
-    use offhost_engine::daemon::{Client, Daemon};
+    use offhost_node::daemon::{Client, Daemon};
     let server = Server::bind("tcp:127.0.0.1:0").expect("bind loopback");
     let url = server.url().to_string();
     let d = Daemon::new(

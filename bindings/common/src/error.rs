@@ -1,8 +1,8 @@
 //! Errors of the bindings and the kinds they map to.
 
-use offhost_engine::daemon::DaemonError;
 use offhost_link::offload::{ErrorCode, QueueError};
 use offhost_link::LinkError;
+use offhost_node::daemon::DaemonError;
 
 /// What kind of failure an [`Error`] is: each binding maps a kind to one exception class
 /// (Python) or status code (C).

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use offhost_engine::daemon::Client;
 use offhost_engine::{Buffer, EngineConfig, HostInput, HostOutput, Registry, RunError, Running};
 use offhost_link::{Channel, LinkError};
+use offhost_node::daemon::Client;
 use serde_json::{json, Value};
 
 use crate::error::Error;
@@ -551,7 +551,7 @@ impl Remote {
         &self,
         ports: &Mutex<HashMap<String, Port<Channel>>>,
         name: &str,
-        open: impl FnOnce(&Client, &str) -> Result<Channel, offhost_engine::daemon::DaemonError>,
+        open: impl FnOnce(&Client, &str) -> Result<Channel, offhost_node::daemon::DaemonError>,
     ) -> Result<Option<Arc<Channel>>, Error> {
         let mut p = lock(ports);
         match p.get(name) {

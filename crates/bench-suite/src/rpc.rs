@@ -42,10 +42,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use offhost_bench::stats::median;
-use offhost_engine::daemon::{Client, DaemonError};
 use offhost_engine::{
     Args, Build, Context, EngineConfig, Get, Pipeline, Registry, Status, Task, TaskError, TaskInfo,
 };
+use offhost_node::daemon::{Client, DaemonError};
 use serde::Serialize;
 
 use crate::engine::{best_of, chain, time_pipeline};
@@ -318,7 +318,7 @@ type Stamps = Arc<Mutex<Vec<Instant>>>;
 fn stamping_registry(options: offhost_link::LinkOptions) -> (Registry, Stamps) {
     let at: Stamps = Arc::new(Mutex::new(Vec::new()));
     let mut reg = Registry::with_builtins();
-    offhost_engine::remote::register(&mut reg, offhost_engine::remote::Links::own(options));
+    offhost_node::remote::register(&mut reg, offhost_node::remote::Links::own(options));
     let stamps = Arc::clone(&at);
     reg.register(
         TaskInfo::new(

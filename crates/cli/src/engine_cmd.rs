@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context as _};
-use offhost_engine::daemon::Daemon;
-use offhost_engine::jobs::daemon::DaemonJob;
-use offhost_engine::jobs::placed::{self, PlacedJob};
-use offhost_engine::jobs::table::{render, render_engines};
-use offhost_engine::names::PipelineRef;
-use offhost_engine::offload::{HostLimits, Offload, OffloadConfig};
 use offhost_engine::{EngineConfig, Registry, Stats};
 use offhost_link::peer::PeerConfig;
+use offhost_node::daemon::Daemon;
+use offhost_node::jobs::daemon::DaemonJob;
+use offhost_node::jobs::placed::{self, PlacedJob};
+use offhost_node::jobs::table::{render, render_engines};
+use offhost_node::names::PipelineRef;
+use offhost_node::offload::{HostLimits, Offload, OffloadConfig};
 
 /// Arguments of `offhost engine`.
 #[derive(clap::Args, Debug)]
@@ -162,9 +162,9 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     };
     let options = args.access.link_options();
     // Submitted pipelines reach other engines over tls: with this engine's certificates.
-    offhost_engine::remote::register(
+    offhost_node::remote::register(
         &mut registry,
-        offhost_engine::remote::Links::outside(options.clone()),
+        offhost_node::remote::Links::outside(options.clone()),
     );
     let link_limits = args.link_limits.limits()?;
     let mut config = EngineConfig {
@@ -294,7 +294,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     }
     let url = &args.engine[0];
     if args.list || args.status.is_some() || args.stop.is_some() {
-        let client = offhost_engine::jobs::daemon::connect(url, &options)?;
+        let client = offhost_node::jobs::daemon::connect(url, &options)?;
         if let Some(id) = args.status {
             return print_state(&client.status(id)?, args.json);
         }
@@ -322,7 +322,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         ins: &args.ins,
         name: args.name.as_deref(),
     };
-    let state = offhost_engine::jobs::daemon::run(&job, args.detach, |id| {
+    let state = offhost_node::jobs::daemon::run(&job, args.detach, |id| {
         eprintln!("pipeline {id} started on {url}");
         if args.detach {
             println!("{id}");

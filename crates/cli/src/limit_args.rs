@@ -90,13 +90,13 @@ impl BudgetArgs {
     }
 }
 
-/// Limits of the engine daemon over all its pipelines; see `offhost_engine::DaemonLimits`.
+/// Limits of the engine daemon over all its pipelines; see `offhost_node::DaemonLimits`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DaemonLimitArgs {
     #[command(flatten)]
     budget: BudgetArgs,
     /// Pipelines running at once.
-    #[arg(long, default_value_t = offhost_engine::DEFAULT_PIPELINES)]
+    #[arg(long, default_value_t = offhost_node::DEFAULT_PIPELINES)]
     max_pipelines: usize,
     /// Bytes of the free lists of all running pipelines together, and of ended ones still
     /// held (not asked about yet, or with outputs a host has not read).
@@ -109,8 +109,8 @@ pub struct DaemonLimitArgs {
 
 impl DaemonLimitArgs {
     /// The limits these flags describe.
-    pub fn limits(&self) -> offhost_engine::DaemonLimits {
-        offhost_engine::DaemonLimits {
+    pub fn limits(&self) -> offhost_node::DaemonLimits {
+        offhost_node::DaemonLimits {
             pipeline: self.budget.budget(),
             pipelines: self.max_pipelines,
             pool_bytes: self.max_total_pool_bytes,

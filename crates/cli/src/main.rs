@@ -65,9 +65,9 @@ enum Command {
 /// reaches any engine (the user's own pipelines; `offhost engine` narrows it).
 fn registry() -> offhost_engine::Registry {
     let mut r = offhost_pet::tasks::registry();
-    offhost_engine::remote::register(
+    offhost_node::remote::register(
         &mut r,
-        offhost_engine::remote::Links::own(offhost_link::LinkOptions::default()),
+        offhost_node::remote::Links::own(offhost_link::LinkOptions::default()),
     );
     r
 }

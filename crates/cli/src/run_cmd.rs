@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressStyle};
-use offhost_engine::jobs::local::{self, LocalJob};
-use offhost_engine::jobs::table::{human_bytes, render};
 use offhost_engine::{EngineConfig, Registry, Stats};
+use offhost_node::jobs::local::{self, LocalJob};
+use offhost_node::jobs::table::{human_bytes, render};
 
 /// Arguments of `offhost run`.
 #[derive(clap::Args, Debug)]

@@ -1,13 +1,12 @@
-//! Budgets: what one pipeline, and one engine daemon, may take.
+//! Budgets: what one pipeline may take.
 //!
 //! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks, its
-//! worker threads and the links to other engines its tasks open. It is checked when the
-//! pipeline is built ([`Pipeline::build_within`]), before anything is allocated, and when
-//! it starts. [`DaemonLimits`] bounds an engine daemon:
-//! the pipelines it runs at once and their free lists together, on top of each pipeline's
-//! budget. Going over refuses that one pipeline with an error that names the limit and the
-//! `offhost` flag that raises it (`offhost run` and `offhost engine` take the flags); the
-//! daemon's other pipelines and hosts are served. The defaults are ones a laptop survives.
+//! worker threads and the tasks woken from outside it (each holds a link to another engine).
+//! It is checked when the pipeline is built ([`Pipeline::build_within`]), before anything is
+//! allocated, and when it starts. Going over refuses that one pipeline with an error that
+//! names the limit and the `offhost` flag that raises it; an engine daemon's limits over all
+//! its pipelines stand on top of it (`offhost_node::DaemonLimits`). The defaults are ones a
+//! laptop survives.
 //!
 //! [`Pipeline::build_within`]: crate::Pipeline::build_within
 
@@ -23,12 +22,6 @@ pub const DEFAULT_TASKS: usize = 1024;
 pub const DEFAULT_WORKERS: usize = 64;
 /// Default [`Budget::links`].
 pub const DEFAULT_LINKS: usize = 64;
-/// Default [`DaemonLimits::pipelines`].
-pub const DEFAULT_PIPELINES: usize = 64;
-/// Default [`DaemonLimits::pool_bytes`]: 2 GiB.
-pub const DEFAULT_TOTAL_POOL_BYTES: u64 = 2 << 30;
-/// Default [`DaemonLimits::text_bytes`]: 1 MiB.
-pub const DEFAULT_TEXT_BYTES: usize = 1 << 20;
 
 /// What one pipeline may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,32 +47,6 @@ impl Default for Budget {
             tasks: DEFAULT_TASKS,
             workers: DEFAULT_WORKERS,
             links: DEFAULT_LINKS,
-        }
-    }
-}
-
-/// What an engine daemon may take over all the pipelines it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DaemonLimits {
-    /// Each pipeline's budget.
-    pub pipeline: Budget,
-    /// Pipelines running at once (`--max-pipelines`).
-    pub pipelines: usize,
-    /// Bytes of the free lists of all running pipelines together, with those of ended
-    /// pipelines that are still held (unasked, or with outputs a host has not read yet)
-    /// (`--max-total-pool-bytes`).
-    pub pool_bytes: u64,
-    /// Bytes of one pipeline text a host submits (`--max-text-bytes`).
-    pub text_bytes: usize,
-}
-
-impl Default for DaemonLimits {
-    fn default() -> Self {
-        DaemonLimits {
-            pipeline: Budget::default(),
-            pipelines: DEFAULT_PIPELINES,
-            pool_bytes: DEFAULT_TOTAL_POOL_BYTES,
-            text_bytes: DEFAULT_TEXT_BYTES,
         }
     }
 }

@@ -266,7 +266,7 @@ impl Built {
         for port in host.inputs.values() {
             let _ = port.waker.set(shared.waker(port.task));
         }
-        crate::own_call::hand_to_calls(&mut host);
+        crate::call::hand_to_calls(&mut host);
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }

@@ -88,7 +88,7 @@ const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
 pub(crate) type Failure = Arc<OnceLock<String>>;
 
 /// The task to wake when a buffer reaches a `host-out`: a task of the same pipeline that
-/// reads it (a call to its own pipeline's service, see `own_call.rs`); none for a host,
+/// reads it (a call to its own pipeline's service, see `call.rs`); none for a host,
 /// which waits on the channel itself.
 pub(crate) type OutWaker = Arc<Mutex<Option<Waker>>>;
 
@@ -113,7 +113,7 @@ pub(crate) struct HostPorts {
     pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
     /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
     /// where the engine sends the service (the host ports of that name) when it starts.
-    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::own_call::OwnService>>)>,
+    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::call::OwnService>>)>,
 }
 
 impl HostPorts {
@@ -248,7 +248,7 @@ impl HostInput {
     }
 
     /// Like [`try_send`](Self::try_send), giving the message back with the error.
-    pub(crate) fn try_send_back(&self, data: Vec<u8>) -> Result<(), (HostError, Vec<u8>)> {
+    pub fn try_send_back(&self, data: Vec<u8>) -> Result<(), (HostError, Vec<u8>)> {
         let Some(tx) = self.tx.as_ref() else {
             return Err((HostError::Closed, data));
         };
@@ -274,7 +274,7 @@ impl HostInput {
     /// A [`Helper`](crate::sched::Helper) of the task's pipeline, to run its tasks on this
     /// thread while it waits for what they put out; `None` before the pipeline starts or
     /// after it ended.
-    pub(crate) fn helper(&self) -> Option<crate::sched::Helper> {
+    pub fn helper(&self) -> Option<crate::sched::Helper> {
         self.waker.get().and_then(|w| w.helper())
     }
 

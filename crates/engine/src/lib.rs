@@ -64,27 +64,18 @@
 mod backlog;
 mod budget;
 mod buffer;
-pub mod daemon;
+pub mod call;
 mod engine;
 mod error;
 mod graph;
 mod graph_checks;
 mod host;
-pub mod jobs;
 pub mod lang;
-pub mod names;
-pub mod offload;
-mod own_call;
-pub mod placement;
-mod placement_calls;
 mod pool;
 mod queue;
 mod registry;
-pub mod remote;
-pub mod remote_call;
 pub mod sandbox;
 mod sched;
-mod service;
 mod slot;
 mod task;
 mod task_doc;
@@ -92,8 +83,7 @@ pub mod tasks;
 mod timer;
 
 pub use budget::{
-    pool_bytes, Budget, DaemonLimits, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_PIPELINES,
-    DEFAULT_POOL_BYTES, DEFAULT_TASKS, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES,
+    pool_bytes, Budget, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_POOL_BYTES, DEFAULT_TASKS,
     DEFAULT_WORKERS,
 };
 pub use buffer::{BufMut, Buffer, BufferError};
@@ -109,5 +99,6 @@ pub use pool::{
 pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
 pub use sandbox::{FileError, Files, ReadFile, WriteFile};
+pub use sched::{workers_spin, Helper, OutsideWaker, Waker};
 pub use slot::TaskStats;
 pub use task::{Context, Priority, Status, Task, TaskError};

@@ -248,6 +248,18 @@ impl Build<'_> {
     pub fn files(&self) -> &crate::sandbox::Files {
         self.files
     }
+
+    /// A waker for this task that something outside the pipeline (a thread of the task's
+    /// own, a link to another engine) uses to wake it once the pipeline runs. Each counts
+    /// against the pipeline's [`Budget::links`](crate::Budget::links): the tasks that need
+    /// one are those that hold a connection.
+    pub fn outside_waker(&mut self) -> crate::sched::OutsideWaker {
+        let w = crate::sched::OutsideWaker::default();
+        self.host
+            .wakers
+            .push((std::sync::Arc::clone(&w.0), self.task_id));
+        w
+    }
 }
 
 /// Makes a task from its arguments.

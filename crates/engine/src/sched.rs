@@ -8,7 +8,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
@@ -32,26 +32,31 @@ const RUNNING: u8 = 2;
 const NOTIFIED: u8 = 3;
 pub(crate) const DONE: u8 = 4;
 
-/// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer.
+/// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer, and by
+/// whatever wakes a task from outside its pipeline ([`OutsideWaker`]). It holds nothing of the
+/// pipeline: waking a task of a pipeline that has ended does nothing.
 #[derive(Clone)]
-pub(crate) struct Waker {
+pub struct Waker {
     shared: Weak<Shared>,
     id: usize,
 }
 
 impl Waker {
-    pub(crate) fn same_task(&self, other: &Waker) -> bool {
+    /// Whether `other` wakes the same task of the same pipeline.
+    pub fn same_task(&self, other: &Waker) -> bool {
         self.id == other.id && Weak::ptr_eq(&self.shared, &other.shared)
     }
 
-    pub(crate) fn wake(&self) {
+    /// Makes the task runnable (again): it runs its next turn soon, on a worker or a
+    /// [`Helper`].
+    pub fn wake(&self) {
         if let Some(s) = self.shared.upgrade() {
             s.wake(self.id);
         }
     }
 
     /// A [`Helper`] of this task's pipeline, if it still runs.
-    pub(crate) fn helper(&self) -> Option<Helper> {
+    pub fn helper(&self) -> Option<Helper> {
         self.shared.upgrade().map(Helper::new)
     }
 
@@ -443,7 +448,7 @@ impl Shared {
 /// it. So while a helper is there on one CPU, a task woken goes on the run queue without
 /// waking a worker, and when it leaves, a worker is woken for whatever it left there. On more
 /// CPUs workers are woken as usual, and whoever comes first runs the task.
-pub(crate) struct Helper {
+pub struct Helper {
     shared: Arc<Shared>,
 }
 
@@ -456,7 +461,7 @@ impl Helper {
     /// Runs runnable tasks of the pipeline, as a worker does, until `done()` says true or
     /// nothing is left to run. A task cannot be interrupted within its turn, so `done()` is
     /// asked between turns.
-    pub(crate) fn run_until(&self, done: &mut dyn FnMut() -> bool) {
+    pub fn run_until(&self, done: &mut dyn FnMut() -> bool) {
         while !done() {
             let Some(id) = self.shared.pop() else {
                 return;
@@ -508,6 +513,36 @@ impl Done {
         }
         true
     }
+}
+
+/// The waker of a task woken from outside its pipeline (by a thread of its own, or a link),
+/// set when the pipeline starts. A task gets one from [`Build::outside_waker`], which counts
+/// it against the pipeline's [`Budget::links`](crate::Budget::links).
+///
+/// [`Build::outside_waker`]: crate::Build::outside_waker
+#[derive(Clone, Default)]
+pub struct OutsideWaker(pub(crate) Arc<OnceLock<Waker>>);
+
+impl OutsideWaker {
+    /// The task's waker, once its pipeline has started.
+    pub fn get(&self) -> Option<&Waker> {
+        self.0.get()
+    }
+
+    /// Wakes the task, if its pipeline has started.
+    pub fn wake(&self) {
+        if let Some(w) = self.0.get() {
+            w.wake();
+        }
+    }
+}
+
+/// Whether the workers of a pipeline spin before they sleep on this machine: only where
+/// another CPU can bring work meanwhile (see `spin_rounds`). A thread that waits for a
+/// task's answer spins the same way, or looks once.
+pub fn workers_spin() -> bool {
+    static SPINS: OnceLock<bool> = OnceLock::new();
+    *SPINS.get_or_init(|| spin_rounds(cpus()) > 0)
 }
 
 #[cfg(test)]

@@ -78,10 +78,10 @@ use offhost_bench::stats::{median, Summary};
 use offhost_bench::threads::Sampler;
 use offhost_bench::transport::Transport;
 use offhost_bench::{affinity, cpu};
-use offhost_engine::daemon::{Client, DaemonError};
-use offhost_engine::jobs::placed::{self, PlacedJob};
 use offhost_engine::Registry;
 use offhost_link::{ChannelOptions, Server, Session};
+use offhost_node::daemon::{Client, DaemonError};
+use offhost_node::jobs::placed::{self, PlacedJob};
 use serde::Serialize;
 
 use crate::error::{Error, Result};

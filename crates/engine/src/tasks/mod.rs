@@ -19,6 +19,7 @@ pub(crate) fn register_builtins(r: &mut Registry) {
     bytes::register(r);
     rate::register(r);
     wav::register(r);
+    crate::call::register(r);
     r.register(
         TaskInfo::new(
             "host-in",

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{bindings, create, join, open, pump_in, pump_out, Bindings, JobError};
-use crate::{Budget, EngineConfig, Files, Pipeline, Registry, RunError, Stats, Stopper};
+use offhost_engine::{Budget, EngineConfig, Files, Pipeline, Registry, RunError, Stats, Stopper};
 
 /// What to run, and how.
 #[derive(Debug, Clone)]
@@ -118,6 +118,7 @@ pub fn run(
                 "{path}: task '{task}' (line {line}) failed: {message}"
             )),
         ),
+        Err(e) => return Err(JobError::Failed(format!("{path}: {e}"))),
     };
     Ok(LocalOutcome {
         stats,

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use offhost_engine::daemon::{Client, Daemon};
-use offhost_engine::remote::{register, Links};
 use offhost_engine::{
     Args, Build, Context, EngineConfig, Files, Get, Pipeline, Registry, Status, Task, TaskError,
     TaskInfo,
 };
 use offhost_link::{Channel, Server};
+use offhost_node::daemon::{Client, Daemon};
+use offhost_node::remote::{register, Links};
 
 const CONFIG: EngineConfig = EngineConfig {
     workers: 2,

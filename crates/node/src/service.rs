@@ -31,9 +31,10 @@ use std::time::Duration;
 
 use offhost_link::{Channel, LinkError};
 
-use crate::engine::Stopper;
-use crate::host::{HostError, HostInput, HostOutput};
 use crate::remote_call::Joiner;
+use offhost_engine::call::OUT_OF_STEP;
+use offhost_engine::Stopper;
+use offhost_engine::{HostError, HostInput, HostOutput};
 
 /// One pipeline's service: its host ports, shared by its callers (a daemon's `call/ID/NAME`
 /// channels; a pipeline's own calls use `own_call.rs` instead). Dropping the last
@@ -268,8 +269,7 @@ pub(crate) const SPIN_WAIT: Duration = Duration::from_micros(50);
 /// Where the workers do not spin (one CPU, see `sched::spin_rounds`) it looks once: spinning
 /// there only keeps the thread that would answer from running.
 pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
-    static SPINS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*SPINS.get_or_init(|| crate::sched::spin_rounds(crate::sched::cpus()) > 0) {
+    if !offhost_engine::workers_spin() {
         return try_();
     }
     let t0 = std::time::Instant::now();
@@ -289,12 +289,6 @@ pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
 /// How often a call waiting for its turn asks whether its caller has gone.
 const WAIT_CHECK: Duration = Duration::from_millis(50);
 
-/// Why a service whose `host-out` put out more buffers than it was given requests stops
-/// taking calls.
-pub(crate) const OUT_OF_STEP: &str = "the service answered a call with more than one buffer, \
-     so its answers are out of step with its callers; it takes no more calls (a service puts \
-     out exactly one buffer per request)";
-
 /// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
 /// that no call asked for.
 fn out_of_step(input: &mut HostInput, output: &HostOutput) -> Result<(), String> {
@@ -308,7 +302,7 @@ fn out_of_step(input: &mut HostInput, output: &HostOutput) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EngineConfig, Pipeline, Registry};
+    use offhost_engine::{EngineConfig, Pipeline, Registry};
 
     #[test]
     fn an_ended_pipelines_service_is_let_go() {
@@ -328,7 +322,7 @@ mod tests {
             .get_or_take(1, "svc", true, move || Ok(taken))
             .unwrap();
         assert!(matches!(
-            s.call(vec![crate::host::LAST, 7, 8], &mut || None),
+            s.call(vec![offhost_engine::LAST, 7, 8], &mut || None),
             Ok(a) if a == [7, 8]
         ));
         // A second caller shares it; nothing more is taken.

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_engine::offload::{Offload, OffloadConfig};
 use offhost_link::offload::{ChannelId, ErrorCode, HostQueue, OpenOptions, Outcome, RecvSize};
 use offhost_link::peer::PeerConfig;
 use offhost_link::{LinkOptions, Server};
+use offhost_node::offload::{Offload, OffloadConfig};
 
 static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -27,7 +27,7 @@ fn engine_with(
     name: &str,
     peers: &[(&str, &str)],
     tweak: impl FnOnce(&mut OffloadConfig),
-    daemon: Option<Arc<offhost_engine::daemon::Daemon>>,
+    daemon: Option<Arc<offhost_node::daemon::Daemon>>,
 ) -> Engine {
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let shm = format!("@offload-test-{}-{n}-{name}", std::process::id());
@@ -377,7 +377,7 @@ fn pings_still_cross_after_a_stream_on_the_same_lane() {
 
 #[test]
 fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
-    let daemon = offhost_engine::daemon::Daemon::new(
+    let daemon = offhost_node::daemon::Daemon::new(
         offhost_engine::Registry::with_builtins(),
         offhost_engine::EngineConfig::default(),
     );
@@ -385,7 +385,7 @@ fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
     let alpha = engine("alpha", &[("beta", &beta.url)], |_| {});
     // The daemon's clients reach beta on the same listener as peer engines.
     let client =
-        offhost_engine::daemon::Client::connect_with(&beta.url, &LinkOptions::new().insecure(true))
+        offhost_node::daemon::Client::connect_with(&beta.url, &LinkOptions::new().insecure(true))
             .unwrap();
     let sub = client
         .submit("host-in name=in >a:p(8,4096)\ncrc32c <a >b\nhost-out name=out <b\n")

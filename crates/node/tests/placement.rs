@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use offhost_engine::lang::parse;
-use offhost_engine::placement::{plan, PlacementError};
 use offhost_engine::{Pipeline, Registry};
+use offhost_node::placement::{plan, PlacementError};
 
 fn engines(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
@@ -57,10 +57,7 @@ fn a_chain_splits_into_parts_that_keep_their_lines() {
     );
     // Every part is a pipeline the engine accepts.
     let mut r = Registry::with_builtins();
-    offhost_engine::remote::register(
-        &mut r,
-        offhost_engine::remote::Links::own(Default::default()),
-    );
+    offhost_node::remote::register(&mut r, offhost_node::remote::Links::own(Default::default()));
     for e in p.order() {
         let part = p.text(e, &t).unwrap();
         Pipeline::parse(&part)
@@ -182,10 +179,7 @@ fn queues_between_engines_both_ways_split_an_engine_by_stage() {
     // Every part is a pipeline the engine accepts, with the tasks of its stage only; the
     // engine named in engine-out is the engine, not the part.
     let mut r = Registry::with_builtins();
-    offhost_engine::remote::register(
-        &mut r,
-        offhost_engine::remote::Links::own(Default::default()),
-    );
+    offhost_node::remote::register(&mut r, offhost_node::remote::Links::own(Default::default()));
     for part in p.order() {
         let text = p.text(part, &t).unwrap();
         Pipeline::parse(&text)
@@ -216,10 +210,7 @@ const CALLED: &str = "host-in name=svc whole=true @b >q:q(4,64k)\ncrc32c @b <q >
 #[test]
 fn a_call_of_the_files_own_service_on_another_engine_names_its_part() {
     let mut r = Registry::with_builtins();
-    offhost_engine::remote::register(
-        &mut r,
-        offhost_engine::remote::Links::own(Default::default()),
-    );
+    offhost_node::remote::register(&mut r, offhost_node::remote::Links::own(Default::default()));
     let p = plan(&parse(CALLED).unwrap(), &engines(&["a", "b"]), &r).unwrap();
     // The service goes first: the call names its pipeline id.
     assert_eq!(p.order(), ["b", "a"]);

@@ -18,21 +18,21 @@
 //!
 //! Failure is whole: if the link breaks, `engine-out` fails its pipeline with an error naming
 //! the engine it was sending to, and the receiving daemon fails the reading pipeline (a cut
-//! stream is never taken for a complete one, see [`crate::HostInput::fail`]).
+//! stream is never taken for a complete one, see [`offhost_engine::HostInput::fail`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use offhost_link::{Channel, ChannelOptions, Endpoint, LinkError, LinkOptions, Session};
 
-use crate::buffer::Buffer;
 use crate::names::PipelineRef;
-use crate::queue::Get;
-use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
-use crate::sched::Waker;
-use crate::task::{Context, Priority, Status, Task, TaskError};
+use offhost_engine::Buffer;
+use offhost_engine::Get;
+use offhost_engine::OutsideWaker;
+use offhost_engine::{ArgError, Args, Build, Registry, TaskInfo};
+use offhost_engine::{Context, Priority, Status, Task, TaskError};
 
 /// Which engines a pipeline's `engine-out` tasks may reach, and with which certificates.
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ impl Target {
 
 /// What the task and its sender thread share.
 pub(crate) struct Shared {
-    pub(crate) waker: Arc<OnceLock<Waker>>,
+    pub(crate) waker: OutsideWaker,
     /// Set once by the sender thread when it is done: `Ok` once every buffer was handed to
     /// the link and the channel closed, `Err` with what broke.
     pub(crate) end: Mutex<Option<Result<(), String>>>,
@@ -165,8 +165,7 @@ impl Shared {
     /// A new share for the task being built, its waker registered with the pipeline so
     /// that the task's thread can wake it.
     pub(crate) fn register(b: &mut Build<'_>) -> Arc<Shared> {
-        let waker = Arc::new(OnceLock::new());
-        b.host.wakers.push((Arc::clone(&waker), b.task_id));
+        let waker = b.outside_waker();
         Arc::new(Shared {
             waker,
             end: Mutex::new(None),
@@ -180,9 +179,7 @@ impl Shared {
             *end = Some(r);
         }
         drop(end);
-        if let Some(w) = self.waker.get() {
-            w.wake();
-        }
+        self.waker.wake();
     }
 
     pub(crate) fn end(&self) -> Option<Result<(), String>> {
@@ -223,8 +220,8 @@ pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result
 }
 
 /// Calls `send` with each message of `data` crossing whole: parts of at most `part` bytes,
-/// each after a byte that says whether more parts follow ([`MORE`](crate::host::MORE)) or
-/// not ([`LAST`](crate::host::LAST)), as `host-in whole=true` joins them; an empty buffer
+/// each after a byte that says whether more parts follow ([`MORE`](offhost_engine::MORE)) or
+/// not ([`LAST`](offhost_engine::LAST)), as `host-in whole=true` joins them; an empty buffer
 /// is one `LAST` byte.
 pub(crate) fn in_parts<E>(
     data: &[u8],
@@ -233,13 +230,13 @@ pub(crate) fn in_parts<E>(
 ) -> Result<(), E> {
     let mut chunks = data.chunks(part.max(1)).peekable();
     if chunks.peek().is_none() {
-        return send(&[&[crate::host::LAST]]);
+        return send(&[&[offhost_engine::LAST]]);
     }
     while let Some(c) = chunks.next() {
         let flag = if chunks.peek().is_some() {
-            crate::host::MORE
+            offhost_engine::MORE
         } else {
-            crate::host::LAST
+            offhost_engine::LAST
         };
         send(&[&[flag], c])?;
     }
@@ -263,7 +260,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         let b = match rx.try_recv() {
             Ok(b) => b,
             Err(TryRecvError::Empty) => {
-                crate::pool::release_together(|| sent.clear());
+                offhost_engine::release_together(|| sent.clear());
                 match rx.recv() {
                     Ok(b) => b,
                     Err(_) => break,
@@ -274,7 +271,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         in_parts(&b, part, |p| send(&ch, p, cancel))?;
         sent.push(b);
         if sent.len() == RELEASE_BATCH {
-            crate::pool::release_together(|| sent.clear());
+            offhost_engine::release_together(|| sent.clear());
         }
     }
     drop(sent);

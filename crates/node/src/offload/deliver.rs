@@ -8,7 +8,7 @@ use offhost_link::offload::Router;
 use offhost_link::peer::Deliver;
 
 use crate::daemon::Daemon;
-use crate::HostInput;
+use offhost_engine::HostInput;
 
 /// Inputs of pipelines opened so far, by channel name (`None` once ended).
 type Inputs = HashMap<String, Arc<Mutex<Option<HostInput>>>>;
@@ -91,7 +91,9 @@ impl Deliver for EngineDeliver {
                 Ok(())
             } else {
                 match i.send_while(msg.to_vec(), live) {
-                    Err(crate::HostError::Closed) => Err(crate::HostError::Closed),
+                    Err(offhost_engine::HostError::Closed) => {
+                        Err(offhost_engine::HostError::Closed)
+                    }
                     other => return other.map_err(|e| format!("{channel}: {e}")),
                 }
             };

@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
-use crate::lang::{Spec, TaskLine};
 use crate::placement::PlacementError;
-use crate::registry::Registry;
+use offhost_engine::lang::{Spec, TaskLine};
+use offhost_engine::Registry;
 
 /// The value of argument `key` of task `t`, written as `key=VALUE` or in its place among the
 /// positional arguments (the order in which the task declares its arguments).

@@ -41,7 +41,7 @@ pub enum JobError {
         /// The file.
         path: String,
         /// What is wrong.
-        source: crate::PipelineError,
+        source: offhost_engine::PipelineError,
     },
     /// The placements cannot work.
     #[error("{path}: {source}")]

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use offhost_engine::daemon::{Client, Daemon, DaemonError};
 use offhost_engine::{EngineConfig, Files, Registry};
 use offhost_link::Server;
+use offhost_node::daemon::{Client, Daemon, DaemonError};
 
 fn daemon() -> String {
     daemon_with(Files::Denied)

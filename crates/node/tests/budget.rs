@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use offhost_engine::daemon::{Client, Daemon, DaemonError};
-use offhost_engine::{
-    Budget, DaemonLimits, EngineConfig, Files, Pipeline, PipelineError, Registry,
-};
+use offhost_engine::{Budget, EngineConfig, Files, Pipeline, PipelineError, Registry};
 use offhost_link::{ChannelOptions, Limits, Server, Session};
+use offhost_node::daemon::{Client, Daemon, DaemonError};
+use offhost_node::DaemonLimits;
 
 fn build(text: &str) -> Result<(), PipelineError> {
     Pipeline::parse(text)?
@@ -106,10 +105,7 @@ fn links_to_other_engines_past_the_budget_are_refused_before_any_opens() {
     // it first runs; a pipeline that would open more than its budget is refused at build,
     // naming the first task over it. Nothing listens at the URL: nothing is reached.
     let mut r = Registry::with_builtins();
-    offhost_engine::remote::register(
-        &mut r,
-        offhost_engine::remote::Links::own(Default::default()),
-    );
+    offhost_node::remote::register(&mut r, offhost_node::remote::Links::own(Default::default()));
     let text = |n: usize| -> String {
         (0..n)
             .map(|i| {
@@ -196,7 +192,7 @@ fn holding_10_mib() -> (String, Client) {
 
 /// `text` submitted once the daemon has room for its free lists (refused for them until
 /// then), within 30 s; else the test fails saying `what`.
-fn admitted_within_30_s(c: &Client, text: &str, what: &str) -> offhost_engine::daemon::Submitted {
+fn admitted_within_30_s(c: &Client, text: &str, what: &str) -> offhost_node::daemon::Submitted {
     let t0 = std::time::Instant::now();
     loop {
         match c.submit(text) {
@@ -210,7 +206,7 @@ fn admitted_within_30_s(c: &Client, text: &str, what: &str) -> offhost_engine::d
     }
 }
 
-fn refusal(r: Result<offhost_engine::daemon::Submitted, DaemonError>) -> String {
+fn refusal(r: Result<offhost_node::daemon::Submitted, DaemonError>) -> String {
     match r {
         Err(DaemonError::Refused(e)) => e,
         Err(other) => panic!("expected a refusal, got {other}"),

@@ -36,15 +36,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use offhost_link::{Channel, ChannelOptions, LinkError, Session};
 
-use crate::buffer::Buffer;
-use crate::own_call::OwnCall;
-use crate::queue::Get;
-use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
-use crate::task::{Context, Priority, Status, Task, TaskError};
-
-/// The longest `timeout=` a call may be given, in seconds (a day).
-const MAX_TIMEOUT_S: f64 = 86_400.0;
+use offhost_engine::call::{no_answer_within, put_copy, timeout};
+use offhost_engine::Buffer;
+use offhost_engine::Get;
+use offhost_engine::{ArgError, Args, Build, Registry, TaskInfo};
+use offhost_engine::{Context, Priority, Status, Task, TaskError};
 
 /// Registers `call`, reaching engines as `links` allows.
 pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
@@ -92,10 +89,7 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
                     "engine= names another engine, which url= and pipeline= reach",
                 ));
             }
-            let name = args.required("name")?.to_string();
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            b.host.calls.push((name.clone(), b.task_id, tx));
-            return Ok(Box::new(OwnCall::new(&name, rx, timeout)));
+            return offhost_engine::call::own_call(args, b);
         }
         (url, _) => {
             return Err(ArgError::new(
@@ -119,26 +113,6 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
         answer: None,
         in_flight: false,
     }))
-}
-
-/// `timeout=SECONDS`, if given.
-fn timeout(args: &Args) -> Result<Option<Duration>, ArgError> {
-    match args.get("timeout") {
-        Some(t) if !t.is_empty() => t
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
-            .map(|s| Some(Duration::from_secs_f64(s)))
-            .ok_or_else(|| {
-                ArgError::new(
-                    "timeout",
-                    format!(
-                        "timeout={t}: not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
-                    ),
-                )
-            }),
-        _ => Ok(None),
-    }
 }
 
 /// A call to another engine's pipeline, with a thread that holds its link.
@@ -179,7 +153,7 @@ enum Request {
 }
 
 /// Joins the messages of one buffer that crosses a link whole (each a
-/// [`MORE`](crate::host::MORE) or [`LAST`](crate::host::LAST) byte and a part, as `host-out
+/// [`MORE`](offhost_engine::MORE) or [`LAST`](offhost_engine::LAST) byte and a part, as `host-out
 /// whole=true` and `engine-out` send them), up to a limit checked before anything grows.
 /// Sans-IO: the caller receives the messages.
 #[derive(Debug)]
@@ -205,7 +179,7 @@ impl Joiner {
     /// buffer in one message, so that it is handed on without another copy.
     pub fn request(limit: usize) -> Joiner {
         let mut j = Joiner::new(limit, "a request", "the serving host-in's free list");
-        j.buf.push(crate::host::LAST);
+        j.buf.push(offhost_engine::LAST);
         j.lead = 1;
         j
     }
@@ -235,7 +209,7 @@ impl Joiner {
         let Some((&flag, data)) = msg.split_first() else {
             return Err("an empty message (every part starts with a MORE or LAST byte)".into());
         };
-        if flag != crate::host::MORE && flag != crate::host::LAST {
+        if flag != offhost_engine::MORE && flag != offhost_engine::LAST {
             return Err(format!(
                 "a part of {} starts with {flag}, not MORE (1) or LAST (0): is it sent whole (host-out whole=true)?",
                 self.what
@@ -254,7 +228,7 @@ impl Joiner {
         }
         self.started = true;
         self.buf.extend_from_slice(data);
-        Ok((flag == crate::host::LAST).then(|| std::mem::take(&mut self.buf)))
+        Ok((flag == offhost_engine::LAST).then(|| std::mem::take(&mut self.buf)))
     }
 }
 
@@ -443,7 +417,7 @@ impl Call {
         };
         let request = match self.link.get() {
             Some(ch) if (b.len() as u64) < ch.options().max_message => {
-                match ch.try_send_parts(&[&[crate::host::LAST], &b]) {
+                match ch.try_send_parts(&[&[offhost_engine::LAST], &b]) {
                     Ok(()) => Request::Sent,
                     // Out of credit, or the link broke: the thread sends it, or finds why.
                     Err(_) => Request::Send(b),
@@ -476,25 +450,6 @@ impl Call {
             }
         }
     }
-}
-
-/// Why a call failed whose answer did not come within `timeout=t`.
-pub(crate) fn no_answer_within(t: Duration) -> String {
-    format!("no answer within timeout={}", t.as_secs_f64())
-}
-
-/// Copies `answer` into a buffer of output 0 and puts it out; `false` if no buffer is free
-/// (the task is woken when one is). An answer longer than a buffer is cut to it: callers
-/// check it against the buffers' size first.
-pub(crate) fn put_copy(cx: &mut Context<'_>, answer: &[u8]) -> bool {
-    let Some(mut b) = cx.alloc(0) else {
-        return false;
-    };
-    let n = answer.len().min(b.remaining());
-    b.unfilled()[..n].copy_from_slice(&answer[..n]);
-    b.commit(n);
-    cx.put(0, b.freeze());
-    true
 }
 
 impl Task for Call {
@@ -550,7 +505,7 @@ impl Drop for Call {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::{LAST, MORE};
+    use offhost_engine::{LAST, MORE};
 
     #[test]
     fn parts_join_into_one_buffer_up_to_the_limit() {

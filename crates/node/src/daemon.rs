@@ -46,11 +46,11 @@ use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Sess
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::budget::DaemonLimits;
-use crate::engine::{EngineConfig, Pipeline, RunError, Running};
 use crate::names::{check_name, Names, PipelineRef};
-use crate::registry::Registry;
-use crate::sandbox::Files;
+use crate::DaemonLimits;
+use offhost_engine::Files;
+use offhost_engine::Registry;
+use offhost_engine::{EngineConfig, Pipeline, RunError, Running};
 
 /// Messages a network channel into `host-in` passes on, when they are there at once, before
 /// it wakes the task (it wakes it sooner when no more is there). Eight rather than four: the
@@ -65,7 +65,7 @@ const HOST_IN_WAKE_EVERY: usize = 8;
 fn take_service_ports(
     run: &mut Running,
     port: &str,
-) -> Result<(crate::HostInput, crate::HostOutput), String> {
+) -> Result<(offhost_engine::HostInput, offhost_engine::HostOutput), String> {
     let missing = || {
         format!("no open host-in and host-out {port}, both whole=true, in the pipeline (a call takes both)")
     };
@@ -165,25 +165,25 @@ pub struct Daemon {
 /// `--max-total-pool-bytes` until let go. Its lock is held only inside its methods, which
 /// take no other.
 #[derive(Default)]
-struct Lingering(Mutex<Vec<crate::PoolsHeld>>);
+struct Lingering(Mutex<Vec<offhost_engine::PoolsHeld>>);
 
 impl Lingering {
     /// The bytes still held, now; forgets the free lists let go since.
     fn bytes(&self) -> u64 {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         held.retain(|h| h.bytes() > 0);
-        held.iter().map(crate::PoolsHeld::bytes).sum()
+        held.iter().map(offhost_engine::PoolsHeld::bytes).sum()
     }
 
     /// Counts what a settled pipeline's free lists still hold (nothing, mostly).
-    fn keep(&self, h: crate::PoolsHeld) {
+    fn keep(&self, h: offhost_engine::PoolsHeld) {
         if h.bytes() > 0 {
             self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
         }
     }
 }
 
-fn stats_value(s: &crate::Stats) -> Value {
+fn stats_value(s: &offhost_engine::Stats) -> Value {
     serde_json::to_value(s).unwrap_or(Value::Null)
 }
 
@@ -279,7 +279,7 @@ impl Daemon {
 
     /// The host's end of `host-in name=NAME` of running pipeline `id` (once per name, as
     /// [`Running::host_input`]).
-    pub fn host_input(&self, id: u64, name: &str) -> Option<crate::HostInput> {
+    pub fn host_input(&self, id: u64, name: &str) -> Option<offhost_engine::HostInput> {
         let entry = self.entry(id).ok()?;
         let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
         match &mut *st {
@@ -626,10 +626,10 @@ impl Daemon {
 
 /// Turns a pipeline that has finished into its result (statistics and error), letting go of
 /// its free lists and of the host outputs nobody took. Returns a handle on the memory of
-/// its free lists, which something may still hold (see [`crate::PoolsHeld`]).
-fn settle(st: &mut State) -> crate::PoolsHeld {
+/// its free lists, which something may still hold (see [`offhost_engine::PoolsHeld`]).
+fn settle(st: &mut State) -> offhost_engine::PoolsHeld {
     let State::Running(run) = std::mem::replace(st, State::Finished(Value::Null, None)) else {
-        return crate::PoolsHeld::none();
+        return offhost_engine::PoolsHeld::none();
     };
     let held = run.pools_held();
     *st = match run.wait() {
@@ -643,6 +643,7 @@ fn settle(st: &mut State) -> crate::PoolsHeld {
             stats_value(&stats),
             Some(format!("task '{task}' (line {line}) failed: {message}")),
         ),
+        Err(e) => State::Finished(Value::Null, Some(e.to_string())),
     };
     held
 }
@@ -650,7 +651,7 @@ fn settle(st: &mut State) -> crate::PoolsHeld {
 /// The pipelines of `table` that still run, and the free-list bytes that those, the
 /// finished ones nobody has asked about yet (a finished pipeline keeps its free lists, and
 /// its untaken outputs, until its status is asked) and the settled ones still held
-/// (`lingering`, see [`crate::PoolsHeld`]) hold. Finished pipelines are settled, oldest
+/// (`lingering`, see [`offhost_engine::PoolsHeld`]) hold. Finished pipelines are settled, oldest
 /// first, while `need` more bytes would take the total past `limit`, and while there are
 /// more than [`KEEP_FINISHED`] of them: so a client that submits and never asks, or never
 /// reads, cannot make the daemon hold more than its limit.

@@ -1,5 +1,15 @@
-//! `call name=NAME` without `url=` and `pipeline=`: a call to a service of its own pipeline,
-//! made by the task itself, with no thread of its own.
+//! The `call` task: a client/server call from a task, with each buffer of its input as a
+//! request and the service's answer as one buffer of its output.
+//!
+//! Who owns what:
+//! - here, in the core: `call name=NAME`, a call to a service of its own pipeline, made by
+//!   the task itself with no thread of its own, and what every call shares: its `timeout=`
+//!   ([`timeout`], [`no_answer_within`]), how an answer is put out ([`put_copy`]) and the
+//!   rule that a service answers each request with one buffer ([`OUT_OF_STEP`]);
+//! - in `offhost-node` (`calls`): `call url=URL pipeline=ID name=NAME`, a call to a pipeline
+//!   on another engine over a link, the daemon side that serves a pipeline to such callers,
+//!   and the planner that points a placed call at the engine that runs its service. The node
+//!   registers its `call` over this one ([`own_call`] serves its calls without `url=`).
 //!
 //! At start the engine hands the pipeline's `host-in name=NAME whole=true` and `host-out
 //! name=NAME whole=true` to the calls of that name ([`hand_to_calls`]) instead of to a host.
@@ -24,11 +34,89 @@ use crossbeam_channel::Receiver;
 use crate::buffer::Buffer;
 use crate::host::{HostError, HostInput, HostOutput, HostPorts, LAST};
 use crate::queue::Get;
-use crate::remote_call::{no_answer_within, put_copy};
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::sched::Waker;
-use crate::service::OUT_OF_STEP;
-use crate::task::{Context, Status, Task, TaskError};
+use crate::task::{Context, Priority, Status, Task, TaskError};
 use crate::timer::Alarm;
+
+/// The longest `timeout=` a call may be given, in seconds (a day).
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// Why a service whose `host-out` put out more buffers than it was given requests stops
+/// taking calls.
+pub const OUT_OF_STEP: &str = "the service answered a call with more than one buffer, \
+     so its answers are out of step with its callers; it takes no more calls (a service puts \
+     out exactly one buffer per request)";
+
+/// Registers `call name=NAME` (a call to this pipeline's own service).
+pub(crate) fn register(r: &mut Registry) {
+    r.register(
+        TaskInfo::new(
+            "call",
+            "calls the service of this pipeline with each buffer of its input and puts out its answer: its host-in and host-out NAME, both whole=true",
+        )
+        .required("name", "the name of its host-in and host-out, both whole=true")
+        .arg(
+            "timeout",
+            "",
+            "seconds a call may wait for its answer before the pipeline fails (default: as long as the service takes)",
+        )
+        .inputs(1, 1)
+        .outputs(1, 1)
+        .allocates(4, 65536)
+        .priority(Priority::Interrupt),
+        own_call,
+    );
+}
+
+/// Makes a `call name=NAME [timeout=S]` to the service of the task's own pipeline: the
+/// engine hands it the pipeline's `host-in` and `host-out` of that name at start.
+pub fn own_call(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
+    let timeout = timeout(args)?;
+    let name = args.required("name")?.to_string();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    b.host.calls.push((name.clone(), b.task_id, tx));
+    Ok(Box::new(OwnCall::new(&name, rx, timeout)))
+}
+
+/// A call's `timeout=SECONDS`, if given: above 0 and at most [`MAX_TIMEOUT_S`].
+pub fn timeout(args: &Args) -> Result<Option<Duration>, ArgError> {
+    match args.get("timeout") {
+        Some(t) if !t.is_empty() => t
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
+            .map(|s| Some(Duration::from_secs_f64(s)))
+            .ok_or_else(|| {
+                ArgError::new(
+                    "timeout",
+                    format!(
+                        "timeout={t}: not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
+                    ),
+                )
+            }),
+        _ => Ok(None),
+    }
+}
+
+/// Why a call failed whose answer did not come within `timeout=t`.
+pub fn no_answer_within(t: Duration) -> String {
+    format!("no answer within timeout={}", t.as_secs_f64())
+}
+
+/// Copies `answer` into a buffer of output 0 and puts it out; `false` if no buffer is free
+/// (the task is woken when one is). An answer longer than a buffer is cut to it: callers
+/// check it against the buffers' size first.
+pub fn put_copy(cx: &mut Context<'_>, answer: &[u8]) -> bool {
+    let Some(mut b) = cx.alloc(0) else {
+        return false;
+    };
+    let n = answer.len().min(b.remaining());
+    b.unfilled()[..n].copy_from_slice(&answer[..n]);
+    b.commit(n);
+    cx.put(0, b.freeze());
+    true
+}
 
 /// A service of a pipeline, shared by the calls of that pipeline that name it.
 pub(crate) struct OwnService {
@@ -173,7 +261,7 @@ pub(crate) fn hand_to_calls(host: &mut HostPorts) {
 }
 
 /// The task: one call at a time to its pipeline's service.
-pub(crate) struct OwnCall {
+struct OwnCall {
     /// `service NAME of this pipeline`, for errors.
     whom: String,
     /// Where the engine sends the service at start.
@@ -195,11 +283,7 @@ pub(crate) struct OwnCall {
 
 impl OwnCall {
     /// A call of the service named `name`, which the engine sends on `handed` at start.
-    pub(crate) fn new(
-        name: &str,
-        handed: Receiver<Arc<OwnService>>,
-        timeout: Option<Duration>,
-    ) -> OwnCall {
+    fn new(name: &str, handed: Receiver<Arc<OwnService>>, timeout: Option<Duration>) -> OwnCall {
         OwnCall {
             whom: format!("service {name} of this pipeline"),
             handed,

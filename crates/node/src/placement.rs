@@ -31,9 +31,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use crate::lang::{QueueRef, Spec, TaskLine};
 use crate::placement_calls::ServiceCalls;
-use crate::registry::Registry;
+use offhost_engine::lang::{QueueRef, Spec, TaskLine};
+use offhost_engine::Registry;
 
 /// A file's tasks cannot be placed as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

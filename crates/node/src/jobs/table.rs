@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::Stats;
+use offhost_engine::Stats;
 
 /// Formats a byte count with a binary unit.
 pub fn human_bytes(n: u64) -> String {

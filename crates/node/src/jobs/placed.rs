@@ -23,7 +23,7 @@ use super::daemon::{bridge, connect, BridgeError};
 use super::{bindings, join, Bridge, JobError};
 use crate::daemon::{Client, DaemonError, Submitted};
 use crate::placement::{self, Plan};
-use crate::Registry;
+use offhost_engine::Registry;
 
 /// How long the other parts get after the first failure to end by themselves (their links
 /// to the failed part break, and they fail naming it) before they are told to stop.
@@ -131,7 +131,7 @@ pub fn run(
     mut started: impl FnMut(&str, &str, u64),
 ) -> Result<PlacedOutcome, JobError> {
     let path = job.path;
-    let spec = crate::lang::parse(job.text).map_err(|source| JobError::Pipeline {
+    let spec = offhost_engine::lang::parse(job.text).map_err(|source| JobError::Pipeline {
         path: path.into(),
         source,
     })?;

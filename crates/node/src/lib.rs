@@ -1,0 +1,32 @@
+//! The offhost engine as a network node: what an engine does beyond running pipelines in
+//! its own process. It stands on the engine core ([`offhost_engine`]: tasks, scheduler,
+//! pools, queues, the pipeline language, host ports) and on the link layer
+//! ([`offhost_link`]), and adds:
+//!
+//! - [`daemon`]: the engine daemon (`offhost engine --listen URL`), which serves submitted
+//!   pipelines over link sessions, and its [`daemon::Client`] (`offhost submit`);
+//! - [`jobs`]: a pipeline file run here, submitted to one daemon or placed over several, as
+//!   the commands run them;
+//! - [`placement`]: one pipeline over several engines (`@NAME`), split into parts joined by
+//!   engine-to-engine queues;
+//! - [`remote`]: the tasks that reach other engines, `engine-out` (a queue's writer end) and
+//!   `call url=… pipeline=…` (see [`remote_call`]); [`register`](remote::register) adds them
+//!   to a [`Registry`](offhost_engine::Registry) — the core knows of them only as tasks;
+//! - `service`: a daemon's pipeline served to callers on other engines;
+//! - [`offload`]: the engine as protocol processor for the off-host transport;
+//! - [`names`]: pipeline names, found wherever an id would do;
+//! - [`DaemonLimits`]: what a daemon allows over all its pipelines.
+#![forbid(unsafe_code)]
+
+pub mod daemon;
+pub mod jobs;
+mod limits;
+pub mod names;
+pub mod offload;
+pub mod placement;
+mod placement_calls;
+pub mod remote;
+pub mod remote_call;
+mod service;
+
+pub use limits::{DaemonLimits, DEFAULT_PIPELINES, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES};
