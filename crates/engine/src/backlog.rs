@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use crate::host::HostError;
+use crate::host_error::HostError;
 
 /// How long a host waiting for room sleeps before it looks again (a safety net: the task
 /// wakes it when it takes a message).

@@ -10,7 +10,7 @@
 //!
 //! [`Pipeline::build_within`]: crate::Pipeline::build_within
 
-use crate::pool::PoolConfig;
+use crate::pool::{pool_bytes, PoolConfig};
 
 /// Default [`Budget::pool_bytes`]: 1 GiB.
 pub const DEFAULT_POOL_BYTES: u64 = 1 << 30;
@@ -49,15 +49,6 @@ impl Default for Budget {
             links: DEFAULT_LINKS,
         }
     }
-}
-
-/// Bytes one free list allocates (`count` buffers of head- and tailroom plus data), or
-/// `None` past `u64`.
-pub fn pool_bytes(p: &PoolConfig) -> Option<u64> {
-    let per = (p.headroom as u64)
-        .checked_add(p.size as u64)?
-        .checked_add(p.tailroom as u64)?;
-    per.checked_mul(p.count as u64)
 }
 
 impl Budget {

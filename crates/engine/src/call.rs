@@ -25,14 +25,14 @@
 //! `timeout=` is kept with an [`Alarm`]. The service's `host-in` keeps serving when the
 //! pipeline is stopped, and ends when its last call has ended.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
 use crate::buffer::Buffer;
-use crate::host::{HostError, HostInput, HostOutput, HostPorts, LAST};
+use crate::own_service::OwnService;
+pub use crate::own_service::OUT_OF_STEP;
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::sched::Waker;
@@ -41,12 +41,6 @@ use crate::timer::Alarm;
 
 /// The longest `timeout=` a call may be given, in seconds (a day).
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-
-/// Why a service whose `host-out` put out more buffers than it was given requests stops
-/// taking calls.
-pub const OUT_OF_STEP: &str = "the service answered a call with more than one buffer, \
-     so its answers are out of step with its callers; it takes no more calls (a service puts \
-     out exactly one buffer per request)";
 
 /// Registers `call name=NAME` (a call to this pipeline's own service).
 pub(crate) fn register(r: &mut Registry) {
@@ -116,148 +110,6 @@ pub fn put_copy(cx: &mut Context<'_>, answer: &[u8]) -> bool {
     b.commit(n);
     cx.put(0, b.freeze());
     true
-}
-
-/// A service of a pipeline, shared by the calls of that pipeline that name it.
-pub(crate) struct OwnService {
-    /// The largest request: a buffer of the `host-in`'s free list.
-    limit: usize,
-    state: Mutex<Turns>,
-}
-
-/// The service's ports, and whose turn it is.
-struct Turns {
-    input: HostInput,
-    output: HostOutput,
-    /// The call whose request the service has and whose answer it owes.
-    holder: Option<Waker>,
-    /// The call woken for its turn, which no other call takes meanwhile.
-    next: Option<Waker>,
-    /// Calls waiting for their turn, in order.
-    line: VecDeque<Waker>,
-}
-
-impl OwnService {
-    fn new(input: HostInput, output: HostOutput) -> OwnService {
-        OwnService {
-            limit: input.buffer_size(),
-            state: Mutex::new(Turns {
-                input,
-                output,
-                holder: None,
-                next: None,
-                line: VecDeque::new(),
-            }),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Turns> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Hands `request` to the service for call `me`: `Ok(true)` once it is the service's,
-    /// `Ok(false)` if another call has its turn (`me` is woken when its own comes).
-    fn begin(&self, me: &Waker, request: &[u8]) -> Result<bool, String> {
-        let mut t = self.lock();
-        let others_turn = t.holder.is_some() || t.next.as_ref().is_some_and(|n| !n.same_task(me));
-        if others_turn {
-            if !t.line.iter().any(|w| w.same_task(me)) {
-                t.line.push_back(me.clone());
-            }
-            return Ok(false);
-        }
-        t.next = None;
-        out_of_step(&mut t)?;
-        let mut m = t.input.spare();
-        m.reserve(request.len() + 1);
-        m.push(LAST);
-        m.extend_from_slice(request);
-        // Before the request goes: its answer may come at once.
-        t.output.wake_on_buffers(Some(me.clone()));
-        if let Err(e) = t.input.try_send(m) {
-            t.output.wake_on_buffers(None);
-            self.pass_on(&mut t);
-            return Err(match e {
-                HostError::GaveUp => "the service has not read the requests before this one (a service takes each request before it answers it)".into(),
-                _ => "the service no longer reads".into(),
-            });
-        }
-        t.holder = Some(me.clone());
-        Ok(true)
-    }
-
-    /// The answer to the call that holds the service, if it has come; the service then
-    /// goes to the next call in line.
-    fn answer(&self) -> Result<Option<Buffer>, String> {
-        let mut t = self.lock();
-        let r = match t.output.try_recv() {
-            None => return Ok(None),
-            Some(Some(b)) => out_of_step(&mut t).map(|()| Some(b)),
-            Some(None) => Err("the service ended without answering".into()),
-        };
-        t.holder = None;
-        t.output.wake_on_buffers(None);
-        self.pass_on(&mut t);
-        r
-    }
-
-    /// Wakes the next call in line for its turn.
-    fn pass_on(&self, t: &mut Turns) {
-        t.next = t.line.pop_front();
-        if let Some(w) = &t.next {
-            w.wake();
-        }
-    }
-
-    /// Call `me` ends: it leaves the line, and gives up its turn if it has it. If nobody
-    /// has the turn then (this call had it, or failed as it began), the next in line gets it,
-    /// so that no call waits for a turn nobody will pass on.
-    fn leave(&self, me: &Waker) {
-        let mut t = self.lock();
-        t.line.retain(|w| !w.same_task(me));
-        let mine = |w: &Option<Waker>| w.as_ref().is_some_and(|w| w.same_task(me));
-        if mine(&t.holder) {
-            t.holder = None;
-            t.output.wake_on_buffers(None);
-        }
-        if mine(&t.next) {
-            t.next = None;
-        }
-        if t.holder.is_none() && t.next.is_none() {
-            self.pass_on(&mut t);
-        }
-    }
-}
-
-/// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
-/// that no call asked for.
-fn out_of_step(t: &mut Turns) -> Result<(), String> {
-    if t.output.waiting() == 0 {
-        return Ok(());
-    }
-    t.input.fail(OUT_OF_STEP);
-    Err(OUT_OF_STEP.into())
-}
-
-/// Hands each `call name=NAME` of a starting pipeline its service: the pipeline's host ports
-/// of that name (checked when it was built), taken from the host, one service per name.
-pub(crate) fn hand_to_calls(host: &mut HostPorts) {
-    let mut services: HashMap<String, Arc<OwnService>> = HashMap::new();
-    for (name, _, tx) in std::mem::take(&mut host.calls) {
-        let service = match services.get(&name) {
-            Some(s) => Arc::clone(s),
-            None => {
-                let ports = host.inputs.remove(&name).map(HostInput::new);
-                let Some((input, output)) = ports.zip(crate::host::take_output(host, &name)) else {
-                    continue; // not there: the graph's checks refuse such a pipeline
-                };
-                let s = Arc::new(OwnService::new(input, output));
-                services.insert(name, Arc::clone(&s));
-                s
-            }
-        };
-        let _ = tx.try_send(service);
-    }
 }
 
 /// The task: one call at a time to its pipeline's service.

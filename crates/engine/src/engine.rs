@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph::{self, Graph};
-use crate::host::{self, HostInput, HostOutput};
+use crate::host::{HostInput, HostOutput};
 use crate::lang::{self, Spec};
 use crate::pool::{Pool, PoolStats};
+use crate::ports::HostPorts;
 use crate::queue::{GetHook, PutHook, Queue, QueueStats};
 use crate::registry::Registry;
 use crate::sandbox::Files;
@@ -130,7 +131,7 @@ impl Built {
         self.graph
             .pools
             .iter()
-            .map(|p| crate::budget::pool_bytes(p).unwrap_or(u64::MAX))
+            .map(|p| crate::pool::pool_bytes(p).unwrap_or(u64::MAX))
             .fold(0, u64::saturating_add)
     }
 
@@ -266,7 +267,7 @@ impl Built {
         for port in host.inputs.values() {
             let _ = port.waker.set(shared.waker(port.task));
         }
-        crate::call::hand_to_calls(&mut host);
+        crate::ports::hand_to_calls(&mut host);
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }
@@ -381,7 +382,7 @@ impl FinishWatch {
 pub struct Running {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
-    host: host::HostPorts,
+    host: HostPorts,
     pools: Vec<Pool>,
     queues: Vec<Arc<Queue>>,
     started: Instant,
@@ -395,7 +396,7 @@ impl Running {
 
     /// The host's end of `host-out name=NAME` (once; later calls return `None`).
     pub fn host_output(&mut self, name: &str) -> Option<HostOutput> {
-        host::take_output(&mut self.host, name)
+        self.host.outputs.remove(name).map(HostOutput::from_port)
     }
 
     /// Whether `host-in name=NAME` is still open to take, and then whether it joins whole

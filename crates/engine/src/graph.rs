@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::budget::Budget;
 use crate::error::PipelineError;
-use crate::graph_checks::{check_cycles, check_pool_sizes};
-use crate::host::HostPorts;
-use crate::lang::{QueueRef, Spec, TaskLine};
+use crate::graph_checks::{check_cycles, check_pool_sizes, QueueUse};
+use crate::lang::{Spec, TaskLine};
 use crate::pool::PoolConfig;
+use crate::ports::HostPorts;
 use crate::registry::{Args, Build, Registry, TaskInfo};
 use crate::task::{Priority, Task};
 
@@ -35,11 +35,6 @@ pub(crate) struct Graph {
     pub(crate) queues: Vec<NodeQueue>,
     pub(crate) pools: Vec<PoolConfig>,
     pub(crate) host: HostPorts,
-}
-
-pub(crate) struct QueueUse<'a> {
-    pub(crate) writers: Vec<(usize, &'a QueueRef)>,
-    pub(crate) reader: Option<(usize, &'a QueueRef)>,
 }
 
 struct PoolDecl {

@@ -4,11 +4,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::PipelineError;
-use crate::graph::QueueUse;
-use crate::host::HostPorts;
-use crate::lang::Spec;
+use crate::lang::{QueueRef, Spec};
 use crate::pool::PoolConfig;
+use crate::ports::HostPorts;
 use crate::registry::TaskInfo;
+
+/// Who writes a queue and who reads it: the tasks (by index) and where each names it.
+pub(crate) struct QueueUse<'a> {
+    pub(crate) writers: Vec<(usize, &'a QueueRef)>,
+    pub(crate) reader: Option<(usize, &'a QueueRef)>,
+}
 
 pub(crate) fn check_cycles(
     spec: &Spec,

@@ -9,7 +9,6 @@
 //! buffers, so a slow host slows the pipeline down instead of growing memory (the closed loop
 //! extends into the host).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -17,9 +16,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySen
 
 use crate::backlog::Backlog;
 use crate::buffer::Buffer;
+pub use crate::host_error::HostError;
 use crate::pool::StorageStack;
 use crate::queue::Get;
-use crate::registry::{ArgError, Args, Build};
 use crate::sched::Waker;
 use crate::task::{Context, Status, Task, TaskError};
 
@@ -35,24 +34,8 @@ pub const MORE: u8 = 1;
 /// First byte of a message to `host-in whole=true`: the last (or only) part of a buffer.
 pub const LAST: u8 = 0;
 
-/// Errors on a host port.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HostError {
-    /// Nothing arrived within the timeout.
-    #[error("timed out")]
-    Timeout,
-    /// The pipeline's task for this port has finished; nothing more can be sent.
-    #[error("the pipeline no longer reads this channel")]
-    Closed,
-    /// The sender gave up waiting for room ([`HostInput::send_while`]): the message was not
-    /// sent.
-    #[error("gave up waiting for the pipeline to take more")]
-    GaveUp,
-}
-
 /// A message to `host-in`: its buffer, and where in it the message starts.
-type Sent = (Vec<u8>, usize);
+pub(crate) type Sent = (Vec<u8>, usize);
 
 /// A host-in channel before the host takes it.
 pub(crate) struct InPort {
@@ -82,7 +65,7 @@ pub(crate) struct InPort {
 
 /// Message buffers kept for reuse between a host and its `host-in` task: as many as may be
 /// queued, and a few more.
-const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
+pub(crate) const SPARE_DEPTH: usize = HOST_IN_DEPTH + 4;
 
 /// Why a stream broke, set once by the side that saw it.
 pub(crate) type Failure = Arc<OnceLock<String>>;
@@ -102,32 +85,6 @@ pub(crate) struct OutPort {
     pub(crate) task: usize,
     /// Whom the task wakes when it hands over buffers.
     pub(crate) reader: OutWaker,
-}
-
-#[derive(Default)]
-pub(crate) struct HostPorts {
-    pub(crate) inputs: HashMap<String, InPort>,
-    /// Each `host-out` channel.
-    pub(crate) outputs: HashMap<String, OutPort>,
-    /// Other tasks woken from outside the pipeline (`engine-out`): their waker slot and id.
-    pub(crate) wakers: Vec<(Arc<OnceLock<Waker>>, usize)>,
-    /// `call name=NAME` tasks of this pipeline's own service: the name, the task's id, and
-    /// where the engine sends the service (the host ports of that name) when it starts.
-    pub(crate) calls: Vec<(String, usize, Sender<Arc<crate::call::OwnService>>)>,
-}
-
-impl HostPorts {
-    /// Whether `name` is a service that calls of this pipeline take (not the host's).
-    pub(crate) fn served(&self, name: &str) -> bool {
-        self.calls.iter().any(|(n, _, _)| n == name)
-    }
-
-    /// The host's channels among `names` (the services' are the calls'), sorted.
-    pub(crate) fn hosts<'a>(&self, names: impl Iterator<Item = &'a String>) -> Vec<String> {
-        let mut v: Vec<String> = names.filter(|n| !self.served(n)).cloned().collect();
-        v.sort();
-        v
-    }
 }
 
 /// The host's end of a `host-in` task.
@@ -375,15 +332,62 @@ impl HostOutput {
     }
 }
 
-pub(crate) fn take_output(ports: &mut HostPorts, name: &str) -> Option<HostOutput> {
-    ports.outputs.remove(name).map(|p| HostOutput {
-        rx: p.rx,
-        whole: p.whole,
-        reader: p.reader,
-    })
+/// A `host-in` task for channel `name` of task `task`, and the port the host takes.
+pub(crate) fn host_in(name: String, task: usize, whole: bool) -> (HostIn, InPort) {
+    let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
+    let spare = Arc::new(StorageStack::new(SPARE_DEPTH));
+    let failure = Failure::default();
+    let backlog = Arc::new(Backlog::default());
+    let port = InPort {
+        tx,
+        waker: Arc::new(OnceLock::new()),
+        task,
+        failure: failure.clone(),
+        spare: spare.clone(),
+        whole,
+        front: 0,
+        storage: 0,
+        size: 0,
+        backlog: backlog.clone(),
+    };
+    let task = HostIn {
+        rx,
+        backlog,
+        spare,
+        pending: None,
+        failure,
+        whole,
+        joining: None,
+        name,
+    };
+    (task, port)
 }
 
-struct HostIn {
+/// A `host-out` task of task id `task`, and the port the host takes.
+pub(crate) fn host_out(task: usize, whole: bool) -> (HostOut, OutPort) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let reader = OutWaker::default();
+    let port = OutPort {
+        rx,
+        whole,
+        task,
+        reader: Arc::clone(&reader),
+    };
+    (HostOut { tx, reader }, port)
+}
+
+impl HostOutput {
+    /// The host's end of a `host-out` channel taken from the pipeline's ports.
+    pub(crate) fn from_port(p: OutPort) -> HostOutput {
+        HostOutput {
+            rx: p.rx,
+            whole: p.whole,
+            reader: p.reader,
+        }
+    }
+}
+
+pub(crate) struct HostIn {
     rx: Receiver<Sent>,
     /// Bytes queued by the host: released as messages are taken, closed when the task ends.
     backlog: Arc<Backlog>,
@@ -608,7 +612,7 @@ impl HostIn {
     }
 }
 
-struct HostOut {
+pub(crate) struct HostOut {
     tx: Sender<Buffer>,
     reader: OutWaker,
 }
@@ -650,77 +654,6 @@ impl Task for HostOut {
         self.wake_reader();
         Ok(())
     }
-}
-
-fn channel_name(args: &Args) -> Result<String, ArgError> {
-    let n = args.required("name")?;
-    if n.is_empty() {
-        return Err(ArgError::new("name", "name must not be empty"));
-    }
-    Ok(n.to_string())
-}
-
-pub(crate) fn host_in_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let name = channel_name(args)?;
-    if b.host.inputs.contains_key(&name) {
-        return Err(ArgError::new(
-            "name",
-            format!("host-in channel '{name}' is already used"),
-        ));
-    }
-    let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
-    let (tx, rx) = crossbeam_channel::bounded(HOST_IN_DEPTH);
-    let spare = Arc::new(StorageStack::new(SPARE_DEPTH));
-    let failure = Failure::default();
-    let backlog = Arc::new(Backlog::default());
-    b.host.inputs.insert(
-        name.clone(),
-        InPort {
-            tx,
-            waker: Arc::new(OnceLock::new()),
-            task: b.task_id,
-            failure: failure.clone(),
-            spare: spare.clone(),
-            whole,
-            front: 0,
-            storage: 0,
-            size: 0,
-            backlog: backlog.clone(),
-        },
-    );
-    Ok(Box::new(HostIn {
-        rx,
-        backlog,
-        spare,
-        pending: None,
-        failure,
-        whole,
-        joining: None,
-        name,
-    }))
-}
-
-pub(crate) fn host_out_factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let name = channel_name(args)?;
-    if b.host.outputs.contains_key(&name) {
-        return Err(ArgError::new(
-            "name",
-            format!("host-out channel '{name}' is already used"),
-        ));
-    }
-    let whole = args.parse_opt::<bool>("whole")?.unwrap_or(false);
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let reader = OutWaker::default();
-    b.host.outputs.insert(
-        name,
-        OutPort {
-            rx,
-            whole,
-            task: b.task_id,
-            reader: Arc::clone(&reader),
-        },
-    );
-    Ok(Box::new(HostOut { tx, reader }))
 }
 
 #[cfg(test)]

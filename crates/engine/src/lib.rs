@@ -70,8 +70,11 @@ mod error;
 mod graph;
 mod graph_checks;
 mod host;
+mod host_error;
 pub mod lang;
+mod own_service;
 mod pool;
+mod ports;
 mod queue;
 mod registry;
 pub mod sandbox;
@@ -83,8 +86,7 @@ pub mod tasks;
 mod timer;
 
 pub use budget::{
-    pool_bytes, Budget, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_POOL_BYTES, DEFAULT_TASKS,
-    DEFAULT_WORKERS,
+    Budget, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_POOL_BYTES, DEFAULT_TASKS, DEFAULT_WORKERS,
 };
 pub use buffer::{BufMut, Buffer, BufferError};
 pub use engine::{
@@ -93,8 +95,8 @@ pub use engine::{
 pub use error::PipelineError;
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{
-    release_together, Pool, PoolConfig, PoolSizeError, PoolStats, PoolsHeld, DEFAULT_HEADROOM,
-    DEFAULT_TAILROOM,
+    pool_bytes, release_together, Pool, PoolConfig, PoolSizeError, PoolStats, PoolsHeld,
+    DEFAULT_HEADROOM, DEFAULT_TAILROOM,
 };
 pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};

@@ -17,6 +17,15 @@ use serde::{Deserialize, Serialize};
 use crate::buffer::{BufMut, Filled, Storage};
 use crate::sched::Waker;
 
+/// Bytes one free list allocates (`count` buffers of head- and tailroom plus data), or
+/// `None` past `u64`.
+pub fn pool_bytes(p: &PoolConfig) -> Option<u64> {
+    let per = (p.headroom as u64)
+        .checked_add(p.size as u64)?
+        .checked_add(p.tailroom as u64)?;
+    per.checked_mul(p.count as u64)
+}
+
 /// Bytes kept free in front of the data of every pooled buffer unless configured otherwise.
 pub const DEFAULT_HEADROOM: usize = 64;
 /// Bytes kept free behind the data area of every pooled buffer unless configured otherwise.
@@ -362,7 +371,7 @@ impl Pool {
 
     /// The bytes this pool allocates, as the budget counts them.
     pub(crate) fn bytes(&self) -> u64 {
-        crate::budget::pool_bytes(&self.config).unwrap_or(u64::MAX)
+        pool_bytes(&self.config).unwrap_or(u64::MAX)
     }
 
     /// A handle on this pool's memory that does not keep it: see [`PoolsHeld`].

@@ -5,7 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::host::HostPorts;
+use crate::ports::HostPorts;
+use crate::sandbox::FileError;
 use crate::task::{Priority, Task};
 
 /// An argument a task rejected.
@@ -34,6 +35,13 @@ impl ArgError {
             arg: None,
             message: message.into(),
         }
+    }
+}
+
+impl FileError {
+    /// As an argument error of `arg` (so the pipeline error points at it).
+    pub fn arg(self, arg: &str) -> ArgError {
+        ArgError::new(arg, self.to_string())
     }
 }
 
@@ -276,13 +284,6 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()
-    }
-
-    /// A registry holding the built-in tasks.
-    pub fn with_builtins() -> Registry {
-        let mut r = Registry::new();
-        crate::tasks::register_builtins(&mut r);
-        r
     }
 
     /// Adds a command (replacing one of the same name).

@@ -19,8 +19,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::registry::ArgError;
-
 /// The file access of a pipeline.
 #[derive(Clone, Debug, Default)]
 pub enum Files {
@@ -60,13 +58,6 @@ pub enum FileError {
         /// Why (an escape is `PermissionDenied`: a path led outside).
         source: io::Error,
     },
-}
-
-impl FileError {
-    /// As an argument error of `arg` (so the pipeline error points at it).
-    pub fn arg(self, arg: &str) -> ArgError {
-        ArgError::new(arg, self.to_string())
-    }
 }
 
 /// A file a task reads: opened at build time in a sandbox, by path at first run otherwise.

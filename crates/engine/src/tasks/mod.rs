@@ -8,13 +8,23 @@ mod audio;
 mod bytes;
 pub mod convert;
 pub mod g711;
+mod host_ports;
 pub mod rate;
 mod wav;
 
 use crate::registry::{Registry, TaskInfo};
 use crate::task::Priority;
 
-pub(crate) fn register_builtins(r: &mut Registry) {
+impl Registry {
+    /// A registry holding the built-in tasks.
+    pub fn with_builtins() -> Registry {
+        let mut r = Registry::new();
+        register_builtins(&mut r);
+        r
+    }
+}
+
+fn register_builtins(r: &mut Registry) {
     audio::register(r);
     bytes::register(r);
     rate::register(r);
@@ -34,7 +44,7 @@ pub(crate) fn register_builtins(r: &mut Registry) {
         .inputs(0, 0)
         .allocates(16, 65536)
         .priority(Priority::Interrupt),
-        crate::host::host_in_factory,
+        host_ports::host_in_factory,
     );
     r.register(
         TaskInfo::new(
@@ -49,6 +59,6 @@ pub(crate) fn register_builtins(r: &mut Registry) {
         )
         .outputs(0, 0)
         .priority(Priority::Interrupt),
-        crate::host::host_out_factory,
+        host_ports::host_out_factory,
     );
 }
