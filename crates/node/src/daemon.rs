@@ -155,7 +155,7 @@ pub struct Daemon {
     /// The names pipelines were submitted with (locked after `pipelines`, never before).
     names: Names,
     /// Pipelines serving calls (`call/ID/NAME` channels).
-    services: crate::service::Services,
+    services: crate::calls::serve::Services,
     /// The free lists of settled pipelines that something still holds.
     lingering: Lingering,
 }
@@ -376,7 +376,7 @@ impl Daemon {
                         })
                 };
             return match service {
-                Ok(s) => crate::service::serve(ch, &s),
+                Ok(s) => crate::calls::serve::serve(ch, &s),
                 Err(why) => ch.refuse(&format!("{name}: {why}")),
             };
         }
@@ -450,7 +450,7 @@ impl Daemon {
             while let Some(buf) = next()? {
                 // On error the output drops: the branch ends.
                 if output.whole() {
-                    crate::remote::in_parts(&buf, max - 1, |p| {
+                    crate::link_task::in_parts(&buf, max - 1, |p| {
                         ch.send_parts_timeout(p, Duration::MAX)
                     })?;
                 } else {
