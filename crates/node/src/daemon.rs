@@ -309,7 +309,7 @@ impl Daemon {
         match r {
             PipelineRef::Id(id) => Ok(*id),
             PipelineRef::Name(n) => {
-                check_name(n)?;
+                check_name(n).map_err(|e| e.to_string())?;
                 self.names
                     .get(n)
                     .ok_or_else(|| format!("no pipeline named {n:?}"))
@@ -347,7 +347,9 @@ impl Daemon {
         let (dir, id, port) = match parts.as_slice() {
             [d @ ("in" | "out" | "call"), r, port] => (
                 *d,
-                PipelineRef::parse(r).and_then(|r| self.resolve(&r)).ok(),
+                PipelineRef::parse(r)
+                    .ok()
+                    .and_then(|r| self.resolve(&r).ok()),
                 *port,
             ),
             _ => (name.as_str(), None, ""),
@@ -502,7 +504,7 @@ impl Daemon {
         match r {
             Request::Submit { text, name } => {
                 if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
-                    return json!({"ok": false, "error": e});
+                    return json!({"ok": false, "error": e.to_string()});
                 }
                 let limits = &self.limits;
                 if text.len() > limits.text_bytes {

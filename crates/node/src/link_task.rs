@@ -38,22 +38,41 @@ impl Links {
     }
 
     /// Whether a pipeline may reach `url`; the error says why not.
-    pub fn check(&self, url: &str) -> Result<(), String> {
-        let e = Endpoint::parse(url).map_err(|e| e.to_string())?;
+    pub fn check(&self, url: &str) -> Result<(), ReachError> {
+        let e = Endpoint::parse(url).map_err(|source| ReachError::BadUrl {
+            url: url.to_string(),
+            source,
+        })?;
         if !self.outside {
             return Ok(());
         }
         match e {
             Endpoint::Tls(_) => Ok(()),
             Endpoint::Tcp(_) if self.options.insecure => Ok(()),
-            Endpoint::Tcp(_) => Err(format!(
-                "{url}: a submitted pipeline reaches other engines over tls: (plain tcp: only when this engine runs --insecure)"
-            )),
-            _ => Err(format!(
-                "{url}: a submitted pipeline reaches other engines over tls: only, not local sockets"
-            )),
+            Endpoint::Tcp(_) => Err(ReachError::PlainTcp(url.to_string())),
+            _ => Err(ReachError::Local(url.to_string())),
         }
     }
+}
+
+/// Why a pipeline may not reach a URL ([`Links::check`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReachError {
+    /// The URL does not parse.
+    #[error("{url}: {source}")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// Why it does not parse.
+        source: LinkError,
+    },
+    /// Plain TCP, from a pipeline from outside, on an engine that does not allow it.
+    #[error("{0}: a submitted pipeline reaches other engines over tls: (plain tcp: only when this engine allows insecure links)")]
+    PlainTcp(String),
+    /// A local socket (`unix:`, `shm:`, `mem:`), from a pipeline from outside.
+    #[error("{0}: a submitted pipeline reaches other engines over tls: only, not local sockets")]
+    Local(String),
 }
 
 /// Where the buffers go.
@@ -74,7 +93,9 @@ impl Target {
         args: &Args,
     ) -> Result<(Target, PipelineRef, String), ArgError> {
         let url = args.required("url")?.to_string();
-        links.check(&url).map_err(|e| ArgError::new("url", e))?;
+        links
+            .check(&url)
+            .map_err(|e| ArgError::new("url", e.to_string()))?;
         let pipeline: PipelineRef = args.parse("pipeline")?;
         let name = args.required("name")?.to_string();
         let engine = match args.get("engine") {

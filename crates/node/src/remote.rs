@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use offhost_engine::{Args, Build, Priority, Registry, TaskInfo};
 
-pub use crate::link_task::Links;
+pub use crate::link_task::{Links, ReachError};
 
 /// Registers `engine-out` and `call` (see [`crate::calls`]) over those of `r`, reaching
 /// engines as `links` allows.

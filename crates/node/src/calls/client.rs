@@ -241,7 +241,7 @@ impl Client {
                 }
                 Err(e) => return Err(e.to_string()),
             }
-            if let Some(whole) = answer.push(msg)? {
+            if let Some(whole) = answer.push(msg).map_err(|e| e.to_string())? {
                 return Ok(Some(whole));
             }
         }

@@ -18,4 +18,4 @@ pub(crate) mod client;
 pub(crate) mod serve;
 pub mod wire;
 
-pub use wire::Joiner;
+pub use wire::{Joiner, WireError};

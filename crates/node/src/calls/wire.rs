@@ -57,15 +57,15 @@ impl Joiner {
     /// Adds one message: the whole buffer after its last part, `None` while more follow; an
     /// error that says what is wrong with a message that is not a part, or a buffer past
     /// the limit. After an error or a whole buffer, start a new joiner.
-    pub fn push(&mut self, msg: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    pub fn push(&mut self, msg: &[u8]) -> Result<Option<Vec<u8>>, WireError> {
         let Some((&flag, data)) = msg.split_first() else {
-            return Err("an empty message (every part starts with a MORE or LAST byte)".into());
+            return Err(WireError::Empty);
         };
         if flag != offhost_engine::MORE && flag != offhost_engine::LAST {
-            return Err(format!(
-                "a part of {} starts with {flag}, not MORE (1) or LAST (0): is it sent whole (host-out whole=true)?",
-                self.what
-            ));
+            return Err(WireError::NotAPart {
+                what: self.what,
+                flag,
+            });
         }
         let len = self
             .buf
@@ -73,15 +73,46 @@ impl Joiner {
             .saturating_sub(self.lead)
             .saturating_add(data.len());
         if len > self.limit {
-            return Err(format!(
-                "{} of more than {len} bytes does not fit a buffer of {} ({} bytes)",
-                self.what, self.whose, self.limit
-            ));
+            return Err(WireError::TooLarge {
+                what: self.what,
+                len,
+                whose: self.whose,
+                limit: self.limit,
+            });
         }
         self.started = true;
         self.buf.extend_from_slice(data);
         Ok((flag == offhost_engine::LAST).then(|| std::mem::take(&mut self.buf)))
     }
+}
+
+/// What is wrong with a message that should be part of a buffer crossing whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// An empty message.
+    #[error("an empty message (every part starts with a MORE or LAST byte)")]
+    Empty,
+    /// A message whose first byte is neither `MORE` nor `LAST`.
+    #[error("a part of {what} starts with {flag}, not MORE (1) or LAST (0): is it sent whole (host-out whole=true)?")]
+    NotAPart {
+        /// What was being joined: `an answer`, `a request`.
+        what: &'static str,
+        /// The first byte.
+        flag: u8,
+    },
+    /// The parts so far are more than a buffer holds.
+    #[error("{what} of more than {len} bytes does not fit a buffer of {whose} ({limit} bytes)")]
+    TooLarge {
+        /// What was being joined.
+        what: &'static str,
+        /// Bytes joined with this part (at least).
+        len: usize,
+        /// Whose buffers it must fit.
+        whose: &'static str,
+        /// Bytes of one such buffer.
+        limit: usize,
+    },
 }
 
 /// How long a thread waiting for a buffer that is due at once (a call's answer, its next
@@ -129,12 +160,23 @@ mod tests {
         j.push(&[MORE, 1, 2, 3]).unwrap();
         let e = j.push(&[LAST, 4, 5, 6]).unwrap_err();
         assert!(
-            e.contains("more than 6 bytes") && e.contains("(5 bytes)"),
+            matches!(
+                e,
+                WireError::TooLarge {
+                    len: 6,
+                    limit: 5,
+                    ..
+                }
+            ),
             "{e}"
         );
+        assert_eq!(
+            e.to_string(),
+            "an answer of more than 6 bytes does not fit a buffer of the output's free list (5 bytes)"
+        );
         let e = Joiner::request(5).push(&[]).unwrap_err();
-        assert!(e.contains("empty message"), "{e}");
+        assert_eq!(e, WireError::Empty);
         let e = Joiner::request(5).push(&[2, 0]).unwrap_err();
-        assert!(e.contains("starts with 2"), "{e}");
+        assert!(matches!(e, WireError::NotAPart { flag: 2, .. }), "{e}");
     }
 }
