@@ -196,7 +196,8 @@ mod tests {
         let first = |e: &NameError| matches!(e, NameError::NoLetterFirst { .. });
         let holds =
             |c: char| move |e: &NameError| matches!(e, NameError::BadChar { c: x, .. } if *x == c);
-        let cases: [(&str, &dyn Fn(&NameError) -> bool); 9] = [
+        type Is<'a> = &'a dyn Fn(&NameError) -> bool;
+        let cases: [(&str, Is); 9] = [
             ("", &first),
             ("9x", &first),
             ("-x", &first),
