@@ -212,6 +212,7 @@ pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result
     loop {
         match ch.send_parts_timeout(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
+            // Ordering: Acquire pairs with the Release store in `EngineOut::drop`.
             Err(LinkError::Timeout) if !cancel.load(Ordering::Acquire) => {}
             Err(LinkError::Timeout) => return Err("the pipeline ended".into()),
             Err(e) => return Err(e.to_string()),
@@ -331,7 +332,7 @@ impl Task for EngineOut {
 
 impl Drop for EngineOut {
     fn drop(&mut self) {
-        // Release: pairs with the sender's Acquire load.
+        // Ordering: Release pairs with the sender's Acquire load.
         self.shared.cancel.store(true, Ordering::Release);
     }
 }
