@@ -132,7 +132,9 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
                 let _ = affinity::pin_current_thread(b);
             }
             for k in 0..total {
-                // Acquire/Release: the hand-off itself is what we time; orderings as a ring uses.
+                // Ordering: Acquire/Release on `line` (this load and the store below pair with the
+                // main thread's store and load): the hand-off itself is what we time, with the
+                // orderings a ring uses.
                 spin_until(|| line.load(Ordering::Acquire) == 2 * k + 1);
                 line.store(2 * k + 2, Ordering::Release);
             }
@@ -144,6 +146,8 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
     let mut samples = Vec::with_capacity(plan.samples);
     for k in 0..total {
         let t0 = Instant::now();
+        // Ordering: Release/Acquire: the other half of the hand-off above (our store pairs with the
+        // thread's Acquire load, our load with its Release store).
         line.store(2 * k + 1, Ordering::Release);
         spin_until(|| line.load(Ordering::Acquire) == 2 * k + 2);
         if k as usize >= plan.warmup {
@@ -156,6 +160,8 @@ pub fn cacheline_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary
 
 fn futex_wait_for(word: &AtomicU32, want: u32) {
     loop {
+        // Ordering: Acquire pairs with the Release stores of the futex words below, as a real
+        // waiter's would.
         let v = word.load(Ordering::Acquire);
         if v == want {
             return;
@@ -181,6 +187,8 @@ pub fn futex_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
             for k in 0..total {
                 let v = (k % 2) as u32 ^ 1;
                 futex_wait_for(&words[0], v);
+                // Ordering: Release pairs with the Acquire load in `futex_wait_for` on the main
+                // thread.
                 words[1].store(v, Ordering::Release);
                 let _ = futex::wake(&words[1], futex::Flags::empty(), 1);
             }
@@ -193,6 +201,7 @@ pub fn futex_one_way_ns(plan: Plan, cpus: Option<(usize, usize)>) -> Summary {
     for k in 0..total {
         let v = (k % 2) as u32 ^ 1;
         let t0 = Instant::now();
+        // Ordering: Release pairs with the Acquire load in `futex_wait_for` on the thread.
         words[0].store(v, Ordering::Release);
         let _ = futex::wake(&words[0], futex::Flags::empty(), 1);
         futex_wait_for(&words[1], v);
@@ -235,11 +244,14 @@ pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, us
                 let _ = affinity::pin_current_thread(a);
             }
             for k in 0..total {
+                // Ordering: Acquire pairs with the main thread's Release store of `turn` after it
+                // read the buffer: its reads happen before we overwrite it.
                 spin_until(|| turn.load(Ordering::Acquire) == 2 * k);
                 for w in buf.iter() {
                     w.store(k, Ordering::Relaxed);
                 }
-                // Release: the reader sees every word written above.
+                // Ordering: Release pairs with the main thread's Acquire load of `turn`: it sees
+                // every word written above.
                 turn.store(2 * k + 1, Ordering::Release);
             }
         })
@@ -249,11 +261,15 @@ pub fn cross_core_read_gb_per_s(size: usize, plan: Plan, cpus: Option<(usize, us
     }
     let mut samples = Vec::with_capacity(plan.samples);
     for k in 0..total {
+        // Ordering: Acquire pairs with the thread's Release store of `turn`: the words it wrote are
+        // visible to the loads below.
         spin_until(|| turn.load(Ordering::Acquire) == 2 * k + 1);
         let t0 = Instant::now();
         let sum = buf.iter().fold(0u64, |a, w| a ^ w.load(Ordering::Relaxed));
         let dt = t0.elapsed().as_nanos().max(1) as f64;
         std::hint::black_box(sum);
+        // Ordering: Release pairs with the thread's Acquire load of `turn`: our reads happen before
+        // it writes again.
         turn.store(2 * k + 2, Ordering::Release);
         if k as usize >= plan.warmup {
             samples.push((words * 8) as f64 / dt);

@@ -65,6 +65,8 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("offhost-sampler".into())
             .spawn(move || {
+                // Ordering: Acquire pairs with the Release store in `stop`; nothing else is
+                // published through the flag, so Relaxed would do.
                 while !flag.load(Ordering::Acquire) {
                     std::thread::sleep(period);
                     sweep(&pids, &mut seen, false);
@@ -77,6 +79,8 @@ impl Sampler {
 
     /// Ends sampling (with one last sweep); every thread seen, busiest first.
     pub fn stop(self) -> Vec<ThreadCpu> {
+        // Ordering: Release pairs with the sampler's Acquire load of the flag (stronger than
+        // needed: the thread is joined, which orders everything).
         self.stop.store(true, Ordering::Release);
         let seen = self.handle.join().unwrap_or_default();
         let mut out: Vec<ThreadCpu> = seen

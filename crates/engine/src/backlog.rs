@@ -39,11 +39,18 @@ impl Backlog {
         live: &dyn Fn() -> bool,
     ) -> Result<(), HostError> {
         loop {
+            // Ordering: SeqCst throughout this type: `reserve` stores `waiting` then loads
+            // `bytes`/`closed`, while `release`/`close` change `bytes`/`closed` then load `waiting`
+            // (a store-then-load on two words each side, which only a total order makes safe: one
+            // of the two sees the other). Here: Acquire would do for the loads alone, the CAS only
+            // needs atomicity.
             if self.closed.load(SeqCst) {
                 return Err(HostError::Closed);
             }
+            // Ordering: SeqCst, see above (a first look; Acquire would do).
             let q = self.bytes.load(SeqCst);
             if q == 0 || q.saturating_add(n) <= limit {
+                // Ordering: SeqCst CAS, see above (only its atomicity is needed: no count is lost).
                 if self
                     .bytes
                     .compare_exchange(q, q.saturating_add(n), SeqCst, SeqCst)
@@ -58,9 +65,12 @@ impl Backlog {
             }
             nudge();
             let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // Ordering: SeqCst: this store is ordered before the loads just below (the
+            // store-then-load against `release`/`close` described at the top of `reserve`).
             self.waiting.store(true, SeqCst);
-            // Taken since we looked (or ended): look again. Otherwise the task sees `waiting`
-            // when it next takes a message, and needs the lock we hold until we sleep.
+            // Ordering: SeqCst loads after the store of `waiting` (see the top of `reserve`). Taken
+            // since we looked (or ended): look again. Otherwise the task sees `waiting` when it
+            // next takes a message, and needs the lock we hold until we sleep.
             if self.bytes.load(SeqCst) != q || self.closed.load(SeqCst) {
                 continue;
             }
@@ -70,17 +80,22 @@ impl Backlog {
 
     /// The task took a message of `n` bytes off the queue: a waiting host may go on.
     pub(crate) fn release(&self, n: usize) {
+        // Ordering: SeqCst, the other side of `reserve`'s store-then-load: this decrement is
+        // ordered before the load of `waiting` in `wake_host`.
         self.bytes.fetch_sub(n, SeqCst);
         self.wake_host();
     }
 
     /// The task has ended: a waiting host stops waiting.
     pub(crate) fn close(&self) {
+        // Ordering: SeqCst, as in `release`: ordered before the load of `waiting` in `wake_host`.
         self.closed.store(true, SeqCst);
         self.wake_host();
     }
 
     fn wake_host(&self) {
+        // Ordering: SeqCst: the load after `release`/`close`'s change (see `reserve`); the store
+        // below is under the lock, SeqCst only for uniformity (stronger than needed).
         if self.waiting.load(SeqCst) {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             self.waiting.store(false, SeqCst);

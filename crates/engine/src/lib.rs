@@ -82,6 +82,7 @@ mod sched;
 mod slot;
 mod task;
 mod task_doc;
+mod task_state;
 pub mod tasks;
 mod timer;
 

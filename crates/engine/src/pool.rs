@@ -233,8 +233,9 @@ impl PoolShared {
 
     /// Wakes the tasks waiting for a buffer, if any (after buffers were pushed).
     fn wake_waiters(&self) {
-        // Pairs with the fence in `alloc_or_wait`: either the waiter sees the buffers pushed
-        // before this on its second look, or we see its `has_waiters` flag here.
+        // Ordering: SeqCst fence, paired with the fence in `alloc_or_wait`: either the waiter sees
+        // the buffers pushed before this on its second look, or we see its `has_waiters` flag here
+        // (a store-then-load on each side, which needs the fences' total order).
         fence(Ordering::SeqCst);
         if self.has_waiters.load(Ordering::Relaxed) {
             let waiters = {
@@ -441,7 +442,8 @@ impl Pool {
             }
             self.shared.has_waiters.store(true, Ordering::Relaxed);
         }
-        // Pairs with the fence in `release`.
+        // Ordering: SeqCst fence, paired with the fence in `wake_waiters` (see there): our Relaxed
+        // store of `has_waiters` above is ordered before our second look at the free list.
         fence(Ordering::SeqCst);
         self.shared
             .free

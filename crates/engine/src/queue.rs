@@ -98,6 +98,8 @@ impl Queue {
     /// Places a buffer on the queue; returns false if the reader has gone (buffer dropped).
     /// The caller counts it with [`Queue::add_counts`].
     pub(crate) fn put(&self, buf: Buffer) -> bool {
+        // Ordering: Acquire pairs with the Release store in `abandon`; stronger than needed (the
+        // flag only refuses puts, the queue itself synchronises the buffers).
         if self.abandoned.load(Ordering::Acquire) {
             return false;
         }
@@ -126,8 +128,8 @@ impl Queue {
                 return Get::Buf(b);
             }
         }
-        // Pairs with the Release store in `close_writer`: every put before the close is
-        // visible to the pop below.
+        // Ordering: Acquire pairs with the Release store in `close_writer`: every put before the
+        // close is visible to the pop below.
         if self.closed.load(Ordering::Acquire) {
             match self.items.pop() {
                 Some(b) => {
@@ -143,6 +145,9 @@ impl Queue {
 
     /// One writer finished; returns true when that closed the queue.
     pub(crate) fn close_writer(&self) -> bool {
+        // Ordering: AcqRel on the writer count: the last writer's decrement acquires the others'
+        // puts (their Release halves), and the Release store of `closed` then publishes them to the
+        // reader's Acquire load in `pop`.
         if self.writers_open.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.closed.store(true, Ordering::Release);
             true
@@ -153,6 +158,7 @@ impl Queue {
 
     /// The reader finished: drop what is queued and refuse further puts.
     pub(crate) fn abandon(&self) {
+        // Ordering: Release pairs with the Acquire loads in `put` and `is_abandoned`.
         self.abandoned.store(true, Ordering::Release);
         while self.items.pop().is_some() {
             self.depth.fetch_sub(1, Ordering::Relaxed);
@@ -160,6 +166,7 @@ impl Queue {
     }
 
     pub(crate) fn is_abandoned(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store in `abandon`.
         self.abandoned.load(Ordering::Acquire)
     }
 

@@ -15,6 +15,7 @@ use crossbeam_queue::SegQueue;
 
 pub(crate) use crate::slot::{TaskSlot, TaskStats};
 use crate::task::{Context, Handoff, Status, Task, TaskError, OUT_COUNTS};
+use crate::task_state;
 
 /// Turns a panic payload into a task error.
 fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
@@ -25,12 +26,6 @@ fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
         .unwrap_or_else(|| "unknown payload".into());
     TaskError::Failed(format!("panicked: {msg}"))
 }
-
-const IDLE: u8 = 0;
-pub(crate) const SCHEDULED: u8 = 1;
-const RUNNING: u8 = 2;
-const NOTIFIED: u8 = 3;
-pub(crate) const DONE: u8 = 4;
 
 /// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer, and by
 /// whatever wakes a task from outside its pipeline ([`OutsideWaker`]). It holds nothing of the
@@ -158,10 +153,14 @@ impl Shared {
     }
 
     pub(crate) fn stopping(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store in `request_stop`; a flag that publishes
+        // nothing else a task needs (stronger than needed).
         self.stop.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_finished(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store of `finished` in `finish`, after the last
+        // task's `live` decrement.
         self.finished.load(Ordering::Acquire)
     }
 
@@ -181,27 +180,12 @@ impl Shared {
     /// Marks task `id` runnable; true if it went on the run queue (false: it was queued or
     /// running already, or is done).
     fn schedule(&self, id: usize) -> bool {
-        let st = &self.tasks[id].state;
-        let mut s = st.load(Ordering::Acquire);
-        loop {
-            let next = match s {
-                IDLE => SCHEDULED,
-                RUNNING => NOTIFIED,
-                _ => return false,
-            };
-            // AcqRel pairs with the CAS RUNNING->IDLE in `run_task`: either the worker sees
-            // NOTIFIED and runs the task again, or we see IDLE and schedule it.
-            match st.compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    if next == SCHEDULED {
-                        self.runq[self.tasks[id].prio as usize].push(id);
-                        return true;
-                    }
-                    return false;
-                }
-                Err(now) => s = now,
-            }
+        // IDLE -> SCHEDULED (queue it), RUNNING -> NOTIFIED (it runs again): `task_state`.
+        if task_state::wake(&self.tasks[id].state) {
+            self.runq[self.tasks[id].prio as usize].push(id);
+            return true;
         }
+        false
     }
 
     fn push(&self, id: usize) {
@@ -212,10 +196,11 @@ impl Shared {
     /// Wakes a sleeping worker, if any, for work just queued, unless a [`Helper`] is there
     /// to run it.
     fn notify(&self) {
-        // Pairs with the SeqCst increment of `sleepers` in `worker`: either the sleeper sees
-        // the task on its last look, or we see it counted and notify it. Likewise with the
-        // decrement of `helpers` when a helper leaves: either it sees the task queued, or we
-        // see it gone.
+        // Ordering: SeqCst fence, paired with the SeqCst increment of `sleepers` in `run_worker`:
+        // either the sleeper sees the task on its last look, or we see it counted and notify it.
+        // Likewise with the decrement of `helpers` and the fence after it when a helper leaves:
+        // either it sees the task queued, or we see it gone. (The worker side has no fence between
+        // its increment and its look at the queues; see `run_worker`.)
         fence(Ordering::SeqCst);
         // On one CPU a worker could only take turns with the helpers. On more, it is woken
         // (and may take the task first): a helper busy with a long turn must not hold up
@@ -243,6 +228,7 @@ impl Shared {
     /// Stops the sources: each ends its stream on its next turn, and end of stream flows
     /// down the graph.
     pub(crate) fn request_stop(&self) {
+        // Ordering: Release pairs with the Acquire load in `stopping`.
         self.stop.store(true, Ordering::Release);
         for (id, t) in self.tasks.iter().enumerate() {
             if t.stops() {
@@ -281,21 +267,23 @@ impl Shared {
                 return;
             }
             let g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
+            // Ordering: SeqCst increment, paired with the fence in `notify` (a store-then-load
+            // against the waker's push-then-load). Formally the look at the run queues that follows
+            // is not SeqCst and has no fence before it, so C11 alone does not forbid it seeing an
+            // older queue; on x86 (and ARMv8's RCsc loads) the RMW orders it, and the 200 ms timed
+            // wait bounds a miss. The decrement below only needs atomicity (stronger than needed).
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             if !self.has_work() && !self.is_finished() {
                 let _ = self.idle_cv.wait_timeout(g, Duration::from_millis(200));
             }
+            // Ordering: SeqCst decrement; only its atomicity matters (stronger than needed).
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
     fn run_task(self: &Arc<Self>, id: usize) {
         let slot = &self.tasks[id];
-        if slot
-            .state
-            .compare_exchange(SCHEDULED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if !task_state::start(&slot.state) {
             return; // done meanwhile
         }
         let mut body = slot.body.lock().unwrap_or_else(|e| e.into_inner());
@@ -356,19 +344,14 @@ impl Shared {
             Ok(Status::Progress) => {
                 drop(body);
                 slot.counters.add_busy(t0);
-                slot.state.store(SCHEDULED, Ordering::Release);
+                task_state::requeue(&slot.state);
                 self.push(id);
             }
             Ok(Status::Blocked) => {
                 drop(body);
                 slot.counters.add_busy(t0);
-                if slot
-                    .state
-                    .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
+                if task_state::park(&slot.state) {
                     // NOTIFIED while running: run again.
-                    slot.state.store(SCHEDULED, Ordering::Release);
                     self.push(id);
                 }
             }
@@ -390,7 +373,7 @@ impl Shared {
             .unwrap_or_else(|p| Err(panicked(p.as_ref())));
         *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
         drop(task);
-        slot.state.store(DONE, Ordering::Release);
+        task_state::finish(&slot.state);
         drop(body);
         slot.counters.add_busy(t0);
         if let Some(e) = err.or(fin.err()) {
@@ -417,6 +400,9 @@ impl Shared {
                 self.wake(w);
             }
         }
+        // Ordering: AcqRel: the last task's decrement acquires every other task's finish (their
+        // Release halves); the Release store of `finished` then publishes all of it to
+        // `is_finished`'s Acquire.
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.finished.store(true, Ordering::Release);
             {
@@ -454,6 +440,8 @@ pub struct Helper {
 
 impl Helper {
     fn new(shared: Arc<Shared>) -> Helper {
+        // Ordering: SeqCst, paired with the fence in `notify`: once counted here, a waker on one
+        // CPU may leave its task queued for this helper.
         shared.helpers.fetch_add(1, Ordering::SeqCst);
         Helper { shared }
     }
@@ -473,9 +461,10 @@ impl Helper {
 
 impl Drop for Helper {
     fn drop(&mut self) {
+        // Ordering: SeqCst decrement, ordered before the fence below.
         self.shared.helpers.fetch_sub(1, Ordering::SeqCst);
-        // Pairs with the fence in `notify`: a task woken while this helper was counted is
-        // seen queued here, and a worker woken for it.
+        // Ordering: SeqCst fence, paired with the fence in `notify`: a task woken while this helper
+        // was counted is seen queued here, and a worker woken for it.
         fence(Ordering::SeqCst);
         if self.shared.has_work() {
             self.shared.notify();

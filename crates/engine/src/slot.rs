@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::pool::Pool;
 use crate::queue::Queue;
-use crate::sched::{DONE, SCHEDULED};
 use crate::task::{Priority, Task};
+use crate::task_state::SCHEDULED;
 
 #[derive(Default)]
 pub(crate) struct TaskCounters {
@@ -96,7 +96,7 @@ impl TaskSlot {
 
     pub(crate) fn stats(&self) -> TaskStats {
         let c = &self.counters;
-        let done = self.state.load(Ordering::Acquire) == DONE;
+        let done = crate::task_state::is_done(&self.state);
         let report = match self.body.try_lock() {
             Ok(b) => match b.as_ref() {
                 Some(t) => t.report(),

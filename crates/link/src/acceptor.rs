@@ -63,6 +63,8 @@ impl Acceptor {
 
 impl Drop for Acceptor {
     fn drop(&mut self) {
+        // Ordering: Release pairs with the Acquire load in the accept loop; it publishes nothing
+        // else (a stop flag), so Relaxed would do.
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -79,6 +81,7 @@ fn accept_loop(
 ) {
     let handshakes = Counter::new();
     let poll = Duration::from_millis(100);
+    // Ordering: Acquire pairs with the Release store in `Acceptor::drop`.
     while !stop.load(Ordering::Acquire) {
         // Hosts past the handshake limit wait in the listen queue.
         let Some(turn) = handshakes.try_take(limits.max_handshakes.max(1)) else {

@@ -116,6 +116,8 @@ impl Counter {
     /// Takes a unit if fewer than `max` are held.
     pub(crate) fn try_take(&self, max: usize) -> Option<Held> {
         self.held
+            // Ordering: AcqRel/Acquire on a count of held units: only the RMW's atomicity matters
+            // (at most `max` held), the orderings are stronger than needed.
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
@@ -127,6 +129,8 @@ impl Counter {
 
     /// Units held now.
     pub(crate) fn held(&self) -> usize {
+        // Ordering: Acquire pairs with the AcqRel RMWs of `try_take` and `Held::drop`; a count for
+        // reporting, so stronger than needed.
         self.held.load(Ordering::Acquire)
     }
 }
@@ -139,6 +143,8 @@ pub(crate) struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        // Ordering: AcqRel: the unit's release; a count, stronger than needed (it pairs with
+        // `try_take`'s RMW).
         self.held.fetch_sub(1, Ordering::AcqRel);
     }
 }

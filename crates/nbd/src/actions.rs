@@ -315,6 +315,8 @@ impl ActionDisk {
     }
 
     fn status_line(&self, st: &Loaded, c: &Channel) -> String {
+        // Ordering: Acquire pairs with the Release/AcqRel stores of the channel state in
+        // `start_channel`, `read_data` and `stop_channel`.
         let state = match c.state.load(Ordering::Acquire) {
             CH_IDLE => "idle",
             CH_STARTED => "started",
@@ -345,6 +347,7 @@ impl ActionDisk {
         buf.fill(0);
         let cap = buf.len().saturating_sub(REC_HEADER);
         let mut n = 0usize;
+        // Ordering: Acquire pairs with the AcqRel CAS in `start_channel`.
         let status = if c.state.load(Ordering::Acquire) == CH_IDLE {
             REC_NOT_STARTED
         } else {
@@ -392,6 +395,8 @@ impl ActionDisk {
             if n > 0 {
                 REC_DATA
             } else if ended {
+                // Ordering: Release pairs with the Acquire loads of the state in `status_line` and
+                // `stop_channel`.
                 c.state.store(CH_ENDED, Ordering::Release);
                 REC_END
             } else {
@@ -410,7 +415,8 @@ impl ActionDisk {
     fn start_channel(&self, c: &Channel) -> Result<(), PipelineError> {
         let mut st = self.lock();
         self.ensure_running(&mut st)?;
-        // Release: pairs with the Acquire loads in read_data/status_line.
+        // Ordering: AcqRel/Acquire CAS: its Release half pairs with the Acquire loads in
+        // read_data/status_line.
         let _ = c
             .state
             .compare_exchange(CH_IDLE, CH_STARTED, Ordering::AcqRel, Ordering::Acquire);
@@ -432,6 +438,10 @@ impl ActionDisk {
                 }
             }
         }
+        // Ordering: Acquire/Release: the load pairs with the Release store of CH_ENDED in
+        // `read_data`; the store with the Acquire loads in `read_data` and `status_line`. Not one
+        // RMW: a CH_ENDED stored in between is overwritten with CH_STOPPED (harmless for a status,
+        // but a CAS would be exact).
         if c.state.load(Ordering::Acquire) != CH_ENDED {
             c.state.store(CH_STOPPED, Ordering::Release);
         }
@@ -480,6 +490,9 @@ impl ActionDisk {
                 let _ = r.wait_timeout(Duration::from_secs(30));
             };
             let room = DRAINING
+                // Ordering: AcqRel/Acquire on a static count of draining threads: only the RMW's
+                // atomicity bounds it at 4, the orderings are stronger than needed; likewise the
+                // decrements below.
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                     (n < 4).then_some(n + 1)
                 })
@@ -493,9 +506,12 @@ impl ActionDisk {
                         if let Some(r) = taken {
                             wait(r);
                         }
+                        // Ordering: AcqRel: the draining thread ends; a count, stronger than
+                        // needed.
                         DRAINING.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
+                    // Ordering: AcqRel: no thread started; a count, stronger than needed.
                     DRAINING.fetch_sub(1, Ordering::AcqRel);
                 }
             }
@@ -618,6 +634,7 @@ impl Backend for ActionDisk {
                     START => self.start_channel(&c).map_err(|_| Errno::Io)?,
                     STOP => self.stop_channel(&c),
                     r if (DATA..DATA_END).contains(&r) && c.dir == Dir::In => {
+                        // Ordering: Acquire pairs with the AcqRel CAS in `start_channel`.
                         if c.state.load(Ordering::Acquire) == CH_IDLE {
                             return Err(Errno::Inval);
                         }

@@ -107,11 +107,13 @@ impl Gate {
     }
 
     fn kill(&self) {
+        // Ordering: Release pairs with the Acquire load in `is_dead`.
         self.dead.store(true, Ordering::Release);
         self.cv.notify_all();
     }
 
     fn is_dead(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store in `kill`.
         self.dead.load(Ordering::Acquire)
     }
 }
@@ -305,8 +307,9 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
     ) -> io::Result<Result<Taken, End>> {
         let rd = &mut inp.rd;
         if rd.buffer().len() < REQUEST_LEN {
-            // About to block on the socket: send every reply still buffered.
-            // Release: pairs with the Acquire load in `worker` after a reply is written.
+            // Ordering: Release pairs with the Acquire load in request.rs `reply` after a reply is
+            // written. About to block on the socket: send every reply still buffered. (The writer's
+            // lock also orders the two: the load happens under it, and `flush` below takes it.)
             self.more.store(false, Ordering::Release);
             self.flush()?;
         }
@@ -360,6 +363,8 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
         if let Some(cost) = threaded {
             if self.gate.would_wait(cost) {
                 // Replies must leave while this waits: they are what frees the budget.
+                // Ordering: Release pairs with the Acquire load in request.rs `reply`. Replies must
+                // leave while this waits: they are what frees the budget.
                 self.more.store(false, Ordering::Release);
                 self.flush()?;
             }
@@ -378,6 +383,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
         }
         if req.command == Command::Write {
             if rd.buffer().len() < req.length as usize {
+                // Ordering: Release pairs with the Acquire load in request.rs `reply`.
                 self.more.store(false, Ordering::Release);
                 self.flush()?;
             }
@@ -396,7 +402,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             }
             data_ns = t0.elapsed().as_nanos() as u64;
         }
-        // Release: pairs with the Acquire load in `worker`.
+        // Ordering: Release pairs with the Acquire load in request.rs `reply`.
         self.more
             .store(rd.buffer().len() >= REQUEST_LEN, Ordering::Release);
         Ok(Ok(Taken {

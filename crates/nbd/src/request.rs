@@ -86,10 +86,7 @@ impl<W: Write> Ctx<'_, W> {
             t0 = Instant::now();
             w.write_all(&head)?;
             w.write_all(payload)?;
-            // Decided after the reply is in the buffer, under the lock: a worker that takes the
-            // last buffered request later will see this reply when it flushes. `hold` is set
-            // while another complete request is buffered (its worker will flush).
-            // Acquire: pairs with the Release stores in conn.rs `take_locked`.
+            // Ordering: Acquire pairs with the Release stores in conn.rs `take_locked`.
             let held = hold.is_some_and(|m| m.load(Ordering::Acquire));
             if !held || self.tracer.is_some() {
                 w.flush()?;

@@ -326,6 +326,8 @@ impl Server {
 
     /// Connections being served now.
     pub fn connections(&self) -> usize {
+        // Ordering: Acquire pairs with the AcqRel RMWs of `Slot`; a count for reporting, stronger
+        // than needed.
         self.live.load(Ordering::Acquire)
     }
 
@@ -448,6 +450,8 @@ struct Slot(Arc<AtomicUsize>);
 impl Slot {
     fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
         count
+            // Ordering: AcqRel/Acquire on the connection count: only the RMW's atomicity bounds it,
+            // the orderings are stronger than needed.
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
@@ -458,6 +462,7 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        // Ordering: AcqRel: gives back the connection's slot; a count, stronger than needed.
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

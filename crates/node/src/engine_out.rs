@@ -134,7 +134,7 @@ impl Task for EngineOut {
 
 impl Drop for EngineOut {
     fn drop(&mut self) {
-        // Release: pairs with the sender's Acquire load.
+        // Ordering: Release pairs with the sender's Acquire load.
         self.shared.cancel.store(true, Ordering::Release);
     }
 }

@@ -156,6 +156,8 @@ pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result
     loop {
         match ch.send_parts_timeout(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
+            // Ordering: Acquire pairs with the Release store in `EngineOut::drop` (and
+            // `Call::drop`).
             Err(LinkError::Timeout) if !cancel.load(Ordering::Acquire) => {}
             Err(LinkError::Timeout) => return Err("the pipeline ended".into()),
             Err(e) => return Err(e.to_string()),

@@ -70,6 +70,9 @@ macro_rules! word {
                 self.swap(v, o)
             }
             fn cas(&self, old: u32, new: u32, o: Ordering) -> Result<u32, u32> {
+                // Ordering: the failure ordering of the CAS in `notify_when`: Acquire, so the word
+                // it returns (a new announcement) is read as `announce`'s AcqRel swap published it,
+                // like a successful RMW would; the value is only used to retry.
                 self.compare_exchange(old, new, o, Ordering::Acquire)
             }
         }
@@ -84,8 +87,8 @@ word!(LoomU32);
 /// which is the value its futex wait expects. The caller must recheck its condition afterwards.
 pub(crate) fn announce<W: Word>(bell: &W, want: u32) -> u32 {
     let word = (want.min(WANT_MAX) << 1) | WAITING;
-    // AcqRel: the acquire half pairs with the release half of `notify`'s RMW, so a notify that
-    // came first makes its published data visible to the recheck that follows. A swap, not an
+    // Ordering: AcqRel: the acquire half pairs with the release half of `notify`'s RMW, so a notify
+    // that came first makes its published data visible to the recheck that follows. A swap, not an
     // or: the limit of an earlier wait must not linger.
     bell.put(word, Ordering::AcqRel);
     word
@@ -100,8 +103,8 @@ pub(crate) fn retract<W: Word>(bell: &W) {
 
 /// Notifier: after publishing, returns true when the waiter may be asleep and must be woken.
 pub(crate) fn notify<W: Word>(bell: &W) -> bool {
-    // AcqRel: the release half publishes the data stored before it to a waiter whose `announce`
-    // reads this value; the RMW is ordered with `announce`'s on the same word.
+    // Ordering: AcqRel: the release half publishes the data stored before it to a waiter whose
+    // `announce` reads this value; the RMW is ordered with `announce`'s on the same word.
     bell.and(!WAITING, Ordering::AcqRel) & WAITING != 0
 }
 
@@ -109,7 +112,8 @@ pub(crate) fn notify<W: Word>(bell: &W) -> bool {
 /// is reached: `ready` yields the bytes published and not yet consumed (it is called only when
 /// the waiter set a limit, and may overstate but must not understate).
 pub(crate) fn notify_when<W: Word>(bell: &W, ready: impl Fn() -> u64) -> bool {
-    // AcqRel, an RMW: ordered with `announce`'s as in `notify`, and publishes our data to it.
+    // Ordering: AcqRel, an RMW: ordered with `announce`'s as in `notify`, and publishes our data to
+    // it.
     let mut word = bell.or(0, Ordering::AcqRel);
     for _ in 0..CAS_TRIES {
         if word & WAITING == 0 {
@@ -120,6 +124,8 @@ pub(crate) fn notify_when<W: Word>(bell: &W, ready: impl Fn() -> u64) -> bool {
             return false;
         }
         // Clears WAITING only if the waiter has not retracted or announced anew meanwhile.
+        // Ordering: AcqRel, like the `fetch_or` above: the release half publishes our data to the
+        // waiter, the acquire half reads its announcement.
         match bell.cas(word, word & !WAITING, Ordering::AcqRel) {
             Ok(_) => return true,
             Err(now) => word = now,

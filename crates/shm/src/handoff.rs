@@ -39,6 +39,8 @@ impl<T> Handoff<T> {
     /// Takes the value, if the slot holds one (one atomic swap).
     #[inline]
     pub fn take(&self) -> Option<Box<T>> {
+        // Ordering: Acquire pairs with the Release store in `put`, so the boxed value's contents
+        // written before `put` are visible to the taker.
         let p = self.ptr.swap(ptr::null_mut(), Ordering::Acquire);
         if p.is_null() {
             return None;
@@ -58,6 +60,8 @@ impl<T> Handoff<T> {
             self.ptr.load(Ordering::Relaxed).is_null(),
             "put into a full handoff slot"
         );
+        // Ordering: Release pairs with the Acquire swap in `take`, publishing the box's contents
+        // before its pointer.
         self.ptr.store(Box::into_raw(v), Ordering::Release);
     }
 }

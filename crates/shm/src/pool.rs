@@ -120,8 +120,8 @@ impl Pool {
     fn collect(&mut self) -> Result<(), ShmError> {
         let ctl = self.inbox.ctl();
         let head = ctl.head.load(Ordering::Relaxed);
-        // Acquire: pairs with the Release store of the tail in `release` on the peer, which
-        // follows its last access to the buffers it returns.
+        // Ordering: Acquire: pairs with the Release store of the tail in `release` on the peer,
+        // which follows its last access to the buffers it returns.
         let tail = ctl.tail.load(Ordering::Acquire);
         if tail.wrapping_sub(head) > self.inbox.cap {
             return Err(ShmError::CorruptPeer(format!(
@@ -153,7 +153,8 @@ impl Pool {
             self.free.push(index);
             h += 1;
         }
-        // Release: pairs with the peer's Acquire load of our head before it reuses the slots.
+        // Ordering: Release: pairs with the peer's Acquire load of our head before it reuses the
+        // slots.
         ctl.head.store(tail, Ordering::Release);
         Ok(())
     }
@@ -192,7 +193,7 @@ impl Pool {
         self.state[index as usize] = State::Away;
         let ctl = self.outbox.ctl();
         let tail = ctl.tail.load(Ordering::Relaxed);
-        // Acquire: pairs with the Release store of the head in the peer's `collect`.
+        // Ordering: Acquire: pairs with the Release store of the head in the peer's `collect`.
         let head = ctl.head.load(Ordering::Acquire);
         let used = tail.wrapping_sub(head);
         if used > self.outbox.cap {
@@ -215,8 +216,8 @@ impl Pool {
                 .add((tail & (self.outbox.cap - 1)) as usize)
                 .write_volatile(index);
         }
-        // Release: pairs with the Acquire load of the tail in the peer's `collect`; our use of
-        // the buffer happens before the peer reuses it.
+        // Ordering: Release: pairs with the Acquire load of the tail in the peer's `collect`; our
+        // use of the buffer happens before the peer reuses it.
         ctl.tail.store(tail + 1, Ordering::Release);
         Ok(true)
     }

@@ -103,8 +103,8 @@ impl Producer {
 
     /// Rereads the consumer's index, checking it is plausible.
     fn refresh_head(&mut self) -> Result<(), ShmError> {
-        // Acquire: pairs with the consumer's Release store in `Consumer::publish`, so the bytes
-        // it consumed are no longer read when we overwrite them.
+        // Ordering: Acquire: pairs with the consumer's Release store in `Consumer::publish`, so the
+        // bytes it consumed are no longer read when we overwrite them.
         let head = self.ctl().head.load(Ordering::Acquire);
         if head.wrapping_sub(self.cached_head) > self.cap || self.tail.wrapping_sub(head) > self.cap
         {
@@ -182,8 +182,11 @@ impl Producer {
         if self.first_staged.is_none() {
             self.first_staged = Some(self.tail);
         } else {
-            // Release: the header and payload stores above happen before this stamp; the
-            // consumer reads this record only after acquiring the batch's first stamp anyway.
+            // Ordering: Release, though only the header is written before this stamp (the caller
+            // fills the payload after `reserve` returns): a later record of a batch is read only
+            // after the consumer acquires the batch's first stamp, stored Release in `publish`
+            // after every payload, so this Release is stronger than needed; the consumer cannot
+            // reach this position before then.
             // SAFETY: as above.
             unsafe { stamp(self.data, pos) }.store(self.tail + 1, Ordering::Release);
         }
@@ -210,8 +213,9 @@ impl Producer {
         let Some(first) = self.first_staged.take() else {
             return false;
         };
-        // Release: pairs with the consumer's Acquire load of the stamp in `Consumer::peek`,
-        // making every record of the batch (written before this store) visible at once.
+        // Ordering: Release: pairs with the consumer's Acquire load of the stamp in
+        // `Consumer::peek`, making every record of the batch (written before this store) visible at
+        // once.
         // SAFETY: `first` is the position of a staged record, so its offset is in the ring.
         unsafe { stamp(self.data, first & (self.cap - 1)) }.store(first + 1, Ordering::Release);
         // Diagnostics only: the consumer never reads the tail.
@@ -230,7 +234,7 @@ impl Producer {
     /// than it is, never smaller; a head out of range (a corrupt peer) counts as nothing
     /// consumed at all.
     pub(crate) fn unconsumed(&self) -> u64 {
-        // Acquire: pairs with the consumer's Release store of its head.
+        // Ordering: Acquire: pairs with the consumer's Release store of its head.
         let head = self.ctl().head.load(Ordering::Acquire);
         match self.published.checked_sub(head) {
             Some(n) if n <= self.cap => n,
@@ -308,8 +312,8 @@ impl Consumer {
 
     /// True when the record at `head` is published (its stamp is `head + 1`).
     fn ready(&self) -> bool {
-        // Acquire: pairs with the producer's Release store of the stamp in `publish` (or in
-        // `write_header` for later records of a batch): the header and payload are visible.
+        // Ordering: Acquire: pairs with the producer's Release store of the stamp in `publish` (or
+        // in `write_header` for later records of a batch): the header and payload are visible.
         // SAFETY: `head & (cap - 1)` is 16-aligned and at least 16 bytes before the ring's end.
         unsafe { stamp(self.data, self.head & (self.cap - 1)) }.load(Ordering::Acquire)
             == self.head.wrapping_add(1)
@@ -379,8 +383,8 @@ impl Consumer {
         if self.published == self.head {
             return false;
         }
-        // Release: pairs with the producer's Acquire load in `Producer::refresh_head`; our reads
-        // of the consumed bytes happen before the producer may overwrite them.
+        // Ordering: Release: pairs with the producer's Acquire load in `Producer::refresh_head`;
+        // our reads of the consumed bytes happen before the producer may overwrite them.
         self.ctl().head.store(self.head, Ordering::Release);
         self.published = self.head;
         true

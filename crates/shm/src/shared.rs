@@ -73,7 +73,7 @@ impl Shared {
     /// Called when a sender or receiver half is dropped: when both are gone the peer is told
     /// (end of file on the control connection), even while pool buffers are still held here.
     pub(crate) fn half_dropped(&self) {
-        // AcqRel: the last half sees everything the other half did before it dropped.
+        // Ordering: AcqRel: the last half sees everything the other half did before it dropped.
         if self.halves.fetch_sub(1, Ordering::AcqRel) == 1 {
             let _ = self.sock.shutdown(std::net::Shutdown::Both);
         }
@@ -103,6 +103,8 @@ impl Shared {
     /// Returns the latched corruption error, if this side has stopped using the segment.
     #[inline]
     pub(crate) fn check(&self) -> Result<(), ShmError> {
+        // Ordering: Acquire pairs with the Release store in `latch`; the message itself is read
+        // under the `failure` lock, so this only makes a latched flag imply a visible message.
         if self.failed.load(Ordering::Acquire) {
             return Err(self.latched());
         }
@@ -122,7 +124,7 @@ impl Shared {
         if let ShmError::CorruptPeer(msg) = &e {
             let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
             f.get_or_insert_with(|| msg.clone());
-            // Release: pairs with the Acquire in `check`, publishing the message.
+            // Ordering: Release: pairs with the Acquire in `check`, publishing the message.
             self.failed.store(true, Ordering::Release);
         }
         e

@@ -137,10 +137,14 @@ impl Endpoint for FifoEndpoint {
         let cap = f.slots[0].data.len();
         for part in msg.chunks(cap) {
             let slot = &f.slots[self.w];
+            // Ordering: Acquire pairs with the reader's Release store of 0 below: its reads of the
+            // slot's bytes happen before we overwrite them.
             f.wait(|| slot.count.load(Ordering::Acquire) == 0);
             for (d, &b) in slot.data.iter().zip(part) {
                 d.store(b, Ordering::Relaxed);
             }
+            // Ordering: Release pairs with the reader's Acquire loads of `count`: the Relaxed byte
+            // stores above are visible before the count says the slot is full.
             slot.count.store(part.len(), Ordering::Release);
             f.wake(&f.reader);
             self.w = (self.w + 1) % f.slots.len();
@@ -153,6 +157,8 @@ impl Endpoint for FifoEndpoint {
         let mut at = 0;
         while at < buf.len() {
             let slot = &f.slots[self.r];
+            // Ordering: Acquire (both loads) pairs with the writer's Release store of `count`,
+            // making the slot's bytes visible to the Relaxed loads below.
             f.wait(|| slot.count.load(Ordering::Acquire) != 0);
             let n = slot.count.load(Ordering::Acquire);
             if n > buf.len() - at {
@@ -165,6 +171,8 @@ impl Endpoint for FifoEndpoint {
             for (b, d) in buf[at..at + n].iter_mut().zip(slot.data.iter()) {
                 *b = d.load(Ordering::Relaxed);
             }
+            // Ordering: Release pairs with the writer's Acquire load of `count == 0`: our reads of
+            // the slot happen before it refills it.
             slot.count.store(0, Ordering::Release);
             f.wake(&f.writer);
             self.r = (self.r + 1) % f.slots.len();
@@ -237,6 +245,8 @@ impl FifoRun {
         // A peer stuck elsewhere (it never is in a finished run) must not hang the host:
         // give it a second to drain the slot, else leave the thread detached.
         let deadline = Instant::now() + Duration::from_secs(1);
+        // Ordering: Acquire pairs with the reader's Release store of 0: it has finished with the
+        // slot.
         while slot.count.load(Ordering::Acquire) != 0 {
             if Instant::now() > deadline {
                 self.thread.take();
@@ -244,6 +254,8 @@ impl FifoRun {
             }
             std::thread::yield_now();
         }
+        // Ordering: Release pairs with the reader's Acquire loads of `count`: the end marker is
+        // seen after everything before it.
         slot.count.store(usize::MAX, Ordering::Release);
         f.wake(&f.reader);
         if let Some(t) = self.thread.take() {

@@ -535,6 +535,8 @@ impl Peers {
         rate: Option<Rate>,
     ) -> Result<Stream, Failure> {
         let inner = &self.inner;
+        // Ordering: Acquire pairs with the Release store in `close`; the flag publishes nothing
+        // else, so stronger than needed.
         if inner.closed.load(Ordering::Acquire) {
             return Err(Failure::new(
                 ErrorCode::Shutdown,
@@ -631,6 +633,8 @@ impl Peers {
             .cloned()
             .collect();
         let mut s = PeerStats {
+            // Ordering: Acquire loads of counts kept with AcqRel RMWs in runner.rs; for statistics,
+            // stronger than needed.
             sessions: self.inner.sessions.load(Ordering::Acquire),
             readers: self.inner.readers.load(Ordering::Acquire),
             lanes: lanes.len(),
@@ -646,6 +650,8 @@ impl Peers {
 
     /// Closes every link: messages not acknowledged fail with [`ErrorCode::Shutdown`].
     pub fn close(&self) {
+        // Ordering: Release pairs with the Acquire loads of `closed` in `open_stream` and
+        // runner.rs.
         self.inner.closed.store(true, Ordering::Release);
         let lanes: Vec<Arc<PeerLane>> = self
             .inner

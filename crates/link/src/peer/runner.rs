@@ -123,6 +123,8 @@ fn take_session_slot(inner: &Inner) -> Result<(), Failure> {
     let max = inner.config.max_links;
     inner
         .sessions
+        // Ordering: AcqRel/Acquire on the session count: only the RMW's atomicity matters (at most
+        // `max_links`), stronger than needed; the decrements below are the same.
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
             (n < max).then_some(n + 1)
         })
@@ -174,6 +176,7 @@ pub(crate) fn connect(
         Ok(runner)
     })();
     if r.is_err() {
+        // Ordering: AcqRel: gives back the session counted above; a count, stronger than needed.
         inner.sessions.fetch_sub(1, Ordering::AcqRel);
     }
     r
@@ -200,6 +203,8 @@ pub(crate) fn accept(
     let (lane, instance, name) = match r {
         Ok(v) => v,
         Err(e) => {
+            // Ordering: AcqRel: gives back the session counted above; a count, stronger than
+            // needed.
             inner.sessions.fetch_sub(1, Ordering::AcqRel);
             session.close();
             return Err(e);
@@ -212,6 +217,8 @@ pub(crate) fn accept(
     let lane_obj = {
         let mut lanes = inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
         let key = (name.clone(), lane);
+        // Ordering: Acquire pairs with the Release store in `Peer::close`; read under the lanes
+        // lock, which `close` also takes, so stronger than needed.
         if inner.closed.load(Ordering::Acquire) {
             Err(())
         } else if inner.config.table.contains_key(&name) {
@@ -304,11 +311,14 @@ impl Runner {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
+        // Ordering: Acquire pairs with the AcqRel swap in `kill`.
         self.dead.load(Ordering::Acquire)
     }
 
     /// Closes the session (once) and tells the lane it was sending for.
     pub(crate) fn kill(&self, reason: &str) {
+        // Ordering: AcqRel swap: exactly one caller goes on to close (atomicity); the Release half
+        // pairs with `is_dead`'s Acquire.
         if self.dead.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -319,6 +329,8 @@ impl Runner {
         );
         self.session.close();
         if let Some(inner) = self.inner.upgrade() {
+            // Ordering: AcqRel: gives back the session counted in `connect`; a count, stronger than
+            // needed.
             inner.sessions.fetch_sub(1, Ordering::AcqRel);
         }
         let lane = self
@@ -475,6 +487,9 @@ impl Runner {
                 continue;
             };
             let (stream, first, channel) = (name.stream, name.first, name.channel.to_owned());
+            // Ordering: AcqRel on the count of incoming reader threads (and `readers`, and their
+            // decrements below): only atomicity bounds them, the orderings are stronger than
+            // needed.
             if self.incoming.fetch_add(1, Ordering::AcqRel) >= max {
                 self.incoming.fetch_sub(1, Ordering::AcqRel);
                 let _ = self.refuse(ch.id, &format!("{max} channels per session at most"));
@@ -484,6 +499,7 @@ impl Runner {
             let Some(readers) = self.inner.upgrade().map(|i| i.readers.clone()) else {
                 return;
             };
+            // Ordering: AcqRel: counts the reader thread; stronger than needed.
             readers.fetch_add(1, Ordering::AcqRel);
             let me = self.clone();
             let counted = readers.clone();
@@ -491,10 +507,13 @@ impl Runner {
                 .name(format!("peer-{}-data", self.peer))
                 .spawn(move || {
                     me.read_data(&ch, stream, first, &channel);
+                    // Ordering: AcqRel: the reader thread ends and gives back its counts; stronger
+                    // than needed.
                     me.incoming.fetch_sub(1, Ordering::AcqRel);
                     counted.fetch_sub(1, Ordering::AcqRel);
                 });
             if let Err(e) = spawned {
+                // Ordering: AcqRel: no thread started, give back the counts; stronger than needed.
                 readers.fetch_sub(1, Ordering::AcqRel);
                 self.incoming.fetch_sub(1, Ordering::AcqRel);
                 tracing::warn!("peer {}: cannot start a reader: {e}", self.peer);

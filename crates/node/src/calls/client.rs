@@ -277,6 +277,7 @@ impl Client {
     }
 
     fn cancelled(&self) -> bool {
+        // Ordering: Acquire pairs with the Release store in `Call::drop`.
         self.shared.cancel.load(Ordering::Acquire)
     }
 
@@ -417,7 +418,7 @@ impl Task for Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        // Release: pairs with the client thread's Acquire loads.
+        // Ordering: Release pairs with the client thread's Acquire loads.
         self.shared.cancel.store(true, Ordering::Release);
     }
 }

@@ -165,6 +165,8 @@ impl HostConn {
                 self.put(&mut tx, op, c.status, handle, id, 0, c.body);
             }
         }
+        // Ordering: AcqRel on `outstanding` (here and below): a count checked against a limit; only
+        // atomicity matters, stronger than needed.
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -259,6 +261,7 @@ impl HostConn {
         if is_buf && h.op != Op::Send {
             return Err(format!("a pool buffer carries a {} record", h.op.name()));
         }
+        // Ordering: AcqRel: counts the submission (see above); stronger than needed.
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         if h.op == Op::Send {
             let data = if is_buf {
@@ -303,6 +306,7 @@ impl HostConn {
                 Ok(())
             }
             Submission::Recv { handle, id, .. }
+                // Ordering: Acquire load of a count kept with AcqRel RMWs; stronger than needed.
                 if self.outstanding.load(Ordering::Acquire)
                     > self.limits.max_outstanding as usize =>
             {
@@ -409,6 +413,7 @@ impl HostConn {
     ) {
         let len = data.len() as u64;
         let fail = |f: Failure| self.finish(Op::Send, handle, id, Err(f));
+        // Ordering: Acquire load of a count kept with AcqRel RMWs; stronger than needed.
         if self.outstanding.load(Ordering::Acquire) > self.limits.max_outstanding as usize {
             return fail(over_outstanding(&self.limits));
         }
@@ -426,7 +431,9 @@ impl HostConn {
                 ),
             });
         }
-        // The bytes are reserved last, once nothing else can turn the send away.
+        // Ordering: AcqRel on the reserved bytes (and the decrements below): a count bounded by
+        // `max_bytes`; only atomicity matters, stronger than needed. The bytes are reserved last,
+        // once nothing else can turn the send away.
         let before = self.bytes.fetch_add(len, Ordering::AcqRel);
         if before > 0 && before + len > self.limits.max_bytes {
             self.bytes.fetch_sub(len, Ordering::AcqRel);
@@ -489,6 +496,7 @@ impl Notify for HostConn {
             }
         }
         drop(tx);
+        // Ordering: AcqRel: gives back the bytes and the count; stronger than needed.
         self.bytes.fetch_sub(len, Ordering::AcqRel);
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
     }
@@ -515,6 +523,7 @@ impl HostSink for HostConn {
             }
         }
         drop(tx);
+        // Ordering: AcqRel: gives back the count; stronger than needed.
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
         true
     }

@@ -125,6 +125,8 @@ struct Looking(Arc<AtomicUsize>);
 
 impl Looking {
     fn new(count: &Arc<AtomicUsize>) -> Looking {
+        // Ordering: AcqRel on the count of connections still handshaking: only atomicity matters,
+        // stronger than needed.
         count.fetch_add(1, Ordering::AcqRel);
         Looking(Arc::clone(count))
     }
@@ -132,6 +134,7 @@ impl Looking {
 
 impl Drop for Looking {
     fn drop(&mut self) {
+        // Ordering: AcqRel: gives back the count; stronger than needed.
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -167,6 +170,7 @@ impl Offload {
 
     /// Hosts served now.
     pub fn hosts(&self) -> usize {
+        // Ordering: Acquire load of a count kept with AcqRel RMWs; stronger than needed.
         self.hosts.load(Ordering::Acquire)
     }
 
@@ -225,6 +229,8 @@ impl Offload {
             self.config.link.handshake_timeout,
         );
         loop {
+            // Ordering: Acquire load of the handshaking count (see `Looking`); stronger than
+            // needed.
             if looking.load(Ordering::Acquire) >= max {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
@@ -302,6 +308,8 @@ impl Offload {
             Ok(_) => {
                 let max = self.config.max_hosts;
                 self.hosts
+                    // Ordering: AcqRel/Acquire on the host count: only the RMW's atomicity bounds
+                    // it at `max_hosts`, stronger than needed; likewise the decrements below.
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                         (n < max).then_some(n + 1)
                     })
@@ -335,6 +343,7 @@ impl Offload {
         let mut rec = [0u8; HEADER + LIMITS_BODY];
         c.encode(&mut rec);
         if tx.send(&rec, Some(Duration::from_secs(1))).is_err() {
+            // Ordering: AcqRel: gives back the host counted above; stronger than needed.
             self.hosts.fetch_sub(1, Ordering::AcqRel);
             return;
         }
@@ -345,10 +354,13 @@ impl Offload {
             .name(format!("host-{id}"))
             .spawn(move || {
                 conn.run(rx, &me);
+                // Ordering: AcqRel: the host's thread ends and gives back its count; stronger than
+                // needed.
                 me.hosts.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
             tracing::warn!("offload: cannot start a host thread: {e}");
+            // Ordering: AcqRel: no thread started, give back the count; stronger than needed.
             self.hosts.fetch_sub(1, Ordering::AcqRel);
         }
     }
