@@ -1,11 +1,11 @@
-//! Fuzz the joining of a `call` task's answers (`offhost_node::remote_call::Joiner`): the
+//! Fuzz the joining of a `call` task's answers (`offhost_node::calls::Joiner`): the
 //! messages a serving engine sends, each cut from the input after a one-byte length, under a
 //! limit from the input's first two bytes. No message may panic; a joined answer is never
 //! larger than the limit and holds exactly the parts pushed since the last one.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offhost_node::remote_call::Joiner;
+use offhost_node::calls::{Joiner, WireError};
 
 fuzz_target!(|data: &[u8]| {
     let Some((head, mut rest)) = data.split_first_chunk::<2>() else {
@@ -29,7 +29,13 @@ fuzz_target!(|data: &[u8]| {
                 assert!(fed <= limit && j.started());
             }
             Err(e) => {
-                assert!(!e.is_empty());
+                // An empty message, one that is no part, or one past the limit.
+                assert!(match e {
+                    WireError::Empty => msg.is_empty(),
+                    WireError::NotAPart { flag, .. } => flag > 1,
+                    WireError::TooLarge { len, .. } => len > limit,
+                    _ => false,
+                });
                 fed = 0;
                 j = Joiner::answer(limit);
             }

@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use offhost_node::daemon::Daemon;
-use offhost_engine::{DaemonLimits, EngineConfig};
+use offhost_engine::EngineConfig;
+use offhost_node::DaemonLimits;
 
 fn daemon() -> &'static Arc<Daemon> {
     static D: OnceLock<Arc<Daemon>> = OnceLock::new();

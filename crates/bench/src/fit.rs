@@ -151,7 +151,7 @@ pub fn fit_two_segments(points: &[(f64, f64)]) -> Result<TwoSegmentFit, FitError
         };
         let ss = short.rms_rel_residual.powi(2) * lo.len() as f64
             + long.rms_rel_residual.powi(2) * hi.len() as f64;
-        if best.as_ref().map_or(true, |(b, _)| ss < *b) {
+        if best.as_ref().is_none_or(|(b, _)| ss < *b) {
             let fit = TwoSegmentFit {
                 breakpoint_bytes: lo[lo.len() - 1].0,
                 short,

@@ -111,7 +111,7 @@ fn spin_until(cond: impl Fn() -> bool) {
     let mut i = 0u32;
     while !cond() {
         i = i.wrapping_add(1);
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             // Only matters when both ends share one CPU.
             std::thread::yield_now();
         } else {

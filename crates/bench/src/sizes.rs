@@ -81,9 +81,9 @@ pub fn default_sizes() -> Vec<usize> {
 
 /// Formats a size as `4`, `4K`, `1M` (K = 1024) when it divides evenly.
 pub fn format_size(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{}M", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{}K", n >> 10)
     } else {
         n.to_string()

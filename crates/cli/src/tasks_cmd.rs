@@ -16,7 +16,7 @@ pub struct TasksArgs {
 pub fn run(args: TasksArgs, registry: &Registry) -> anyhow::Result<()> {
     let infos: Vec<&TaskInfo> = registry
         .infos()
-        .filter(|i| args.name.as_deref().map_or(true, |n| n == i.name))
+        .filter(|i| args.name.as_deref().is_none_or(|n| n == i.name))
         .collect();
     if infos.is_empty() {
         anyhow::bail!(

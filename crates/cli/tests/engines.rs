@@ -544,7 +544,7 @@ fn submitted_pipelines_reach_other_engines_over_tls_only() {
         ("unix:/tmp/x.sock", "not local sockets"),
         (
             "tcp:127.0.0.1:1",
-            "plain tcp: only when this engine runs --insecure",
+            "plain tcp: only when this engine allows insecure links",
         ),
     ] {
         let file = work.path().join("out.ion");

@@ -11,7 +11,14 @@ use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
-use crate::pool::PoolShared;
+/// Where a storage goes back when its last view drops: its pool's free list. A buffer knows
+/// its pool only through this, so buffers stand below pools.
+pub(crate) trait Home: Send + Sync {
+    /// Takes back `bytes`, known to hold what `filled` says.
+    fn take_back(self: Arc<Self>, bytes: Vec<u8>, filled: Option<Filled>);
+    /// The pool's name.
+    fn name(&self) -> &str;
+}
 
 /// What went wrong when growing a buffer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +47,7 @@ pub(crate) struct Storage {
     pub(crate) bytes: Vec<u8>,
     /// End of the ordinary data area (headroom + buffer size); the tailroom lies beyond.
     pub(crate) data_end: usize,
-    pub(crate) pool: Option<Arc<PoolShared>>,
+    pub(crate) pool: Option<Arc<dyn Home>>,
     /// What the bytes are known to hold, as `fill` left them; it goes back to the pool
     /// with them, and every write through a [`BufMut`] clears it.
     pub(crate) filled: Option<Filled>,
@@ -65,7 +72,7 @@ pub(crate) struct Filled {
 impl Drop for Storage {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.release(std::mem::take(&mut self.bytes), self.filled);
+            pool.take_back(std::mem::take(&mut self.bytes), self.filled);
         }
     }
 }
@@ -148,7 +155,7 @@ impl Buffer {
 
     /// Name of the pool the storage belongs to, if any.
     pub fn pool_name(&self) -> Option<&str> {
-        self.st.pool.as_ref().map(|p| p.name.as_str())
+        self.st.pool.as_ref().map(|p| p.name())
     }
 
     /// Turns this view back into a writable buffer if it is the only reference.
@@ -384,7 +391,7 @@ impl fmt::Debug for BufMut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::{Pool, PoolConfig};
+    use crate::{Pool, PoolConfig};
 
     fn one_buffer_pool() -> Pool {
         Pool::new(PoolConfig::new("p", 1, 64))

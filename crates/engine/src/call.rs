@@ -32,7 +32,7 @@ use crossbeam_channel::Receiver;
 
 use crate::buffer::Buffer;
 use crate::own_service::OwnService;
-pub use crate::own_service::OUT_OF_STEP;
+pub use crate::own_service::{ServiceError, OUT_OF_STEP};
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
 use crate::sched::Waker;

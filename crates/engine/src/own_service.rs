@@ -15,6 +15,24 @@ pub const OUT_OF_STEP: &str = "the service answered a call with more than one bu
      so its answers are out of step with its callers; it takes no more calls (a service puts \
      out exactly one buffer per request)";
 
+/// Why a call to the pipeline's own service failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The service answered a request with more than one buffer ([`OUT_OF_STEP`]).
+    #[error("{}", OUT_OF_STEP)]
+    OutOfStep,
+    /// The service had not taken the request before this one.
+    #[error("the service has not read the requests before this one (a service takes each request before it answers it)")]
+    Unread,
+    /// The service's `host-in` has ended.
+    #[error("the service no longer reads")]
+    NoLongerReads,
+    /// The service's `host-out` ended before it answered.
+    #[error("the service ended without answering")]
+    Ended,
+}
+
 /// A service of a pipeline, shared by the calls of that pipeline that name it.
 pub(crate) struct OwnService {
     /// The largest request: a buffer of the `host-in`'s free list.
@@ -54,7 +72,7 @@ impl OwnService {
 
     /// Hands `request` to the service for call `me`: `Ok(true)` once it is the service's,
     /// `Ok(false)` if another call has its turn (`me` is woken when its own comes).
-    pub(crate) fn begin(&self, me: &Waker, request: &[u8]) -> Result<bool, String> {
+    pub(crate) fn begin(&self, me: &Waker, request: &[u8]) -> Result<bool, ServiceError> {
         let mut t = self.lock();
         let others_turn = t.holder.is_some() || t.next.as_ref().is_some_and(|n| !n.same_task(me));
         if others_turn {
@@ -75,8 +93,8 @@ impl OwnService {
             t.output.wake_on_buffers(None);
             self.pass_on(&mut t);
             return Err(match e {
-                HostError::GaveUp => "the service has not read the requests before this one (a service takes each request before it answers it)".into(),
-                _ => "the service no longer reads".into(),
+                HostError::GaveUp => ServiceError::Unread,
+                _ => ServiceError::NoLongerReads,
             });
         }
         t.holder = Some(me.clone());
@@ -85,12 +103,12 @@ impl OwnService {
 
     /// The answer to the call that holds the service, if it has come; the service then
     /// goes to the next call in line.
-    pub(crate) fn answer(&self) -> Result<Option<Buffer>, String> {
+    pub(crate) fn answer(&self) -> Result<Option<Buffer>, ServiceError> {
         let mut t = self.lock();
         let r = match t.output.try_recv() {
             None => return Ok(None),
             Some(Some(b)) => out_of_step(&mut t).map(|()| Some(b)),
-            Some(None) => Err("the service ended without answering".into()),
+            Some(None) => Err(ServiceError::Ended),
         };
         t.holder = None;
         t.output.wake_on_buffers(None);
@@ -128,10 +146,10 @@ impl OwnService {
 
 /// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
 /// that no call asked for.
-fn out_of_step(t: &mut Turns) -> Result<(), String> {
+fn out_of_step(t: &mut Turns) -> Result<(), ServiceError> {
     if t.output.waiting() == 0 {
         return Ok(());
     }
     t.input.fail(OUT_OF_STEP);
-    Err(OUT_OF_STEP.into())
+    Err(ServiceError::OutOfStep)
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde::{Deserialize, Serialize};
 
-use crate::buffer::{BufMut, Filled, Storage};
+use crate::buffer::{BufMut, Filled, Home, Storage};
 use crate::sched::Waker;
 
 /// Bytes one free list allocates (`count` buffers of head- and tailroom plus data), or
@@ -151,6 +151,16 @@ pub(crate) struct PoolShared {
     allocs: AtomicU64,
     empty_hits: AtomicU64,
     waiter_wakeups: AtomicU64,
+}
+
+impl Home for PoolShared {
+    fn take_back(self: Arc<Self>, bytes: Vec<u8>, filled: Option<Filled>) {
+        self.release(bytes, filled);
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 thread_local! {
@@ -463,7 +473,7 @@ impl Pool {
         let st = Arc::new(Storage {
             bytes,
             data_end: self.config.headroom + self.config.size,
-            pool: Some(Arc::clone(&self.shared)),
+            pool: Some(self.shared.clone()),
             filled,
         });
         BufMut::new(st, self.config.headroom)

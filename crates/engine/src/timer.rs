@@ -112,7 +112,7 @@ impl Alarm {
         if let Some(old) = self.set.take() {
             entries.remove(&old);
         }
-        let first = entries.keys().next().map_or(true, |k| key < *k);
+        let first = entries.keys().next().is_none_or(|k| key < *k);
         entries.insert(key, waker.clone());
         drop(entries);
         self.set = Some(key);

@@ -173,7 +173,7 @@ impl<W: Write> Ctx<'_, W> {
                 format!("{what} on read-only export `{}`", e.name),
             );
         }
-        if off.checked_add(len).map_or(true, |end| end > size) {
+        if off.checked_add(len).is_none_or(|end| end > size) {
             let errno = if req.command == Command::Read {
                 Errno::Inval
             } else {

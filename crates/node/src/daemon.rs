@@ -162,7 +162,7 @@ pub struct Daemon {
     /// The names pipelines were submitted with (locked after `pipelines`, never before).
     names: Names,
     /// Pipelines serving calls (`call/ID/NAME` channels).
-    services: crate::service::Services,
+    services: crate::calls::serve::Services,
     /// The free lists of settled pipelines that something still holds.
     lingering: Lingering,
 }
@@ -311,7 +311,7 @@ impl Daemon {
         match r {
             PipelineRef::Id(id) => Ok(*id),
             PipelineRef::Name(n) => {
-                check_name(n)?;
+                check_name(n).map_err(|e| e.to_string())?;
                 self.names
                     .get(n)
                     .ok_or_else(|| format!("no pipeline named {n:?}"))
@@ -350,7 +350,9 @@ impl Daemon {
         let (dir, id, port) = match parts.as_slice() {
             [d @ ("in" | "out" | "call"), r, port] => (
                 *d,
-                PipelineRef::parse(r).and_then(|r| self.resolve(&r)).ok(),
+                PipelineRef::parse(r)
+                    .ok()
+                    .and_then(|r| self.resolve(&r).ok()),
                 *port,
             ),
             _ => (name.as_str(), None, ""),
@@ -379,7 +381,7 @@ impl Daemon {
                         })
                 };
             return match service {
-                Ok(s) => crate::service::serve(ch, &s),
+                Ok(s) => crate::calls::serve::serve(ch, &s),
                 Err(why) => ch.refuse(&format!("{name}: {why}")),
             };
         }
@@ -453,7 +455,7 @@ impl Daemon {
             while let Some(buf) = next()? {
                 // On error the output drops: the branch ends.
                 if output.whole() {
-                    crate::remote::in_parts(&buf, max - 1, |p| {
+                    crate::link_task::in_parts(&buf, max - 1, |p| {
                         ch.send_parts_timeout(p, Duration::MAX)
                     })?;
                 } else {
@@ -554,7 +556,7 @@ impl Daemon {
     /// Checks and starts pipeline `text`, named `name` if given.
     fn submit(&self, text: String, name: Option<String>) -> Result<Submitted, String> {
         if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
-            return Err(e);
+            return Err(e.to_string());
         }
         let limits = &self.limits;
         if text.len() > limits.text_bytes {

@@ -10,23 +10,24 @@
 //! - [`placement`]: one pipeline over several engines (`@NAME`), split into parts joined by
 //!   engine-to-engine queues;
 //! - [`remote`]: the tasks that reach other engines, `engine-out` (a queue's writer end) and
-//!   `call url=… pipeline=…` (see [`remote_call`]); [`register`](remote::register) adds them
-//!   to a [`Registry`](offhost_engine::Registry) — the core knows of them only as tasks;
-//! - `service`: a daemon's pipeline served to callers on other engines;
+//!   `call url=… pipeline=…`; [`register`](remote::register) adds them to a
+//!   [`Registry`](offhost_engine::Registry) — the core knows of them only as tasks;
+//! - [`calls`]: calls between engines, the caller's side and the daemon's, and a doc of who
+//!   owns what of the `call` feature;
 //! - [`offload`]: the engine as protocol processor for the off-host transport;
 //! - [`names`]: pipeline names, found wherever an id would do;
 //! - [`DaemonLimits`]: what a daemon allows over all its pipelines.
 #![forbid(unsafe_code)]
 
+pub mod calls;
 pub mod daemon;
+mod engine_out;
 pub mod jobs;
 mod limits;
+mod link_task;
 pub mod names;
 pub mod offload;
 pub mod placement;
-mod placement_calls;
 pub mod remote;
-pub mod remote_call;
-mod service;
 
 pub use limits::{DaemonLimits, DEFAULT_PIPELINES, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES};

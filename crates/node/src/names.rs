@@ -19,7 +19,7 @@ pub const MAX_NAME_BYTES: usize = 64;
 /// Checks a pipeline name: 1 to [`MAX_NAME_BYTES`] ASCII letters, digits, `-`, `_` and `.`,
 /// starting with a letter (so that it is never read as an id, and never holds the `/` that
 /// separates a channel name's parts). The error says what is wrong.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     let shown = || {
         let mut s: String = name.chars().take(MAX_NAME_BYTES).collect();
         if s.len() < name.len() {
@@ -28,28 +28,53 @@ pub fn check_name(name: &str) -> Result<(), String> {
         format!("{s:?}")
     };
     if name.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "pipeline name {} of {} bytes, over the limit of {MAX_NAME_BYTES}",
-            shown(),
-            name.len()
-        ));
+        return Err(NameError::TooLong {
+            shown: shown(),
+            bytes: name.len(),
+        });
     }
     if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        return Err(format!(
-            "pipeline name {} must start with a letter (an id is a number)",
-            shown()
-        ));
+        return Err(NameError::NoLetterFirst { shown: shown() });
     }
     if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
-        return Err(format!(
-            "pipeline name {} holds {c:?}: only ASCII letters, digits, '-', '_' and '.'",
-            shown()
-        ));
+        return Err(NameError::BadChar { shown: shown(), c });
     }
     Ok(())
+}
+
+/// Why a pipeline name or id was refused. `shown` is the name as given, quoted, cut to
+/// [`MAX_NAME_BYTES`] characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// Longer than [`MAX_NAME_BYTES`].
+    #[error("pipeline name {shown} of {bytes} bytes, over the limit of {MAX_NAME_BYTES}")]
+    TooLong {
+        /// The name, shown.
+        shown: String,
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// Does not start with a letter.
+    #[error("pipeline name {shown} must start with a letter (an id is a number)")]
+    NoLetterFirst {
+        /// The name, shown.
+        shown: String,
+    },
+    /// Holds a character other than ASCII letters, digits, `-`, `_` and `.`.
+    #[error("pipeline name {shown} holds {c:?}: only ASCII letters, digits, '-', '_' and '.'")]
+    BadChar {
+        /// The name, shown.
+        shown: String,
+        /// The first character refused.
+        c: char,
+    },
+    /// Digits, but past `u64`.
+    #[error("pipeline id {0} is out of range")]
+    IdOutOfRange(String),
 }
 
 /// A daemon's pipeline, by its id or by its name. In JSON an id is a number and a name a
@@ -66,12 +91,12 @@ pub enum PipelineRef {
 
 impl PipelineRef {
     /// Reads an id (digits) or a name (checked by [`check_name`]).
-    pub fn parse(s: &str) -> Result<PipelineRef, String> {
+    pub fn parse(s: &str) -> Result<PipelineRef, NameError> {
         if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
             return s
                 .parse()
                 .map(PipelineRef::Id)
-                .map_err(|_| format!("pipeline id {s} is out of range"));
+                .map_err(|_| NameError::IdOutOfRange(s.to_string()));
         }
         check_name(s)?;
         Ok(PipelineRef::Name(s.to_string()))
@@ -79,9 +104,9 @@ impl PipelineRef {
 }
 
 impl std::str::FromStr for PipelineRef {
-    type Err = String;
+    type Err = NameError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, NameError> {
         PipelineRef::parse(s)
     }
 }
@@ -168,20 +193,35 @@ mod tests {
             Ok(PipelineRef::Name("recon-2.b_x".into()))
         );
         let long = "a".repeat(MAX_NAME_BYTES + 1);
-        for (bad, why) in [
-            ("", "must start with a letter"),
-            ("9x", "must start with a letter"),
-            ("-x", "must start with a letter"),
-            ("a/b", "holds '/'"),
-            ("a b", "holds ' '"),
-            ("é", "must start with a letter"),
-            ("aé", "holds 'é'"),
-            (long.as_str(), "over the limit of 64"),
-            ("99999999999999999999999", "out of range"),
-        ] {
+        let first = |e: &NameError| matches!(e, NameError::NoLetterFirst { .. });
+        let holds =
+            |c: char| move |e: &NameError| matches!(e, NameError::BadChar { c: x, .. } if *x == c);
+        type Is<'a> = &'a dyn Fn(&NameError) -> bool;
+        let cases: [(&str, Is); 9] = [
+            ("", &first),
+            ("9x", &first),
+            ("-x", &first),
+            ("a/b", &holds('/')),
+            ("a b", &holds(' ')),
+            ("é", &first),
+            ("aé", &holds('é')),
+            (&long, &|e| {
+                matches!(e, NameError::TooLong { bytes: 65, .. })
+            }),
+            ("99999999999999999999999", &|e| {
+                matches!(e, NameError::IdOutOfRange(_))
+            }),
+        ];
+        for (bad, is) in cases {
             let e = PipelineRef::parse(bad).unwrap_err();
-            assert!(e.contains(why), "{bad:?}: {e}");
+            assert!(is(&e), "{bad:?}: {e}");
         }
+        // The text says what is wrong.
+        let e = PipelineRef::parse("a/b").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "pipeline name \"a/b\" holds '/': only ASCII letters, digits, '-', '_' and '.'"
+        );
         assert!(PipelineRef::parse(&"a".repeat(MAX_NAME_BYTES)).is_ok());
         // JSON: numbers are ids, strings names.
         let r: PipelineRef = serde_json::from_str("7").unwrap();

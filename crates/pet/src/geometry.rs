@@ -88,7 +88,7 @@ impl Scanner {
         }
         if self.detectors_per_ring < 4
             || self.detectors_per_ring > 65535
-            || self.detectors_per_ring % 2 != 0
+            || !self.detectors_per_ring.is_multiple_of(2)
         {
             return bad(format!(
                 "detectors per ring must be even and 4..=65534, got {}",
@@ -111,7 +111,7 @@ impl Scanner {
                 self.max_ring_difference, self.rings
             ));
         }
-        if self.span % 2 == 0 {
+        if self.span.is_multiple_of(2) {
             return bad(format!("span must be odd, got {}", self.span));
         }
         if self.span > self.ssrb_span() {

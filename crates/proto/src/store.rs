@@ -311,7 +311,7 @@ mod tests {
                 let (e, bytes) = s.pop().expect("a message");
                 let n = next_out;
                 let len = (n * 7919 % 3000) as usize;
-                if n % 13 == 0 {
+                if n.is_multiple_of(13) {
                     assert_eq!(
                         e,
                         Entry::Loan {

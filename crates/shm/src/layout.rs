@@ -88,7 +88,7 @@ const _: () = {
     assert!(offset_of!(RingCtl, tail) == 0);
     assert!(offset_of!(RingCtl, head) == line);
     assert!(offset_of!(Control, header) == 0);
-    assert!(size_of::<CachePadded<Header>>() % line == 0);
+    assert!(size_of::<CachePadded<Header>>().is_multiple_of(line));
     assert!(offset_of!(Control, rings) == size_of::<CachePadded<Header>>());
     assert!(offset_of!(Control, free) == offset_of!(Control, rings) + 2 * size_of::<RingCtl>());
     assert!(offset_of!(Control, bells) == offset_of!(Control, free) + 2 * size_of::<RingCtl>());

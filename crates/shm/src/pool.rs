@@ -280,7 +280,7 @@ impl Buf {
     pub fn set_range(&mut self, offset: usize, len: usize) -> Result<(), ShmError> {
         if offset
             .checked_add(len)
-            .map_or(true, |end| end > self.capacity())
+            .is_none_or(|end| end > self.capacity())
         {
             return Err(ShmError::BufferRange {
                 offset,

@@ -62,7 +62,7 @@ pub(crate) struct Producer {
 /// # Safety
 /// `data + pos .. data + pos + 8` must lie in a live shared mapping and be 8-aligned.
 unsafe fn stamp<'a>(data: *const u8, pos: u64) -> &'a AtomicU64 {
-    debug_assert!(pos % 16 == 0);
+    debug_assert!(pos.is_multiple_of(16));
     // SAFETY: in bounds and aligned (caller); shared memory is only accessed atomically here.
     unsafe { &*data.add(pos as usize).cast::<AtomicU64>() }
 }
@@ -170,7 +170,7 @@ impl Producer {
     /// Writes the header of the record at `tail`; stamps it unless it opens a batch.
     fn write_header(&mut self, len: u32, kind: u32) {
         let pos = self.tail & (self.cap - 1);
-        debug_assert!(pos + HEADER as u64 <= self.cap && pos % 8 == 0);
+        debug_assert!(pos + HEADER as u64 <= self.cap && pos.is_multiple_of(8));
         // SAFETY: `pos` is 16-aligned and `pos + 16 <= cap` (records are 16-aligned and the ring
         // a multiple of 16); the bytes lie between the consumer's head and our tail + need, so
         // the consumer does not read them until they are stamped.

@@ -205,7 +205,7 @@ impl Shared {
                     return Ok(v);
                 }
                 i = i.wrapping_add(1);
-                if i % 128 == 0 {
+                if i.is_multiple_of(128) {
                     let now = Instant::now();
                     contended |= now - last_look >= OFF_CPU;
                     last_look = now;

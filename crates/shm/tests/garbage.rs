@@ -43,12 +43,12 @@ fn random_ring_garbage_is_delivered_or_reported_never_out_of_bounds() {
         let mut bytes = vec![0u8; 1024];
         for (i, slot) in bytes.chunks_mut(16).enumerate() {
             let v = rng.next();
-            let stamp = if v % 3 != 0 {
+            let stamp = if !v.is_multiple_of(3) {
                 i as u64 * 16 + 1
             } else {
                 rng.next()
             };
-            let header = if v % 5 == 0 {
+            let header = if v.is_multiple_of(5) {
                 rng.next()
             } else {
                 (rng.next() % 300) | ((rng.next() % 5) << 32)

@@ -282,7 +282,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
                         seconds: m.seconds,
                         mb_per_s: m.bytes as f64 / m.seconds / 1e6,
                     };
-                    if best[i].as_ref().map_or(true, |b| row.mb_per_s > b.mb_per_s) {
+                    if best[i].as_ref().is_none_or(|b| row.mb_per_s > b.mb_per_s) {
                         best[i] = Some(row);
                     }
                 }
@@ -320,10 +320,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
                     msgs_per_s: m.messages as f64 / m.seconds,
                     sender_cpu_us_per_msg: m.sender_cpu_s * 1e6 / m.messages as f64,
                 };
-                if best
-                    .as_ref()
-                    .map_or(true, |b| row.msgs_per_s > b.msgs_per_s)
-                {
+                if best.as_ref().is_none_or(|b| row.msgs_per_s > b.msgs_per_s) {
                     best = Some(row);
                 }
             }

@@ -214,7 +214,7 @@ fn send(ch: &Channel, barrier: &Barrier, msg: &[u8], count: u64, cap: Duration) 
     while n < count {
         ch.send(msg)?;
         n += 1;
-        if n % CLOCK_EVERY == 0 && start.elapsed() >= cap {
+        if n.is_multiple_of(CLOCK_EVERY) && start.elapsed() >= cap {
             break;
         }
     }

@@ -243,7 +243,7 @@ fn stream(
     let max_bytes = (32u64 << 20).min(limits.max_bytes);
     let t0 = Instant::now();
     let (mut pushed, mut done) = (0u64, 0u64);
-    let more = |pushed: u64| pushed < n && until.map_or(true, |u| Instant::now() < u);
+    let more = |pushed: u64| pushed < n && until.is_none_or(|u| Instant::now() < u);
     while more(pushed) || done < pushed {
         let mut staged = false;
         while more(pushed)

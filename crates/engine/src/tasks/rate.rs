@@ -238,7 +238,7 @@ impl Convert for Rate {
         // Push the filter's delay out with silence.
         let pad = self.rs.taps() / 2 + 1;
         self.rs
-            .process(std::iter::repeat(0.0).take(pad), &mut self.samples);
+            .process(std::iter::repeat_n(0.0, pad), &mut self.samples);
         out.extend(self.samples.drain(..).flat_map(i16::to_le_bytes));
         Ok(())
     }

@@ -333,7 +333,7 @@ impl Router {
                 let (gone, keep): (Vec<Posted>, Vec<Posted>) = mb
                     .posted
                     .drain(..)
-                    .partition(|p| p.owner == owner && handle.map_or(true, |h| p.handle == h));
+                    .partition(|p| p.owner == owner && handle.is_none_or(|h| p.handle == h));
                 mb.posted = keep.into();
                 if end {
                     after.got.extend(gone.into_iter().map(|p| (p, Ok(None))));

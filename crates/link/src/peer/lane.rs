@@ -481,9 +481,9 @@ impl PeerLane {
             s.queue.is_empty()
                 && !s.sending
                 && out.data.len() <= FAST_MAX
-                && s.stall_until.map_or(true, |t| t <= now)
+                && s.stall_until.is_none_or(|t| t <= now)
         }) {
-            let tokens = s.bucket.as_mut().map_or(true, |b| b.wait(now).is_zero());
+            let tokens = s.bucket.as_mut().is_none_or(|b| b.wait(now).is_zero());
             if tokens {
                 match ensure_link(s, id, &r) {
                     Ok(ch) => {

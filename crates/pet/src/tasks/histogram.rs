@@ -44,7 +44,7 @@ struct SinogramTask {
 /// buffer to come back), else in a buffer of its own. `Err` gives the bytes back with the
 /// status the task returns while they wait.
 fn emit(cx: &mut Context<'_>, bytes: Vec<u8>) -> Result<(), (Vec<u8>, Status)> {
-    if !cx.pool(0).is_some_and(|p| p.buffer_size() >= bytes.len()) {
+    if cx.pool(0).is_none_or(|p| p.buffer_size() < bytes.len()) {
         cx.put(0, Buffer::from_vec(bytes));
         return Ok(());
     }

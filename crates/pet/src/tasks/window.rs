@@ -24,7 +24,7 @@ impl Window {
 
     /// Filters one buffer, in place when the engine hands us the only reference.
     fn filter(&mut self, mut b: Buffer) -> Buffer {
-        if self.carry.leftover() == 0 && b.len() % RECORD_LEN == 0 {
+        if self.carry.leftover() == 0 && b.len().is_multiple_of(RECORD_LEN) {
             match b.try_into_mut() {
                 Err(shared) => b = shared,
                 Ok(mut m) => {

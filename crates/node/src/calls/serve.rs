@@ -1,5 +1,5 @@
 //! A pipeline as a service that several callers share: the daemon's side of `call` (see
-//! [`crate::remote_call`]).
+//! [`crate::calls::client`]).
 //!
 //! A caller opens channel `call/ID/NAME` and sends each request whole (parts after a `MORE`
 //! or `LAST` byte). The daemon joins the request, hands it to `host-in name=NAME whole=true`
@@ -17,7 +17,7 @@
 //! request's answer: the daemon cannot tell it from one.
 //!
 //! The thread that serves a call runs the service's tasks itself while it waits for the
-//! answer (a [`Helper`](crate::sched::Helper)), so that a null call wakes no worker: on the
+//! answer (a [`Helper`](offhost_engine::Helper)), so that a null call wakes no worker: on the
 //! serving side it costs the link and the tasks' turns, no switch between threads.
 //!
 //! Nothing a caller sends ends the service: a request that is not whole, or larger than a
@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use offhost_link::{Channel, LinkError};
 
-use crate::remote_call::Joiner;
+use crate::calls::wire::{spin_for, Joiner};
 use offhost_engine::call::OUT_OF_STEP;
 use offhost_engine::Stopper;
 use offhost_engine::{HostError, HostInput, HostOutput};
@@ -139,7 +139,7 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
             Err(Left::Gone) => return ch.close(),
             Err(Left::Wrong(why)) => return ch.refuse(&format!("{}: {why}", ch.name())),
         };
-        crate::remote::in_parts(&answer, max - 1, |p| {
+        crate::link_task::in_parts(&answer, max - 1, |p| {
             ch.send_parts_timeout(p, Duration::MAX)
         })?;
     }
@@ -257,32 +257,6 @@ impl Drop for Turn<'_> {
     fn drop(&mut self) {
         self.service.lock_line().waiting.pop_front();
         self.service.turn.notify_all();
-    }
-}
-
-/// How long a thread waiting for a buffer that is due at once (a call's answer, its next
-/// request) spins before it sleeps: waking a sleeping thread costs tens of microseconds on
-/// a virtual machine, which a null call would otherwise pay at each hand-over.
-pub(crate) const SPIN_WAIT: Duration = Duration::from_micros(50);
-
-/// What `try_` gives within [`SPIN_WAIT`], looking again and again; `None` if nothing came.
-/// Where the workers do not spin (one CPU, see `sched::spin_rounds`) it looks once: spinning
-/// there only keeps the thread that would answer from running.
-pub(crate) fn spin_for<T>(mut try_: impl FnMut() -> Option<T>) -> Option<T> {
-    if !offhost_engine::workers_spin() {
-        return try_();
-    }
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Some(x) = try_() {
-            return Some(x);
-        }
-        if t0.elapsed() >= SPIN_WAIT {
-            return None;
-        }
-        for _ in 0..32 {
-            std::hint::spin_loop();
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! `call name=NAME` without `url=` and `pipeline=` calls the service of its own pipeline:
 //! `host-in name=NAME whole=true` and `host-out name=NAME whole=true` (see
-//! [`crate::remote_call`]). Placed, a call may sit on another engine than its service. Then
+//! [`crate::calls`]). Placed, a call may sit on another engine than its service. Then
 //! the call's part names the service's part (submitted first, as a part is after the parts it
 //! sends to), and its line gains `url=`, `pipeline=` and `engine=` of that part. The part
 //! that serves calls from other parts is stopped once they have all finished, as a service
@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::placement::PlacementError;
+use super::error::PlacementError;
 use offhost_engine::lang::{Spec, TaskLine};
 use offhost_engine::Registry;
 

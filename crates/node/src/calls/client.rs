@@ -19,7 +19,7 @@
 //! thread (see `own_call.rs`). So a file that holds a service and its callers runs the
 //! same in one process, on one daemon, or placed over several engines, where the planner
 //! writes the service's engine and pipeline into a call on another engine
-//! ([`crate::placement`]).
+//! (`crate::placement`).
 //!
 //! Everything the server sends is checked: an answer larger than a buffer of the output's
 //! free list, a part that does not start with `MORE` or `LAST`, an answer nobody asked for
@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use offhost_link::{Channel, ChannelOptions, LinkError, Session};
 
-use crate::remote::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
+use crate::calls::wire::{spin_for, Joiner, SPIN_WAIT};
+use crate::link_task::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
 use offhost_engine::call::{no_answer_within, put_copy, timeout};
 use offhost_engine::Buffer;
 use offhost_engine::Get;
@@ -121,7 +122,7 @@ fn factory(links: &Links, args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task
 /// allows it (nothing else is in flight, so it nearly always does), and tells the thread,
 /// which waits for the answer; otherwise the thread sends it, waiting for credit. The thread
 /// hands the answer to the task and runs the pipeline's tasks until the task has sent the next
-/// request and nothing else is runnable (a [`Helper`](crate::sched::Helper)): a null call
+/// request and nothing else is runnable (a [`Helper`](offhost_engine::Helper)): a null call
 /// then wakes no other thread on the caller's side.
 struct Call {
     /// Taken by the client thread when it starts.
@@ -150,86 +151,6 @@ enum Request {
     Send(Buffer),
     /// The task sent the request itself: wait for its answer.
     Sent,
-}
-
-/// Joins the messages of one buffer that crosses a link whole (each a
-/// [`MORE`](offhost_engine::MORE) or [`LAST`](offhost_engine::LAST) byte and a part, as `host-out
-/// whole=true` and `engine-out` send them), up to a limit checked before anything grows.
-/// Sans-IO: the caller receives the messages.
-#[derive(Debug)]
-pub struct Joiner {
-    buf: Vec<u8>,
-    /// Bytes in front of the joined data in `buf` (the `LAST` byte of a request).
-    lead: usize,
-    limit: usize,
-    started: bool,
-    what: &'static str,
-    whose: &'static str,
-}
-
-impl Joiner {
-    /// A joiner for an answer of at most `limit` bytes, a buffer of the caller's output
-    /// free list.
-    pub fn answer(limit: usize) -> Joiner {
-        Joiner::new(limit, "an answer", "the output's free list")
-    }
-
-    /// A joiner for a request of at most `limit` bytes, a buffer of the serving `host-in`'s
-    /// free list. The request comes out after a `LAST` byte, as `host-in whole=true` takes a
-    /// buffer in one message, so that it is handed on without another copy.
-    pub fn request(limit: usize) -> Joiner {
-        let mut j = Joiner::new(limit, "a request", "the serving host-in's free list");
-        j.buf.push(offhost_engine::LAST);
-        j.lead = 1;
-        j
-    }
-
-    /// A joiner for `what` (named in errors) of at most `limit` bytes, the size of a
-    /// buffer of `whose` free list.
-    fn new(limit: usize, what: &'static str, whose: &'static str) -> Joiner {
-        Joiner {
-            buf: Vec::new(),
-            lead: 0,
-            limit,
-            started: false,
-            what,
-            whose,
-        }
-    }
-
-    /// Whether a part of the buffer came.
-    pub fn started(&self) -> bool {
-        self.started
-    }
-
-    /// Adds one message: the whole buffer after its last part, `None` while more follow; an
-    /// error that says what is wrong with a message that is not a part, or a buffer past
-    /// the limit. After an error or a whole buffer, start a new joiner.
-    pub fn push(&mut self, msg: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        let Some((&flag, data)) = msg.split_first() else {
-            return Err("an empty message (every part starts with a MORE or LAST byte)".into());
-        };
-        if flag != offhost_engine::MORE && flag != offhost_engine::LAST {
-            return Err(format!(
-                "a part of {} starts with {flag}, not MORE (1) or LAST (0): is it sent whole (host-out whole=true)?",
-                self.what
-            ));
-        }
-        let len = self
-            .buf
-            .len()
-            .saturating_sub(self.lead)
-            .saturating_add(data.len());
-        if len > self.limit {
-            return Err(format!(
-                "{} of more than {len} bytes does not fit a buffer of {} ({} bytes)",
-                self.what, self.whose, self.limit
-            ));
-        }
-        self.started = true;
-        self.buf.extend_from_slice(data);
-        Ok((flag == offhost_engine::LAST).then(|| std::mem::take(&mut self.buf)))
-    }
 }
 
 /// What the client thread needs.
@@ -284,7 +205,7 @@ impl Client {
 
     /// The next call, `None` at the end of the input.
     fn next_request(&self) -> Result<Option<Request>, String> {
-        let now = crate::service::spin_for(|| match self.requests.try_recv() {
+        let now = spin_for(|| match self.requests.try_recv() {
             Ok(b) => Some(Some(b)),
             Err(crossbeam_channel::TryRecvError::Disconnected) => Some(None),
             Err(crossbeam_channel::TryRecvError::Empty) => None,
@@ -320,7 +241,7 @@ impl Client {
                 }
                 Err(e) => return Err(e.to_string()),
             }
-            if let Some(whole) = answer.push(msg)? {
+            if let Some(whole) = answer.push(msg).map_err(|e| e.to_string())? {
                 return Ok(Some(whole));
             }
         }
@@ -349,8 +270,7 @@ impl Client {
             h.run_until(&mut || {
                 self.cancelled()
                     || (!self.requests.is_empty()
-                        && sent.get_or_insert_with(Instant::now).elapsed()
-                            >= crate::service::SPIN_WAIT)
+                        && sent.get_or_insert_with(Instant::now).elapsed() >= SPIN_WAIT)
             });
         }
         Ok(())
@@ -499,34 +419,5 @@ impl Drop for Call {
     fn drop(&mut self) {
         // Release: pairs with the client thread's Acquire loads.
         self.shared.cancel.store(true, Ordering::Release);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use offhost_engine::{LAST, MORE};
-
-    #[test]
-    fn parts_join_into_one_buffer_up_to_the_limit() {
-        let mut j = Joiner::answer(5);
-        assert!(!j.started());
-        assert_eq!(j.push(&[MORE, 1, 2]), Ok(None));
-        assert!(j.started());
-        assert_eq!(j.push(&[MORE]), Ok(None));
-        assert_eq!(j.push(&[LAST, 3, 4, 5]), Ok(Some(vec![1, 2, 3, 4, 5])));
-        // An empty buffer is one LAST byte.
-        assert_eq!(Joiner::answer(0).push(&[LAST]), Ok(Some(Vec::new())));
-        let mut j = Joiner::answer(5);
-        j.push(&[MORE, 1, 2, 3]).unwrap();
-        let e = j.push(&[LAST, 4, 5, 6]).unwrap_err();
-        assert!(
-            e.contains("more than 6 bytes") && e.contains("(5 bytes)"),
-            "{e}"
-        );
-        let e = Joiner::request(5).push(&[]).unwrap_err();
-        assert!(e.contains("empty message"), "{e}");
-        let e = Joiner::request(5).push(&[2, 0]).unwrap_err();
-        assert!(e.contains("starts with 2"), "{e}");
     }
 }
