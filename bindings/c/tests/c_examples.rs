@@ -353,8 +353,8 @@ fn the_pipeline_runner_submits_to_a_daemon_under_a_name() {
         .status("tone-1")
         .expect("status");
     assert_eq!(
-        (&v["name"], &v["state"]),
-        (&"tone-1".into(), &"finished".into())
+        (v.name.as_deref(), v.state.as_str()),
+        (Some("tone-1"), "finished")
     );
     // A malformed name is the daemon's refusal, with its reason.
     let r = run("1tone");

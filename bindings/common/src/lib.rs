@@ -10,6 +10,8 @@
 
 mod error;
 mod pipeline;
+mod status;
 
 pub use error::{code_kind, queue_kind, Error, ErrorKind};
 pub use pipeline::{Dir, Engine, Output, Pipeline};
+pub use status::Status;

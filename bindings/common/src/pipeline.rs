@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use offhost_engine::{Buffer, EngineConfig, HostInput, HostOutput, Registry, RunError, Running};
 use offhost_link::{Channel, LinkError};
-use offhost_node::daemon::Client;
-use serde_json::{json, Value};
+use offhost_node::daemon::{Client, PipelineState};
+use serde_json::Value;
 
 use crate::error::Error;
+use crate::Status;
 
 /// Where pipelines run: this process, or an engine daemon.
 pub struct Engine {
@@ -196,7 +197,7 @@ struct Local {
 enum State {
     Running(Box<Running>),
     /// The final status (`state`, `stats`, `error`).
-    Done(Value),
+    Done(Status),
 }
 
 struct Remote {
@@ -355,17 +356,10 @@ impl Pipeline {
 
     /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`, as the daemon
     /// reports it.
-    pub fn status(&self) -> Result<Value, Error> {
+    pub fn status(&self) -> Result<Status, Error> {
         match &self.run {
             Run::Local(l) => Ok(l.status()),
-            Run::Remote(r) => {
-                let mut v = lock(&r.client).status(self.remote_id())?;
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("ok");
-                    o.entry("error").or_insert(Value::Null);
-                }
-                Ok(v)
-            }
+            Run::Remote(r) => Ok(lock(&r.client).status(self.remote_id())?.into()),
         }
     }
 
@@ -373,7 +367,7 @@ impl Pipeline {
     /// status, or `None` if it is still running. A failed pipeline is a status whose
     /// `state` is `failed` (see [`Pipeline::result`]). Host channels never used are closed
     /// first (see the module docs).
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<Value>, Error> {
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<Status>, Error> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         match &self.run {
@@ -406,7 +400,7 @@ impl Pipeline {
                 }
                 loop {
                     let v = self.status()?;
-                    if v["state"] != "running" {
+                    if v.state != PipelineState::Running {
                         return Ok(Some(v));
                     }
                     match left() {
@@ -420,13 +414,13 @@ impl Pipeline {
     }
 
     /// The statistics of a final status, or the failure it reports.
-    pub fn result(status: &Value) -> Result<Value, Error> {
-        if status["state"] == "failed" {
+    pub fn result(status: &Status) -> Result<Value, Error> {
+        if status.state == PipelineState::Failed {
             return Err(Error::TaskFailed(
-                status["error"].as_str().unwrap_or("failed").to_owned(),
+                status.error.as_deref().unwrap_or("failed").to_owned(),
             ));
         }
-        Ok(status["stats"].clone())
+        Ok(serde_json::to_value(&status.stats).unwrap_or(Value::Null))
     }
 }
 
@@ -503,30 +497,49 @@ impl Local {
         }
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         if let State::Running(_) = &*st {
-            let State::Running(r) = std::mem::replace(&mut *st, State::Done(Value::Null)) else {
+            let ended = |stats, error| Status {
+                id: None,
+                name: None,
+                state: PipelineState::Failed,
+                stats,
+                error: Some(error),
+            };
+            let State::Running(r) =
+                std::mem::replace(&mut *st, State::Done(ended(None, String::new())))
+            else {
                 unreachable!("matched above")
             };
             *st = State::Done(match r.wait() {
-                Ok(s) => json!({"id": null, "state": "finished", "stats": s, "error": null}),
+                Ok(s) => Status {
+                    state: PipelineState::Finished,
+                    error: None,
+                    ..ended(Some(s), String::new())
+                },
                 Err(RunError::TaskFailed {
                     task,
                     line,
                     message,
                     stats,
-                }) => json!({"id": null, "state": "failed", "stats": *stats,
-                             "error": format!("task '{task}' (line {line}) failed: {message}")}),
-                Err(e) => {
-                    json!({"id": null, "state": "failed", "stats": null, "error": e.to_string()})
-                }
+                }) => ended(
+                    Some(*stats),
+                    format!("task '{task}' (line {line}) failed: {message}"),
+                ),
+                Err(e) => ended(None, e.to_string()),
             });
         }
         true
     }
 
-    fn status(&self) -> Value {
+    fn status(&self) -> Status {
         if !self.finished() {
             if let State::Running(r) = &*self.state.read().unwrap_or_else(|e| e.into_inner()) {
-                return json!({"id": null, "state": "running", "stats": r.stats(), "error": null});
+                return Status {
+                    id: None,
+                    name: None,
+                    state: PipelineState::Running,
+                    stats: Some(r.stats()),
+                    error: None,
+                };
             }
         }
         match &*self.state.read().unwrap_or_else(|e| e.into_inner()) {

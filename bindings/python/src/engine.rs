@@ -89,12 +89,12 @@ pub struct Pipeline {
 }
 
 /// Raises `offhost.TaskFailedError` (with the final status as `.status`) for a failed status.
-fn stats_of(py: Python<'_>, status: &serde_json::Value) -> PyResult<Py<PyAny>> {
+fn stats_of(py: Python<'_>, status: &offhost_bindings::Status) -> PyResult<Py<PyAny>> {
     match offhost_bindings::Pipeline::result(status) {
         Ok(stats) => Ok(json_to_py(py, &stats)?.unbind()),
         Err(e) => {
             let exc = class(py, "TaskFailedError")?.call1((e.to_string(),))?;
-            exc.setattr("status", json_to_py(py, status)?)?;
+            exc.setattr("status", json_to_py(py, &status.to_json())?)?;
             Err(PyErr::from_value(exc))
         }
     }
@@ -178,7 +178,7 @@ impl Pipeline {
     /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let v = py.detach(|| self.inner.status()).map_err(to_py)?;
-        Ok(json_to_py(py, &v)?.unbind())
+        Ok(json_to_py(py, &v.to_json())?.unbind())
     }
 
     /// Stops the sources; end of stream flows through and the pipeline finishes.

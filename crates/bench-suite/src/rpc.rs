@@ -353,7 +353,7 @@ fn task_call_us(url: &str, pki: &Pki, client: &Client, calls: usize) -> Result<f
     // A service runs until stopped.
     client.stop(sub.id).map_err(peer)?;
     let state = client.wait(sub.id).map_err(peer)?;
-    check(state["state"] == "finished", || {
+    check(state.state == "finished", || {
         format!("the served echo did not finish: {state}")
     })?;
     median_between(&at, n, calls)
@@ -420,7 +420,7 @@ fn remote_calls_us(exe: &std::path::Path, calls: usize) -> Result<(f64, f64)> {
     })?;
     req.close()?;
     let state = client.wait(sub.id).map_err(peer)?;
-    check(state["state"] == "finished", || {
+    check(state.state == "finished", || {
         format!("the remote echo did not finish: {state}")
     })?;
     let task = task_call_us(url, &pki, &client, calls)?;

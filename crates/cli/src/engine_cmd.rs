@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context as _};
 use offhost_engine::{EngineConfig, Registry, Stats};
 use offhost_link::peer::PeerConfig;
-use offhost_node::daemon::Daemon;
+use offhost_node::daemon::{sorted_json, Daemon, PipelineState, Reply, Status};
 use offhost_node::jobs::daemon::DaemonJob;
 use offhost_node::jobs::placed::{self, PlacedJob};
 use offhost_node::jobs::table::{render, render_engines};
@@ -236,22 +236,18 @@ pub struct SubmitArgs {
     json: bool,
 }
 
-fn print_state(v: &serde_json::Value, json: bool) -> anyhow::Result<()> {
+fn print_state(v: &Status, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(v)?);
+        println!("{}", sorted_json(&Reply::Ok(v), true));
         return Ok(());
     }
-    let named = match v["name"].as_str() {
+    let named = match &v.name {
         Some(n) => format!(" ({n})"),
         None => String::new(),
     };
-    println!(
-        "pipeline {}{named} {}",
-        v["id"],
-        v["state"].as_str().unwrap_or("?")
-    );
-    if let Ok(stats) = serde_json::from_value::<Stats>(v["stats"].clone()) {
-        print!("{}", render(&stats));
+    println!("pipeline {}{named} {}", v.id, v.state);
+    if let Some(stats) = &v.stats {
+        print!("{}", render(stats));
     }
     Ok(())
 }
@@ -308,7 +304,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        println!("{}", serde_json::to_string_pretty(&client.list()?)?);
+        println!("{}", sorted_json(&Reply::Ok(client.list()?), true));
         return Ok(());
     }
     let file = args.file.expect("clap requires a file here");
@@ -330,9 +326,42 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     })?;
     let Some(v) = state else { return Ok(()) };
     print_state(&v, args.json)?;
-    match v["error"].as_str() {
+    match &v.error {
         Some(e) => Err(anyhow!("{path}: {e}")),
         None => Ok(()),
+    }
+}
+
+/// What `--json` prints for a placed job: its parts.
+#[derive(serde::Serialize)]
+struct PartsJson<'a> {
+    engines: Vec<PartJson<'a>>,
+}
+
+/// One part of [`PartsJson`]: where it ran, and its final state (`null`s when not waited for).
+#[derive(serde::Serialize)]
+struct PartJson<'a> {
+    engine: &'a str,
+    part: &'a str,
+    url: &'a str,
+    id: u64,
+    state: Option<PipelineState>,
+    error: Option<&'a str>,
+    stats: Option<&'a Stats>,
+}
+
+impl<'a> PartJson<'a> {
+    fn of(p: &'a placed::PartOutcome) -> Self {
+        let s = p.state.as_ref();
+        PartJson {
+            engine: &p.engine,
+            part: &p.part,
+            url: &p.url,
+            id: p.id,
+            state: s.map(|s| s.state),
+            error: s.and_then(|s| s.error.as_deref()),
+            stats: s.and_then(|s| s.stats.as_ref()),
+        }
     }
 }
 
@@ -340,28 +369,15 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
 /// naming its part (the engine, `ENGINE+N` for a later stage), or JSON, one object per part.
 fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
     if json {
-        let v: Vec<serde_json::Value> = done
-            .parts
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "engine": p.engine, "part": p.part, "url": p.url, "id": p.id,
-                    "state": p.state["state"],
-                    "error": p.state["error"], "stats": p.state["stats"],
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "engines": v }))?
-        );
+        let engines: Vec<PartJson<'_>> = done.parts.iter().map(PartJson::of).collect();
+        println!("{}", sorted_json(&PartsJson { engines }, true));
         return Ok(());
     }
     let mut rows = Vec::new();
     for p in &done.parts {
-        let state = p.state["state"].as_str().unwrap_or("unknown");
+        let state = p.state.as_ref().map_or("unknown", |s| s.state.as_str());
         eprintln!("engine {} ({}): pipeline {} {state}", p.part, p.url, p.id);
-        if let Ok(stats) = serde_json::from_value::<Stats>(p.state["stats"].clone()) {
+        if let Some(stats) = p.state.as_ref().and_then(|s| s.stats.clone()) {
             rows.push((p.part.clone(), stats));
         }
     }

@@ -8,9 +8,12 @@
 //! |-----------------------------------------|-----------------------------------------------------|
 //! | `{"op":"submit","text":"...","name":S}` | `{"ok":true,"id":N,"host_in":[..],"host_out":[..]}` |
 //! | `{"op":"status","id":N}`                | `{"ok":true,"state":"running","stats":{..}}`        |
-//! | `{"op":"stop","id":N,"force":B}`        | `{"ok":true}`                                       |
+//! | `{"op":"stop","id":N,"force":B}`        | `{"ok":true,"id":N}`                                |
 //! | `{"op":"wait","id":N}`                  | as status, once the pipeline has finished (\*)      |
 //! | `{"op":"list"}`                         | `{"ok":true,"pipelines":[{"id":N,"state":".."}]}`   |
+//!
+//! The replies are typed ([`Submitted`], [`Status`], [`Stopped`], [`Pipelines`], each in a
+//! [`Reply`]), shared by the daemon and whatever reads what its [`Client`] returns.
 //!
 //! (\*) A `wait` whose client leaves (its session ends) gives up and frees its thread; one
 //! that only closes its side of the channel still gets the reply.
@@ -44,13 +47,17 @@ use std::time::Duration;
 
 use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session, Threads};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::names::{check_name, Names, PipelineRef};
 use crate::DaemonLimits;
 use offhost_engine::Files;
 use offhost_engine::Registry;
-use offhost_engine::{EngineConfig, Pipeline, RunError, Running};
+use offhost_engine::{EngineConfig, Pipeline, RunError, Running, Stats};
+
+mod reply;
+pub use reply::{
+    sorted_json, BadReply, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
+};
 
 /// Messages a network channel into `host-in` passes on, when they are there at once, before
 /// it wakes the task (it wakes it sooner when no more is there). Eight rather than four: the
@@ -130,7 +137,7 @@ pub enum Request {
 
 enum State {
     Running(Running),
-    Finished(Value, Option<String>),
+    Finished(Option<Stats>, Option<String>),
 }
 
 /// How often a `wait` looks whether its host is still there, while it waits for its pipeline
@@ -181,10 +188,6 @@ impl Lingering {
             self.0.lock().unwrap_or_else(|e| e.into_inner()).push(h);
         }
     }
-}
-
-fn stats_value(s: &offhost_engine::Stats) -> Value {
-    serde_json::to_value(s).unwrap_or(Value::Null)
 }
 
 impl Daemon {
@@ -297,11 +300,10 @@ impl Daemon {
     /// As [`answer`](Self::answer), for a client that `gone` says whether it has left: a
     /// `wait` gives up once it has (nobody would read the reply), and its thread is free.
     pub fn answer_while(&self, msg: &[u8], gone: &dyn Fn() -> bool) -> String {
-        let reply = match serde_json::from_slice::<Request>(msg) {
+        match serde_json::from_slice::<Request>(msg) {
             Ok(r) => self.request(r, gone),
-            Err(e) => json!({"ok": false, "error": format!("bad request: {e}")}),
-        };
-        reply.to_string()
+            Err(e) => Reply::<()>::Refused(format!("bad request: {e}")).to_wire(),
+        }
     }
 
     /// The id of the pipeline `r` names.
@@ -318,11 +320,12 @@ impl Daemon {
     }
 
     /// `f`'s reply for the pipeline `r` names, or the error that it names none.
-    fn with_id(&self, r: &PipelineRef, f: impl FnOnce(u64) -> Value) -> Value {
-        match self.resolve(r) {
-            Ok(id) => f(id),
-            Err(e) => json!({"ok": false, "error": e}),
-        }
+    fn with_id<T: Serialize>(
+        &self,
+        r: &PipelineRef,
+        f: impl FnOnce(u64) -> Result<T, String>,
+    ) -> String {
+        Reply::from(self.resolve(r).and_then(f)).to_wire()
     }
 
     fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
@@ -467,11 +470,8 @@ impl Daemon {
 
     /// The state of pipeline `id`; with `wait`, once it has finished, or an error once
     /// `wait` says the client has gone.
-    fn state_of(&self, id: u64, wait: Option<&dyn Fn() -> bool>) -> Value {
-        let entry = match self.entry(id) {
-            Ok(e) => e,
-            Err(e) => return json!({"ok": false, "error": e}),
-        };
+    fn state_of(&self, id: u64, wait: Option<&dyn Fn() -> bool>) -> Result<Status, String> {
+        let entry = self.entry(id)?;
         loop {
             let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
             if let State::Running(run) = &*st {
@@ -482,130 +482,53 @@ impl Daemon {
                         let finished = run.watch_finish();
                         drop(st);
                         if gone() {
-                            return json!({"ok": false, "error": "the client waiting for this pipeline has gone"});
+                            return Err("the client waiting for this pipeline has gone".into());
                         }
                         finished.wait_timeout(WAIT_POLL);
                         continue;
                     }
-                    return json!({"ok": true, "id": id, "name": self.names.name_of(id), "state": "running", "stats": stats_value(&run.stats())});
+                    return Ok(Status {
+                        id,
+                        name: self.names.name_of(id),
+                        state: PipelineState::Running,
+                        stats: Some(run.stats()),
+                        error: None,
+                    });
                 }
                 self.lingering.keep(settle(&mut st));
             }
             let State::Finished(stats, err) = &*st else {
                 unreachable!("finished above")
             };
-            return json!({"ok": true, "id": id, "name": self.names.name_of(id),
-                          "state": if err.is_some() { "failed" } else { "finished" },
-                          "stats": stats, "error": err});
+            return Ok(Status {
+                id,
+                name: self.names.name_of(id),
+                state: match err {
+                    Some(_) => PipelineState::Failed,
+                    None => PipelineState::Finished,
+                },
+                stats: stats.clone(),
+                error: err.clone(),
+            });
         }
     }
 
-    fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> Value {
+    /// Answers request `r`: its reply's JSON.
+    fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> String {
         match r {
-            Request::Submit { text, name } => {
-                if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
-                    return json!({"ok": false, "error": e.to_string()});
-                }
-                let limits = &self.limits;
-                if text.len() > limits.text_bytes {
-                    let e = format!(
-                        "pipeline text of {} bytes, over the limit of {} (raise it with --max-text-bytes)",
-                        text.len(),
-                        limits.text_bytes
-                    );
-                    return json!({"ok": false, "error": e});
-                }
-                let built = match Pipeline::parse(&text)
-                    .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))
-                {
-                    Ok(b) => b,
-                    Err(e) => return json!({"ok": false, "error": e.to_string()}),
-                };
-                let (ins, outs) = (built.host_inputs(), built.host_outputs());
-                // Checked and started under the table's lock: concurrent submits see each other.
-                let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-                // Services of ended pipelines let go of their ports (and the buffers there),
-                // before what ended pipelines still hold is counted.
-                self.services.sweep();
-                let (running, bytes) = make_room(
-                    &table,
-                    &self.lingering,
-                    built.pool_bytes(),
-                    limits.pool_bytes,
-                );
-                if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?)))
-                {
-                    let holds = table.get(&old).is_some_and(|e| {
-                        matches!(&*e.lock().unwrap_or_else(|e| e.into_inner()),
-                                 State::Running(r) if !r.is_finished())
-                    });
-                    if holds {
-                        let e = format!("the name {n:?} is taken by running pipeline {old} (stop it, or choose another name)");
-                        return json!({"ok": false, "error": e});
-                    }
-                }
-                if running >= limits.pipelines {
-                    let e = format!(
-                        "the engine runs {running} pipelines, its limit (raise it with --max-pipelines)"
-                    );
-                    return json!({"ok": false, "error": e});
-                }
-                let total = bytes.saturating_add(built.pool_bytes());
-                if total > limits.pool_bytes {
-                    let ended = match self.lingering.bytes() {
-                        0 => String::new(),
-                        n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
-                    };
-                    let e = format!(
-                        "free lists of {} bytes would bring the engine's pipelines to {total}{ended}, over its limit of {} (raise it with --max-total-pool-bytes)",
-                        built.pool_bytes(),
-                        limits.pool_bytes
-                    );
-                    return json!({"ok": false, "error": e});
-                }
-                let run = match built.try_start(&self.config) {
-                    Ok(r) => r,
-                    Err(e) => return json!({"ok": false, "error": e.to_string()}),
-                };
-                let id = self.next.fetch_add(1, Ordering::Relaxed);
-                // Forget the oldest finished pipelines beyond KEEP_FINISHED.
-                let finished: Vec<u64> = table
-                    .iter()
-                    .filter(|(_, e)| {
-                        matches!(
-                            *e.lock().unwrap_or_else(|e| e.into_inner()),
-                            State::Finished(..)
-                        )
-                    })
-                    .map(|(id, _)| *id)
-                    .collect();
-                for old in finished
-                    .iter()
-                    .take(finished.len().saturating_sub(KEEP_FINISHED))
-                {
-                    table.remove(old);
-                }
-                table.insert(id, Arc::new(Mutex::new(State::Running(run))));
-                if let Some(n) = &name {
-                    self.names.set(n, id);
-                }
-                self.names.retain(|id| table.contains_key(&id));
-                json!({"ok": true, "id": id, "name": name, "host_in": ins, "host_out": outs})
-            }
+            Request::Submit { text, name } => Reply::from(self.submit(text, name)).to_wire(),
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
-            Request::Stop { id, force } => self.with_id(&id, |id| match self.entry(id) {
-                Ok(e) => {
-                    if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
-                        if force {
-                            run.abort("stopped with force");
-                        } else {
-                            run.stop();
-                        }
+            Request::Stop { id, force } => self.with_id(&id, |id| {
+                let e = self.entry(id)?;
+                if let State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
+                    if force {
+                        run.abort("stopped with force");
+                    } else {
+                        run.stop();
                     }
-                    json!({"ok": true, "id": id})
                 }
-                Err(e) => json!({"ok": false, "error": e}),
+                Ok(Stopped { id })
             }),
             Request::List {} => {
                 let ids: Vec<u64> = self
@@ -615,14 +538,115 @@ impl Daemon {
                     .keys()
                     .copied()
                     .collect();
-                let list: Vec<Value> = ids
+                // A pipeline forgotten meanwhile (by a submit beyond KEEP_FINISHED) is left out.
+                let pipelines = ids
                     .into_iter()
-                    .map(|id| self.state_of(id, None))
-                    .map(|v| json!({"id": v["id"], "name": v["name"], "state": v["state"]}))
+                    .filter_map(|id| self.state_of(id, None).ok())
+                    .map(|s| Listed {
+                        id: s.id,
+                        name: s.name,
+                        state: s.state,
+                    })
                     .collect();
-                json!({"ok": true, "pipelines": list})
+                Reply::Ok(Pipelines { pipelines }).to_wire()
             }
         }
+    }
+
+    /// Checks and starts pipeline `text`, named `name` if given.
+    fn submit(&self, text: String, name: Option<String>) -> Result<Submitted, String> {
+        if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
+            return Err(e.to_string());
+        }
+        let limits = &self.limits;
+        if text.len() > limits.text_bytes {
+            let e = format!(
+                "pipeline text of {} bytes, over the limit of {} (raise it with --max-text-bytes)",
+                text.len(),
+                limits.text_bytes
+            );
+            return Err(e);
+        }
+        let built = match Pipeline::parse(&text)
+            .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))
+        {
+            Ok(b) => b,
+            Err(e) => return Err(e.to_string()),
+        };
+        let (ins, outs) = (built.host_inputs(), built.host_outputs());
+        // Checked and started under the table's lock: concurrent submits see each other.
+        let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        // Services of ended pipelines let go of their ports (and the buffers there),
+        // before what ended pipelines still hold is counted.
+        self.services.sweep();
+        let (running, bytes) = make_room(
+            &table,
+            &self.lingering,
+            built.pool_bytes(),
+            limits.pool_bytes,
+        );
+        if let Some((n, old)) = name.as_deref().and_then(|n| Some((n, self.names.get(n)?))) {
+            let holds = table.get(&old).is_some_and(|e| {
+                matches!(&*e.lock().unwrap_or_else(|e| e.into_inner()),
+                                 State::Running(r) if !r.is_finished())
+            });
+            if holds {
+                let e = format!("the name {n:?} is taken by running pipeline {old} (stop it, or choose another name)");
+                return Err(e);
+            }
+        }
+        if running >= limits.pipelines {
+            let e = format!(
+                "the engine runs {running} pipelines, its limit (raise it with --max-pipelines)"
+            );
+            return Err(e);
+        }
+        let total = bytes.saturating_add(built.pool_bytes());
+        if total > limits.pool_bytes {
+            let ended = match self.lingering.bytes() {
+                        0 => String::new(),
+                        n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
+                    };
+            let e = format!(
+                        "free lists of {} bytes would bring the engine's pipelines to {total}{ended}, over its limit of {} (raise it with --max-total-pool-bytes)",
+                        built.pool_bytes(),
+                        limits.pool_bytes
+                    );
+            return Err(e);
+        }
+        let run = match built.try_start(&self.config) {
+            Ok(r) => r,
+            Err(e) => return Err(e.to_string()),
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        // Forget the oldest finished pipelines beyond KEEP_FINISHED.
+        let finished: Vec<u64> = table
+            .iter()
+            .filter(|(_, e)| {
+                matches!(
+                    *e.lock().unwrap_or_else(|e| e.into_inner()),
+                    State::Finished(..)
+                )
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for old in finished
+            .iter()
+            .take(finished.len().saturating_sub(KEEP_FINISHED))
+        {
+            table.remove(old);
+        }
+        table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+        if let Some(n) = &name {
+            self.names.set(n, id);
+        }
+        self.names.retain(|id| table.contains_key(&id));
+        Ok(Submitted {
+            id,
+            host_in: ins,
+            host_out: outs,
+            name,
+        })
     }
 }
 
@@ -630,22 +654,22 @@ impl Daemon {
 /// its free lists and of the host outputs nobody took. Returns a handle on the memory of
 /// its free lists, which something may still hold (see [`offhost_engine::PoolsHeld`]).
 fn settle(st: &mut State) -> offhost_engine::PoolsHeld {
-    let State::Running(run) = std::mem::replace(st, State::Finished(Value::Null, None)) else {
+    let State::Running(run) = std::mem::replace(st, State::Finished(None, None)) else {
         return offhost_engine::PoolsHeld::none();
     };
     let held = run.pools_held();
     *st = match run.wait() {
-        Ok(s) => State::Finished(stats_value(&s), None),
+        Ok(s) => State::Finished(Some(s), None),
         Err(RunError::TaskFailed {
             task,
             line,
             message,
             stats,
         }) => State::Finished(
-            stats_value(&stats),
+            Some(*stats),
             Some(format!("task '{task}' (line {line}) failed: {message}")),
         ),
-        Err(e) => State::Finished(Value::Null, Some(e.to_string())),
+        Err(e) => State::Finished(None, Some(e.to_string())),
     };
     held
 }
@@ -692,20 +716,6 @@ fn make_room(
     (running, bytes)
 }
 
-/// A pipeline accepted by a daemon.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Submitted {
-    /// Its id on the daemon.
-    pub id: u64,
-    /// Its `host-in` channel names.
-    pub host_in: Vec<String>,
-    /// Its `host-out` channel names.
-    pub host_out: Vec<String>,
-    /// The name it was submitted with, if any.
-    #[serde(default)]
-    pub name: Option<String>,
-}
-
 /// A host's connection to an engine daemon.
 pub struct Client {
     session: Session,
@@ -725,21 +735,17 @@ impl Client {
         Ok(Client { session, control })
     }
 
-    fn call(&self, req: &Request) -> Result<Value, DaemonError> {
+    /// Sends `req` and reads its reply: the body, or the daemon's refusal.
+    fn call<T: serde::de::DeserializeOwned>(&self, req: &Request) -> Result<T, DaemonError> {
         let req = serde_json::to_vec(req).map_err(|e| DaemonError::Protocol(e.to_string()))?;
         self.control.send(&req)?;
         let msg = self
             .control
             .recv()?
             .ok_or_else(|| DaemonError::Protocol("control channel closed".into()))?;
-        let v: Value =
-            serde_json::from_slice(&msg).map_err(|e| DaemonError::Protocol(e.to_string()))?;
-        if v["ok"] == Value::Bool(true) {
-            Ok(v)
-        } else {
-            Err(DaemonError::Refused(
-                v["error"].as_str().unwrap_or("refused").to_string(),
-            ))
+        match Reply::from_wire(&msg).map_err(|e| DaemonError::Protocol(e.to_string()))? {
+            Reply::Ok(t) => Ok(t),
+            Reply::Refused(e) => Err(DaemonError::Refused(e)),
         }
     }
 
@@ -751,21 +757,20 @@ impl Client {
     /// Submits pipeline text under `name` (if given), which then finds it wherever its id
     /// would (see [`crate::names`]); refused while a running pipeline holds the name.
     pub fn submit_as(&self, text: &str, name: Option<&str>) -> Result<Submitted, DaemonError> {
-        let v = self.call(&Request::Submit {
+        self.call(&Request::Submit {
             text: text.to_owned(),
             name: name.map(str::to_owned),
-        })?;
-        serde_json::from_value(v).map_err(|e| DaemonError::Protocol(e.to_string()))
+        })
     }
 
     /// State (`running`, `finished`, `failed`), statistics and error of pipeline `id` (an
     /// id, or a name it was submitted with).
-    pub fn status(&self, id: impl Into<PipelineRef>) -> Result<Value, DaemonError> {
+    pub fn status(&self, id: impl Into<PipelineRef>) -> Result<Status, DaemonError> {
         self.call(&Request::Status { id: id.into() })
     }
 
     /// Waits for pipeline `id` to finish; the reply is as [`Client::status`].
-    pub fn wait(&self, id: impl Into<PipelineRef>) -> Result<Value, DaemonError> {
+    pub fn wait(&self, id: impl Into<PipelineRef>) -> Result<Status, DaemonError> {
         self.call(&Request::Wait { id: id.into() })
     }
 
@@ -781,11 +786,12 @@ impl Client {
     }
 
     fn stop_with(&self, id: PipelineRef, force: bool) -> Result<(), DaemonError> {
-        self.call(&Request::Stop { id, force }).map(|_| ())
+        self.call::<Stopped>(&Request::Stop { id, force })
+            .map(|_| ())
     }
 
     /// Ids, names and states of the daemon's pipelines.
-    pub fn list(&self) -> Result<Value, DaemonError> {
+    pub fn list(&self) -> Result<Pipelines, DaemonError> {
         self.call(&Request::List {})
     }
 
@@ -875,9 +881,11 @@ mod tests {
             (r#"{"id":1}"#, "missing field `op`"),
             ("not json", "bad request"),
         ] {
-            let v: Value = serde_json::from_str(&d.answer(text.as_bytes())).unwrap();
-            assert_eq!(v["ok"], false, "{text}");
-            let e = v["error"].as_str().unwrap();
+            let Ok(Reply::<()>::Refused(e)) =
+                Reply::from_wire(d.answer(text.as_bytes()).as_bytes())
+            else {
+                panic!("{text}: not refused");
+            };
             assert!(
                 e.starts_with("bad request: ") && e.contains(want),
                 "{text}: {e}"

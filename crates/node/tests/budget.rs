@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use offhost_engine::{Budget, EngineConfig, Files, Pipeline, PipelineError, Registry};
 use offhost_link::{ChannelOptions, Limits, Server, Session};
-use offhost_node::daemon::{Client, Daemon, DaemonError};
+use offhost_node::daemon::{Client, Daemon, DaemonError, Reply, Status, Submitted};
 use offhost_node::DaemonLimits;
 
 fn build(text: &str) -> Result<(), PipelineError> {
@@ -233,7 +233,7 @@ fn the_daemon_answers_a_bomb_with_an_error_then_serves_a_good_pipeline() {
     assert!(e.contains("--max-text-bytes"), "{e}");
     let sub = c.submit(GOOD).unwrap();
     let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(v.state, "finished", "{v}");
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn pipelines_past_the_daemons_limits_are_refused_and_others_served() {
     ));
     assert!(e.contains("--max-total-pool-bytes"), "{e}");
     let ok = c.submit(GOOD).unwrap();
-    assert_eq!(c.wait(ok.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(ok.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -303,8 +303,8 @@ fn finished_pipelines_nobody_asked_about_count_against_the_free_list_limit() {
         (gone(&oa) && kept(&ob)) || (kept(&oa) && gone(&ob)),
         "first {oa:?}, second {ob:?}"
     );
-    assert_eq!(c.wait(a.id).unwrap()["state"], "finished");
-    assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(a.id).unwrap().state, "finished");
+    assert_eq!(c.wait(b.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -339,10 +339,7 @@ fn served_within(url: &str, within: Duration, what: &str) -> Client {
     let t0 = std::time::Instant::now();
     loop {
         match Client::connect(url).and_then(|c| c.list().map(|v| (c, v))) {
-            Ok((c, v)) => {
-                assert_eq!(v["ok"], true, "{v}");
-                return c;
-            }
+            Ok((c, _)) => return c,
             Err(e) => {
                 assert!(t0.elapsed() < within, "{what}: {e}");
                 std::thread::sleep(Duration::from_millis(50));
@@ -383,7 +380,7 @@ fn a_wait_whose_client_has_gone_frees_its_thread() {
         Duration::from_secs(10),
         "the gone host's wait still holds its thread",
     );
-    assert_eq!(other.status(id).unwrap()["state"], "running");
+    assert_eq!(other.status(id).unwrap().state, "running");
     other.abort(id).unwrap();
 }
 
@@ -394,8 +391,10 @@ fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
     let c = s.open("control", ChannelOptions::default()).unwrap();
     c.send(format!(r#"{{"op":"submit","text":{WAITS:?}}}"#).as_bytes())
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&c.recv().unwrap().unwrap()).unwrap();
-    let id = v["id"].as_u64().expect("an id");
+    let Reply::Ok(Submitted { id, .. }) = Reply::from_wire(&c.recv().unwrap().unwrap()).unwrap()
+    else {
+        panic!("not submitted");
+    };
     c.send(format!(r#"{{"op":"wait","id":{id}}}"#).as_bytes())
         .unwrap();
     c.close().unwrap();
@@ -407,8 +406,10 @@ fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
     input.send(b"x").unwrap();
     input.close().unwrap();
     let reply = c.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&reply).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
+    let Reply::Ok(v) = Reply::<Status>::from_wire(&reply).unwrap() else {
+        panic!("refused: {}", String::from_utf8_lossy(&reply));
+    };
+    assert_eq!(v.state, "finished", "{v}");
 }
 
 #[test]
@@ -427,7 +428,7 @@ fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
     let first = unread.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(first.is_some_and(|m| !m.is_empty()));
     // Ended, and settled (the status of a finished pipeline lets go of what it holds).
-    assert_eq!(c.wait(a.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(a.id).unwrap().state, "finished");
     // Its free list is still there, so a second does not fit. Before, it was let go of
     // from the count at the status, and each pipeline like it took 8 MiB past the limit.
     let e = refusal(c.submit(text));
@@ -439,7 +440,7 @@ fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
     drop(unread);
     drop(host);
     let b = admitted_within_30_s(&c, text, "the free list was never let go");
-    assert_eq!(c.wait(b.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(b.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -496,9 +497,9 @@ fn a_service_that_has_ended_leaves_nothing_counted_against_the_free_list_limit()
     call.close().unwrap();
     assert_eq!(call.recv_timeout(Duration::from_secs(20)).unwrap(), None);
     c.stop(svc.id).unwrap();
-    assert_eq!(c.wait(svc.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(svc.id).unwrap().state, "finished");
     let next = c
         .submit("fill bytes=8M >a:p(8,1M)\nnull <a\n")
         .expect("the ended service's free lists are let go");
-    assert_eq!(c.wait(next.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(next.id).unwrap().state, "finished");
 }

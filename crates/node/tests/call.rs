@@ -101,10 +101,10 @@ fn requests(n: usize, seed: usize) -> Vec<Vec<u8>> {
 fn stop_and_count(c: &Client, id: u64, buffers: usize, bytes: usize) {
     c.stop(id).unwrap();
     let v = c.wait(id).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(v.state, "finished", "{v}");
     assert_eq!(
-        v["stats"]["tasks"][1]["report"],
-        format!("{buffers} buffers, {bytes} bytes").as_str()
+        v.stats.as_ref().unwrap().tasks[1].report.as_deref(),
+        Some(format!("{buffers} buffers, {bytes} bytes").as_str())
     );
 }
 
@@ -125,7 +125,7 @@ fn each_request_gets_its_answer_in_order_and_large_ones_cross_whole() {
         );
     }
     // The service outlives its caller, until stopped.
-    assert_eq!(c.status(sub.id).unwrap()["state"], "running");
+    assert_eq!(c.status(sub.id).unwrap().state, "running");
     stop_and_count(&c, sub.id, 40, reqs.iter().map(Vec::len).sum());
 }
 
@@ -177,7 +177,7 @@ fn what_a_caller_or_its_answers_get_wrong_fails_that_call_only() {
     let (answers, ended) = call_each(&url, sub.id, "ans(2,64K)", &[vec![3; 1000]]);
     assert_eq!((answers, ended), (vec![vec![3; 1000]], Ok(())));
     c.stop(sub.id).unwrap();
-    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(sub.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -368,9 +368,9 @@ fn a_service_that_answers_twice_is_stopped_before_an_answer_goes_astray() {
         "{e}"
     );
     let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v.state, "failed", "{v}");
     assert!(
-        v["error"].as_str().unwrap_or("").contains("out of step"),
+        v.error.as_deref().unwrap_or("").contains("out of step"),
         "{v}"
     );
 }
@@ -392,7 +392,7 @@ fn a_caller_that_goes_while_waiting_for_its_turn_is_let_go() {
     first.send(&[offhost_engine::LAST, 1]).unwrap();
     // Its request is in once mu-law has it: the first call holds the service.
     let t0 = std::time::Instant::now();
-    while c.status(sub.id).unwrap()["stats"]["tasks"][1]["buffers_in"] != 1 {
+    while c.status(sub.id).unwrap().stats.unwrap().tasks[1].buffers_in != 1 {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "the first request never went in"
@@ -677,7 +677,7 @@ fn a_pipeline_that_a_stop_does_not_end_is_ended_by_force() {
     c.stop(sub.id).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        c.status(sub.id).unwrap()["state"],
+        c.status(sub.id).unwrap().state,
         "running",
         "a stop ended it"
     );
@@ -685,7 +685,7 @@ fn a_pipeline_that_a_stop_does_not_end_is_ended_by_force() {
     c.abort(sub.id).unwrap();
     let v = loop {
         let v = c.status(sub.id).unwrap();
-        if v["state"] != "running" {
+        if v.state != "running" {
             break v;
         }
         assert!(
@@ -694,10 +694,10 @@ fn a_pipeline_that_a_stop_does_not_end_is_ended_by_force() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v.state, "failed", "{v}");
     assert!(
-        v["error"]
-            .as_str()
+        v.error
+            .as_deref()
             .unwrap_or("")
             .contains("ended by force: stopped with force"),
         "{v}"

@@ -28,11 +28,11 @@ fn daemon_with(files: Files) -> String {
     url
 }
 
-fn state_within(c: &Client, id: u64, want: &str) -> serde_json::Value {
+fn state_within(c: &Client, id: u64, want: &str) -> offhost_node::daemon::Status {
     let t0 = Instant::now();
     loop {
         let v = c.status(id).unwrap();
-        if v["state"] == want {
+        if v.state == want {
             return v;
         }
         assert!(
@@ -71,9 +71,12 @@ fn submit_stream_in_and_out_and_wait() {
     sender.join().unwrap();
     assert_eq!(got, data);
     let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(v.state, "finished", "{v}");
     let crc = format!("crc32c=0x{:08x} over 100000 bytes", crc32c::crc32c(&data));
-    assert_eq!(v["stats"]["tasks"][1]["report"], crc.as_str());
+    assert_eq!(
+        v.stats.as_ref().unwrap().tasks[1].report.as_deref(),
+        Some(crc.as_str())
+    );
 }
 
 #[test]
@@ -98,8 +101,8 @@ fn bad_pipelines_and_failing_tasks_leave_the_daemon_serving() {
     // Still serving, on a new session too.
     let c2 = Client::connect(&url).unwrap();
     let sub = c2.submit("tone seconds=0.5 >a\ncount <a\n").unwrap();
-    assert_eq!(c2.wait(sub.id).unwrap()["state"], "finished");
-    assert!(c2.list().unwrap()["pipelines"].as_array().unwrap().len() == 1);
+    assert_eq!(c2.wait(sub.id).unwrap().state, "finished");
+    assert!(c2.list().unwrap().pipelines.len() == 1);
 }
 
 #[test]
@@ -120,9 +123,9 @@ fn a_host_that_disconnects_ends_its_branch_only() {
     state_within(&watcher, sub.id, "finished");
     // And stop works for pipelines still running.
     let sub = watcher.submit("tone >a\nnull <a\n").unwrap();
-    assert_eq!(watcher.status(sub.id).unwrap()["state"], "running");
+    assert_eq!(watcher.status(sub.id).unwrap().state, "running");
     watcher.stop(sub.id).unwrap();
-    assert_eq!(watcher.wait(sub.id).unwrap()["state"], "finished");
+    assert_eq!(watcher.wait(sub.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -140,7 +143,7 @@ fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
     let sub = c
         .submit("file path=in.bin >a\nfile path=copy.bin <a\n")
         .unwrap();
-    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(sub.id).unwrap().state, "finished");
     assert_eq!(
         std::fs::read(root.join("copy.bin")).unwrap(),
         vec![7u8; 10_000]
@@ -172,8 +175,8 @@ fn a_sandboxed_daemon_opens_files_beneath_its_directory_only() {
     // A task that fails while running fails its pipeline only.
     let sub = c.submit("wav path=bad.wav >a\nnull <a\n").unwrap();
     let v = c.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "failed", "{v}");
-    assert!(v["error"].as_str().unwrap().contains("bad.wav"), "{v}");
+    assert_eq!(v.state, "failed", "{v}");
+    assert!(v.error.as_deref().unwrap().contains("bad.wav"), "{v}");
 }
 
 /// The error a channel the daemon refused ends with, after a send that crosses the refusal
@@ -212,7 +215,7 @@ fn channels_to_no_pipeline_or_no_host_in_are_refused_and_the_host_served() {
         got.extend_from_slice(&m);
     }
     assert_eq!(got, vec![5u8; 10_000]);
-    assert_eq!(c.wait(sub.id).unwrap()["state"], "finished");
+    assert_eq!(c.wait(sub.id).unwrap().state, "finished");
 }
 
 #[test]
@@ -251,11 +254,11 @@ fn a_named_pipeline_is_found_by_its_name_and_one_running_pipeline_holds_a_name()
     assert_eq!(got, vec![3u8; 5000]);
     let v = c.wait("echo").unwrap();
     assert_eq!(
-        (&v["id"], &v["name"], &v["state"]),
-        (&first.id.into(), &"echo".into(), &"finished".into())
+        (v.id, v.name.as_deref(), v.state.as_str()),
+        (first.id, Some("echo"), "finished")
     );
     let list = c.list().unwrap();
-    assert_eq!(list["pipelines"][0]["name"], "echo", "{list}");
+    assert_eq!(list.pipelines[0].name.as_deref(), Some("echo"), "{list}");
     // Unknown names are errors, not another pipeline.
     let e = c.status("nobody").unwrap_err().to_string();
     assert!(e.contains("no pipeline named \"nobody\""), "{e}");
@@ -264,9 +267,9 @@ fn a_named_pipeline_is_found_by_its_name_and_one_running_pipeline_holds_a_name()
     // Once it has finished, the name goes to the next pipeline submitted with it.
     let second = c.submit_as(ECHO, Some("echo")).unwrap();
     assert_ne!(second.id, first.id);
-    assert_eq!(c.status("echo").unwrap()["state"], "running");
+    assert_eq!(c.status("echo").unwrap().state, "running");
     c.stop("echo").unwrap();
     c.open_input(second.id, "in").unwrap().close().unwrap();
-    assert_eq!(c.wait("echo").unwrap()["id"], second.id);
-    assert_eq!(c.status(first.id).unwrap()["name"], serde_json::Value::Null);
+    assert_eq!(c.wait("echo").unwrap().id, second.id);
+    assert_eq!(c.status(first.id).unwrap().name, None);
 }

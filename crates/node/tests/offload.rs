@@ -406,7 +406,7 @@ fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
     }
     assert_eq!(got, data);
     let v = client.wait(sub.id).unwrap();
-    assert_eq!(v["state"], "finished", "{v}");
+    assert_eq!(v.state, "finished", "{v}");
     // A pipeline input that does not exist is refused, and says so.
     let bad = a.open("beta/in/99/in", OpenOptions::bulk()).unwrap();
     match a.send(bad, b"x") {

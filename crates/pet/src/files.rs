@@ -194,9 +194,20 @@ pub fn stat(
     if fmt == ListFormat::Petlink {
         let h = header_for(file, header)?;
         let st = petlink::stat(file, &h).map_err(format(file))?;
-        let mut v = serde_json::to_value(&st).expect("serialisable");
-        v["format"] = json!("petlink");
-        v["header_total_words"] = json!(h.total_words);
+        /// The counts, with the format and what the header says.
+        #[derive(Serialize)]
+        struct Counts<'a, S> {
+            #[serde(flatten)]
+            counts: &'a S,
+            format: &'static str,
+            header_total_words: Option<u64>,
+        }
+        let v = serde_json::to_value(Counts {
+            counts: &st,
+            format: "petlink",
+            header_total_words: h.total_words,
+        })
+        .expect("serialisable");
         let text =
             format!(
             "{} words: {} events ({} prompts, {} delayeds), {} time tags over {} ms, {} other tags",
@@ -333,11 +344,24 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
         }
     })?;
     let secs = t.elapsed().as_secs_f64();
-    let mut v = serde_json::to_value(st).expect("serialisable");
-    v["sinograms"] = json!(sino.layout.total_sinograms());
-    v["net_counts"] = json!(sino.total());
-    v["seconds"] = json!(secs);
-    v["events_per_s"] = json!(st.events as f64 / secs);
+    /// The histogrammer's counts, with what came of them and how fast.
+    #[derive(Serialize)]
+    struct Made<S> {
+        #[serde(flatten)]
+        counts: S,
+        sinograms: u32,
+        net_counts: i64,
+        seconds: f64,
+        events_per_s: f64,
+    }
+    let v = serde_json::to_value(Made {
+        counts: st,
+        sinograms: sino.layout.total_sinograms(),
+        net_counts: sino.total(),
+        seconds: secs,
+        events_per_s: st.events as f64 / secs,
+    })
+    .expect("serialisable");
     let text = format!(
         "{} events ({} prompts, {} delayeds): {} energy-rejected, {} outside, {} accepted; {} sinograms, net {} counts -> {} in {:.2} s",
         st.events, st.prompts, st.delayeds, st.energy_rejected, st.geometry_rejected,

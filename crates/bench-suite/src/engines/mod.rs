@@ -512,7 +512,7 @@ fn task_call_us(
         cb.stop(served.id).map_err(peer)?;
         let served = cb.wait(served.id).map_err(peer)?;
         for s in [&state, &served] {
-            if s["state"] != "finished" {
+            if s.state != "finished" {
                 return Err(Error::Peer(format!("a null-call job did not finish: {s}")));
             }
         }

@@ -121,8 +121,52 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
+/// What the benches read of fio's JSON report: its jobs.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct FioReport {
+    /// The jobs, in the order run.
+    #[serde(default)]
+    pub jobs: Vec<FioJob>,
+}
+
+/// One job of a [`FioReport`] (what is missing reads as zero).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct FioJob {
+    /// Its `--name`.
+    pub jobname: String,
+    /// Its reads.
+    pub read: FioDir,
+    /// Its writes.
+    pub write: FioDir,
+    /// Its flushes.
+    pub sync: FioDir,
+}
+
+/// One direction (`read`, `write`, `sync`) of a [`FioJob`].
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct FioDir {
+    /// Requests done.
+    pub total_ios: f64,
+    /// Requests per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    /// Their latency.
+    pub lat_ns: FioLatency,
+}
+
+/// A [`FioDir`]'s latency, in nanoseconds.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct FioLatency {
+    /// The mean.
+    pub mean: f64,
+}
+
 /// fio's JSON report in its standard output (fio may print notes before the document).
-pub(crate) fn fio_json(stdout: &[u8]) -> Result<serde_json::Value> {
+pub(crate) fn fio_json(stdout: &[u8]) -> Result<FioReport> {
     let text = String::from_utf8_lossy(stdout);
     let start = text
         .find('{')
@@ -165,14 +209,16 @@ fn run_fio(
             peer.log_tail()
         )));
     }
-    let v = fio_json(&out.stdout)?;
-    let job = &v["jobs"][0];
-    let f = |dir: &str, k: &str| job[dir][k].as_f64().unwrap_or(0.0);
+    let job = fio_json(&out.stdout)?
+        .jobs
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     let cpu = peer.cpu_s() - cpu0;
-    let ios = f("read", "total_ios") + f("write", "total_ios");
+    let ios = job.read.total_ios + job.write.total_ios;
     let cpu_us_per_io = if ios > 0.0 { cpu * 1e6 / ios } else { 0.0 };
-    let iops = f("read", "iops") + f("write", "iops");
-    let mbps = (f("read", "bw_bytes") + f("write", "bw_bytes")) / 1e6;
+    let iops = job.read.iops + job.write.iops;
+    let mbps = (job.read.bw_bytes + job.write.bw_bytes) / 1e6;
     let shown = args[4..]
         .iter()
         .chain(args[..2].iter())
@@ -265,6 +311,24 @@ pub fn table(figs: &[Figure]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fio_reports_are_read_past_notes_with_missing_fields_as_zero() {
+        let out = br#"note: a note
+{"fio version":"fio-3.36","jobs":[{"jobname":"bench","read":{"total_ios":10,"iops":2.5,"bw_bytes":4096,"lat_ns":{"mean":1500.5,"max":9}},"write":{"total_ios":0},"sync":{}}]}"#;
+        let r = fio_json(out).unwrap();
+        let j = &r.jobs[0];
+        assert_eq!(j.jobname, "bench");
+        assert_eq!(
+            (j.read.total_ios, j.read.iops, j.read.bw_bytes),
+            (10.0, 2.5, 4096.0)
+        );
+        assert_eq!(
+            (j.read.lat_ns.mean, j.write.iops, j.sync.total_ios),
+            (1500.5, 0.0, 0.0)
+        );
+        assert!(fio_json(b"no report").is_err());
+    }
 
     fn options(exe: &str, runtime: u32) -> Options {
         Options {

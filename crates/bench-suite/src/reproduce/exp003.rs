@@ -17,11 +17,11 @@ use std::sync::Arc;
 use indicatif::ProgressBar;
 use offhost_nbd::report::{self as trace_report, Report as TraceReport};
 use offhost_nbd::{Export, ListenAddr, Server, Tracer};
-use serde_json::Value;
 
 use super::md::{ratio, yes_no, Finding, Table};
 use super::seeds;
 use crate::error::{Context as _, Error, Result};
+use crate::nbd::FioJob;
 use crate::rpc;
 
 /// Request sizes of the sweep, in 512-byte sectors (the seed's abscissa).
@@ -136,7 +136,7 @@ impl Served {
 
 /// Runs fio with `global` then `jobs` (each a list of job options after its `--name`), one
 /// after another; returns each job's JSON object.
-fn fio(global: &[String], jobs: &[Vec<String>]) -> Result<Vec<Value>> {
+fn fio(global: &[String], jobs: &[Vec<String>]) -> Result<Vec<FioJob>> {
     let mut cmd = Command::new("fio");
     cmd.arg("--output-format=json").args(global);
     for j in jobs {
@@ -149,8 +149,7 @@ fn fio(global: &[String], jobs: &[Vec<String>]) -> Result<Vec<Value>> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let v = crate::nbd::fio_json(&out.stdout)?;
-    Ok(v["jobs"].as_array().cloned().unwrap_or_default())
+    Ok(crate::nbd::fio_json(&out.stdout)?.jobs)
 }
 
 fn job(name: &str, opts: &[&str]) -> Vec<String> {
@@ -187,13 +186,10 @@ fn sweep(s: &Served, count: u32) -> Result<TraceReport> {
 
 /// Seconds a job spent in its requests: mean latency times count, for reads, writes and the
 /// final flush (fio's run time is whole milliseconds).
-fn runtime_s(job: &Value) -> f64 {
-    ["read", "write", "sync"]
+fn runtime_s(job: &FioJob) -> f64 {
+    [&job.read, &job.write, &job.sync]
         .iter()
-        .map(|k| {
-            let d = &job[*k];
-            d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) * d["total_ios"].as_f64().unwrap_or(0.0)
-        })
+        .map(|d| d.lat_ns.mean * d.total_ios)
         .sum::<f64>()
         / 1e9
 }
@@ -264,7 +260,7 @@ fn pseudo_disk(s: &Served, quick: bool, out: &Path) -> Result<Vec<DiskRow>> {
         let done = fio(&global, &jobs)?;
         let named = |n: &str| {
             done.iter()
-                .find(|j| j["jobname"] == n)
+                .find(|j| j.jobname == n)
                 .map(runtime_s)
                 .ok_or_else(|| Error::Peer(format!("fio ran no {n} job on the {disk}")))
         };

@@ -2,10 +2,9 @@
 //! channels bridged to files over the daemon's data channels.
 
 use offhost_link::{Channel, LinkOptions};
-use serde_json::Value;
 
 use super::{bindings, create, join, open, pump_in, pump_out, Bindings, Bridge, JobError};
-use crate::daemon::{Client, Submitted};
+use crate::daemon::{Client, Status, Submitted};
 
 /// What to submit where.
 #[derive(Debug, Clone)]
@@ -41,7 +40,7 @@ pub fn run(
     job: &DaemonJob<'_>,
     detach: bool,
     started: impl FnOnce(u64),
-) -> Result<Option<Value>, JobError> {
+) -> Result<Option<Status>, JobError> {
     let engine = |source| JobError::Engine {
         engine: job.url.to_owned(),
         source,

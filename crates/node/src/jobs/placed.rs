@@ -17,11 +17,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use offhost_link::LinkOptions;
-use serde_json::{json, Value};
 
 use super::daemon::{bridge, connect, BridgeError};
 use super::{bindings, join, Bridge, JobError};
-use crate::daemon::{Client, DaemonError, Submitted};
+use crate::daemon::{Client, DaemonError, PipelineState, Status, Submitted};
 use crate::placement::{self, Plan};
 use offhost_engine::Registry;
 
@@ -91,8 +90,8 @@ pub struct PartOutcome {
     /// The part's pipeline id there.
     pub id: u64,
     /// Its final state as the daemon gives it (`state`, `stats`, `error`), or `state: lost`
-    /// with the `error` that ended the session.
-    pub state: Value,
+    /// with the `error` that ended the session; none when it was not waited for.
+    pub state: Option<Status>,
 }
 
 /// How the job went.
@@ -176,7 +175,7 @@ pub fn run(
             }
         }
     }
-    let outcome = |parts: &[Part], states: &mut HashMap<String, Value>, failure| PlacedOutcome {
+    let outcome = |parts: &[Part], states: &mut HashMap<String, Status>, failure| PlacedOutcome {
         parts: parts
             .iter()
             .map(|p| PartOutcome {
@@ -184,7 +183,7 @@ pub fn run(
                 engine: p.engine.clone(),
                 url: p.url.clone(),
                 id: p.sub.id,
-                state: states.remove(&p.part).unwrap_or(Value::Null),
+                state: states.remove(&p.part),
             })
             .collect(),
         failure,
@@ -218,8 +217,8 @@ fn wait_all(
     parts: &[Part],
     plan: &Plan,
     options: &LinkOptions,
-) -> (HashMap<String, Value>, Option<String>) {
-    let (tx, rx) = mpsc::channel::<(usize, Result<Value, DaemonError>)>();
+) -> (HashMap<String, Status>, Option<String>) {
+    let (tx, rx) = mpsc::channel::<(usize, Result<Status, DaemonError>)>();
     for (i, p) in parts.iter().enumerate() {
         let (tx, url, id) = (tx.clone(), p.url.clone(), p.sub.id);
         let options = options.clone();
@@ -229,7 +228,7 @@ fn wait_all(
         });
     }
     drop(tx);
-    let mut states: HashMap<String, Value> = HashMap::new();
+    let mut states: HashMap<String, Status> = HashMap::new();
     let mut failure: Option<String> = None;
     let mut lost: Option<String> = None;
     // After a failure: when to tell the others to stop, and when to give up on them.
@@ -278,10 +277,16 @@ fn wait_all(
             if lost.is_none() {
                 lost = Some(e.clone());
             }
-            json!({"state": "lost", "error": e})
+            Status {
+                id: parts[i].sub.id,
+                name: None,
+                state: PipelineState::Lost,
+                stats: None,
+                error: Some(e),
+            }
         });
         if failure.is_none() {
-            if let Some(e) = v["error"].as_str() {
+            if let Some(e) = v.error.as_deref() {
                 failure = Some(if e.contains(&format!("engine {engine}")) {
                     e.to_owned()
                 } else {
