@@ -11,5 +11,5 @@
 mod error;
 mod pipeline;
 
-pub use error::{code_kind, queue_kind, Error, ErrorKind};
-pub use pipeline::{Dir, Engine, Output, Pipeline};
+pub use error::{code_kind, guard, panic_message, queue_kind, Error, ErrorKind};
+pub use pipeline::{check_workers, Dir, Engine, Output, Pipeline, MAX_WORKERS};

@@ -111,9 +111,10 @@ impl Args {
         match self.parse_opt::<T>(name)? {
             None => Ok(None),
             Some(v) if allowed.contains(&v) => Ok(Some(v)),
-            Some(v) => Err(ArgError::range(
+            // The value as written (`1e-300`, not its 300 digits).
+            Some(_) => Err(ArgError::range(
                 name,
-                v,
+                self.get(name).unwrap_or_default(),
                 format_args!("between {} and {}", allowed.start(), allowed.end()),
             )),
         }
