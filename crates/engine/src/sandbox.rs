@@ -163,24 +163,20 @@ impl Files {
     fn open_beneath(&self, path: &str, root: &Root) -> Result<std::fs::File, FileError> {
         use cap_std::fs::OpenOptionsExt;
         let mut opts = cap_std::fs::OpenOptions::new();
-        opts.read(true);
-        if !root.devices {
-            // The flag's bits as `open` takes them: an `i32` of the same bits.
-            opts.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        }
+        // The flag's bits as `open` takes them: an `i32` of the same bits. Without it the
+        // open of a fifo waits for a writer, and the pipeline's build with it.
+        opts.read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
         let f = root
             .dir
             .open_with(path, &opts)
             .map_err(|e| self.refused(path, root, e))?
             .into_std();
-        if root.devices {
-            return Ok(f);
-        }
         let ft = f
             .metadata()
             .map_err(|e| self.refused(path, root, e))?
             .file_type();
-        if !ft.is_file() {
+        if !ft.is_file() && !root.devices {
             use std::os::unix::fs::FileTypeExt;
             let kind = if ft.is_char_device() {
                 "character device"
@@ -201,8 +197,7 @@ impl Files {
                 kind,
             });
         }
-        // Reads of a regular file do not wait whatever the flag says; clear it all the same,
-        // so that the file is as a plain open makes it.
+        // Reads wait again, as after a plain open (a fifo's, where devices are allowed).
         rustix::fs::fcntl_setfl(&f, rustix::fs::OFlags::empty())
             .map_err(|e| self.refused(path, root, e.into()))?;
         Ok(f)
@@ -414,8 +409,9 @@ mod tests {
             .read_to_string(&mut s)
             .unwrap();
         assert_eq!(s, "bytes");
-        // Allowed, the fifo opens (here without waiting: a writer holds it open).
+        // Allowed, the fifo opens, without waiting for a writer; then its reads wait for one.
         let allowed = f.allow_devices(true);
+        let reader = allowed.open("fifo").unwrap();
         let writer = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -423,13 +419,7 @@ mod tests {
             .unwrap();
         (&writer).write_all(b"x").unwrap();
         let mut one = [0u8; 1];
-        allowed
-            .open("fifo")
-            .unwrap()
-            .open()
-            .unwrap()
-            .read_exact(&mut one)
-            .unwrap();
+        reader.open().unwrap().read_exact(&mut one).unwrap();
         assert_eq!(&one, b"x");
         if have_dev {
             // A node on a filesystem mounted nodev does not open; elsewhere it reads zeros.

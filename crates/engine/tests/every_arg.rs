@@ -75,7 +75,7 @@ fn scratch() -> tempfile::TempDir {
     edge::put(d.path(), "in.bin", &[7u8; 10_000]);
     let wav = d.path().join("in.wav");
     let text = format!(
-        "tone seconds=0.1 channels=2 >a\nwav <a channels=2 path=\"{}\"\n",
+        "tone seconds=0.1 channels=2 >a\nwav channels=2 path=\"{}\" <a\n",
         wav.display()
     );
     Pipeline::parse(&text)

@@ -133,7 +133,9 @@ fn every_argument_of_every_pet_task_takes_edge_values() {
 
 fn refused(text: &str) -> String {
     let reg = offhost_pet::tasks::registry();
-    match edge::run(&reg, &Files::Denied, text).expect("no panic") {
+    let dir = edge::scratch();
+    let files = Files::beneath(dir.path()).unwrap();
+    match edge::run(&reg, &files, text).expect("no panic") {
         edge::Outcome::Refused(m) => m,
         other => panic!("{text}: expected a refusal, got {other:?}"),
     }

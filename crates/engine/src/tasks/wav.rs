@@ -145,8 +145,9 @@ fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             reader: None,
         })),
         (1, 0) => {
-            let rate = args.parse_in::<u32>("rate", 1..=u32::MAX)?;
             let channels = args.parse_in::<u16>("channels", 1..=MAX_WAV_CHANNELS)?;
+            // The header's byte rate (rate x channels x 2) is a u32.
+            let rate = args.parse_in::<u32>("rate", 1..=u32::MAX / (2 * u32::from(channels)))?;
             Ok(Box::new(WavOut {
                 dst: b.files().create(&path).map_err(|e| e.arg("path"))?,
                 path,

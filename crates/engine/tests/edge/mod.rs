@@ -58,12 +58,13 @@ pub fn edge_values() -> Vec<String> {
 
 /// The budget the pipelines run within.
 pub fn budget() -> Budget {
-    let mut b = Budget::default();
-    b.pool_bytes = 16 << 20;
-    b.buffers = 1024;
-    b.tasks = 16;
-    b.workers = 2;
-    b
+    Budget {
+        pool_bytes: 16 << 20,
+        buffers: 1024,
+        tasks: 16,
+        workers: 2,
+        ..Budget::default()
+    }
 }
 
 /// How one case ended.
