@@ -227,9 +227,9 @@ impl EventHistogrammer {
     }
 
     /// Counts the increments still waiting in buckets (large sinograms batch them).
-    fn flush(&mut self, py: Python<'_>) {
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
         let hist = &mut self.hist;
-        crate::errors::detach(py, || hist.flush())?;
+        crate::errors::detach(py, || hist.flush())
     }
 
     /// The sinogram so far as little-endian i32 bytes.
@@ -405,7 +405,9 @@ pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
             format!("read {}: {e}", path.display()),
         ))
     })?;
-    let (s, flags) = sinofile::decode(&bytes).map_err(|e| at_path(&path, e))?;
+    // Decoded holding the GIL: a panic in it is offhost.Error too.
+    let (s, flags) =
+        crate::errors::guarded(|| sinofile::decode(&bytes).map_err(|e| at_path(&path, e)))?;
     Ok((
         sino_bytes(py, &s)?,
         Scanner { inner: s.scanner },
@@ -418,7 +420,7 @@ pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
 /// detector_pairs).
 #[pyfunction]
 pub fn decode_sinogram<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Decoded<'py>> {
-    decoded(py, &bytes_of(data)?)
+    crate::errors::guarded(|| decoded(py, &bytes_of(data)?))
 }
 
 /// Reconstructs a sinogram (i32 bytes of `scanner`'s shape) into an image volume:
