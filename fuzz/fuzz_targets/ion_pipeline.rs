@@ -1,6 +1,8 @@
 //! Fuzz the pipeline language: parsing and checking `.ion` text against every task the
 //! engine and the PET crate register, within the default budget. No text may panic, and none
-//! may allocate past the budget (libFuzzer's memory limit turns that into a crash). Nothing
+//! may allocate past the budget: `scripts/fuzz` runs this target with `-malloc_limit_mb=256`,
+//! so one allocation over 256 MiB while a pipeline is checked (a task sizing a buffer from an
+//! argument, as `mix channels=4294967295` did with 8 GiB) is a crash. Nothing
 //! runs, and the tasks get no file access ([`Files::Denied`], as a submitted pipeline on a
 //! daemon without `--files`): checking builds the tasks but opens no file.
 #![no_main]

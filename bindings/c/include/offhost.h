@@ -344,8 +344,8 @@ uint8_t offhost_message_is_loan(const struct offhost_message *message);
 // `message` is NULL or a message not freed before and not used after.
 void offhost_message_free(struct offhost_message *message);
 
-// The embedded engine: pipelines on `workers` threads of this process (0: the default),
-// with the built-in and PET tasks.
+// The embedded engine: pipelines on `workers` threads of this process (0: the default; more
+// than 64, the pipeline budget's, is `INVALID_ARGUMENT`), with the built-in and PET tasks.
 //
 // # Safety
 // `out` is storage for the handle.

@@ -275,11 +275,16 @@ pub fn select(channels: &[&offhost_channel], timeout_ms: i64) -> Result<usize, E
 }
 
 impl offhost_engine {
-    /// The embedded engine.
-    pub fn embedded(workers: usize) -> offhost_engine {
-        offhost_engine {
-            inner: offhost_bindings::Engine::embedded((workers > 0).then_some(workers)),
-        }
+    /// The embedded engine on `workers` threads (0: the default; at most
+    /// [`offhost_bindings::MAX_WORKERS`]).
+    pub fn embedded(workers: usize) -> Result<offhost_engine, Error> {
+        let workers = match workers {
+            0 => None,
+            w => Some(offhost_bindings::check_workers(w)?),
+        };
+        Ok(offhost_engine {
+            inner: offhost_bindings::Engine::embedded(workers),
+        })
     }
 
     /// A daemon, reached with `options`.

@@ -72,6 +72,7 @@ impl offhost_status {
             ErrorKind::NoChannel => offhost_status::NoChannel,
             ErrorKind::Format => offhost_status::Format,
             ErrorKind::Geometry => offhost_status::Geometry,
+            ErrorKind::Panicked => offhost_status::Panic,
         }
     }
 

@@ -40,6 +40,9 @@ pub enum ErrorKind {
     Format,
     /// A scanner geometry is invalid.
     Geometry,
+    /// The Rust code panicked: a bug, caught at the binding's edge (Python: `offhost.Error`
+    /// itself; C: `OFFHOST_STATUS_PANIC`).
+    Panicked,
 }
 
 /// A failure of a binding call; its message is the one of the Rust layer that failed.
@@ -92,6 +95,24 @@ pub enum Error {
     /// A call of a host's submission and completion queues failed.
     #[error("{0}")]
     Queue(#[from] QueueError),
+    /// The Rust code panicked (a bug); caught before it reached the caller.
+    #[error("offhost panicked: {0}")]
+    Panicked(String),
+}
+
+/// Runs `f`, turning a panic into [`Error::Panicked`], so that no panic crosses a binding's
+/// edge (into Python as a `BaseException`, or into C, where unwinding aborts).
+pub fn guard<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(Error::Panicked(panic_message(p.as_ref()))))
+}
+
+/// The message of a panic's payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 impl From<DaemonError> for Error {
@@ -120,6 +141,7 @@ impl Error {
             Error::Geometry(_) => ErrorKind::Geometry,
             Error::Invalid(_) => ErrorKind::InvalidArgument,
             Error::Queue(q) => queue_kind(q),
+            Error::Panicked(_) => ErrorKind::Panicked,
         }
     }
 }
@@ -188,6 +210,14 @@ mod tests {
             Error::from(DaemonError::Refused("no pipeline 7".into())).kind(),
             ErrorKind::Engine
         );
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_of_its_own_kind() {
+        let e = guard::<()>(|| panic!("boom {}", 7)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Panicked);
+        assert_eq!(e.to_string(), "offhost panicked: boom 7");
+        assert_eq!(guard(|| Ok(3)).unwrap(), 3);
     }
 
     #[test]

@@ -12,6 +12,6 @@ mod error;
 mod pipeline;
 mod status;
 
-pub use error::{code_kind, queue_kind, Error, ErrorKind};
-pub use pipeline::{Dir, Engine, Output, Pipeline};
+pub use error::{code_kind, guard, panic_message, queue_kind, Error, ErrorKind};
+pub use pipeline::{check_workers, Dir, Engine, Output, Pipeline, MAX_WORKERS};
 pub use status::Status;

@@ -39,9 +39,24 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// The most worker threads an embedded engine's pipeline may have: the pipeline budget's.
+pub const MAX_WORKERS: usize = offhost_engine::DEFAULT_WORKERS;
+
+/// Checks a number of worker threads asked for: 1 to [`MAX_WORKERS`].
+pub fn check_workers(workers: usize) -> Result<usize, Error> {
+    if (1..=MAX_WORKERS).contains(&workers) {
+        Ok(workers)
+    } else {
+        Err(Error::Invalid(format!(
+            "workers={workers}: must be between 1 and {MAX_WORKERS} (the pipeline budget's worker threads)"
+        )))
+    }
+}
+
 impl Engine {
     /// The embedded engine: pipelines run on worker threads of this process, with the
-    /// engine's built-in tasks and the PET tasks. `workers` defaults to the engine's choice.
+    /// engine's built-in tasks and the PET tasks. `workers` defaults to the engine's choice;
+    /// more than the pipeline budget's (64) makes each submission an error.
     pub fn embedded(workers: Option<usize>) -> Engine {
         let mut config = EngineConfig::default();
         if let Some(w) = workers {
@@ -98,7 +113,8 @@ impl Engine {
             Place::Embedded { registry, config } => {
                 let built = offhost_engine::Pipeline::parse(text)?.build(registry)?;
                 let (inputs, outputs) = (built.host_inputs(), built.host_outputs());
-                let running = built.start(config);
+                // More workers than the budget allows is an error, not the panic of `start`.
+                let running = built.try_start(config)?;
                 Ok(Pipeline {
                     id: None,
                     inputs,
@@ -124,6 +140,31 @@ impl Engine {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_workers_than_the_budget_is_an_error_not_a_panic() {
+        let e = Engine::embedded(Some(100))
+            .submit("random bytes=1k >a\nnull <a\n")
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Pipeline);
+        assert!(e.to_string().contains("over the budget of 64"), "{e}");
+        let p = Engine::embedded(Some(usize::MAX)).submit("random bytes=1k >a\nnull <a\n");
+        assert!(p.is_err());
+        let p = Engine::embedded(Some(2))
+            .submit("random bytes=1k >a\nnull <a\n")
+            .unwrap();
+        let st = p.wait(Some(Duration::from_secs(20))).unwrap().unwrap();
+        assert_eq!(
+            st.state,
+            offhost_node::daemon::PipelineState::Finished,
+            "{st:?}"
+        );
     }
 }
 
@@ -368,7 +409,8 @@ impl Pipeline {
     /// `state` is `failed` (see [`Pipeline::result`]). Host channels never used are closed
     /// first (see the module docs).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<Status>, Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout past what an `Instant` holds waits for ever.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         match &self.run {
             Run::Local(l) => {

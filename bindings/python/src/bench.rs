@@ -37,7 +37,7 @@ fn serve(server: Server) -> Result<(), LinkError> {
 impl Sink {
     #[new]
     fn new(py: Python<'_>, url: &str) -> PyResult<Sink> {
-        let server = py.detach(|| Server::bind(url)).map_err(to_py)?;
+        let server = crate::errors::detach(py, || Server::bind(url))?.map_err(to_py)?;
         let url = server.url().to_owned();
         let thread = std::thread::spawn(move || serve(server));
         Ok(Sink {
@@ -55,7 +55,7 @@ impl Sink {
     /// Waits for the sink to end (after its session closed).
     fn join(&mut self, py: Python<'_>) -> PyResult<()> {
         if let Some(t) = self.thread.take() {
-            let r = py.detach(|| t.join());
+            let r = crate::errors::detach(py, || t.join())?;
             match r {
                 Ok(r) => r.map_err(to_py)?,
                 Err(_) => {

@@ -71,7 +71,7 @@ impl Session {
                     ring_bytes: ring_bytes.unwrap_or(d.ring_bytes),
                     ..d
                 };
-                py.detach(|| offhost_link::Session::connect_shm(&addr, &config))
+                crate::errors::detach(py, || offhost_link::Session::connect_shm(&addr, &config))?
             }
             None => {
                 if mode.or(pool_buffers.map(|_| "")).is_some()
@@ -83,7 +83,7 @@ impl Session {
                     ));
                 }
                 let options = link_options(tls_certificates);
-                py.detach(|| offhost_link::Session::connect_with(&url, &options))
+                crate::errors::detach(py, || offhost_link::Session::connect_with(&url, &options))?
             }
         }
         .map_err(to_py)?;
@@ -118,9 +118,7 @@ impl Session {
                 SendMode::Async
             },
         };
-        let ch = py
-            .detach(|| self.inner.open(name, options))
-            .map_err(to_py)?;
+        let ch = crate::errors::detach(py, || self.inner.open(name, options))?.map_err(to_py)?;
         Ok(Channel::new(ch))
     }
 
@@ -256,17 +254,18 @@ impl Channel {
     /// seconds (`None`: for ever); on a `sync=True` channel until the peer has taken it.
     #[pyo3(signature = (data, timeout=None))]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+        crate::convert::deadline(timeout)?; // NaN and negative timeouts are errors.
         let msg = self::data(data)?;
         let msg: &[u8] = &msg;
         if self.inner.options().send_mode == SendMode::Sync {
             // A sync send that timed out may still be delivered: never retried in slices.
-            let r = py.detach(|| match timeout {
+            let r = crate::errors::detach(py, || match timeout {
                 None => self.inner.send(msg),
                 Some(t) => self.inner.send_timeout(
                     msg,
                     Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4),
                 ),
-            });
+            })?;
             return r.map_err(to_py);
         }
         sliced(py, timeout, |slice| {
@@ -380,7 +379,7 @@ impl Channel {
     ) -> PyResult<()> {
         let mut l = loan.get().take(py)?;
         l.set_len(length.unwrap_or(l.capacity())).map_err(to_py)?;
-        py.detach(|| self.inner.send_loan(l)).map_err(to_py)
+        crate::errors::detach(py, || self.inner.send_loan(l))?.map_err(to_py)
     }
 
     /// The next message as an `offhost.Message`: a loan stays in shared memory (its

@@ -46,9 +46,10 @@ pub(crate) fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py,
 pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
     match timeout {
         None => Ok(None),
-        Some(t) if t.is_finite() && t >= 0.0 => Ok(Some(
-            Instant::now() + Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX / 4),
-        )),
+        // A deadline past what an `Instant` holds is no deadline: waiting for ever.
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(Duration::try_from_secs_f64(t)
+            .ok()
+            .and_then(|d| Instant::now().checked_add(d))),
         Some(t) => Err(PyValueError::new_err(format!(
             "timeout must be a non-negative number of seconds, not {t}"
         ))),
@@ -87,10 +88,10 @@ pub(crate) fn sliced<T: Send>(
             None => SLICE,
             Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
         };
-        let r = py.detach(|| match step(slice) {
+        let r = crate::errors::detach(py, || match step(slice) {
             Slice::Done(r) => Some(r),
             Slice::Again => None,
-        });
+        })?;
         if let Some(r) = r {
             return r.map_err(to_py);
         }

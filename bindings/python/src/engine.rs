@@ -35,6 +35,9 @@ impl Engine {
                         "tls_certificates applies to a daemon's tls: URL, not the embedded engine",
                     ));
                 }
+                if let Some(w) = workers {
+                    offhost_bindings::check_workers(w).map_err(to_py)?;
+                }
                 offhost_bindings::Engine::embedded(workers)
             }
             Some(u) => {
@@ -44,7 +47,7 @@ impl Engine {
                     ));
                 }
                 let options = crate::channel::link_options(tls_certificates);
-                py.detach(|| offhost_bindings::Engine::connect_with(u, &options))
+                crate::errors::detach(py, || offhost_bindings::Engine::connect_with(u, &options))?
                     .map_err(to_py)?
             }
         };
@@ -63,9 +66,7 @@ impl Engine {
         name: Option<&str>,
     ) -> PyResult<Pipeline> {
         let text = pipeline_text(pipeline)?;
-        let p = py
-            .detach(|| self.inner.submit_as(&text, name))
-            .map_err(to_py)?;
+        let p = crate::errors::detach(py, || self.inner.submit_as(&text, name))?.map_err(to_py)?;
         Ok(Pipeline { inner: Arc::new(p) })
     }
 
@@ -124,12 +125,12 @@ impl Pipeline {
     /// pipeline is behind.
     fn send(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let msg = self::data(data)?.to_vec();
-        py.detach(|| self.inner.send(name, msg)).map_err(to_py)
+        crate::errors::detach(py, || self.inner.send(name, msg))?.map_err(to_py)
     }
 
     /// Ends the stream of `host-in name=NAME`.
     fn close_input(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        py.detach(|| self.inner.close_input(name)).map_err(to_py)
+        crate::errors::detach(py, || self.inner.close_input(name))?.map_err(to_py)
     }
 
     /// Takes a host channel for this side now (`"in"` or `"out"`), so that `wait()` does not
@@ -144,7 +145,7 @@ impl Pipeline {
                 )))
             }
         };
-        py.detach(|| self.inner.attach(dir, name)).map_err(to_py)
+        crate::errors::detach(py, || self.inner.attach(dir, name))?.map_err(to_py)
     }
 
     /// The next buffer of `host-out name=NAME` as `bytes`, waiting at most `timeout`
@@ -167,8 +168,7 @@ impl Pipeline {
 
     /// An iterator over the buffers of `host-out name=NAME` (as `bytes`) until its end.
     fn output(&self, py: Python<'_>, name: &str) -> PyResult<OutputIter> {
-        py.detach(|| self.inner.attach(Dir::Out, name))
-            .map_err(to_py)?;
+        crate::errors::detach(py, || self.inner.attach(Dir::Out, name))?.map_err(to_py)?;
         Ok(OutputIter {
             pipeline: Arc::clone(&self.inner),
             name: name.to_owned(),
@@ -177,13 +177,13 @@ impl Pipeline {
 
     /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let v = py.detach(|| self.inner.status()).map_err(to_py)?;
+        let v = crate::errors::detach(py, || self.inner.status())?.map_err(to_py)?;
         Ok(json_to_py(py, &v.to_json())?.unbind())
     }
 
     /// Stops the sources; end of stream flows through and the pipeline finishes.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.stop()).map_err(to_py)
+        crate::errors::detach(py, || self.inner.stop())?.map_err(to_py)
     }
 
     /// Waits (at most `timeout` seconds; `None`: for ever; then `offhost.TimeoutError`)

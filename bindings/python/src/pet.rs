@@ -180,6 +180,13 @@ pub struct EventHistogrammer {
 impl EventHistogrammer {
     #[new]
     fn new(scanner: &Scanner, lower_kev: f64, upper_kev: f64) -> PyResult<Self> {
+        // What a record can hold: tenths of keV in a u16.
+        const MAX_KEV: f64 = 6553.5;
+        if !((0.0..=MAX_KEV).contains(&lower_kev) && (lower_kev..=MAX_KEV).contains(&upper_kev)) {
+            return Err(to_py(Error::Invalid(format!(
+                "lower_kev={lower_kev}, upper_kev={upper_kev}: need 0 <= lower_kev <= upper_kev <= {MAX_KEV}"
+            ))));
+        }
         let hist = Histogrammer::new(&scanner.inner, EnergyWindow::kev(lower_kev, upper_kev))
             .map_err(to_py)?;
         Ok(EventHistogrammer {
@@ -205,7 +212,7 @@ impl EventHistogrammer {
         let EventHistogrammer { hist, raw, events } = self;
         // Decoded and counted a block at a time, the histogrammer's own block size, so the
         // decoded events stay in the first-level cache.
-        py.detach(|| {
+        crate::errors::detach(py, || {
             for block in raw.chunks(RECORD_LEN * DECODE_BLOCK) {
                 events.clear();
                 events.extend(
@@ -215,14 +222,14 @@ impl EventHistogrammer {
                 );
                 hist.add(events);
             }
-        });
+        })?;
         Ok(())
     }
 
     /// Counts the increments still waiting in buckets (large sinograms batch them).
-    fn flush(&mut self, py: Python<'_>) {
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
         let hist = &mut self.hist;
-        py.detach(|| hist.flush());
+        crate::errors::detach(py, || hist.flush())
     }
 
     /// The sinogram so far as little-endian i32 bytes.
@@ -265,7 +272,7 @@ impl PetlinkHistogrammer {
             )));
         }
         let PetlinkHistogrammer { hist, words } = self;
-        py.detach(|| {
+        crate::errors::detach(py, || {
             words.clear();
             words.extend(
                 raw.chunks_exact(4)
@@ -273,7 +280,7 @@ impl PetlinkHistogrammer {
             );
             hist.add_words(words);
             hist.flush();
-        });
+        })?;
         Ok(())
     }
 
@@ -299,13 +306,12 @@ pub fn read_listmode<'py>(
     py: Python<'py>,
     path: PathBuf,
 ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyDict>)> {
-    let (events, h) = py
-        .detach(|| -> Result<_, Error> {
-            let mut r = Reader::open(&path)?;
-            let h = *r.header();
-            Ok((r.read_all()?, h))
-        })
-        .map_err(|e| at_path(&path, e))?;
+    let (events, h) = crate::errors::detach(py, || -> Result<_, Error> {
+        let mut r = Reader::open(&path)?;
+        let h = *r.header();
+        Ok((r.read_all()?, h))
+    })?
+    .map_err(|e| at_path(&path, e))?;
     let recs = PyByteArray::new_with(py, events.len() * RECORD_LEN, |b| {
         for (o, e) in b.chunks_exact_mut(RECORD_LEN).zip(&events) {
             o.copy_from_slice(&e.encode());
@@ -334,26 +340,25 @@ pub fn read_petlink(
     path: PathBuf,
     header: Option<PathBuf>,
 ) -> PyResult<(Bound<'_, PyByteArray>, Scanner)> {
-    let (words, h) = py
-        .detach(|| -> Result<_, Error> {
-            let hp = match header {
-                Some(h) => h,
-                None => petlink::find_header(&path).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "no Interfile header found beside {} (pass header=)",
-                        path.display()
-                    ))
-                })?,
-            };
-            let h = PetlinkHeader::read(&hp)?;
-            let mut r = PetlinkReader::open(&path, &h)?;
-            let (mut all, mut buf) = (Vec::new(), Vec::new());
-            while r.read_words(&mut buf, 1 << 16)? > 0 {
-                all.extend_from_slice(&buf);
-            }
-            Ok((all, h))
-        })
-        .map_err(|e| at_path(&path, e))?;
+    let (words, h) = crate::errors::detach(py, || -> Result<_, Error> {
+        let hp = match header {
+            Some(h) => h,
+            None => petlink::find_header(&path).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "no Interfile header found beside {} (pass header=)",
+                    path.display()
+                ))
+            })?,
+        };
+        let h = PetlinkHeader::read(&hp)?;
+        let mut r = PetlinkReader::open(&path, &h)?;
+        let (mut all, mut buf) = (Vec::new(), Vec::new());
+        while r.read_words(&mut buf, 1 << 16)? > 0 {
+            all.extend_from_slice(&buf);
+        }
+        Ok((all, h))
+    })?
+    .map_err(|e| at_path(&path, e))?;
     let recs = PyByteArray::new_with(py, words.len() * PETLINK_RECORD, |b| {
         let mut time_ms = 0u32;
         for (o, &w) in b.chunks_exact_mut(PETLINK_RECORD).zip(&words) {
@@ -394,13 +399,15 @@ fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Decoded<'py>> {
 /// Reads a sinogram file of `offhost pet hist`: (i32 bytes, scanner, final, detector_pairs).
 #[pyfunction]
 pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
-    let bytes = py.detach(|| std::fs::read(&path)).map_err(|e| {
+    let bytes = crate::errors::detach(py, || std::fs::read(&path))?.map_err(|e| {
         PyErr::from(std::io::Error::new(
             e.kind(),
             format!("read {}: {e}", path.display()),
         ))
     })?;
-    let (s, flags) = sinofile::decode(&bytes).map_err(|e| at_path(&path, e))?;
+    // Decoded holding the GIL: a panic in it is offhost.Error too.
+    let (s, flags) =
+        crate::errors::guarded(|| sinofile::decode(&bytes).map_err(|e| at_path(&path, e)))?;
     Ok((
         sino_bytes(py, &s)?,
         Scanner { inner: s.scanner },
@@ -413,7 +420,7 @@ pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
 /// detector_pairs).
 #[pyfunction]
 pub fn decode_sinogram<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Decoded<'py>> {
-    decoded(py, &bytes_of(data)?)
+    crate::errors::guarded(|| decoded(py, &bytes_of(data)?))
 }
 
 /// Reconstructs a sinogram (i32 bytes of `scanner`'s shape) into an image volume:
@@ -431,7 +438,12 @@ pub fn reconstruct<'py>(
     let method = match method {
         "fbp" => Method::Fbp,
         "fbp-hann" => Method::FbpHann,
-        "mlem" => Method::Mlem(iterations),
+        "mlem" if (1..=MAX_ITERATIONS).contains(&iterations) => Method::Mlem(iterations),
+        "mlem" => {
+            return Err(to_py(Error::Invalid(format!(
+                "iterations={iterations}: must be between 1 and {MAX_ITERATIONS}"
+            ))))
+        }
         other => {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "method {other:?}: expected fbp, fbp-hann or mlem"
@@ -448,12 +460,12 @@ pub fn reconstruct<'py>(
             raw.len()
         ))));
     }
-    let vol = py.detach(|| {
+    let vol = crate::errors::detach(py, || {
         for (d, c) in sino.data.iter_mut().zip(raw.chunks_exact(4)) {
             *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
         }
         offhost_pet::recon::reconstruct(&sino, method, detector_pairs)
-    });
+    })?;
     let img = PyByteArray::new_with(py, 4 * vol.data.len(), |b| {
         for (o, v) in b.chunks_exact_mut(4).zip(&vol.data) {
             o.copy_from_slice(&v.to_le_bytes());
@@ -462,6 +474,12 @@ pub fn reconstruct<'py>(
     })?;
     Ok((img, vol.slices, vol.n, vol.pixel_mm, vol.slice_mm))
 }
+
+/// Most MLEM iterations `reconstruct` runs (as the `recon` task).
+const MAX_ITERATIONS: usize = 10_000;
+
+/// Most events `simulate` makes in one call: 4 GiB of records.
+const MAX_SIM_EVENTS: usize = 1 << 28;
 
 /// Simulates `events` coincidences of a phantom on a scanner (the Monte Carlo source of
 /// `offhost pet sim`): list-mode records as bytes.
@@ -481,9 +499,13 @@ pub fn simulate<'py>(
             "unknown phantom {phantom:?} (nema, shepp-logan, cylinder)"
         )))
     })?;
-    let len = events
-        .checked_mul(RECORD_LEN)
-        .ok_or_else(|| to_py(Error::Invalid(format!("{events} events are too many"))))?;
+    if events > MAX_SIM_EVENTS {
+        return Err(to_py(Error::Invalid(format!(
+            "events={events}: must be at most {MAX_SIM_EVENTS} ({} GiB of records); simulate in parts",
+            (MAX_SIM_EVENTS * RECORD_LEN) >> 30
+        ))));
+    }
+    let len = events * RECORD_LEN;
     let cfg = offhost_pet::SimConfig {
         phantom,
         seed,
@@ -492,7 +514,13 @@ pub fn simulate<'py>(
         ..offhost_pet::SimConfig::default()
     };
     let mut src = offhost_pet::Source::new(&scanner.inner, cfg).map_err(to_py)?;
-    let mut out = vec![0u8; len];
-    py.detach(|| src.fill_records(&mut out));
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|e| {
+        to_py(Error::Invalid(format!(
+            "events={events}: {len} bytes of records: {e}"
+        )))
+    })?;
+    out.resize(len, 0);
+    crate::errors::detach(py, || src.fill_records(&mut out))?;
     Ok(PyByteArray::new(py, &out))
 }

@@ -273,7 +273,7 @@ fn outcome(c: &RawCompletion) -> Result<Option<u64>, QueueError> {
 impl Queue {
     #[new]
     fn new(py: Python<'_>, engine: String) -> PyResult<Queue> {
-        let q = py.detach(|| HostQueue::connect(&engine)).map_err(q_err)?;
+        let q = crate::errors::detach(py, || HostQueue::connect(&engine))?.map_err(q_err)?;
         Ok(Queue::of(q, engine))
     }
 
@@ -295,7 +295,7 @@ impl Queue {
         for (p, url) in peers {
             config = config.peer(p, url);
         }
-        let q = py.detach(|| HostQueue::in_host(config)).map_err(q_err)?;
+        let q = crate::errors::detach(py, || HostQueue::in_host(config))?.map_err(q_err)?;
         Ok(Queue::of(q, format!("in-host {name}")))
     }
 
@@ -425,7 +425,7 @@ impl Queue {
 
     /// Publishes what was pushed to the engine (one doorbell at most).
     fn submit(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.lock().q.submit()).map_err(q_err)
+        crate::errors::detach(py, || self.lock().q.submit())?.map_err(q_err)
     }
 
     /// Waits until at least `min` completions are ready (at most the submissions

@@ -26,6 +26,10 @@ pub struct EngineArgs {
     /// absolute paths and symlinks out of it are refused). Without it they open no files.
     #[arg(long, value_name = "DIR")]
     files: Option<PathBuf>,
+    /// Let submitted pipelines read devices, fifos and sockets beneath --files DIR too
+    /// (without it they read regular files only: a device such as /dev/zero never ends).
+    #[arg(long, requires = "files")]
+    files_allow_devices: bool,
     #[command(flatten)]
     access: crate::access_args::ServeAccess,
     /// Worker threads per pipeline (default: the number of cores, at most 4; never more than
@@ -155,9 +159,9 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     // Sockets passed by systemd (for --listen tls:systemd), read before any thread starts.
     offhost_link::read_passed_sockets();
     let files = match &args.files {
-        Some(d) => {
-            offhost_engine::Files::beneath(d).with_context(|| format!("--files {}", d.display()))?
-        }
+        Some(d) => offhost_engine::Files::beneath(d)
+            .with_context(|| format!("--files {}", d.display()))?
+            .allow_devices(args.files_allow_devices),
         None => offhost_engine::Files::Denied,
     };
     let options = args.access.link_options();

@@ -51,6 +51,10 @@ struct ServeArgs {
     /// files. The pipelines of the export files themselves see files as this process does.
     #[arg(long, value_name = "DIR")]
     files: Option<PathBuf>,
+    /// Let those pipelines read devices, fifos and sockets beneath --files DIR too (without
+    /// it they read regular files only).
+    #[arg(long, requires = "files")]
+    files_allow_devices: bool,
     #[command(flatten)]
     access: crate::access_args::ServeAccess,
     /// An export, NAME=KIND:ARG[,OPTION...], e.g. `disk=mem:1G,readonly` (repeatable; the first
@@ -103,9 +107,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         ),
         (false, None) => None,
         (true, None) => Some(Files::Denied),
-        (true, Some(d)) => {
-            Some(Files::beneath(d).with_context(|| format!("--files {}", d.display()))?)
-        }
+        (true, Some(d)) => Some(
+            Files::beneath(d)
+                .with_context(|| format!("--files {}", d.display()))?
+                .allow_devices(a.files_allow_devices),
+        ),
     };
     let exports = a
         .exports

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -27,6 +28,12 @@ impl ArgError {
             arg: Some(arg.into()),
             message: message.into(),
         }
+    }
+
+    /// `name=value` is outside the range the task allows: the message names the argument, the
+    /// value given and the range.
+    pub fn range(name: &str, value: impl fmt::Display, allowed: impl fmt::Display) -> ArgError {
+        ArgError::new(name, format!("{name}={value}: must be {allowed}"))
     }
 
     /// An error about the task as a whole (its ports, say).
@@ -77,18 +84,75 @@ impl Args {
             .ok_or_else(|| ArgError::new(name, format!("missing argument {name}=...")))
     }
 
-    /// Parses `name` as `T`; `Ok(None)` if absent.
+    /// Parses `name` as `T`; `Ok(None)` if absent. Text that reads as a number that is not
+    /// finite (`NaN`, `inf`, `-infinity`, `1e400`) is refused whatever `T` is: no task means
+    /// one.
     pub fn parse_opt<T: FromStr>(&self, name: &str) -> Result<Option<T>, ArgError>
     where
         T::Err: fmt::Display,
     {
         match self.get(name) {
             None => Ok(None),
+            Some(v) if v.trim().parse::<f64>().is_ok_and(|x| !x.is_finite()) => Err(ArgError::new(
+                name,
+                format!("{name}={v}: not a finite number"),
+            )),
             Some(v) => v
                 .parse::<T>()
                 .map(Some)
                 .map_err(|e| ArgError::new(name, format!("{name}={v}: {e}"))),
         }
+    }
+
+    /// Parses `name` as a number `T` (an integer or floating-point type) within `allowed`;
+    /// `Ok(None)` if absent. Out of range is an error naming the argument, its value and the
+    /// range.
+    pub fn parse_in_opt<T>(
+        &self,
+        name: &str,
+        allowed: RangeInclusive<T>,
+    ) -> Result<Option<T>, ArgError>
+    where
+        T: FromStr + PartialOrd + fmt::Display,
+        T::Err: fmt::Display,
+    {
+        match self.parse_opt::<T>(name)? {
+            None => Ok(None),
+            Some(v) if allowed.contains(&v) => Ok(Some(v)),
+            // The value as written (`1e-300`, not its 300 digits).
+            Some(_) => Err(ArgError::range(
+                name,
+                self.get(name).unwrap_or_default(),
+                format_args!("between {} and {}", allowed.start(), allowed.end()),
+            )),
+        }
+    }
+
+    /// Parses `name` as a number `T` within `allowed`, which must be present (or have a
+    /// default); see [`parse_in_opt`](Self::parse_in_opt).
+    pub fn parse_in<T>(&self, name: &str, allowed: RangeInclusive<T>) -> Result<T, ArgError>
+    where
+        T: FromStr + PartialOrd + fmt::Display,
+        T::Err: fmt::Display,
+    {
+        self.parse_in_opt(name, allowed)?
+            .ok_or_else(|| ArgError::new(name, format!("missing argument {name}=...")))
+    }
+
+    /// Parses `name` as a number of seconds within `allowed` (finite, and at most
+    /// [`MAX_SECONDS`] whatever `allowed` says, so that it always makes a [`Duration`]);
+    /// `Ok(None)` if absent.
+    ///
+    /// [`Duration`]: std::time::Duration
+    pub fn seconds_in_opt(
+        &self,
+        name: &str,
+        allowed: RangeInclusive<f64>,
+    ) -> Result<Option<std::time::Duration>, ArgError> {
+        let allowed = allowed.start().max(0.0)..=allowed.end().min(MAX_SECONDS);
+        Ok(self
+            .parse_in_opt::<f64>(name, allowed)?
+            .map(std::time::Duration::from_secs_f64))
     }
 
     /// Parses `name` as `T`, which must be present (or have a default).
@@ -113,7 +177,28 @@ impl Args {
             }),
         }
     }
+
+    /// Parses `name` as a byte count (as [`size_opt`](Self::size_opt)) within `allowed`;
+    /// `Ok(None)` if absent.
+    pub fn size_in_opt(
+        &self,
+        name: &str,
+        allowed: RangeInclusive<u64>,
+    ) -> Result<Option<u64>, ArgError> {
+        match self.size_opt(name)? {
+            Some(v) if !allowed.contains(&v) => Err(ArgError::range(
+                name,
+                v,
+                format_args!("between {} and {} bytes", allowed.start(), allowed.end()),
+            )),
+            v => Ok(v),
+        }
+    }
 }
+
+/// The most seconds [`Args::seconds_in_opt`] takes: about 31 years, far inside what a
+/// [`std::time::Duration`] holds.
+pub const MAX_SECONDS: f64 = 1e9;
 
 /// Documentation of one argument.
 #[derive(Debug, Clone, PartialEq, Eq)]

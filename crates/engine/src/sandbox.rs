@@ -14,6 +14,13 @@
 //! file to read is opened then (in a sandbox; with ambient access it is opened when the task
 //! first runs, as before); a file to write is checked then (its directory is opened beneath
 //! the root) and created when the task first runs.
+//!
+//! Beneath a directory a pipeline reads regular files only, unless the engine allows more
+//! ([`Files::allow_devices`], `--files-allow-devices`): a character device never ends (a
+//! stream of `/dev/zero` read 93 GiB in 4 s), a fifo's open waits for a writer, and a socket
+//! or directory is no file's contents. The path is opened without waiting (`O_NONBLOCK`) and
+//! what it opened is checked (`fstat`), so nothing swapped in between a check and the open
+//! gets through.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -32,10 +39,12 @@ pub enum Files {
 }
 
 /// The directory a sandboxed pipeline's paths resolve beneath.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Root {
-    dir: cap_std::fs::Dir,
+    dir: Arc<cap_std::fs::Dir>,
     path: PathBuf,
+    /// Whether a task may read what is not a regular file (devices, fifos, sockets).
+    devices: bool,
 }
 
 /// A file access a pipeline asked for and was refused.
@@ -57,6 +66,17 @@ pub enum FileError {
         root: String,
         /// Why (an escape is `PermissionDenied`: a path led outside).
         source: io::Error,
+    },
+    /// The path beneath the root is not a regular file (a device, fifo, socket or
+    /// directory), and the engine does not allow reading those.
+    #[error("file access refused for {path:?} beneath {root}: it is a {kind}, not a regular file (start the server with --files-allow-devices to allow devices, fifos and sockets)")]
+    NotRegular {
+        /// The path asked for.
+        path: String,
+        /// The root.
+        root: String,
+        /// What it is: `character device`, `fifo`...
+        kind: &'static str,
     },
 }
 
@@ -106,13 +126,72 @@ impl WriteFile {
 }
 
 impl Files {
-    /// Access beneath `dir` only.
+    /// Access beneath `dir` only, to read regular files (see [`allow_devices`](Self::allow_devices)).
     pub fn beneath(dir: &Path) -> io::Result<Files> {
         let d = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())?;
         Ok(Files::Beneath(Arc::new(Root {
-            dir: d,
+            dir: Arc::new(d),
             path: dir.to_owned(),
+            devices: false,
         })))
+    }
+
+    /// Beneath a directory: whether tasks may read what is not a regular file (character and
+    /// block devices, fifos, sockets); off unless allowed here. No effect on the other kinds
+    /// of access.
+    pub fn allow_devices(self, allow: bool) -> Files {
+        match self {
+            Files::Beneath(root) => Files::Beneath(Arc::new(Root {
+                devices: allow,
+                ..Root::clone(&root)
+            })),
+            other => other,
+        }
+    }
+
+    /// Opens `path` beneath `root` for reading: without waiting (a fifo with no writer), and
+    /// only a regular file unless the root allows devices.
+    fn open_beneath(&self, path: &str, root: &Root) -> Result<std::fs::File, FileError> {
+        use cap_std::fs::OpenOptionsExt;
+        let mut opts = cap_std::fs::OpenOptions::new();
+        // The flag's bits as `open` takes them: an `i32` of the same bits. Without it the
+        // open of a fifo waits for a writer, and the pipeline's build with it.
+        opts.read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let f = root
+            .dir
+            .open_with(path, &opts)
+            .map_err(|e| self.refused(path, root, e))?
+            .into_std();
+        let ft = f
+            .metadata()
+            .map_err(|e| self.refused(path, root, e))?
+            .file_type();
+        if !ft.is_file() && !root.devices {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = if ft.is_char_device() {
+                "character device"
+            } else if ft.is_block_device() {
+                "block device"
+            } else if ft.is_fifo() {
+                "fifo"
+            } else if ft.is_socket() {
+                "socket"
+            } else if ft.is_dir() {
+                "directory"
+            } else {
+                "special file"
+            };
+            return Err(FileError::NotRegular {
+                path: path.to_owned(),
+                root: root.path.display().to_string(),
+                kind,
+            });
+        }
+        // Reads wait again, as after a plain open (a fifo's, where devices are allowed).
+        rustix::fs::fcntl_setfl(&f, rustix::fs::OFlags::empty())
+            .map_err(|e| self.refused(path, root, e.into()))?;
+        Ok(f)
     }
 
     fn refused(&self, path: &str, root: &Root, source: io::Error) -> FileError {
@@ -133,13 +212,10 @@ impl Files {
             Files::Denied => Err(FileError::Denied {
                 path: path.to_owned(),
             }),
-            Files::Beneath(root) => match root.dir.open(path) {
-                Ok(f) => Ok(ReadFile {
-                    path: path.to_owned(),
-                    opened: Some(f.into_std()),
-                }),
-                Err(e) => Err(self.refused(path, root, e)),
-            },
+            Files::Beneath(root) => Ok(ReadFile {
+                path: path.to_owned(),
+                opened: Some(self.open_beneath(path, root)?),
+            }),
         }
     }
 
@@ -273,6 +349,77 @@ mod tests {
         names.sort();
         assert_eq!(names, ["a.txt", "link", "out.txt", "rel"]);
         assert!(f.list_dir("..").is_err());
+    }
+
+    #[test]
+    fn only_regular_files_are_read_beneath_the_root_unless_devices_are_allowed() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("plain"), b"bytes").unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let fifo = d.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(d.path().join("sock")).unwrap();
+        // A character device node (as /dev/zero) inside the directory, where this user may
+        // make one (root); the fifo and the socket stand in otherwise.
+        let zero = d.path().join("zero");
+        let have_dev = rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &zero,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            rustix::fs::makedev(1, 5),
+        )
+        .is_ok();
+        let f = Files::beneath(d.path()).unwrap();
+        // A socket does not open at all (ENXIO).
+        assert!(f.open("sock").is_err());
+        let mut kinds = vec![("fifo", "fifo"), ("sub", "directory")];
+        if have_dev {
+            kinds.push(("zero", "character device"));
+        }
+        for (name, kind) in &kinds {
+            // The open does not wait for a fifo's writer: it is refused at once.
+            let e = f.open(name).expect_err(name);
+            assert!(matches!(e, FileError::NotRegular { .. }), "{name}: {e}");
+            assert!(e.to_string().contains(&format!("it is a {kind}")), "{e}");
+            assert!(e.to_string().contains("--files-allow-devices"), "{e}");
+            assert!(f.read_to_string(name).is_err(), "{name}");
+        }
+        let mut s = String::new();
+        f.open("plain")
+            .unwrap()
+            .open()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s, "bytes");
+        // Allowed, the fifo opens, without waiting for a writer; then its reads wait for one.
+        let allowed = f.allow_devices(true);
+        let reader = allowed.open("fifo").unwrap();
+        let writer = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        (&writer).write_all(b"x").unwrap();
+        let mut one = [0u8; 1];
+        reader.open().unwrap().read_exact(&mut one).unwrap();
+        assert_eq!(&one, b"x");
+        if have_dev {
+            // A node on a filesystem mounted nodev does not open; elsewhere it reads zeros.
+            if let Ok(r) = allowed.open("zero") {
+                let mut z = [1u8; 4];
+                r.open().unwrap().read_exact(&mut z).unwrap();
+                assert_eq!(z, [0; 4]);
+            }
+        }
     }
 
     #[test]

@@ -119,12 +119,13 @@ impl Source {
         }
         let all_ok = ok(cfg.scatter_fraction)
             && cfg.scatter_fraction <= 1.0
+            && ok(cfg.singles_rate)
             && ok(cfg.energy_fwhm)
             && ok(cfg.tof_fwhm_ps)
             && ok(cfg.window_ns);
         if !all_ok {
             return Err(GeometryError::Invalid(
-                "scatter fraction must be in [0, 1]; resolutions and window non-negative".into(),
+                "scatter fraction must be in [0, 1]; singles rate, resolutions and window finite and non-negative".into(),
             ));
         }
         let cyl = Crystals::new(scanner);
@@ -315,10 +316,16 @@ impl Pacer {
         }
     }
 
-    /// Sleeps until `n` more events may be emitted, then counts them.
+    /// Sleeps until `n` more events may be emitted, then counts them. A rate that is not a
+    /// positive number does not wait; a time past what a `Duration` holds waits as long as
+    /// one can.
     pub fn wait(&mut self, n: u64) {
-        self.emitted += n;
-        let due = std::time::Duration::from_secs_f64(self.emitted as f64 / self.rate);
+        self.emitted = self.emitted.saturating_add(n);
+        if self.rate.is_nan() || self.rate <= 0.0 {
+            return;
+        }
+        let due = std::time::Duration::try_from_secs_f64(self.emitted as f64 / self.rate)
+            .unwrap_or(std::time::Duration::MAX);
         let now = self.start.elapsed();
         if due > now {
             std::thread::sleep(due - now);

@@ -154,7 +154,15 @@ unsafe fn take<T>(p: *mut T, what: &str) -> Result<T, Error> {
 unsafe fn free<T>(p: *mut T) {
     if !p.is_null() {
         // SAFETY: made by Box::into_raw in `put_handle`, freed once, as the caller promises.
-        drop(unsafe { Box::from_raw(p) });
+        let b = unsafe { Box::from_raw(p) };
+        // A panic while it ends (a pipeline stopped, a session closed) stops here: unwinding
+        // out of an `extern "C"` function aborts the caller's process.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(b))) {
+            set_message(&format!(
+                "offhost panicked: {}",
+                offhost_bindings::panic_message(p.as_ref())
+            ));
+        }
     }
 }
 
@@ -627,8 +635,8 @@ pub unsafe extern "C" fn offhost_message_free(message: *mut offhost_message) {
     unsafe { free(message) }
 }
 
-/// The embedded engine: pipelines on `workers` threads of this process (0: the default),
-/// with the built-in and PET tasks.
+/// The embedded engine: pipelines on `workers` threads of this process (0: the default; more
+/// than 64, the pipeline budget's, is `INVALID_ARGUMENT`), with the built-in and PET tasks.
 ///
 /// # Safety
 /// `out` is storage for the handle.
@@ -637,8 +645,11 @@ pub unsafe extern "C" fn offhost_engine_embedded(
     workers: usize,
     out: *mut *mut offhost_engine,
 ) -> offhost_status {
-    // SAFETY: as the caller promises for `out`.
-    call(|| unsafe { put_handle(out, offhost_engine::embedded(workers)) })
+    call(|| {
+        let e = offhost_engine::embedded(workers)?;
+        // SAFETY: as the caller promises for `out`.
+        unsafe { put_handle(out, e) }
+    })
 }
 
 /// Connects to an engine daemon (`offhost engine --listen URL`).

@@ -1,6 +1,6 @@
 //! Audio tasks on 16-bit signed little-endian PCM: `tone`, `mix`, `mulaw`, `alaw`.
 
-use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
+use crate::registry::{ArgError, Args, Build, Registry, TaskInfo, MAX_SECONDS};
 use crate::task::{Context, Priority, Status, Task, TaskError};
 use crate::tasks::convert::{converter, Convert, FrameCarry};
 use crate::tasks::g711;
@@ -126,6 +126,10 @@ impl Convert for Mix {
         });
         Ok(())
     }
+
+    fn flush(&mut self, _out: &mut Vec<u8>) -> Result<(), TaskError> {
+        self.frames.finish("mix")
+    }
 }
 
 /// Encodes 16-bit samples with a 64 Ki-entry table.
@@ -146,42 +150,43 @@ impl Convert for Companding {
         });
         Ok(())
     }
-}
 
-fn positive<T: PartialOrd + Default + std::fmt::Display>(name: &str, v: T) -> Result<T, ArgError> {
-    if v > T::default() {
-        Ok(v)
-    } else {
-        Err(ArgError::new(name, format!("{name}={v}: must be positive")))
+    fn flush(&mut self, _out: &mut Vec<u8>) -> Result<(), TaskError> {
+        self.frames.finish("G.711 encoding")
     }
 }
+
+/// Most channels `mix` takes: a frame of 2 KiB, so that the partial frame it keeps and the
+/// buffers it works on stay small.
+pub const MAX_MIX_CHANNELS: usize = 1024;
+
+/// Most channels `tone` generates.
+const MAX_TONE_CHANNELS: usize = 8;
 
 fn tone(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let rate = positive("rate", args.parse::<u32>("rate")?)?;
-    let channels = positive("channels", args.parse::<usize>("channels")?)?;
-    if channels > 8 {
-        return Err(ArgError::new("channels", "channels: at most 8"));
-    }
-    let f1: f64 = args.parse("freq")?;
-    let f2: f64 = args.parse("freq2")?;
-    let amp: f64 = args.parse("amp")?;
-    if !(0.0..=1.0).contains(&amp) {
-        return Err(ArgError::new(
-            "amp",
-            format!("amp={amp}: must be between 0 and 1"),
-        ));
-    }
-    for (n, f) in [("freq", f1), ("freq2", f2)] {
-        if !(f >= 0.0 && f < rate as f64 / 2.0) {
-            return Err(ArgError::new(
+    let rate = args.parse_in::<u32>("rate", 1..=u32::MAX)?;
+    let channels = args.parse_in::<usize>("channels", 1..=MAX_TONE_CHANNELS)?;
+    let amp = args.parse_in::<f64>("amp", 0.0..=1.0)?;
+    let freq = |n: &str| {
+        let f = args.parse_in::<f64>(n, 0.0..=rate as f64 / 2.0)?;
+        if f < rate as f64 / 2.0 {
+            Ok(f)
+        } else {
+            Err(ArgError::range(
                 n,
-                format!("{n}={f}: must be between 0 and half the rate ({rate})"),
-            ));
+                f,
+                format_args!("at least 0 and below half the rate ({rate} Hz)"),
+            ))
         }
-    }
-    let seconds = args.parse_opt::<f64>("seconds")?;
-    if let Some(s) = seconds {
-        positive("seconds", s)?;
+    };
+    let (f1, f2) = (freq("freq")?, freq("freq2")?);
+    let seconds = args.parse_in_opt::<f64>("seconds", 0.0..=MAX_SECONDS)?;
+    if seconds == Some(0.0) {
+        return Err(ArgError::range(
+            "seconds",
+            0,
+            format_args!("above 0 and at most {MAX_SECONDS}"),
+        ));
     }
     let freqs: Vec<f64> = (0..channels)
         .map(|c| if c % 2 == 0 { f1 } else { f2 })
@@ -190,7 +195,7 @@ fn tone(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
 }
 
 fn mix(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let channels = positive("channels", args.parse::<usize>("channels")?)?;
+    let channels = args.parse_in::<usize>("channels", 1..=MAX_MIX_CHANNELS)?;
     Ok(converter(Mix {
         channels,
         frames: FrameCarry::new(2 * channels),

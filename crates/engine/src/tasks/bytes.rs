@@ -304,7 +304,7 @@ pub(crate) fn register(r: &mut Registry) {
             Ok(Box::new(Generate {
                 left: size(a, "bytes")?,
                 rng: None,
-                value: a.parse("value")?,
+                value: a.parse_in::<u64>("value", 0..=255)? as u8,
                 rewrite: a.parse("rewrite")?,
             }))
         },

@@ -57,6 +57,18 @@ impl FrameCarry {
     pub fn pending(&self) -> usize {
         self.carry.len()
     }
+
+    /// At the end of the stream: an error if a partial frame is held back, which `task` would
+    /// otherwise drop without a word.
+    pub fn finish(&self, task: &str) -> Result<(), TaskError> {
+        match self.carry.len() {
+            0 => Ok(()),
+            n => Err(TaskError::BadInput(format!(
+                "{task}: the stream ended with {n} bytes that are not a whole frame of {} bytes",
+                self.frame
+            ))),
+        }
+    }
 }
 
 struct Converting<C> {
@@ -150,5 +162,17 @@ mod tests {
         }
         assert_eq!(seen, (1..=12).collect::<Vec<u8>>());
         assert_eq!(fc.pending(), 0);
+        assert!(fc.finish("t").is_ok());
+    }
+
+    #[test]
+    fn a_partial_frame_at_the_end_is_an_error_not_dropped() {
+        let mut fc = FrameCarry::new(4);
+        fc.feed(&[1, 2, 3, 4, 5], |_| {});
+        let e = fc.finish("mix").unwrap_err().to_string();
+        assert!(
+            e.contains("1 bytes that are not a whole frame of 4 bytes"),
+            "{e}"
+        );
     }
 }

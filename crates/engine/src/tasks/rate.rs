@@ -235,6 +235,7 @@ impl Convert for Rate {
     }
 
     fn flush(&mut self, out: &mut Vec<u8>) -> Result<(), TaskError> {
+        self.frames.finish("rate")?;
         // Push the filter's delay out with silence.
         let pad = self.rs.taps() / 2 + 1;
         self.rs
@@ -255,25 +256,14 @@ fn put_samples(samples: &mut Vec<i16>, out: &mut Vec<u8>) {
 }
 
 fn rate(args: &Args, _b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
-    let from: u32 = args.parse("from")?;
-    let to: u32 = args.parse("to")?;
-    if from == 0 || to == 0 {
-        return Err(ArgError::new(
-            if from == 0 { "from" } else { "to" },
-            "rates must be positive",
-        ));
-    }
+    let from = args.parse_in::<u32>("from", 1..=u32::MAX)?;
+    let to = args.parse_in::<u32>("to", 1..=u32::MAX)?;
+    // Finite here; its range (below the lower Nyquist frequency) is the resampler's to check.
     let passband = match args.parse_opt::<f64>("passband")? {
         Some(p) => p,
         None => 0.375 * from.min(to) as f64,
     };
-    let atten: f64 = args.parse("atten")?;
-    if !(20.0..=150.0).contains(&atten) {
-        return Err(ArgError::new(
-            "atten",
-            format!("atten={atten}: must be between 20 and 150 dB"),
-        ));
-    }
+    let atten = args.parse_in::<f64>("atten", 20.0..=150.0)?;
     let rs = Resampler::new(from, to, passband, atten)
         .map_err(|e| ArgError::new("passband", e.to_string()))?;
     Ok(converter(Rate {

@@ -41,6 +41,15 @@ impl Task for WavIn {
                 return Ok(Status::Blocked);
             };
             let room = b.remaining() / frame * frame / 2;
+            if room == 0 {
+                // Reading nothing would end the stream here, the file's samples dropped.
+                return Err(TaskError::Failed(format!(
+                    "{}: a frame of {} channels ({frame} bytes) does not fit the output's buffers of {} bytes",
+                    self.path,
+                    r.spec().channels,
+                    b.remaining()
+                )));
+            }
             let mut n = 0;
             {
                 let out = b.unfilled();
@@ -107,7 +116,10 @@ impl Task for WavOut {
                     }
                 }
                 Get::Empty => return Ok(Status::Blocked),
-                Get::Closed => return Ok(Status::Done),
+                Get::Closed => {
+                    self.frames.finish(&format!("wav {path}"))?;
+                    return Ok(Status::Done);
+                }
             }
         }
     }
@@ -121,6 +133,9 @@ impl Task for WavOut {
     }
 }
 
+/// Most channels `wav` writes: a frame of 2 KiB, as `mix` takes.
+const MAX_WAV_CHANNELS: u16 = 1024;
+
 fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let path = args.required("path")?.to_string();
     match (b.inputs(), b.outputs()) {
@@ -130,11 +145,9 @@ fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             reader: None,
         })),
         (1, 0) => {
-            let rate: u32 = args.parse("rate")?;
-            let channels: u16 = args.parse("channels")?;
-            if rate == 0 || channels == 0 {
-                return Err(ArgError::new("rate", "rate and channels must be positive"));
-            }
+            let channels = args.parse_in::<u16>("channels", 1..=MAX_WAV_CHANNELS)?;
+            // The header's byte rate (rate x channels x 2) is a u32.
+            let rate = args.parse_in::<u32>("rate", 1..=u32::MAX / (2 * u32::from(channels)))?;
             Ok(Box::new(WavOut {
                 dst: b.files().create(&path).map_err(|e| e.arg("path"))?,
                 path,

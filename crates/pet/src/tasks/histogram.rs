@@ -196,9 +196,9 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let span = super::span_arg(a, &scanner)?;
     let hist = match a.get("format").unwrap_or("offhost") {
         "offhost" => {
-            let window = match (a.parse_opt::<f64>("lower")?, a.parse_opt::<f64>("upper")?) {
+            let window = match super::window_args(a)? {
                 (None, None) => EnergyWindow::open(),
-                (lo, hi) => EnergyWindow::kev(lo.unwrap_or(0.0), hi.unwrap_or(6553.5)),
+                (lo, hi) => EnergyWindow::kev(lo.unwrap_or(0.0), hi.unwrap_or(super::MAX_KEV)),
             };
             let h = Histogrammer::new(&scanner.with_span(span), window)
                 .map_err(|e| ArgError::task(e.to_string()))?;

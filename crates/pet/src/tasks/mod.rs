@@ -43,6 +43,17 @@ pub(crate) fn scanner_arg(a: &Args) -> Result<Scanner, ArgError> {
     Scanner::preset(name).map_err(|e| ArgError::new("scanner", e.to_string()))
 }
 
+/// The highest energy level a list-mode record holds, keV (a `u16` of tenths).
+pub(crate) const MAX_KEV: f64 = 6553.5;
+
+/// An energy window's `lower=` and `upper=` levels, keV: finite, `0 <= lower <= upper <=
+/// 6553.5`; each `None` where absent.
+pub(crate) fn window_args(a: &Args) -> Result<(Option<f64>, Option<f64>), ArgError> {
+    let lower = a.parse_in_opt::<f64>("lower", 0.0..=MAX_KEV)?;
+    let upper = a.parse_in_opt::<f64>("upper", lower.unwrap_or(0.0)..=MAX_KEV)?;
+    Ok((lower, upper))
+}
+
 /// `span=N` or `span=ssrb`.
 pub(crate) fn span_arg(a: &Args, s: &Scanner) -> Result<u32, ArgError> {
     match a.get("span") {

@@ -78,6 +78,9 @@ impl Task for Recon {
     }
 }
 
+/// Most slices per row of the PNG (a row wider than the volume has slices is cut to them).
+const MAX_COLUMNS: usize = 1024;
+
 pub(super) fn register(r: &mut Registry) {
     r.register(
         TaskInfo::new(
@@ -94,14 +97,7 @@ pub(super) fn register(r: &mut Registry) {
                 "fbp" => Method::Fbp,
                 "fbp-hann" => Method::FbpHann,
                 "mlem" => {
-                    let it: usize = a.parse("iterations")?;
-                    if !(1..=MAX_ITERATIONS).contains(&it) {
-                        return Err(ArgError::new(
-                            "iterations",
-                            format!("iterations={it}: must be 1 to {MAX_ITERATIONS}"),
-                        ));
-                    }
-                    Method::Mlem(it)
+                    Method::Mlem(a.parse_in::<usize>("iterations", 1..=MAX_ITERATIONS)?)
                 }
                 other => {
                     return Err(ArgError::new(
@@ -113,7 +109,7 @@ pub(super) fn register(r: &mut Registry) {
             Ok(Box::new(Recon {
                 method,
                 png: b.files().create(a.required("png")?).map_err(|e| e.arg("png"))?,
-                columns: a.parse("columns")?,
+                columns: a.parse_in::<usize>("columns", 1..=MAX_COLUMNS)?,
                 latest: None,
                 received: 0,
                 summary: None,

@@ -67,6 +67,9 @@ impl Task for PetSim {
     }
 }
 
+/// The highest event, singles and pacing rate `pet-sim` takes, per second.
+const MAX_RATE: f64 = 1e12;
+
 fn pet_sim(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let scanner = super::scanner_arg(a)?;
     let phantom_name = a.required("phantom")?;
@@ -79,12 +82,19 @@ fn pet_sim(a: &Args, _: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
     let cfg = SimConfig {
         phantom,
         seed: a.parse("seed")?,
-        rate: a.parse("rate")?,
-        scatter_fraction: a.parse("scatter")?,
-        singles_rate: a.parse("singles")?,
+        rate: a.parse_in::<f64>("rate", 1.0..=MAX_RATE)?,
+        scatter_fraction: a.parse_in::<f64>("scatter", 0.0..=1.0)?,
+        singles_rate: a.parse_in::<f64>("singles", 0.0..=MAX_RATE)?,
         ..SimConfig::default()
     };
-    let pace: f64 = a.parse("pace")?;
+    let pace = a.parse_in::<f64>("pace", 0.0..=MAX_RATE)?;
+    if pace > 0.0 && pace < 1.0 {
+        return Err(ArgError::range(
+            "pace",
+            a.get("pace").unwrap_or_default(),
+            format_args!("0 (full speed) or between 1 and {MAX_RATE} events per second"),
+        ));
+    }
     let src = Source::new(&scanner, cfg).map_err(|e| ArgError::task(e.to_string()))?;
     Ok(Box::new(PetSim {
         src,

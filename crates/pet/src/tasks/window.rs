@@ -108,14 +108,9 @@ pub(super) fn register(r: &mut Registry) {
         .arg("lower", "435", "lower level, keV")
         .arg("upper", "650", "upper level, keV"),
         |a: &Args, _: &mut Build<'_>| {
-            let lower: f64 = a.parse("lower")?;
-            let upper: f64 = a.parse("upper")?;
-            if !(0.0..=6553.5).contains(&lower) || !(lower..=6553.5).contains(&upper) {
-                return Err(ArgError::new(
-                    "upper",
-                    "need 0 <= lower <= upper <= 6553.5 keV",
-                ));
-            }
+            let (Some(lower), Some(upper)) = super::window_args(a)? else {
+                return Err(ArgError::task("give lower= and upper="));
+            };
             let w = crate::sinogram::EnergyWindow::kev(lower, upper);
             Ok(Box::new(Window {
                 lower: w.lower,
