@@ -73,8 +73,8 @@ pub struct RecvArgs {
     #[arg(long, conflicts_with = "from")]
     via: Option<String>,
     /// With --via: give up when no message came for this many seconds.
-    #[arg(long, value_name = "SECS", requires = "via")]
-    idle_timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", requires = "via", value_parser = offhost_units::parse_seconds)]
+    idle_timeout: Option<std::time::Duration>,
     #[command(flatten)]
     flags: ChannelFlags,
     #[command(flatten)]

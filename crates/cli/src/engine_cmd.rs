@@ -60,8 +60,8 @@ pub struct OffloadArgs {
     peers: Vec<String>,
     /// Retry a failed peer link for this long, sending unacknowledged messages again, before
     /// they fail (default 0: they fail at once).
-    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
-    retry_for: f64,
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = offhost_units::parse_seconds)]
+    retry_for: std::time::Duration,
     /// Close a peer link from which nothing came for this long.
     #[arg(long, value_name = "MS", default_value_t = 750)]
     link_timeout: u64,
@@ -119,7 +119,7 @@ impl OffloadArgs {
         let mut pc =
             PeerConfig::new(&self.name)
                 .options(options)
-                .retry_for(std::time::Duration::from_secs_f64(self.retry_for.max(0.0)))
+                .retry_for(self.retry_for)
                 .link_timeout(std::time::Duration::from_millis(self.link_timeout.max(1)))
                 .max_links(self.max_links)
                 .certified_names(self.certified_peers)

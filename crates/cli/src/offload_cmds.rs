@@ -45,12 +45,11 @@ pub fn send(engine: &str, address: &str, chunk: u64, flags: &SendFlags) -> Resul
 }
 
 /// Writes the messages of `channel` at the engine `engine` to stdout until the end mark.
-pub fn recv(engine: &str, channel: &str, idle: Option<f64>) -> Result<()> {
+pub fn recv(engine: &str, channel: &str, idle: Option<Duration>) -> Result<()> {
     let mut q = connect(engine)?;
     let ch = q
         .open(channel, OpenOptions::bulk())
         .with_context(|| format!("open {channel} via {engine}"))?;
-    let idle = idle.map(|s| Duration::from_secs_f64(s.max(0.0)));
     let mut out = std::io::stdout().lock();
     offload::recv_all(&mut q, ch, &mut out, idle)
         .with_context(|| format!("receive {channel} via {engine}"))?;

@@ -39,9 +39,9 @@ pub struct RunArgs {
     /// Source of a host-in channel, NAME=PATH ('-' for standard input).
     #[arg(long = "in", value_name = "NAME=PATH")]
     pub ins: Vec<String>,
-    /// Stop the sources after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Stop the sources after this long: seconds (`10`, `0.5`) or with a unit (`500ms`).
+    #[arg(long, value_parser = offhost_units::parse_seconds)]
+    pub duration: Option<Duration>,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
@@ -86,7 +86,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         budget: args.budget.budget(),
         outs: &args.outs,
         ins: &args.ins,
-        duration: args.duration.map(Duration::from_secs_f64),
+        duration: args.duration,
         json: args.json,
     };
     let bar = if args.quiet || !std::io::stderr().is_terminal() {
