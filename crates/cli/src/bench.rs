@@ -379,38 +379,10 @@ fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printe
             .map_err(anyhow::Error::msg)?;
     let o = offload::Options {
         exe,
-        experiment: experiment.clone(),
+        experiment,
         ..a.o
     };
-    Ok(match experiment {
-        offload::Experiment::Table => {
-            let (rows, note) = offload::table(&o, bar)?;
-            let mut notes: Vec<String> = note.into_iter().collect();
-            if let Some(dir) = &a.plot {
-                let files = offload::plots(dir, &rows)
-                    .with_context(|| format!("--plot {}", dir.display()))?;
-                notes.extend(files.iter().map(|f| format!("wrote {}", f.display())));
-            }
-            let text = if a.json {
-                report::to_json(&rows) + "\n"
-            } else {
-                offload::text_table(&rows)
-            };
-            (text, notes)
-        }
-        offload::Experiment::Rate {
-            rate,
-            burst,
-            seconds,
-        } => {
-            let r = offload::rate(&o, rate, burst, seconds, bar)?;
-            (show(a.json, &r, offload::RateReport::text)?, vec![])
-        }
-        offload::Experiment::Priority { round_trips } => {
-            let r = offload::priority(&o, round_trips, bar)?;
-            (show(a.json, &r, offload::PriorityReport::text)?, vec![])
-        }
-    })
+    Ok(offload::report(&o, a.json, a.plot.as_deref(), bar)?)
 }
 
 fn suite_cmd(bench: &str, a: SuiteArgs, bar: &ProgressBar) -> Result<Printed> {

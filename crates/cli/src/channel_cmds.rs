@@ -191,18 +191,7 @@ pub fn serve_echo(
         offhost_link::serve_echo(&server)?;
         return Ok(());
     }
-    let session = server.accept().context("accept a host")?;
-    let mut n = 0;
-    std::thread::scope(|s| {
-        while let Ok(ch) = session.accept() {
-            n += 1;
-            s.spawn(move || {
-                if let Err(e) = offhost_link::echo_channel(&ch) {
-                    eprintln!("echo: channel {:?}: {e}", ch.name());
-                }
-            });
-        }
-    });
+    let n = offhost_link::serve_echo_once(&server).context("accept a host")?;
     eprintln!("echo: host left after {n} channels");
     Ok(())
 }

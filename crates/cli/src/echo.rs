@@ -64,41 +64,8 @@ pub fn run(args: EchoArgs) -> Result<()> {
     listener.set_allowed_uids(args.access.allow_uids.clone());
     eprintln!("echo: listening on shm:{addr}");
     let mode = args.mode.map(|m| (m, Duration::from_micros(args.spin_us)));
-    loop {
-        match listener.accept_with(mode) {
-            Ok(ep) => {
-                let (m, _) = ep.mode();
-                eprintln!("echo: host connected ({m})");
-                match offhost_shm::echo_with(ep, args.touch) {
-                    Ok(s) => eprintln!(
-                        "echo: host left after {} records, {} bytes",
-                        s.records, s.bytes
-                    ),
-                    Err(e) => eprintln!("echo: link failed: {e}"),
-                }
-            }
-            Err(e) => eprintln!("echo: rejected a host: {e}"),
-        }
-        if args.once {
-            return Ok(());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shm_addresses_parse_or_say_what_is_wrong() {
-        assert_eq!(shm_addr("shm:/tmp/x"), Ok("/tmp/x".into()));
-        assert_eq!(shm_addr("shm:@e"), Ok("@e".into()));
-        for (bad, why) in [
-            ("shm:", "needs a socket"),
-            ("mem:", "in-process"),
-            ("tcp:1", "unknown"),
-        ] {
-            assert!(shm_addr(bad).unwrap_err().contains(why), "{bad}");
-        }
-    }
+    offhost_shm::serve_echo(&listener, mode, args.touch, args.once, |e| {
+        eprintln!("echo: {e}")
+    });
+    Ok(())
 }

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context as _};
-use offhost_engine::{EngineConfig, Registry, Stats};
+use offhost_engine::{EngineConfig, Registry};
 use offhost_link::peer::PeerConfig;
-use offhost_node::daemon::{sorted_json, Daemon, PipelineState, Reply, Status};
+use offhost_node::daemon::{sorted_json, Daemon, Reply, Status};
 use offhost_node::jobs::daemon::DaemonJob;
 use offhost_node::jobs::placed::{self, PlacedJob};
-use offhost_node::jobs::table::{render, render_engines};
+use offhost_node::jobs::table::render_status;
 use offhost_node::names::PipelineRef;
 use offhost_node::offload::{HostLimits, Offload, OffloadConfig};
 
@@ -241,17 +241,9 @@ pub struct SubmitArgs {
 }
 
 fn print_state(v: &Status, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", sorted_json(&Reply::Ok(v), true));
-        return Ok(());
-    }
-    let named = match &v.name {
-        Some(n) => format!(" ({n})"),
-        None => String::new(),
-    };
-    println!("pipeline {}{named} {}", v.id, v.state);
-    if let Some(stats) = &v.stats {
-        print!("{}", render(stats));
+    match json {
+        true => println!("{}", sorted_json(&Reply::Ok(v), true)),
+        false => print!("{}", render_status(v)),
     }
     Ok(())
 }
@@ -336,55 +328,16 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     }
 }
 
-/// What `--json` prints for a placed job: its parts.
-#[derive(serde::Serialize)]
-struct PartsJson<'a> {
-    engines: Vec<PartJson<'a>>,
-}
-
-/// One part of [`PartsJson`]: where it ran, and its final state (`null`s when not waited for).
-#[derive(serde::Serialize)]
-struct PartJson<'a> {
-    engine: &'a str,
-    part: &'a str,
-    url: &'a str,
-    id: u64,
-    state: Option<PipelineState>,
-    error: Option<&'a str>,
-    stats: Option<&'a Stats>,
-}
-
-impl<'a> PartJson<'a> {
-    fn of(p: &'a placed::PartOutcome) -> Self {
-        let s = p.state.as_ref();
-        PartJson {
-            engine: &p.engine,
-            part: &p.part,
-            url: &p.url,
-            id: p.id,
-            state: s.map(|s| s.state),
-            error: s.and_then(|s| s.error.as_deref()),
-            stats: s.and_then(|s| s.stats.as_ref()),
-        }
-    }
-}
-
 /// Prints the parts' states on standard error and their statistics as one table, each row
 /// naming its part (the engine, `ENGINE+N` for a later stage), or JSON, one object per part.
 fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
     if json {
-        let engines: Vec<PartJson<'_>> = done.parts.iter().map(PartJson::of).collect();
-        println!("{}", sorted_json(&PartsJson { engines }, true));
+        println!("{}", done.json());
         return Ok(());
     }
-    let mut rows = Vec::new();
     for p in &done.parts {
-        let state = p.state.as_ref().map_or("unknown", |s| s.state.as_str());
-        eprintln!("engine {} ({}): pipeline {} {state}", p.part, p.url, p.id);
-        if let Some(stats) = p.state.as_ref().and_then(|s| s.stats.clone()) {
-            rows.push((p.part.clone(), stats));
-        }
+        eprintln!("{}", p.line());
     }
-    print!("{}", render_engines(&rows, done.file_lines));
+    print!("{}", done.table());
     Ok(())
 }

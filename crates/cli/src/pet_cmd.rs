@@ -25,40 +25,10 @@ enum PetCmd {
     Recon(ReconArgs),
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    /// offhost's own 16-byte records.
-    Offhost,
-    /// Siemens PETLINK 32-bit words.
-    Petlink,
-}
-
 #[derive(clap::Args, Debug)]
 struct SimArgs {
-    /// Output list-mode file.
-    #[arg(short, long)]
-    out: PathBuf,
-    /// Scanner preset (demo, mmr).
-    #[arg(long, default_value = "demo")]
-    scanner: String,
-    /// Phantom (nema, shepp-logan, cylinder).
-    #[arg(long, default_value = "nema")]
-    phantom: String,
-    /// Events to write.
-    #[arg(long, default_value_t = 1_000_000)]
-    events: u64,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Acquisition count rate, events per second of scan time.
-    #[arg(long, default_value_t = 4.0e6)]
-    rate: f64,
-    /// Emit at most this many events per wall-clock second (0 = full speed).
-    #[arg(long, default_value_t = 0.0)]
-    pace: f64,
-    /// Scatter fraction of true events.
-    #[arg(long, default_value_t = 0.3)]
-    scatter: f64,
+    #[command(flatten)]
+    job: files::SimJob,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -70,7 +40,7 @@ struct StatArgs {
     file: PathBuf,
     /// File format.
     #[arg(long, value_enum, default_value = "offhost")]
-    format: Format,
+    format: ListFormat,
     /// PETLINK Interfile header (default: the .hdr beside the file that names it).
     #[arg(long)]
     header: Option<PathBuf>,
@@ -88,7 +58,7 @@ struct HistArgs {
     out: PathBuf,
     /// File format.
     #[arg(long, value_enum, default_value = "offhost")]
-    format: Format,
+    format: ListFormat,
     /// Scanner preset for offhost files (demo, mmr); PETLINK uses its header.
     #[arg(long, default_value = "demo")]
     scanner: String,
@@ -126,22 +96,9 @@ struct ReconArgs {
 
 /// Runs `offhost pet ...`.
 pub fn run(args: PetArgs) -> anyhow::Result<()> {
-    let fmt = |f: Format| match f {
-        Format::Offhost => ListFormat::Offhost,
-        Format::Petlink => ListFormat::Petlink,
-    };
     match args.cmd {
         PetCmd::Sim(a) => {
-            let job = files::SimJob {
-                out: a.out,
-                scanner: a.scanner,
-                phantom: a.phantom,
-                events: a.events,
-                seed: a.seed,
-                rate: a.rate,
-                pace: a.pace,
-                scatter: a.scatter,
-            };
+            let job = a.job;
             let pb = bar(job.events, "simulating");
             let r = files::simulate(&job, |n| pb.inc(n));
             pb.finish_and_clear();
@@ -149,13 +106,13 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             print_out(&serde_json::to_value(&r)?, a.json, || r.text());
         }
         PetCmd::Stat(a) => {
-            let (v, text) = files::stat(&a.file, fmt(a.format), a.header.as_deref())?;
+            let (v, text) = files::stat(&a.file, a.format, a.header.as_deref())?;
             print_out(&v, a.json, || text);
         }
         PetCmd::Hist(a) => {
             let job = files::HistJob {
                 file: a.file,
-                format: fmt(a.format),
+                format: a.format,
                 out: a.out,
                 scanner: a.scanner,
                 header: a.header,

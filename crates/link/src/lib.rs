@@ -59,7 +59,7 @@ pub use limits::{
 pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
 pub use options::LinkOptions;
-pub use server::{echo_channel, serve_echo, Server};
+pub use server::{echo_channel, serve_echo, serve_echo_once, Server};
 pub use session::Session;
 pub use shm::default_config as default_shm_config;
 pub use url::Endpoint;

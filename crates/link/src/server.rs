@@ -408,3 +408,21 @@ pub fn serve_echo(server: &Server) -> Result<(), LinkError> {
         }
     })
 }
+
+/// Serves echo to the first session `server` accepts, a thread per channel, and returns once
+/// it has ended (`offhost echo --once`): the number of channels it opened.
+pub fn serve_echo_once(server: &Server) -> Result<usize, LinkError> {
+    let session = server.accept()?;
+    let mut n = 0;
+    std::thread::scope(|s| {
+        while let Ok(ch) = session.accept() {
+            n += 1;
+            s.spawn(move || {
+                if let Err(e) = echo_channel(&ch) {
+                    tracing::info!("echo on channel {:?}: {e}", ch.name());
+                }
+            });
+        }
+    });
+    Ok(n)
+}

@@ -59,7 +59,7 @@ fn format(path: &Path) -> impl FnOnce(FormatError) -> FileJobError + '_ {
 }
 
 /// A list-mode file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ListFormat {
     /// offhost's own 16-byte records.
     Offhost,
@@ -67,24 +67,32 @@ pub enum ListFormat {
     Petlink,
 }
 
-/// A simulated acquisition.
-#[derive(Debug, Clone)]
+/// A simulated acquisition (its fields are `offhost pet sim`'s flags).
+#[derive(Debug, Clone, clap::Args)]
 pub struct SimJob {
     /// Output list-mode file.
+    #[arg(short, long)]
     pub out: PathBuf,
-    /// Scanner preset.
+    /// Scanner preset (demo, mmr).
+    #[arg(long, default_value = "demo")]
     pub scanner: String,
-    /// Phantom name.
+    /// Phantom (nema, shepp-logan, cylinder).
+    #[arg(long, default_value = "nema")]
     pub phantom: String,
     /// Events to write.
+    #[arg(long, default_value_t = 1_000_000)]
     pub events: u64,
     /// Random seed.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Count rate, events per second of scan time.
+    /// Acquisition count rate, events per second of scan time.
+    #[arg(long, default_value_t = 4.0e6)]
     pub rate: f64,
-    /// At most this many events per wall-clock second (0: full speed).
+    /// Emit at most this many events per wall-clock second (0 = full speed).
+    #[arg(long, default_value_t = 0.0)]
     pub pace: f64,
     /// Scatter fraction of true events.
+    #[arg(long, default_value_t = 0.3)]
     pub scatter: f64,
 }
 

@@ -1,5 +1,10 @@
 //! The echo engine (the seed's `nrate`): reflects every record back to its sender.
 
+use std::fmt;
+use std::time::Duration;
+
+use crate::config::Mode;
+use crate::connect::Listener;
 use crate::endpoint::Endpoint;
 use crate::error::ShmError;
 use crate::receiver::Receiver;
@@ -101,5 +106,61 @@ fn reflect_ready(
     match rx.try_recv()? {
         Some(rec) => forward(tx, rec, stats, touch).map(|()| true),
         None => Ok(false),
+    }
+}
+
+/// What happened to one host of [`serve_echo`]; its `Display` is a line for a log.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EchoEvent {
+    /// A host connected, waiting this way.
+    Connected(Mode),
+    /// It left, after this much was reflected.
+    Left(EchoStats),
+    /// Its link failed.
+    Failed(ShmError),
+    /// A host was turned away (its uid, its hello).
+    Rejected(ShmError),
+}
+
+impl fmt::Display for EchoEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EchoEvent::Connected(m) => write!(f, "host connected ({m})"),
+            EchoEvent::Left(s) => write!(
+                f,
+                "host left after {} records, {} bytes",
+                s.records, s.bytes
+            ),
+            EchoEvent::Failed(e) => write!(f, "link failed: {e}"),
+            EchoEvent::Rejected(e) => write!(f, "rejected a host: {e}"),
+        }
+    }
+}
+
+/// Serves the echo to one host after another on `listener` (`offhost echo --raw`), each
+/// waiting as `mode` says (or as it asks), reading every buffer with `touch` (see
+/// [`echo_with`]); after the first host with `once`. Tells `log` what happens to each.
+pub fn serve_echo(
+    listener: &Listener,
+    mode: Option<(Mode, Duration)>,
+    touch: bool,
+    once: bool,
+    mut log: impl FnMut(EchoEvent),
+) {
+    loop {
+        match listener.accept_with(mode) {
+            Ok(ep) => {
+                log(EchoEvent::Connected(ep.mode().0));
+                match echo_with(ep, touch) {
+                    Ok(s) => log(EchoEvent::Left(s)),
+                    Err(e) => log(EchoEvent::Failed(e)),
+                }
+            }
+            Err(e) => log(EchoEvent::Rejected(e)),
+        }
+        if once {
+            return;
+        }
     }
 }

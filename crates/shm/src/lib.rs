@@ -156,7 +156,7 @@ mod spin;
 
 pub use config::{Config, Mode};
 pub use connect::{connect, pair, Listener, Pending};
-pub use echo::{echo, echo_with, EchoStats};
+pub use echo::{echo, echo_with, serve_echo, EchoEvent, EchoStats};
 pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use handoff::Handoff;

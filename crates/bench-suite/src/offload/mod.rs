@@ -92,6 +92,11 @@ impl Experiment {
     ) -> std::result::Result<Experiment, String> {
         Ok(match name {
             "table" => Experiment::Table,
+            "rate" if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) => {
+                return Err(format!(
+                    "--seconds {seconds}: a number of seconds above 0 and at most a day"
+                ))
+            }
             "rate" => Experiment::Rate {
                 rate,
                 burst,
@@ -101,6 +106,51 @@ impl Experiment {
             o => return Err(format!("--experiment {o}: table, rate or priority")),
         })
     }
+}
+
+/// Runs the experiment `o.experiment` names and gives what `offhost bench offload` prints:
+/// the report as text (as JSON with `json`), and notes: the table's note, and the plots
+/// written into `plot` (the table only).
+pub fn report(
+    o: &Options,
+    json: bool,
+    plot: Option<&Path>,
+    bar: &ProgressBar,
+) -> Result<(String, Vec<String>)> {
+    fn shown<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<String> {
+        Ok(match json {
+            true => serde_json::to_string_pretty(v)? + "\n",
+            false => text(v),
+        })
+    }
+    Ok(match &o.experiment {
+        Experiment::Table => {
+            let (rows, note) = table(o, bar)?;
+            let mut notes: Vec<String> = note.into_iter().collect();
+            if let Some(dir) = plot {
+                let files =
+                    plots(dir, &rows).with_context(|| format!("--plot {}", dir.display()))?;
+                notes.extend(files.iter().map(|f| format!("wrote {}", f.display())));
+            }
+            let text = match json {
+                true => offhost_bench::report::to_json(&rows) + "\n",
+                false => text_table(&rows),
+            };
+            (text, notes)
+        }
+        &Experiment::Rate {
+            rate: r,
+            burst,
+            seconds,
+        } => {
+            let r = rate(o, r, burst, seconds, bar)?;
+            (shown(json, &r, RateReport::text)?, vec![])
+        }
+        &Experiment::Priority { round_trips } => {
+            let r = priority(o, round_trips, bar)?;
+            (shown(json, &r, PriorityReport::text)?, vec![])
+        }
+    })
 }
 
 /// What to run.

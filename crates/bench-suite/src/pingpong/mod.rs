@@ -460,6 +460,19 @@ fn vs_raw(rows: &mut [Row]) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn shm_addresses_parse_or_say_what_is_wrong() {
+        assert_eq!(shm_addr("shm:/tmp/x"), Ok("/tmp/x".into()));
+        assert_eq!(shm_addr("shm:@e"), Ok("@e".into()));
+        for (bad, why) in [
+            ("shm:", "needs a socket"),
+            ("mem:", "in-process"),
+            ("tcp:1", "unknown"),
+        ] {
+            assert!(shm_addr(bad).unwrap_err().contains(why), "{bad}");
+        }
+    }
+
     fn options(t: &[Transport], sizes: &[usize]) -> Options {
         let mut o = Options::new(t.to_vec(), sizes.to_vec(), PathBuf::from("/nonexistent"));
         o.iters = Some(40);

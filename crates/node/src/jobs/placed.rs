@@ -24,6 +24,72 @@ use crate::daemon::{Client, DaemonError, PipelineState, Status, Submitted};
 use crate::placement::{self, Plan};
 use offhost_engine::Registry;
 
+/// What `--json` prints for a placed job: its parts.
+#[derive(serde::Serialize)]
+pub(crate) struct PartsJson<'a> {
+    engines: Vec<PartJson<'a>>,
+}
+
+/// One part of [`PartsJson`]: where it ran, and its final state (`null`s when not waited for).
+#[derive(serde::Serialize)]
+struct PartJson<'a> {
+    engine: &'a str,
+    part: &'a str,
+    url: &'a str,
+    id: u64,
+    state: Option<PipelineState>,
+    error: Option<&'a str>,
+    stats: Option<&'a offhost_engine::Stats>,
+}
+
+impl<'a> PartJson<'a> {
+    pub(crate) fn of(p: &'a PartOutcome) -> Self {
+        let s = p.state.as_ref();
+        PartJson {
+            engine: &p.engine,
+            part: &p.part,
+            url: &p.url,
+            id: p.id,
+            state: s.map(|s| s.state),
+            error: s.and_then(|s| s.error.as_deref()),
+            stats: s.and_then(|s| s.stats.as_ref()),
+        }
+    }
+}
+
+impl PartOutcome {
+    /// `engine PART (URL): pipeline ID STATE`, as `offhost submit` says it on standard error.
+    pub fn line(&self) -> String {
+        let state = self.state.as_ref().map_or("unknown", |s| s.state.as_str());
+        format!(
+            "engine {} ({}): pipeline {} {state}",
+            self.part, self.url, self.id
+        )
+    }
+}
+
+impl PlacedOutcome {
+    /// The parts as JSON, one object per part (`null`s for a part not waited for), keys
+    /// sorted: what `offhost submit --json` prints.
+    pub fn json(&self) -> String {
+        let engines: Vec<PartJson<'_>> = self.parts.iter().map(PartJson::of).collect();
+        crate::daemon::sorted_json(&PartsJson { engines }, true)
+    }
+
+    /// The parts' statistics as one table, each row naming its part.
+    pub fn table(&self) -> String {
+        let rows: Vec<(String, offhost_engine::Stats)> = self
+            .parts
+            .iter()
+            .filter_map(|p| {
+                let stats = p.state.as_ref()?.stats.clone()?;
+                Some((p.part.clone(), stats))
+            })
+            .collect();
+        super::table::render_engines(&rows, self.file_lines)
+    }
+}
+
 /// How long the other parts get after the first failure to end by themselves (their links
 /// to the failed part break, and they fail naming it) before they are told to stop.
 pub const GRACE: Duration = Duration::from_millis(500);

@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use offhost_engine::Stats;
 
+use crate::daemon::Status;
+
 /// Formats a byte count with a binary unit.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -129,4 +131,18 @@ fn render_with(parts: &[(Option<&str>, &Stats)], file_lines: usize) -> String {
         }
     }
     s
+}
+
+/// A daemon pipeline's status as `offhost submit --status` prints it: `pipeline ID (NAME)
+/// STATE`, then its statistics table.
+pub fn render_status(s: &Status) -> String {
+    let named = match &s.name {
+        Some(n) => format!(" ({n})"),
+        None => String::new(),
+    };
+    let mut out = format!("pipeline {}{named} {}\n", s.id, s.state);
+    if let Some(stats) = &s.stats {
+        out.push_str(&render(stats));
+    }
+    out
 }
