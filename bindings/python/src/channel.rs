@@ -11,7 +11,7 @@ use crate::convert::{sliced, Slice};
 use crate::errors::{raise, to_py};
 use crate::loan::{Loan, Message};
 
-/// A link to an engine (the seed's OpenLink): `offhost.Session("shm:/tmp/echo.sock")`.
+/// A link to an engine (the paper's OpenLink): `offhost.Session("shm:/tmp/echo.sock")`.
 ///
 /// URLs: `shm:PATH` or `shm:@name` (shared memory, the memfd handed over a Unix socket),
 /// `unix:PATH`, `tls:HOST:PORT` (mutual TLS: `tls_certificates` names a directory in

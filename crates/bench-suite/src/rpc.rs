@@ -1,9 +1,9 @@
-//! `engine --rpc`: the engine's characteristic times, as seed 003 tabulates its tasking
+//! `engine --rpc`: the engine's characteristic times, as [ION] tabulates its tasking
 //! system's (Table 1), measured in one run.
 //!
 //! - `null_subroutine_ns`: a call of an empty function through a pointer the compiler cannot
 //!   see through, the unit the seed compares a task switch with.
-//! - `system_call_ns`: a simple system call (`getppid`, which no library caches), the seed's
+//! - `system_call_ns`: a simple system call (`getppid`, which no library caches), the paper's
 //!   other yardstick for a task switch.
 //! - `task_switch_ns`: two `spin` tasks on one worker, each ending its turn at once with more
 //!   to do: the time from one task's turn to the other's, with no synchronisation between
@@ -17,7 +17,7 @@
 //!   (`fill` on a free list of one 64-byte buffer) sends its request to the server (`null`),
 //!   and the answer is the buffer coming back to the client's free list, which wakes the
 //!   client for its next call (a null call's answer carries no data). Total time / calls.
-//! - `own_call_us`: the seed's same-processor call, between tasks of one engine through the
+//! - `own_call_us`: the paper's same-processor call, between tasks of one engine through the
 //!   call machinery: a `call name=svc` task calls a service of its own pipeline (`host-in`
 //!   and `host-out whole=true`) for each 1-byte buffer of `fill` on a free list of one, and a
 //!   sink notes when each answer arrives: the median time between two answers, after a tenth
@@ -29,7 +29,7 @@
 //!   `offhost engine` process reached over `tls:` on loopback, mutual TLS): the caller's link
 //!   session, the other engine's link, its daemon's bridges, its tasks and back (median).
 //!   The caller is a link client, not a task.
-//! - `task_call_us`: the seed's remote call, between tasks: a `call` task in this process's
+//! - `task_call_us`: the paper's remote call, between tasks: a `call` task in this process's
 //!   engine (one worker) calls the same echo in the other engine (`host-in` and `host-out
 //!   whole=true`) for each 1-byte buffer of `fill` on a free list of one, and a sink notes
 //!   when each answer arrives: the median time between two answers (one call from task to
@@ -92,7 +92,7 @@ pub struct Report {
     pub remote_call_us: Option<f64>,
     /// task switch / null subroutine (the seed: 25).
     pub switch_over_subroutine: f64,
-    /// remote call / host call (the seed's remote over same-processor call: 1.33).
+    /// remote call / host call (the paper's remote over same-processor call: 1.33).
     pub remote_over_host_call: Option<f64>,
     /// A null call from a task of this engine to a pipeline in another engine over TLS on
     /// loopback (`call`), median, us (`None` without the binary).
@@ -100,7 +100,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// The figures as text, in the seed's table's order.
+    /// The figures as text, in the paper's table's order.
     pub fn text(&self) -> String {
         let us = |v: Option<f64>| match v {
             Some(r) => format!("{r:.1} us"),
@@ -117,7 +117,7 @@ impl Report {
              null call, host to its engine    {:>10.1} us\n\
              null call, another engine (TLS)  {remote:>13}   (from a link client)\n\
              null call, task to task (TLS)    {task:>13}   (a call task to another engine)\n\
-             task switch / subroutine         {:>10.1}     (seed 003: 25)\n",
+             task switch / subroutine         {:>10.1}     ([ION]: 25)\n",
             self.null_subroutine_ns,
             self.system_call_ns,
             self.task_switch_ns,
@@ -201,7 +201,7 @@ fn registry(count: &Arc<AtomicU64>) -> Registry {
     r
 }
 
-/// One worker: the seed's tasks shared one processor.
+/// One worker: the paper's tasks shared one processor.
 const ONE_WORKER: EngineConfig = EngineConfig {
     workers: 1,
     pin: false,

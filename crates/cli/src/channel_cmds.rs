@@ -1,4 +1,4 @@
-//! `offhost send`, `offhost recv`, `offhost cat` (the seed's /dev/tlw0 and /dev/tlr0 in shell
+//! `offhost send`, `offhost recv`, `offhost cat` (the paper's /dev/tlw0 and /dev/tlr0 in shell
 //! pipelines) and the channel echo engine behind `offhost echo`.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! `offhost echo`: the echo engine (the seed's `nrate`): channel sessions over any transport,
+//! `offhost echo`: the echo engine (the paper's `nrate`): channel sessions over any transport,
 //! or (`--raw`) bare records on the shared-memory rings.
 
 use anyhow::{bail, Context, Result};

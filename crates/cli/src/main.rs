@@ -35,7 +35,7 @@ struct Cli {
 enum Command {
     /// Print the version and the layers this build contains.
     Version,
-    /// Echo engine: reflect every record back (the seed's nrate).
+    /// Echo engine: reflect every record back (the paper's nrate).
     Echo(echo::EchoArgs),
     /// Benchmarks: floors, pingpong, overhead, exchange, stream, rate, reproduce, engine, nbd, pet.
     Bench(bench::BenchArgs),

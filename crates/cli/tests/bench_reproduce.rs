@@ -27,16 +27,16 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         "Figure 8",
         "Table 2",
         "Table 3",
-        "Seed 004, Table 1",
-        "004 §4",
-        "Seed 002 Part 1, Figures 1 and 5",
-        "002 Part 1, Figure 5",
-        "Seed 003, Table 1",
+        "[Off-host], Table 1",
+        "[Off-host] §4",
+        "[DS-link] Part 1, Figures 1 and 5",
+        "[DS-link] Part 1, Figure 5",
+        "[ION], Table 1",
         "remote processor null client/server call",
-        "Seed 003, Figures 6 and 7",
-        "003 §6.2, Figure 7",
-        "Seed 003, Table 2",
-        "003 §7.1, Table 2",
+        "[ION], Figures 6 and 7",
+        "[ION] §6.2, Figure 7",
+        "[ION], Table 2",
+        "[ION] §7.1, Table 2",
     ] {
         assert!(md.contains(section), "report lacks {section}");
     }
@@ -66,7 +66,7 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         assert!(svg.starts_with("<svg"), "{plot}");
         assert!(md.contains(plot), "report does not show {plot}");
     }
-    // Seed 003: every characteristic time, a traced sweep and the three disks.
+    // [ION]: every characteristic time, a traced sweep and the three disks.
     let d: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("seed003.json")).unwrap()).unwrap();
     for k in [
@@ -99,7 +99,7 @@ fn quick_reproduce_writes_report_plots_and_rows() {
         assert!(
             rows.iter()
                 .any(|r| r["bench"] == "offload" && r["mode"] == mode && r["size"] == 65536),
-            "no seed 004 row for {mode}"
+            "no [Off-host] row for {mode}"
         );
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A [`BufMut`] is the single, writable reference a task gets from [`Pool::alloc`]. Freezing it
 //! gives a [`Buffer`], the shared, read-only form that travels on queues; cloning a `Buffer`
-//! duplicates by reference (the seed's buffer duplication), never by copy. Both keep
+//! duplicates by reference (the paper's buffer duplication), never by copy. Both keep
 //! *headroom* in front of the data and *tailroom* behind it, so a header or trailer can be
 //! added by moving the offset or the length, without copying the data.
 

@@ -156,7 +156,7 @@ impl Built {
     }
 
     /// Calls `hook` before a dequeue from queue `q` while it is empty; a buffer it returns is
-    /// dequeued (the seed's "status queue").
+    /// dequeued (the paper's "status queue").
     pub fn set_get_hook(
         &mut self,
         q: &str,

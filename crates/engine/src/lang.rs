@@ -1,6 +1,6 @@
 //! The pipeline description language (`.ion` files).
 //!
-//! One task per line, in the seed's form
+//! One task per line, in the paper's form
 //!
 //! ```text
 //! command argument ... <input_queue ... >output_queue ...

@@ -10,7 +10,7 @@
 //!   returns [`Status::Progress`], [`Status::Blocked`] (no input or no buffer: it is woken
 //!   when one arrives) or [`Status::Done`].
 //! - Putting never blocks. A task waits only on an empty input or an empty pool.
-//! - Buffers come from [`Pool`]s of preallocated buffers (the seed's free lists). A
+//! - Buffers come from [`Pool`]s of preallocated buffers (the paper's free lists). A
 //!   [`Buffer`] goes back to its pool when its last reference drops; [`Buffer::clone`]
 //!   duplicates by reference. Buffers keep headroom and tailroom ([`BufMut::prepend`]) and
 //!   are offset/length views ([`Buffer::slice`]). Memory is flat however long a pipeline runs.

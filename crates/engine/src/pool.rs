@@ -1,4 +1,4 @@
-//! Pools (the seed's free lists): a fixed number of preallocated buffers of one size.
+//! Pools (the paper's free lists): a fixed number of preallocated buffers of one size.
 //!
 //! Buffers circulate in a closed loop: a producer takes one with [`Pool::alloc`], the last
 //! consumer drops it, and the storage goes back to the free list. Nothing is allocated or

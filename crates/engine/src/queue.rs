@@ -1,6 +1,6 @@
 //! Queues: unbounded FIFOs of buffers between tasks.
 //!
-//! Putting never blocks (the seed's "infinite" queues); the bound on memory comes from the
+//! Putting never blocks (the paper's "infinite" queues); the bound on memory comes from the
 //! pools, not from the queues. Each queue has one reader and one or more writers; it closes
 //! (end of stream) when its last writer finishes, and is *abandoned* when its reader finishes
 //! early, after which puts drop the buffer at once so it goes back to its pool.
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffer::Buffer;
 
-/// Called after a buffer was placed on an empty queue (the seed's "kick").
+/// Called after a buffer was placed on an empty queue (the paper's "kick").
 pub type PutHook = Arc<dyn Fn() + Send + Sync>;
 /// Called before a dequeue from an empty queue; what it returns is dequeued instead (the
 /// seed's "status queue").

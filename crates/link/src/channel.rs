@@ -10,7 +10,7 @@ use crate::error::LinkError;
 use crate::loan::{Arrived, Taken};
 use crate::session::Handle;
 
-/// One virtual link of a session, carrying messages both ways (the seed's WriteLink/ReadLink).
+/// One virtual link of a session, carrying messages both ways (the paper's WriteLink/ReadLink).
 ///
 /// A channel may be used from several threads at once (`&self` methods). Dropping it ends its
 /// sending direction, like [`close`](Self::close).

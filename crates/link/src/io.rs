@@ -1,4 +1,4 @@
-//! `std::io::Read` and `std::io::Write` over a channel (the seed's /dev/tlr0 and /dev/tlw0).
+//! `std::io::Read` and `std::io::Write` over a channel (the paper's /dev/tlr0 and /dev/tlw0).
 
 use std::io;
 

@@ -28,7 +28,7 @@ impl Drop for Handle {
     }
 }
 
-/// A link to one peer, carrying many channels (the seed's OpenLink).
+/// A link to one peer, carrying many channels (the paper's OpenLink).
 ///
 /// Cheap to clone; every clone and every [`Channel`] keeps the link up, and the link closes
 /// (goodbye to the peer) when the last of them is dropped or [`close`](Self::close) is called.

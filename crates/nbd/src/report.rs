@@ -1,5 +1,5 @@
 //! Turns a device-side trace into transfer rate and command overhead against request size
-//! (the seed's figures 6 and 7), plus a short characterisation of the client: request sizes,
+//! (the paper's figures 6 and 7), plus a short characterisation of the client: request sizes,
 //! sequential fraction, connections and the most requests it kept in flight.
 
 use std::collections::BTreeMap;

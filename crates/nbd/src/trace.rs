@@ -1,4 +1,4 @@
-//! Device-side request tracing (seed 003, section 6): every request is recorded as the server
+//! Device-side request tracing ([ION], section 6): every request is recorded as the server
 //! sees it, so a client's I/O behaviour is measured from the disk's side without touching the
 //! client.
 //!
@@ -16,7 +16,7 @@
 //! - `reply_ns`: when the reply had been handed to the socket (since the server started);
 //! - `error`: the NBD error number sent (0 = success).
 //!
-//! Command overhead, as in the seed's figure 7, is `reply_ns - arrival_ns - data_ns` for
+//! Command overhead, as in the paper's figure 7, is `reply_ns - arrival_ns - data_ns` for
 //! writes (whose `arrival_ns` precedes the payload) and the same for reads.
 
 use std::fs::File;

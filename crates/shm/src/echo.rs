@@ -1,4 +1,4 @@
-//! The echo engine (the seed's `nrate`): reflects every record back to its sender.
+//! The echo engine (the paper's `nrate`): reflects every record back to its sender.
 
 use std::fmt;
 use std::time::Duration;

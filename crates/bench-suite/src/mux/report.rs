@@ -10,7 +10,7 @@ impl Report {
         let mut s = String::new();
         if !self.multiplexed.is_empty() {
             s += &format!(
-                "N channels on one link against a link per channel (seed 002 Figure 1), {}, one-way MB/s, best of {}:\n",
+                "N channels on one link against a link per channel ([DS-link] Figure 1), {}, one-way MB/s, best of {}:\n",
                 self.transport, self.rounds
             );
             let sizes = distinct(self.multiplexed.iter().map(|r| r.size));
@@ -50,7 +50,7 @@ impl Report {
         if !self.short_rate.is_empty() {
             let per = self.short_rate[0].per_link;
             s += &format!(
-                "short messages (seed 002 Figure 5), {}, {per} channels per link, messages/s (sender CPU us per message), best of {}:\n",
+                "short messages ([DS-link] Figure 5), {}, {per} channels per link, messages/s (sender CPU us per message), best of {}:\n",
                 self.transport, self.rounds
             );
             let sizes = distinct(self.short_rate.iter().map(|r| r.size));
@@ -116,7 +116,7 @@ pub fn plot(r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         let path = dir.join("mux-bandwidth.svg");
         let spec = Spec {
             title: format!(
-                "seed 002 Figure 1: N channels on one link vs a link each ({})",
+                "[DS-link] Figure 1: N channels on one link vs a link each ({})",
                 r.transport
             ),
             x_label: "message size (bytes)".into(),
@@ -142,7 +142,7 @@ pub fn plot(r: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         let path = dir.join("mux-short-rate.svg");
         let spec = Spec {
             title: format!(
-                "seed 002 Figure 5: short messages, {} channels per link ({})",
+                "[DS-link] Figure 5: short messages, {} channels per link ({})",
                 r.short_rate[0].per_link, r.transport
             ),
             x_label: "links".into(),

@@ -1,4 +1,4 @@
-//! Seed 000 rerun: Tables 1 to 3 (unbuffered, buffered FIFO full and half, interrupt-driven
+//! [SUN-T] rerun: Tables 1 to 3 (unbuffered, buffered FIFO full and half, interrupt-driven
 //! transfers against an echo) and Tables 4 to 5 (word-by-word and block copies into a buffer
 //! of an `offhost-shm` segment).
 
@@ -28,14 +28,14 @@ pub fn transfer_sizes(quick: bool) -> Vec<usize> {
     }
 }
 
-/// Measures every discipline at every size (pingpong against an echo, as the seed's `nrate`).
+/// Measures every discipline at every size (pingpong against an echo, as the paper's `nrate`).
 pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Vec<Row>> {
     let mut plan: Plan = s.plan;
     plan.cpu_time = Some(s.cpu_time);
     let mut rows = Vec::new();
     for d in Discipline::ALL {
         for &size in &transfer_sizes(s.quick) {
-            bar.set_message(format!("seed 000: {} {}", d.name(), format_size(size)));
+            bar.set_message(format!("[SUN-T]: {} {}", d.name(), format_size(size)));
             let mut r = fifo::start(d, s.fifo, Role::Echo, size)?;
             let m = run::measure(
                 r.endpoint(),
@@ -94,7 +94,7 @@ pub fn copies(s: &Settings, bar: &ProgressBar) -> Result<Copies> {
     let shared = buf.whole_mut();
     let mut local: Vec<u8> = (0..shared.len()).map(|i| i as u8).collect();
     let (reps, t) = (s.plan.reps.min(7), s.plan.rep_time);
-    bar.set_message("seed 000: copies");
+    bar.set_message("[SUN-T]: copies");
     let styles = Style::ALL
         .iter()
         .map(|&st| {
@@ -118,7 +118,7 @@ pub fn copies(s: &Settings, bar: &ProgressBar) -> Result<Copies> {
     Ok(Copies { styles, sizes })
 }
 
-/// The report section for seed 000, its plots, and its findings.
+/// The report section for [SUN-T], its plots, and its findings.
 pub fn section(
     rows: &[Row],
     c: &Copies,
@@ -129,9 +129,9 @@ pub fn section(
     let sizes = transfer_sizes(s.quick);
     let _ = writeln!(
         md,
-        "## Seed 000, Tables 1-3: transfer disciplines\n\n\
+        "## [SUN-T], Tables 1-3: transfer disciplines\n\n\
          Two threads on two cores; the host sends a packet and an echo thread sends it back \
-         (the seed's `nrate`). Throughput = packet / (round trip / 2), bytes/s. FIFO size \
+         (the paper's `nrate`). Throughput = packet / (round trip / 2), bytes/s. FIFO size \
          {} B (seed: 1024 B). Seed columns: SUN3/110 (best optimised) and SUN4/110. CPU load: \
          counting task on the host core (seed: not measured).\n",
         s.fifo
@@ -201,7 +201,7 @@ pub fn section(
     plot::plot_xy(
         &dir.join("000-transfers.svg"),
         &Spec {
-            title: "Seed 000 Tables 1-3: throughput vs packet size".into(),
+            title: "[SUN-T] Tables 1-3: throughput vs packet size".into(),
             x_label: "packet size (bytes)".into(),
             y_label: "bytes/s".into(),
             log_y: true,
@@ -211,7 +211,7 @@ pub fn section(
     md.push_str("\n![transfers](000-transfers.svg)\n\n");
 
     md.push_str(
-        "## Seed 000, Tables 4-5: copies into shared memory\n\n\
+        "## [SUN-T], Tables 4-5: copies into shared memory\n\n\
          The shared region is a 256 KiB buffer of an `offhost-shm` segment (a memfd mapped \
          shared). Table 4: 32-bit words one at a time over the whole region. Seed columns: \
          SUN4 to/from shared VME RAM, SUN4 to/from dual-ported RAM, transputer to/from shared \
@@ -236,7 +236,7 @@ pub fn section(
     }
     md.push_str(&t4.render());
     md.push_str(
-        "\nTable 5: one block copy (`copy_from_slice`, i.e. memcpy; the seed's `bcopy`) per \
+        "\nTable 5: one block copy (`copy_from_slice`, i.e. memcpy; the paper's `bcopy`) per \
          size, beside word-by-word loops of the same size. Seed: transputer bcopy, \
          dual-ported RAM to/from shared VME RAM.\n\n",
     );
@@ -280,7 +280,7 @@ pub fn section(
     plot::plot_xy(
         &dir.join("000-copies.svg"),
         &Spec {
-            title: "Seed 000 Tables 4-5: copies into shared memory".into(),
+            title: "[SUN-T] Tables 4-5: copies into shared memory".into(),
             x_label: "block size (bytes)".into(),
             y_label: "bytes/s".into(),
             log_y: true,
@@ -297,7 +297,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let buf_vs_unbuf =
         rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::Unbuffered, big);
     f.push(Finding {
-        source: "000 §2.5, Tables 1-2",
+        source: "[SUN-T] §2.5, Tables 1-2",
         claim: "one readiness check per FIFO instead of per byte roughly doubles throughput".into(),
         seed: format!("{}x (SUN3, 64 KiB)", ratio(779536.0 / 435070.0)),
         here: format!("{}x at {}", ratio(buf_vs_unbuf), format_size(big)),
@@ -306,7 +306,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let half_vs_full =
         rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::FullFifo, big);
     f.push(Finding {
-        source: "000 §2.5, Table 2",
+        source: "[SUN-T] §2.5, Table 2",
         claim: "passing half a FIFO at a time beats a full FIFO for large packets".into(),
         seed: format!("{}x (SUN3, 256 KiB)", ratio(782475.0 / 773817.0)),
         here: format!("{}x at {}", ratio(half_vs_full), format_size(big)),
@@ -320,7 +320,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let min4k = from4k.iter().copied().fold(f64::INFINITY, f64::min);
     let last4k = from4k.last().copied().unwrap_or(f64::NAN);
     f.push(Finding {
-        source: "000 §3.4, Tables 2-3",
+        source: "[SUN-T] §3.4, Tables 2-3",
         claim: "from 4 KiB packets the interrupt-driven transfer comes within 97 % of polling"
             .into(),
         seed: format!(
@@ -346,7 +346,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let intr_small =
         rate(rows, Discipline::Interrupt, small) / rate(rows, Discipline::HalfFifo, small);
     f.push(Finding {
-        source: "000 §3.4, Table 3",
+        source: "[SUN-T] §3.4, Table 3",
         claim: "for small packets the interrupt-driven transfer is far slower (a sleep and wake-up per transfer)".into(),
         seed: format!("{} of polling at 4 B (SUN3)", ratio(2806.0 / 133333.0)),
         here: format!("{} of polling at {} B", ratio(intr_small), small),
@@ -357,7 +357,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
         load(rows, Discipline::Interrupt, big),
     );
     f.push(Finding {
-        source: "000 §5 (4)",
+        source: "[SUN-T] §5 (4)",
         claim: "the interrupt-driven transfer uses less host CPU than polling".into(),
         seed: "stated, not measured".into(),
         here: format!(
@@ -379,7 +379,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let best_link =
         rate(rows, Discipline::HalfFifo, big).max(rate(rows, Discipline::FullFifo, big));
     f.push(Finding {
-        source: "000 §4.3, Table 4",
+        source: "[SUN-T] §4.3, Table 4",
         claim: "32-bit word transfers through shared memory are about 4x the byte-wide link".into(),
         seed: format!(
             "{}x (SUN4 words vs buffered link)",
@@ -403,7 +403,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     };
     let wr = w(Style::WriteConst) / w(Style::ReadShared);
     f.push(Finding {
-        source: "000 §4.3, Table 4",
+        source: "[SUN-T] §4.3, Table 4",
         claim: "writing shared memory is faster than reading it".into(),
         seed: format!("{}x (SUN4, VME RAM)", ratio(4474000.0 / 3907000.0)),
         here: format!("{}x", ratio(wr)),
@@ -413,7 +413,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     if let (Some(a), Some(b)) = (first, last) {
         let tiny = a.1 / a.3;
         f.push(Finding {
-            source: "000 §4.3, Table 5",
+            source: "[SUN-T] §4.3, Table 5",
             claim: "a block copy call is slower than a word store for the smallest blocks".into(),
             seed: format!(
                 "{}x (4 B bcopy vs word loop, transputer)",
@@ -424,7 +424,7 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
         });
         let large = b.1 / b.3;
         f.push(Finding {
-            source: "000 §4.3, Table 5",
+            source: "[SUN-T] §4.3, Table 5",
             claim: "for large blocks the block copy beats word-by-word copying".into(),
             seed: format!(
                 "{}x (256 KiB bcopy vs SUN4 words)",

@@ -1,4 +1,4 @@
-//! Seed 002 rerun: Comms1 and Comms2 over offhost-link channels in packets of 8 B to 4 KiB
+//! [DS-link] rerun: Comms1 and Comms2 over offhost-link channels in packets of 8 B to 4 KiB
 //! (Figures 6-8), t0 and n_1/2 with and without concurrent computation (Table 2), and CPU
 //! load against packet size for long messages (Table 3).
 
@@ -99,7 +99,7 @@ fn bench_of(p: Pattern) -> &'static str {
     }
 }
 
-/// Everything measured for seed 002.
+/// Everything measured for [DS-link].
 pub struct Data002 {
     /// Figure rows (comms1/comms2 per packet size, plus the shm reference).
     pub figures: Vec<Row>,
@@ -131,7 +131,7 @@ impl BusyProcesses {
     }
 }
 
-/// Runs the seed 002 measurements over link transport `transport`.
+/// Runs the [DS-link] measurements over link transport `transport`.
 pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Data002> {
     let t = s.transport;
     let lens = lengths(s.quick);
@@ -140,7 +140,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
         for &pk in &figure_packets(s.quick) {
             for &n in &lens {
                 bar.set_message(format!(
-                    "seed 002: {} {t} packet {pk} {}",
+                    "[DS-link]: {} {t} packet {pk} {}",
                     bench_of(p),
                     format_size(n)
                 ));
@@ -151,7 +151,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
         }
         for &n in &lens {
             bar.set_message(format!(
-                "seed 002: {} shm poll {}",
+                "[DS-link]: {} shm poll {}",
                 bench_of(p),
                 format_size(n)
             ));
@@ -165,7 +165,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
     let (h, e) = affinity::host_engine_cores();
     for (label, threads) in [("thread-load", true), ("process-load", false)] {
         for &n in &lens {
-            bar.set_message(format!("seed 002: comms2 {label} {}", format_size(n)));
+            bar.set_message(format!("[DS-link]: comms2 {label} {}", format_size(n)));
             let (c1, c2, busy) = if threads {
                 (
                     Some(Counter::start(h)?),
@@ -195,7 +195,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
     lplan.reps = lplan.reps.min(5);
     for p in [Pattern::PingPong, Pattern::Exchange] {
         for &pk in &load_packets(s.quick) {
-            bar.set_message(format!("seed 002: {} load packet {pk}", bench_of(p)));
+            bar.set_message(format!("[DS-link]: {} load packet {pk}", bench_of(p)));
             let m = one(t, pk, p, long, &lplan, Some(probe))?;
             load_rows.extend(m.row(bench_of(p), t.name(), &format!("pkt{pk}"), long));
             bar.inc(1);
@@ -203,7 +203,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
     }
     let mut min_latency = Vec::new();
     for &pk in &latency_packets(s.quick) {
-        bar.set_message(format!("seed 002: 1-byte latency packet {pk}"));
+        bar.set_message(format!("[DS-link]: 1-byte latency packet {pk}"));
         let m = one(t, pk, Pattern::PingPong, 1, &s.plan, None)?;
         min_latency.extend(m.row("comms1", t.name(), &format!("pkt{pk}"), 1));
         bar.inc(1);
@@ -235,13 +235,13 @@ fn find<'a>(rows: &'a [Row], bench: &str, mode: &str) -> Option<&'a Row> {
     rows.iter().find(|r| r.bench == bench && r.mode == mode)
 }
 
-/// The report section for seed 002, its plots, and its findings.
+/// The report section for [DS-link], its plots, and its findings.
 pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Finding>)> {
     let t = s.transport.name();
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Seed 002, Figures 6-8: Comms1 and Comms2\n\n\
+        "## [DS-link], Figures 6-8: Comms1 and Comms2\n\n\
          offhost-link channels over `{t}` (engine in a thread on the other core), messages \
          split into packets of the given size by the protocol. Comms1: one message bounces, \
          one-way time = half the round trip. Comms2: both directions at once, recorded time = \
@@ -268,7 +268,7 @@ pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Fin
         plot::plot_xy(
             &dir.join(&file),
             &Spec {
-                title: format!("Seed 002 Figure {fig}: {bench} {what} vs message length"),
+                title: format!("[DS-link] Figure {fig}: {bench} {what} vs message length"),
                 x_label: "message length (bytes)".into(),
                 y_label: unit.into(),
                 log_y: true,
@@ -375,7 +375,7 @@ pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Fin
     ]);
     let _ = writeln!(
         md,
-        "## Seed 002, Table 2: t0 and n_1/2 under concurrent computation (Comms2, packet 4096)\n\n\
+        "## [DS-link], Table 2: t0 and n_1/2 under concurrent computation (Comms2, packet 4096)\n\n\
          Thread load: a counting thread pinned on each core in this process. Process load: a \
          busy `sh` process pinned on each core. Linux's fair scheduler gives the busy task and \
          the communication equal shares either way (the seed gave its communication process a \
@@ -415,7 +415,7 @@ pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Fin
     }
     let _ = writeln!(
         md,
-        "## Seed 002, Table 3: CPU load for long messages ({} messages)\n\n\
+        "## [DS-link], Table 3: CPU load for long messages ({} messages)\n\n\
          Load = 1 - (count of a task pinned on the core during the run) / (its count alone). A \
          busy-waiting side shows about 50 % here: Linux shares the core equally between it and \
          the counting task.\n\n{}",
@@ -443,7 +443,7 @@ pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Fin
     plot::plot_xy(
         &dir.join("002-table3-cpu-load.svg"),
         &Spec {
-            title: "Seed 002 Table 3: CPU load vs packet size, long messages".into(),
+            title: "[DS-link] Table 3: CPU load vs packet size, long messages".into(),
             x_label: "packet size (bytes)".into(),
             y_label: "CPU load %".into(),
             log_y: false,
@@ -470,7 +470,7 @@ pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Fin
     }
     let _ = writeln!(
         md,
-        "### Minimal latency per packet size (seed 002 section 8.2)\n\n{}",
+        "### Minimal latency per packet size ([DS-link] section 8.2)\n\n{}",
         lt.render()
     );
     Ok((md, findings_002(d, s, f_none, f_thr, f_proc)))
@@ -497,7 +497,7 @@ fn findings_002(
     let (t1, t2) = (top("comms1", "pkt4096"), top("comms2", "pkt4096"));
     let two = t2 / t1;
     f.push(Finding {
-        source: "002 §8.1, Figures 6-7",
+        source: "[DS-link] §8.1, Figures 6-7",
         claim: "Comms2 (both directions) reaches twice the Comms1 throughput".into(),
         seed: format!(
             "{}x ({} vs {} MB/s)",
@@ -526,7 +526,7 @@ fn findings_002(
     let max = c1.iter().map(|p| p.1).fold(0.0, f64::max);
     let smallest = c1.iter().find(|p| p.1 >= 0.9 * max).map(|p| p.0);
     f.push(Finding {
-        source: "002 §8.1",
+        source: "[DS-link] §8.1",
         claim: "long-message Comms1 needs packets of at least 512 B to reach its top throughput"
             .into(),
         seed: format!("{} B", seeds::MIN_PACKET_FOR_MAX),
@@ -545,7 +545,7 @@ fn findings_002(
         lat.iter().copied().fold(0.0, f64::max),
     );
     f.push(Finding {
-        source: "002 §8.2, Figure 8",
+        source: "[DS-link] §8.2, Figure 8",
         claim: "minimal latency is the same for every packet size up to 512 B and higher for larger packets (padding); a length in the header would remove the difference".into(),
         seed: format!("{} us for packets <= 512 B, higher above", seeds::COMMS1_MIN_LATENCY_US),
         here: format!("{:.2} to {:.2} us over packets 8 B to 4 KiB (offhost packets carry their length)", lo / 1e3, hi / 1e3),
@@ -554,7 +554,7 @@ fn findings_002(
     if let (Some(n), Some(th), Some(pr)) = (f_none, f_thr, f_proc) {
         let (rt, rp) = (th.t0_ns / n.t0_ns, pr.t0_ns / n.t0_ns);
         f.push(Finding {
-            source: "002 §8.4, Table 2",
+            source: "[DS-link] §8.4, Table 2",
             claim: "computation in a thread barely changes t0; computation in another process raises it a lot".into(),
             seed: format!("t0 x1.00 (thread), x{} (process)", ratio(783.0 / 187.0)),
             here: format!("t0 x{} (thread), x{} (process)", ratio(rt), ratio(rp)),
@@ -582,7 +582,7 @@ fn findings_002(
         .filter(|w| w[0].0 >= 512 && w[1].0 == 2 * w[0].0)
         .all(|w| (1.6..=2.5).contains(&(w[0].1 / w[1].1)));
     f.push(Finding {
-        source: "002 §8.4, Table 3",
+        source: "[DS-link] §8.4, Table 3",
         claim: "for packets of 512 B and more, Comms1 CPU load halves when the packet size doubles"
             .into(),
         seed: format!(
@@ -615,7 +615,7 @@ fn findings_002(
         .collect();
     let more = pairs.iter().filter(|(a, b)| b > a).count();
     f.push(Finding {
-        source: "002 §8.4, Table 3",
+        source: "[DS-link] §8.4, Table 3",
         claim: "Comms2 loads the CPU more than Comms1 at the same packet size".into(),
         seed: "higher for packets >= 512 B (e.g. 53.4 vs 28.9 % at 1 KiB)".into(),
         here: format!("higher at {more} of {} packet sizes", pairs.len()),

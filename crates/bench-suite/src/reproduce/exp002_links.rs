@@ -1,4 +1,4 @@
-//! Seed 002 Part 1 rerun: virtual links multiplexed on one physical link (Figure 1) and the
+//! [DS-link] Part 1 rerun: virtual links multiplexed on one physical link (Figure 1) and the
 //! short-message rate over many virtual links (Figure 5), with `bench mux`'s measurements
 //! over the run's channel transport.
 
@@ -62,7 +62,7 @@ pub fn section(r: &mux::Report, out: &Path) -> Result<(String, Vec<Finding>)> {
     let (seed_rate, seed_cpu) = seeds::F5_002;
     let _ = writeln!(
         md,
-        "## Seed 002 Part 1, Figures 1 and 5: virtual links on one physical link\n\n\
+        "## [DS-link] Part 1, Figures 1 and 5: virtual links on one physical link\n\n\
          The seed's T9000s carried one to five virtual links on one DS link (Figure 1: one \
          virtual link {seed_one} MB/s between directly joined T9000s, {seed_limit} MB/s the \
          link's measured limit with more virtual links, because a single virtual link waits for \
@@ -112,7 +112,7 @@ pub fn section(r: &mux::Report, out: &Path) -> Result<(String, Vec<Finding>)> {
     let mut f = Vec::new();
     if let (Some(n), Some(g)) = (r.gain_channels, r.one_link_gain) {
         f.push(Finding {
-            source: "002 Part 1, Figure 1",
+            source: "[DS-link] Part 1, Figure 1",
             claim: "more virtual links on one physical link raise its bandwidth (while one waits for credit, another sends)".into(),
             seed: format!("{seed_one} MB/s on one virtual link, up to {seed_limit} MB/s with more"),
             here: format!(
@@ -130,7 +130,7 @@ pub fn section(r: &mux::Report, out: &Path) -> Result<(String, Vec<Finding>)> {
         .max_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s))
     {
         f.push(Finding {
-            source: "002 Part 1, Figure 5",
+            source: "[DS-link] Part 1, Figure 5",
             claim: "a short message costs its sender a couple of microseconds of CPU, so hundreds of thousands go out each second".into(),
             seed: format!("{seed_rate} messages/s, {seed_cpu} us of CPU each"),
             here: format!(

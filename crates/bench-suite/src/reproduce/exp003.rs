@@ -1,4 +1,4 @@
-//! Seed 003 rerun: the engine's characteristic times beside ION's (Table 1, from
+//! [ION] rerun: the engine's characteristic times beside ION's (Table 1, from
 //! `bench engine --rpc`); transfer rate and command overhead against request size from the
 //! NBD server's own trace (Figures 6 and 7); and a memory pseudo-disk against this machine's
 //! disk and against a modelled 1990 drive (Table 2).
@@ -24,7 +24,7 @@ use crate::error::{Context as _, Error, Result};
 use crate::nbd::FioJob;
 use crate::rpc;
 
-/// Request sizes of the sweep, in 512-byte sectors (the seed's abscissa).
+/// Request sizes of the sweep, in 512-byte sectors (the paper's abscissa).
 pub const SECTORS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 /// The modelled drive: a 3600 rpm disk of about 1990 (16 ms average seek, 1.5 MB/s media
@@ -284,7 +284,7 @@ fn find<'a>(rows: &'a [DiskRow], op: &str, disk: &str) -> Option<&'a DiskRow> {
     rows.iter().find(|r| r.operation == op && r.disk == disk)
 }
 
-/// Seconds for the seed's amount (4000 reads; the copy as measured).
+/// Seconds for the paper's amount (4000 reads; the copy as measured).
 fn scaled(r: &DiskRow) -> f64 {
     if r.operation == "random" {
         r.seconds * 4000.0 / r.amount.max(1) as f64
@@ -300,7 +300,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
     let r = &d.rpc;
     let _ = writeln!(
         md,
-        "## Seed 003, Table 1: the tasking system's characteristic times\n\n\
+        "## [ION], Table 1: the tasking system's characteristic times\n\n\
          ION's tasks on a 68030 against the engine's on this machine (`offhost bench engine \
          --rpc`; how each is measured is in its documentation). The same-processor call is a `call` \
          task's to a service of its own pipeline; the remote call is a `call` task's to a \
@@ -316,12 +316,12 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
         Some(format!("{:.1}", r.own_call_us)),
         r.task_call_us.map(|v| format!("{v:.1}")),
     ];
-    let mut t = Table::new(&["characteristic", "seed 003 us", "this machine us"]);
+    let mut t = Table::new(&["characteristic", "[ION] us", "this machine us"]);
     for ((name, seed), here) in seeds::T1_003.iter().zip(ours) {
         t.row(vec![
             name.to_string(),
             seed.to_string(),
-            here.unwrap_or_else(|| "- (no interrupts: doorbells, see seed 000)".into()),
+            here.unwrap_or_else(|| "- (no interrupts: doorbells, see [SUN-T])".into()),
         ]);
     }
     t.row(vec![
@@ -344,7 +344,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
     let _ = writeln!(md, "{}", t.render());
     let switch_over_sys = r.task_switch_ns / r.system_call_ns.max(1e-3);
     f.push(Finding {
-        source: "003 §4, Table 1",
+        source: "[ION] §4, Table 1",
         claim: "a task switch costs a few simple system calls (3:1), so asking a task for a service costs about what asking the kernel does".into(),
         seed: "25 us switch, 8 us system call (3.1:1); 25:1 against a null subroutine".into(),
         here: format!(
@@ -361,7 +361,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
         // system: here a call task to a service of its own pipeline.
         let over = remote / r.own_call_us.max(1e-3);
         f.push(Finding {
-            source: "003 §4, Table 1",
+            source: "[ION] §4, Table 1",
             claim: "a remote null call costs only about 30% more than a local one, so a service need not sit near its clients".into(),
             seed: "140 us remote, 105 us same processor (1.33x)".into(),
             here: format!(
@@ -386,7 +386,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
         (None, why) => {
             let _ = writeln!(
                 md,
-                "## Seed 003, Figures 6-7 and Table 2\n\nNot run: {}.\n",
+                "## [ION], Figures 6-7 and Table 2\n\nNot run: {}.\n",
                 why.as_deref().unwrap_or("no NBD client")
             );
         }
@@ -406,7 +406,7 @@ fn figures_6_7(tr: &TraceReport, out: &Path) -> Result<(String, Vec<Finding>)> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Seed 003, Figures 6 and 7: transfer rate and command overhead against request size\n\n\
+        "## [ION], Figures 6 and 7: transfer rate and command overhead against request size\n\n\
          The seed timed SCSI phases inside ION for three workstations; here the NBD server \
          times each request of fio (libnbd, one request at a time, over a Unix socket) in its \
          own trace: the transfer rate is the payload's bytes over the time moving them, the \
@@ -447,7 +447,7 @@ fn figures_6_7(tr: &TraceReport, out: &Path) -> Result<(String, Vec<Finding>)> {
     for cmd in ["read", "write"] {
         if let (Some(a), Some(b)) = (row(tr, cmd, lo), row(tr, cmd, hi)) {
             f.push(Finding {
-                source: "003 §6.1, Figure 6",
+                source: "[ION] §6.1, Figure 6",
                 claim: format!("the {cmd} transfer rate rises with the request size"),
                 seed: "a slow rise to each system's maximum".into(),
                 here: format!(
@@ -458,7 +458,7 @@ fn figures_6_7(tr: &TraceReport, out: &Path) -> Result<(String, Vec<Finding>)> {
             });
             let grow = b.overhead_us / a.overhead_us.max(1e-3);
             f.push(Finding {
-                source: "003 §6.2, Figure 7",
+                source: "[ION] §6.2, Figure 7",
                 claim: format!("a {cmd}'s command overhead is almost constant across request sizes (ION and two of the three workstations)"),
                 seed: "flat, except System B's FIFO between 2 and 16 sectors".into(),
                 here: format!(
@@ -478,7 +478,7 @@ fn table_2(rows: &[DiskRow]) -> (String, Vec<Finding>) {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Seed 003, Table 2: a zero-latency pseudo-disk against a real disk\n\n\
+        "## [ION], Table 2: a zero-latency pseudo-disk against a real disk\n\n\
          The seed built ION, copied a 2 MB file and made 4000 single-sector reads spread \
          over 32768 sectors on a workstation's disk and on ION's memory pseudo-disk. Here \
          fio does the copy (2 MB read, 2 MB written elsewhere, then flushed) and the reads, \
@@ -537,7 +537,7 @@ fn table_2(rows: &[DiskRow]) -> (String, Vec<Finding>) {
     };
     if let (Some(ir), Some(ic)) = (imp("random"), imp("copy")) {
         f.push(Finding {
-            source: "003 §7.1, Table 2",
+            source: "[ION] §7.1, Table 2",
             claim: "a memory pseudo-disk helps scattered reads most, a sequential copy less".into(),
             seed: "8.4x for random reads, 1.6x for the copy".into(),
             here: format!(

@@ -1,4 +1,4 @@
-//! Seed 004: host time per SEND_MESSAGE (its Table 1) and host interrupts per 64 KiB message
+//! [Off-host]: host time per SEND_MESSAGE (its Table 1) and host interrupts per 64 KiB message
 //! (its §4), in-host against off-host, with `bench offload`'s measurements.
 
 use std::fmt::Write as _;
@@ -12,10 +12,10 @@ use super::seeds;
 use crate::error::Result;
 use crate::offload;
 
-/// Sizes measured: the seed's one byte and 64 KiB.
+/// Sizes measured: the paper's one byte and 64 KiB.
 pub const SIZES: [usize; 2] = [1, 65536];
 
-/// Runs `bench offload`'s table at the seed's sizes.
+/// Runs `bench offload`'s table at the paper's sizes.
 pub fn measure(exe: PathBuf, quick: bool, bar: &ProgressBar) -> Result<(Vec<Row>, Option<String>)> {
     let o = offload::Options {
         exe,
@@ -49,7 +49,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Seed 004, Table 1 and §4: the host's cost of a message, in-host and off-host\n\n\
+        "## [Off-host], Table 1 and §4: the host's cost of a message, in-host and off-host\n\n\
          The seed profiled a host (SPARC, SunOS) sending through an XTP protocol processor on \
          its VME bus (off-host) and counted host interrupts against a kernel XTP (in-host). \
          Here: a host sends to a host on another engine over TLS (two network namespaces \
@@ -63,7 +63,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
         note.map_or(String::new(), |n| format!("; this run: {n}"))
     );
     let mut t = Table::new(&[
-        "seed 004 Table 1 (a) 1 byte",
+        "[Off-host] Table 1 (a) 1 byte",
         "us/call",
         "calls",
         "total us",
@@ -89,7 +89,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
     ]);
     let _ = writeln!(md, "{}", t.render());
     let mut t = Table::new(&[
-        "seed 004 Table 1 (b) 64 KiB, rows that differ",
+        "[Off-host] Table 1 (b) 64 KiB, rows that differ",
         "us/call",
         "calls",
         "total us",
@@ -159,7 +159,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
     let w = |mode| find(rows, mode, 65536).and_then(|r| r.host_wakeups_per_msg);
     if let (Some(wi), Some(wo)) = (w("in-host"), w("off-host")) {
         f.push(Finding {
-            source: "004 §4",
+            source: "[Off-host] §4",
             claim: "off-host cuts the host's interrupts (here: wake-ups) per 64 KiB message to at most one, a fraction of in-host's".into(),
             seed: format!("{seed_in} in-host, {seed_off} off-host ({}% fewer)", 100 - 100 * seed_off / seed_in),
             here: format!("{wi:.2} in-host, {wo:.2} off-host ({}x)", ratio(wo / wi)),
@@ -169,7 +169,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
     let c = |mode, size| find(rows, mode, size).and_then(|r| r.host_cpu_us_per_msg);
     if let (Some(ci), Some(co)) = (c("in-host", 65536), c("off-host", 65536)) {
         f.push(Finding {
-            source: "004 §1, §4",
+            source: "[Off-host] §1, §4",
             claim: "running the protocol off the host reduces the host's load per message (64 KiB)"
                 .into(),
             seed: "qualitative (reduced host load; their data copy over VME cost 18 ms)".into(),
@@ -182,7 +182,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
     }
     if let (Some(c1), Some(c64)) = (c("off-host", 1), c("off-host", 65536)) {
         f.push(Finding {
-            source: "004 Table 1, §4",
+            source: "[Off-host] Table 1, §4",
             claim: "off-host, a long message's host cost is mostly moving its bytes to the processor (copyin), not commanding it".into(),
             seed: format!("copyin {} of {} us host time at 64 KiB", seeds::T1B_004[1].3, seed_host_64k),
             here: format!("{c1:.2} us at 1 B, {c64:.2} us at 64 KiB off-host (the difference is the copy into the ring or a pool buffer)"),

@@ -1,4 +1,4 @@
-//! Seed 000's host/transputer transfer disciplines, rebuilt between two threads on two cores
+//! [SUN-T]'s host/transputer transfer disciplines, rebuilt between two threads on two cores
 //! through memory shared by both (the link's FIFO is a set of slots of atomics):
 //!
 //! - **unbuffered**: one readiness check per byte (a one-byte FIFO, polled);
@@ -8,7 +8,7 @@
 //!   it (a blocking doorbell: `thread::park`/`unpark`, a futex with a need-wake-up state, so no
 //!   system call is made while the waiter is awake).
 //!
-//! Data are written byte by byte, as the seed's drivers wrote the FIFO's data register.
+//! Data are written byte by byte, as the paper's drivers wrote the FIFO's data register.
 
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -35,7 +35,7 @@ pub enum Discipline {
 }
 
 impl Discipline {
-    /// Every discipline, in the seed's order.
+    /// Every discipline, in the paper's order.
     pub const ALL: [Discipline; 4] = [
         Discipline::Unbuffered,
         Discipline::FullFifo,

@@ -1,10 +1,10 @@
-//! `reproduce`: the seed papers' experiments rerun on this machine, written as a report
+//! `reproduce`: the papers' experiments rerun on this machine, written as a report
 //! folder (report.md, SVG plots, results.json) with each published figure beside today's and
 //! each of the papers' findings checked.
 //!
-//! - `fifo.rs`, `copies.rs`: seed 000's transfer disciplines and copies into shared memory;
+//! - `fifo.rs`, `copies.rs`: [SUN-T]'s transfer disciplines and copies into shared memory;
 //! - `seeds.rs`: the papers' published numbers;
-//! - `exp000.rs`, `exp002_links.rs` (seed 002's Part 1, `bench mux`), `exp002.rs` (its
+//! - `exp000.rs`, `exp002_links.rs` ([DS-link]'s Part 1, `bench mux`), `exp002.rs` (its
 //!   DSNIC part), `exp003.rs`, `exp004.rs`: each seed's measurements, report section and
 //!   findings (004 runs `bench offload`'s engines and hosts, so it needs the
 //!   binary; 003's remote call needs it too, and its NBD parts need fio);
@@ -41,13 +41,13 @@ pub struct Options {
     /// A shorter run (under a minute): fewer sizes, packet sizes and repetitions.
     #[arg(long)]
     pub quick: bool,
-    /// FIFO size of the buffered and interrupt-driven transfers, bytes (the seed's was 1024).
+    /// FIFO size of the buffered and interrupt-driven transfers, bytes (the paper's was 1024).
     #[arg(long, default_value_t = 1024)]
     pub fifo: usize,
     /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
     #[arg(long, default_value = "tcp")]
     pub transport: Transport,
-    /// The `offhost` binary, for seed 004's engines and hosts (`None`: seed 004 is skipped).
+    /// The `offhost` binary, for [Off-host]'s engines and hosts (`None`: [Off-host] is skipped).
     #[arg(skip)]
     pub exe: Option<PathBuf>,
 }
@@ -172,13 +172,13 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
             found.extend(f);
             sec
         }
-        None => "## Seed 004\n\nNot run (no `offhost` binary given).\n".into(),
+        None => "## [Off-host]\n\nNot run (no `offhost` binary given).\n".into(),
     };
     let elapsed = start.elapsed();
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "# The seed papers' experiments on this machine\n\n\
+        "# The papers' experiments on this machine\n\n\
          - command: `offhost bench reproduce --out {}{} --fifo {} --transport {}`\n\
          - machine: {}\n\
          - run time: {:.0} s; up to {} repetitions per point after warm-up, fewer where a \
@@ -188,9 +188,9 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
          the core count means other work shared the cores, and busy-waiting transfers then \
          wait for whole scheduler time slices)\n\
          - figures are from one run on a machine that may be shared: treat them as noisy.\n\
-         - seed 000: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); seed 002: \
-         Pentium Pro PCs with DSNIC boards; seed 003: ION, 68030 boards on a VME backplane \
-         serving workstations over SCSI; seed 004: a SPARC DTC-2 with an MVME-167 XTP \
+         - [SUN-T]: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); [DS-link]: \
+         Pentium Pro PCs with DSNIC boards; [ION]: ION, 68030 boards on a VME backplane \
+         serving workstations over SCSI; [Off-host]: a SPARC DTC-2 with an MVME-167 XTP \
          board on its VME bus. Their figures are quoted from the papers' tables.\n",
         args.out.display(),
         if args.quick { " --quick" } else { "" },
