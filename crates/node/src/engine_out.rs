@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use offhost_engine::{ArgError, Args, Buffer, Build, Context, Get, Status, Task, TaskError};
 use offhost_link::{ChannelOptions, Session};
 
-use crate::link_task::{in_parts, send, Links, Shared, Target};
+use crate::link_task::{in_parts, send, Links, RemoteError, Shared, Target};
 
 pub(crate) fn factory(
     links: &Arc<Links>,
@@ -46,11 +46,14 @@ struct EngineOut {
 /// returned whole once the link has sent it, as before (docs/notes/engines.md, stop 39).
 const RELEASE_BATCH: usize = 8;
 
-fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<(), String> {
-    let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
+fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<(), RemoteError> {
+    let session = Session::connect_with(&t.url, &t.options)?;
     let ch = session
         .open(&t.channel, queue_options())
-        .map_err(|e| format!("open {}: {e}", t.channel))?;
+        .map_err(|source| RemoteError::Open {
+            channel: t.channel.clone(),
+            source,
+        })?;
     // One byte of header per message: MORE while parts of the buffer follow, LAST on its
     // last part (see host-in whole=true).
     // The header and the part go as one message without being joined here first.
@@ -78,7 +81,7 @@ fn send_all(t: &Target, rx: &Receiver<Buffer>, cancel: &AtomicBool) -> Result<()
         }
     }
     drop(sent);
-    ch.close().map_err(|e| e.to_string())?;
+    ch.close()?;
     // Goodbye: the session's last frames reach the other engine before its socket closes.
     session.close();
     Ok(())

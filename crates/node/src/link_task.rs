@@ -112,12 +112,60 @@ impl Target {
     }
 }
 
+/// What broke the link of a task that reaches another engine (`engine-out`, `call` with
+/// `url=`): the task fails naming the engine and this.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// The task's pipeline ended first.
+    #[error("the pipeline ended")]
+    PipelineEnded,
+    /// The link failed.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The channel to the other engine's pipeline could not be opened.
+    #[error("open {channel}: {source}")]
+    Open {
+        /// The channel's name (`in/ID/NAME`, `call/ID/NAME`).
+        channel: String,
+        /// Why.
+        source: LinkError,
+    },
+    /// Call number `call` (from 1) failed.
+    #[error("call {call}: {source}")]
+    Call {
+        /// Which call.
+        call: u64,
+        /// What went wrong with it.
+        source: Box<RemoteError>,
+    },
+    /// The service ended without answering a call.
+    #[error("the service ended without answering")]
+    NoAnswer,
+    /// The answer's last part never came.
+    #[error("the answer was cut off: its last part never came")]
+    AnswerCut,
+    /// A part of an answer was not a part, or the answer too large.
+    #[error(transparent)]
+    Wire(#[from] crate::calls::WireError),
+    /// An answer came after the last call.
+    #[error("an answer after the last of {0} calls, which nobody asked for")]
+    Unasked(u64),
+    /// No answer within the call's `timeout=`.
+    #[error("{}", offhost_engine::call::no_answer_within(*.0))]
+    Timeout(Duration),
+}
+
+/// How a task's link thread ended: `Ok` once every buffer was handed over and the channel
+/// closed, or what broke (shared with the task, which reports it).
+pub(crate) type End = Result<(), Arc<RemoteError>>;
+
 /// What the task and its sender thread share.
 pub(crate) struct Shared {
     pub(crate) waker: OutsideWaker,
     /// Set once by the sender thread when it is done: `Ok` once every buffer was handed to
     /// the link and the channel closed, `Err` with what broke.
-    pub(crate) end: Mutex<Option<Result<(), String>>>,
+    pub(crate) end: Mutex<Option<End>>,
     /// Set when the task is dropped (its pipeline ended): the sender gives up.
     pub(crate) cancel: AtomicBool,
 }
@@ -134,7 +182,8 @@ impl Shared {
         })
     }
 
-    pub(crate) fn finish(&self, r: Result<(), String>) {
+    pub(crate) fn finish(&self, r: Result<(), RemoteError>) {
+        let r = r.map_err(Arc::new);
         let mut end = self.end.lock().unwrap_or_else(|e| e.into_inner());
         if end.is_none() {
             *end = Some(r);
@@ -143,7 +192,7 @@ impl Shared {
         self.waker.wake();
     }
 
-    pub(crate) fn end(&self) -> Option<Result<(), String>> {
+    pub(crate) fn end(&self) -> Option<End> {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -152,15 +201,15 @@ impl Shared {
 pub(crate) const CANCEL_CHECK: Duration = Duration::from_millis(100);
 
 /// Sends one message made of `parts` joined, waiting for credit as long as the pipeline runs.
-pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), String> {
+pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), RemoteError> {
     loop {
         match ch.send_parts_timeout(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
             // Ordering: Acquire pairs with the Release store in `EngineOut::drop` (and
             // `Call::drop`).
             Err(LinkError::Timeout) if !cancel.load(Ordering::Acquire) => {}
-            Err(LinkError::Timeout) => return Err("the pipeline ended".into()),
-            Err(e) => return Err(e.to_string()),
+            Err(LinkError::Timeout) => return Err(RemoteError::PipelineEnded),
+            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -37,8 +37,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use offhost_link::{Channel, ChannelOptions, LinkError, Session};
 
 use crate::calls::wire::{spin_for, Joiner, SPIN_WAIT};
-use crate::link_task::{in_parts, send, Links, Shared, Target, CANCEL_CHECK};
-use offhost_engine::call::{no_answer_within, put_copy, timeout};
+use crate::link_task::{in_parts, send, Links, RemoteError, Shared, Target, CANCEL_CHECK};
+use offhost_engine::call::{put_copy, timeout};
 use offhost_engine::Buffer;
 use offhost_engine::Get;
 use offhost_engine::{ArgError, Args, Build, Registry, TaskInfo};
@@ -168,12 +168,15 @@ struct Client {
 }
 
 impl Client {
-    fn run(&self) -> Result<(), String> {
+    fn run(&self) -> Result<(), RemoteError> {
         let t = &self.target;
-        let session = Session::connect_with(&t.url, &t.options).map_err(|e| e.to_string())?;
+        let session = Session::connect_with(&t.url, &t.options)?;
         let ch = session
             .open(&t.channel, ChannelOptions::default())
-            .map_err(|e| format!("open {}: {e}", t.channel))?;
+            .map_err(|source| RemoteError::Open {
+                channel: t.channel.clone(),
+                source,
+            })?;
         let ch = Arc::new(ch);
         let _ = self.link.set(Arc::clone(&ch));
         let part = (ch.options().max_message as usize).saturating_sub(1).max(1);
@@ -186,25 +189,27 @@ impl Client {
             if let Request::Send(b) = r {
                 in_parts(&b, part, |p| send(&ch, p, cancel))?;
             }
+            let in_call = |source| RemoteError::Call {
+                call: calls,
+                source: Box::new(source),
+            };
             let answer = self
                 .answer(&ch, &mut msg)
-                .map_err(|e| format!("call {calls}: {e}"))?
-                .ok_or_else(|| format!("call {calls}: the service ended without answering"))?;
+                .map_err(in_call)?
+                .ok_or_else(|| in_call(RemoteError::NoAnswer))?;
             self.hand_over(answer)?;
         }
-        ch.close().map_err(|e| e.to_string())?;
+        ch.close()?;
         // The service ends the channel once it has read the end of the calls.
         if self.answer(&ch, &mut msg)?.is_some() {
-            return Err(format!(
-                "an answer after the last of {calls} calls, which nobody asked for"
-            ));
+            return Err(RemoteError::Unasked(calls));
         }
         session.close();
         Ok(())
     }
 
     /// The next call, `None` at the end of the input.
-    fn next_request(&self) -> Result<Option<Request>, String> {
+    fn next_request(&self) -> Result<Option<Request>, RemoteError> {
         let now = spin_for(|| match self.requests.try_recv() {
             Ok(b) => Some(Some(b)),
             Err(crossbeam_channel::TryRecvError::Disconnected) => Some(None),
@@ -218,7 +223,7 @@ impl Client {
                 Ok(b) => return Ok(Some(b)),
                 Err(RecvTimeoutError::Disconnected) => return Ok(None),
                 Err(RecvTimeoutError::Timeout) if self.cancelled() => {
-                    return Err("the pipeline ended".into())
+                    return Err(RemoteError::PipelineEnded)
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -227,21 +232,21 @@ impl Client {
 
     /// Joins the parts of the next answer, received into `msg`; `None` if the server ended
     /// its answers.
-    fn answer(&self, resp: &Channel, msg: &mut Vec<u8>) -> Result<Option<Vec<u8>>, String> {
+    fn answer(&self, resp: &Channel, msg: &mut Vec<u8>) -> Result<Option<Vec<u8>>, RemoteError> {
         let mut answer = Joiner::answer(self.limit);
         let deadline = self.deadline();
         loop {
             match resp.recv_into_timeout(msg, CANCEL_CHECK) {
                 Ok(true) => {}
                 Ok(false) if !answer.started() => return Ok(None),
-                Ok(false) => return Err("the answer was cut off: its last part never came".into()),
+                Ok(false) => return Err(RemoteError::AnswerCut),
                 Err(LinkError::Timeout) => {
                     self.may_wait(deadline)?;
                     continue;
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
-            if let Some(whole) = answer.push(msg).map_err(|e| e.to_string())? {
+            if let Some(whole) = answer.push(msg)? {
                 return Ok(Some(whole));
             }
         }
@@ -249,12 +254,12 @@ impl Client {
 
     /// Gives `answer` to the task (the one before it was taken: the task sends a request
     /// once it has its answer), and runs the pipeline's tasks until it sends the next.
-    fn hand_over(&self, mut answer: Vec<u8>) -> Result<(), String> {
+    fn hand_over(&self, mut answer: Vec<u8>) -> Result<(), RemoteError> {
         loop {
             match self.answers.send_timeout(answer, CANCEL_CHECK) {
                 Ok(()) => break,
                 Err(SendTimeoutError::Timeout(a)) if !self.cancelled() => answer = a,
-                Err(_) => return Err("the pipeline ended".into()),
+                Err(_) => return Err(RemoteError::PipelineEnded),
             }
         }
         let waker = self.shared.waker.get();
@@ -288,19 +293,19 @@ impl Client {
 
     /// Whether a call may wait on for its answer: not once the pipeline has ended, nor past
     /// its `deadline`; the error says which.
-    fn may_wait(&self, deadline: Option<Instant>) -> Result<(), String> {
+    fn may_wait(&self, deadline: Option<Instant>) -> Result<(), RemoteError> {
         if self.cancelled() {
-            return Err("the pipeline ended".into());
+            return Err(RemoteError::PipelineEnded);
         }
         match (deadline, self.timeout) {
-            (Some(d), Some(t)) if Instant::now() >= d => Err(no_answer_within(t)),
+            (Some(d), Some(t)) if Instant::now() >= d => Err(RemoteError::Timeout(t)),
             _ => Ok(()),
         }
     }
 }
 
 impl Call {
-    fn failed(&self, why: &str) -> TaskError {
+    fn failed(&self, why: &dyn std::fmt::Display) -> TaskError {
         TaskError::Failed(format!("{}: {why}", self.whom))
     }
 
