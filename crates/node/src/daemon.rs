@@ -49,6 +49,7 @@ use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Sess
 use serde::{Deserialize, Serialize};
 
 use crate::names::{check_name, Names, PipelineRef};
+use crate::refusal::Refusal;
 use crate::DaemonLimits;
 use offhost_engine::Files;
 use offhost_engine::Registry;
@@ -72,10 +73,8 @@ const HOST_IN_WAKE_EVERY: usize = 8;
 fn take_service_ports(
     run: &mut Running,
     port: &str,
-) -> Result<(offhost_engine::HostInput, offhost_engine::HostOutput), String> {
-    let missing = || {
-        format!("no open host-in and host-out {port}, both whole=true, in the pipeline (a call takes both)")
-    };
+) -> Result<(offhost_engine::HostInput, offhost_engine::HostOutput), Refusal> {
+    let missing = || Refusal::NoService(port.to_string());
     if run.peek_host_input(port) != Some(true) || run.peek_host_output(port) != Some(true) {
         return Err(missing());
     }
@@ -302,19 +301,19 @@ impl Daemon {
     pub fn answer_while(&self, msg: &[u8], gone: &dyn Fn() -> bool) -> String {
         match serde_json::from_slice::<Request>(msg) {
             Ok(r) => self.request(r, gone),
-            Err(e) => Reply::<()>::Refused(format!("bad request: {e}")).to_wire(),
+            Err(e) => Reply::<()>::Refused(Refusal::BadRequest(e).to_string()).to_wire(),
         }
     }
 
     /// The id of the pipeline `r` names.
-    fn resolve(&self, r: &PipelineRef) -> Result<u64, String> {
+    fn resolve(&self, r: &PipelineRef) -> Result<u64, Refusal> {
         match r {
             PipelineRef::Id(id) => Ok(*id),
             PipelineRef::Name(n) => {
-                check_name(n).map_err(|e| e.to_string())?;
+                check_name(n)?;
                 self.names
                     .get(n)
-                    .ok_or_else(|| format!("no pipeline named {n:?}"))
+                    .ok_or_else(|| Refusal::NoPipelineNamed(n.clone()))
             }
         }
     }
@@ -323,18 +322,18 @@ impl Daemon {
     fn with_id<T: Serialize>(
         &self,
         r: &PipelineRef,
-        f: impl FnOnce(u64) -> Result<T, String>,
+        f: impl FnOnce(u64) -> Result<T, Refusal>,
     ) -> String {
-        Reply::from(self.resolve(r).and_then(f)).to_wire()
+        Reply::from(self.resolve(r).and_then(f).map_err(|e| e.to_string())).to_wire()
     }
 
-    fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, String> {
+    fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, Refusal> {
         self.pipelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&id)
             .cloned()
-            .ok_or_else(|| format!("no pipeline {id}"))
+            .ok_or(Refusal::NoPipeline(id))
     }
 
     fn channel(&self, ch: &Channel) -> Result<(), LinkError> {
@@ -377,7 +376,7 @@ impl Daemon {
                             State::Running(run) => {
                                 take_service_ports(run, port).map(|(i, o)| (i, o, run.stopper()))
                             }
-                            _ => Err("the pipeline has ended".into()),
+                            _ => Err(Refusal::Ended),
                         })
                 };
             return match service {
@@ -470,7 +469,7 @@ impl Daemon {
 
     /// The state of pipeline `id`; with `wait`, once it has finished, or an error once
     /// `wait` says the client has gone.
-    fn state_of(&self, id: u64, wait: Option<&dyn Fn() -> bool>) -> Result<Status, String> {
+    fn state_of(&self, id: u64, wait: Option<&dyn Fn() -> bool>) -> Result<Status, Refusal> {
         let entry = self.entry(id)?;
         loop {
             let mut st = entry.lock().unwrap_or_else(|e| e.into_inner());
@@ -482,7 +481,7 @@ impl Daemon {
                         let finished = run.watch_finish();
                         drop(st);
                         if gone() {
-                            return Err("the client waiting for this pipeline has gone".into());
+                            return Err(Refusal::ClientGone);
                         }
                         finished.wait_timeout(WAIT_POLL);
                         continue;
@@ -516,7 +515,9 @@ impl Daemon {
     /// Answers request `r`: its reply's JSON.
     fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> String {
         match r {
-            Request::Submit { text, name } => Reply::from(self.submit(text, name)).to_wire(),
+            Request::Submit { text, name } => {
+                Reply::from(self.submit(text, name).map_err(|e| e.to_string())).to_wire()
+            }
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
             Request::Stop { id, force } => self.with_id(&id, |id| {
@@ -554,25 +555,19 @@ impl Daemon {
     }
 
     /// Checks and starts pipeline `text`, named `name` if given.
-    fn submit(&self, text: String, name: Option<String>) -> Result<Submitted, String> {
-        if let Some(e) = name.as_deref().and_then(|n| check_name(n).err()) {
-            return Err(e.to_string());
+    fn submit(&self, text: String, name: Option<String>) -> Result<Submitted, Refusal> {
+        if let Some(n) = name.as_deref() {
+            check_name(n)?;
         }
         let limits = &self.limits;
         if text.len() > limits.text_bytes {
-            let e = format!(
-                "pipeline text of {} bytes, over the limit of {} (raise it with --max-text-bytes)",
-                text.len(),
-                limits.text_bytes
-            );
-            return Err(e);
+            return Err(Refusal::TextTooLarge {
+                bytes: text.len(),
+                limit: limits.text_bytes,
+            });
         }
-        let built = match Pipeline::parse(&text)
-            .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))
-        {
-            Ok(b) => b,
-            Err(e) => return Err(e.to_string()),
-        };
+        let built = Pipeline::parse(&text)
+            .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))?;
         let (ins, outs) = (built.host_inputs(), built.host_outputs());
         // Checked and started under the table's lock: concurrent submits see each other.
         let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
@@ -591,33 +586,25 @@ impl Daemon {
                                  State::Running(r) if !r.is_finished())
             });
             if holds {
-                let e = format!("the name {n:?} is taken by running pipeline {old} (stop it, or choose another name)");
-                return Err(e);
+                return Err(Refusal::NameTaken {
+                    name: n.to_string(),
+                    by: old,
+                });
             }
         }
         if running >= limits.pipelines {
-            let e = format!(
-                "the engine runs {running} pipelines, its limit (raise it with --max-pipelines)"
-            );
-            return Err(e);
+            return Err(Refusal::OverPipelines { running });
         }
         let total = bytes.saturating_add(built.pool_bytes());
         if total > limits.pool_bytes {
-            let ended = match self.lingering.bytes() {
-                        0 => String::new(),
-                        n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
-                    };
-            let e = format!(
-                        "free lists of {} bytes would bring the engine's pipelines to {total}{ended}, over its limit of {} (raise it with --max-total-pool-bytes)",
-                        built.pool_bytes(),
-                        limits.pool_bytes
-                    );
-            return Err(e);
+            return Err(Refusal::OverPoolBytes {
+                asked: built.pool_bytes(),
+                total,
+                held: self.lingering.bytes(),
+                limit: limits.pool_bytes,
+            });
         }
-        let run = match built.try_start(&self.config) {
-            Ok(r) => r,
-            Err(e) => return Err(e.to_string()),
-        };
+        let run = built.try_start(&self.config)?;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         // Forget the oldest finished pipelines beyond KEEP_FINISHED.
         let finished: Vec<u64> = table

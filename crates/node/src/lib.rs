@@ -28,6 +28,8 @@ mod link_task;
 pub mod names;
 pub mod offload;
 pub mod placement;
+mod refusal;
 pub mod remote;
 
 pub use limits::{DaemonLimits, DEFAULT_PIPELINES, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES};
+pub use refusal::Refusal;

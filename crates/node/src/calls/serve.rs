@@ -32,7 +32,8 @@ use std::time::Duration;
 use offhost_link::{Channel, LinkError};
 
 use crate::calls::wire::{spin_for, Joiner};
-use offhost_engine::call::OUT_OF_STEP;
+use crate::refusal::Refusal;
+use offhost_engine::call::{ServiceError, OUT_OF_STEP};
 use offhost_engine::Stopper;
 use offhost_engine::{HostError, HostInput, HostOutput};
 
@@ -69,13 +70,13 @@ impl Services {
         id: u64,
         name: &str,
         running: bool,
-        take: impl FnOnce() -> Result<(HostInput, HostOutput, Stopper), String>,
-    ) -> Result<Arc<Service>, String> {
+        take: impl FnOnce() -> Result<(HostInput, HostOutput, Stopper), Refusal>,
+    ) -> Result<Arc<Service>, Refusal> {
         let key = (id, name.to_string());
         let mut map = self.swept();
         if !running {
             map.remove(&key);
-            return Err("the pipeline has ended".into());
+            return Err(Refusal::Ended);
         }
         if let Some((s, _)) = map.get(&key) {
             return Ok(Arc::clone(s));
@@ -180,7 +181,7 @@ impl Service {
         let _turn = self.wait_turn(left)?;
         let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
         let (input, output) = &mut *ports;
-        out_of_step(input, output).map_err(Left::Wrong)?;
+        out_of_step(input, output).map_err(|e| Left::Wrong(e.to_string()))?;
         let no_longer = |e| Left::Wrong(format!("the service no longer reads: {e}"));
         // This thread runs the service's tasks until the answer is out (see `Helper`), unless
         // the request must wait for room: then a worker takes it.
@@ -265,12 +266,12 @@ const WAIT_CHECK: Duration = Duration::from_millis(50);
 
 /// Fails the service's `host-in` with [`OUT_OF_STEP`] if a buffer waits at its `host-out`
 /// that no call asked for.
-fn out_of_step(input: &mut HostInput, output: &HostOutput) -> Result<(), String> {
+fn out_of_step(input: &mut HostInput, output: &HostOutput) -> Result<(), ServiceError> {
     if output.waiting() == 0 {
         return Ok(());
     }
     input.fail(OUT_OF_STEP);
-    Err(OUT_OF_STEP.into())
+    Err(ServiceError::OutOfStep)
 }
 
 #[cfg(test)]
@@ -301,7 +302,7 @@ mod tests {
         ));
         // A second caller shares it; nothing more is taken.
         services
-            .get_or_take(1, "svc", true, || Err("taken twice".into()))
+            .get_or_take(1, "svc", true, || Err(Refusal::Ended))
             .unwrap();
         services.sweep();
         assert_eq!(services.len(), 1, "a running pipeline's service stays");
