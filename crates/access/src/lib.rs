@@ -13,7 +13,10 @@
 //! - [`peer`]: who may connect to a Unix socket (`SO_PEERCRED` against our uid and an allow
 //!   list);
 //! - [`tcp`]: keepalive probes, so that a peer that vanished without closing its TCP
-//!   connection is found out.
+//!   connection is found out;
+//! - [`unproven`]: the budget of connections that have not yet proved who they are (per
+//!   source and in total, with a deadline; the oldest silent one makes way), so that nothing
+//!   unauthenticated holds what authenticated peers need.
 //!
 //! Everything is rustls with the *ring* provider: no OpenSSL.
 #![forbid(unsafe_code)]
@@ -25,9 +28,11 @@ pub mod identity;
 pub mod peer;
 pub mod stream;
 pub mod tcp;
+pub mod unproven;
 
 pub use certs::CertDir;
 pub use config::{ClientAuth, TlsClient, TlsServer};
 pub use error::AccessError;
 pub use peer::AllowUids;
-pub use stream::{handshake, TlsReader, TlsStream, TlsWriter};
+pub use stream::{handshake, handshake_observed, TlsReader, TlsStream, TlsWriter};
+pub use unproven::{Source, Ticket, Unproven, UnprovenLimits, UnprovenStats};
