@@ -16,13 +16,16 @@
 //!   connection is found out;
 //! - [`unproven`]: the budget of connections that have not yet proved who they are (per
 //!   source and in total, with a deadline; the oldest silent one makes way), so that nothing
-//!   unauthenticated holds what authenticated peers need.
+//!   unauthenticated holds what authenticated peers need;
+//! - [`crowd`]: connections that never prove themselves (silent or trickling, from many
+//!   source addresses), for the tests and benchmarks of that budget.
 //!
 //! Everything is rustls with the *ring* provider: no OpenSSL.
 #![forbid(unsafe_code)]
 
 pub mod certs;
 pub mod config;
+pub mod crowd;
 mod error;
 pub mod identity;
 pub mod peer;

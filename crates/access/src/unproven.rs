@@ -11,8 +11,11 @@
 //! IP address, or a uid on a Unix socket) and `max_total` in all, each within `deadline`.
 //! Admission never waits and never fails: when a budget is full, the **oldest** unproven
 //! connection of that source (or, when the total is full, of the source holding the most)
-//! makes way. Connections whose peer has shown some progress ([`Ticket::progressed`]: a whole
-//! TLS ClientHello, say) are evicted only after every silent one. Evicting shuts the socket
+//! makes way. A connection younger than [`SETTLE`] is not pushed out (the budget may then
+//! run over, up to [`OVERFLOW`] times), so that an honest client has time to send its first
+//! message before it is judged. Connections whose peer has shown some progress ([`Ticket::progressed`]: a whole
+//! TLS ClientHello, say; or [`SHOWN_PROGRESS`] bytes waiting unread) are evicted only after
+//! every silent one. Evicting shuts the socket
 //! down (`shutdown(2)` on a duplicate of its descriptor), so the thread running its handshake
 //! sees the end of the stream at once and ends. A proven peer is never counted here, so it is
 //! never evicted.
@@ -36,6 +39,17 @@ pub const DEFAULT_MAX_UNPROVEN: usize = 64;
 pub const DEFAULT_MAX_UNPROVEN_PER_SOURCE: usize = 8;
 /// Default [`UnprovenLimits::deadline`]: five seconds.
 pub const DEFAULT_UNPROVEN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Bytes waiting unread on a connection that count as its peer's progress: more than a
+/// trickle sends within a deadline, less than any first message of a TLS handshake.
+pub const SHOWN_PROGRESS: u64 = 32;
+
+/// How long a new connection has to show progress before it may be pushed out: until then
+/// it may hold a place over the budget (up to [`OVERFLOW`] times it).
+pub const SETTLE: Duration = Duration::from_millis(100);
+
+/// How far over the budget connections younger than [`SETTLE`] may take it.
+pub const OVERFLOW: usize = 2;
 
 /// The budget of connections that have not proved who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +82,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// Unread bytes that show progress: [`SHOWN_PROGRESS`] from a TCP peer, any from a
+    /// local one (whose first message, a shared-memory hello, is a few bytes and a
+    /// descriptor).
+    fn shown_progress(&self) -> u64 {
+        match self {
+            Source::Ip(_) => SHOWN_PROGRESS,
+            Source::Uid(_) => 1,
+        }
+    }
+
     /// The source of a TCP peer at `addr`.
     pub fn ip(addr: IpAddr) -> Source {
         match addr {
@@ -118,14 +142,58 @@ impl Table {
         Some(e)
     }
 
-    /// The connection to push out among those `pick` accepts: silent before progressing,
-    /// then oldest.
-    fn victim(&self, pick: impl Fn(&Entry) -> bool) -> Option<u64> {
-        self.entries
+    /// The connection to push out among those `pick` accepts: the oldest silent one, else
+    /// the oldest. A connection has progressed when its handshake said so, or when its peer
+    /// has sent [`SHOWN_PROGRESS`] bytes that its handshake has not read yet (an honest
+    /// client's first message, waiting for a thread that has not run yet). With `settled`,
+    /// only connections older than [`SETTLE`] are considered (they had time to show
+    /// progress).
+    fn victim(&self, now: Instant, settled: bool, pick: impl Fn(&Entry) -> bool) -> Option<u64> {
+        let mut candidates: Vec<(Instant, u64, &Entry)> = self
+            .entries
             .iter()
-            .filter(|(_, e)| pick(e))
-            .min_by_key(|(id, e)| (e.flags.progressed.load(Ordering::Relaxed), e.since, **id))
-            .map(|(id, _)| *id)
+            .filter(|(_, e)| {
+                pick(e) && (!settled || now.saturating_duration_since(e.since) >= SETTLE)
+            })
+            .map(|(id, e)| (e.since, *id, e))
+            .collect();
+        candidates.sort_by_key(|(since, id, _)| (*since, *id));
+        let silent = candidates.iter().find(|(_, _, e)| {
+            !e.flags.progressed.load(Ordering::Relaxed)
+                && rustix::io::ioctl_fionread(&e.kick).unwrap_or(0) < e.source.shown_progress()
+        });
+        silent.or(candidates.first()).map(|(_, id, _)| *id)
+    }
+
+    /// Pushes out connections until `source` and the total are within their budgets, taking
+    /// only settled connections, and any once past the hard budgets (the overflow allowed
+    /// to connections that have not had time to show progress).
+    fn trim(&mut self, now: Instant, source: Option<Source>, limits: &UnprovenLimits) {
+        let hard_source = limits.max_per_source.saturating_mul(OVERFLOW);
+        let hard_total = limits.max_total.saturating_mul(OVERFLOW);
+        // Bounded: each round removes one entry, or stops.
+        for _ in 0..self.entries.len() {
+            let count = |t: &Table, s| t.per_source.get(&s).copied().unwrap_or(0);
+            let id = match source {
+                Some(s) if count(self, s) > limits.max_per_source => {
+                    let hard = count(self, s) > hard_source;
+                    self.victim(now, !hard, |e| e.source == s)
+                }
+                _ if self.entries.len() > limits.max_total => {
+                    let hard = self.entries.len() > hard_total;
+                    let largest = self
+                        .per_source
+                        .iter()
+                        .max_by_key(|(_, n)| **n)
+                        .map(|(s, _)| *s);
+                    largest.and_then(|l| self.victim(now, !hard, |e| e.source == l))
+                }
+                _ => None,
+            };
+            let Some(id) = id else { break };
+            self.kick(id);
+            self.evicted += 1;
+        }
     }
 
     fn kick(&mut self, id: u64) {
@@ -187,23 +255,6 @@ impl Unproven {
         let now = Instant::now();
         let mut t = self.lock();
         expire_locked(&mut t, now, self.limits.deadline);
-        if t.per_source.get(&source).copied().unwrap_or(0) >= self.limits.max_per_source {
-            if let Some(id) = t.victim(|e| e.source == source) {
-                t.kick(id);
-                t.evicted += 1;
-            }
-        }
-        if t.entries.len() >= self.limits.max_total {
-            let largest = t
-                .per_source
-                .iter()
-                .max_by_key(|(_, n)| **n)
-                .map(|(s, _)| *s);
-            if let Some(id) = largest.and_then(|s| t.victim(|e| e.source == s)) {
-                t.kick(id);
-                t.evicted += 1;
-            }
-        }
         let id = t.next;
         t.next += 1;
         let flags = Arc::new(Flags::default());
@@ -217,6 +268,7 @@ impl Unproven {
             },
         );
         *t.per_source.entry(source).or_insert(0) += 1;
+        t.trim(now, Some(source), &self.limits);
         Ok(Ticket {
             table: Arc::clone(&self.table),
             id,
@@ -228,7 +280,20 @@ impl Unproven {
     /// Shuts down every connection past its deadline (a server's accept loop calls this now
     /// and then; [`admit`](Self::admit) does too). Returns how many.
     pub fn expire(&self) -> usize {
-        expire_locked(&mut self.lock(), Instant::now(), self.limits.deadline)
+        let now = Instant::now();
+        let mut t = self.lock();
+        let n = expire_locked(&mut t, now, self.limits.deadline);
+        let sources: Vec<Source> = t
+            .per_source
+            .iter()
+            .filter(|(_, n)| **n > self.limits.max_per_source)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in sources {
+            t.trim(now, Some(s), &self.limits);
+        }
+        t.trim(now, None, &self.limits);
+        n
     }
 
     /// What the table holds and has done.
@@ -334,6 +399,7 @@ mod tests {
         let ta = u.admit(s, &a).unwrap();
         let tb = u.admit(s, &b).unwrap();
         tb.progressed();
+        std::thread::sleep(SETTLE);
         let tc = u.admit(s, &c).unwrap();
         assert!(ta.evicted() && !tb.evicted() && !tc.evicted());
         assert!(shut(&mut pa), "the evicted socket is shut down");
@@ -356,10 +422,25 @@ mod tests {
         let t0 = u.admit(Source::Uid(1), &socks[0].0).unwrap();
         let t1 = u.admit(Source::Uid(2), &socks[1].0).unwrap();
         let t2 = u.admit(Source::Uid(2), &socks[2].0).unwrap();
+        std::thread::sleep(SETTLE);
         let t3 = u.admit(Source::Uid(3), &socks[3].0).unwrap();
         assert!(!t0.evicted(), "the lone source keeps its connection");
         assert!(t1.evicted() && !t2.evicted() && !t3.evicted());
         assert_eq!(u.stats().held, 3);
+    }
+
+    #[test]
+    fn a_young_connection_is_not_pushed_out_until_the_hard_budget() {
+        let u = Unproven::new(limits(100, 1));
+        let s = Source::Uid(9);
+        let socks: Vec<_> = (0..4).map(|_| conn()).collect();
+        let t: Vec<_> = socks.iter().map(|c| u.admit(s, &c.0).unwrap()).collect();
+        // Two may stand (the budget of one, overflowing twice); past that the oldest goes.
+        assert!(t[0].evicted() && t[1].evicted());
+        assert!(!t[2].evicted() && !t[3].evicted());
+        std::thread::sleep(SETTLE);
+        assert_eq!(u.expire(), 0);
+        assert!(t[2].evicted() && !t[3].evicted());
     }
 
     #[test]

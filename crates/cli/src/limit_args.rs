@@ -31,9 +31,16 @@ pub struct LinkLimitArgs {
     /// Seconds a write to a host may make no progress before its session ends (0: for ever).
     #[arg(long, default_value = "60", value_parser = seconds)]
     write_stall: Duration,
-    /// Seconds a shared-memory handshake may take.
+    /// Seconds a shared-memory or TLS handshake may take.
     #[arg(long, default_value = "5", value_parser = seconds)]
     handshake_timeout: Duration,
+    /// Connections whose shm or TLS handshake has not ended, all together; past it the
+    /// oldest silent one is closed to make way.
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_HANDSHAKES)]
+    max_handshakes: usize,
+    /// The same from one IP address (or, on shm, one uid).
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_HANDSHAKES_PER_SOURCE)]
+    max_handshakes_per_source: usize,
 }
 
 impl LinkLimitArgs {
@@ -52,6 +59,8 @@ impl LinkLimitArgs {
             max_unsent: self.max_unsent,
             write_stall: (!self.write_stall.is_zero()).then_some(self.write_stall),
             handshake_timeout: self.handshake_timeout,
+            max_handshakes: self.max_handshakes,
+            max_handshakes_per_source: self.max_handshakes_per_source,
             ..offhost_link::Limits::default()
         })
     }

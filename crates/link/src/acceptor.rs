@@ -1,15 +1,19 @@
 //! Accepting off the caller's thread, for transports whose handshake takes round trips
-//! (`shm:` and `tls:`): a thread accepts connections and runs each handshake on a thread of
-//! its own, at most `max_handshakes` at once and each within `handshake_timeout`, so that a
-//! host that connects and then says nothing holds one handshake turn for a bounded time and
-//! never the accept loop. Sessions that are ready wait in a channel for `Server::accept`.
+//! (`shm:` and `tls:`): a thread accepts every connection at once and runs its handshake on a
+//! thread of its own, within `handshake_timeout`. Until its handshake ends a connection is
+//! *unproven*: it holds a place in the server's [`Unproven`] table (at most `max_handshakes`,
+//! `max_handshakes_per_source` from one IP address or uid), never a session slot; when the
+//! table is full the oldest silent connection is shut down to make way, so that hosts that
+//! connect and say nothing (or trickle bytes) never keep a good host out, and never fill the
+//! listen queue. Sessions that are ready wait in a channel for `Server::accept`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use offhost_access::{Source, Ticket, Unproven};
 use offhost_proto::Side;
 
 use crate::error::LinkError;
@@ -77,14 +81,12 @@ fn accept_loop(
     ready: &Sender<Result<Session, LinkError>>,
     stop: &AtomicBool,
 ) {
+    // Handshake threads: those of unproven connections, and of evicted ones still ending
+    // (each within moments of its socket's shutdown). Past this, a newcomer is closed.
     let handshakes = Counter::new();
+    let max_threads = limits.max_handshakes.max(1).saturating_mul(4);
     let poll = Duration::from_millis(100);
     while !stop.load(Ordering::Acquire) {
-        // Hosts past the handshake limit wait in the listen queue.
-        let Some(turn) = handshakes.try_take(limits.max_handshakes.max(1)) else {
-            std::thread::sleep(Duration::from_millis(5));
-            continue;
-        };
         let handshake = match next(poll) {
             Ok(Some(h)) => h,
             Ok(None) => continue,
@@ -93,6 +95,11 @@ fn accept_loop(
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
+        };
+        let Some(turn) = handshakes.try_take(max_threads) else {
+            // Dropping the handshake closes its connection.
+            tracing::info!("{handshake_name}: {max_threads} handshakes running: closed one");
+            continue;
         };
         let ready = ready.clone();
         let run = move || {
@@ -112,95 +119,125 @@ fn accept_loop(
     }
 }
 
-/// The connections of a `shm:` listener. The session slot is taken before the handshake, so
-/// that a host past the limit is refused within it.
+/// The time a handshake admitted with `ticket` has left.
+fn time_left(ticket: &Ticket) -> Duration {
+    ticket.deadline().saturating_duration_since(Instant::now())
+}
+
+/// A server's session over a proven connection: with a session slot, or refused over the
+/// session (its host learns why) when none is left.
+fn start_session(
+    r: Box<dyn crate::wire::WireRead>,
+    w: Box<dyn crate::wire::WireWrite>,
+    transport: &'static str,
+    limits: Limits,
+    sessions: &Counter,
+    cert: Option<Vec<u8>>,
+) -> Option<Result<Session, LinkError>> {
+    let slot = sessions.try_take(limits.max_sessions);
+    let refused = slot.is_none();
+    let accepted = match slot {
+        Some(slot) => Accepted {
+            side: Side::Server,
+            limits,
+            write: WriteLimits::from(&limits),
+            slot: Some(slot),
+        },
+        None => Accepted::host(Side::Server),
+    };
+    let session = Session::over_limited(r, w, transport, accepted);
+    if let (Ok(s), Some(cert)) = (&session, cert) {
+        let _ = s.handle.peer_certificate.set(cert);
+    }
+    match session {
+        Ok(s) if refused => {
+            s.refuse(&over_sessions(&limits));
+            None
+        }
+        other => Some(other),
+    }
+}
+
+/// The connections of a `shm:` listener: each admitted among the unproven by its uid, and
+/// given a session slot once the host's segment is attached.
 pub(crate) fn shm_connections(
     l: Arc<offhost_shm::Listener>,
     limits: Limits,
     sessions: Counter,
+    unproven: Unproven,
 ) -> NextConnection {
     Box::new(move |poll| {
+        unproven.expire();
         let Some(pending) = l.accept_pending(Some(poll))? else {
             return Ok(None);
         };
-        let slot = sessions.try_take(limits.max_sessions);
+        let uid = offhost_access::peer::peer_uid(&pending)?;
+        let ticket = unproven
+            .admit(Source::Uid(uid), &pending)
+            .map_err(|e| LinkError::io("admit a shm host", e))?;
+        let sessions = sessions.clone();
         let h: Handshake = Box::new(move || {
-            let Some(slot) = slot else {
-                pending.refuse(&over_sessions(&limits), limits.handshake_timeout);
-                return None;
-            };
-            match pending.finish(None, limits.handshake_timeout) {
-                Ok(ep) => {
-                    let (r, w) = crate::shm::halves(ep);
-                    let accepted = Accepted {
-                        side: Side::Server,
-                        limits,
-                        write: WriteLimits::from(&limits),
-                        slot: Some(slot),
-                    };
-                    Some(Session::over_limited(
-                        Box::new(r),
-                        Box::new(w),
-                        "shm",
-                        accepted,
-                    ))
-                }
+            let ep = match pending.finish(None, time_left(&ticket)) {
+                Ok(ep) => ep,
                 Err(e) => {
                     tracing::info!("shm handshake: {e}");
-                    None
+                    return None;
                 }
+            };
+            if !ticket.proven() {
+                return None;
             }
+            let (r, w) = crate::shm::halves(ep);
+            start_session(Box::new(r), Box::new(w), "shm", limits, &sessions, None)
         });
         Ok(Some(h))
     })
 }
 
-/// The connections of a `tls:` listener. The session slot is taken after the handshake: a
-/// peer without a good certificate holds a handshake turn, never a session.
+/// The connections of a `tls:` listener: each admitted among the unproven by its IP address,
+/// and given a session slot once its certificate was checked.
 pub(crate) fn tls_connections(
     l: std::net::TcpListener,
     config: offhost_access::TlsServer,
     limits: Limits,
     sessions: Counter,
+    unproven: Unproven,
 ) -> NextConnection {
     Box::new(move |poll| {
+        unproven.expire();
         let (s, peer) = match wait_accept(&l, poll) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(None),
             Err(e) => return Err(LinkError::io("accept tls", e)),
         };
+        let ticket = match unproven.admit(Source::ip(peer.ip()), &s) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("tls: turned away {peer}: {e}");
+                return Ok(None);
+            }
+        };
         let config = config.clone();
         let sessions = sessions.clone();
         let h: Handshake = Box::new(move || {
-            let (r, w, cert) = match crate::tls::accept(s, &config, limits.handshake_timeout) {
+            let progressed = &mut || ticket.progressed();
+            let (r, w, cert) = match crate::tls::accept(s, &config, time_left(&ticket), progressed)
+            {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    tracing::warn!("tls: turned away {peer}: {e}");
+                    let why = if ticket.evicted() {
+                        "made way for newer connections".to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    tracing::info!("tls: turned away {peer}: {why}");
                     return None;
                 }
             };
-            let slot = sessions.try_take(limits.max_sessions);
-            let refused = slot.is_none();
-            let accepted = match slot {
-                Some(slot) => Accepted {
-                    side: Side::Server,
-                    limits,
-                    write: WriteLimits::from(&limits),
-                    slot: Some(slot),
-                },
-                None => Accepted::host(Side::Server),
-            };
-            let session = Session::over_limited(Box::new(r), Box::new(w), "tls", accepted);
-            if let (Ok(s), Some(cert)) = (&session, cert) {
-                let _ = s.handle.peer_certificate.set(cert);
+            if !ticket.proven() {
+                return None;
             }
-            match session {
-                Ok(s) if refused => {
-                    s.refuse(&over_sessions(&limits));
-                    None
-                }
-                other => Some(other),
-            }
+            start_session(Box::new(r), Box::new(w), "tls", limits, &sessions, cert)
         });
         Ok(Some(h))
     })
