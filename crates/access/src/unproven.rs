@@ -208,8 +208,13 @@ impl Table {
 /// The unproven connections of one server (cloning gives another handle to the same table).
 #[derive(Debug, Clone)]
 pub struct Unproven {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
     limits: UnprovenLimits,
-    table: Arc<Mutex<Table>>,
+    table: Mutex<Table>,
 }
 
 /// Counts of what an [`Unproven`] table did, for logs and tests.
@@ -227,22 +232,24 @@ impl Unproven {
     /// An empty table under `limits`.
     pub fn new(limits: UnprovenLimits) -> Unproven {
         Unproven {
-            limits: UnprovenLimits {
-                max_total: limits.max_total.max(1),
-                max_per_source: limits.max_per_source.max(1),
-                deadline: limits.deadline,
-            },
-            table: Arc::new(Mutex::new(Table::default())),
+            shared: Arc::new(Shared {
+                limits: UnprovenLimits {
+                    max_total: limits.max_total.max(1),
+                    max_per_source: limits.max_per_source.max(1),
+                    deadline: limits.deadline,
+                },
+                table: Mutex::new(Table::default()),
+            }),
         }
     }
 
     /// The budget.
     pub fn limits(&self) -> UnprovenLimits {
-        self.limits
+        self.shared.limits
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Admits the connection on `socket` from `source`, pushing out the oldest unproven
@@ -254,7 +261,7 @@ impl Unproven {
         let kick = socket.as_fd().try_clone_to_owned()?;
         let now = Instant::now();
         let mut t = self.lock();
-        expire_locked(&mut t, now, self.limits.deadline);
+        expire_locked(&mut t, now, self.shared.limits.deadline);
         let id = t.next;
         t.next += 1;
         let flags = Arc::new(Flags::default());
@@ -268,11 +275,11 @@ impl Unproven {
             },
         );
         *t.per_source.entry(source).or_insert(0) += 1;
-        t.trim(now, Some(source), &self.limits);
+        t.trim(now, Some(source), &self.shared.limits);
         Ok(Ticket {
-            table: Arc::clone(&self.table),
+            shared: Arc::clone(&self.shared),
             id,
-            deadline: now + self.limits.deadline,
+            deadline: now + self.shared.limits.deadline,
             flags,
         })
     }
@@ -282,17 +289,17 @@ impl Unproven {
     pub fn expire(&self) -> usize {
         let now = Instant::now();
         let mut t = self.lock();
-        let n = expire_locked(&mut t, now, self.limits.deadline);
+        let n = expire_locked(&mut t, now, self.shared.limits.deadline);
         let sources: Vec<Source> = t
             .per_source
             .iter()
-            .filter(|(_, n)| **n > self.limits.max_per_source)
+            .filter(|(_, n)| **n > self.shared.limits.max_per_source)
             .map(|(s, _)| *s)
             .collect();
         for s in sources {
-            t.trim(now, Some(s), &self.limits);
+            t.trim(now, Some(s), &self.shared.limits);
         }
-        t.trim(now, None, &self.limits);
+        t.trim(now, None, &self.shared.limits);
         n
     }
 
@@ -325,7 +332,7 @@ fn expire_locked(t: &mut Table, now: Instant, deadline: Duration) -> usize {
 /// gives the place back.
 #[derive(Debug)]
 pub struct Ticket {
-    table: Arc<Mutex<Table>>,
+    shared: Arc<Shared>,
     id: u64,
     deadline: Instant,
     flags: Arc<Flags>,
@@ -358,7 +365,8 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.table
+        self.shared
+            .table
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(self.id);

@@ -143,9 +143,16 @@ pub struct NbdLimitArgs {
     /// Seconds a reply may wait to be written, or a request's bytes to arrive.
     #[arg(long, default_value = "30", value_parser = seconds)]
     io_timeout: Duration,
-    /// Seconds a connection may send no request before it is dropped (default: for ever).
-    #[arg(long, value_parser = seconds)]
-    idle_timeout: Option<Duration>,
+    /// Seconds a connection may send no request before it is dropped (0: for ever).
+    #[arg(long, default_value = "3600", value_parser = seconds)]
+    idle_timeout: Duration,
+    /// Connections not yet past TLS (or the handshake, without TLS), all together; past it the
+    /// oldest silent one is closed to make way. They do not count against --max-connections.
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_MAX_UNPROVEN)]
+    max_unproven: usize,
+    /// The same from one IP address (or, on a unix socket, one uid).
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_MAX_UNPROVEN_PER_SOURCE)]
+    max_unproven_per_source: usize,
 }
 
 impl NbdLimitArgs {
@@ -156,7 +163,9 @@ impl NbdLimitArgs {
             max_in_flight: self.max_in_flight,
             handshake_timeout: self.handshake_timeout,
             io_timeout: self.io_timeout,
-            idle_timeout: self.idle_timeout,
+            idle_timeout: (!self.idle_timeout.is_zero()).then_some(self.idle_timeout),
+            max_unproven: self.max_unproven,
+            max_unproven_per_source: self.max_unproven_per_source,
         }
     }
 }

@@ -58,7 +58,7 @@ pub struct Server {
     sessions: Counter,
     threads: Threads,
     /// The acceptor of `tls:` and `shm:`, started by the first `accept`.
-    acceptor: Mutex<Option<Acceptor>>,
+    acceptor: Mutex<Option<Box<Acceptor>>>,
     /// Connections of `tls:` and `shm:` whose handshake has not ended.
     unproven: offhost_access::Unproven,
 }
@@ -337,7 +337,7 @@ impl Server {
                 }
                 _ => unreachable!("only tls: and shm: accept in the background"),
             };
-            *acc = Some(Acceptor::start(name, self.limits, next)?);
+            *acc = Some(Box::new(Acceptor::start(name, self.limits, next)?));
         }
         let acc = acc.as_ref().expect("started above");
         // Holding the lock while waiting: callers of accept take turns, as on a socket.

@@ -70,12 +70,11 @@ fn send_reply<S: Write>(s: &mut S, option: u32, reply: u32, data: &[u8]) -> std:
     s.write_all(&out)
 }
 
-/// Refuses a connection: greets the client, then answers every option with
-/// `NBD_REP_ERR_POLICY` and `reason` (name the limit and the flag that raises it) until it
-/// aborts or gives up; an `NBD_OPT_EXPORT_NAME`, which cannot carry an error, ends it. Bound
-/// the time this may take with the stream's timeouts.
-pub fn refuse_handshake<S: Read + Write>(s: &mut S, reason: &str) -> Result<(), HandshakeError> {
-    serve_greeting(s)?;
+/// Refuses a connection after its greeting (over TLS, say): answers every option with
+/// `NBD_REP_ERR_POLICY` and `reason` (name the limit and the flag that raises it) until the
+/// client aborts or gives up; an `NBD_OPT_EXPORT_NAME`, which cannot carry an error, ends
+/// it. Bound the time this may take with the stream's timeouts.
+pub fn refuse_options<S: Read + Write>(s: &mut S, reason: &str) -> Result<(), HandshakeError> {
     loop {
         let mut h = [0u8; OPTION_HEADER_LEN];
         s.read_exact(&mut h)?;
@@ -106,7 +105,7 @@ pub fn serve_handshake<S: Read + Write>(
     exports: &[Arc<Export>],
 ) -> Result<Negotiated, HandshakeError> {
     let no_zeroes = serve_greeting(s)?;
-    match serve_options(s, exports, no_zeroes, Haggle::default())? {
+    match serve_options(s, exports, no_zeroes, Haggle::default(), &mut || Ok(()))? {
         Haggled::Go(n) => Ok(n),
         Haggled::StartTls => unreachable!("TLS is not offered"),
     }
@@ -154,12 +153,15 @@ pub fn serve_greeting<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError
     Ok(client_flags & FLAG_C_NO_ZEROES != 0)
 }
 
-/// Haggles options until the client enters transmission or asks for TLS.
+/// Haggles options until the client enters transmission or asks for TLS. `admit` is asked
+/// before a client enters transmission: an `Err` (a reason naming the limit) answers
+/// `NBD_OPT_GO` with `NBD_REP_ERR_POLICY`, and ends the session on `NBD_OPT_EXPORT_NAME`.
 pub fn serve_options<S: Read + Write>(
     s: &mut S,
     exports: &[Arc<Export>],
     no_zeroes: bool,
     haggle: Haggle,
+    admit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Haggled, HandshakeError> {
     let mut structured = false;
     loop {
@@ -200,6 +202,8 @@ pub fn serve_options<S: Read + Write>(
                         "NBD_OPT_EXPORT_NAME for unknown export `{name}`"
                     )));
                 };
+                // This option cannot carry an error either.
+                admit().map_err(HandshakeError::Protocol)?;
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&e.backend.size().to_be_bytes());
                 out.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
@@ -256,6 +260,13 @@ pub fn serve_options<S: Read + Write>(
                     s.flush()?;
                     continue;
                 };
+                if opt == OPT_GO {
+                    if let Err(why) = admit() {
+                        send_reply(s, opt, REP_ERR_POLICY, why.as_bytes())?;
+                        s.flush()?;
+                        continue;
+                    }
+                }
                 send_reply(
                     s,
                     opt,
