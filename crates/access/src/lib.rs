@@ -17,6 +17,8 @@
 //! - [`unproven`]: the budget of connections that have not yet proved who they are (per
 //!   source and in total, with a deadline; the oldest silent one makes way), so that nothing
 //!   unauthenticated holds what authenticated peers need;
+//! - [`lobby`]: where accepted connections wait, with no thread, until their peer has said
+//!   something (a silent or trickling crowd costs a descriptor each, never a handshake);
 //! - [`crowd`]: connections that never prove themselves (silent or trickling, from many
 //!   source addresses), for the tests and benchmarks of that budget.
 //!
@@ -28,6 +30,7 @@ pub mod config;
 pub mod crowd;
 mod error;
 pub mod identity;
+pub mod lobby;
 pub mod peer;
 pub mod stream;
 pub mod tcp;
@@ -36,6 +39,7 @@ pub mod unproven;
 pub use certs::CertDir;
 pub use config::{ClientAuth, TlsClient, TlsServer};
 pub use error::AccessError;
+pub use lobby::{Lobby, LobbyLimits};
 pub use peer::AllowUids;
 pub use stream::{handshake, handshake_observed, TlsReader, TlsStream, TlsWriter};
 pub use unproven::{Source, Ticket, Unproven, UnprovenLimits, UnprovenStats};

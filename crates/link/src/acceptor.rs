@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use offhost_access::{Source, Ticket, Unproven};
+use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
 use offhost_proto::Side;
 
 use crate::error::LinkError;
@@ -25,9 +25,17 @@ use crate::session::Session;
 /// session, or nothing when the host was turned away (which it logs).
 pub(crate) type Handshake = Box<dyn FnOnce() -> Option<Result<Session, LinkError>> + Send>;
 
+/// An accepted connection: where it comes from, its socket (a duplicate, for the lobby to
+/// watch) and its handshake (which owns the connection).
+pub(crate) struct Arrival {
+    source: Source,
+    socket: std::os::fd::OwnedFd,
+    handshake: Handshake,
+}
+
 /// Waits up to the given time for the next connection; `Ok(None)` when none came.
 pub(crate) type NextConnection =
-    Box<dyn FnMut(Duration) -> Result<Option<Handshake>, LinkError> + Send>;
+    Box<dyn FnMut(Duration) -> Result<Option<Arrival>, LinkError> + Send>;
 
 /// The background acceptor of one server.
 pub(crate) struct Acceptor {
@@ -42,15 +50,17 @@ impl Acceptor {
     pub(crate) fn start(
         name: &str,
         limits: Limits,
+        ready_bytes: u64,
         mut next: NextConnection,
     ) -> Result<Acceptor, LinkError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         let handshake_name = format!("{name}-handshake");
+        let lobby = lobby(name, limits, ready_bytes, tx)?;
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || accept_loop(&mut next, &handshake_name, limits, &tx, &s))
+            .spawn(move || accept_loop(&mut next, &handshake_name, &lobby, &s))
             .map_err(|e| LinkError::io(format!("start the {name} thread"), e))?;
         Ok(Acceptor {
             ready: rx,
@@ -74,32 +84,23 @@ impl Drop for Acceptor {
     }
 }
 
-fn accept_loop(
-    next: &mut NextConnection,
-    handshake_name: &str,
+/// The lobby connections wait in until they speak; then each handshake runs on a thread of
+/// its own (at most four times `max_handshakes` at once: those of unproven connections, and
+/// of evicted ones still ending; past it a newcomer is closed).
+fn lobby(
+    name: &str,
     limits: Limits,
-    ready: &Sender<Result<Session, LinkError>>,
-    stop: &AtomicBool,
-) {
-    // Handshake threads: those of unproven connections, and of evicted ones still ending
-    // (each within moments of its socket's shutdown). Past this, a newcomer is closed.
+    ready_bytes: u64,
+    ready: Sender<Result<Session, LinkError>>,
+) -> Result<Lobby<Handshake>, LinkError> {
     let handshakes = Counter::new();
     let max_threads = limits.max_handshakes.max(1).saturating_mul(4);
-    let poll = Duration::from_millis(100);
-    while !stop.load(Ordering::Acquire) {
-        let handshake = match next(poll) {
-            Ok(Some(h)) => h,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!("{handshake_name}: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
+    let handshake_name = format!("{name}-handshake");
+    let spawn = move |handshake: Handshake| {
         let Some(turn) = handshakes.try_take(max_threads) else {
             // Dropping the handshake closes its connection.
             tracing::info!("{handshake_name}: {max_threads} handshakes running: closed one");
-            continue;
+            return;
         };
         let ready = ready.clone();
         let run = move || {
@@ -110,11 +111,43 @@ fn accept_loop(
             }
         };
         if let Err(e) = std::thread::Builder::new()
-            .name(handshake_name.into())
+            .name(handshake_name.clone())
             .spawn(run)
         {
             // The connection (and its turn) went with the closure: the host sees it closed.
             tracing::warn!("{handshake_name}: cannot start a handshake thread: {e}");
+        }
+    };
+    let lobby_limits = LobbyLimits {
+        max_total: limits.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
+        max_per_source: limits
+            .max_handshakes_per_source
+            .saturating_mul(LOBBY_PER_HANDSHAKE * 2),
+        deadline: limits.handshake_timeout,
+        ready_bytes,
+    };
+    Lobby::start(&format!("{name}-lobby"), lobby_limits, spawn)
+        .map_err(|e| LinkError::io(format!("start the {name} lobby"), e))
+}
+
+/// Connections that may wait in the lobby per handshake that may run (per source: twice
+/// that): 1024 and 256 by default.
+const LOBBY_PER_HANDSHAKE: usize = 16;
+
+fn accept_loop(next: &mut NextConnection, name: &str, lobby: &Lobby<Handshake>, stop: &AtomicBool) {
+    let poll = Duration::from_millis(100);
+    while !stop.load(Ordering::Acquire) {
+        let arrival = match next(poll) {
+            Ok(Some(a)) => a,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("{name}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if let Err(e) = lobby.admit(arrival.source, &arrival.socket, arrival.handshake) {
+            tracing::warn!("{name}: {e}");
         }
     }
 }
@@ -171,12 +204,19 @@ pub(crate) fn shm_connections(
         let Some(pending) = l.accept_pending(Some(poll))? else {
             return Ok(None);
         };
-        let uid = offhost_access::peer::peer_uid(&pending)?;
-        let ticket = unproven
-            .admit(Source::Uid(uid), &pending)
+        let source = Source::Uid(offhost_access::peer::peer_uid(&pending)?);
+        let socket = std::os::fd::AsFd::as_fd(&pending)
+            .try_clone_to_owned()
             .map_err(|e| LinkError::io("admit a shm host", e))?;
-        let sessions = sessions.clone();
+        let (sessions, unproven) = (sessions.clone(), unproven.clone());
         let h: Handshake = Box::new(move || {
+            let ticket = match unproven.admit(source, &pending) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("shm: turned away a host: {e}");
+                    return None;
+                }
+            };
             let ep = match pending.finish(None, time_left(&ticket)) {
                 Ok(ep) => ep,
                 Err(e) => {
@@ -190,7 +230,11 @@ pub(crate) fn shm_connections(
             let (r, w) = crate::shm::halves(ep);
             start_session(Box::new(r), Box::new(w), "shm", limits, &sessions, None)
         });
-        Ok(Some(h))
+        Ok(Some(Arrival {
+            source,
+            socket,
+            handshake: h,
+        }))
     })
 }
 
@@ -210,16 +254,24 @@ pub(crate) fn tls_connections(
             Ok(None) => return Ok(None),
             Err(e) => return Err(LinkError::io("accept tls", e)),
         };
-        let ticket = match unproven.admit(Source::ip(peer.ip()), &s) {
-            Ok(t) => t,
+        let source = Source::ip(peer.ip());
+        let socket = match std::os::fd::AsFd::as_fd(&s).try_clone_to_owned() {
+            Ok(fd) => fd,
             Err(e) => {
                 tracing::warn!("tls: turned away {peer}: {e}");
                 return Ok(None);
             }
         };
         let config = config.clone();
-        let sessions = sessions.clone();
+        let (sessions, unproven) = (sessions.clone(), unproven.clone());
         let h: Handshake = Box::new(move || {
+            let ticket = match unproven.admit(source, &s) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("tls: turned away {peer}: {e}");
+                    return None;
+                }
+            };
             let progressed = &mut || ticket.progressed();
             let (r, w, cert) = match crate::tls::accept(s, &config, time_left(&ticket), progressed)
             {
@@ -239,7 +291,11 @@ pub(crate) fn tls_connections(
             }
             start_session(Box::new(r), Box::new(w), "tls", limits, &sessions, cert)
         });
-        Ok(Some(h))
+        Ok(Some(Arrival {
+            source,
+            socket,
+            handshake: h,
+        }))
     })
 }
 

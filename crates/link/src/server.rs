@@ -314,9 +314,11 @@ impl Server {
         if acc.is_none() {
             let sessions = self.sessions.clone();
             let unproven = self.unproven.clone();
-            let (name, next) = match &self.listener {
+            let (name, ready_bytes, next) = match &self.listener {
                 Listener::Shm(l) => (
                     "offhost-shm-accept",
+                    // A host's first message is its hello: a few bytes and a descriptor.
+                    1,
                     acceptor::shm_connections(Arc::clone(l), self.limits, sessions, unproven),
                 ),
                 Listener::Tls(l, config) => {
@@ -326,6 +328,7 @@ impl Server {
                         .map_err(|e| LinkError::io("share the tls listener", e))?;
                     (
                         "offhost-tls-accept",
+                        offhost_access::unproven::SHOWN_PROGRESS,
                         acceptor::tls_connections(
                             l,
                             config.clone(),
@@ -337,7 +340,12 @@ impl Server {
                 }
                 _ => unreachable!("only tls: and shm: accept in the background"),
             };
-            *acc = Some(Box::new(Acceptor::start(name, self.limits, next)?));
+            *acc = Some(Box::new(Acceptor::start(
+                name,
+                self.limits,
+                ready_bytes,
+                next,
+            )?));
         }
         let acc = acc.as_ref().expect("started above");
         // Holding the lock while waiting: callers of accept take turns, as on a socket.

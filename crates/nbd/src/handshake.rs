@@ -136,12 +136,22 @@ pub enum Haggled {
 /// Sends the server's greeting and reads the client's flags; returns whether the client
 /// asked for no zeroes.
 pub fn serve_greeting<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError> {
-    let mut hello = Vec::with_capacity(18);
-    hello.extend_from_slice(&NBD_MAGIC.to_be_bytes());
-    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
-    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-    s.write_all(&hello)?;
+    s.write_all(&greeting())?;
     s.flush()?;
+    read_client_flags(s)
+}
+
+/// The server's greeting (fixed newstyle, no zeroes).
+pub fn greeting() -> [u8; 18] {
+    let mut hello = [0u8; 18];
+    hello[..8].copy_from_slice(&NBD_MAGIC.to_be_bytes());
+    hello[8..16].copy_from_slice(&IHAVEOPT.to_be_bytes());
+    hello[16..].copy_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    hello
+}
+
+/// Reads the client's flags after the greeting; returns whether it asked for no zeroes.
+pub fn read_client_flags<S: Read>(s: &mut S) -> Result<bool, HandshakeError> {
     let mut cf = [0u8; 4];
     s.read_exact(&mut cf)?;
     let client_flags = u32::from_be_bytes(cf);

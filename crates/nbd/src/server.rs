@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::{serve_transmission_limited, End};
 use crate::export::Export;
-use crate::handshake::{serve_greeting, serve_options, Haggled, HandshakeError};
+use crate::handshake::{greeting, read_client_flags, serve_options, Haggled, HandshakeError};
 use crate::limits::{Deadlined, Limits, Timeouts};
 use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
@@ -206,7 +206,7 @@ pub struct Server {
     listener: Listener,
     exports: Arc<Vec<Arc<Export>>>,
     tracer: Option<Arc<Tracer>>,
-    next_conn: AtomicU32,
+    next_conn: Arc<AtomicU32>,
     opts: ConnOptions,
     tls: Arc<NbdTls>,
     allow: offhost_access::AllowUids,
@@ -216,6 +216,13 @@ pub struct Server {
     /// Connections that have not reached that point yet.
     unproven: offhost_access::Unproven,
 }
+
+/// Bytes a client sends at once after the greeting (its flags and its first option's
+/// header): a connection leaves the lobby for its own thread once they are there.
+const FIRST_WORDS: u64 = 20;
+
+/// Connections that may wait in the lobby per unproven one (per source: twice that).
+const LOBBY_PER_UNPROVEN: usize = 16;
 
 /// Per-connection tuning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,7 +299,7 @@ impl Server {
             listener,
             exports: Arc::new(exports.into_iter().map(Arc::new).collect()),
             tracer: tracer.map(Arc::new),
-            next_conn: AtomicU32::new(0),
+            next_conn: Arc::new(AtomicU32::new(0)),
             opts: ConnOptions::default(),
             tls: Arc::new(NbdTls::off()),
             allow: offhost_access::AllowUids::own(),
@@ -385,6 +392,7 @@ impl Server {
     /// [`Limits::max_connections`]; past those, it is refused (see `refuse_handshake`). A
     /// failing connection never affects the others.
     pub fn serve(&self) -> io::Result<()> {
+        let lobby = self.lobby()?;
         loop {
             let accepted = match &self.listener {
                 Listener::Tcp(l) => l.accept().map(|(s, peer)| {
@@ -416,31 +424,65 @@ impl Server {
                     continue;
                 }
             }
-            let ticket = match source.and_then(|src| {
-                let fd = match &stream {
-                    Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
-                    Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
-                };
-                self.unproven
-                    .admit(src, fd)
-                    .map_err(offhost_access::AccessError::PeerCred)
-            }) {
-                Ok(t) => t,
+            let source = match source {
+                Ok(s) => s,
                 Err(e) => {
                     tracing::warn!("turned away a client: {e}");
                     continue;
                 }
             };
+            let fd = match &stream {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            // The greeting fits an empty socket buffer: sent without waiting, so that the
+            // client says its first words while it waits in the lobby.
+            let greeted = rustix::net::send(
+                fd,
+                &greeting(),
+                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+            );
+            if !matches!(greeted, Ok(18)) {
+                continue;
+            }
+            let Ok(watch) = fd.try_clone_to_owned() else {
+                continue;
+            };
+            if let Err(e) = lobby.admit(source, watch, (stream, source)) {
+                tracing::warn!("NBD lobby: {e}");
+            }
+        }
+    }
+
+    /// The lobby of this server's connections: each leaves it for a thread of its own, under
+    /// the unproven budget, once the client has said its first words.
+    fn lobby(&self) -> io::Result<offhost_access::Lobby<(Stream, Source)>> {
+        let limits = self.limits;
+        let unproven = self.unproven.clone();
+        let live = Arc::clone(&self.live);
+        let exports = self.exports.clone();
+        let tracer = self.tracer.clone();
+        let (opts, tls) = (self.opts, self.tls.clone());
+        let next_conn = Arc::clone(&self.next_conn);
+        let ready = move |(stream, source): (Stream, Source)| {
+            let fd = match &stream {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            let ticket = match unproven.admit(source, fd) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("turned away a client: {e}");
+                    return;
+                }
+            };
             // Relaxed: only a unique number is needed.
-            let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-            let exports = self.exports.clone();
-            let tracer = self.tracer.clone();
-            let (opts, limits) = (self.opts, self.limits);
-            let tls = self.tls.clone();
+            let id = next_conn.fetch_add(1, Ordering::Relaxed);
+            let (exports, tracer, tls) = (exports.clone(), tracer.clone(), tls.clone());
             let admission = Admission {
                 ticket: Some(ticket),
                 slot: None,
-                live: Arc::clone(&self.live),
+                live: Arc::clone(&live),
                 limits,
             };
             let spawned = std::thread::Builder::new()
@@ -460,7 +502,16 @@ impl Server {
                 // The stream went with the closure: the client sees the connection close.
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
-        }
+        };
+        let lobby_limits = offhost_access::LobbyLimits {
+            max_total: limits.max_unproven.saturating_mul(LOBBY_PER_UNPROVEN),
+            max_per_source: limits
+                .max_unproven_per_source
+                .saturating_mul(LOBBY_PER_UNPROVEN * 2),
+            deadline: limits.handshake_timeout,
+            ready_bytes: FIRST_WORDS,
+        };
+        offhost_access::Lobby::start("nbd-lobby", lobby_limits, ready)
     }
 }
 
@@ -547,7 +598,7 @@ impl Conn<'_> {
         let deadline = Instant::now() + limits.handshake_timeout;
         let haggled = {
             let mut s = Deadlined::new(&mut stream, deadline);
-            serve_greeting(&mut s).and_then(|no_zeroes| {
+            read_client_flags(&mut s).and_then(|no_zeroes| {
                 admission.progressed();
                 serve_options(&mut s, exports, no_zeroes, tls.haggle(), &mut || {
                     admission.prove()
