@@ -7,11 +7,11 @@
 //! thread, which calls `ready` with it once [`LobbyLimits::ready_bytes`] bytes wait unread on
 //! its socket (or the peer closed it, so that the handshake sees why), and closes it when it
 //! has waited past [`LobbyLimits::deadline`]. The lobby holds at most `max_per_source`
-//! connections of one source and `max_total` in all: past them, the oldest waiting one of
-//! that source (or of the source holding the most) is closed to make room. A newcomer is
-//! never the one pushed out, and an honest client leaves the lobby within moments, so a
-//! crowd has to push `max_per_source` connections through before its first bytes arrive to
-//! push it out.
+//! connections of one source and `max_total` in all (and at most half of the descriptors the
+//! process may open, less a reserve): past them, the oldest waiting one of that source (or of
+//! the source holding the most) is closed to make room. A newcomer is never the one pushed
+//! out, and an honest client leaves the lobby within moments, so a crowd has to push
+//! `max_per_source` connections through before its first bytes arrive to push it out.
 //!
 //! What leaves the lobby goes on to its handshake under the [`Unproven`](crate::Unproven)
 //! budget.
@@ -32,6 +32,9 @@ use crate::unproven::Source;
 pub const DEFAULT_LOBBY: usize = 1024;
 /// Default [`LobbyLimits::max_per_source`].
 pub const DEFAULT_LOBBY_PER_SOURCE: usize = 256;
+
+/// Descriptors the lobby leaves to the rest of the process.
+const FD_RESERVE: u64 = 256;
 
 /// The lobby's budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +83,17 @@ impl<T: Send + 'static> Lobby<T> {
         limits: LobbyLimits,
         ready: impl FnMut(T) + Send + 'static,
     ) -> std::io::Result<Lobby<T>> {
+        // Each waiting connection holds two descriptors (its socket and the lobby's
+        // duplicate): the lobby never takes more than half of what the process may open,
+        // less a reserve for everything else, so that accepting never fails for want of one.
+        let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        let room = usize::try_from(nofile.saturating_sub(FD_RESERVE) / 2).unwrap_or(usize::MAX);
+        let limits = LobbyLimits {
+            max_total: limits.max_total.min(room.max(16)),
+            ..limits
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let (waker, wake_rx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
