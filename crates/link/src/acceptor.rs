@@ -122,7 +122,7 @@ fn lobby(
         max_total: limits.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
         max_per_source: limits
             .max_handshakes_per_source
-            .saturating_mul(LOBBY_PER_HANDSHAKE * 2),
+            .saturating_mul(LOBBY_PER_HANDSHAKE * 4),
         deadline: limits.handshake_timeout,
         ready_bytes,
     };
@@ -130,8 +130,8 @@ fn lobby(
         .map_err(|e| LinkError::io(format!("start the {name} lobby"), e))
 }
 
-/// Connections that may wait in the lobby per handshake that may run (per source: twice
-/// that): 1024 and 256 by default.
+/// Connections that may wait in the lobby per handshake that may run (per source: four
+/// times that, so that one source may fill half of it): 1024 and 512 by default.
 const LOBBY_PER_HANDSHAKE: usize = 16;
 
 fn accept_loop(next: &mut NextConnection, name: &str, lobby: &Lobby<Handshake>, stop: &AtomicBool) {

@@ -221,7 +221,8 @@ pub struct Server {
 /// header): a connection leaves the lobby for its own thread once they are there.
 const FIRST_WORDS: u64 = 20;
 
-/// Connections that may wait in the lobby per unproven one (per source: twice that).
+/// Connections that may wait in the lobby per unproven one (per source: four times that,
+/// so that one source may fill half of it): 1024 and 512 by default.
 const LOBBY_PER_UNPROVEN: usize = 16;
 
 /// Per-connection tuning.
@@ -507,7 +508,7 @@ impl Server {
             max_total: limits.max_unproven.saturating_mul(LOBBY_PER_UNPROVEN),
             max_per_source: limits
                 .max_unproven_per_source
-                .saturating_mul(LOBBY_PER_UNPROVEN * 2),
+                .saturating_mul(LOBBY_PER_UNPROVEN * 4),
             deadline: limits.handshake_timeout,
             ready_bytes: FIRST_WORDS,
         };
