@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::unproven::Source;
+use crate::unproven::{Source, SETTLE};
 
 /// Default [`LobbyLimits::max_total`].
 pub const DEFAULT_LOBBY: usize = 1024;
@@ -179,7 +179,20 @@ impl<T> Room<T> {
                 self.guests.push(g);
             }
             self.expire();
-            let timeout = Duration::from_millis(100);
+            // Trickled guests are looked at again by time: soon after they came (an honest
+            // client's first words may arrive in two pieces, NBD's flags and then its
+            // option), then now and then.
+            let now = Instant::now();
+            let timeout = self
+                .guests
+                .iter()
+                .filter(|g| g.trickled)
+                .map(|g| match now.saturating_duration_since(g.since) < SETTLE {
+                    true => Duration::from_millis(1),
+                    false => Duration::from_millis(20),
+                })
+                .min()
+                .unwrap_or(Duration::from_millis(100));
             let ts = rustix::time::Timespec {
                 tv_sec: 0,
                 tv_nsec: timeout.as_nanos() as i64,

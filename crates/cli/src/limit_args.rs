@@ -61,7 +61,6 @@ impl LinkLimitArgs {
             handshake_timeout: self.handshake_timeout,
             max_handshakes: self.max_handshakes,
             max_handshakes_per_source: self.max_handshakes_per_source,
-            ..offhost_link::Limits::default()
         })
     }
 }
