@@ -330,6 +330,20 @@ pub fn handshake(
     conn: impl Into<rustls::Connection>,
     timeout: Duration,
 ) -> Result<(TlsReader, TlsWriter), AccessError> {
+    handshake_observed(fd, conn, timeout, &mut || {})
+}
+
+/// As [`handshake`], calling `progressed` once when the peer's first handshake message has
+/// been taken (a server's: the whole ClientHello), so that a server can tell a peer that
+/// talks from one that holds its connection silent or trickles bytes
+/// ([`Ticket::progressed`](crate::Ticket::progressed)).
+pub fn handshake_observed(
+    fd: OwnedFd,
+    conn: impl Into<rustls::Connection>,
+    timeout: Duration,
+    progressed: &mut dyn FnMut(),
+) -> Result<(TlsReader, TlsWriter), AccessError> {
+    let mut told = false;
     let mut st = State {
         conn: conn.into(),
         inbuf: vec![0; SOCKET_BUFFER],
@@ -359,6 +373,10 @@ pub fn handshake(
             break;
         }
         if st.process(&fd).map_err(fail)? {
+            if !told && st.conn.handshake_kind().is_some() {
+                told = true;
+                progressed();
+            }
             continue;
         }
         if st.eof {

@@ -13,7 +13,7 @@ use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
 use offhost_bench_suite::{
-    engine, engines, mux, nbd, offload, overhead, pet, reproduce, rpc, suite,
+    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite,
 };
 use offhost_shm::Mode;
 
@@ -54,6 +54,9 @@ enum BenchCmd {
     Mux(MuxArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(Json<pet::Options>),
+    /// A certified client's connect time on the link and NBD while a crowd of silent or
+    /// trickling connections is held open; an established session's throughput beside it.
+    Hostile(Json<hostile::Options>),
     /// Seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host (the
     /// host runs the TLS link) against off-host (its local engine does); or a rate-limited
     /// channel; or an urgent channel under bulk load.
@@ -358,6 +361,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
         BenchCmd::Pet(a) => {
             let r = pet::run(&a.o, bar)?;
             (show(a.json, &r, pet::Report::text)?, r.notes.clone())
+        }
+        BenchCmd::Hostile(a) => {
+            let r = hostile::run(&a.o, bar)?;
+            (show(a.json, &r, hostile::Report::table)?, vec![])
         }
         BenchCmd::Offload(a) => offload_cmd(a, bar, exe()?)?,
         BenchCmd::OffloadHost(a) => {

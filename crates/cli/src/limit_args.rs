@@ -31,9 +31,16 @@ pub struct LinkLimitArgs {
     /// Seconds a write to a host may make no progress before its session ends (0: for ever).
     #[arg(long, default_value = "60", value_parser = seconds)]
     write_stall: Duration,
-    /// Seconds a shared-memory handshake may take.
+    /// Seconds a shared-memory or TLS handshake may take.
     #[arg(long, default_value = "5", value_parser = seconds)]
     handshake_timeout: Duration,
+    /// Connections whose shm or TLS handshake has not ended, all together; past it the
+    /// oldest silent one is closed to make way.
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_HANDSHAKES)]
+    max_handshakes: usize,
+    /// The same from one IP address (or, on shm, one uid).
+    #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_HANDSHAKES_PER_SOURCE)]
+    max_handshakes_per_source: usize,
 }
 
 impl LinkLimitArgs {
@@ -52,7 +59,8 @@ impl LinkLimitArgs {
             max_unsent: self.max_unsent,
             write_stall: (!self.write_stall.is_zero()).then_some(self.write_stall),
             handshake_timeout: self.handshake_timeout,
-            ..offhost_link::Limits::default()
+            max_handshakes: self.max_handshakes,
+            max_handshakes_per_source: self.max_handshakes_per_source,
         })
     }
 }
@@ -134,9 +142,16 @@ pub struct NbdLimitArgs {
     /// Seconds a reply may wait to be written, or a request's bytes to arrive.
     #[arg(long, default_value = "30", value_parser = seconds)]
     io_timeout: Duration,
-    /// Seconds a connection may send no request before it is dropped (default: for ever).
-    #[arg(long, value_parser = seconds)]
-    idle_timeout: Option<Duration>,
+    /// Seconds a connection may send no request before it is dropped (0: for ever).
+    #[arg(long, default_value = "3600", value_parser = seconds)]
+    idle_timeout: Duration,
+    /// Connections not yet past TLS (or the handshake, without TLS), all together; past it the
+    /// oldest silent one is closed to make way. They do not count against --max-connections.
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_MAX_UNPROVEN)]
+    max_unproven: usize,
+    /// The same from one IP address (or, on a unix socket, one uid).
+    #[arg(long, default_value_t = offhost_nbd::DEFAULT_MAX_UNPROVEN_PER_SOURCE)]
+    max_unproven_per_source: usize,
 }
 
 impl NbdLimitArgs {
@@ -147,7 +162,9 @@ impl NbdLimitArgs {
             max_in_flight: self.max_in_flight,
             handshake_timeout: self.handshake_timeout,
             io_timeout: self.io_timeout,
-            idle_timeout: self.idle_timeout,
+            idle_timeout: (!self.idle_timeout.is_zero()).then_some(self.idle_timeout),
+            max_unproven: self.max_unproven,
+            max_unproven_per_source: self.max_unproven_per_source,
         }
     }
 }

@@ -1,15 +1,19 @@
 //! Accepting off the caller's thread, for transports whose handshake takes round trips
-//! (`shm:` and `tls:`): a thread accepts connections and runs each handshake on a thread of
-//! its own, at most `max_handshakes` at once and each within `handshake_timeout`, so that a
-//! host that connects and then says nothing holds one handshake turn for a bounded time and
-//! never the accept loop. Sessions that are ready wait in a channel for `Server::accept`.
+//! (`shm:` and `tls:`): a thread accepts every connection at once and runs its handshake on a
+//! thread of its own, within `handshake_timeout`. Until its handshake ends a connection is
+//! *unproven*: it holds a place in the server's [`Unproven`] table (at most `max_handshakes`,
+//! `max_handshakes_per_source` from one IP address or uid), never a session slot; when the
+//! table is full the oldest silent connection is shut down to make way, so that hosts that
+//! connect and say nothing (or trickle bytes) never keep a good host out, and never fill the
+//! listen queue. Sessions that are ready wait in a channel for `Server::accept`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
 use offhost_proto::Side;
 
 use crate::error::LinkError;
@@ -21,9 +25,17 @@ use crate::session::Session;
 /// session, or nothing when the host was turned away (which it logs).
 pub(crate) type Handshake = Box<dyn FnOnce() -> Option<Result<Session, LinkError>> + Send>;
 
+/// An accepted connection: where it comes from, its socket (a duplicate, for the lobby to
+/// watch) and its handshake (which owns the connection).
+pub(crate) struct Arrival {
+    source: Source,
+    socket: std::os::fd::OwnedFd,
+    handshake: Handshake,
+}
+
 /// Waits up to the given time for the next connection; `Ok(None)` when none came.
 pub(crate) type NextConnection =
-    Box<dyn FnMut(Duration) -> Result<Option<Handshake>, LinkError> + Send>;
+    Box<dyn FnMut(Duration) -> Result<Option<Arrival>, LinkError> + Send>;
 
 /// The background acceptor of one server.
 pub(crate) struct Acceptor {
@@ -38,15 +50,17 @@ impl Acceptor {
     pub(crate) fn start(
         name: &str,
         limits: Limits,
+        ready_bytes: u64,
         mut next: NextConnection,
     ) -> Result<Acceptor, LinkError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         let handshake_name = format!("{name}-handshake");
+        let lobby = lobby(name, limits, ready_bytes, tx)?;
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || accept_loop(&mut next, &handshake_name, limits, &tx, &s))
+            .spawn(move || accept_loop(&mut next, &handshake_name, &lobby, &s))
             .map_err(|e| LinkError::io(format!("start the {name} thread"), e))?;
         Ok(Acceptor {
             ready: rx,
@@ -63,8 +77,7 @@ impl Acceptor {
 
 impl Drop for Acceptor {
     fn drop(&mut self) {
-        // Ordering: Release pairs with the Acquire load in the accept loop; it publishes nothing
-        // else (a stop flag), so Relaxed would do.
+        // Ordering: Release pairs with the Acquire load in `accept_loop` (a flag only).
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -72,30 +85,23 @@ impl Drop for Acceptor {
     }
 }
 
-fn accept_loop(
-    next: &mut NextConnection,
-    handshake_name: &str,
+/// The lobby connections wait in until they speak; then each handshake runs on a thread of
+/// its own (at most four times `max_handshakes` at once: those of unproven connections, and
+/// of evicted ones still ending; past it a newcomer is closed).
+fn lobby(
+    name: &str,
     limits: Limits,
-    ready: &Sender<Result<Session, LinkError>>,
-    stop: &AtomicBool,
-) {
+    ready_bytes: u64,
+    ready: Sender<Result<Session, LinkError>>,
+) -> Result<Lobby<Handshake>, LinkError> {
     let handshakes = Counter::new();
-    let poll = Duration::from_millis(100);
-    // Ordering: Acquire pairs with the Release store in `Acceptor::drop`.
-    while !stop.load(Ordering::Acquire) {
-        // Hosts past the handshake limit wait in the listen queue.
-        let Some(turn) = handshakes.try_take(limits.max_handshakes.max(1)) else {
-            std::thread::sleep(Duration::from_millis(5));
-            continue;
-        };
-        let handshake = match next(poll) {
-            Ok(Some(h)) => h,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!("{handshake_name}: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
+    let max_threads = limits.max_handshakes.max(1).saturating_mul(4);
+    let handshake_name = format!("{name}-handshake");
+    let spawn = move |handshake: Handshake| {
+        let Some(turn) = handshakes.try_take(max_threads) else {
+            // Dropping the handshake closes its connection.
+            tracing::info!("{handshake_name}: {max_threads} handshakes running: closed one");
+            return;
         };
         let ready = ready.clone();
         let run = move || {
@@ -106,106 +112,192 @@ fn accept_loop(
             }
         };
         if let Err(e) = std::thread::Builder::new()
-            .name(handshake_name.into())
+            .name(handshake_name.clone())
             .spawn(run)
         {
             // The connection (and its turn) went with the closure: the host sees it closed.
             tracing::warn!("{handshake_name}: cannot start a handshake thread: {e}");
         }
+    };
+    let lobby_limits = LobbyLimits {
+        max_total: limits.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
+        max_per_source: limits
+            .max_handshakes_per_source
+            .saturating_mul(LOBBY_PER_HANDSHAKE * 4),
+        deadline: limits.handshake_timeout,
+        ready_bytes,
+    };
+    Lobby::start(&format!("{name}-lobby"), lobby_limits, spawn)
+        .map_err(|e| LinkError::io(format!("start the {name} lobby"), e))
+}
+
+/// Connections that may wait in the lobby per handshake that may run (per source: four
+/// times that, so that one source may fill half of it): 1024 and 512 by default.
+const LOBBY_PER_HANDSHAKE: usize = 16;
+
+fn accept_loop(next: &mut NextConnection, name: &str, lobby: &Lobby<Handshake>, stop: &AtomicBool) {
+    let poll = Duration::from_millis(100);
+    // Ordering: Acquire pairs with the Release store in `Acceptor::drop`.
+    while !stop.load(Ordering::Acquire) {
+        let arrival = match next(poll) {
+            Ok(Some(a)) => a,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("{name}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if let Err(e) = lobby.admit(arrival.source, &arrival.socket, arrival.handshake) {
+            tracing::warn!("{name}: {e}");
+        }
     }
 }
 
-/// The connections of a `shm:` listener. The session slot is taken before the handshake, so
-/// that a host past the limit is refused within it.
+/// The time a handshake admitted with `ticket` has left.
+fn time_left(ticket: &Ticket) -> Duration {
+    ticket.deadline().saturating_duration_since(Instant::now())
+}
+
+/// A server's session over a proven connection: with a session slot, or refused over the
+/// session (its host learns why) when none is left.
+fn start_session(
+    r: Box<dyn crate::wire::WireRead>,
+    w: Box<dyn crate::wire::WireWrite>,
+    transport: &'static str,
+    limits: Limits,
+    sessions: &Counter,
+    cert: Option<Vec<u8>>,
+) -> Option<Result<Session, LinkError>> {
+    let slot = sessions.try_take(limits.max_sessions);
+    let refused = slot.is_none();
+    let accepted = match slot {
+        Some(slot) => Accepted {
+            side: Side::Server,
+            limits,
+            write: WriteLimits::from(&limits),
+            slot: Some(slot),
+        },
+        None => Accepted::host(Side::Server),
+    };
+    let session = Session::over_limited(r, w, transport, accepted);
+    if let (Ok(s), Some(cert)) = (&session, cert) {
+        let _ = s.handle.peer_certificate.set(cert);
+    }
+    match session {
+        Ok(s) if refused => {
+            s.refuse(&over_sessions(&limits));
+            None
+        }
+        other => Some(other),
+    }
+}
+
+/// The connections of a `shm:` listener: each admitted among the unproven by its uid, and
+/// given a session slot once the host's segment is attached.
 pub(crate) fn shm_connections(
     l: Arc<offhost_shm::Listener>,
     limits: Limits,
     sessions: Counter,
+    unproven: Unproven,
 ) -> NextConnection {
     Box::new(move |poll| {
+        unproven.expire();
         let Some(pending) = l.accept_pending(Some(poll))? else {
             return Ok(None);
         };
-        let slot = sessions.try_take(limits.max_sessions);
+        let source = Source::Uid(offhost_access::peer::peer_uid(&pending)?);
+        let socket = std::os::fd::AsFd::as_fd(&pending)
+            .try_clone_to_owned()
+            .map_err(|e| LinkError::io("admit a shm host", e))?;
+        let (sessions, unproven) = (sessions.clone(), unproven.clone());
         let h: Handshake = Box::new(move || {
-            let Some(slot) = slot else {
-                pending.refuse(&over_sessions(&limits), limits.handshake_timeout);
-                return None;
-            };
-            match pending.finish(None, limits.handshake_timeout) {
-                Ok(ep) => {
-                    let (r, w) = crate::shm::halves(ep);
-                    let accepted = Accepted {
-                        side: Side::Server,
-                        limits,
-                        write: WriteLimits::from(&limits),
-                        slot: Some(slot),
-                    };
-                    Some(Session::over_limited(
-                        Box::new(r),
-                        Box::new(w),
-                        "shm",
-                        accepted,
-                    ))
+            let ticket = match unproven.admit(source, &pending) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("shm: turned away a host: {e}");
+                    return None;
                 }
+            };
+            let ep = match pending.finish(None, time_left(&ticket)) {
+                Ok(ep) => ep,
                 Err(e) => {
                     tracing::info!("shm handshake: {e}");
-                    None
+                    return None;
                 }
+            };
+            if !ticket.proven() {
+                return None;
             }
+            let (r, w) = crate::shm::halves(ep);
+            start_session(Box::new(r), Box::new(w), "shm", limits, &sessions, None)
         });
-        Ok(Some(h))
+        Ok(Some(Arrival {
+            source,
+            socket,
+            handshake: h,
+        }))
     })
 }
 
-/// The connections of a `tls:` listener. The session slot is taken after the handshake: a
-/// peer without a good certificate holds a handshake turn, never a session.
+/// The connections of a `tls:` listener: each admitted among the unproven by its IP address,
+/// and given a session slot once its certificate was checked.
 pub(crate) fn tls_connections(
     l: std::net::TcpListener,
     config: offhost_access::TlsServer,
     limits: Limits,
     sessions: Counter,
+    unproven: Unproven,
 ) -> NextConnection {
     Box::new(move |poll| {
+        unproven.expire();
         let (s, peer) = match wait_accept(&l, poll) {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(None),
             Err(e) => return Err(LinkError::io("accept tls", e)),
         };
+        let source = Source::ip(peer.ip());
+        let socket = match std::os::fd::AsFd::as_fd(&s).try_clone_to_owned() {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!("tls: turned away {peer}: {e}");
+                return Ok(None);
+            }
+        };
         let config = config.clone();
-        let sessions = sessions.clone();
+        let (sessions, unproven) = (sessions.clone(), unproven.clone());
         let h: Handshake = Box::new(move || {
-            let (r, w, cert) = match crate::tls::accept(s, &config, limits.handshake_timeout) {
-                Ok(accepted) => accepted,
+            let ticket = match unproven.admit(source, &s) {
+                Ok(t) => t,
                 Err(e) => {
                     tracing::warn!("tls: turned away {peer}: {e}");
                     return None;
                 }
             };
-            let slot = sessions.try_take(limits.max_sessions);
-            let refused = slot.is_none();
-            let accepted = match slot {
-                Some(slot) => Accepted {
-                    side: Side::Server,
-                    limits,
-                    write: WriteLimits::from(&limits),
-                    slot: Some(slot),
-                },
-                None => Accepted::host(Side::Server),
-            };
-            let session = Session::over_limited(Box::new(r), Box::new(w), "tls", accepted);
-            if let (Ok(s), Some(cert)) = (&session, cert) {
-                let _ = s.handle.peer_certificate.set(cert);
-            }
-            match session {
-                Ok(s) if refused => {
-                    s.refuse(&over_sessions(&limits));
-                    None
+            let progressed = &mut || ticket.progressed();
+            let (r, w, cert) = match crate::tls::accept(s, &config, time_left(&ticket), progressed)
+            {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    let why = if ticket.evicted() {
+                        "made way for newer connections".to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    tracing::info!("tls: turned away {peer}: {why}");
+                    return None;
                 }
-                other => Some(other),
+            };
+            if !ticket.proven() {
+                return None;
             }
+            start_session(Box::new(r), Box::new(w), "tls", limits, &sessions, cert)
         });
-        Ok(Some(h))
+        Ok(Some(Arrival {
+            source,
+            socket,
+            handshake: h,
+        }))
     })
 }
 

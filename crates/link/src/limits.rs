@@ -28,7 +28,10 @@ pub const DEFAULT_WRITE_STALL: Duration = Duration::from_secs(60);
 /// Default [`Limits::handshake_timeout`] (`shm:` and `tls:`): five seconds.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default [`Limits::max_handshakes`].
-pub const DEFAULT_MAX_HANDSHAKES: usize = 16;
+pub const DEFAULT_MAX_HANDSHAKES: usize = offhost_access::unproven::DEFAULT_MAX_UNPROVEN;
+/// Default [`Limits::max_handshakes_per_source`].
+pub const DEFAULT_MAX_HANDSHAKES_PER_SOURCE: usize =
+    offhost_access::unproven::DEFAULT_MAX_UNPROVEN_PER_SOURCE;
 
 /// Budgets of a link server and of each session it accepts.
 ///
@@ -37,9 +40,12 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = 16;
 /// enforced here: sessions past `max_sessions` are refused with a link error; threads past
 /// `max_threads` refuse the channel or session that asked for one; a session holding more than
 /// `max_unsent` bytes for a peer that reads nothing, or whose writes make no progress for
-/// `write_stall`, is ended; a shared-memory handshake that takes longer than
-/// `handshake_timeout` is dropped, and at most `max_handshakes` run at once, off the accept
-/// loop.
+/// `write_stall`, is ended. A `shm:` or `tls:` connection is *unproven* until its handshake
+/// ends (the client's certificate checked, the host's segment attached): it holds no session
+/// slot meanwhile, only a place among at most `max_handshakes` unproven connections
+/// (`max_handshakes_per_source` from one IP address or uid), for at most `handshake_timeout`;
+/// when those are full the oldest silent one is shut down to make way for the newcomer
+/// (`offhost_access::unproven`). Handshakes run on their own threads, off the accept loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Channels and receive windows per session (`--max-channels`, `--max-channel-window`,
@@ -57,9 +63,12 @@ pub struct Limits {
     pub write_stall: Option<Duration>,
     /// Deadline of a `shm:` or `tls:` handshake (`--handshake-timeout`).
     pub handshake_timeout: Duration,
-    /// `shm:` and `tls:` handshakes running at once; more connecting hosts wait in the listen
-    /// queue.
+    /// `shm:` and `tls:` connections whose handshake has not ended, all sources together
+    /// (`--max-handshakes`); past it the oldest silent one makes way.
     pub max_handshakes: usize,
+    /// The same from one source: a TCP peer's IP address, a local peer's uid
+    /// (`--max-handshakes-per-source`).
+    pub max_handshakes_per_source: usize,
 }
 
 impl Default for Limits {
@@ -72,6 +81,18 @@ impl Default for Limits {
             write_stall: Some(DEFAULT_WRITE_STALL),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            max_handshakes_per_source: DEFAULT_MAX_HANDSHAKES_PER_SOURCE,
+        }
+    }
+}
+
+impl Limits {
+    /// The budget of unproven connections these limits describe.
+    pub fn unproven(&self) -> offhost_access::UnprovenLimits {
+        offhost_access::UnprovenLimits {
+            max_total: self.max_handshakes,
+            max_per_source: self.max_handshakes_per_source,
+            deadline: self.handshake_timeout,
         }
     }
 }

@@ -58,7 +58,9 @@ pub struct Server {
     sessions: Counter,
     threads: Threads,
     /// The acceptor of `tls:` and `shm:`, started by the first `accept`.
-    acceptor: Mutex<Option<Acceptor>>,
+    acceptor: Mutex<Option<Box<Acceptor>>>,
+    /// Connections of `tls:` and `shm:` whose handshake has not ended.
+    unproven: offhost_access::Unproven,
 }
 
 impl std::fmt::Debug for Server {
@@ -73,6 +75,9 @@ fn bind_tcp(addr: &str, scheme: &str) -> Result<(std::net::TcpListener, String),
     }
     let l = std::net::TcpListener::bind(addr)
         .map_err(|e| LinkError::io(format!("bind {scheme}:{addr}"), e))?;
+    // A longer listen queue than std's 128: the acceptor takes connections at once, but a
+    // burst (or others' silent connections) must not fill the queue before it does.
+    let _ = rustix::net::listen(&l, offhost_shm::LISTEN_BACKLOG);
     let local = l
         .local_addr()
         .map_err(|e| LinkError::io("local address", e))?;
@@ -148,6 +153,7 @@ impl Server {
             sessions: Counter::new(),
             threads: Threads::new(limits.max_threads),
             acceptor: Mutex::new(None),
+            unproven: offhost_access::Unproven::new(limits.unproven()),
         })
     }
 
@@ -155,6 +161,13 @@ impl Server {
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
         self.threads = Threads::new(limits.max_threads);
+        self.unproven = offhost_access::Unproven::new(limits.unproven());
+    }
+
+    /// What the table of unproven `tls:` and `shm:` connections holds and has done
+    /// (evictions, expiries).
+    pub fn unproven(&self) -> offhost_access::UnprovenStats {
+        self.unproven.stats()
     }
 
     /// The limits sessions are held to.
@@ -300,10 +313,13 @@ impl Server {
         let mut acc = self.acceptor.lock().unwrap_or_else(|e| e.into_inner());
         if acc.is_none() {
             let sessions = self.sessions.clone();
-            let (name, next) = match &self.listener {
+            let unproven = self.unproven.clone();
+            let (name, ready_bytes, next) = match &self.listener {
                 Listener::Shm(l) => (
                     "offhost-shm-accept",
-                    acceptor::shm_connections(Arc::clone(l), self.limits, sessions),
+                    // A host's first message is its hello: a few bytes and a descriptor.
+                    1,
+                    acceptor::shm_connections(Arc::clone(l), self.limits, sessions, unproven),
                 ),
                 Listener::Tls(l, config) => {
                     let l = l
@@ -312,12 +328,24 @@ impl Server {
                         .map_err(|e| LinkError::io("share the tls listener", e))?;
                     (
                         "offhost-tls-accept",
-                        acceptor::tls_connections(l, config.clone(), self.limits, sessions),
+                        offhost_access::unproven::SHOWN_PROGRESS,
+                        acceptor::tls_connections(
+                            l,
+                            config.clone(),
+                            self.limits,
+                            sessions,
+                            unproven,
+                        ),
                     )
                 }
                 _ => unreachable!("only tls: and shm: accept in the background"),
             };
-            *acc = Some(Acceptor::start(name, self.limits, next)?);
+            *acc = Some(Box::new(Acceptor::start(
+                name,
+                self.limits,
+                ready_bytes,
+                next,
+            )?));
         }
         let acc = acc.as_ref().expect("started above");
         // Holding the lock while waiting: callers of accept take turns, as on a socket.

@@ -100,13 +100,16 @@ pub(crate) fn connect(
 /// Runs the server side on an accepted TCP connection: the handshake (the client must present
 /// a certificate of our CA) within `timeout`, then the admission byte; the halves and the
 /// certificate the client presented.
+/// `progressed` is called once the client's ClientHello has been taken.
 pub(crate) fn accept(
     s: std::net::TcpStream,
     server: &TlsServer,
     timeout: Duration,
+    progressed: &mut dyn FnMut(),
 ) -> Result<(TlsRead, TlsWrite, Option<Vec<u8>>), LinkError> {
     crate::tcp::tune(&s)?;
-    let (r, mut w) = offhost_access::handshake(s.into(), server.connection()?, timeout)?;
+    let (r, mut w) =
+        offhost_access::handshake_observed(s.into(), server.connection()?, timeout, progressed)?;
     w.write_all(&[ADMITTED])
         .and_then(|()| w.flush())
         .map_err(|e| LinkError::io("tls admission", e))?;

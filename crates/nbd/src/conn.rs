@@ -47,6 +47,32 @@ fn drain<R: Read>(r: &mut R, n: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Reads a write's `len` payload bytes into `payload`, which grows with the bytes as they
+/// arrive: a client that announces 32 MiB and sends one byte makes the server hold at most
+/// [`FIRST_RESERVE`] (or the buffer it already had), not 32 MiB of zeroes (64 such clients
+/// held 2.28 GB). Past that the reservation doubles as the bytes come, so a large write costs
+/// a few copies of what it sent, never memory it did not send.
+fn read_payload<R: Read>(r: &mut R, payload: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    payload.clear();
+    let mut want = len.min(FIRST_RESERVE.max(payload.capacity()));
+    // Bounded: `want` doubles up to `len`, or the input ends.
+    loop {
+        payload.reserve_exact(want - payload.len());
+        let missing = (want - payload.len()) as u64;
+        let got = r.take(missing).read_to_end(payload)?;
+        if payload.len() == len {
+            return Ok(());
+        }
+        if (got as u64) < missing {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        want = len.min(want.saturating_mul(2));
+    }
+}
+
+/// The most a write's payload buffer is given before its bytes arrive.
+const FIRST_RESERVE: usize = 1 << 20;
+
 /// Counts the requests running on their own threads, and their payload bytes; a reply that
 /// could not be written kills the connection (every wait here ends).
 struct Gate {
@@ -391,8 +417,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             let read = if problem.is_some() {
                 drain(rd, u64::from(req.length))
             } else {
-                payload.resize(req.length as usize, 0);
-                rd.read_exact(&mut payload)
+                read_payload(rd, &mut payload, req.length as usize)
             };
             if let Err(e) = read {
                 if let Some(cost) = threaded {
@@ -506,5 +531,35 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 spare = Vec::new();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out at most 7000 bytes a call, as a socket might.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            let n = b.len().min(self.0.len()).min(7000);
+            b[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_payload_grows_as_it_arrives_and_a_short_one_is_an_error() {
+        let data: Vec<u8> = (0..(3 << 20) + 5).map(|i| (i % 251) as u8).collect();
+        let mut payload = Vec::new();
+        read_payload(&mut Trickle(&data), &mut payload, data.len()).unwrap();
+        assert_eq!(payload, data);
+        assert!(payload.capacity() < 2 * data.len());
+        let e = read_payload(&mut Trickle(&data[..100]), &mut payload, 200).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let e = read_payload(&mut Trickle(&data[..5 << 19]), &mut payload, 3 << 20).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

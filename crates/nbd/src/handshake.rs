@@ -70,12 +70,11 @@ fn send_reply<S: Write>(s: &mut S, option: u32, reply: u32, data: &[u8]) -> std:
     s.write_all(&out)
 }
 
-/// Refuses a connection: greets the client, then answers every option with
-/// `NBD_REP_ERR_POLICY` and `reason` (name the limit and the flag that raises it) until it
-/// aborts or gives up; an `NBD_OPT_EXPORT_NAME`, which cannot carry an error, ends it. Bound
-/// the time this may take with the stream's timeouts.
-pub fn refuse_handshake<S: Read + Write>(s: &mut S, reason: &str) -> Result<(), HandshakeError> {
-    serve_greeting(s)?;
+/// Refuses a connection after its greeting (over TLS, say): answers every option with
+/// `NBD_REP_ERR_POLICY` and `reason` (name the limit and the flag that raises it) until the
+/// client aborts or gives up; an `NBD_OPT_EXPORT_NAME`, which cannot carry an error, ends
+/// it. Bound the time this may take with the stream's timeouts.
+pub fn refuse_options<S: Read + Write>(s: &mut S, reason: &str) -> Result<(), HandshakeError> {
     loop {
         let mut h = [0u8; OPTION_HEADER_LEN];
         s.read_exact(&mut h)?;
@@ -106,7 +105,7 @@ pub fn serve_handshake<S: Read + Write>(
     exports: &[Arc<Export>],
 ) -> Result<Negotiated, HandshakeError> {
     let no_zeroes = serve_greeting(s)?;
-    match serve_options(s, exports, no_zeroes, Haggle::default())? {
+    match serve_options(s, exports, no_zeroes, Haggle::default(), &mut || Ok(()))? {
         Haggled::Go(n) => Ok(n),
         Haggled::StartTls => unreachable!("TLS is not offered"),
     }
@@ -137,12 +136,22 @@ pub enum Haggled {
 /// Sends the server's greeting and reads the client's flags; returns whether the client
 /// asked for no zeroes.
 pub fn serve_greeting<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError> {
-    let mut hello = Vec::with_capacity(18);
-    hello.extend_from_slice(&NBD_MAGIC.to_be_bytes());
-    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
-    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-    s.write_all(&hello)?;
+    s.write_all(&greeting())?;
     s.flush()?;
+    read_client_flags(s)
+}
+
+/// The server's greeting (fixed newstyle, no zeroes).
+pub fn greeting() -> [u8; 18] {
+    let mut hello = [0u8; 18];
+    hello[..8].copy_from_slice(&NBD_MAGIC.to_be_bytes());
+    hello[8..16].copy_from_slice(&IHAVEOPT.to_be_bytes());
+    hello[16..].copy_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    hello
+}
+
+/// Reads the client's flags after the greeting; returns whether it asked for no zeroes.
+pub fn read_client_flags<S: Read>(s: &mut S) -> Result<bool, HandshakeError> {
     let mut cf = [0u8; 4];
     s.read_exact(&mut cf)?;
     let client_flags = u32::from_be_bytes(cf);
@@ -154,12 +163,15 @@ pub fn serve_greeting<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError
     Ok(client_flags & FLAG_C_NO_ZEROES != 0)
 }
 
-/// Haggles options until the client enters transmission or asks for TLS.
+/// Haggles options until the client enters transmission or asks for TLS. `admit` is asked
+/// before a client enters transmission: an `Err` (a reason naming the limit) answers
+/// `NBD_OPT_GO` with `NBD_REP_ERR_POLICY`, and ends the session on `NBD_OPT_EXPORT_NAME`.
 pub fn serve_options<S: Read + Write>(
     s: &mut S,
     exports: &[Arc<Export>],
     no_zeroes: bool,
     haggle: Haggle,
+    admit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Haggled, HandshakeError> {
     let mut structured = false;
     loop {
@@ -200,6 +212,8 @@ pub fn serve_options<S: Read + Write>(
                         "NBD_OPT_EXPORT_NAME for unknown export `{name}`"
                     )));
                 };
+                // This option cannot carry an error either.
+                admit().map_err(HandshakeError::Protocol)?;
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&e.backend.size().to_be_bytes());
                 out.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
@@ -256,6 +270,13 @@ pub fn serve_options<S: Read + Write>(
                     s.flush()?;
                     continue;
                 };
+                if opt == OPT_GO {
+                    if let Err(why) = admit() {
+                        send_reply(s, opt, REP_ERR_POLICY, why.as_bytes())?;
+                        s.flush()?;
+                        continue;
+                    }
+                }
                 send_reply(
                     s,
                     opt,

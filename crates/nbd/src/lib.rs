@@ -40,8 +40,9 @@ pub use drive::{Cache, DriveParams};
 pub use export::{Export, SpecError, DEFAULT_MAX_PAYLOAD};
 pub use handshake::{serve_handshake, HandshakeError, Negotiated};
 pub use limits::{
-    Limits, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_IN_FLIGHT,
+    Limits, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_IO_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNPROVEN,
+    DEFAULT_MAX_UNPROVEN_PER_SOURCE,
 };
 pub use mem::{MemDisk, MAX_SIZE as MEM_MAX_SIZE};
 pub use server::{

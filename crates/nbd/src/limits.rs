@@ -4,13 +4,16 @@
 //! [`Limits`] is the one options type for them ([`Server::set_limits`]); `offhost nbd` takes a
 //! flag for each field. Per server, connections past [`Limits::max_connections`] are refused
 //! (every option answered with `NBD_REP_ERR_POLICY` and a message naming the limit and its
-//! flag). Per connection, requests hold at most [`Limits::max_in_flight`] payload bytes at once
+//! flag); a connection counts there only once it is past TLS (or, without TLS, at
+//! `NBD_OPT_GO`), and until then among [`Limits::max_unproven`] (per source address or uid,
+//! [`Limits::max_unproven_per_source`]), where the oldest silent one makes way for a newcomer
+//! (`offhost_access::unproven`). Per connection, requests hold at most [`Limits::max_in_flight`] payload bytes at once
 //! (as qemu bounds its requests in flight): past it the server stops reading the socket until
 //! replies have gone out, so a client that pipelines reads and never reads the replies holds
 //! one budget and the socket buffers, not one buffer per request. The whole handshake must end
 //! within [`Limits::handshake_timeout`] (qemu's 10 s); a reply that cannot be written, or a
 //! request whose bytes stop arriving, for [`Limits::io_timeout`] ends the connection; and
-//! [`Limits::idle_timeout`], when set, ends one that sends no request for that long.
+//! [`Limits::idle_timeout`] (an hour by default) ends one that sends no request for that long.
 //!
 //! [`Server::set_limits`]: crate::Server::set_limits
 
@@ -25,10 +28,14 @@ pub const DEFAULT_MAX_IN_FLIGHT: u64 = 64 << 20;
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default [`Limits::io_timeout`]: 30 s.
 pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connections being refused at once (each within a short deadline); more are closed at once.
-pub const MAX_REFUSING: usize = 8;
-/// Deadline of a refusal's handshake.
-pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default [`Limits::idle_timeout`]: an hour. A client that sends no request for that long
+/// is dropped (TCP keepalive finds vanished ones sooner).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default [`Limits::max_unproven`].
+pub const DEFAULT_MAX_UNPROVEN: usize = offhost_access::unproven::DEFAULT_MAX_UNPROVEN;
+/// Default [`Limits::max_unproven_per_source`].
+pub const DEFAULT_MAX_UNPROVEN_PER_SOURCE: usize =
+    offhost_access::unproven::DEFAULT_MAX_UNPROVEN_PER_SOURCE;
 
 /// What clients may make the server hold, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +53,13 @@ pub struct Limits {
     /// How long a connection may send no request before it ends (`--idle-timeout`); `None`:
     /// for ever.
     pub idle_timeout: Option<Duration>,
+    /// Connections not yet past TLS (or, without TLS, past the handshake), all sources
+    /// together (`--max-unproven`); past it the oldest silent one is closed to make way. They
+    /// do not count against `max_connections`.
+    pub max_unproven: usize,
+    /// The same from one IP address, or one uid on a Unix socket
+    /// (`--max-unproven-per-source`).
+    pub max_unproven_per_source: usize,
 }
 
 impl Default for Limits {
@@ -55,7 +69,9 @@ impl Default for Limits {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
-            idle_timeout: None,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            max_unproven: DEFAULT_MAX_UNPROVEN,
+            max_unproven_per_source: DEFAULT_MAX_UNPROVEN_PER_SOURCE,
         }
     }
 }
@@ -66,6 +82,16 @@ impl Limits {
         ConnLimits {
             max_in_flight: self.max_in_flight,
             idle_timeout: self.idle_timeout,
+        }
+    }
+
+    /// The budget of connections not yet past TLS (or the handshake), within the handshake's
+    /// deadline.
+    pub fn unproven(&self) -> offhost_access::UnprovenLimits {
+        offhost_access::UnprovenLimits {
+            max_total: self.max_unproven,
+            max_per_source: self.max_unproven_per_source,
+            deadline: self.handshake_timeout,
         }
     }
 

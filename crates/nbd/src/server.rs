@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use crate::conn::{serve_transmission_limited, End};
 use crate::export::Export;
-use crate::handshake::{refuse_handshake, serve_greeting, serve_options, Haggled, HandshakeError};
-use crate::limits::{Deadlined, Limits, Timeouts, MAX_REFUSING, REFUSAL_TIMEOUT};
+use crate::handshake::{greeting, read_client_flags, serve_options, Haggled, HandshakeError};
+use crate::limits::{Deadlined, Limits, Timeouts};
 use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
+use offhost_access::Source;
 
 /// Default time a connection polls its socket before sleeping: none (polling showed no gain
 /// on the shared 2-core machine; see docs/notes/nbd.md).
@@ -22,6 +23,9 @@ pub const DEFAULT_SPIN: Duration = Duration::ZERO;
 /// Default worker threads per connection: one (the most CPU-efficient, and ahead of nbdkit on
 /// a quiet machine; more threads help only when the cores are contended — docs/notes/nbd.md).
 pub const DEFAULT_CONN_THREADS: usize = 1;
+
+/// Connections the kernel queues before they are accepted (capped by `net.core.somaxconn`).
+const LISTEN_BACKLOG: i32 = 4096;
 
 /// Default listening address.
 pub const DEFAULT_LISTEN: &str = "tcp:127.0.0.1:10809";
@@ -202,15 +206,24 @@ pub struct Server {
     listener: Listener,
     exports: Arc<Vec<Arc<Export>>>,
     tracer: Option<Arc<Tracer>>,
-    next_conn: AtomicU32,
+    next_conn: Arc<AtomicU32>,
     opts: ConnOptions,
     tls: Arc<NbdTls>,
     allow: offhost_access::AllowUids,
     limits: Limits,
-    /// Connections being served, and being refused, now.
+    /// Connections being served now (past TLS, or past the handshake without it).
     live: Arc<AtomicUsize>,
-    refusing: Arc<AtomicUsize>,
+    /// Connections that have not reached that point yet.
+    unproven: offhost_access::Unproven,
 }
+
+/// Bytes a client sends at once after the greeting (its flags and its first option's
+/// header): a connection leaves the lobby for its own thread once they are there.
+const FIRST_WORDS: u64 = 20;
+
+/// Connections that may wait in the lobby per unproven one (per source: four times that,
+/// so that one source may fill half of it): 1024 and 512 by default.
+const LOBBY_PER_UNPROVEN: usize = 16;
 
 /// Per-connection tuning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,10 +268,13 @@ impl Server {
         }
         let listener = match addr {
             ListenAddr::Tcp(a) => {
-                Listener::Tcp(TcpListener::bind(a).map_err(|source| ServerError::Bind {
+                let l = TcpListener::bind(a).map_err(|source| ServerError::Bind {
                     addr: a.clone(),
                     source,
-                })?)
+                })?;
+                // Connections are accepted at once, but a burst must not fill std's 128.
+                let _ = rustix::net::listen(&l, LISTEN_BACKLOG);
+                Listener::Tcp(l)
             }
             ListenAddr::Unix(p) => {
                 if std::fs::symlink_metadata(p)
@@ -273,6 +289,7 @@ impl Server {
                     source,
                 };
                 let l = UnixListener::bind(p).map_err(bind_err)?;
+                let _ = rustix::net::listen(&l, LISTEN_BACKLOG);
                 // Owner-only whatever the umask (peers are checked by uid too).
                 std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
                     .map_err(bind_err)?;
@@ -283,13 +300,13 @@ impl Server {
             listener,
             exports: Arc::new(exports.into_iter().map(Arc::new).collect()),
             tracer: tracer.map(Arc::new),
-            next_conn: AtomicU32::new(0),
+            next_conn: Arc::new(AtomicU32::new(0)),
             opts: ConnOptions::default(),
             tls: Arc::new(NbdTls::off()),
             allow: offhost_access::AllowUids::own(),
             limits: Limits::default(),
             live: Arc::new(AtomicUsize::new(0)),
-            refusing: Arc::new(AtomicUsize::new(0)),
+            unproven: offhost_access::Unproven::new(Limits::default().unproven()),
         })
     }
 
@@ -317,6 +334,12 @@ impl Server {
     /// Holds connections from now on to `limits` (connections, bytes in flight, deadlines).
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
+        self.unproven = offhost_access::Unproven::new(limits.unproven());
+    }
+
+    /// What the table of connections not yet past TLS (or the handshake) holds and has done.
+    pub fn unproven(&self) -> offhost_access::UnprovenStats {
+        self.unproven.stats()
     }
 
     /// The limits connections are held to.
@@ -324,7 +347,7 @@ impl Server {
         &self.limits
     }
 
-    /// Connections being served now.
+    /// Connections being served now (past TLS, or past the handshake without it).
     pub fn connections(&self) -> usize {
         // Ordering: Acquire pairs with the AcqRel RMWs of `Slot`; a count for reporting, stronger
         // than needed.
@@ -365,31 +388,31 @@ impl Server {
         }
     }
 
-    /// Accepts connections forever, one thread per connection up to
-    /// [`Limits::max_connections`]; past it a connection is refused (see
-    /// `refuse_handshake`). A failing connection never affects the others.
+    /// Accepts connections forever, one thread per connection. A connection is *unproven*
+    /// until it is past TLS (or past the handshake, without TLS): it holds a place among
+    /// [`Limits::max_unproven`] (per source address or uid [`Limits::max_unproven_per_source`];
+    /// the oldest silent one is closed to make way), and only then one of
+    /// [`Limits::max_connections`]; past those, it is refused (see `refuse_handshake`). A
+    /// failing connection never affects the others.
     pub fn serve(&self) -> io::Result<()> {
+        let lobby = self.lobby()?;
         loop {
-            let stream = match &self.listener {
-                Listener::Tcp(l) => l.accept().map(|(s, _)| {
+            let accepted = match &self.listener {
+                Listener::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
                     // A client that vanished is found out even with no --idle-timeout.
                     if let Err(e) = offhost_access::tcp::keepalive(&s) {
                         tracing::warn!("NBD connection: no keepalive: {e}");
                     }
-                    Stream::Tcp(s)
+                    (Stream::Tcp(s), Ok(Source::ip(peer.ip())))
                 }),
-                Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| {
+                    let uid = offhost_access::peer::peer_uid(&s).map(Source::Uid);
+                    (Stream::Unix(s), uid)
+                }),
             };
-            // Before a connection slot is taken: a refused peer holds nothing.
-            if let Ok(Stream::Unix(s)) = &stream {
-                if let Err(e) = self.allow.check(s) {
-                    tracing::warn!("turned away a unix client: {e}");
-                    continue;
-                }
-            }
-            let stream = match stream {
-                Ok(s) => s,
+            let (stream, source) = match accepted {
+                Ok(a) => a,
                 Err(e) => {
                     // Running out of descriptors or a reset before accept: keep listening.
                     tracing::warn!("accept failed: {e}");
@@ -397,49 +420,137 @@ impl Server {
                     continue;
                 }
             };
-            // Relaxed: only a unique number is needed.
-            let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = Slot::take(&self.live, self.limits.max_connections) else {
-                self.refuse(stream, id);
+            // Before anything is held: a refused peer holds nothing.
+            if let Stream::Unix(s) = &stream {
+                if let Err(e) = self.allow.check(s) {
+                    tracing::warn!("turned away a unix client: {e}");
+                    continue;
+                }
+            }
+            let source = match source {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("turned away a client: {e}");
+                    continue;
+                }
+            };
+            let fd = match &stream {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            // The greeting fits an empty socket buffer: sent without waiting, so that the
+            // client says its first words while it waits in the lobby.
+            let greeted = rustix::net::send(
+                fd,
+                &greeting(),
+                rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+            );
+            if !matches!(greeted, Ok(18)) {
+                continue;
+            }
+            let Ok(watch) = fd.try_clone_to_owned() else {
                 continue;
             };
-            let exports = self.exports.clone();
-            let tracer = self.tracer.clone();
-            let (opts, limits) = (self.opts, self.limits);
-            let tls = self.tls.clone();
+            if let Err(e) = lobby.admit(source, watch, (stream, source)) {
+                tracing::warn!("NBD lobby: {e}");
+            }
+        }
+    }
+
+    /// The lobby of this server's connections: each leaves it for a thread of its own, under
+    /// the unproven budget, once the client has said its first words.
+    fn lobby(&self) -> io::Result<offhost_access::Lobby<(Stream, Source)>> {
+        let limits = self.limits;
+        let unproven = self.unproven.clone();
+        let live = Arc::clone(&self.live);
+        let exports = self.exports.clone();
+        let tracer = self.tracer.clone();
+        let (opts, tls) = (self.opts, self.tls.clone());
+        let next_conn = Arc::clone(&self.next_conn);
+        let ready = move |(stream, source): (Stream, Source)| {
+            let fd = match &stream {
+                Stream::Tcp(s) => std::os::fd::AsFd::as_fd(s),
+                Stream::Unix(s) => std::os::fd::AsFd::as_fd(s),
+            };
+            let ticket = match unproven.admit(source, fd) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("turned away a client: {e}");
+                    return;
+                }
+            };
+            // Relaxed: only a unique number is needed.
+            let id = next_conn.fetch_add(1, Ordering::Relaxed);
+            let (exports, tracer, tls) = (exports.clone(), tracer.clone(), tls.clone());
+            let admission = Admission {
+                ticket: Some(ticket),
+                slot: None,
+                live: Arc::clone(&live),
+                limits,
+            };
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
                 .spawn(move || {
-                    let _slot = slot;
-                    handle_limited(stream, &exports, tracer.as_deref(), id, opts, &tls, &limits)
+                    let conn = Conn {
+                        exports: &exports,
+                        tracer: tracer.as_deref(),
+                        id,
+                        opts,
+                        tls: &tls,
+                        limits: &limits,
+                    };
+                    conn.serve(stream, admission)
                 });
             if let Err(e) = spawned {
                 // The stream went with the closure: the client sees the connection close.
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
+        };
+        let lobby_limits = offhost_access::LobbyLimits {
+            max_total: limits.max_unproven.saturating_mul(LOBBY_PER_UNPROVEN),
+            max_per_source: limits
+                .max_unproven_per_source
+                .saturating_mul(LOBBY_PER_UNPROVEN * 4),
+            deadline: limits.handshake_timeout,
+            ready_bytes: FIRST_WORDS,
+        };
+        offhost_access::Lobby::start("nbd-lobby", lobby_limits, ready)
+    }
+}
+
+/// Where a connection stands: unproven (its ticket), then served (its connection slot).
+struct Admission {
+    ticket: Option<offhost_access::Ticket>,
+    slot: Option<Slot>,
+    live: Arc<AtomicUsize>,
+    limits: Limits,
+}
+
+impl Admission {
+    /// The connection is past TLS (or the handshake): it leaves the unproven and takes a
+    /// connection slot, or the reason it gets none. Asking again once admitted is a no-op.
+    fn prove(&mut self) -> Result<(), String> {
+        if self.slot.is_some() {
+            return Ok(());
+        }
+        if let Some(t) = self.ticket.take() {
+            if !t.proven() {
+                return Err("the connection was closed to make way for newer ones".into());
+            }
+        }
+        match Slot::take(&self.live, self.limits.max_connections) {
+            Some(slot) => {
+                self.slot = Some(slot);
+                Ok(())
+            }
+            None => Err(self.limits.over_connections()),
         }
     }
 
-    /// Refuses a connection past the limit on a thread of its own, with a short deadline;
-    /// past [`MAX_REFUSING`] at once, closes it at once.
-    fn refuse(&self, stream: Stream, id: u32) {
-        let Some(slot) = Slot::take(&self.refusing, MAX_REFUSING) else {
-            stream.shutdown();
-            return;
-        };
-        let reason = self.limits.over_connections();
-        tracing::info!("conn {id}: refused: {reason}");
-        let spawned = std::thread::Builder::new()
-            .name(format!("nbd-refuse-{id}"))
-            .spawn(move || {
-                let _slot = slot;
-                let mut stream = stream;
-                let deadline = Instant::now() + REFUSAL_TIMEOUT;
-                let _ = refuse_handshake(&mut Deadlined::new(&mut stream, deadline), &reason);
-                stream.shutdown();
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("conn {id}: cannot start a thread to refuse it: {e}");
+    /// The client has shown progress (its flags after the greeting).
+    fn progressed(&self) {
+        if let Some(t) = &self.ticket {
+            t.progressed();
         }
     }
 }
@@ -467,35 +578,65 @@ impl Drop for Slot {
     }
 }
 
-/// Serves one connection from handshake to close with `tls` and within `limits`: the
-/// handshake by its deadline, then requests with their byte budget, I/O timeout and idle
-/// timeout.
-pub fn handle_limited(
-    mut stream: Stream,
-    exports: &[Arc<Export>],
+/// What one connection is served with.
+struct Conn<'a> {
+    exports: &'a [Arc<Export>],
+    tracer: Option<&'a Tracer>,
+    id: u32,
+    opts: ConnOptions,
+    tls: &'a NbdTls,
+    limits: &'a Limits,
+}
+
+impl Conn<'_> {
+    /// Serves one connection from handshake to close: the handshake by its deadline (the
+    /// connection admitted once past TLS, or at `NBD_OPT_GO` without it), then requests with
+    /// their byte budget, I/O timeout and idle timeout.
+    fn serve(&self, mut stream: Stream, mut admission: Admission) {
+        let (exports, tracer, id, opts, tls, limits) = (
+            self.exports,
+            self.tracer,
+            self.id,
+            self.opts,
+            self.tls,
+            self.limits,
+        );
+        let deadline = Instant::now() + limits.handshake_timeout;
+        let haggled = {
+            let mut s = Deadlined::new(&mut stream, deadline);
+            read_client_flags(&mut s).and_then(|no_zeroes| {
+                admission.progressed();
+                serve_options(&mut s, exports, no_zeroes, tls.haggle(), &mut || {
+                    admission.prove()
+                })
+                .map(|h| (no_zeroes, h))
+            })
+        };
+        let haggled = match haggled {
+            Ok((_, Haggled::Go(neg))) => Ok(Haggled2::Plain(stream, neg)),
+            Ok((no_zeroes, Haggled::StartTls)) => {
+                let admit = &mut || admission.prove();
+                crate::tls::upgrade(stream, tls, exports, no_zeroes, deadline, admit)
+            }
+            Err(e) => {
+                stream.shutdown();
+                Err(e)
+            }
+        };
+        // Past the handshake: the ticket is gone, the slot held until the end.
+        let _admission = admission;
+        serve_haggled(haggled, tracer, id, opts, limits);
+    }
+}
+
+/// Serves the transmission phase of a connection whose handshake ended with `haggled`.
+fn serve_haggled(
+    haggled: Result<Haggled2, HandshakeError>,
     tracer: Option<&Tracer>,
     id: u32,
     opts: ConnOptions,
-    tls: &NbdTls,
     limits: &Limits,
 ) {
-    let deadline = Instant::now() + limits.handshake_timeout;
-    let haggled = {
-        let mut s = Deadlined::new(&mut stream, deadline);
-        serve_greeting(&mut s).and_then(|no_zeroes| {
-            serve_options(&mut s, exports, no_zeroes, tls.haggle()).map(|h| (no_zeroes, h))
-        })
-    };
-    let haggled = match haggled {
-        Ok((_, Haggled::Go(neg))) => Ok(Haggled2::Plain(stream, neg)),
-        Ok((no_zeroes, Haggled::StartTls)) => {
-            crate::tls::upgrade(stream, tls, exports, no_zeroes, deadline)
-        }
-        Err(e) => {
-            stream.shutdown();
-            Err(e)
-        }
-    };
     let end = match haggled {
         Ok(Haggled2::Plain(stream, neg)) => {
             let end = serve_plain(&stream, &neg, tracer, id, opts, limits);

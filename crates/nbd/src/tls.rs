@@ -23,7 +23,9 @@ use std::time::Instant;
 use offhost_access::{CertDir, ClientAuth, TlsReader, TlsServer, TlsWriter};
 
 use crate::export::Export;
-use crate::handshake::{serve_options, Haggle, Haggled, HandshakeError, Negotiated};
+use crate::handshake::{
+    refuse_options, serve_options, Haggle, Haggled, HandshakeError, Negotiated,
+};
 use crate::server::Stream;
 
 /// `--tls=off|on|require`.
@@ -127,12 +129,16 @@ pub(crate) enum Haggled2 {
 /// After the client's `NBD_OPT_STARTTLS` was acknowledged on `stream`: the TLS handshake,
 /// then option haggling over TLS until the client enters transmission, all by `deadline` (the
 /// handshake's, which began before `NBD_OPT_STARTTLS`).
+///
+/// `admit` is asked once the TLS handshake is over (the client is past TLS): refused, every
+/// option over TLS is answered `NBD_REP_ERR_POLICY` with its reason.
 pub(crate) fn upgrade(
     stream: Stream,
     tls: &NbdTls,
     exports: &[Arc<Export>],
     no_zeroes: bool,
     deadline: Instant,
+    admit: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Haggled2, HandshakeError> {
     let server = tls
         .server
@@ -149,11 +155,15 @@ pub(crate) fn upgrade(
     let (r, w) = offhost_access::handshake(fd, conn, left)
         .map_err(|e| HandshakeError::Protocol(e.to_string()))?;
     let mut s = DeadlineTls { r, w, deadline };
+    if let Err(why) = admit() {
+        refuse_options(&mut s, &why)?;
+        return Err(HandshakeError::Protocol(why));
+    }
     let haggle = Haggle {
         tls_active: true,
         ..tls.haggle()
     };
-    match serve_options(&mut s, exports, no_zeroes, haggle)? {
+    match serve_options(&mut s, exports, no_zeroes, haggle, admit)? {
         Haggled::Go(n) => {
             let (mut r, w) = (s.r, s.w);
             r.set_timeout(None);

@@ -65,6 +65,10 @@ pub fn pair(config: &Config) -> Result<(Endpoint, Endpoint), ShmError> {
     Ok((host, engine))
 }
 
+/// Connections the kernel queues for a [`Listener`] before it accepts them (capped by
+/// `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
 /// The engine side: listens for hosts and attaches to the segments they hand over.
 #[derive(Debug)]
 pub struct Listener {
@@ -98,6 +102,9 @@ impl Listener {
                 })
             }
         };
+        // A longer listen queue than std's 128: hosts that connect in a burst (or others'
+        // silent connections) must not fill it before the acceptor takes them.
+        let _ = rustix::net::listen(&inner, LISTEN_BACKLOG);
         let path = if addr.starts_with('@') {
             None
         } else {
@@ -241,6 +248,14 @@ impl Pending {
             drop(control::recv_hello(&sock));
             control::send_verdict(&sock, Err(reason.to_string()));
         }
+    }
+}
+
+impl std::os::fd::AsFd for Pending {
+    /// The host's control socket: for its credentials, or to shut it down from another
+    /// thread (which ends a [`Pending::finish`] that waits on it).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.sock)
     }
 }
 

@@ -155,7 +155,7 @@ mod shared;
 mod spin;
 
 pub use config::{Config, Mode};
-pub use connect::{connect, pair, Listener, Pending};
+pub use connect::{connect, pair, Listener, Pending, LISTEN_BACKLOG};
 pub use echo::{echo, echo_with, serve_echo, EchoEvent, EchoStats};
 pub use endpoint::{Endpoint, Side};
 pub use error::{AttachError, ConfigError, Result, ShmError};
