@@ -696,3 +696,38 @@ fn silent_connections_do_not_hold_up_the_next_host() {
     );
     drop(silent);
 }
+
+/// Connections of the engine's own uid that connect and say nothing (100 of them, kept open
+/// by reconnecting: more than the 64 handshakes that may run) keep no host out: they wait in
+/// the lobby with no thread and no place among the unproven until they speak. Before, each
+/// held one of the handshake places for the whole `handshake_timeout`, and the next host
+/// waited in the listen queue behind them.
+#[test]
+fn a_crowd_of_silent_local_connections_keeps_no_host_out() {
+    use offhost_access::crowd::{Crowd, CrowdOptions, Target};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("engine.sock");
+    let offload = Offload::new(OffloadConfig::new(PeerConfig::new("crowded")), None).unwrap();
+    let listener = offhost_shm::Listener::bind(path.to_str().unwrap()).unwrap();
+    let o = offload.clone();
+    std::thread::spawn(move || {
+        o.serve_shm(listener, Arc::new(|s: offhost_link::Session| s.close()))
+    });
+    let crowd = Crowd::start(CrowdOptions {
+        target: Target::Unix(path.clone()),
+        count: 100,
+        trickle: None,
+        at_most: Duration::from_secs(120),
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let url = format!("shm:{}", path.display());
+    for i in 0..3 {
+        let mut h = HostQueue::connect(&url)
+            .unwrap_or_else(|e| panic!("try {i}: a host beside 100 silent ones: {e}"));
+        let ch = h.open("box", OpenOptions::bulk()).unwrap();
+        h.send(ch, b"here").unwrap();
+    }
+    let stats = crowd.stop();
+    assert!(stats.opened >= 100, "{stats:?}");
+}

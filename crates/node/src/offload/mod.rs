@@ -29,8 +29,9 @@ pub use listen::ListenError;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
 use offhost_link::offload::{Router, RouterLimits};
 use offhost_link::peer::{PeerConfig, PeerSetupError, Peers};
 use offhost_link::{Server, Session, Threads};
@@ -116,28 +117,16 @@ impl std::fmt::Debug for Offload {
     }
 }
 
-/// How long a new shm connection has to send its first record.
+/// How long a new shm connection has to send its first record (at most: its unproven
+/// deadline, `handshake_timeout`, comes first).
 const FIRST_RECORD: Duration = Duration::from_secs(10);
 
-/// One connection counted among those whose handshake and first record are being looked at;
-/// it leaves the count when dropped, however the looking ends.
-struct Looking(Arc<AtomicUsize>);
+/// Connections that may wait in the lobby per handshake that may run (per uid: four times
+/// that), as on the link's listeners.
+const LOBBY_PER_HANDSHAKE: usize = 16;
 
-impl Looking {
-    fn new(count: &Arc<AtomicUsize>) -> Looking {
-        // Ordering: AcqRel on the count of connections still handshaking: only atomicity matters,
-        // stronger than needed.
-        count.fetch_add(1, Ordering::AcqRel);
-        Looking(Arc::clone(count))
-    }
-}
-
-impl Drop for Looking {
-    fn drop(&mut self) {
-        // Ordering: AcqRel: gives back the count; stronger than needed.
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+/// What looks at one connection: its handshake and first record, on a thread of its own.
+type Look = Box<dyn FnOnce() + Send>;
 
 impl Offload {
     /// The service for `config`; what peers send to `in/N/NAME` goes to `daemon`'s pipelines.
@@ -214,28 +203,62 @@ impl Offload {
     }
 
     /// Accepts hosts on `listener` for ever: off-host queues are served here, anything else
-    /// (a link session's first frame) is handed to `sessions`. Each connection's handshake
-    /// and first record are looked at on a thread of its own, within the link limits'
-    /// `handshake_timeout`, so a slow or silent one holds up nobody; at most
-    /// `max_handshakes` run at once, and further hosts wait in the listen queue meanwhile.
+    /// (a link session's first frame) is handed to `sessions`. Until its first record is
+    /// known a connection is unproven, as on the link's own `shm:` listeners
+    /// (`offhost_access`): it waits in a lobby with no thread of its own until its peer
+    /// speaks, then holds a place among the link limits' `max_handshakes`
+    /// (`max_handshakes_per_source` per uid) within `handshake_timeout` while its handshake
+    /// and first record are looked at on a thread of its own; when that budget is full the
+    /// oldest silent one makes way. Idle connections of one uid keep nobody out.
     pub fn serve_shm(
         self: &Arc<Self>,
         listener: Listener,
         sessions: Arc<dyn Fn(Session) + Send + Sync>,
     ) {
-        let looking = Arc::new(AtomicUsize::new(0));
-        let (max, deadline) = (
-            self.config.link.max_handshakes.max(1),
-            self.config.link.handshake_timeout,
-        );
-        loop {
-            // Ordering: Acquire load of the handshaking count (see `Looking`); stronger than
-            // needed.
-            if looking.load(Ordering::Acquire) >= max {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
+        let link = self.config.link;
+        let unproven = Unproven::new(link.unproven());
+        let threads = Arc::new(AtomicUsize::new(0));
+        let max_threads = link.max_handshakes.max(1).saturating_mul(4);
+        let spawn = move |look: Look| {
+            // Ordering: AcqRel on the count of looking threads: only the RMW's atomicity
+            // bounds it, stronger than needed.
+            if threads.fetch_add(1, Ordering::AcqRel) >= max_threads {
+                // Ordering: as above.
+                threads.fetch_sub(1, Ordering::AcqRel);
+                tracing::info!("shm: {max_threads} handshakes running: closed one");
+                return; // dropping it closes the connection
             }
-            let pending = match listener.accept_pending(None) {
+            let counted = Arc::clone(&threads);
+            let run = move || {
+                look();
+                // Ordering: as above.
+                counted.fetch_sub(1, Ordering::AcqRel);
+            };
+            if let Err(e) = std::thread::Builder::new()
+                .name("shm-first".into())
+                .spawn(run)
+            {
+                tracing::warn!("shm: cannot start a thread: {e}");
+            }
+        };
+        let lobby_limits = LobbyLimits {
+            max_total: link.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
+            max_per_source: link
+                .max_handshakes_per_source
+                .saturating_mul(LOBBY_PER_HANDSHAKE * 4),
+            deadline: link.handshake_timeout,
+            ready_bytes: 1,
+        };
+        let lobby = match Lobby::start("shm-lobby", lobby_limits, spawn) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("shm: cannot start the lobby: {e}");
+                return;
+            }
+        };
+        loop {
+            unproven.expire();
+            let pending = match listener.accept_pending(Some(Duration::from_millis(100))) {
                 Ok(Some(p)) => p,
                 Ok(None) | Err(offhost_shm::ShmError::PeerUid { .. }) => continue,
                 Err(e) => {
@@ -244,34 +267,45 @@ impl Offload {
                     continue;
                 }
             };
-            let me = self.clone();
-            let sessions = sessions.clone();
-            let looked_at = Looking::new(&looking);
-            let spawned = std::thread::Builder::new()
-                .name("shm-first".into())
-                .spawn(
-                    move || match pending.finish(Some(me.config.wait), deadline) {
-                        Ok(ep) => me.first_record(ep, &*sessions, looked_at),
-                        Err(e) => tracing::info!("shm handshake: {e}"),
-                    },
-                );
-            if let Err(e) = spawned {
-                tracing::warn!("shm: cannot start a thread: {e}");
+            let source = match offhost_access::peer::peer_uid(&pending) {
+                Ok(uid) => Source::Uid(uid),
+                Err(e) => {
+                    tracing::warn!("shm: turned away a host: {e}");
+                    continue;
+                }
+            };
+            let socket = match std::os::fd::AsFd::as_fd(&pending).try_clone_to_owned() {
+                Ok(fd) => fd,
+                Err(e) => {
+                    tracing::warn!("shm: turned away a host: {e}");
+                    continue;
+                }
+            };
+            let (me, sessions, unproven) = (self.clone(), sessions.clone(), unproven.clone());
+            let look: Look = Box::new(move || {
+                let ticket = match unproven.admit(source, &pending) {
+                    Ok(t) => t,
+                    Err(e) => return tracing::warn!("shm: turned away a host: {e}"),
+                };
+                let left = ticket.deadline().saturating_duration_since(Instant::now());
+                match pending.finish(Some(me.config.wait), left) {
+                    Ok(ep) => me.first_record(ep, &*sessions, ticket),
+                    Err(e) => tracing::info!("shm handshake: {e}"),
+                }
+            });
+            if let Err(e) = lobby.admit(source, &socket, look) {
+                tracing::warn!("shm: {e}");
             }
         }
     }
 
-    /// Looks at a connection's first record: an off-host hello, or a link session.
-    /// `looking` counts it among the connections being looked at until its first record is
-    /// known (or none came in time).
-    fn first_record(
-        self: Arc<Self>,
-        mut ep: Endpoint,
-        sessions: &dyn Fn(Session),
-        looking: Looking,
-    ) {
+    /// Looks at a connection's first record: an off-host hello, or a link session. The
+    /// connection is unproven (`ticket`) until its first record is known, within the
+    /// ticket's deadline.
+    fn first_record(self: Arc<Self>, mut ep: Endpoint, sessions: &dyn Fn(Session), ticket: Ticket) {
         let rx = ep.receiver();
-        if rx.wait_ready(Some(FIRST_RECORD)).is_err() {
+        let left = ticket.deadline().saturating_duration_since(Instant::now());
+        if rx.wait_ready(Some(left.min(FIRST_RECORD))).is_err() {
             return;
         }
         let mut hello: Option<Result<u32, String>> = None;
@@ -286,7 +320,9 @@ impl Offload {
             });
             true
         });
-        drop(looking);
+        if !ticket.proven() {
+            return;
+        }
         match (taken, hello) {
             (Ok(Some(true)), Some(h)) => self.start_host(ep, h),
             (Ok(Some(false)), _) => match Session::serve_shm(ep, &self.config.link) {
