@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
   offhost_engine *e = NULL;
   offhost_pipeline *p = NULL;
   char *json = NULL;
-  uint8_t buf[16];
+  uint8_t buf[16] = {0};
   size_t len = 0;
 
   /* Workers: more than the budget, SIZE_MAX. */
@@ -79,6 +79,9 @@ int main(int argc, char **argv) {
   refused("recv NULL buf, cap 2^63", offhost_pipeline_recv(p, "o", NULL, (size_t)1 << 63, &len, 0), OFFHOST_STATUS_INVALID_ARGUMENT);
   refused("recv NULL len", offhost_pipeline_recv(p, "o", buf, sizeof buf, NULL, 0), 0);
   refused("recv timeout 0", offhost_pipeline_recv(p, "o", buf, sizeof buf, &len, 0), OFFHOST_STATUS_TIMEOUT);
+  /* The input taken (a wait closes inputs nobody took, and the pipeline would end), a wait of
+     no time times out. */
+  ok("send a byte", offhost_pipeline_send(p, "i", buf, 1));
   refused("wait timeout 0", offhost_pipeline_wait(p, 0, &json), OFFHOST_STATUS_TIMEOUT);
   refused("close NULL name", offhost_pipeline_close_input(p, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
   refused("status NULL out", offhost_pipeline_status(p, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
