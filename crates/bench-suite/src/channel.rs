@@ -1,7 +1,7 @@
 //! Channels of `offhost-link` with their peer on a thread of this process: a [`Server`] on a
 //! fresh address of the transport, an engine thread pinned on the engine core that accepts
 //! one session (and channel) and serves it, and the host's session (and channel). The
-//! pingpong, the suite (exchange, stream), rate, overhead and the [DS-link] reproduction all
+//! pingpong, the suite (exchange, stream), rate, overhead and the `[DS-link]` reproduction all
 //! start their channels here. A `tls` channel's server and session use a throw-away
 //! certificate directory ([`Pki`]): the run's, or one made for the channel.
 
@@ -174,7 +174,7 @@ impl Endpoint for LinkEndpoint {
 }
 
 /// A channel whose other end runs `role` for `size`-byte messages on a thread: the suite's
-/// and the [DS-link] reproduction's channel target.
+/// and the `[DS-link]` reproduction's channel target.
 pub struct ChannelRun {
     host: Option<LinkEndpoint>,
     served: Option<Served>,

@@ -1,4 +1,4 @@
-//! `engine --rpc`: the engine's characteristic times, as [ION] tabulates its tasking
+//! `engine --rpc`: the engine's characteristic times, as `[ION]` tabulates its tasking
 //! system's (Table 1), measured in one run.
 //!
 //! - `null_subroutine_ns`: a call of an empty function through a pointer the compiler cannot

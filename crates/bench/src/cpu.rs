@@ -1,4 +1,4 @@
-//! CPU load, measured the way [DS-link] (section 8.4) did it, plus the process's own account.
+//! CPU load, measured the way `[DS-link]` (section 8.4) did it, plus the process's own account.
 //!
 //! - **Counting task.** A thread pinned on a core increments a counter as fast as it can. Run
 //!   alone it gives the core's full rate; run beside the communication it counts what the

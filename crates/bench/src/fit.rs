@@ -1,4 +1,4 @@
-//! The linear timing model of PARKBENCH and [DS-link] (section 8.4): t(n) = t0 + n / r_inf,
+//! The linear timing model of PARKBENCH and `[DS-link]` (section 8.4): t(n) = t0 + n / r_inf,
 //! fitted by least squares, with n_1/2 = t0 * r_inf, the message length that reaches half the
 //! asymptotic bandwidth. Optionally two segments with a breakpoint between short and long
 //! messages.

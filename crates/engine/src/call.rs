@@ -12,7 +12,7 @@
 //!   registers its `call` over this one ([`own_call`] serves its calls without `url=`).
 //!
 //! At start the engine hands the pipeline's `host-in name=NAME whole=true` and `host-out
-//! name=NAME whole=true` to the calls of that name ([`hand_to_calls`]) instead of to a host.
+//! name=NAME whole=true` to the calls of that name (`ports::hand_to_calls`) instead of to a host.
 //! A call takes a request from its input, hands it to the service's `host-in` (which the
 //! task wakes), and ends its turn; the service's `host-out` wakes it when it hands over a
 //! buffer, and that buffer is the answer. So a call costs a few task switches, and the
@@ -22,7 +22,7 @@
 //! finds the service held by another waits in line and is woken when its turn comes. A
 //! buffer waiting at `host-out` before a request goes in, or beside an answer, answers
 //! nobody: the service's `host-in` then fails with [`OUT_OF_STEP`], and so does the call.
-//! `timeout=` is kept with an [`Alarm`]. The service's `host-in` keeps serving when the
+//! `timeout=` is kept with an `Alarm`. The service's `host-in` keeps serving when the
 //! pipeline is stopped, and ends when its last call has ended.
 
 use std::sync::Arc;

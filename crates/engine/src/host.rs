@@ -204,7 +204,7 @@ impl HostInput {
         self.try_send_back(data).map_err(|(e, _)| e)
     }
 
-    /// Like [`try_send`](Self::try_send), giving the message back with the error.
+    /// Like `try_send` (for a task), giving the message back with the error.
     pub fn try_send_back(&self, data: Vec<u8>) -> Result<(), (HostError, Vec<u8>)> {
         let Some(tx) = self.tx.as_ref() else {
             return Err((HostError::Closed, data));

@@ -10,7 +10,7 @@ pub enum HostError {
     /// The pipeline's task for this port has finished; nothing more can be sent.
     #[error("the pipeline no longer reads this channel")]
     Closed,
-    /// The sender gave up waiting for room ([`HostInput::send_while`]): the message was not
+    /// The sender gave up waiting for room ([`HostInput::send_while`](crate::HostInput::send_while)): the message was not
     /// sent.
     #[error("gave up waiting for the pipeline to take more")]
     GaveUp,

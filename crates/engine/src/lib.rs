@@ -57,8 +57,8 @@
 //!
 //! In process, [`Running::host_input`] and [`Running::host_output`] connect to the
 //! pipeline's `host-in` / `host-out` tasks by channel name. Across processes,
-//! [`daemon::Daemon`] serves pipelines over a link session (`offhost engine --listen URL`)
-//! and [`daemon::Client`] submits them and opens their channels (`offhost submit`).
+//! `offhost_node::daemon::Daemon` serves pipelines over a link session (`offhost engine --listen URL`)
+//! and `offhost_node::daemon::Client` submits them and opens their channels (`offhost submit`).
 #![forbid(unsafe_code)]
 
 mod backlog;

@@ -140,7 +140,7 @@ impl Args {
     }
 
     /// Parses `name` as a number of seconds within `allowed` (finite, and at most
-    /// [`MAX_SECONDS`] whatever `allowed` says, so that it always makes a [`Duration`]);
+    /// `MAX_SECONDS` whatever `allowed` says, so that it always makes a [`Duration`]);
     /// `Ok(None)` if absent.
     ///
     /// [`Duration`]: std::time::Duration

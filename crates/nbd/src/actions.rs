@@ -1,4 +1,4 @@
-//! Action exports: a pipeline as a disk ([ION], sections 2 and 5). Reading or writing
+//! Action exports: a pipeline as a disk (`[ION]`, sections 2 and 5). Reading or writing
 //! given block addresses starts, stops, queries and moves data on the pipeline's host
 //! channels, so any program that can `pread`/`pwrite` a disk can drive an engine.
 //!

@@ -1,6 +1,6 @@
 //! A drive model for the memory pseudo-disk: rotational latency, head positioning, transfer
 //! rate, geometry and an on-drive cache strategy, so a host's behaviour can be studied against
-//! disks that do not exist ([ION], section 7).
+//! disks that do not exist (`[ION]`, section 7).
 //!
 //! The model has one actuator: requests are serviced one after another in arrival order. Each
 //! request's mechanical time is

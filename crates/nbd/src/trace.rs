@@ -1,4 +1,4 @@
-//! Device-side request tracing ([ION], section 6): every request is recorded as the server
+//! Device-side request tracing (`[ION]`, section 6): every request is recorded as the server
 //! sees it, so a client's I/O behaviour is measured from the disk's side without touching the
 //! client.
 //!

@@ -23,7 +23,7 @@
 //! only it touches.
 //!
 //! **Event limit.** A waiter of a data doorbell may ask to sleep until enough has been published
-//! (io_uring's `min_complete`, [Off-host]'s interrupt coalescing): the bits above [`WAITING`] hold
+//! (io_uring's `min_complete`, `[Off-host]`'s interrupt coalescing): the bits above [`WAITING`] hold
 //! how many [`WANT_UNIT`]s of ring bytes past its head it wants. [`notify_when`] then wakes it
 //! only once the producer's count of unconsumed bytes reaches that, and leaves the word as it
 //! is otherwise. Its first step is still an RMW on the word (`fetch_or(0)`), so the argument

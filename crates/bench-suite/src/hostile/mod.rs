@@ -6,7 +6,7 @@
 //! (`--tls=require --tls-verify-peer`), both servers in this process, default limits.
 //!
 //! Each load runs in turn on a fresh server: `none` (no crowd), `silent`, `trickle`. A try
-//! that fails (or takes longer than [`clients::GIVE_UP`]) is counted, not timed.
+//! that fails (or takes longer than `clients::GIVE_UP`) is counted, not timed.
 
 mod clients;
 

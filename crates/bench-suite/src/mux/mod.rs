@@ -1,4 +1,4 @@
-//! `mux`: what multiplexing virtual channels on one link gives, after [DS-link] (Part 1,
+//! `mux`: what multiplexing virtual channels on one link gives, after `[DS-link]` (Part 1,
 //! section 2): the T9000's virtual links over one DS link (Figure 1) and its short-message
 //! rate over many virtual links (Figure 5).
 //!

@@ -1,4 +1,4 @@
-//! `bench offload`: [Off-host]'s measurements today. A host sends messages to a host on another
+//! `bench offload`: `[Off-host]`'s measurements today. A host sends messages to a host on another
 //! "machine" (two network namespaces joined by a veth pair, or loopback), either **in-host**
 //! (the host process runs the TLS link itself) or **off-host** (it hands submission records to
 //! its local engine over shared memory, and the engine runs the link). For sizes 64 B to 1 MiB

@@ -1,4 +1,4 @@
-//! [SUN-T]'s copies into shared memory (Tables 4 and 5): 32-bit words one at a time in four
+//! `[SUN-T]`'s copies into shared memory (Tables 4 and 5): 32-bit words one at a time in four
 //! code styles, against block copies (`bcopy`, here `copy_from_slice`, i.e. memcpy) of
 //! 4 B to 256 KiB. The caller hands in the shared region (a buffer of an `offhost-shm`
 //! segment) and a private one of the same length.
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use offhost_bench::stats::Summary;
 
-/// A word-by-word code style of [SUN-T]'s Figure 17.
+/// A word-by-word code style of `[SUN-T]`'s Figure 17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
     /// `*dst_shared++ = constant`: writes only.

@@ -1,4 +1,4 @@
-//! [SUN-T] rerun: Tables 1 to 3 (unbuffered, buffered FIFO full and half, interrupt-driven
+//! `[SUN-T]` rerun: Tables 1 to 3 (unbuffered, buffered FIFO full and half, interrupt-driven
 //! transfers against an echo) and Tables 4 to 5 (word-by-word and block copies into a buffer
 //! of an `offhost-shm` segment).
 
@@ -118,7 +118,7 @@ pub fn copies(s: &Settings, bar: &ProgressBar) -> Result<Copies> {
     Ok(Copies { styles, sizes })
 }
 
-/// The report section for [SUN-T], its plots, and its findings.
+/// The report section for `[SUN-T]`, its plots, and its findings.
 pub fn section(
     rows: &[Row],
     c: &Copies,

@@ -1,4 +1,4 @@
-//! [DS-link] rerun: Comms1 and Comms2 over offhost-link channels in packets of 8 B to 4 KiB
+//! `[DS-link]` rerun: Comms1 and Comms2 over offhost-link channels in packets of 8 B to 4 KiB
 //! (Figures 6-8), t0 and n_1/2 with and without concurrent computation (Table 2), and CPU
 //! load against packet size for long messages (Table 3).
 
@@ -99,7 +99,7 @@ fn bench_of(p: Pattern) -> &'static str {
     }
 }
 
-/// Everything measured for [DS-link].
+/// Everything measured for `[DS-link]`.
 pub struct Data002 {
     /// Figure rows (comms1/comms2 per packet size, plus the shm reference).
     pub figures: Vec<Row>,
@@ -131,7 +131,7 @@ impl BusyProcesses {
     }
 }
 
-/// Runs the [DS-link] measurements over link transport `transport`.
+/// Runs the `[DS-link]` measurements over link transport `transport`.
 pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Data002> {
     let t = s.transport;
     let lens = lengths(s.quick);
@@ -235,7 +235,7 @@ fn find<'a>(rows: &'a [Row], bench: &str, mode: &str) -> Option<&'a Row> {
     rows.iter().find(|r| r.bench == bench && r.mode == mode)
 }
 
-/// The report section for [DS-link], its plots, and its findings.
+/// The report section for `[DS-link]`, its plots, and its findings.
 pub fn section(d: &Data002, s: &Settings, dir: &Path) -> Result<(String, Vec<Finding>)> {
     let t = s.transport.name();
     let mut md = String::new();

@@ -1,4 +1,4 @@
-//! [DS-link] Part 1 rerun: virtual links multiplexed on one physical link (Figure 1) and the
+//! `[DS-link]` Part 1 rerun: virtual links multiplexed on one physical link (Figure 1) and the
 //! short-message rate over many virtual links (Figure 5), with `bench mux`'s measurements
 //! over the run's channel transport.
 

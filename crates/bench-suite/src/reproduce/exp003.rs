@@ -1,4 +1,4 @@
-//! [ION] rerun: the engine's characteristic times beside ION's (Table 1, from
+//! `[ION]` rerun: the engine's characteristic times beside ION's (Table 1, from
 //! `bench engine --rpc`); transfer rate and command overhead against request size from the
 //! NBD server's own trace (Figures 6 and 7); and a memory pseudo-disk against this machine's
 //! disk and against a modelled 1990 drive (Table 2).

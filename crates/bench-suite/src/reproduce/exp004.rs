@@ -1,4 +1,4 @@
-//! [Off-host]: host time per SEND_MESSAGE (its Table 1) and host interrupts per 64 KiB message
+//! `[Off-host]`: host time per SEND_MESSAGE (its Table 1) and host interrupts per 64 KiB message
 //! (its §4), in-host against off-host, with `bench offload`'s measurements.
 
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! [SUN-T]'s host/transputer transfer disciplines, rebuilt between two threads on two cores
+//! `[SUN-T]`'s host/transputer transfer disciplines, rebuilt between two threads on two cores
 //! through memory shared by both (the link's FIFO is a set of slots of atomics):
 //!
 //! - **unbuffered**: one readiness check per byte (a one-byte FIFO, polled);

@@ -2,9 +2,9 @@
 //! folder (report.md, SVG plots, results.json) with each published figure beside today's and
 //! each of the papers' findings checked.
 //!
-//! - `fifo.rs`, `copies.rs`: [SUN-T]'s transfer disciplines and copies into shared memory;
+//! - `fifo.rs`, `copies.rs`: `[SUN-T]`'s transfer disciplines and copies into shared memory;
 //! - `seeds.rs`: the papers' published numbers;
-//! - `exp000.rs`, `exp002_links.rs` ([DS-link]'s Part 1, `bench mux`), `exp002.rs` (its
+//! - `exp000.rs`, `exp002_links.rs` (`[DS-link]`'s Part 1, `bench mux`), `exp002.rs` (its
 //!   DSNIC part), `exp003.rs`, `exp004.rs`: each seed's measurements, report section and
 //!   findings (004 runs `bench offload`'s engines and hosts, so it needs the
 //!   binary; 003's remote call needs it too, and its NBD parts need fio);
@@ -47,7 +47,7 @@ pub struct Options {
     /// Channel transport for Comms1/Comms2: tcp, unix, mem or shm-chan.
     #[arg(long, default_value = "tcp")]
     pub transport: Transport,
-    /// The `offhost` binary, for [Off-host]'s engines and hosts (`None`: [Off-host] is skipped).
+    /// The `offhost` binary, for `[Off-host]`'s engines and hosts (`None`: `[Off-host]` is skipped).
     #[arg(skip)]
     pub exe: Option<PathBuf>,
 }

@@ -1,4 +1,4 @@
-//! Off-host transport for hosts: submission and completion queues ([Off-host]'s TN and FN
+//! Off-host transport for hosts: submission and completion queues (`[Off-host]`'s TN and FN
 //! queues), in the spirit of io_uring.
 //!
 //! A host **pushes** submissions (open a channel to an address, send a message or a loan,

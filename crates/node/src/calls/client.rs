@@ -1,4 +1,4 @@
-//! `call`: a client/server call from a task to a pipeline on another engine ([ION]'s
+//! `call`: a client/server call from a task to a pipeline on another engine (`[ION]`'s
 //! calls between tasks on different nodes).
 //!
 //! The server is a pipeline on the other engine that reads its requests from `host-in

@@ -5,10 +5,10 @@
 //! - the engine core (`offhost_engine::call`) owns a call to a service of the task's own
 //!   pipeline (no link, no thread: the service's `host-out` wakes the call), and what every
 //!   call shares: `timeout=`, putting an answer out, one answer per request;
-//! - [`client`] (here) owns `call url=URL pipeline=ID`: a call to a pipeline on another
+//! - `client` (here) owns `call url=URL pipeline=ID`: a call to a pipeline on another
 //!   engine over a link session of the task's own, every answer checked; without `url=` it is
 //!   the core's call;
-//! - [`serve`] (here) owns the daemon's side: channels `call/ID/NAME` from any number of
+//! - `serve` (here) owns the daemon's side: channels `call/ID/NAME` from any number of
 //!   callers sharing one pipeline's `host-in` and `host-out NAME`, a call at a time;
 //! - [`wire`] (here) owns how requests and answers cross a link, which both sides use;
 //! - `crate::placement::calls` owns the planning: a placed call of the file's own service on

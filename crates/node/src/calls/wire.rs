@@ -1,6 +1,6 @@
 //! How a call's request and answer cross a link (both sides use it): each buffer whole, as
 //! parts after a `MORE` or `LAST` byte, joined again by a [`Joiner`]; and how long a thread
-//! that waits for a buffer due at once spins before it sleeps ([`spin_for`]).
+//! that waits for a buffer due at once spins before it sleeps (`spin_for`).
 
 use std::time::Duration;
 

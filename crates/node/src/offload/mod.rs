@@ -1,4 +1,4 @@
-//! The engine as protocol processor ([Off-host]'s attached processor): it serves the off-host
+//! The engine as protocol processor (`[Off-host]`'s attached processor): it serves the off-host
 //! queues of its local hosts and runs the network side for them.
 //!
 //! A host connects over shared memory (`shm:PATH`, the same address the daemon's link

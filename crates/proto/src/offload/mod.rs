@@ -1,4 +1,4 @@
-//! Submission and completion records of the off-host queues ([Off-host]'s control blocks on the
+//! Submission and completion records of the off-host queues (`[Off-host]`'s control blocks on the
 //! to-network queue and acknowledgement blocks on the from-network queue).
 //!
 //! A host that offloads its transport talks only to its local engine, over the two rings of a
