@@ -153,7 +153,13 @@ impl<T: Send + 'static> Drop for Lobby<T> {
         // Ordering: Release pairs with the Acquire load of the lobby's thread, which the
         // byte sent next wakes from its poll.
         self.stop.store(true, Ordering::Release);
-        let _ = rustix::net::send(&self.waker, &[1], rustix::net::SendFlags::DONTWAIT);
+        // NOSIGNAL: the lobby's thread may have ended and closed the other end; a C program
+        // (which does not ignore SIGPIPE, as Rust's runtime does) must not die of it.
+        let _ = rustix::net::send(
+            &self.waker,
+            &[1],
+            rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+        );
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -6,7 +6,7 @@ use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
 };
-use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::io::{IoSlice, IoSliceMut, Read};
 use std::mem::MaybeUninit;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
@@ -89,7 +89,7 @@ pub(crate) fn recv_hello(sock: &UnixStream) -> Result<OwnedFd, ShmError> {
 }
 
 /// Engine: tells the host whether it accepted the segment (`Err` carries the reason).
-pub(crate) fn send_verdict(mut sock: &UnixStream, verdict: Result<(), String>) {
+pub(crate) fn send_verdict(sock: &UnixStream, verdict: Result<(), String>) {
     let (status, msg) = match verdict {
         Ok(()) => (0u8, String::new()),
         Err(m) => (1u8, m),
@@ -98,7 +98,9 @@ pub(crate) fn send_verdict(mut sock: &UnixStream, verdict: Result<(), String>) {
     let mut out = vec![status];
     out.extend_from_slice(&(msg.len() as u16).to_le_bytes());
     out.extend_from_slice(msg);
-    let _ = sock.write_all(&out);
+    // NOSIGNAL: a host that left before its verdict must not end an engine that does not
+    // ignore SIGPIPE (a C program using the C binding). One send: the verdict is small.
+    let _ = rustix::net::send(sock, &out, SendFlags::NOSIGNAL);
 }
 
 /// Host: waits for the engine's verdict on the segment.
