@@ -40,7 +40,7 @@ pub use connection::{DataFrames, SendPermit};
 pub use error::{CallError, FrameError, ProtoError};
 pub use frame::Frame;
 pub use limits::{
-    Limits, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHANNEL_WINDOW, DEFAULT_MAX_SESSION_WINDOW,
+    Limits, OverLimit, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CHANNEL_WINDOW, DEFAULT_MAX_SESSION_WINDOW,
 };
 pub use options::{ChannelOptions, Config, SendMode, Side, MAX_PACKET, MIN_PACKET};
 pub use store::put_at;

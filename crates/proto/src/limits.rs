@@ -58,29 +58,61 @@ impl Limits {
     }
 
     /// Whether a peer's channel with `options` may open when the peer already has `open`
-    /// channels with receive buffers summing to `windows`; the error is the reason sent with
-    /// the refusal (it names the limit and the flag that raises it).
-    pub fn admit(&self, open: u32, windows: u64, options: &ChannelOptions) -> Result<(), String> {
+    /// channels with receive buffers summing to `windows`; the error is the limit it would go
+    /// over, sent as the reason of the refusal.
+    pub fn admit(
+        &self,
+        open: u32,
+        windows: u64,
+        options: &ChannelOptions,
+    ) -> Result<(), OverLimit> {
         if open >= self.max_channels {
-            return Err(format!(
-                "this link has {open} channels open, the limit (raise it with --max-channels)"
-            ));
+            return Err(OverLimit::Channels { open });
         }
         if options.recv_buffer > self.max_channel_window {
-            return Err(format!(
-                "receive buffer of {} bytes is over the limit of {} (raise it with --max-channel-window)",
-                options.recv_buffer, self.max_channel_window
-            ));
+            return Err(OverLimit::ChannelWindow {
+                asked: options.recv_buffer,
+                limit: self.max_channel_window,
+            });
         }
         let total = windows.saturating_add(u64::from(options.recv_buffer));
         if total > self.max_session_window {
-            return Err(format!(
-                "receive buffers of this link's channels would reach {total} bytes, over the limit of {} (raise it with --max-session-window)",
-                self.max_session_window
-            ));
+            return Err(OverLimit::SessionWindow {
+                total,
+                limit: self.max_session_window,
+            });
         }
         Ok(())
     }
+}
+
+/// A channel a peer may not open: the limit it would go over, its value, and what asked for
+/// more ([`Limits::admit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OverLimit {
+    /// The link has as many channels open as it may ([`Limits::max_channels`]).
+    #[error("this link has {open} channels open, the limit (raise it with --max-channels)")]
+    Channels {
+        /// Channels open.
+        open: u32,
+    },
+    /// The channel's receive buffer is over [`Limits::max_channel_window`].
+    #[error("receive buffer of {asked} bytes is over the limit of {limit} (raise it with --max-channel-window)")]
+    ChannelWindow {
+        /// Bytes asked for.
+        asked: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// The link's channels' receive buffers would be over [`Limits::max_session_window`].
+    #[error("receive buffers of this link's channels would reach {total} bytes, over the limit of {limit} (raise it with --max-session-window)")]
+    SessionWindow {
+        /// Bytes with this channel.
+        total: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 #[cfg(test)]
@@ -103,18 +135,26 @@ mod tests {
             max_session_window: 1500,
         };
         assert_eq!(l.admit(0, 0, &opts(1000)), Ok(()));
-        let e = l.admit(2, 0, &opts(8)).unwrap_err();
-        assert!(
-            e.contains("2 channels open") && e.contains("--max-channels"),
-            "{e}"
+        assert_eq!(
+            l.admit(2, 0, &opts(8)),
+            Err(OverLimit::Channels { open: 2 })
         );
-        let e = l.admit(0, 0, &opts(1001)).unwrap_err();
-        assert!(e.contains("over the limit of 1000") && e.contains("--max-channel-window"));
+        assert_eq!(
+            l.admit(0, 0, &opts(1001)),
+            Err(OverLimit::ChannelWindow {
+                asked: 1001,
+                limit: 1000
+            })
+        );
         let e = l.admit(1, 1000, &opts(501)).unwrap_err();
-        assert!(
-            e.contains("1501 bytes") && e.contains("--max-session-window"),
-            "{e}"
+        assert_eq!(
+            e,
+            OverLimit::SessionWindow {
+                total: 1501,
+                limit: 1500
+            }
         );
+        assert!(e.to_string().contains("--max-session-window"), "{e}");
         assert_eq!(l.admit(1, 1000, &opts(500)), Ok(()));
         assert_eq!(
             Limits::unlimited().admit(u32::MAX - 1, u64::MAX, &opts(8)),

@@ -268,7 +268,11 @@ impl Connection {
                 let verdict = options
                     .validate()
                     .map_err(|e| e.to_string())
-                    .and_then(|()| limits.admit(self.peer_open, self.peer_windows, &options));
+                    .and_then(|()| {
+                        limits
+                            .admit(self.peer_open, self.peer_windows, &options)
+                            .map_err(|e| e.to_string())
+                    });
                 if let Err(reason) = verdict {
                     if self.refused_open >= limits.max_channels {
                         return Err(ProtoError::OverLimit {
