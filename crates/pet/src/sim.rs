@@ -320,22 +320,70 @@ impl Pacer {
     /// positive number does not wait; a time past what a `Duration` holds waits as long as
     /// one can.
     pub fn wait(&mut self, n: u64) {
-        self.emitted = self.emitted.saturating_add(n);
+        self.wait_while(n, &|| false);
+    }
+
+    /// The most of `n` events that are due within [`PACE_HORIZON`] from now, at least one:
+    /// a producer at a low rate emits a few events at a time instead of waiting for a whole
+    /// buffer's worth (4096 events at one per second would be an hour).
+    pub fn take(&self, n: u64) -> u64 {
         if self.rate.is_nan() || self.rate <= 0.0 {
-            return;
+            return n;
         }
-        let due = std::time::Duration::try_from_secs_f64(self.emitted as f64 / self.rate)
-            .unwrap_or(std::time::Duration::MAX);
-        let now = self.start.elapsed();
-        if due > now {
-            std::thread::sleep(due - now);
+        let horizon = (self.start.elapsed() + PACE_HORIZON).as_secs_f64() * self.rate;
+        let due = if horizon >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            horizon as u64
+        };
+        n.min(due.saturating_sub(self.emitted)).max(1)
+    }
+
+    /// As [`wait`](Self::wait), sleeping at most [`PACE_SLICE`] at a time and giving up
+    /// (counting nothing, `false`) once `stop` says so; `true` when the `n` events may go.
+    pub fn wait_while(&mut self, n: u64, stop: &dyn Fn() -> bool) -> bool {
+        let emitted = self.emitted.saturating_add(n);
+        if !(self.rate.is_nan() || self.rate <= 0.0) {
+            let due = std::time::Duration::try_from_secs_f64(emitted as f64 / self.rate)
+                .unwrap_or(std::time::Duration::MAX);
+            loop {
+                let now = self.start.elapsed();
+                if due <= now {
+                    break;
+                }
+                if stop() {
+                    return false;
+                }
+                std::thread::sleep((due - now).min(PACE_SLICE));
+            }
         }
+        self.emitted = emitted;
+        true
     }
 }
+
+/// How far ahead a paced producer takes events ([`Pacer::take`]).
+pub const PACE_HORIZON: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The longest a paced producer sleeps before it looks whether it should stop.
+pub const PACE_SLICE: std::time::Duration = std::time::Duration::from_millis(50);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slow_pacer_takes_a_few_events_and_hears_a_stop() {
+        let mut p = Pacer::new(1.0);
+        // One event per second: not a buffer's worth at once.
+        assert_eq!(p.take(4096), 1);
+        assert!(p.wait_while(1, &|| false), "the first event is due at 1 s");
+        // The next is due a second later; a stop ends the wait within a slice.
+        let t = std::time::Instant::now();
+        assert!(!p.wait_while(1, &|| t.elapsed() > PACE_SLICE));
+        // A fast one takes the whole buffer.
+        assert_eq!(Pacer::new(1e9).take(4096), 4096);
+    }
 
     #[test]
     fn same_seed_same_stream_other_seed_other_stream() {

@@ -199,3 +199,18 @@ fn a_pace_of_zero_or_a_huge_rate_runs_to_its_end() {
         assert!(matches!(r, edge::Outcome::Finished), "{text}: {r:?}");
     }
 }
+
+/// A slow pace is a legitimate value: `pet-sim pace=1` emits an event a second, and a stop
+/// ends it within a slice (it slept for a whole buffer's worth, 4096 s, inside one turn, and
+/// did not end within the 20 s the harness gives a stopped pipeline; found by the property
+/// test above).
+#[test]
+fn a_slow_pet_sim_ends_when_stopped() {
+    let registry = offhost_pet::tasks::registry();
+    let dir = edge::scratch();
+    let files = Files::beneath(dir.path()).unwrap();
+    let text = "pet-sim events=2000 pace=1 >o0\nnull <o0\n";
+    if let Err(e) = edge::run(&registry, &files, text) {
+        panic!("{text}: {e}");
+    }
+}

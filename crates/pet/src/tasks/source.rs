@@ -31,14 +31,18 @@ impl Task for PetSim {
             let Some(mut b) = cx.alloc(0) else {
                 return Ok(Status::Blocked);
             };
-            let n = ((b.remaining() / RECORD_LEN) as u64).min(self.left) as usize;
+            let mut n = ((b.remaining() / RECORD_LEN) as u64).min(self.left) as usize;
             if n == 0 {
                 return Err(TaskError::Failed(
                     "output buffers are smaller than one 16-byte record".into(),
                 ));
             }
             if let Some(p) = &mut self.pacer {
-                p.wait(n as u64);
+                // A few events at a time at a low rate, and a stop heard within a slice.
+                n = p.take(n as u64) as usize;
+                if !p.wait_while(n as u64, &|| cx.stopping()) {
+                    return Ok(Status::Done);
+                }
             }
             // Records are written straight into the engine's buffer.
             self.src.fill_records(&mut b.unfilled()[..n * RECORD_LEN]);
