@@ -323,7 +323,7 @@ impl Pacer {
         self.wait_while(n, &|| false);
     }
 
-    /// The most of `n` events that are due within [`PACE_HORIZON`] from now, at least one:
+    /// The most of `n` events that are due within `PACE_HORIZON` (100 ms) from now, at least one:
     /// a producer at a low rate emits a few events at a time instead of waiting for a whole
     /// buffer's worth (4096 events at one per second would be an hour).
     pub fn take(&self, n: u64) -> u64 {
@@ -339,7 +339,7 @@ impl Pacer {
         n.min(due.saturating_sub(self.emitted)).max(1)
     }
 
-    /// As [`wait`](Self::wait), sleeping at most [`PACE_SLICE`] at a time and giving up
+    /// As [`wait`](Self::wait), sleeping at most `PACE_SLICE` (50 ms) at a time and giving up
     /// (counting nothing, `false`) once `stop` says so; `true` when the `n` events may go.
     pub fn wait_while(&mut self, n: u64, stop: &dyn Fn() -> bool) -> bool {
         let emitted = self.emitted.saturating_add(n);
