@@ -39,7 +39,7 @@ pub mod unproven;
 pub use certs::CertDir;
 pub use config::{ClientAuth, TlsClient, TlsServer};
 pub use error::AccessError;
-pub use lobby::{Lobby, LobbyLimits};
+pub use lobby::{Lobby, LobbyLimits, LOBBY_PER_HANDSHAKE};
 pub use peer::AllowUids;
 pub use stream::{handshake, handshake_observed, TlsReader, TlsStream, TlsWriter};
 pub use unproven::{Source, Ticket, Unproven, UnprovenLimits, UnprovenStats};

@@ -49,6 +49,30 @@ pub struct LobbyLimits {
     pub ready_bytes: u64,
 }
 
+/// Connections that may wait in a lobby per handshake that may run in front of it (per
+/// source: four times that, so that one source may fill half of it): 1024 and 512 for the
+/// default 64 handshakes, 8 per source.
+pub const LOBBY_PER_HANDSHAKE: usize = 16;
+
+impl LobbyLimits {
+    /// The lobby in front of `max_handshakes` handshakes (`per_source` from one source) that
+    /// each have `deadline`: [`LOBBY_PER_HANDSHAKE`] waiting per handshake, four times that
+    /// per source; a connection is ready once `ready_bytes` wait unread.
+    pub fn in_front_of(
+        max_handshakes: usize,
+        per_source: usize,
+        deadline: Duration,
+        ready_bytes: u64,
+    ) -> LobbyLimits {
+        LobbyLimits {
+            max_total: max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
+            max_per_source: per_source.saturating_mul(LOBBY_PER_HANDSHAKE * 4),
+            deadline,
+            ready_bytes,
+        }
+    }
+}
+
 /// One waiting connection.
 struct Guest<T> {
     source: Source,

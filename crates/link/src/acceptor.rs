@@ -119,21 +119,15 @@ fn lobby(
             tracing::warn!("{handshake_name}: cannot start a handshake thread: {e}");
         }
     };
-    let lobby_limits = LobbyLimits {
-        max_total: limits.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
-        max_per_source: limits
-            .max_handshakes_per_source
-            .saturating_mul(LOBBY_PER_HANDSHAKE * 4),
-        deadline: limits.handshake_timeout,
+    let lobby_limits = LobbyLimits::in_front_of(
+        limits.max_handshakes,
+        limits.max_handshakes_per_source,
+        limits.handshake_timeout,
         ready_bytes,
-    };
+    );
     Lobby::start(&format!("{name}-lobby"), lobby_limits, spawn)
         .map_err(|e| LinkError::io(format!("start the {name} lobby"), e))
 }
-
-/// Connections that may wait in the lobby per handshake that may run (per source: four
-/// times that, so that one source may fill half of it): 1024 and 512 by default.
-const LOBBY_PER_HANDSHAKE: usize = 16;
 
 fn accept_loop(next: &mut NextConnection, name: &str, lobby: &Lobby<Handshake>, stop: &AtomicBool) {
     let poll = Duration::from_millis(100);

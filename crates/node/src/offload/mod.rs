@@ -121,10 +121,6 @@ impl std::fmt::Debug for Offload {
 /// deadline, `handshake_timeout`, comes first).
 const FIRST_RECORD: Duration = Duration::from_secs(10);
 
-/// Connections that may wait in the lobby per handshake that may run (per uid: four times
-/// that), as on the link's listeners.
-const LOBBY_PER_HANDSHAKE: usize = 16;
-
 /// What looks at one connection: its handshake and first record, on a thread of its own.
 type Look = Box<dyn FnOnce() + Send>;
 
@@ -241,14 +237,12 @@ impl Offload {
                 tracing::warn!("shm: cannot start a thread: {e}");
             }
         };
-        let lobby_limits = LobbyLimits {
-            max_total: link.max_handshakes.saturating_mul(LOBBY_PER_HANDSHAKE),
-            max_per_source: link
-                .max_handshakes_per_source
-                .saturating_mul(LOBBY_PER_HANDSHAKE * 4),
-            deadline: link.handshake_timeout,
-            ready_bytes: 1,
-        };
+        let lobby_limits = LobbyLimits::in_front_of(
+            link.max_handshakes,
+            link.max_handshakes_per_source,
+            link.handshake_timeout,
+            1,
+        );
         let lobby = match Lobby::start("shm-lobby", lobby_limits, spawn) {
             Ok(l) => l,
             Err(e) => {
