@@ -221,10 +221,6 @@ pub struct Server {
 /// header): a connection leaves the lobby for its own thread once they are there.
 const FIRST_WORDS: u64 = 20;
 
-/// Connections that may wait in the lobby per unproven one (per source: four times that,
-/// so that one source may fill half of it): 1024 and 512 by default.
-const LOBBY_PER_UNPROVEN: usize = 16;
-
 /// Per-connection tuning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnOptions {
@@ -506,14 +502,12 @@ impl Server {
                 tracing::warn!("cannot start a thread for connection {id}: {e}");
             }
         };
-        let lobby_limits = offhost_access::LobbyLimits {
-            max_total: limits.max_unproven.saturating_mul(LOBBY_PER_UNPROVEN),
-            max_per_source: limits
-                .max_unproven_per_source
-                .saturating_mul(LOBBY_PER_UNPROVEN * 4),
-            deadline: limits.handshake_timeout,
-            ready_bytes: FIRST_WORDS,
-        };
+        let lobby_limits = offhost_access::LobbyLimits::in_front_of(
+            limits.max_unproven,
+            limits.max_unproven_per_source,
+            limits.handshake_timeout,
+            FIRST_WORDS,
+        );
         offhost_access::Lobby::start("nbd-lobby", lobby_limits, ready)
     }
 }

@@ -324,7 +324,7 @@ impl Daemon {
         r: &PipelineRef,
         f: impl FnOnce(u64) -> Result<T, Refusal>,
     ) -> String {
-        Reply::from(self.resolve(r).and_then(f).map_err(|e| e.to_string())).to_wire()
+        Reply::from(self.resolve(r).and_then(f)).to_wire()
     }
 
     fn entry(&self, id: u64) -> Result<Arc<Mutex<State>>, Refusal> {
@@ -515,9 +515,7 @@ impl Daemon {
     /// Answers request `r`: its reply's JSON.
     fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> String {
         match r {
-            Request::Submit { text, name } => {
-                Reply::from(self.submit(text, name).map_err(|e| e.to_string())).to_wire()
-            }
+            Request::Submit { text, name } => Reply::from(self.submit(text, name)).to_wire(),
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
             Request::Stop { id, force } => self.with_id(&id, |id| {

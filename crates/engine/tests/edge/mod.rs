@@ -224,28 +224,17 @@ pub fn run_in_child(test: &str) {
         .rev()
         .find(|l| l.starts_with("case: "))
         .unwrap_or("(no case started)");
-    let tail: String = stderr
-        .lines()
-        .rev()
-        .take(40)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join("\n");
+    // The last 40 lines of a stream.
+    let tail = |s: &str| {
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
     assert!(
         out.status.success() && stdout.contains("edge cases: all passed"),
-        "the child failed ({}); last {last}\nstderr tail:\n{tail}\nstdout tail:\n{}",
+        "the child failed ({}); last {last}\nstderr tail:\n{}\nstdout tail:\n{}",
         out.status,
-        stdout
-            .lines()
-            .rev()
-            .take(40)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
+        tail(&stderr),
+        tail(&stdout)
     );
 }
 

@@ -172,11 +172,12 @@ pub enum Reply<T> {
     Refused(String),
 }
 
-impl<T> From<Result<T, String>> for Reply<T> {
-    fn from(r: Result<T, String>) -> Self {
+impl<T, E: std::fmt::Display> From<Result<T, E>> for Reply<T> {
+    /// The answer, or a refusal whose `error` is the error's text.
+    fn from(r: Result<T, E>) -> Self {
         match r {
             Ok(t) => Reply::Ok(t),
-            Err(e) => Reply::Refused(e),
+            Err(e) => Reply::Refused(e.to_string()),
         }
     }
 }
