@@ -389,8 +389,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
         if let Some(cost) = threaded {
             if self.gate.would_wait(cost) {
                 // Replies must leave while this waits: they are what frees the budget.
-                // Ordering: Release pairs with the Acquire load in request.rs `reply`. Replies must
-                // leave while this waits: they are what frees the budget.
+                // Ordering: Release pairs with the Acquire load in request.rs `reply`.
                 self.more.store(false, Ordering::Release);
                 self.flush()?;
             }
