@@ -43,27 +43,20 @@ pub struct ConnectAccess {
     /// server, client-cert.pem and client-key.pem to present). `offhost certs DIR` creates one.
     #[arg(long, value_name = "DIR")]
     pub tls_certificates: Option<PathBuf>,
+    /// Seconds an engine may send nothing, not even a heartbeat, before it is taken for
+    /// stopped, frozen or cut off, and the job fails naming it (0: never).
+    #[arg(long, default_value = "10", value_parser = offhost_units::parse_seconds)]
+    pub peer_deadline: std::time::Duration,
 }
 
 impl ConnectAccess {
     /// The link options these flags say.
-    pub fn link_options(&self) -> LinkOptions {
-        match &self.tls_certificates {
-            Some(d) => LinkOptions::new().tls_certificates(d),
-            None => LinkOptions::new(),
-        }
+    pub fn link_options(&self) -> anyhow::Result<LinkOptions> {
+        let o =
+            LinkOptions::new().peer_deadline(crate::limit_args::peer_deadline(self.peer_deadline)?);
+        Ok(match &self.tls_certificates {
+            Some(d) => o.tls_certificates(d),
+            None => o,
+        })
     }
-}
-
-/// The engine daemon's default address: a Unix socket of this user's (owner-only, peers of
-/// other uids refused), in `$XDG_RUNTIME_DIR` or `/tmp`.
-pub fn default_engine_url() -> String {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    let uid = offhost_access::peer::own_uid();
-    format!(
-        "unix:{}",
-        dir.join(format!("offhost-engine-{uid}.sock")).display()
-    )
 }

@@ -98,7 +98,7 @@ fn open(
     flags: &ChannelFlags,
     access: &ConnectAccess,
 ) -> Result<(Session, offhost_link::Channel)> {
-    let session = Session::connect_with(url, &access.link_options())
+    let session = Session::connect_with(url, &access.link_options()?)
         .with_context(|| format!("connect to {url}"))?;
     let ch = session
         .open(&flags.channel, flags.options())

@@ -164,13 +164,13 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
             .allow_devices(args.files_allow_devices),
         None => offhost_engine::Files::Denied,
     };
-    let options = args.access.link_options();
+    let link_limits = args.link_limits.limits()?;
+    let options = (args.access.link_options()).peer_deadline(link_limits.peer_deadline);
     // Submitted pipelines reach other engines over tls: with this engine's certificates.
     offhost_node::remote::register(
         &mut registry,
         offhost_node::remote::Links::outside(options.clone()),
     );
-    let link_limits = args.link_limits.limits()?;
     let mut config = EngineConfig {
         pin: args.pin,
         ..EngineConfig::default()
@@ -185,7 +185,7 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     let offload =
         Offload::new(offload_config, Some(daemon.clone())).context("peer configuration")?;
     let listen = if args.listen.is_empty() {
-        vec![crate::access_args::default_engine_url()]
+        vec![offhost_node::daemon::default_url()]
     } else {
         args.listen.clone()
     };
@@ -201,7 +201,7 @@ pub struct SubmitArgs {
     /// The engine daemon's URL; or, repeated, NAME=URL for each engine a placed pipeline
     /// (`@NAME` on its task lines) runs on: its tasks go to their engines, unplaced ones to
     /// the first, and queues between engines become engine-to-engine channels.
-    #[arg(long, value_name = "URL|NAME=URL", default_values_t = [crate::access_args::default_engine_url()])]
+    #[arg(long, value_name = "URL|NAME=URL", default_values_t = [offhost_node::daemon::default_url()])]
     engine: Vec<String>,
     #[command(flatten)]
     access: crate::access_args::ConnectAccess,
@@ -251,7 +251,7 @@ fn print_state(v: &Status, json: bool) -> anyhow::Result<()> {
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
 /// With several engines (`--engine NAME=URL` ...), the pipeline's placed parts go to each.
 pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
-    let options = args.access.link_options();
+    let options = args.access.link_options()?;
     let read =
         |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
     if let Some(engines) = placed::named(&args.engine)? {

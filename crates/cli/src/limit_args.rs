@@ -41,6 +41,21 @@ pub struct LinkLimitArgs {
     /// The same from one IP address (or, on shm, one uid).
     #[arg(long, default_value_t = offhost_link::DEFAULT_MAX_HANDSHAKES_PER_SOURCE)]
     max_handshakes_per_source: usize,
+    /// Seconds a peer (host or engine) may send nothing, not even a heartbeat, before its
+    /// session ends as stopped, frozen or cut off (0: never).
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    peer_deadline: Duration,
+}
+
+/// A `--peer-deadline`: 0 is never; a live peer's heartbeats (every 0.1 s at the most)
+/// must fit in it several times.
+pub fn peer_deadline(d: Duration) -> Result<Option<Duration>> {
+    anyhow::ensure!(
+        d.is_zero() || d >= Duration::from_millis(500),
+        "--peer-deadline {} s: at least 0.5 s (or 0: never)",
+        d.as_secs_f64()
+    );
+    Ok((!d.is_zero()).then_some(d))
 }
 
 impl LinkLimitArgs {
@@ -61,6 +76,7 @@ impl LinkLimitArgs {
             handshake_timeout: self.handshake_timeout,
             max_handshakes: self.max_handshakes,
             max_handshakes_per_source: self.max_handshakes_per_source,
+            peer_deadline: peer_deadline(self.peer_deadline)?,
         })
     }
 }

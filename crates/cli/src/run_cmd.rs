@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressStyle};
-use offhost_engine::{EngineConfig, Registry, Stats};
+use offhost_engine::{EngineConfig, Registry};
 use offhost_node::jobs::local::{self, LocalJob};
-use offhost_node::jobs::table::{human_bytes, render};
+use offhost_node::jobs::table::{progress_line, render};
 
 /// Arguments of `offhost run`.
 #[derive(clap::Args, Debug)]
@@ -48,24 +48,6 @@ pub struct RunArgs {
     /// The pipeline's budget.
     #[command(flatten)]
     pub budget: crate::limit_args::BudgetArgs,
-}
-
-fn progress(stats: &Stats) -> String {
-    let src: u64 = stats
-        .tasks
-        .iter()
-        .filter(|t| t.buffers_in == 0)
-        .map(|t| t.bytes_out)
-        .sum();
-    let busy: u64 = stats.tasks.iter().map(|t| t.busy_ns).sum();
-    let done = stats.tasks.iter().filter(|t| t.done).count();
-    format!(
-        "sources {} | tasks done {}/{} | busy {:.2} s",
-        human_bytes(src),
-        done,
-        stats.tasks.len(),
-        busy as f64 / 1e9
-    )
 }
 
 /// Runs `args.file` with the tasks of `registry`.
@@ -104,7 +86,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
             let _ = ctrlc::set_handler(move || stopper.stop());
         },
         |stats| {
-            bar.set_message(progress(stats));
+            bar.set_message(progress_line(stats));
             bar.tick();
         },
     );

@@ -327,6 +327,17 @@ pub struct Stats {
     pub pools: Vec<PoolStats>,
 }
 
+impl Stats {
+    /// Bytes that entered the pipeline: what its sources (tasks with no input) have put out.
+    pub fn source_bytes(&self) -> u64 {
+        self.tasks
+            .iter()
+            .filter(|t| t.buffers_in == 0)
+            .map(|t| t.bytes_out)
+            .fold(0, u64::saturating_add)
+    }
+}
+
 /// Why a pipeline did not finish cleanly.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -17,7 +17,7 @@ use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
 use offhost_proto::Side;
 
 use crate::error::LinkError;
-use crate::limits::{Counter, Limits, WriteLimits};
+use crate::limits::{Counter, DriverLimits, Limits};
 use crate::server::{over_sessions, Accepted};
 use crate::session::Session;
 
@@ -169,10 +169,10 @@ fn start_session(
         Some(slot) => Accepted {
             side: Side::Server,
             limits,
-            write: WriteLimits::from(&limits),
+            write: DriverLimits::from(&limits),
             slot: Some(slot),
         },
-        None => Accepted::host(Side::Server),
+        None => Accepted::host(Side::Server, limits.peer_deadline),
     };
     let session = Session::over_limited(r, w, transport, accepted);
     if let (Ok(s), Some(cert)) = (&session, cert) {

@@ -44,6 +44,11 @@ pub enum LinkError {
     /// The peer went away (closed the link, exited or died).
     #[error("peer is gone")]
     PeerGone,
+    /// The peer sent nothing, not even a heartbeat, for its deadline (`peer_deadline` of
+    /// [`LinkOptions`](crate::LinkOptions) or [`Limits`](crate::Limits)): it is stopped,
+    /// frozen, or cut off by the network. The session is dead.
+    #[error("the peer sent nothing for {:.1} s, its deadline: it is stopped, frozen or cut off", .0.as_secs_f64())]
+    PeerSilent(std::time::Duration),
     /// This session was closed.
     #[error("session is closed")]
     SessionClosed,

@@ -55,7 +55,7 @@ pub use io::{ChannelReader, ChannelWriter};
 pub use limits::{
     Limits, Threads, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_HANDSHAKES,
     DEFAULT_MAX_HANDSHAKES_PER_SOURCE, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_THREADS,
-    DEFAULT_MAX_UNSENT, DEFAULT_WRITE_STALL,
+    DEFAULT_MAX_UNSENT, DEFAULT_PEER_DEADLINE, DEFAULT_WRITE_STALL,
 };
 pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};

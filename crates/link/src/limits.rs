@@ -27,6 +27,8 @@ pub const DEFAULT_MAX_UNSENT: u64 = 256 << 20;
 pub const DEFAULT_WRITE_STALL: Duration = Duration::from_secs(60);
 /// Default [`Limits::handshake_timeout`] (`shm:` and `tls:`): five seconds.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default [`Limits::peer_deadline`] and [`LinkOptions`](crate::LinkOptions)'s: ten seconds.
+pub const DEFAULT_PEER_DEADLINE: Duration = Duration::from_secs(10);
 /// Default [`Limits::max_handshakes`].
 pub const DEFAULT_MAX_HANDSHAKES: usize = offhost_access::unproven::DEFAULT_MAX_UNPROVEN;
 /// Default [`Limits::max_handshakes_per_source`].
@@ -69,6 +71,10 @@ pub struct Limits {
     /// The same from one source: a TCP peer's IP address, a local peer's uid
     /// (`--max-handshakes-per-source`).
     pub max_handshakes_per_source: usize,
+    /// How long a peer may send nothing at all (no data, no heartbeat) before the session is
+    /// declared dead (`--peer-deadline`); `None`: never. Each side sends a heartbeat well
+    /// within it (see `driver/liveness.rs`), so a live peer is never silent that long.
+    pub peer_deadline: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -82,6 +88,7 @@ impl Default for Limits {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             max_handshakes_per_source: DEFAULT_MAX_HANDSHAKES_PER_SOURCE,
+            peer_deadline: Some(DEFAULT_PEER_DEADLINE),
         }
     }
 }
@@ -97,26 +104,33 @@ impl Limits {
     }
 }
 
-/// The write limits of one session (the part of [`Limits`] its driver enforces).
+/// The limits of one session that its driver enforces (the part of [`Limits`] about writing
+/// to the peer, and the peer's deadline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WriteLimits {
+pub(crate) struct DriverLimits {
     pub(crate) max_unsent: u64,
     pub(crate) write_stall: Option<Duration>,
+    pub(crate) peer_deadline: Option<Duration>,
 }
 
-impl WriteLimits {
-    /// No write limits (a host's own sessions).
-    pub(crate) const NONE: WriteLimits = WriteLimits {
-        max_unsent: u64::MAX,
-        write_stall: None,
-    };
+impl DriverLimits {
+    /// A host's own session: no write limits (it trusts the engine it chose), and the peer
+    /// deadline of its [`LinkOptions`](crate::LinkOptions).
+    pub(crate) fn host(peer_deadline: Option<Duration>) -> DriverLimits {
+        DriverLimits {
+            max_unsent: u64::MAX,
+            write_stall: None,
+            peer_deadline,
+        }
+    }
 }
 
-impl From<&Limits> for WriteLimits {
+impl From<&Limits> for DriverLimits {
     fn from(l: &Limits) -> Self {
-        WriteLimits {
+        DriverLimits {
             max_unsent: l.max_unsent,
             write_stall: l.write_stall,
+            peer_deadline: l.peer_deadline,
         }
     }
 }

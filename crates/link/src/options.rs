@@ -1,6 +1,7 @@
 //! How a session authenticates and whom a server admits.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Security options of [`Session::connect_with`](crate::Session::connect_with) and
 /// [`Server::bind_with`](crate::Server::bind_with).
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 /// | `tcp:HOST:PORT` | plain, unauthenticated TCP: a server binds only with [`insecure`](Self::insecure) |
 /// | `unix:PATH`, `shm:ADDR` | the socket file is owner-only (0600) and a server admits peers running as its own uid and [`allow_uids`](Self::allow_uids) (`SO_PEERCRED`) |
 /// | `mem:NAME` | nothing: in this process |
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LinkOptions {
     /// The certificate directory for `tls:` URLs.
@@ -20,6 +21,21 @@ pub struct LinkOptions {
     pub insecure: bool,
     /// Uids a `unix:` or `shm:` server admits besides its own.
     pub allow_uids: Vec<u32>,
+    /// How long the peer may send nothing (no data, no heartbeat) before the session is
+    /// declared dead and every wait on it fails with [`LinkError::PeerSilent`](crate::LinkError::PeerSilent);
+    /// `None`: never. Default [`DEFAULT_PEER_DEADLINE`](crate::DEFAULT_PEER_DEADLINE).
+    pub peer_deadline: Option<Duration>,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions {
+            tls_certificates: None,
+            insecure: false,
+            allow_uids: Vec::new(),
+            peer_deadline: Some(crate::DEFAULT_PEER_DEADLINE),
+        }
+    }
 }
 
 impl LinkOptions {
@@ -43,6 +59,12 @@ impl LinkOptions {
     /// Admits peers running as `uids` on `unix:` and `shm:` servers, besides our own uid.
     pub fn allow_uids(mut self, uids: impl IntoIterator<Item = u32>) -> LinkOptions {
         self.allow_uids.extend(uids);
+        self
+    }
+
+    /// Declares the peer dead after `deadline` without a word from it (`None`: never).
+    pub fn peer_deadline(mut self, deadline: Option<Duration>) -> LinkOptions {
+        self.peer_deadline = deadline;
         self
     }
 

@@ -10,7 +10,7 @@ use offhost_proto::Side;
 use crate::acceptor::{self, Acceptor};
 use crate::channel::Channel;
 use crate::error::LinkError;
-use crate::limits::{Counter, Held, Limits, Threads, WriteLimits};
+use crate::limits::{Counter, DriverLimits, Held, Limits, Threads};
 use crate::mem::MemListener;
 use crate::options::LinkOptions;
 use crate::session::Session;
@@ -28,17 +28,18 @@ enum Listener {
 pub(crate) struct Accepted {
     pub(crate) side: Side,
     pub(crate) limits: Limits,
-    pub(crate) write: WriteLimits,
+    pub(crate) write: DriverLimits,
     pub(crate) slot: Option<Held>,
 }
 
 impl Accepted {
-    /// A host's own session: default receive limits, no write limits, no slot.
-    pub(crate) fn host(side: Side) -> Accepted {
+    /// A host's own session: default receive limits, no write limits, no slot, and the
+    /// peer deadline `peer_deadline`.
+    pub(crate) fn host(side: Side, peer_deadline: Option<std::time::Duration>) -> Accepted {
         Accepted {
             side,
             limits: Limits::default(),
-            write: WriteLimits::NONE,
+            write: DriverLimits::host(peer_deadline),
             slot: None,
         }
     }
@@ -195,7 +196,7 @@ impl Server {
         Accepted {
             side: Side::Server,
             limits: self.limits,
-            write: WriteLimits::from(&self.limits),
+            write: DriverLimits::from(&self.limits),
             slot: Some(slot),
         }
     }
@@ -270,7 +271,7 @@ impl Server {
         let refused = slot.is_none();
         let accepted = match slot {
             Some(slot) => self.accepted(slot),
-            None => Accepted::host(Side::Server),
+            None => Accepted::host(Side::Server, self.limits.peer_deadline),
         };
         let s = Session::over_limited(read, write, transport, accepted)?;
         if refused {

@@ -57,6 +57,7 @@ impl Session {
     /// directory (the server must present a certificate of its CA naming HOST, and this side
     /// presents its client certificate). Returns once the server has admitted this client.
     pub fn connect_with(url: &str, options: &LinkOptions) -> Result<Session, LinkError> {
+        let live = options.peer_deadline;
         match Endpoint::parse(url)? {
             Endpoint::Tls(addr) | Endpoint::Tcp(addr) if addr == crate::activation::SYSTEMD => {
                 Err(LinkError::BadUrl {
@@ -67,7 +68,7 @@ impl Session {
             Endpoint::Tls(addr) => {
                 let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
                 let (r, w, cert) = crate::tls::connect(&addr, &client)?;
-                let s = Self::over(Box::new(r), Box::new(w), Side::Client, "tls")?;
+                let s = Self::over(Box::new(r), Box::new(w), Side::Client, "tls", live)?;
                 if let Some(cert) = cert {
                     let _ = s.handle.peer_certificate.set(cert);
                 }
@@ -75,27 +76,36 @@ impl Session {
             }
             Endpoint::Tcp(addr) => {
                 let s = crate::tls::tcp_connect(&addr, "tcp")?;
-                Self::over_socket(s.into(), Side::Client, "tcp")
+                Self::over_socket(s.into(), Side::Client, "tcp", live)
             }
             Endpoint::Unix(path) => {
                 let s = std::os::unix::net::UnixStream::connect(&path)
                     .map_err(|e| LinkError::io(format!("connect unix:{}", path.display()), e))?;
-                Self::over_socket(s.into(), Side::Client, "unix")
+                Self::over_socket(s.into(), Side::Client, "unix", live)
             }
             Endpoint::Mem(name) => {
                 let c = crate::mem::connect(&name)?;
-                Self::over(Box::new(c.read), Box::new(c.write), Side::Client, "mem")
+                Self::over(Box::new(c.read), Box::new(c.write), Side::Client, "mem", live)
             }
-            Endpoint::Shm(addr) => Self::connect_shm(&addr, &crate::shm::default_config()),
+            Endpoint::Shm(addr) => Self::shm_client(&addr, &crate::shm::default_config(), live),
         }
     }
 
     /// Connects over shared memory to the engine listening at `addr` (a socket path or
     /// `@name`), creating the segment with `config` (ring and pool sizes, doorbell mode).
+    /// The session's peer deadline is the default ([`crate::DEFAULT_PEER_DEADLINE`]).
     pub fn connect_shm(addr: &str, config: &offhost_shm::Config) -> Result<Session, LinkError> {
+        Self::shm_client(addr, config, Some(crate::DEFAULT_PEER_DEADLINE))
+    }
+
+    fn shm_client(
+        addr: &str,
+        config: &offhost_shm::Config,
+        peer_deadline: Option<Duration>,
+    ) -> Result<Session, LinkError> {
         let ep = offhost_shm::connect(addr, config)?;
         let (r, w) = crate::shm::halves(ep);
-        Self::over(Box::new(r), Box::new(w), Side::Client, "shm")
+        Self::over(Box::new(r), Box::new(w), Side::Client, "shm", peer_deadline)
     }
 
     /// The engine's end of a session over a shared-memory endpoint it accepted itself (a
@@ -109,7 +119,7 @@ impl Session {
         let accepted = crate::server::Accepted {
             side: Side::Server,
             limits: *limits,
-            write: crate::limits::WriteLimits::from(limits),
+            write: crate::limits::DriverLimits::from(limits),
             slot: None,
         };
         Self::over_limited(Box::new(r), Box::new(w), "shm", accepted)
@@ -119,10 +129,11 @@ impl Session {
         fd: std::os::fd::OwnedFd,
         side: Side,
         transport: &'static str,
+        peer_deadline: Option<Duration>,
     ) -> Result<Session, LinkError> {
         let (r, w) =
             crate::wire::sock_pair(fd).map_err(|e| LinkError::io("duplicate socket", e))?;
-        Self::over(Box::new(r), Box::new(w), side, transport)
+        Self::over(Box::new(r), Box::new(w), side, transport, peer_deadline)
     }
 
     pub(crate) fn over(
@@ -130,8 +141,9 @@ impl Session {
         write: Box<dyn WireWrite>,
         side: Side,
         transport: &'static str,
+        peer_deadline: Option<Duration>,
     ) -> Result<Session, LinkError> {
-        let accepted = crate::server::Accepted::host(side);
+        let accepted = crate::server::Accepted::host(side, peer_deadline);
         Self::over_limited(read, write, transport, accepted)
     }
 

@@ -84,6 +84,22 @@ fn take_service_ports(
     }
 }
 
+/// The engine daemon's default address: a Unix socket of this user's (owner-only, peers of
+/// other uids refused), in `$XDG_RUNTIME_DIR` or `/tmp`.
+pub fn default_url() -> String {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from,
+        );
+    let uid = offhost_access::peer::own_uid();
+    format!(
+        "unix:{}",
+        dir.join(format!("offhost-engine-{uid}.sock")).display()
+    )
+}
+
 /// Errors of the daemon's client side.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

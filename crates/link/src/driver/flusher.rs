@@ -10,6 +10,7 @@
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
+use crate::driver::liveness::Beat;
 use crate::driver::{Dead, Deadline, Driver, State, TICK};
 use crate::error::LinkError;
 use crate::wire::{is_idle, WireWrite};
@@ -45,7 +46,7 @@ impl Driver {
             let State { conn, pending, .. } = &mut *st;
             conn.poll_transmit(pending);
         }
-        if st.unsent() > self.write_limits.max_unsent {
+        if st.unsent() > self.limits.max_unsent {
             self.too_much_unsent(&mut st);
             return st;
         }
@@ -190,7 +191,7 @@ impl Driver {
         drop(pieces);
         let seq = permit.commit();
         if wrote < total {
-            if st.unsent() > self.write_limits.max_unsent {
+            if st.unsent() > self.limits.max_unsent {
                 self.too_much_unsent(&mut st);
             } else {
                 self.hand_over(&mut st);
@@ -227,7 +228,7 @@ impl Driver {
         let e = std::io::Error::other(format!(
             "the peer reads nothing: {} bytes wait to be written, over the limit of {} (raise it with --max-unsent)",
             st.unsent(),
-            self.write_limits.max_unsent
+            self.limits.max_unsent
         ));
         st.pending = Vec::new();
         st.written = 0;
@@ -254,15 +255,18 @@ impl Driver {
 
     /// The flusher thread: writes, blocking, whatever the callers could not write at once.
     pub(crate) fn flusher(&self) {
+        let mut beat = Beat::new(self.limits.peer_deadline);
         let mut st = self.lock();
         loop {
-            // Sleep while the writer is out, or while there is nothing to do.
+            // Sleep while the writer is out, or while there is nothing to do; look at the
+            // peer's liveness at every wake-up.
             while st.writer.is_none() || !(st.stuck || st.shutdown) {
                 st = self
                     .flush_cond
                     .wait_timeout(st, TICK)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                st = self.beat(st, &mut beat);
             }
             let mut w = st.writer.take().expect("the writer is home");
             if !st.stuck {
@@ -276,7 +280,7 @@ impl Driver {
             let mut buf = std::mem::take(&mut st.pending);
             let from = std::mem::take(&mut st.written);
             drop(st);
-            let failed = self.write_all(&mut *w, &buf[from..]);
+            let failed = self.write_all(&mut *w, &buf[from..], &mut beat);
             st = self.lock();
             self.bring_back(&mut st, w);
             if let Some(e) = failed {
@@ -295,7 +299,7 @@ impl Driver {
             }
             let State { conn, pending, .. } = &mut *st;
             conn.poll_transmit(pending);
-            if st.unsent() > self.write_limits.max_unsent {
+            if st.unsent() > self.limits.max_unsent {
                 self.too_much_unsent(&mut st);
             }
             if st.pending.is_empty() {
@@ -306,8 +310,14 @@ impl Driver {
     }
 
     /// Writes all of `buf`, blocking; gives up a second after shutdown on a peer that reads
-    /// nothing, and when no byte could be written for the session's write-stall limit.
-    fn write_all(&self, w: &mut dyn WireWrite, buf: &[u8]) -> Option<std::io::Error> {
+    /// nothing, when no byte could be written for the session's write-stall limit, and when
+    /// the peer is silent past its deadline (`beat`, looked at while the write waits).
+    fn write_all(
+        &self,
+        w: &mut dyn WireWrite,
+        buf: &[u8],
+        beat: &mut Beat,
+    ) -> Option<std::io::Error> {
         let mut at = 0;
         let give_up = Instant::now() + Duration::from_secs(1);
         let mut progress = Instant::now();
@@ -318,10 +328,18 @@ impl Driver {
                     progress = Instant::now();
                 }
                 Err(e) if is_idle(&e) => {
-                    if self.lock().shutdown && Instant::now() > give_up {
+                    let st = self.beat(self.lock(), beat);
+                    if let Some(Dead::Silent(d)) = &st.dead {
+                        return Some(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            LinkError::PeerSilent(*d),
+                        ));
+                    }
+                    if st.shutdown && Instant::now() > give_up {
                         return Some(std::io::ErrorKind::TimedOut.into());
                     }
-                    if let Some(stall) = self.write_limits.write_stall {
+                    drop(st);
+                    if let Some(stall) = self.limits.write_stall {
                         if progress.elapsed() > stall {
                             return Some(std::io::Error::new(
                                 std::io::ErrorKind::TimedOut,

@@ -18,9 +18,10 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `mod.rs` | the shared state, the reader role, waits, feeding input, liveness |
+//! | `mod.rs` | the shared state, the reader role, waits, feeding input |
 //! | `quick.rs` | the quick receive on shm and mem, and the parked reading half |
 //! | `flusher.rs` | writing: non-blocking writes, the flusher thread, goodbye, loans' writes |
+//! | `liveness.rs` | heartbeats and the peer's deadline (the flusher's, at each wake-up) |
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU32;
@@ -31,6 +32,7 @@ use offhost_proto::{CallError, Connection, Event, ProtoError};
 use offhost_shm::Handoff;
 
 mod flusher;
+mod liveness;
 mod quick;
 
 use crate::error::LinkError;
@@ -88,6 +90,8 @@ pub(crate) type ReadHalf = Box<Box<dyn WireRead>>;
 #[derive(Debug, Clone)]
 pub(crate) enum Dead {
     PeerGone,
+    /// Nothing came for the peer deadline.
+    Silent(Duration),
     Protocol(ProtoError),
     Io(String),
 }
@@ -96,6 +100,7 @@ impl Dead {
     pub(crate) fn error(&self) -> LinkError {
         match self {
             Dead::PeerGone => LinkError::PeerGone,
+            Dead::Silent(d) => LinkError::PeerSilent(*d),
             Dead::Protocol(e) => LinkError::Protocol(e.clone()),
             Dead::Io(s) => LinkError::io(s.clone(), std::io::ErrorKind::BrokenPipe.into()),
         }
@@ -160,6 +165,8 @@ pub(crate) struct State {
     pub(crate) loans: HashMap<u32, offhost_shm::Buf>,
     /// Loan messages taken from a channel whose buffer has not arrived yet: (len, token).
     pub(crate) held: HashMap<u32, (u64, u64)>,
+    /// Feeds that brought input, so far (the heartbeat watches it move, see `liveness.rs`).
+    pub(crate) fed: u64,
 }
 
 impl State {
@@ -239,7 +246,7 @@ pub(crate) struct Driver {
     /// Where a quick receiver parks the reading half between two receives (see `quick.rs`).
     pub(crate) parked: Handoff<Box<dyn WireRead>>,
     /// Bytes held for the peer and write progress: past them the session ends.
-    pub(crate) write_limits: crate::limits::WriteLimits,
+    pub(crate) limits: crate::limits::DriverLimits,
     /// The channel whose quick receive parked it (written before the slot's release store).
     pub(crate) parked_for: AtomicU32,
 }
@@ -255,7 +262,7 @@ impl Driver {
         conn: Connection,
         read: Box<dyn WireRead>,
         mut write: Box<dyn WireWrite>,
-        write_limits: crate::limits::WriteLimits,
+        limits: crate::limits::DriverLimits,
     ) -> Result<Arc<Driver>, LinkError> {
         let alloc = write.allocator();
         let writes_in_place = write.shm_sender().is_some();
@@ -282,6 +289,7 @@ impl Driver {
                 writer_waiters: 0,
                 loans: HashMap::new(),
                 held: HashMap::new(),
+                fed: 0,
             }),
             cond: Condvar::new(),
             accept_cond: Condvar::new(),
@@ -292,7 +300,7 @@ impl Driver {
             writes_vectored,
             parked: Handoff::new(),
             parked_for: AtomicU32::new(0),
-            write_limits,
+            limits,
         });
         let f = d.clone();
         std::thread::Builder::new()
@@ -534,6 +542,7 @@ impl Driver {
     /// input, a failed transport, channels the peer opened. True if anything happened.
     fn take_input(&self, st: &mut State, wire: &mut dyn WireRead, taker: Taker<'_>) -> bool {
         let (failed, more, fed) = st.feed(wire, taker);
+        st.fed = st.fed.wrapping_add(u64::from(fed));
         let mut happened = fed;
         if let Some(e) = failed {
             self.fail(st, e);

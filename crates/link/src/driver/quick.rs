@@ -89,6 +89,7 @@ impl Driver {
         let mut st = locked.unwrap_or_else(|| self.lock());
         let took = match r {
             Ok(true) => {
+                st.fed = st.fed.wrapping_add(1);
                 self.park_or_bring_home(&mut st, id, wire);
                 true
             }

@@ -22,6 +22,19 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// One line for a progress display: bytes in from the sources, tasks done, busy time.
+pub fn progress_line(stats: &Stats) -> String {
+    let busy: u64 = stats.tasks.iter().map(|t| t.busy_ns).sum();
+    let done = stats.tasks.iter().filter(|t| t.done).count();
+    format!(
+        "sources {} | tasks done {}/{} | busy {:.2} s",
+        human_bytes(stats.source_bytes()),
+        done,
+        stats.tasks.len(),
+        busy as f64 / 1e9
+    )
+}
+
 /// Renders tasks, queues and pools as aligned text tables.
 pub fn render(stats: &Stats) -> String {
     render_with(&[(None, stats)], usize::MAX)

@@ -1,0 +1,131 @@
+//! The peer process is frozen (SIGSTOP): its kernel keeps the connection up, so only the
+//! heartbeats can tell. A session with a peer deadline ends within it, and every blocked call
+//! returns [`LinkError::PeerSilent`]; a live peer that reads nothing and sends nothing of its
+//! own is never taken for a frozen one, in either direction.
+//!
+//! The engine runs as a child process: this test binary re-executed with the ignored test
+//! `child_engine` and the URL in an environment variable.
+
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use offhost_link::{ChannelOptions, LinkError, LinkOptions, Server, Session};
+
+const URL_VAR: &str = "OFFHOST_TEST_CHILD_URL";
+const DEADLINE: Duration = Duration::from_secs(1);
+
+#[test]
+#[ignore = "run as a child process by the frozen-peer tests"]
+fn child_engine() {
+    let url = std::env::var(URL_VAR).expect("child engine needs its URL");
+    let mut server = Server::bind(&url).unwrap();
+    server.set_limits(offhost_link::Limits {
+        peer_deadline: Some(DEADLINE),
+        ..Default::default()
+    });
+    println!("ready");
+    let session = server.accept().unwrap();
+    let _ch = session.accept().unwrap();
+    // Hold the channel, read nothing, send nothing: only the heartbeats speak for us.
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+fn frozen_peer(transport: &str, url: &str) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_engine",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(URL_VAR, url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let options = LinkOptions::new().peer_deadline(Some(DEADLINE));
+    let session = (0..200)
+        .find_map(|_| {
+            Session::connect_with(url, &options).ok().or_else(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                None
+            })
+        })
+        .unwrap_or_else(|| panic!("{transport}: child engine never listened"));
+    let ch = session.open("idle", ChannelOptions::default()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let ch = &ch;
+        scope.spawn(move || tx.send(ch.recv()).unwrap());
+        // Three deadlines of a live peer that says nothing but its heartbeats: nobody ends
+        // the session (had the child ended it, the receive would have returned).
+        std::thread::sleep(DEADLINE * 3);
+        assert!(
+            rx.try_recv().is_err(),
+            "{transport}: a live, idle peer was taken for a dead one"
+        );
+        signal(child.id(), "-STOP");
+        let frozen = Instant::now();
+        // Generous guard against a hang on a loaded machine.
+        let r = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{transport}: the receive hung on a frozen peer"));
+        let took = frozen.elapsed();
+        assert!(
+            matches!(r, Err(LinkError::PeerSilent(d)) if d == DEADLINE),
+            "{transport}: the receive returned {r:?}"
+        );
+        assert!(
+            took >= DEADLINE,
+            "{transport}: declared silent after {took:?}, before its deadline"
+        );
+        eprintln!("{transport}: a frozen peer was found silent after {took:?}");
+    });
+    // Waits after the fact fail at once, naming the silence too.
+    let late = ch.recv();
+    assert!(matches!(late, Err(LinkError::PeerSilent(_))), "{late:?}");
+    let late = session.accept();
+    assert!(matches!(late, Err(LinkError::PeerSilent(_))), "{late:?}");
+    signal(child.id(), "-CONT");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn frozen_tcp_peer() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    frozen_peer("tcp", &format!("tcp:127.0.0.1:{port}"));
+}
+
+#[test]
+fn frozen_unix_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    frozen_peer(
+        "unix",
+        &format!("unix:{}", dir.path().join("e.sock").display()),
+    );
+}
+
+#[test]
+fn frozen_shm_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    frozen_peer(
+        "shm",
+        &format!("shm:{}", dir.path().join("e.sock").display()),
+    );
+}
