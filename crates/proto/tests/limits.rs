@@ -193,7 +193,7 @@ proptest! {
             let now = admitted(&mut p.b);
             if now.is_empty() {
                 let why = reset_reason(&mut p.a, ch);
-                prop_assert!(why.contains("; offhost engine or echo --max-"), "{}", why);
+                prop_assert!(why.contains("(the server raises it with offhost engine or echo --max-"), "{}", why);
                 p.a.close(ch).unwrap();
             } else {
                 prop_assert_eq!(now, vec![ch]);

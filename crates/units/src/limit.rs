@@ -12,8 +12,8 @@
 //! [`OverLimit::find`] however deep it was wrapped.
 //!
 //! Text that crosses a connection (a refusal a server sends its client) cannot be matched by
-//! type on the other side; [`OverLimit::for_peer`] adds what the server's operator can change:
-//! the id and the flag of the `offhost` command that serves it.
+//! type on the other side; [`OverLimit::for_peer`] adds how the server's operator raises it:
+//! the flag of the `offhost` command that serves it.
 
 use std::fmt;
 use std::time::Duration;
@@ -61,9 +61,10 @@ macro_rules! limits {
                 match self { $(Limit::$v => $side,)* }
             }
 
-            /// The `offhost` command line's commands that set it (`"engine"`, `"engine or
-            /// echo"`): the command line's names, for text sent to a peer.
-            pub fn commands(self) -> &'static str {
+            /// The `offhost` commands that serve peers under this limit and take its
+            /// [`flag`](Limit::flag) (`"engine"`, `"engine or echo"`): the command line's
+            /// names, for text sent to a peer.
+            pub fn server_commands(self) -> &'static str {
                 match self { $(Limit::$v => $cmd,)* }
             }
         }
@@ -89,15 +90,15 @@ limits! {
     /// handshake).
     HandshakeTimeout = "handshake_timeout", Unit::Millis, "server", "engine, echo or nbd";
     /// Bytes of one pipeline's free lists (`offhost_engine::Budget::pool_bytes`).
-    MaxPoolBytes = "max_pool_bytes", Unit::Bytes, "engine", "engine or run";
+    MaxPoolBytes = "max_pool_bytes", Unit::Bytes, "engine", "engine";
     /// Buffers of one pipeline's free lists (`Budget::buffers`).
-    MaxBuffers = "max_buffers", Unit::Count("buffers"), "engine", "engine or run";
+    MaxBuffers = "max_buffers", Unit::Count("buffers"), "engine", "engine";
     /// Tasks of one pipeline (`Budget::tasks`).
-    MaxTasks = "max_tasks", Unit::Count("tasks"), "engine", "engine or run";
+    MaxTasks = "max_tasks", Unit::Count("tasks"), "engine", "engine";
     /// Worker threads of one pipeline (`Budget::workers`).
-    MaxWorkers = "max_workers", Unit::Count("worker threads"), "engine", "engine or run";
+    MaxWorkers = "max_workers", Unit::Count("worker threads"), "engine", "engine";
     /// Links to other engines one pipeline's tasks open (`Budget::links`).
-    MaxTaskLinks = "max_task_links", Unit::Count("links"), "engine", "engine or run";
+    MaxTaskLinks = "max_task_links", Unit::Count("links"), "engine", "engine";
     /// Pipelines an engine daemon runs at once (`offhost_node::DaemonLimits::pipelines`).
     MaxPipelines = "max_pipelines", Unit::Count("running pipelines"), "engine", "engine";
     /// Bytes of the free lists of all a daemon's pipelines (`DaemonLimits::pool_bytes`).
@@ -215,8 +216,8 @@ impl OverLimit {
     }
 
     /// The words a server adds when it sends this to a client as text, which the client
-    /// cannot match by type: whose limit it is, and the server's `offhost` command and flag
-    /// that raise it. "(the engine's max_pipelines; offhost engine --max-pipelines)".
+    /// cannot match by type: the `offhost` command and flag that raise it on the server.
+    /// "(the engine raises it with offhost engine --max-pipelines)".
     pub fn for_peer(&self) -> ForPeer {
         ForPeer(self.limit)
     }
@@ -231,10 +232,9 @@ impl fmt::Display for ForPeer {
         let l = self.0;
         write!(
             f,
-            "(the {}'s {}; offhost {} {})",
+            "(the {} raises it with offhost {} {})",
             l.side(),
-            l.id(),
-            l.commands(),
+            l.server_commands(),
             l.flag()
         )
     }
@@ -288,7 +288,7 @@ mod tests {
         let o = OverLimit::new(Limit::MaxPipelines, 64usize);
         assert_eq!(
             o.for_peer().to_string(),
-            "(the engine's max_pipelines; offhost engine --max-pipelines)"
+            "(the engine raises it with offhost engine --max-pipelines)"
         );
     }
 
