@@ -79,6 +79,8 @@ pub enum LinkError {
     #[error("loans need the shm transport")]
     NoLoans,
     /// A budget of the server ([`Limits`](crate::Limits)) has no room for what a peer asked.
+    /// Its message names the command line's flag; [`LinkError::Limit`] says the same in no
+    /// front end's words, and [`LinkError::over_limit`] reads either.
     #[error("over the limit of {limit} {what} (raise it with {flag})")]
     OverLimit {
         /// What is counted.
@@ -88,12 +90,28 @@ pub enum LinkError {
         /// The `offhost` flag that raises it.
         flag: &'static str,
     },
+    /// A budget of this side has no room for what was asked: the limit, its value and what
+    /// asked for more.
+    #[error("{0}")]
+    Limit(#[source] offhost_units::OverLimit),
     /// `select` was given no channels, or channels of different sessions.
     #[error("select needs one or more channels of one session")]
     BadSelect,
 }
 
 impl LinkError {
+    /// The limit this error went over, if it is one.
+    pub fn over_limit(&self) -> Option<offhost_units::OverLimit> {
+        match self {
+            LinkError::Limit(over) => Some(*over),
+            LinkError::OverLimit { limit, flag, .. } => {
+                let id = flag.trim_start_matches('-').replace('-', "_");
+                offhost_units::Limit::from_id(&id).map(|l| offhost_units::OverLimit::new(l, *limit))
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         LinkError::Io {
             context: context.into(),
@@ -114,5 +132,25 @@ impl From<CallError> for LinkError {
             CallError::NoChannel(_) | CallError::LinkClosed => LinkError::SessionClosed,
             _ => LinkError::SessionClosed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offhost_units::{Limit, OverLimit};
+
+    #[test]
+    fn a_limit_reads_the_same_from_either_variant() {
+        let new = LinkError::Limit(OverLimit::new(Limit::MaxThreads, 4u8));
+        assert_eq!(new.to_string(), "over the limit max_threads of 4 threads");
+        assert_eq!(OverLimit::find(&new), new.over_limit().as_ref());
+        let old = LinkError::OverLimit {
+            what: "threads",
+            limit: 4,
+            flag: "--max-threads",
+        };
+        assert_eq!(old.over_limit(), new.over_limit());
+        assert_eq!(LinkError::Timeout.over_limit(), None);
     }
 }
