@@ -9,7 +9,8 @@
 //!
 //! A library error that carries an [`OverLimit`] says the same in its own message and returns
 //! it as its [`source`](std::error::Error::source), so a front end finds it with
-//! [`OverLimit::find`] however deep it was wrapped.
+//! [`OverLimit::find`] however deep it was wrapped, and prints the chain with [`explain`],
+//! which says each part once and adds the front end's words for raising the limit.
 //!
 //! Text that crosses a connection (a refusal a server sends its client) cannot be matched by
 //! type on the other side; [`OverLimit::for_peer`] adds how the server's operator raises it:
@@ -30,7 +31,7 @@ pub enum Unit {
 }
 
 macro_rules! limits {
-    ($($(#[$doc:meta])* $v:ident = $id:literal, $unit:expr, $side:literal, $cmd:literal;)*) => {
+    ($($(#[$doc:meta])* $v:ident = $id:literal, $unit:expr, $side:literal, [$($cmd:literal),*];)*) => {
         /// A limit of some layer's budget, named the same everywhere.
         ///
         /// Each has a stable snake_case [`id`](Limit::id); a front end maps it to its own
@@ -61,11 +62,11 @@ macro_rules! limits {
                 match self { $(Limit::$v => $side,)* }
             }
 
-            /// The `offhost` commands that serve peers under this limit and take its
-            /// [`flag`](Limit::flag) (`"engine"`, `"engine or echo"`): the command line's
-            /// names, for text sent to a peer.
-            pub fn server_commands(self) -> &'static str {
-                match self { $(Limit::$v => $cmd,)* }
+            /// The `offhost` commands that take its [`flag`](Limit::flag) (`["engine",
+            /// "run"]`): the command line's names, for the command line and for text sent to
+            /// a peer.
+            pub fn commands(self) -> &'static [&'static str] {
+                match self { $(Limit::$v => &[$($cmd),*],)* }
             }
         }
     };
@@ -73,52 +74,52 @@ macro_rules! limits {
 
 limits! {
     /// Channels a peer may have open on one link (`offhost_proto::Limits::max_channels`).
-    MaxChannels = "max_channels", Unit::Count("channels"), "server", "engine or echo";
+    MaxChannels = "max_channels", Unit::Count("channels"), "server", ["engine", "echo"];
     /// Receive window of one channel a peer opens (`max_channel_window`).
-    MaxChannelWindow = "max_channel_window", Unit::Bytes, "server", "engine or echo";
+    MaxChannelWindow = "max_channel_window", Unit::Bytes, "server", ["engine", "echo"];
     /// Receive windows of one link's channels together (`max_session_window`).
-    MaxSessionWindow = "max_session_window", Unit::Bytes, "server", "engine or echo";
+    MaxSessionWindow = "max_session_window", Unit::Bytes, "server", ["engine", "echo"];
     /// Sessions a link server serves at once (`offhost_link::Limits::max_sessions`).
-    MaxSessions = "max_sessions", Unit::Count("sessions"), "server", "engine or echo";
+    MaxSessions = "max_sessions", Unit::Count("sessions"), "server", ["engine", "echo"];
     /// Threads a link server runs for its peers (`max_threads`).
-    MaxThreads = "max_threads", Unit::Count("threads"), "server", "engine or echo";
+    MaxThreads = "max_threads", Unit::Count("threads"), "server", ["engine", "echo"];
     /// Bytes held for a peer that reads nothing (`max_unsent`).
-    MaxUnsent = "max_unsent", Unit::Bytes, "server", "engine or echo";
+    MaxUnsent = "max_unsent", Unit::Bytes, "server", ["engine", "echo"];
     /// How long a write may make no progress (`write_stall`).
-    WriteStall = "write_stall", Unit::Millis, "server", "engine or echo";
+    WriteStall = "write_stall", Unit::Millis, "server", ["engine", "echo"];
     /// How long a handshake may take (a link's `shm:` and `tls:` handshakes; NBD's whole
     /// handshake).
-    HandshakeTimeout = "handshake_timeout", Unit::Millis, "server", "engine, echo or nbd";
+    HandshakeTimeout = "handshake_timeout", Unit::Millis, "server", ["engine", "echo", "nbd"];
     /// Bytes of one pipeline's free lists (`offhost_engine::Budget::pool_bytes`).
-    MaxPoolBytes = "max_pool_bytes", Unit::Bytes, "engine", "engine";
+    MaxPoolBytes = "max_pool_bytes", Unit::Bytes, "engine", ["engine", "run"];
     /// Buffers of one pipeline's free lists (`Budget::buffers`).
-    MaxBuffers = "max_buffers", Unit::Count("buffers"), "engine", "engine";
+    MaxBuffers = "max_buffers", Unit::Count("buffers"), "engine", ["engine", "run"];
     /// Tasks of one pipeline (`Budget::tasks`).
-    MaxTasks = "max_tasks", Unit::Count("tasks"), "engine", "engine";
+    MaxTasks = "max_tasks", Unit::Count("tasks"), "engine", ["engine", "run"];
     /// Worker threads of one pipeline (`Budget::workers`).
-    MaxWorkers = "max_workers", Unit::Count("worker threads"), "engine", "engine";
+    MaxWorkers = "max_workers", Unit::Count("worker threads"), "engine", ["engine", "run"];
     /// Links to other engines one pipeline's tasks open (`Budget::links`).
-    MaxTaskLinks = "max_task_links", Unit::Count("links"), "engine", "engine";
+    MaxTaskLinks = "max_task_links", Unit::Count("links"), "engine", ["engine", "run"];
     /// Pipelines an engine daemon runs at once (`offhost_node::DaemonLimits::pipelines`).
-    MaxPipelines = "max_pipelines", Unit::Count("running pipelines"), "engine", "engine";
+    MaxPipelines = "max_pipelines", Unit::Count("running pipelines"), "engine", ["engine"];
     /// Bytes of the free lists of all a daemon's pipelines (`DaemonLimits::pool_bytes`).
-    MaxTotalPoolBytes = "max_total_pool_bytes", Unit::Bytes, "engine", "engine";
+    MaxTotalPoolBytes = "max_total_pool_bytes", Unit::Bytes, "engine", ["engine"];
     /// Bytes of one pipeline text a daemon takes (`DaemonLimits::text_bytes`).
-    MaxTextBytes = "max_text_bytes", Unit::Bytes, "engine", "engine";
+    MaxTextBytes = "max_text_bytes", Unit::Bytes, "engine", ["engine"];
     /// Off-host submissions one host has outstanding, receives included.
-    HostOutstanding = "host_outstanding", Unit::Count("outstanding submissions"), "engine", "engine";
+    HostOutstanding = "host_outstanding", Unit::Count("outstanding submissions"), "engine", ["engine"];
     /// Bytes of one host's sends in flight.
-    HostBytes = "host_bytes", Unit::Bytes, "engine", "engine";
+    HostBytes = "host_bytes", Unit::Bytes, "engine", ["engine"];
     /// Channels one off-host host has open.
-    HostChannels = "host_channels", Unit::Count("channels per host"), "engine", "engine";
+    HostChannels = "host_channels", Unit::Count("channels per host"), "engine", ["engine"];
     /// Off-host hosts an engine serves.
-    MaxHosts = "max_hosts", Unit::Count("hosts"), "engine", "engine";
+    MaxHosts = "max_hosts", Unit::Count("hosts"), "engine", ["engine"];
     /// Links to other engines (`PeerConfig::max_links`; lanes count twice).
-    MaxLinks = "max_links", Unit::Count("peer links"), "engine", "engine";
+    MaxLinks = "max_links", Unit::Count("peer links"), "engine", ["engine"];
     /// Channels with mailboxes (`RouterLimits::mailboxes`).
-    MaxMailboxes = "max_mailboxes", Unit::Count("channels with mailboxes"), "engine", "engine";
+    MaxMailboxes = "max_mailboxes", Unit::Count("channels with mailboxes"), "engine", ["engine"];
     /// Connections an NBD server serves at once (`offhost_nbd::Limits::max_connections`).
-    MaxConnections = "max_connections", Unit::Count("connections"), "NBD server", "nbd";
+    MaxConnections = "max_connections", Unit::Count("connections"), "NBD server", ["nbd"];
 }
 
 impl Limit {
@@ -223,6 +224,29 @@ impl OverLimit {
     }
 }
 
+/// `e` and its sources as one line, `outer: inner: ...`, for a front end to print: a source is
+/// left out where the text before it says it already (an error that carries an [`OverLimit`]
+/// says it in its own message too). If one of them went over a limit and `raise` has words for
+/// it (the front end's way to raise it), they follow in parentheses.
+pub fn explain(
+    e: &(dyn std::error::Error + 'static),
+    raise: impl Fn(Limit) -> Option<String>,
+) -> String {
+    let mut text = e.to_string();
+    let mut at = e.source();
+    while let Some(s) = at {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        at = s.source();
+    }
+    match OverLimit::find(e).and_then(|o| raise(o.limit)) {
+        Some(how) => format!("{text} ({how})"),
+        None => text,
+    }
+}
+
 /// What a server's refusal sent as text adds ([`OverLimit::for_peer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForPeer(Limit);
@@ -230,13 +254,25 @@ pub struct ForPeer(Limit);
 impl fmt::Display for ForPeer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let l = self.0;
-        write!(
-            f,
-            "(the {} raises it with offhost {} {})",
-            l.side(),
-            l.server_commands(),
-            l.flag()
-        )
+        // `offhost run` serves no peer.
+        let cmds: Vec<_> = l.commands().iter().filter(|c| **c != "run").collect();
+        write!(f, "(the {} raises it with offhost ", l.side())?;
+        for (i, c) in cmds.iter().enumerate() {
+            let sep = match i {
+                0 => "",
+                i if i + 1 == cmds.len() => " or ",
+                _ => ", ",
+            };
+            write!(f, "{sep}{c}")?;
+        }
+        write!(f, " {})", l.flag())
+    }
+}
+
+impl Limit {
+    /// Whether `offhost command` takes this limit's [`flag`](Self::flag).
+    pub fn takes(self, command: &str) -> bool {
+        self.commands().contains(&command)
     }
 }
 
@@ -295,6 +331,26 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("wrapped: {0}")]
     struct Wrapped(#[source] OverLimit);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading p.ion: {0}")]
+    struct Outer(#[source] Wrapped);
+
+    #[test]
+    fn explain_says_each_source_once_and_how_to_raise_the_limit() {
+        let e = Outer(Wrapped(OverLimit::new(Limit::MaxTasks, 4u8)));
+        let flag = |l: Limit| Some(format!("raise it with {}", l.flag()));
+        assert_eq!(
+            explain(&e, flag),
+            "reading p.ion: wrapped: over the limit max_tasks of 4 tasks (raise it with --max-tasks)"
+        );
+        assert_eq!(
+            explain(&e, |_| None),
+            "reading p.ion: wrapped: over the limit max_tasks of 4 tasks"
+        );
+        let io = std::io::Error::other("no limit here");
+        assert_eq!(explain(&io, flag), "no limit here");
+    }
 
     #[test]
     fn find_walks_the_sources() {
