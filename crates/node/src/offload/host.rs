@@ -375,9 +375,9 @@ impl HostConn {
                 OverLimit::new(Limit::HostChannels, self.limits.max_channels),
             ));
         }
-        let a = Address::parse(address).map_err(|reason| Failure {
+        let a = Address::parse(address).map_err(|e| Failure {
             code: ErrorCode::BadAddress,
-            reason,
+            reason: e.to_string(),
         })?;
         let stream = match &a.peer {
             None => None,
