@@ -140,6 +140,12 @@ extern "C" {
 // next failing call on this thread.
 const char *offhost_last_error(void);
 
+// The id of the limit the last failing call on this thread went over (`"max_workers"`, as
+// its message names it; no parameter of this library raises a limit), or empty if it went
+// over none or reached us as an engine's text. Valid until the next failing call on this
+// thread.
+const char *offhost_last_limit(void);
+
 // The name of a status code, as a static string.
 const char *offhost_status_name(enum offhost_status status);
 

@@ -104,18 +104,28 @@ impl offhost_status {
 
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_LIMIT: RefCell<CString> = RefCell::new(CString::default());
 }
 
-/// Records `msg` as this thread's last error message.
+/// Records `msg` as this thread's last error message (of a failure over no limit).
 pub fn set_message(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = c);
+    LAST_LIMIT.with(|l| *l.borrow_mut() = CString::default());
 }
 
-/// Records an error and returns its status.
+/// Records an error (its message, and the id of the limit it went over or none) and returns
+/// its status.
 pub fn fail(e: &Error) -> offhost_status {
     set_message(&e.to_string());
+    let id = e.over_limit().map_or("", |o| o.limit.id());
+    LAST_LIMIT.with(|l| *l.borrow_mut() = CString::new(id).unwrap_or_default());
     offhost_status::of(e.kind())
+}
+
+/// The id of the limit this thread's last failure went over, empty if none.
+pub fn last_limit() -> *const c_char {
+    LAST_LIMIT.with(|l| l.borrow().as_ptr())
 }
 
 /// This thread's last error message; valid until the next failing call on this thread.

@@ -144,6 +144,21 @@ impl Error {
             Error::Panicked(_) => ErrorKind::Panicked,
         }
     }
+
+    /// The limit this failure went over, where the layer that failed carries it (the budget
+    /// of a pipeline on the embedded engine, a link's limits). A refusal an engine daemon or
+    /// an off-host engine sends is text: it names the limit by its id, and the `offhost
+    /// engine` flag that raises it there, in words only.
+    ///
+    /// No parameter of the bindings raises a limit: each binding says the limit's
+    /// [`id`](offhost_units::Limit::id) (Python: the exception's `limit`; C:
+    /// `offhost_last_limit()`), as the message does.
+    pub fn over_limit(&self) -> Option<offhost_units::OverLimit> {
+        match self {
+            Error::Link(l) => l.over_limit(),
+            _ => offhost_units::OverLimit::find(self).copied(),
+        }
+    }
 }
 
 /// The kind of a queue failure: a spent budget is "not now" (reap completions first), a

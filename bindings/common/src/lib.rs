@@ -5,7 +5,8 @@
 //!   `host-out` channels by name, its status, stop and wait. Every blocking call takes a
 //!   timeout, so a binding can wait in slices and look for signals (Ctrl-C) in between.
 //! - [`Error`] and [`ErrorKind`]: every failure of the layers below with the kind a binding
-//!   maps to an exception class or a status code; the message is the Rust one.
+//!   maps to an exception class or a status code; the message is the Rust one, and a limit
+//!   gone over is also [`Error::over_limit`] (by its id, as the message names it).
 #![forbid(unsafe_code)]
 
 mod error;

@@ -153,7 +153,17 @@ mod tests {
             .submit("random bytes=1k >a\nnull <a\n")
             .unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Pipeline);
-        assert!(e.to_string().contains("over the budget of 64"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("over the limit max_workers of 64 worker threads"),
+            "{e}"
+        );
+        assert_eq!(
+            e.over_limit(),
+            Some(
+                offhost_units::OverLimit::new(offhost_units::Limit::MaxWorkers, 64u8).asked(100u8)
+            )
+        );
         let p = Engine::embedded(Some(usize::MAX)).submit("random bytes=1k >a\nnull <a\n");
         assert!(p.is_err());
         let p = Engine::embedded(Some(2))

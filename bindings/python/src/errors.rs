@@ -2,7 +2,9 @@
 //!
 //! The exception classes are defined in Python (`offhost/errors.py`: each derives from
 //! `offhost.Error` and, where one fits, a built-in class such as `TimeoutError` or
-//! `ValueError`); this module picks the class by [`ErrorKind`] and passes the Rust message.
+//! `ValueError`); this module picks the class by [`ErrorKind`] and passes the Rust message. An
+//! error over a limit also says which, by its id (`e.limit`, `e.limit_value`): no keyword
+//! argument of this package raises a limit, so the id is what the caller can act on.
 
 use offhost_bindings::{Error, ErrorKind};
 use pyo3::prelude::*;
@@ -71,11 +73,25 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 /// The Python exception of a binding error.
 pub(crate) fn to_py(e: impl Into<Error>) -> PyErr {
     let e = e.into();
-    Python::attach(|py| raise(py, class_name(e.kind()), e.to_string()))
+    Python::attach(|py| with_limit(py, raise(py, class_name(e.kind()), e.to_string()), &e))
 }
 
 /// The Python exception of a binding error about a file, its message prefixed with the path.
 pub(crate) fn at_path(path: &std::path::Path, e: impl Into<Error>) -> PyErr {
     let e = e.into();
-    Python::attach(|py| raise(py, class_name(e.kind()), format!("{}: {e}", path.display())))
+    Python::attach(|py| {
+        let err = raise(py, class_name(e.kind()), format!("{}: {e}", path.display()));
+        with_limit(py, err, &e)
+    })
+}
+
+/// `err` with the limit `e` went over, if any, as its `limit` (the id) and `limit_value`.
+fn with_limit(py: Python<'_>, err: PyErr, e: &Error) -> PyErr {
+    if let Some(o) = e.over_limit() {
+        let v = err.value(py);
+        // An exception takes attributes; were it to refuse, the message still names the limit.
+        let _ = v.setattr("limit", o.limit.id());
+        let _ = v.setattr("limit_value", o.value);
+    }
+    err
 }

@@ -98,6 +98,18 @@ def test_bad_pipelines_and_names(engine: offhost.Engine) -> None:
     p.wait(timeout=60)
 
 
+def test_a_pipeline_over_its_budget_names_the_limit(engine: offhost.Engine) -> None:
+    cls = offhost.PipelineError if engine.url == "embedded" else offhost.EngineError
+    with pytest.raises(cls, match="over the limit max_buffers of 65536 buffers") as e:
+        engine.submit("fill bytes=1k >a:p(100000,1)\nnull <a\n")
+    if engine.url == "embedded":
+        assert (e.value.limit, e.value.limit_value) == ("max_buffers", 65536)
+    else:
+        # The daemon's text: the limit's id, and the flag of the command that serves it.
+        assert e.value.limit is None
+        assert "offhost engine --max-buffers" in str(e.value)
+
+
 def test_a_daemon_pipeline_submitted_under_a_name(daemon_url: str) -> None:
     e = offhost.Engine(daemon_url)
     p = e.submit(ECHO, name="py-echo")

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
+use offhost_units::limit::{explain, Limit};
 
 /// The allocator of every offhost process: mimalloc, whose per-thread free lists take a
 /// buffer freed by another thread (a message allocated by a link's receiving thread and freed
@@ -72,9 +73,10 @@ fn registry() -> offhost_engine::Registry {
     r
 }
 
-/// Runs the command; an error is printed as one line, with its causes after it, and exits
-/// with status 1. Not as `main`'s `Result`, which prints a stack backtrace with every error
-/// once `RUST_BACKTRACE` is set, as it often is on a Rust developer's machine.
+/// Runs the command; an error is printed as one line, with its causes after it (each said once;
+/// past a limit this command has a flag for, the flag), and exits with status 1. Not as
+/// `main`'s `Result`, which prints a stack backtrace with every error once `RUST_BACKTRACE` is
+/// set, as it often is on a Rust developer's machine.
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -83,7 +85,10 @@ fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            // A limit gone over is raised with the command's flag, where the command has one.
+            let cmd = std::env::args().nth(1).unwrap_or_default();
+            let raise = |l: Limit| l.takes(&cmd).then(|| format!("raise it with {}", l.flag()));
+            eprintln!("Error: {}", explain(e.as_ref(), raise));
             std::process::ExitCode::FAILURE
         }
     }

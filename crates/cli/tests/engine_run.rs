@@ -314,3 +314,43 @@ fn engine_flags_out_of_range_are_errors_naming_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pipeline_over_its_budget_names_the_limit_once_and_the_flag_that_raises_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "p.ion",
+        "fill bytes=1k >a\nnull <a\nfill bytes=1k >b\nnull <b\n",
+    );
+    let out = run_in(
+        dir.path(),
+        &["run", "--max-tasks", "2", p.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    // The library names the limit; the command line adds its own flag.
+    assert!(
+        err.contains(
+            "the pipeline has 4 tasks, over the limit max_tasks of 2 tasks (raise it with --max-tasks)"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.matches("over the limit").count(), 1, "{err}");
+}
+
+/// The flag the libraries give each limit for the command line is one of its commands'.
+#[test]
+fn every_limit_is_a_flag_of_the_commands_that_take_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for l in offhost_units::Limit::ALL {
+        for c in l.commands() {
+            let help = text(&run_in(dir.path(), &[c, "--help"]).stdout);
+            assert!(
+                help.contains(&format!("{} ", l.flag())),
+                "offhost {c} has no {}",
+                l.flag()
+            );
+        }
+    }
+}

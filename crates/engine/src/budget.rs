@@ -3,12 +3,16 @@
 //! [`Budget`] bounds one pipeline: the bytes and buffers of its free lists, its tasks, its
 //! worker threads and the tasks woken from outside it (each holds a link to another engine).
 //! It is checked when the pipeline is built ([`Pipeline::build_within`]), before anything is
-//! allocated, and when it starts. Going over refuses that one pipeline with an error that
-//! names the limit and the `offhost` flag that raises it; an engine daemon's limits over all
+//! allocated, and when it starts. Going over refuses that one pipeline with
+//! [`PipelineError::OverBudget`], which carries the [`OverLimit`] (the limit by its id; a front
+//! end says how to raise it, `offhost` by its flag); an engine daemon's limits over all
 //! its pipelines stand on top of it (`offhost_node::DaemonLimits`). The defaults are ones a
 //! laptop survives.
 //!
 //! [`Pipeline::build_within`]: crate::Pipeline::build_within
+//! [`PipelineError::OverBudget`]: crate::PipelineError::OverBudget
+
+use offhost_units::{Limit, OverLimit};
 
 use crate::pool::{pool_bytes, PoolConfig};
 
@@ -52,12 +56,12 @@ impl Default for Budget {
 }
 
 impl Budget {
-    /// Checks the free lists of a pipeline; the error names the first one that goes over,
-    /// the limit and its flag.
+    /// Checks the free lists of a pipeline; the error is the first one that goes over, what
+    /// it asks for and the limit.
     pub(crate) fn check_pools<'a>(
         &self,
         pools: impl IntoIterator<Item = &'a PoolConfig>,
-    ) -> Result<(), (&'a PoolConfig, String)> {
+    ) -> Result<(), (&'a PoolConfig, String, OverLimit)> {
         let (mut bytes, mut buffers) = (0u64, 0u64);
         for p in pools {
             let mine = pool_bytes(p);
@@ -71,19 +75,15 @@ impl Budget {
                 };
                 return Err((
                     p,
-                    format!(
-                        "{} buffers of {} bytes need {what}, over the pipeline's budget of {} bytes of free lists (raise it with --max-pool-bytes)",
-                        p.count, p.size, self.pool_bytes
-                    ),
+                    format!("{} buffers of {} bytes need {what}", p.count, p.size),
+                    OverLimit::new(Limit::MaxPoolBytes, self.pool_bytes).asked(bytes),
                 ));
             }
             if buffers > self.buffers {
                 return Err((
                     p,
-                    format!(
-                        "{} buffers bring the pipeline to {buffers}, over its budget of {} buffers (raise it with --max-buffers)",
-                        p.count, self.buffers
-                    ),
+                    format!("{} buffers bring the pipeline to {buffers}", p.count),
+                    OverLimit::new(Limit::MaxBuffers, self.buffers).asked(buffers),
                 ));
             }
         }
@@ -96,19 +96,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pools_past_the_budget_name_the_flag() {
+    fn pools_past_the_budget_name_the_limit() {
         let b = Budget::default();
         let huge = PoolConfig::new("a", 1_000_000, 1 << 30);
-        let e = b.check_pools([&huge]).unwrap_err().1;
-        assert!(e.contains("--max-pool-bytes"), "{e}");
+        let (_, e, over) = b.check_pools([&huge]).unwrap_err();
+        assert_eq!(over.limit, Limit::MaxPoolBytes, "{e}");
+        assert_eq!(over.value, DEFAULT_POOL_BYTES);
         let wraps = PoolConfig::new("b", usize::MAX, usize::MAX);
-        let e = b.check_pools([&wraps]).unwrap_err().1;
+        let (_, e, over) = b.check_pools([&wraps]).unwrap_err();
         assert!(e.contains("more than 2^64 bytes"), "{e}");
+        assert_eq!(over.asked, Some(u64::MAX));
         let many = PoolConfig::new("c", 100_000, 1);
-        let e = b.check_pools([&many]).unwrap_err().1;
-        assert!(e.contains("--max-buffers"), "{e}");
+        let (_, _, over) = b.check_pools([&many]).unwrap_err();
+        assert_eq!(
+            over,
+            OverLimit::new(Limit::MaxBuffers, DEFAULT_BUFFERS).asked(100_000u64)
+        );
         let ok = PoolConfig::new("d", 16, 4096);
         assert!(b.check_pools([&ok, &ok]).is_ok());
         assert_eq!(pool_bytes(&ok), Some(16 * (64 + 4096 + 64)));
+    }
+}
+
+#[cfg(test)]
+mod pipeline_tests {
+    use crate::{Budget, EngineConfig, Files, Pipeline, PipelineError, Registry};
+    use offhost_units::{Limit, OverLimit};
+
+    /// Each limit a pipeline goes over is its error's source, named by its id and no flag.
+    #[test]
+    fn a_pipeline_over_its_budget_carries_the_limit() {
+        let budget = Budget {
+            tasks: 2,
+            ..Budget::default()
+        };
+        let over = |text: &str, workers: usize| {
+            let r = Registry::with_builtins();
+            let e = Pipeline::parse(text)
+                .unwrap()
+                .build_within(&r, &Files::Ambient, &budget)
+                .and_then(|b| {
+                    b.try_start(&EngineConfig {
+                        workers,
+                        ..EngineConfig::default()
+                    })
+                })
+                .map(drop)
+                .unwrap_err();
+            assert!(matches!(e, PipelineError::OverBudget { .. }), "{e}");
+            assert!(!e.to_string().contains("--"), "{e}");
+            *OverLimit::find(&e).expect("the limit is the source")
+        };
+        let o = over("fill bytes=1k >a\ndup <a >b >c\nnull <b\nnull <c\n", 1);
+        assert_eq!(o, OverLimit::new(Limit::MaxTasks, 2u8).asked(4u8));
+        let o = over("fill bytes=1k >a:p(2,1G)\nnull <a\n", 1);
+        assert_eq!(o.limit, Limit::MaxPoolBytes);
+        let o = over("fill bytes=1k >a\nnull <a\n", 65);
+        assert_eq!(o, OverLimit::new(Limit::MaxWorkers, 64u8).asked(65u8));
     }
 }

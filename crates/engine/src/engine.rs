@@ -177,18 +177,23 @@ impl Built {
     }
 
     /// Creates the pools and queues and starts the worker threads; more workers than the
-    /// budget allows, or none that the system would start, is [`PipelineError::Start`] (a
-    /// worker thread past the first that cannot start leaves the pipeline with fewer). It
-    /// starts no more workers than the pipeline has tasks of normal or background class
-    /// (at least one): interrupt-class tasks only pass buffers on.
+    /// budget allows is [`PipelineError::OverBudget`] (at 1:1), none that the system would
+    /// start [`PipelineError::Start`] (a worker thread past the first that cannot start
+    /// leaves the pipeline with fewer). It starts no more workers than the pipeline has tasks
+    /// of normal or background class (at least one): interrupt-class tasks only pass buffers
+    /// on.
     pub fn try_start(mut self, config: &EngineConfig) -> Result<Running, PipelineError> {
         let workers = config.workers.max(1);
         if workers > self.budget.workers {
-            return Err(PipelineError::Start {
-                message: format!(
-                    "{workers} worker threads, over the budget of {} (raise it with --max-workers)",
-                    self.budget.workers
-                ),
+            return Err(PipelineError::OverBudget {
+                line: 1,
+                col: 1,
+                message: format!("the pipeline would start {workers} worker threads"),
+                over: offhost_units::OverLimit::new(
+                    offhost_units::Limit::MaxWorkers,
+                    self.budget.workers,
+                )
+                .asked(workers),
             });
         }
         let g = self.graph;

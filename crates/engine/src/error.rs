@@ -113,15 +113,19 @@ pub enum PipelineError {
         /// Why.
         message: String,
     },
-    /// The pipeline asks for more than its [`Budget`](crate::Budget) allows.
-    #[error("line {line}, column {col}: {message}")]
+    /// The pipeline asks for more than its [`Budget`](crate::Budget) allows (its tasks, free
+    /// lists, links, or, at 1:1, the worker threads it would start with).
+    #[error("line {line}, column {col}: {message}, {over}")]
     OverBudget {
         /// Line of what goes over (the task or free list).
         line: usize,
         /// Column.
         col: usize,
-        /// What goes over, the limit and the flag that raises it.
+        /// What goes over.
         message: String,
+        /// The limit, its value and what was asked for.
+        #[source]
+        over: offhost_units::OverLimit,
     },
     /// The pipeline could not start (no worker thread, or a budget of the run); position 1:1.
     #[error("line 1, column 1: cannot start the pipeline: {message}")]

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use offhost_units::{Limit, OverLimit};
+
 use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph_checks::{check_cycles, check_pool_sizes, QueueUse};
@@ -154,11 +156,8 @@ pub(crate) fn build(
         return Err(PipelineError::OverBudget {
             line: t.line,
             col: t.col,
-            message: format!(
-                "the pipeline has {} tasks, over its budget of {} (raise it with --max-tasks)",
-                spec.tasks.len(),
-                budget.tasks
-            ),
+            message: format!("the pipeline has {} tasks", spec.tasks.len()),
+            over: OverLimit::new(Limit::MaxTasks, budget.tasks).asked(spec.tasks.len()),
         });
     }
     let mut infos = Vec::new();
@@ -328,7 +327,7 @@ pub(crate) fn build(
     }
     budget
         .check_pools(pools.iter().map(|p| &p.0))
-        .map_err(|(cfg, message)| {
+        .map_err(|(cfg, message, over)| {
             let (_, line, col) = pools
                 .iter()
                 .find(|p| p.0.name == cfg.name)
@@ -337,6 +336,7 @@ pub(crate) fn build(
                 line: *line,
                 col: *col,
                 message: format!("free list '{}': {message}", cfg.name),
+                over,
             }
         })?;
     check_pool_sizes(spec, &infos, &task_pools, &pools, &uses)?;
@@ -372,9 +372,11 @@ pub(crate) fn build(
                 line: t.line,
                 col: t.col,
                 message: format!(
-                    "the pipeline's engine-out and call tasks open more than {} links to other engines, its budget (raise it with --max-task-links)",
+                    "the pipeline's engine-out and call tasks open more than {} links to other engines",
                     budget.links
                 ),
+                over: OverLimit::new(Limit::MaxTaskLinks, budget.links)
+                    .asked(host.wakers.len()),
             });
         }
         tasks.push(NodeTask {

@@ -83,22 +83,24 @@ pub enum LinkError {
     /// Zero-copy loans need the `shm` transport.
     #[error("loans need the shm transport")]
     NoLoans,
-    /// A budget of the server ([`Limits`](crate::Limits)) has no room for what a peer asked.
-    #[error("over the limit of {limit} {what} (raise it with {flag})")]
-    OverLimit {
-        /// What is counted.
-        what: &'static str,
-        /// The limit.
-        limit: u64,
-        /// The `offhost` flag that raises it.
-        flag: &'static str,
-    },
+    /// A budget of this side has no room for what was asked: the limit, its value and what
+    /// asked for more.
+    #[error("{0}")]
+    Limit(#[source] offhost_units::OverLimit),
     /// `select` was given no channels, or channels of different sessions.
     #[error("select needs one or more channels of one session")]
     BadSelect,
 }
 
 impl LinkError {
+    /// The limit this error went over, if it is one.
+    pub fn over_limit(&self) -> Option<offhost_units::OverLimit> {
+        match self {
+            LinkError::Limit(over) => Some(*over),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         LinkError::Io {
             context: context.into(),
@@ -119,5 +121,19 @@ impl From<CallError> for LinkError {
             CallError::NoChannel(_) | CallError::LinkClosed => LinkError::SessionClosed,
             _ => LinkError::SessionClosed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offhost_units::{Limit, OverLimit};
+
+    #[test]
+    fn a_limit_is_found_in_the_error() {
+        let e = LinkError::Limit(OverLimit::new(Limit::MaxThreads, 4u8));
+        assert_eq!(e.to_string(), "over the limit max_threads of 4 threads");
+        assert_eq!(OverLimit::find(&e), e.over_limit().as_ref());
+        assert_eq!(LinkError::Timeout.over_limit(), None);
     }
 }

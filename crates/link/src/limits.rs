@@ -213,11 +213,9 @@ impl Threads {
         name: &str,
         f: impl FnOnce() + Send + 'static,
     ) -> Result<JoinHandle<()>, LinkError> {
-        let held = self.count.try_take(self.max).ok_or(LinkError::OverLimit {
-            what: "threads",
-            limit: self.max as u64,
-            flag: "--max-threads",
-        })?;
+        let held = self.count.try_take(self.max).ok_or(LinkError::Limit(
+            offhost_units::OverLimit::new(offhost_units::Limit::MaxThreads, self.max as u64),
+        ))?;
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
@@ -247,7 +245,8 @@ mod tests {
             })
             .collect();
         let e = t.spawn("t2", || {}).unwrap_err();
-        assert!(e.to_string().contains("--max-threads"), "{e}");
+        let over = e.over_limit().expect("a limit error");
+        assert_eq!(over.limit, offhost_units::Limit::MaxThreads);
         drop(tx);
         for h in hs {
             h.join().unwrap();

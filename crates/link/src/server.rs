@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use offhost_proto::Side;
+use offhost_units::{Limit, OverLimit};
 
 use crate::acceptor::{self, Acceptor};
 use crate::channel::Channel;
@@ -354,10 +355,14 @@ impl Server {
     }
 }
 
+/// The reason a session past the limit is refused with: text for the peer, which names the
+/// flag that raises the limit here.
 pub(crate) fn over_sessions(limits: &Limits) -> String {
+    let over = OverLimit::new(Limit::MaxSessions, limits.max_sessions);
     format!(
-        "the server has {} sessions open, its limit (raise it with --max-sessions)",
-        limits.max_sessions
+        "the server has {} sessions open, {over} {}",
+        limits.max_sessions,
+        over.for_peer()
     )
 }
 

@@ -64,7 +64,10 @@ fn channels_whose_windows_are_too_large_are_refused_and_the_session_goes_on() {
     let big = s.open("big", huge).unwrap();
     match big.recv_timeout(Duration::from_secs(20)) {
         Err(LinkError::Reset { reason, .. }) => {
-            assert!(reason.contains("--max-channel-window"), "{reason}")
+            assert!(
+                reason.contains("max_channel_window") && reason.contains("--max-channel-window"),
+                "{reason}"
+            )
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -102,7 +105,12 @@ fn sessions_past_the_limit_are_refused_naming_the_flag() {
                 }
             }
         };
-        assert!(why.contains("--max-sessions"), "{transport}: {why}");
+        // Text from the server: the limit by its id, and the flag that raises it there.
+        assert!(
+            why.contains("over the limit max_sessions of 2 sessions")
+                && why.contains("offhost engine or echo --max-sessions"),
+            "{transport}: {why}"
+        );
         // A session that ends frees its slot.
         drop(a);
         let t0 = std::time::Instant::now();

@@ -20,6 +20,8 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
 
+use offhost_units::{Limit, OverLimit};
+
 /// Default [`Limits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 /// Default [`Limits::max_in_flight`]: 64 MiB (two requests of the largest payload).
@@ -95,12 +97,20 @@ impl Limits {
         }
     }
 
-    /// The message a refused connection gets.
+    /// The message a refused connection gets: text for the client, naming the limit and the
+    /// flag that raises it on the server ([`OverLimit::for_peer`]).
     pub fn over_connections(&self) -> String {
+        let over = self.connections_over();
         format!(
-            "the server has {} connections open, its limit (raise it with --max-connections)",
-            self.max_connections
+            "the server has {} connections open, {over} {}",
+            self.max_connections,
+            over.for_peer()
         )
+    }
+
+    /// The limit a connection past [`max_connections`](Self::max_connections) goes over.
+    pub fn connections_over(&self) -> OverLimit {
+        OverLimit::new(Limit::MaxConnections, self.max_connections)
     }
 }
 
@@ -142,12 +152,21 @@ impl<'a, S: Timeouts> Deadlined<'a, S> {
     fn left(&self) -> io::Result<Duration> {
         match self.deadline.checked_duration_since(Instant::now()) {
             Some(d) if !d.is_zero() => Ok(d),
-            _ => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the handshake's deadline passed (raise it with --handshake-timeout)",
-            )),
+            _ => Err(deadline_passed()),
         }
     }
+}
+
+/// The error of a read or write after the handshake's deadline: it names the limit by its id
+/// (the deadline is all the handshake's streams know).
+pub(crate) fn deadline_passed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the handshake's deadline passed (its limit {})",
+            Limit::HandshakeTimeout.id()
+        ),
+    )
 }
 
 /// A timeout of a socket read or write shows as `WouldBlock` (or `TimedOut`).
@@ -156,10 +175,7 @@ fn deadline_error(e: io::Error) -> io::Error {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     ) {
-        io::Error::new(
-            io::ErrorKind::TimedOut,
-            "the handshake's deadline passed (raise it with --handshake-timeout)",
-        )
+        deadline_passed()
     } else {
         e
     }

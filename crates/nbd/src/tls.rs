@@ -178,12 +178,7 @@ fn left_until(deadline: Instant) -> io::Result<std::time::Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the handshake's deadline passed (raise it with --handshake-timeout)",
-            )
-        })
+        .ok_or_else(crate::limits::deadline_passed)
 }
 
 /// Option haggling over TLS: every read and write ends by the handshake's deadline.
@@ -195,10 +190,7 @@ struct DeadlineTls {
 
 fn past_deadline(e: io::Error) -> io::Error {
     match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
-            io::ErrorKind::TimedOut,
-            "the handshake's deadline passed (raise it with --handshake-timeout)",
-        ),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => crate::limits::deadline_passed(),
         _ => e,
     }
 }

@@ -90,7 +90,11 @@ fn connections_past_the_limit_are_refused_naming_the_flag() {
     let a = hostile::idle(&addr, "disk").unwrap();
     let b = hostile::idle(&addr, "disk").unwrap();
     let e = hostile::idle(&addr, "disk").expect_err("a third is refused");
-    assert!(e.to_string().contains("--max-connections"), "{e}");
+    // The server's text: the limit by its id, and the flag that raises it there.
+    assert!(
+        e.to_string().contains("over the limit max_connections of 2 connections (the NBD server raises it with offhost nbd --max-connections)"),
+        "{e}"
+    );
     drop(a);
     let t0 = std::time::Instant::now();
     while hostile::idle(&addr, "disk").is_err() {

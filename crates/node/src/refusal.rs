@@ -1,8 +1,13 @@
 //! Why the engine daemon refuses a request (the `error` of a `{"ok":false,...}` reply) or a
-//! channel (the reason its caller's channel is refused with). Each names what is wrong; a
-//! limit names the `offhost engine` flag that raises it, the daemon's own configuration.
+//! channel (the reason its caller's channel is refused with). Each names what is wrong.
+//!
+//! A refusal reaches its client as text, which the client cannot match by type: one over a
+//! limit ([`Refusal::over_limit`]) names the limit by its id and adds the `offhost engine` flag
+//! that raises it ([`OverLimit::for_peer`]), the daemon's own configuration, as the daemon is
+//! what `offhost engine` serves.
 
 use offhost_engine::PipelineError;
+use offhost_units::{Limit, OverLimit};
 
 use crate::names::NameError;
 
@@ -34,7 +39,7 @@ pub enum Refusal {
     #[error("the client waiting for this pipeline has gone")]
     ClientGone,
     /// The pipeline's text is longer than the daemon takes.
-    #[error("pipeline text of {bytes} bytes, over the limit of {limit} (raise it with --max-text-bytes)")]
+    #[error("pipeline text of {bytes} bytes, {}", for_peer(self))]
     TextTooLarge {
         /// Bytes of the text.
         bytes: usize,
@@ -42,7 +47,7 @@ pub enum Refusal {
         limit: usize,
     },
     /// The pipeline does not parse, build or start.
-    #[error(transparent)]
+    #[error("{}{}", .0, for_peer(self))]
     Pipeline(#[from] PipelineError),
     /// A running pipeline holds the name.
     #[error(
@@ -55,13 +60,13 @@ pub enum Refusal {
         by: u64,
     },
     /// The daemon runs as many pipelines as it may.
-    #[error("the engine runs {running} pipelines, its limit (raise it with --max-pipelines)")]
+    #[error("the engine runs {running} pipelines, {}", for_peer(self))]
     OverPipelines {
         /// Pipelines running (`DaemonLimits::pipelines`).
         running: usize,
     },
     /// The pipeline's free lists would take the daemon's past its limit.
-    #[error("free lists of {asked} bytes would bring the engine's pipelines to {total}{}, over its limit of {limit} (raise it with --max-total-pool-bytes)", held_note(*.held))]
+    #[error("free lists of {asked} bytes would bring the engine's pipelines to {total}{}, {}", held_note(*.held), for_peer(self))]
     OverPoolBytes {
         /// Bytes of the pipeline's free lists.
         asked: u64,
@@ -74,9 +79,73 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// The limit this refusal went over, if it is one (the daemon's, or the pipeline's
+    /// budget).
+    pub fn over_limit(&self) -> Option<OverLimit> {
+        match self {
+            Refusal::TextTooLarge { bytes, limit } => {
+                Some(OverLimit::new(Limit::MaxTextBytes, *limit).asked(*bytes))
+            }
+            Refusal::OverPipelines { running } => {
+                Some(OverLimit::new(Limit::MaxPipelines, *running).asked(running.saturating_add(1)))
+            }
+            Refusal::OverPoolBytes { total, limit, .. } => {
+                Some(OverLimit::new(Limit::MaxTotalPoolBytes, *limit).asked(*total))
+            }
+            Refusal::Pipeline(e) => OverLimit::find(e).copied(),
+            _ => None,
+        }
+    }
+}
+
+/// The limit's words for the client: the limit gone over, and the `offhost engine` flag that
+/// raises it (after a pipeline's error, which names its limit itself, only the flag).
+fn for_peer(r: &Refusal) -> String {
+    match (r, r.over_limit()) {
+        (Refusal::Pipeline(_), Some(o)) => format!(" {}", o.for_peer()),
+        (_, Some(o)) => format!("{o} {}", o.for_peer()),
+        (_, None) => String::new(),
+    }
+}
+
 fn held_note(held: u64) -> String {
     match held {
         0 => String::new(),
         n => format!(" ({n} bytes of it held by ended pipelines whose buffers are still in use, as by an output its host has not read)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_over_a_limit_carries_it_and_tells_the_client_the_engines_flag() {
+        let r = Refusal::OverPipelines { running: 64 };
+        assert_eq!(
+            r.over_limit(),
+            Some(OverLimit::new(Limit::MaxPipelines, 64u8).asked(65u8))
+        );
+        assert_eq!(
+            r.to_string(),
+            "the engine runs 64 pipelines, over the limit max_pipelines of 64 running pipelines (the engine raises it with offhost engine --max-pipelines)"
+        );
+        let r = Refusal::from(
+            offhost_engine::Pipeline::parse("fill bytes=1k >a:p(100000,1)\nnull <a\n")
+                .unwrap()
+                .build(&offhost_engine::Registry::with_builtins())
+                .map(drop)
+                .unwrap_err(),
+        );
+        assert_eq!(r.over_limit().map(|o| o.limit), Some(Limit::MaxBuffers));
+        assert!(
+            r.to_string().ends_with(
+                "over the limit max_buffers of 65536 buffers (the engine raises it with offhost engine --max-buffers)"
+            ),
+            "{r}"
+        );
+        assert_eq!(Refusal::Ended.over_limit(), None);
+        assert_eq!(Refusal::Ended.to_string(), "the pipeline has ended");
     }
 }

@@ -1,6 +1,7 @@
 //! Pipelines that are valid syntax but absurd in size are refused before anything is
-//! allocated, with errors naming the limit and the flag that raises it; the daemon answers
-//! them (and hosts past its limits) with an error and goes on serving.
+//! allocated, with errors that carry the limit (`OverLimit`); the daemon answers them (and
+//! hosts past its limits) with an error, whose text names the limit and the `offhost engine`
+//! flag that raises it, and goes on serving.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +10,24 @@ use offhost_engine::{Budget, EngineConfig, Files, Pipeline, PipelineError, Regis
 use offhost_link::{ChannelOptions, Limits, Server, Session};
 use offhost_node::daemon::{Client, Daemon, DaemonError, Reply, Status, Submitted};
 use offhost_node::DaemonLimits;
+use offhost_units::{Limit, OverLimit};
 
 fn build(text: &str) -> Result<(), PipelineError> {
     Pipeline::parse(text)?
         .build(&Registry::with_builtins())
         .map(|_| ())
+}
+
+/// The limit `text` goes over when it is built.
+fn over(text: &str) -> OverLimit {
+    match build(text) {
+        Err(e @ PipelineError::OverBudget { .. }) => {
+            assert!(!e.to_string().contains("--"), "{e}");
+            *OverLimit::find(&e).expect("the error's source")
+        }
+        Err(e) => panic!("{text:?}: not over the budget: {e}"),
+        Ok(()) => panic!("{text:?} was accepted"),
+    }
 }
 
 fn refused(text: &str, want: &str) {
@@ -26,25 +40,26 @@ fn refused(text: &str, want: &str) {
 /// The cases of issue 19: each aborted, panicked, wrapped or spun before.
 #[test]
 fn each_pipeline_bomb_is_an_error_naming_its_limit() {
-    refused(
-        "fill bytes=1k >a:p(1000000,1G)\nnull <a\n",
-        "(raise it with --max-pool-bytes)",
+    let pool_bytes = OverLimit::new(Limit::MaxPoolBytes, offhost_engine::DEFAULT_POOL_BYTES);
+    assert_eq!(
+        over("fill bytes=1k >a:p(1000000,1G)\nnull <a\n"),
+        pool_bytes.asked(1_000_000u64 * ((1 << 30) + 128))
     );
-    refused(
-        "fill bytes=1k >a:p(1000000000,1)\nnull <a\n",
-        "(raise it with --max-pool-bytes)",
+    assert_eq!(
+        over("fill bytes=1k >a:p(1000000000,1)\nnull <a\n"),
+        pool_bytes.asked(1_000_000_000u64 * 129)
     );
-    refused(
-        "fill bytes=1k >a:p(18446744073709551615,64)\nnull <a\n",
-        "(raise it with --max-pool-bytes)",
+    assert_eq!(
+        over("fill bytes=1k >a:p(18446744073709551615,64)\nnull <a\n").limit,
+        Limit::MaxPoolBytes
     );
     refused(
         "fill bytes=1k >a:p(2,18446744073709551615)\nnull <a\n",
         "more than 2^64 bytes",
     );
-    refused(
-        "fill bytes=1k >a:p(100000,1)\nnull <a\n",
-        "(raise it with --max-buffers)",
+    assert_eq!(
+        over("fill bytes=1k >a:p(100000,1)\nnull <a\n"),
+        OverLimit::new(Limit::MaxBuffers, offhost_engine::DEFAULT_BUFFERS).asked(100_000u64)
     );
     refused(
         "fill bytes=1k >a\nrate from=4294967295 to=1 <a >b\nnull <b\n",
@@ -54,12 +69,16 @@ fn each_pipeline_bomb_is_an_error_naming_its_limit() {
     let pairs: String = (0..5000)
         .map(|i| format!("fill bytes=1 >q{i}\nnull <q{i}\n"))
         .collect();
-    refused(&pairs, "(raise it with --max-tasks)");
+    assert_eq!(
+        over(&pairs),
+        OverLimit::new(Limit::MaxTasks, offhost_engine::DEFAULT_TASKS).asked(10_000u64)
+    );
     // Many small default pools: the sum counts.
     let pairs: String = (0..500)
         .map(|i| format!("fill bytes=1 >q{i}:p{i}(16,1M)\nnull <q{i}\n"))
         .collect();
     refused(&pairs, "with the free lists before it");
+    assert_eq!(over(&pairs).limit, Limit::MaxPoolBytes);
 }
 
 #[test]
@@ -96,7 +115,11 @@ fn a_larger_budget_admits_what_the_default_refuses() {
         })
         .err()
         .expect("65 workers refused");
-    assert!(e.to_string().contains("--max-workers"), "{e}");
+    assert_eq!(
+        OverLimit::find(&e),
+        Some(&OverLimit::new(Limit::MaxWorkers, 64u8).asked(65u8)),
+        "{e}"
+    );
 }
 
 #[test]
@@ -146,17 +169,21 @@ fn links_to_other_engines_past_the_budget_are_refused_before_any_opens() {
             },
         )
         .expect("an own call within a budget of no links");
-    let e = build(3, 2).unwrap_err().to_string();
+    let e = build(3, 2).unwrap_err();
     // The third link is the engine-out of line 7 (fill, engine-out; fill, call, null; fill, ...).
     assert!(
-        e.contains("more than 2 links") && e.contains("--max-task-links") && e.contains("line 7"),
+        matches!(e, PipelineError::OverBudget { line: 7, .. })
+            && e.to_string().contains("more than 2 links"),
         "{e}"
     );
-    let e = build(65, offhost_engine::DEFAULT_LINKS)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("more than 64 links") && e.contains("--max-task-links"),
+    assert_eq!(
+        OverLimit::find(&e),
+        Some(&OverLimit::new(Limit::MaxTaskLinks, 2u8).asked(3u8))
+    );
+    let e = build(65, offhost_engine::DEFAULT_LINKS).unwrap_err();
+    assert_eq!(
+        OverLimit::find(&e),
+        Some(&OverLimit::new(Limit::MaxTaskLinks, 64u8).asked(65u8)),
         "{e}"
     );
 }
@@ -226,11 +253,19 @@ fn the_daemon_answers_a_bomb_with_an_error_then_serves_a_good_pipeline() {
     };
     let url = daemon(limits, Limits::default());
     let c = Client::connect(&url).unwrap();
+    // A refusal is text for the client: the limit by its id, and the flag of the engine.
     let e = refusal(c.submit("fill bytes=1k >a:p(1000000,1G)\nnull <a\n"));
-    assert!(e.contains("--max-pool-bytes"), "{e}");
+    assert!(
+        e.contains("over the limit max_pool_bytes of 1073741824 bytes (the engine raises it with offhost engine --max-pool-bytes)"),
+        "{e}"
+    );
     let big: String = "# padding\n".repeat(10_000);
     let e = refusal(c.submit(&big));
-    assert!(e.contains("--max-text-bytes"), "{e}");
+    assert!(
+        e.contains("over the limit max_text_bytes of 65536 bytes")
+            && e.contains("--max-text-bytes"),
+        "{e}"
+    );
     let sub = c.submit(GOOD).unwrap();
     let v = c.wait(sub.id).unwrap();
     assert_eq!(v.state, "finished", "{v}");
@@ -249,7 +284,8 @@ fn pipelines_past_the_daemons_limits_are_refused_and_others_served() {
     let b = c.submit(WAITS).unwrap();
     let e = refusal(c.submit(WAITS));
     assert!(
-        e.contains("runs 2 pipelines") && e.contains("--max-pipelines"),
+        e.contains("runs 2 pipelines, over the limit max_pipelines of 2")
+            && e.contains("offhost engine --max-pipelines"),
         "{e}"
     );
     // One finishes: room for the next.

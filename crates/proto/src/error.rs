@@ -107,14 +107,13 @@ pub enum ProtoError {
     },
     /// The peer went past one of this side's [`Limits`](crate::Limits) in a way that a
     /// refused channel cannot answer.
-    #[error("peer kept more than {limit} {what} (raise it with {flag})")]
+    #[error("the peer kept more {what}, {over}")]
     OverLimit {
         /// What was counted.
         what: &'static str,
-        /// The limit.
-        limit: u64,
-        /// The `offhost` flag that raises it.
-        flag: &'static str,
+        /// The limit and its value.
+        #[source]
+        over: offhost_units::OverLimit,
     },
     /// The link was already closed or failed.
     #[error("link is closed")]

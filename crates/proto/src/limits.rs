@@ -3,16 +3,20 @@
 //! The side that opens a channel proposes its options, receive buffer included; the other
 //! side adopts them only within its [`Limits`] (as a QUIC endpoint advertises the largest
 //! stream window it grants, and an iceoryx2 service fixes its subscribers' buffers). A channel
-//! over a limit is refused with an `error` frame whose reason names the limit and the
-//! `offhost` flag that raises it; the peer's other channels, and the link, go on. Refused
-//! channels stay in the table until the peer closes them: a peer that keeps more refused
-//! channels open than it may have channels fails the link ([`ProtoError::OverLimit`]).
+//! over a limit is refused with an `error` frame whose reason names the limit (an
+//! [`OverLimit`], whose [`over`](OverLimit::over) is an [`offhost_units::OverLimit`]) and, for
+//! the peer, the `offhost` flag that raises it on this side; the peer's other channels, and
+//! the link, go on. Refused channels stay in the table until the peer closes them: a peer that
+//! keeps more refused channels open than it may have channels fails the link
+//! ([`ProtoError::OverLimit`]).
 //!
 //! The limits bound, per link, the bytes the peer can make this side buffer (the sum of the
 //! receive buffers it granted, plus the link window) and the number of channels the
 //! application must serve.
 //!
 //! [`ProtoError::OverLimit`]: crate::ProtoError::OverLimit
+
+use offhost_units::{Limit, OverLimit as Over};
 
 use crate::options::ChannelOptions;
 
@@ -67,52 +71,72 @@ impl Limits {
         options: &ChannelOptions,
     ) -> Result<(), OverLimit> {
         if open >= self.max_channels {
-            return Err(OverLimit::Channels { open });
+            return Err(OverLimit::Channels {
+                open,
+                over: Over::new(Limit::MaxChannels, self.max_channels).asked(open + 1),
+            });
         }
         if options.recv_buffer > self.max_channel_window {
             return Err(OverLimit::ChannelWindow {
                 asked: options.recv_buffer,
-                limit: self.max_channel_window,
+                over: Over::new(Limit::MaxChannelWindow, self.max_channel_window)
+                    .asked(options.recv_buffer),
             });
         }
         let total = windows.saturating_add(u64::from(options.recv_buffer));
         if total > self.max_session_window {
             return Err(OverLimit::SessionWindow {
                 total,
-                limit: self.max_session_window,
+                over: Over::new(Limit::MaxSessionWindow, self.max_session_window).asked(total),
             });
         }
         Ok(())
     }
 }
 
-/// A channel a peer may not open: the limit it would go over, its value, and what asked for
-/// more ([`Limits::admit`]).
+/// A channel a peer may not open: what asked for more, and the limit it would go over with
+/// its value ([`Limits::admit`]; [`OverLimit::over`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OverLimit {
     /// The link has as many channels open as it may ([`Limits::max_channels`]).
-    #[error("this link has {open} channels open, the limit (raise it with --max-channels)")]
+    #[error("this link has {open} channels open, {over}")]
     Channels {
         /// Channels open.
         open: u32,
+        /// `max_channels` and its value.
+        #[source]
+        over: Over,
     },
     /// The channel's receive buffer is over [`Limits::max_channel_window`].
-    #[error("receive buffer of {asked} bytes is over the limit of {limit} (raise it with --max-channel-window)")]
+    #[error("receive buffer of {asked} bytes is {over}")]
     ChannelWindow {
         /// Bytes asked for.
         asked: u32,
-        /// The limit.
-        limit: u32,
+        /// `max_channel_window`, its value and the bytes asked for.
+        #[source]
+        over: Over,
     },
     /// The link's channels' receive buffers would be over [`Limits::max_session_window`].
-    #[error("receive buffers of this link's channels would reach {total} bytes, over the limit of {limit} (raise it with --max-session-window)")]
+    #[error("receive buffers of this link's channels would reach {total} bytes, {over}")]
     SessionWindow {
         /// Bytes with this channel.
         total: u64,
-        /// The limit.
-        limit: u64,
+        /// `max_session_window`, its value and the bytes with this channel.
+        #[source]
+        over: Over,
     },
+}
+
+impl OverLimit {
+    /// The limit gone over, its value and what asked for more.
+    pub fn over(&self) -> &Over {
+        match self {
+            OverLimit::Channels { over, .. }
+            | OverLimit::ChannelWindow { over, .. }
+            | OverLimit::SessionWindow { over, .. } => over,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -128,33 +152,35 @@ mod tests {
     }
 
     #[test]
-    fn each_refusal_names_its_limit_and_flag() {
+    fn each_refusal_names_its_limit() {
         let l = Limits {
             max_channels: 2,
             max_channel_window: 1000,
             max_session_window: 1500,
         };
         assert_eq!(l.admit(0, 0, &opts(1000)), Ok(()));
-        assert_eq!(
-            l.admit(2, 0, &opts(8)),
-            Err(OverLimit::Channels { open: 2 })
+        let e = l.admit(2, 0, &opts(8)).unwrap_err();
+        assert!(matches!(e, OverLimit::Channels { open: 2, .. }), "{e}");
+        assert_eq!(*e.over(), Over::new(Limit::MaxChannels, 2u32).asked(3u32),);
+        let e = l.admit(0, 0, &opts(1001)).unwrap_err();
+        assert!(
+            matches!(e, OverLimit::ChannelWindow { asked: 1001, .. }),
+            "{e}"
         );
         assert_eq!(
-            l.admit(0, 0, &opts(1001)),
-            Err(OverLimit::ChannelWindow {
-                asked: 1001,
-                limit: 1000
-            })
+            *e.over(),
+            Over::new(Limit::MaxChannelWindow, 1000u32).asked(1001u32)
         );
         let e = l.admit(1, 1000, &opts(501)).unwrap_err();
-        assert_eq!(
-            e,
-            OverLimit::SessionWindow {
-                total: 1501,
-                limit: 1500
-            }
+        assert!(
+            matches!(e, OverLimit::SessionWindow { total: 1501, .. }),
+            "{e}"
         );
-        assert!(e.to_string().contains("--max-session-window"), "{e}");
+        assert_eq!(e.over().limit, Limit::MaxSessionWindow);
+        assert_eq!(
+            e.to_string(),
+            "receive buffers of this link's channels would reach 1501 bytes, over the limit max_session_window of 1500 bytes"
+        );
         assert_eq!(l.admit(1, 1000, &opts(500)), Ok(()));
         assert_eq!(
             Limits::unlimited().admit(u32::MAX - 1, u64::MAX, &opts(8)),

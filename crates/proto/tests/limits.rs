@@ -1,5 +1,5 @@
-//! The receiving side's limits: channels a peer opens past them are refused (the reason names
-//! the limit and its flag), the link and the other channels go on, and what a peer can make
+//! The receiving side's limits: channels a peer opens past them are refused (the reason, text
+//! for the peer, names the limit and the flag that raises it on the receiving side), the link and the other channels go on, and what a peer can make
 //! the receiver buffer stays within the receive windows the receiver granted.
 
 mod common;
@@ -9,6 +9,7 @@ use offhost_proto::{
     CallError, ChannelOptions, Config, Connection, Event, Limits, ProtoError, Received, SendMode,
     Side,
 };
+use offhost_units::{Limit, OverLimit};
 use proptest::prelude::*;
 
 fn opts(recv_buffer: u32) -> ChannelOptions {
@@ -103,7 +104,11 @@ fn windows_past_the_limits_are_refused_naming_the_flag() {
     p.settle();
     assert_eq!(admitted(&mut p.b), vec![a, b]);
     let why = reset_reason(&mut p.a, big);
-    assert!(why.contains("over the limit of 65536") && why.contains("--max-channel-window"));
+    assert!(
+        why.contains("over the limit max_channel_window of 65536 bytes")
+            && why.contains("offhost engine or echo --max-channel-window"),
+        "{why}"
+    );
     let why = reset_reason(&mut p.a, c);
     assert!(why.contains("--max-session-window"), "{why}");
 }
@@ -136,8 +141,23 @@ fn a_peer_keeping_refused_channels_open_fails_the_link() {
     p.collect();
     let bytes = std::mem::take(&mut p.a_to_b);
     let e = p.b.handle_input(&bytes).unwrap_err();
-    assert!(matches!(e, ProtoError::OverLimit { limit: 4, .. }), "{e}");
-    assert!(e.to_string().contains("--max-channels"), "{e}");
+    match &e {
+        ProtoError::OverLimit { over, .. } => {
+            assert_eq!(*over, OverLimit::new(Limit::MaxChannels, 4u32), "{e}")
+        }
+        other => panic!("expected the limit, got {other:?}"),
+    }
+    // The local error names no flag; the peer is told the server's.
+    assert!(!e.to_string().contains("--"), "{e}");
+    p.collect();
+    let bytes = std::mem::take(&mut p.b_to_a);
+    match p.a.handle_input(&bytes) {
+        Err(ProtoError::Peer { reason, .. }) => assert!(
+            reason.contains("max_channels") && reason.contains("--max-channels"),
+            "{reason}"
+        ),
+        other => panic!("expected the failure, got {other:?}"),
+    }
 }
 
 #[test]
@@ -173,7 +193,7 @@ proptest! {
             let now = admitted(&mut p.b);
             if now.is_empty() {
                 let why = reset_reason(&mut p.a, ch);
-                prop_assert!(why.contains("(raise it with --max-"), "{}", why);
+                prop_assert!(why.contains("(the server raises it with offhost engine or echo --max-"), "{}", why);
                 p.a.close(ch).unwrap();
             } else {
                 prop_assert_eq!(now, vec![ch]);

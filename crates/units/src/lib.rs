@@ -8,9 +8,14 @@
 //! - Durations carry a unit: `100ns`, `500us`, `8ms`, `2s`, `1m 30s` (the
 //!   [`humantime`](https://docs.rs/humantime) crate). [`parse_seconds`] also takes a bare
 //!   number of seconds (`2.5`), as command-line timeouts are written.
+//! - Limits: [`OverLimit`] is how every layer says that something asked for more than one of
+//!   its budgets' [`Limit`]s allows, in no front end's words (see [`limit`]'s doc).
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
+
+pub mod limit;
+pub use limit::{Limit, OverLimit};
 
 /// What is wrong with a size or a duration. The message quotes the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

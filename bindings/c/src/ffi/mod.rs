@@ -15,7 +15,7 @@ use crate::api::{
     self, offhost_access, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan,
     offhost_message, offhost_pipeline, offhost_server, offhost_session, Received,
 };
-use crate::status::{fail, invalid, last_message, offhost_status, set_message};
+use crate::status::{fail, invalid, last_limit, last_message, offhost_status, set_message};
 
 /// Runs `f`, recording its error or panic.
 fn call(f: impl FnOnce() -> Result<offhost_status, Error>) -> offhost_status {
@@ -202,6 +202,15 @@ unsafe fn received(r: Received, len: *mut usize) -> Result<offhost_status, Error
 #[no_mangle]
 pub extern "C" fn offhost_last_error() -> *const c_char {
     last_message()
+}
+
+/// The id of the limit the last failing call on this thread went over (`"max_workers"`, as
+/// its message names it; no parameter of this library raises a limit), or empty if it went
+/// over none or reached us as an engine's text. Valid until the next failing call on this
+/// thread.
+#[no_mangle]
+pub extern "C" fn offhost_last_limit() -> *const c_char {
+    last_limit()
 }
 
 /// The name of a status code, as a static string.

@@ -60,6 +60,18 @@ int main(int argc, char **argv) {
     refused(PIPELINES[i], offhost_engine_submit(e, PIPELINES[i], &p), OFFHOST_STATUS_PIPELINE);
     refused("run", offhost_run(PIPELINES[i], NULL), OFFHOST_STATUS_PIPELINE);
   }
+  /* Over the pipeline's budget: PIPELINE, and the limit by its id; none after another error. */
+  refused("100000 buffers", offhost_engine_submit(e, "fill bytes=1k >a:p(100000,1)\nnull <a\n", &p),
+          OFFHOST_STATUS_PIPELINE);
+  if (strcmp(offhost_last_limit(), "max_buffers") != 0) {
+    printf("FAIL last limit: \"%s\", not max_buffers\n", offhost_last_limit());
+    failures++;
+  }
+  refused("", offhost_engine_submit(e, "", &p), OFFHOST_STATUS_PIPELINE);
+  if (strcmp(offhost_last_limit(), "") != 0) {
+    printf("FAIL last limit: \"%s\" after an error over none\n", offhost_last_limit());
+    failures++;
+  }
   /* A very long text. */
   size_t n = 1 << 20;
   char *big = malloc(n + 1);

@@ -4,7 +4,10 @@ Every one derives from :class:`offhost.Error` and, where one fits, from a built-
 (``offhost.TimeoutError`` is also a ``TimeoutError``, ``offhost.PipelineError`` a
 ``ValueError``...). ``str(e)`` is the message of the Rust layer that failed, naming what is
 wrong and where (``"message of 9 bytes exceeds the channel maximum of 8"``,
-``"line 2, column 9: unknown task 'fitler'"``).
+``"line 2, column 9: unknown task 'fitler'"``). An error over a limit says which by its id
+(``"over the limit max_buffers of 65536 buffers"``), and so does ``e.limit``: no argument of
+this package raises a limit. A refusal from an engine daemon names it in its message only,
+with the ``offhost engine`` flag that raises it there.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ __all__ = [
 
 class Error(Exception):
     """Base class of every offhost error."""
+
+    #: The id of the limit the call went over (``"max_buffers"``), or None.
+    limit: str | None = None
+    #: That limit's value (bytes, a count, or milliseconds for a time), or None.
+    limit_value: int | None = None
 
 
 class TimeoutError(Error, builtins.TimeoutError):

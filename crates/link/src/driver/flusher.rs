@@ -226,9 +226,9 @@ impl Driver {
     #[cold]
     fn too_much_unsent(&self, st: &mut State) {
         let e = std::io::Error::other(format!(
-            "the peer reads nothing: {} bytes wait to be written, over the limit of {} (raise it with --max-unsent)",
+            "the peer reads nothing: {} bytes wait to be written, {}",
             st.unsent(),
-            self.limits.max_unsent
+            offhost_units::OverLimit::new(offhost_units::Limit::MaxUnsent, self.limits.max_unsent)
         ));
         st.pending = Vec::new();
         st.written = 0;
@@ -344,8 +344,12 @@ impl Driver {
                             return Some(std::io::Error::new(
                                 std::io::ErrorKind::TimedOut,
                                 format!(
-                                    "the peer read nothing for {} s, the limit (raise it with --write-stall)",
-                                    stall.as_secs_f64()
+                                    "the peer read nothing for {} s, {}",
+                                    stall.as_secs_f64(),
+                                    offhost_units::OverLimit::time(
+                                        offhost_units::Limit::WriteStall,
+                                        stall
+                                    )
                                 ),
                             ));
                         }

@@ -22,20 +22,43 @@ pub struct Address {
     pub channel: String,
 }
 
+/// What is wrong with an address ([`Address::parse`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddressError {
+    /// Empty, or longer than an address may be.
+    #[error("address of {0} bytes: use 1 to {MAX_ADDRESS}")]
+    Length(usize),
+    /// A `tls:` or `tcp:` peer with no `/CHANNEL` after it.
+    #[error("{0:?}: a URL peer needs /CHANNEL after it")]
+    NoChannel(String),
+    /// The peer's URL does not parse.
+    #[error("{0}")]
+    Url(#[source] crate::LinkError),
+    /// The part before the `/` is no peer name.
+    #[error("{peer:?} is not a peer name (1 to 64 of A-Z a-z 0-9 . _ -); a local channel with a / is ./{address}")]
+    PeerName {
+        /// The part before the `/`.
+        peer: String,
+        /// The whole address.
+        address: String,
+    },
+    /// The channel name is empty or too long.
+    #[error("{0:?}: the channel name needs 1 to {MAX_DATA_CHANNEL} bytes")]
+    ChannelName(String),
+}
+
 impl Address {
     /// Parses an address; the error says what is wrong.
-    pub fn parse(s: &str) -> Result<Address, String> {
+    pub fn parse(s: &str) -> Result<Address, AddressError> {
         if s.is_empty() || s.len() > MAX_ADDRESS {
-            return Err(format!(
-                "address of {} bytes: use 1 to {MAX_ADDRESS}",
-                s.len()
-            ));
+            return Err(AddressError::Length(s.len()));
         }
         let (peer, channel) = if s.starts_with("tls:") || s.starts_with("tcp:") {
             let (url, ch) = s
                 .split_once('/')
-                .ok_or_else(|| format!("{s:?}: a URL peer needs /CHANNEL after it"))?;
-            crate::Endpoint::parse(url).map_err(|e| e.to_string())?;
+                .ok_or_else(|| AddressError::NoChannel(s.to_owned()))?;
+            crate::Endpoint::parse(url).map_err(AddressError::Url)?;
             (Some(url.to_owned()), ch)
         } else {
             match s.split_once('/') {
@@ -43,18 +66,17 @@ impl Address {
                 Some((".", ch)) => (None, ch),
                 Some((p, ch)) => {
                     if !valid_peer_name(p) {
-                        return Err(format!(
-                            "{p:?} is not a peer name (1 to 64 of A-Z a-z 0-9 . _ -); a local channel with a / is ./{s}"
-                        ));
+                        return Err(AddressError::PeerName {
+                            peer: p.to_owned(),
+                            address: s.to_owned(),
+                        });
                     }
                     (Some(p.to_owned()), ch)
                 }
             }
         };
         if channel.is_empty() || channel.len() > MAX_DATA_CHANNEL {
-            return Err(format!(
-                "{s:?}: the channel name needs 1 to {MAX_DATA_CHANNEL} bytes"
-            ));
+            return Err(AddressError::ChannelName(s.to_owned()));
         }
         Ok(Address {
             peer,
@@ -101,5 +123,14 @@ mod tests {
         for bad in ["", "a/", "tls:x:1", "tls:x/y", "a b/c", &"x".repeat(256)] {
             assert!(Address::parse(bad).is_err(), "{bad}");
         }
+        assert!(matches!(
+            Address::parse("bad peer/x"),
+            Err(AddressError::PeerName { .. })
+        ));
+        assert!(matches!(Address::parse(""), Err(AddressError::Length(0))));
+        assert!(matches!(
+            Address::parse("tcp:h:1"),
+            Err(AddressError::NoChannel(_))
+        ));
     }
 }

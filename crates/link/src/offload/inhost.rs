@@ -210,7 +210,7 @@ impl InHost {
                     let address = match Address::parse(&address) {
                         Ok(a) => a,
                         Err(why) => {
-                            self.fail(Op::Open, id, ErrorCode::BadAddress, why);
+                            self.fail(Op::Open, id, ErrorCode::BadAddress, why.to_string());
                             continue;
                         }
                     };

@@ -52,7 +52,7 @@ mod spares;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-pub use address::Address;
+pub use address::{Address, AddressError};
 pub use offhost_proto::offload::{ErrorCode, Limits, Op};
 pub use pipe::{recv_all, send_all};
 pub use router::{HostSink, Posted, Router, RouterLimits};
@@ -384,7 +384,7 @@ impl HostQueue {
         opts: OpenOptions,
         tag: u64,
     ) -> Result<(ChannelId, u64), QueueError> {
-        Address::parse(address).map_err(QueueError::BadAddress)?;
+        Address::parse(address).map_err(|e| QueueError::BadAddress(e.to_string()))?;
         if let Some(r) = opts.rate {
             if r.bytes_per_sec == 0 || r.burst == 0 {
                 return Err(QueueError::BadAddress(

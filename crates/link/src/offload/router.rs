@@ -203,11 +203,11 @@ impl Router {
     ) -> Result<&'a mut Mailbox, Failure> {
         if !boxes.contains_key(channel) {
             if boxes.len() >= self.limits.mailboxes {
-                return Err(Failure::new(
-                    ErrorCode::Budget,
-                    format!(
-                        "{} channels with mailboxes at most (raise it with --max-mailboxes)",
-                        self.limits.mailboxes
+                return Err(Failure::over(
+                    format!("{} channels have mailboxes", boxes.len()),
+                    offhost_units::OverLimit::new(
+                        offhost_units::Limit::MaxMailboxes,
+                        self.limits.mailboxes,
                     ),
                 ));
             }

@@ -182,6 +182,16 @@ impl Failure {
             reason: reason.into(),
         }
     }
+
+    /// A [`Budget`](ErrorCode::Budget) failure: `what` went `over` a limit. The reason
+    /// reaches a host or another engine as text, so it says how the engine raises the limit
+    /// ([`OverLimit::for_peer`](offhost_units::OverLimit::for_peer)).
+    pub fn over(what: impl std::fmt::Display, over: offhost_units::OverLimit) -> Failure {
+        Failure::new(
+            ErrorCode::Budget,
+            format!("{what}, {over} {}", over.for_peer()),
+        )
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -586,11 +596,11 @@ impl Peers {
                         ));
                     }
                     if lanes.len() >= inner.config.max_links.saturating_mul(2) {
-                        return Err(Failure::new(
-                            ErrorCode::Budget,
-                            format!(
-                                "{} peer links at most (raise it with --max-links)",
-                                inner.config.max_links
+                        return Err(Failure::over(
+                            format!("{} lanes to other engines (two per link)", lanes.len()),
+                            offhost_units::OverLimit::new(
+                                offhost_units::Limit::MaxLinks,
+                                inner.config.max_links,
                             ),
                         ));
                     }

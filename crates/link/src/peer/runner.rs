@@ -130,9 +130,9 @@ fn take_session_slot(inner: &Inner) -> Result<(), Failure> {
         })
         .map(drop)
         .map_err(|_| {
-            Failure::new(
-                ErrorCode::Budget,
-                format!("{max} sessions to other engines at most (raise it with --max-links)"),
+            Failure::over(
+                format!("{max} sessions to other engines"),
+                offhost_units::OverLimit::new(offhost_units::Limit::MaxLinks, max),
             )
         })
 }

@@ -12,6 +12,7 @@ use offhost_proto::offload::{
     header_of, Completion, ErrorCode, Limits, Op, Status, Submission, SubmissionHeader, HEADER,
 };
 use offhost_shm::{Receiver, Sender, ShmError};
+use offhost_units::{Limit, OverLimit};
 
 use super::Offload;
 
@@ -369,17 +370,14 @@ impl HostConn {
             });
         }
         if chans.len() >= self.limits.max_channels as usize {
-            return Err(Failure {
-                code: ErrorCode::Budget,
-                reason: format!(
-                    "{} channels per host at most (raise it with --host-channels)",
-                    self.limits.max_channels
-                ),
-            });
+            return Err(Failure::over(
+                format!("the host has {} channels open", chans.len()),
+                OverLimit::new(Limit::HostChannels, self.limits.max_channels),
+            ));
         }
-        let a = Address::parse(address).map_err(|reason| Failure {
+        let a = Address::parse(address).map_err(|e| Failure {
             code: ErrorCode::BadAddress,
-            reason,
+            reason: e.to_string(),
         })?;
         let stream = match &a.peer {
             None => None,
@@ -437,13 +435,10 @@ impl HostConn {
         let before = self.bytes.fetch_add(len, Ordering::AcqRel);
         if before > 0 && before + len > self.limits.max_bytes {
             self.bytes.fetch_sub(len, Ordering::AcqRel);
-            return fail(Failure {
-                code: ErrorCode::Budget,
-                reason: format!(
-                    "{} bytes of sends in flight at most (raise it with --host-bytes)",
-                    self.limits.max_bytes
-                ),
-            });
+            return fail(Failure::over(
+                format!("{} bytes of sends would be in flight", before + len),
+                OverLimit::new(Limit::HostBytes, self.limits.max_bytes).asked(before + len),
+            ));
         }
         match &c.stream {
             Some(s) => {
@@ -469,13 +464,10 @@ impl HostConn {
 
 /// A send or receive past the host's budget of outstanding submissions.
 fn over_outstanding(limits: &Limits) -> Failure {
-    Failure {
-        code: ErrorCode::Budget,
-        reason: format!(
-            "{} outstanding submissions at most (raise it with --host-outstanding)",
-            limits.max_outstanding
-        ),
-    }
+    Failure::over(
+        format!("{} outstanding submissions at most", limits.max_outstanding),
+        OverLimit::new(Limit::HostOutstanding, limits.max_outstanding),
+    )
 }
 
 fn bad_handle(handle: u32) -> Failure {

@@ -345,8 +345,11 @@ impl Offload {
                     })
                     .err()
                     .map(|_| {
+                        let over =
+                            offhost_units::OverLimit::new(offhost_units::Limit::MaxHosts, max);
                         format!(
-                            "this engine serves {max} hosts at most (raise it with --max-hosts)"
+                            "this engine serves {max} hosts at most, {over} {}",
+                            over.for_peer()
                         )
                     })
             }

@@ -109,10 +109,15 @@ impl Connection {
 
     pub(crate) fn fail(&mut self, e: ProtoError) {
         if self.state == State::Open {
+            // A limit's words for the peer name the flag that raises it here.
+            let reason = match &e {
+                ProtoError::OverLimit { over, .. } => format!("{e} {}", over.for_peer()),
+                _ => e.to_string(),
+            };
             Frame::Error {
                 channel: 0,
                 code: CODE_PROTOCOL,
-                reason: &e.to_string(),
+                reason: &reason,
             }
             .encode(&mut self.out);
         }
@@ -271,14 +276,16 @@ impl Connection {
                     .and_then(|()| {
                         limits
                             .admit(self.peer_open, self.peer_windows, &options)
-                            .map_err(|e| e.to_string())
+                            .map_err(|e| format!("{e} {}", e.over().for_peer()))
                     });
                 if let Err(reason) = verdict {
                     if self.refused_open >= limits.max_channels {
                         return Err(ProtoError::OverLimit {
                             what: "refused channels open",
-                            limit: u64::from(limits.max_channels),
-                            flag: "--max-channels",
+                            over: offhost_units::OverLimit::new(
+                                offhost_units::Limit::MaxChannels,
+                                limits.max_channels,
+                            ),
                         });
                     }
                     Frame::Error {
