@@ -98,6 +98,7 @@ mod tests {
             state: PipelineState::Running,
             stats: None,
             error: None,
+            keep: None,
         });
         assert_eq!(
             remote.to_string(),

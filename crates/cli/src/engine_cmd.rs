@@ -214,9 +214,13 @@ pub struct SubmitArgs {
     /// Source of a host-in channel, NAME=PATH ('-' for standard input; the default for one).
     #[arg(long = "in", value_name = "NAME=PATH")]
     ins: Vec<String>,
-    /// Print the pipeline's id and return at once, leaving it running.
+    /// Print the pipeline's id and return at once, leaving it running after this command
+    /// (without it, the engine stops a pipeline once its submitter has gone).
     #[arg(long)]
     detach: bool,
+    /// With --detach: seconds it may run (default: as long as the engine lets a pipeline run).
+    #[arg(long, requires = "detach", value_parser = offhost_units::parse_seconds)]
+    lifetime: Option<std::time::Duration>,
     /// Submit the pipeline under NAME too: --status, --stop, and the `pipeline=` of a `call`
     /// or `engine-out` on another engine, find it by that name (one running pipeline holds
     /// a name at a time).
@@ -252,6 +256,9 @@ fn print_state(v: &Status, json: bool) -> anyhow::Result<()> {
 /// With several engines (`--engine NAME=URL` ...), the pipeline's placed parts go to each.
 pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     let options = args.access.link_options()?;
+    let detach = args.detach.then_some(offhost_node::jobs::Detach {
+        lifetime: args.lifetime,
+    });
     let read =
         |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
     if let Some(engines) = placed::named(&args.engine)? {
@@ -270,14 +277,16 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             outs: &args.outs,
             ins: &args.ins,
         };
-        let done = placed::run(&job, registry, args.detach, |e, url, id| {
+        let done = placed::run(&job, registry, detach, |e, url, id| {
             eprintln!("pipeline {id} started on engine {e} ({url})");
             if args.detach {
                 println!("{e} {id}");
             }
         })?;
         if !args.detach {
-            print_parts(&done, args.json)?;
+            let (out, err) = done.printed(args.json);
+            eprint!("{err}");
+            print!("{out}");
         }
         return match done.failure {
             Some(f) => Err(anyhow!(f)),
@@ -314,7 +323,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         ins: &args.ins,
         name: args.name.as_deref(),
     };
-    let state = offhost_node::jobs::daemon::run(&job, args.detach, |id| {
+    let state = offhost_node::jobs::daemon::run(&job, detach, |id| {
         eprintln!("pipeline {id} started on {url}");
         if args.detach {
             println!("{id}");
@@ -326,18 +335,4 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         Some(e) => Err(anyhow!("{path}: {e}")),
         None => Ok(()),
     }
-}
-
-/// Prints the parts' states on standard error and their statistics as one table, each row
-/// naming its part (the engine, `ENGINE+N` for a later stage), or JSON, one object per part.
-fn print_parts(done: &placed::PlacedOutcome, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", done.json());
-        return Ok(());
-    }
-    for p in &done.parts {
-        eprintln!("{}", p.line());
-    }
-    print!("{}", done.table());
-    Ok(())
 }

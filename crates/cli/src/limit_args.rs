@@ -129,6 +129,15 @@ pub struct DaemonLimitArgs {
     /// Bytes of one pipeline text a host submits.
     #[arg(long, default_value = "1M", value_parser = size)]
     max_text_bytes: u64,
+    /// Seconds one pipeline may run (0: for ever); also the longest lifetime of a detached one.
+    #[arg(long, default_value = "86400", value_parser = seconds)]
+    max_pipeline_time: Duration,
+    /// Bytes that may enter one pipeline from its sources (0: no limit).
+    #[arg(long, default_value = "1T", value_parser = size)]
+    max_pipeline_bytes: u64,
+    /// Seconds a pipeline whose submitter has gone runs on before it is stopped.
+    #[arg(long, default_value = "5", value_parser = seconds)]
+    orphan_grace: Duration,
 }
 
 impl DaemonLimitArgs {
@@ -139,6 +148,9 @@ impl DaemonLimitArgs {
             pipelines: self.max_pipelines,
             pool_bytes: self.max_total_pool_bytes,
             text_bytes: usize::try_from(self.max_text_bytes).unwrap_or(usize::MAX),
+            pipeline_time: Some(self.max_pipeline_time).filter(|t| !t.is_zero()),
+            pipeline_bytes: Some(self.max_pipeline_bytes).filter(|&b| b > 0),
+            orphan_grace: self.orphan_grace,
         }
     }
 }

@@ -93,6 +93,16 @@ pub enum LinkError {
 }
 
 impl LinkError {
+    /// This error as a server tells its peer (a refused session or channel): its message,
+    /// and for one over a limit, how the server's operator raises it
+    /// ([`OverLimit::for_peer`](offhost_units::OverLimit::for_peer)).
+    pub fn for_peer(&self) -> String {
+        match self.over_limit() {
+            Some(o) => format!("{self} {}", o.for_peer()),
+            None => self.to_string(),
+        }
+    }
+
     /// The limit this error went over, if it is one.
     pub fn over_limit(&self) -> Option<offhost_units::OverLimit> {
         match self {

@@ -304,7 +304,7 @@ impl Server {
             };
             let (f, s, t) = (Arc::clone(&serve), session.clone(), threads.clone());
             if let Err(e) = threads.spawn(name, move || f(s, &t)) {
-                session.refuse(&e.to_string());
+                session.refuse(&e.for_peer());
             }
         }
     }
@@ -432,7 +432,7 @@ pub fn serve_echo(server: &Server) -> Result<(), LinkError> {
                     }
                 });
                 if let Err(e) = spawned {
-                    let _ = ch.refuse(&e.to_string());
+                    let _ = ch.refuse(&e.for_peer());
                 }
             }
             Err(e) => {

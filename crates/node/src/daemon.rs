@@ -55,7 +55,9 @@ use offhost_engine::Files;
 use offhost_engine::Registry;
 use offhost_engine::{EngineConfig, Pipeline, RunError, Running, Stats};
 
+pub mod keep;
 mod reply;
+pub use keep::{Keep, KeptBy};
 pub use reply::{
     sorted_json, BadReply, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
 };
@@ -116,16 +118,24 @@ pub enum DaemonError {
 }
 
 /// A request on a daemon's `control` channel: a JSON object tagged by `op` (the module's table).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Request {
-    /// Check and start the pipeline in `text`.
+    /// Check and start the pipeline in `text`. It belongs to the session that submitted it
+    /// and is stopped once that session has ended, unless `detach` (see [`keep`]).
     Submit {
         /// Pipeline text (`.ion`).
         text: String,
         /// A name to find it by besides its id ([`crate::names::check_name`] says which).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// Keep it running after the submitting session ends.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        detach: bool,
+        /// A detached pipeline's lifetime in seconds, after which it is stopped (at most, and
+        /// by default, the daemon's `pipeline_time`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lifetime_s: Option<f64>,
     },
     /// State and statistics of pipeline `id`.
     Status {
@@ -180,6 +190,10 @@ pub struct Daemon {
     services: crate::calls::serve::Services,
     /// The free lists of settled pipelines that something still holds.
     lingering: Lingering,
+    /// Who keeps each running pipeline (locked alone, or inside a pipeline's lock).
+    keeps: keep::Keeps,
+    /// Sessions served so far (their numbers).
+    sessions: AtomicU64,
 }
 
 /// The free lists of settled pipelines that something still holds (a channel thread
@@ -234,7 +248,7 @@ impl Daemon {
         files: Files,
         limits: DaemonLimits,
     ) -> Arc<Daemon> {
-        Arc::new(Daemon {
+        let d = Arc::new(Daemon {
             registry,
             config,
             files,
@@ -244,7 +258,59 @@ impl Daemon {
             services: Default::default(),
             names: Names::default(),
             lingering: Lingering::default(),
-        })
+            keeps: keep::Keeps::default(),
+            sessions: AtomicU64::new(1),
+        });
+        // The warden ends with the daemon (it holds it only while it looks). A daemon
+        // whose warden cannot start still serves; its pipelines then run until they end.
+        let w = Arc::downgrade(&d);
+        let started = std::thread::Builder::new()
+            .name("offhost-daemon-warden".into())
+            .spawn(move || loop {
+                std::thread::sleep(keep::WARDEN_TICK);
+                match w.upgrade() {
+                    Some(d) => d.watch(),
+                    None => return,
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!("the daemon's warden did not start ({e}): orphans and budgets of time and bytes are not watched");
+        }
+        d
+    }
+
+    /// One look of the warden at every running pipeline: stops orphans and pipelines past
+    /// their lifetime, ends by force those past a budget (see [`keep`]).
+    fn watch(&self) {
+        let entries: Vec<(u64, Arc<Mutex<State>>)> = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, e)| (*id, Arc::clone(e)))
+            .collect();
+        let mut running = std::collections::HashSet::new();
+        for (id, e) in entries {
+            let st = e.lock().unwrap_or_else(|e| e.into_inner());
+            let State::Running(run) = &*st else { continue };
+            if run.is_finished() {
+                continue;
+            }
+            running.insert(id);
+            let bytes = match self.limits.pipeline_bytes {
+                Some(_) => run.stats().source_bytes(),
+                None => 0,
+            };
+            match self.keeps.due(id, bytes, &self.limits) {
+                Some(keep::Action::Stop) => run.stop(),
+                Some(keep::Action::Abort(why)) => {
+                    tracing::info!("pipeline {id}: ended by force: {why}");
+                    run.abort(&why);
+                }
+                None => {}
+            }
+        }
+        self.keeps.retain(|id| running.contains(&id));
     }
 
     /// Accepts sessions for ever, a thread per session and per channel under the server's
@@ -260,38 +326,43 @@ impl Daemon {
     /// Serves one session, whose first channel `first` (if given) the caller already
     /// accepted (to see whether it is the daemon's or a peer engine's): a thread per channel
     /// under `threads` (a channel that finds none is refused), until the session ends.
+    /// The pipelines the session submits (not detached) are orphaned when it ends.
     pub fn serve_session(
         self: Arc<Self>,
         session: Session,
         first: Option<Channel>,
         threads: &Threads,
     ) {
+        // Ordering: a unique number is all that is asked of it.
+        let sid = self.sessions.fetch_add(1, Ordering::Relaxed);
         if let Some(ch) = first {
-            self.spawn_channel(ch, threads);
+            self.spawn_channel(ch, threads, sid);
         }
         loop {
             match session.accept() {
-                Ok(ch) => self.spawn_channel(ch, threads),
+                Ok(ch) => self.spawn_channel(ch, threads, sid),
                 Err(e) => {
                     tracing::info!("session ended: {e}");
+                    self.keeps.session_ended(sid);
                     return;
                 }
             }
         }
     }
 
-    /// Serves channel `ch` on a thread of `threads`; refused when none is left.
-    fn spawn_channel(self: &Arc<Self>, ch: Channel, threads: &Threads) {
+    /// Serves channel `ch` of session `sid` on a thread of `threads`; refused when none is
+    /// left.
+    fn spawn_channel(self: &Arc<Self>, ch: Channel, threads: &Threads, sid: keep::SessionId) {
         let d = Arc::clone(self);
         let ch = Arc::new(ch);
         let c = Arc::clone(&ch);
         let spawned = threads.spawn("offhost-daemon-channel", move || {
-            if let Err(e) = d.channel(&c) {
+            if let Err(e) = d.channel(&c, sid) {
                 tracing::info!("channel {:?}: {e}", c.name());
             }
         });
         if let Err(e) = spawned {
-            let _ = ch.refuse(&e.to_string());
+            let _ = ch.refuse(&e.for_peer());
         }
     }
 
@@ -307,7 +378,8 @@ impl Daemon {
     }
 
     /// Answers one message of a `control` channel (a JSON request, see the module's table)
-    /// with its JSON reply, as the channel does.
+    /// with its JSON reply, as the channel does. A pipeline submitted this way belongs to no
+    /// session: it runs as a detached one.
     pub fn answer(&self, msg: &[u8]) -> String {
         self.answer_while(msg, &|| false)
     }
@@ -315,8 +387,18 @@ impl Daemon {
     /// As [`answer`](Self::answer), for a client that `gone` says whether it has left: a
     /// `wait` gives up once it has (nobody would read the reply), and its thread is free.
     pub fn answer_while(&self, msg: &[u8], gone: &dyn Fn() -> bool) -> String {
+        self.answer_for(msg, gone, None)
+    }
+
+    /// As [`answer_while`](Self::answer_while), for session `sid`, which owns what it submits.
+    fn answer_for(
+        &self,
+        msg: &[u8],
+        gone: &dyn Fn() -> bool,
+        sid: Option<keep::SessionId>,
+    ) -> String {
         match serde_json::from_slice::<Request>(msg) {
-            Ok(r) => self.request(r, gone),
+            Ok(r) => self.request(r, gone, sid),
             Err(e) => Reply::<()>::Refused(Refusal::BadRequest(e).to_string()).to_wire(),
         }
     }
@@ -352,11 +434,11 @@ impl Daemon {
             .ok_or(Refusal::NoPipeline(id))
     }
 
-    fn channel(&self, ch: &Channel) -> Result<(), LinkError> {
+    fn channel(&self, ch: &Channel, sid: keep::SessionId) -> Result<(), LinkError> {
         let name = ch.name().to_string();
         if name == "control" {
             while let Some(msg) = ch.recv()? {
-                let reply = self.answer_while(&msg, &|| ch.peer_is_gone());
+                let reply = self.answer_for(&msg, &|| ch.peer_is_gone(), Some(sid));
                 ch.send(reply.as_bytes())?;
             }
             return ch.close();
@@ -508,6 +590,7 @@ impl Daemon {
                         state: PipelineState::Running,
                         stats: Some(run.stats()),
                         error: None,
+                        keep: self.keeps.keep_of(id, &self.limits),
                     });
                 }
                 self.lingering.keep(settle(&mut st));
@@ -524,14 +607,27 @@ impl Daemon {
                 },
                 stats: stats.clone(),
                 error: err.clone(),
+                keep: None,
             });
         }
     }
 
     /// Answers request `r`: its reply's JSON.
-    fn request(&self, r: Request, gone: &dyn Fn() -> bool) -> String {
+    fn request(&self, r: Request, gone: &dyn Fn() -> bool, sid: Option<keep::SessionId>) -> String {
         match r {
-            Request::Submit { text, name } => Reply::from(self.submit(text, name)).to_wire(),
+            Request::Submit {
+                text,
+                name,
+                detach,
+                lifetime_s,
+            } => {
+                let by = sid.filter(|_| !detach);
+                Reply::from(
+                    self.lifetime(detach, lifetime_s)
+                        .and_then(|l| self.submit(text, name, by, l)),
+                )
+                .to_wire()
+            }
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
             Request::Stop { id, force } => self.with_id(&id, |id| {
@@ -561,6 +657,7 @@ impl Daemon {
                         id: s.id,
                         name: s.name,
                         state: s.state,
+                        keep: s.keep,
                     })
                     .collect();
                 Reply::Ok(Pipelines { pipelines }).to_wire()
@@ -568,8 +665,41 @@ impl Daemon {
         }
     }
 
-    /// Checks and starts pipeline `text`, named `name` if given.
-    fn submit(&self, text: String, name: Option<String>) -> Result<Submitted, Refusal> {
+    /// The lifetime of a pipeline submitted with `detach` and `lifetime_s`: `None` for one
+    /// that is not detached; else the one asked for, or the daemon's time budget.
+    fn lifetime(&self, detach: bool, lifetime_s: Option<f64>) -> Result<Option<Duration>, Refusal> {
+        let max = self.limits.pipeline_time;
+        let Some(s) = lifetime_s else {
+            return Ok(if detach { max } else { None });
+        };
+        if !detach {
+            return Err(Refusal::BadLifetime(
+                s,
+                "a lifetime is for a detached pipeline",
+            ));
+        }
+        let l = Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|l| !l.is_zero())
+            .ok_or(Refusal::BadLifetime(
+                s,
+                "not a number of seconds above zero",
+            ))?;
+        match max {
+            Some(limit) if l > limit => Err(Refusal::LifetimeTooLong { asked_s: s, limit }),
+            _ => Ok(Some(l)),
+        }
+    }
+
+    /// Checks and starts pipeline `text`, named `name` if given, held by session `by` (or
+    /// detached, for `lifetime`).
+    fn submit(
+        &self,
+        text: String,
+        name: Option<String>,
+        by: Option<keep::SessionId>,
+        lifetime: Option<Duration>,
+    ) -> Result<Submitted, Refusal> {
         if let Some(n) = name.as_deref() {
             check_name(n)?;
         }
@@ -638,6 +768,7 @@ impl Daemon {
             table.remove(old);
         }
         table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+        self.keeps.add(id, by, lifetime);
         if let Some(n) = &name {
             self.names.set(n, id);
         }
@@ -761,6 +892,25 @@ impl Client {
         self.call(&Request::Submit {
             text: text.to_owned(),
             name: name.map(str::to_owned),
+            detach: false,
+            lifetime_s: None,
+        })
+    }
+
+    /// Submits pipeline text under `name` (if given), detached: it runs on after this
+    /// client has gone, until it ends, is stopped, or `lifetime` passes (`None`: the
+    /// daemon's time budget for a pipeline).
+    pub fn submit_detached(
+        &self,
+        text: &str,
+        name: Option<&str>,
+        lifetime: Option<Duration>,
+    ) -> Result<Submitted, DaemonError> {
+        self.call(&Request::Submit {
+            text: text.to_owned(),
+            name: name.map(str::to_owned),
+            detach: true,
+            lifetime_s: lifetime.map(|l| l.as_secs_f64()),
         })
     }
 
@@ -834,6 +984,8 @@ mod tests {
                 Request::Submit {
                     text: "t".into(),
                     name: None,
+                    detach: false,
+                    lifetime_s: None,
                 },
             ),
             (
@@ -841,6 +993,17 @@ mod tests {
                 Request::Submit {
                     text: "t".into(),
                     name: Some("svc".into()),
+                    detach: false,
+                    lifetime_s: None,
+                },
+            ),
+            (
+                r#"{"op":"submit","text":"t","detach":true,"lifetime_s":60.0}"#,
+                Request::Submit {
+                    text: "t".into(),
+                    name: None,
+                    detach: true,
+                    lifetime_s: Some(60.0),
                 },
             ),
             (

@@ -31,5 +31,8 @@ pub mod placement;
 mod refusal;
 pub mod remote;
 
-pub use limits::{DaemonLimits, DEFAULT_PIPELINES, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES};
+pub use limits::{
+    DaemonLimits, DEFAULT_ORPHAN_GRACE, DEFAULT_PIPELINES, DEFAULT_PIPELINE_BYTES,
+    DEFAULT_PIPELINE_TIME, DEFAULT_TEXT_BYTES, DEFAULT_TOTAL_POOL_BYTES,
+};
 pub use refusal::Refusal;

@@ -65,6 +65,18 @@ pub enum Refusal {
         /// Pipelines running (`DaemonLimits::pipelines`).
         running: usize,
     },
+    /// A detached pipeline's lifetime is not a number of seconds above zero, or was given
+    /// to a pipeline that is not detached.
+    #[error("lifetime_s {0}: {1}")]
+    BadLifetime(f64, &'static str),
+    /// A detached pipeline's lifetime is longer than a pipeline may run here.
+    #[error("a lifetime of {asked_s} s, {}", for_peer(self))]
+    LifetimeTooLong {
+        /// The lifetime asked for, in seconds.
+        asked_s: f64,
+        /// `DaemonLimits::pipeline_time`.
+        limit: std::time::Duration,
+    },
     /// The pipeline's free lists would take the daemon's past its limit.
     #[error("free lists of {asked} bytes would bring the engine's pipelines to {total}{}, {}", held_note(*.held), for_peer(self))]
     OverPoolBytes {
@@ -94,6 +106,10 @@ impl Refusal {
                 Some(OverLimit::new(Limit::MaxTotalPoolBytes, *limit).asked(*total))
             }
             Refusal::Pipeline(e) => OverLimit::find(e).copied(),
+            Refusal::LifetimeTooLong { asked_s, limit } => Some(
+                OverLimit::new(Limit::MaxPipelineTime, limit.as_millis())
+                    .asked((asked_s * 1000.0) as u64),
+            ),
             _ => None,
         }
     }

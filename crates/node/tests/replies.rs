@@ -3,7 +3,7 @@
 
 use offhost_engine::{EngineConfig, Registry, Stats};
 use offhost_node::daemon::{
-    Daemon, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
+    Daemon, Keep, KeptBy, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
 };
 use serde_json::json;
 
@@ -62,9 +62,15 @@ fn each_reply_writes_the_bytes_of_the_old_daemon() {
                 state: PipelineState::Running,
                 stats: Some(stats()),
                 error: None,
+                keep: Some(Keep {
+                    by: KeptBy::Detached,
+                    stops_in_s: Some(60.5),
+                }),
             })
             .to_wire(),
-            format!(r#"{{"id":3,"name":null,"ok":true,"state":"running","stats":{STATS}}}"#),
+            format!(
+                r#"{{"id":3,"keep":{{"by":"detached","stops_in_s":60.5}},"name":null,"ok":true,"state":"running","stats":{STATS}}}"#
+            ),
         ),
         (
             Reply::Ok(Status {
@@ -73,6 +79,7 @@ fn each_reply_writes_the_bytes_of_the_old_daemon() {
                 state: PipelineState::Finished,
                 stats: Some(stats()),
                 error: None,
+                keep: None,
             })
             .to_wire(),
             format!(
@@ -86,6 +93,7 @@ fn each_reply_writes_the_bytes_of_the_old_daemon() {
                 state: PipelineState::Failed,
                 stats: None,
                 error: Some("task 'x' (line 1) failed: no".into()),
+                keep: None,
             })
             .to_wire(),
             json!({"ok": true, "id": 4, "name": null, "state": "failed", "stats": null,
@@ -103,16 +111,21 @@ fn each_reply_writes_the_bytes_of_the_old_daemon() {
                         id: 1,
                         name: Some("echo".into()),
                         state: PipelineState::Finished,
+                        keep: None,
                     },
                     Listed {
                         id: 2,
                         name: None,
                         state: PipelineState::Running,
+                        keep: Some(Keep {
+                            by: KeptBy::Submitter,
+                            stops_in_s: None,
+                        }),
                     },
                 ],
             })
             .to_wire(),
-            r#"{"ok":true,"pipelines":[{"id":1,"name":"echo","state":"finished"},{"id":2,"name":null,"state":"running"}]}"#.into(),
+            r#"{"ok":true,"pipelines":[{"id":1,"name":"echo","state":"finished"},{"id":2,"keep":{"by":"submitter"},"name":null,"state":"running"}]}"#.into(),
         ),
         (
             Reply::Ok(Pipelines { pipelines: vec![] }).to_wire(),

@@ -104,6 +104,11 @@ limits! {
     MaxPipelines = "max_pipelines", Unit::Count("running pipelines"), "engine", ["engine"];
     /// Bytes of the free lists of all a daemon's pipelines (`DaemonLimits::pool_bytes`).
     MaxTotalPoolBytes = "max_total_pool_bytes", Unit::Bytes, "engine", ["engine"];
+    /// How long one pipeline a daemon runs may run (`DaemonLimits::pipeline_time`).
+    MaxPipelineTime = "max_pipeline_time", Unit::Millis, "engine", ["engine"];
+    /// Bytes that may enter one pipeline a daemon runs, from its sources
+    /// (`DaemonLimits::pipeline_bytes`).
+    MaxPipelineBytes = "max_pipeline_bytes", Unit::Bytes, "engine", ["engine"];
     /// Bytes of one pipeline text a daemon takes (`DaemonLimits::text_bytes`).
     MaxTextBytes = "max_text_bytes", Unit::Bytes, "engine", ["engine"];
     /// Off-host submissions one host has outstanding, receives included.

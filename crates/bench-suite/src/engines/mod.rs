@@ -388,7 +388,7 @@ fn measure(o: &Options, bar: &ProgressBar, net: &Net, pki: &Pki) -> Result<Repor
             let cpu0 = cpu_now(true)?;
             let sampler = Sampler::start(&pids, SAMPLE_PERIOD)?;
             let t = Instant::now();
-            let done = placed::run(&job, &registry, false, |_, _, _| {});
+            let done = placed::run(&job, &registry, None, |_, _, _| {});
             let secs = t.elapsed().as_secs_f64();
             let threads = sampler.stop();
             let done = done.map_err(|e| Error::Peer(e.to_string()))?;

@@ -89,6 +89,9 @@ pub struct Status {
     /// Why it failed, once it has.
     #[serde(default)]
     pub error: Option<String>,
+    /// Who keeps it running and when the daemon stops it; only while it runs.
+    #[serde(default)]
+    pub keep: Option<super::Keep>,
 }
 
 impl Status {
@@ -109,10 +112,13 @@ impl Serialize for Status {
             name: &'a Option<String>,
             state: PipelineState,
             stats: &'a Option<Stats>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            keep: &'a Option<super::Keep>,
         }
         Wire {
             error: self.is_done().then_some(self.error.as_deref()),
             id: self.id,
+            keep: &self.keep,
             name: &self.name,
             state: self.state,
             stats: &self.stats,
@@ -137,10 +143,13 @@ pub struct Stopped {
 }
 
 /// One pipeline of a [`Pipelines`] list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Listed {
     /// Its id on the daemon.
     pub id: u64,
+    /// Who keeps it running and when the daemon stops it; only while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<super::Keep>,
     /// The name it was submitted with, if any (`null` on the wire when none).
     #[serde(default)]
     pub name: Option<String>,
@@ -149,7 +158,7 @@ pub struct Listed {
 }
 
 /// The reply to `list`: the pipelines the daemon runs or remembers, by id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pipelines {
     /// The pipelines.
     pub pipelines: Vec<Listed>,

@@ -33,12 +33,14 @@ pub fn connect(url: &str, options: &LinkOptions) -> Result<Client, JobError> {
     })
 }
 
-/// Submits the job; `started` hears of its pipeline id. With `detach` that is all (`None`);
-/// otherwise the host channels are bridged, and the daemon's final state of the pipeline
-/// (`state`, `stats`, and `error` if it failed) is returned once it has finished.
+/// Submits the job; `started` hears of its pipeline id. With `detach` that is all (`None`):
+/// it is submitted detached, and runs on after this client has gone. Otherwise the host
+/// channels are bridged, and the daemon's final state of the pipeline (`state`, `stats`, and
+/// `error` if it failed) is returned once it has finished; the pipeline belongs to this
+/// client, and is stopped when it goes.
 pub fn run(
     job: &DaemonJob<'_>,
-    detach: bool,
+    detach: Option<super::Detach>,
     started: impl FnOnce(u64),
 ) -> Result<Option<Status>, JobError> {
     let engine = |source| JobError::Engine {
@@ -46,12 +48,16 @@ pub fn run(
         source,
     };
     let client = connect(job.url, job.options)?;
-    let sub = client.submit_as(job.text, job.name).map_err(|e| match e {
+    let sub = match detach {
+        Some(d) => client.submit_detached(job.text, job.name, d.lifetime),
+        None => client.submit_as(job.text, job.name),
+    };
+    let sub = sub.map_err(|e| match e {
         crate::daemon::DaemonError::Refused(m) => JobError::Failed(format!("{}: {m}", job.path)),
         e => engine(e),
     })?;
     started(sub.id);
-    if detach {
+    if detach.is_some() {
         return Ok(None);
     }
     let b = bindings(job.outs, job.ins, &sub.host_out, &sub.host_in)?;

@@ -18,6 +18,13 @@ pub mod local;
 pub mod placed;
 pub mod table;
 
+/// A job submitted detached: it outlives its submitter (see [`crate::daemon::keep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Detach {
+    /// How long it may run; `None`: as long as the engine lets a pipeline run.
+    pub lifetime: Option<std::time::Duration>,
+}
+
 /// What went wrong with a job; each names the file, channel or engine concerned.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -76,6 +76,17 @@ impl PlacedOutcome {
         crate::daemon::sorted_json(&PartsJson { engines }, true)
     }
 
+    /// What `offhost submit` prints for the job, (standard output, standard error): the
+    /// parts' states (on standard error) and their statistics as one table, each row naming
+    /// its part; or the JSON, one object per part.
+    pub fn printed(&self, json: bool) -> (String, String) {
+        if json {
+            return (format!("{}\n", self.json()), String::new());
+        }
+        let states = self.parts.iter().map(|p| p.line() + "\n").collect();
+        (self.table(), states)
+    }
+
     /// The parts' statistics as one table, each row naming its part.
     pub fn table(&self) -> String {
         let rows: Vec<(String, offhost_engine::Stats)> = self
@@ -187,12 +198,14 @@ fn stop_all(parts: &[Part]) {
 }
 
 /// Submits the parts of `job` (placed by the tasks of `registry`); `started` hears of each
-/// (engine, URL, pipeline id). With `detach` the job ends there (`Ok` with the parts and no
-/// states); otherwise host channels are bridged and every part waited for.
+/// (engine, URL, pipeline id). With `detach` the parts are submitted detached and the job
+/// ends there (`Ok` with the parts and no states); otherwise host channels are bridged and
+/// every part waited for, and each part belongs to this client (its engine stops it when
+/// the client has gone).
 pub fn run(
     job: &PlacedJob<'_>,
     registry: &Registry,
-    detach: bool,
+    detach: Option<super::Detach>,
     mut started: impl FnMut(&str, &str, u64),
 ) -> Result<PlacedOutcome, JobError> {
     let path = job.path;
@@ -217,7 +230,11 @@ pub fn run(
         let e = plan.engine_of(part);
         let url = url_of[e];
         let text = plan.text(part, &targets).map_err(placed)?;
-        let submitted = connect(url, job.options).and_then(|c| match c.submit(&text) {
+        let submit = |c: &Client| match detach {
+            Some(d) => c.submit_detached(&text, None, d.lifetime),
+            None => c.submit(&text),
+        };
+        let submitted = connect(url, job.options).and_then(|c| match submit(&c) {
             Ok(sub) => Ok((c, sub)),
             Err(err) => Err(JobError::Failed(format!(
                 "{path}: engine {e} ({url}) refused its part: {err}"
@@ -255,7 +272,7 @@ pub fn run(
         failure,
         file_lines: plan.file_lines(),
     };
-    if detach {
+    if detach.is_some() {
         return Ok(outcome(&parts, &mut HashMap::new(), None));
     }
     let bridges = match bridge_all(&parts, &plan, job) {
@@ -349,6 +366,7 @@ fn wait_all(
                 state: PipelineState::Lost,
                 stats: None,
                 error: Some(e),
+                keep: None,
             }
         });
         if failure.is_none() {

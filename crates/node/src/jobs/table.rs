@@ -154,8 +154,25 @@ pub fn render_status(s: &Status) -> String {
         None => String::new(),
     };
     let mut out = format!("pipeline {}{named} {}\n", s.id, s.state);
+    if let Some(k) = &s.keep {
+        out.push_str(&keep_line(k));
+    }
     if let Some(stats) = &s.stats {
         out.push_str(&render(stats));
     }
     out
+}
+
+/// Who keeps a running pipeline and when the engine stops it, as `--status` says it.
+pub fn keep_line(k: &crate::daemon::Keep) -> String {
+    use crate::daemon::KeptBy;
+    let who = match k.by {
+        KeptBy::Submitter => "kept by its submitter (stopped when it goes)",
+        KeptBy::Detached => "detached (runs on without its submitter)",
+        KeptBy::Orphaned => "orphaned: its submitter has gone",
+    };
+    match k.stops_in_s {
+        Some(s) => format!("{who}; the engine stops it in {s:.1} s\n"),
+        None => format!("{who}\n"),
+    }
 }

@@ -74,7 +74,7 @@ impl Offload {
                                             d.serve_session(s, None, &t)
                                         });
                                     if let Err(e) = spawned {
-                                        session.refuse(&e.to_string());
+                                        session.refuse(&e.for_peer());
                                     }
                                 }),
                             )
