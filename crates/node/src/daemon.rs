@@ -22,6 +22,12 @@
 //! goes, in requests (as a string) and in channel names (see [`crate::names`]). One running
 //! pipeline holds a name at a time; submitting another with it is refused until it finishes.
 //!
+//! A pipeline belongs to the session that submitted it and is stopped once that session has
+//! ended, unless it was submitted with `"detach":true` (and, optionally, `"lifetime_s":S`);
+//! every pipeline is held to the daemon's budgets of time and bytes (see [`keep`]). A
+//! running pipeline's status says who keeps it (`"keep":{"by":"submitter"|"detached"|
+//! "orphaned","stops_in_s":S}`).
+//!
 //! Errors are `{"ok":false,"error":"..."}` (a bad pipeline's error names line and column).
 //! A submitted pipeline comes from outside: its tasks open files only through the daemon's
 //! [`Files`] ([`Files::Denied`] unless the daemon was made [`with_files`](Daemon::with_files)),
