@@ -6,6 +6,8 @@
 //! The engine runs as a child process: this test binary re-executed with the ignored test
 //! `child_engine` and the URL in an environment variable.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -104,28 +106,18 @@ fn frozen_peer(transport: &str, url: &str) {
 
 #[test]
 fn frozen_tcp_peer() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    frozen_peer("tcp", &format!("tcp:127.0.0.1:{port}"));
+    let (url, _dir) = common::child_url("tcp");
+    frozen_peer("tcp", &url);
 }
 
 #[test]
 fn frozen_unix_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    frozen_peer(
-        "unix",
-        &format!("unix:{}", dir.path().join("e.sock").display()),
-    );
+    let (url, _dir) = common::child_url("unix");
+    frozen_peer("unix", &url);
 }
 
 #[test]
 fn frozen_shm_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    frozen_peer(
-        "shm",
-        &format!("shm:{}", dir.path().join("e.sock").display()),
-    );
+    let (url, _dir) = common::child_url("shm");
+    frozen_peer("shm", &url);
 }

@@ -98,28 +98,18 @@ fn killed_peer(transport: &str, url: &str) {
 
 #[test]
 fn killed_tcp_peer() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    killed_peer("tcp", &format!("tcp:127.0.0.1:{port}"));
+    let (url, _dir) = common::child_url("tcp");
+    killed_peer("tcp", &url);
 }
 
 #[test]
 fn killed_unix_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    killed_peer(
-        "unix",
-        &format!("unix:{}", dir.path().join("e.sock").display()),
-    );
+    let (url, _dir) = common::child_url("unix");
+    killed_peer("unix", &url);
 }
 
 #[test]
 fn killed_shm_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    killed_peer(
-        "shm",
-        &format!("shm:{}", dir.path().join("e.sock").display()),
-    );
+    let (url, _dir) = common::child_url("shm");
+    killed_peer("shm", &url);
 }

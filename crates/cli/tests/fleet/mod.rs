@@ -172,6 +172,20 @@ pub fn ip(args: &[&str]) -> Result<(), String> {
 }
 
 impl Netns {
+    /// The namespaces, or `None` (the test is skipped, saying so) when not root and they
+    /// cannot be made; as root on a machine that has iproute2 they must be.
+    pub fn make_or_skip() -> Option<Netns> {
+        let root = offhost_access::peer::own_uid() == 0;
+        match Netns::make() {
+            Ok(n) => Some(n),
+            Err(e) if !root => {
+                eprintln!("skipped: not root, no network namespaces here ({e})");
+                None
+            }
+            Err(e) => panic!("root, but the namespaces could not be made: {e}"),
+        }
+    }
+
     pub fn make() -> Result<Netns, String> {
         let tag = std::process::id() % 100_000;
         let bridge = format!("ohbr{tag}");

@@ -25,6 +25,20 @@ pub fn fresh_url(transport: &str) -> (String, tempfile::TempDir) {
     (url, dir)
 }
 
+/// A URL for `transport` that a child process can listen on and this one connect to (a
+/// free TCP port rather than port 0); the directory lives as long as the returned guard.
+pub fn child_url(transport: &str) -> (String, tempfile::TempDir) {
+    let (url, dir) = fresh_url(transport);
+    if transport != "tcp" {
+        return (url, dir);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    (format!("tcp:127.0.0.1:{port}"), dir)
+}
+
 /// A bound server at a fresh URL for `transport`.
 pub fn server(transport: &str) -> (Server, tempfile::TempDir) {
     let (url, dir) = fresh_url(transport);
