@@ -110,7 +110,7 @@ fn engine_b_lost(e: &Engines, cut: impl FnOnce()) -> Duration {
         "the error does not say b went silent: {last}"
     );
     assert!(
-        took >= Duration::from_secs(2),
+        took >= Duration::from_secs(1),
         "b declared lost after {took:?}"
     );
     for i in [0, 2] {

@@ -88,9 +88,11 @@ fn frozen_peer(transport: &str, url: &str) {
             matches!(r, Err(LinkError::PeerSilent(d)) if d == DEADLINE),
             "{transport}: the receive returned {r:?}"
         );
+        // The deadline runs from the last heartbeat heard, which came up to a heartbeat
+        // period (a fifth of it) and a tick before the freeze.
         assert!(
-            took >= DEADLINE,
-            "{transport}: declared silent after {took:?}, before its deadline"
+            took >= DEADLINE / 2,
+            "{transport}: declared silent {took:?} after the freeze, long before its deadline"
         );
         eprintln!("{transport}: a frozen peer was found silent after {took:?}");
     });
