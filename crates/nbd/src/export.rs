@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use offhost_engine::{Files, Registry};
 
-use crate::actions::{ActionDisk, Underrun};
+use crate::actions::{ActionDisk, ActionsError, Underrun};
 use crate::backend::Backend;
 use crate::drive::{Cache, DriveParams, ModelledDisk};
 use crate::mem::{MemDisk, MAX_SIZE};
@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_PAYLOAD: u32 = 32 << 20;
 pub const PREFERRED_BLOCK: u32 = 4096;
 
 /// Why an export specification was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
     /// No `=` between the name and the kind.
@@ -72,6 +72,15 @@ pub enum SpecError {
         /// What is wrong with the text.
         #[source]
         source: offhost_units::UnitError,
+    },
+    /// An `actions:` export's pipeline file cannot be read, or its pipeline is rejected.
+    #[error("export `{name}`: {source}")]
+    Actions {
+        /// Export name.
+        name: String,
+        /// What is wrong with the pipeline.
+        #[source]
+        source: ActionsError,
     },
     /// Two exports share a name.
     #[error("export `{0}` is declared twice")]
@@ -286,8 +295,16 @@ impl Export {
             return Err(bad("max", "smaller than the block size".into()));
         }
         let backend: Arc<dyn Backend> = if is_actions {
-            let text =
-                std::fs::read_to_string(arg).map_err(|e| bad("file", format!("{arg}: {e}")))?;
+            let actions = |source| SpecError::Actions {
+                name: name.clone(),
+                source,
+            };
+            let text = std::fs::read_to_string(arg).map_err(|source| {
+                actions(ActionsError::Read {
+                    path: arg.to_owned(),
+                    source,
+                })
+            })?;
             let mut disk = ActionDisk::new(
                 &text,
                 Arc::new(Registry::with_builtins()),
@@ -295,7 +312,7 @@ impl Export {
                 underrun,
                 wait_limit,
             )
-            .map_err(|e| bad("pipeline", e.to_string()))?;
+            .map_err(actions)?;
             disk.set_control(control);
             Arc::new(disk)
         } else if modelled {
@@ -389,5 +406,12 @@ mod tests {
         assert!(Export::from_spec("d=mem:1G,block=3").is_err());
         assert!(Export::from_spec("d=mem:0").is_err());
         assert!(Export::from_spec("d=mem:1G,cache=lots").is_err());
+        assert!(matches!(
+            Export::from_spec("d=actions:/nonexistent/x.ion"),
+            Err(SpecError::Actions {
+                source: ActionsError::Read { .. },
+                ..
+            })
+        ));
     }
 }
