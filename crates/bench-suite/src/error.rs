@@ -50,6 +50,9 @@ pub enum Error {
     /// A PET file could not be written or read.
     #[error(transparent)]
     Format(#[from] offhost_pet::FormatError),
+    /// The network between the engines could not be made.
+    #[error(transparent)]
+    Net(#[from] crate::offload::net::NetError),
     /// JSON could not be written or read.
     #[error(transparent)]
     Json(#[from] serde_json::Error),

@@ -381,9 +381,13 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
 }
 
 fn offload_cmd(a: OffloadArgs, bar: &ProgressBar, exe: PathBuf) -> Result<Printed> {
-    let experiment =
-        offload::Experiment::from_flags(&a.experiment, a.rate, a.burst, a.seconds, a.o.round_trips)
-            .map_err(anyhow::Error::msg)?;
+    let experiment = offload::Experiment::from_flags(
+        &a.experiment,
+        a.rate,
+        a.burst,
+        a.seconds,
+        a.o.round_trips,
+    )?;
     let o = offload::Options {
         exe,
         experiment,

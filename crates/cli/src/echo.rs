@@ -59,7 +59,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
             args.limits.limits()?,
         );
     }
-    let addr = shm_addr(&args.listen).map_err(anyhow::Error::msg)?;
+    let addr = shm_addr(&args.listen)?;
     let mut listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
     listener.set_allowed_uids(args.access.allow_uids.clone());
     eprintln!("echo: listening on shm:{addr}");

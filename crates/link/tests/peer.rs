@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use offhost_link::peer::{
-    Deliver, ErrorCode, Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers,
+    Deliver, DeliverError, ErrorCode, Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers,
 };
 use offhost_link::{LinkOptions, Server};
 use offhost_proto::peer::CONTROL_CHANNEL;
@@ -27,9 +27,12 @@ impl Deliver for Inbox {
         channel: &str,
         msg: &[u8],
         _live: &dyn Fn() -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeliverError> {
         if channel == "nope" {
-            return Err("no such channel here".into());
+            return Err(DeliverError::Destination {
+                channel: channel.into(),
+                source: "no such channel here".into(),
+            });
         }
         self.got
             .lock()

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use offhost_link::offload::{HostSink, Posted, Router, RouterLimits};
-use offhost_link::peer::{Deliver, Failure, Notify};
+use offhost_link::peer::{Deliver, DeliverError, Failure, Notify};
 
 /// Records receives and sends that ended.
 #[derive(Default)]
@@ -60,7 +60,10 @@ fn a_peers_message_waits_for_room_in_the_total_and_gives_up_when_its_link_goes()
     let t = Instant::now();
     let down_later = || t.elapsed() < Duration::from_millis(150);
     let e = r.deliver("p", "b", &[2; 800], &down_later).unwrap_err();
-    assert!(e.contains("went down"), "{e}");
+    assert!(
+        matches!(&e, DeliverError::LinkDown { channel } if channel == "b"),
+        "{e}"
+    );
     assert_eq!(r.queued("b"), 0);
     // Waiting while the link is up: a receive from "a" makes room.
     let waiter = {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use offhost_engine::{Files, Registry};
 
-use crate::actions::{ActionDisk, Underrun};
+use crate::actions::{ActionDisk, ActionsError, Underrun};
 use crate::backend::Backend;
 use crate::drive::{Cache, DriveParams, ModelledDisk};
 use crate::mem::{MemDisk, MAX_SIZE};
@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_PAYLOAD: u32 = 32 << 20;
 pub const PREFERRED_BLOCK: u32 = 4096;
 
 /// Why an export specification was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
     /// No `=` between the name and the kind.
@@ -61,6 +61,26 @@ pub enum SpecError {
         what: String,
         /// What is wrong.
         why: String,
+    },
+    /// A size or a duration that [`offhost_units`] cannot read.
+    #[error("export `{name}`: bad value for `{what}`: {source}")]
+    BadUnit {
+        /// Export name.
+        name: String,
+        /// Which field.
+        what: String,
+        /// What is wrong with the text.
+        #[source]
+        source: offhost_units::UnitError,
+    },
+    /// An `actions:` export's pipeline file cannot be read, or its pipeline is rejected.
+    #[error("export `{name}`: {source}")]
+    Actions {
+        /// Export name.
+        name: String,
+        /// What is wrong with the pipeline.
+        #[source]
+        source: ActionsError,
     },
     /// Two exports share a name.
     #[error("export `{0}` is declared twice")]
@@ -95,19 +115,8 @@ impl std::fmt::Debug for Export {
     }
 }
 
-/// A size in an export specification ([`offhost_units::parse_size`]).
-fn parse_size(s: &str) -> Result<u64, String> {
-    offhost_units::parse_size(s).map_err(|e| e.to_string())
-}
-
-/// A duration in an export specification, at most an hour ([`offhost_units::parse_duration`]).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = offhost_units::parse_duration(s).map_err(|e| e.to_string())?;
-    if d > Duration::from_secs(3600) {
-        return Err(format!("`{s}` is out of range (0 to 1h)"));
-    }
-    Ok(d)
-}
+/// The longest `wait=` and `seek=` take.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
 
 impl Export {
     /// Parses `NAME=KIND:ARG[,OPTION...]` and builds the export.
@@ -138,6 +147,26 @@ impl Export {
             what: what.to_owned(),
             why,
         };
+        // A size ([`offhost_units::parse_size`]).
+        let size_of = |what: &str, v: &str| {
+            offhost_units::parse_size(v).map_err(|source| SpecError::BadUnit {
+                name: name.clone(),
+                what: what.to_owned(),
+                source,
+            })
+        };
+        // A duration, at most an hour ([`offhost_units::parse_duration`]).
+        let duration_of = |what: &str, v: &str| {
+            let d = offhost_units::parse_duration(v).map_err(|source| SpecError::BadUnit {
+                name: name.clone(),
+                what: what.to_owned(),
+                source,
+            })?;
+            if d > MAX_DURATION {
+                return Err(bad(what, format!("`{v}` is out of range (0 to 1h)")));
+            }
+            Ok(d)
+        };
         let is_actions = match kind {
             "mem" => false,
             "actions" => true,
@@ -151,7 +180,7 @@ impl Export {
         let size = if is_actions {
             0
         } else {
-            let size = parse_size(arg).map_err(|e| bad("size", e))?;
+            let size = size_of("size", arg)?;
             if size == 0 || size > MAX_SIZE {
                 return Err(bad("size", format!("must be 1 byte to 64T, got {size}")));
             }
@@ -179,14 +208,14 @@ impl Export {
             match k {
                 "readonly" | "ro" => readonly = true,
                 "block" => {
-                    let b = parse_size(v).map_err(|e| bad(k, e))?;
+                    let b = size_of(k, v)?;
                     if !b.is_power_of_two() || b > 65536 {
                         return Err(bad(k, format!("{b} is not a power of two up to 65536")));
                     }
                     min_block = b as u32;
                 }
                 "max" => {
-                    let m = parse_size(v).map_err(|e| bad(k, e))?;
+                    let m = size_of(k, v)?;
                     if !(512..=(1 << 30)).contains(&m) {
                         return Err(bad(k, format!("{m} is outside 512 to 1G")));
                     }
@@ -201,7 +230,7 @@ impl Export {
                     }
                 }
                 "wait" if is_actions => {
-                    wait_limit = parse_duration(v).map_err(|e| bad(k, e))?;
+                    wait_limit = duration_of(k, v)?;
                 }
                 "channels" if is_actions => {
                     let n = num(v)?;
@@ -221,11 +250,11 @@ impl Export {
                     modelled = true;
                 }
                 "seek" => {
-                    drive.seek = parse_duration(v).map_err(|e| bad(k, e))?;
+                    drive.seek = duration_of(k, v)?;
                     modelled = true;
                 }
                 "rate" => {
-                    drive.rate = parse_size(v).map_err(|e| bad(k, e))? as f64;
+                    drive.rate = size_of(k, v)? as f64;
                     modelled = true;
                 }
                 "spt" | "tpc" => {
@@ -266,8 +295,16 @@ impl Export {
             return Err(bad("max", "smaller than the block size".into()));
         }
         let backend: Arc<dyn Backend> = if is_actions {
-            let text =
-                std::fs::read_to_string(arg).map_err(|e| bad("file", format!("{arg}: {e}")))?;
+            let actions = |source| SpecError::Actions {
+                name: name.clone(),
+                source,
+            };
+            let text = std::fs::read_to_string(arg).map_err(|source| {
+                actions(ActionsError::Read {
+                    path: arg.to_owned(),
+                    source,
+                })
+            })?;
             let mut disk = ActionDisk::new(
                 &text,
                 Arc::new(Registry::with_builtins()),
@@ -275,7 +312,7 @@ impl Export {
                 underrun,
                 wait_limit,
             )
-            .map_err(|e| bad("pipeline", e.to_string()))?;
+            .map_err(actions)?;
             disk.set_control(control);
             Arc::new(disk)
         } else if modelled {
@@ -312,14 +349,34 @@ mod tests {
 
     #[test]
     fn sizes_and_durations_parse() {
-        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(parse_size("1Q").is_err());
-        assert!(parse_size("99999999999T").is_err());
-        assert_eq!(parse_duration("8ms").unwrap(), Duration::from_millis(8));
-        assert!(parse_duration("8").is_err());
-        assert!(parse_duration("2h").unwrap_err().contains("out of range"));
+        let size = |arg: &str| Export::from_spec(&format!("d=mem:{arg}")).map(|e| e.backend.size());
+        assert_eq!(size("1G").unwrap(), 1 << 30);
+        assert_eq!(size("64KiB").unwrap(), 64 << 10);
+        assert_eq!(size("4096").unwrap(), 4096);
+        for bad in ["1Q", "99999999999T"] {
+            assert!(
+                matches!(
+                    size(bad),
+                    Err(SpecError::BadUnit { ref what, source: offhost_units::UnitError::Size { .. }, .. })
+                        if what == "size"
+                ),
+                "{bad}"
+            );
+        }
+        let seek = |v: &str| Export::from_spec(&format!("d=mem:1G,seek={v}"));
+        assert!(seek("8ms").is_ok());
+        assert!(matches!(
+            seek("8"),
+            Err(SpecError::BadUnit {
+                source: offhost_units::UnitError::Duration { .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            seek("2h"),
+            Err(SpecError::BadValue { ref what, ref why, .. })
+                if what == "seek" && why.contains("out of range")
+        ));
     }
 
     #[test]
@@ -349,5 +406,12 @@ mod tests {
         assert!(Export::from_spec("d=mem:1G,block=3").is_err());
         assert!(Export::from_spec("d=mem:0").is_err());
         assert!(Export::from_spec("d=mem:1G,cache=lots").is_err());
+        assert!(matches!(
+            Export::from_spec("d=actions:/nonexistent/x.ion"),
+            Err(SpecError::Actions {
+                source: ActionsError::Read { .. },
+                ..
+            })
+        ));
     }
 }

@@ -4,6 +4,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use crate::export::{Export, PREFERRED_BLOCK};
+use crate::limits::Refused;
 use crate::proto::*;
 
 /// Largest option data accepted; longer options end the session (nothing this server knows
@@ -29,6 +30,10 @@ pub enum HandshakeError {
     /// The client sent something that breaks the protocol; the session was dropped.
     #[error("client broke the handshake: {0}")]
     Protocol(String),
+    /// The connection was refused its slot (told so with `NBD_REP_ERR_POLICY`, or, after
+    /// `NBD_OPT_EXPORT_NAME`, which cannot carry an error, by the session's end).
+    #[error("refused: {0}")]
+    Refused(#[from] Refused),
     /// The client aborted (`NBD_OPT_ABORT`).
     #[error("client aborted the negotiation")]
     Aborted,
@@ -171,7 +176,7 @@ pub fn serve_options<S: Read + Write>(
     exports: &[Arc<Export>],
     no_zeroes: bool,
     haggle: Haggle,
-    admit: &mut dyn FnMut() -> Result<(), String>,
+    admit: &mut dyn FnMut() -> Result<(), Refused>,
 ) -> Result<Haggled, HandshakeError> {
     let mut structured = false;
     loop {
@@ -213,7 +218,7 @@ pub fn serve_options<S: Read + Write>(
                     )));
                 };
                 // This option cannot carry an error either.
-                admit().map_err(HandshakeError::Protocol)?;
+                admit()?;
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&e.backend.size().to_be_bytes());
                 out.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
@@ -272,7 +277,7 @@ pub fn serve_options<S: Read + Write>(
                 };
                 if opt == OPT_GO {
                     if let Err(why) = admit() {
-                        send_reply(s, opt, REP_ERR_POLICY, why.as_bytes())?;
+                        send_reply(s, opt, REP_ERR_POLICY, why.for_client().as_bytes())?;
                         s.flush()?;
                         continue;
                     }

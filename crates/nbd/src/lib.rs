@@ -5,7 +5,7 @@
 //!
 //! | item | what it is |
 //! |---|---|
-//! | [`Server`], [`ListenAddr`], [`Limits`], [`ServerError`], [`AddrError`] | the server (fixed newstyle, structured replies, many requests in flight, several connections and exports, TCP and Unix sockets) and its budgets |
+//! | [`Server`], [`ListenAddr`], [`Limits`], [`ServerError`], [`AddrError`], [`Refused`] | the server (fixed newstyle, structured replies, many requests in flight, several connections and exports, TCP and Unix sockets) and its budgets (a connection refused past one) |
 //! | [`Export`], [`SpecError`], [`Backend`], [`MemDisk`] | export specifications (`NAME=KIND:ARG,OPTION...`), what serves one, and the sparse memory pseudo-disk |
 //! | [`ActionDisk`], [`ActionsError`] | a pipeline as a disk (`actions:FILE.ion`): block addresses that start, stop, query and move data on the pipeline's host channels ([`actions`] has the address map) |
 //! | [`NbdTls`], [`TlsMode`], [`TlsModeError`], [`TlsSetupError`] | TLS as the protocol specifies it (`NBD_OPT_STARTTLS`, nbdkit's `--tls` modes) |
@@ -40,7 +40,7 @@ pub use drive::{Cache, DriveParams};
 pub use export::{Export, SpecError, DEFAULT_MAX_PAYLOAD};
 pub use handshake::{serve_handshake, HandshakeError, Negotiated};
 pub use limits::{
-    Limits, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_IO_TIMEOUT,
+    Limits, Refused, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_IO_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_UNPROVEN,
     DEFAULT_MAX_UNPROVEN_PER_SOURCE,
 };

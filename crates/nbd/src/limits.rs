@@ -97,20 +97,48 @@ impl Limits {
         }
     }
 
-    /// The message a refused connection gets: text for the client, naming the limit and the
-    /// flag that raises it on the server ([`OverLimit::for_peer`]).
-    pub fn over_connections(&self) -> String {
-        let over = self.connections_over();
-        format!(
-            "the server has {} connections open, {over} {}",
-            self.max_connections,
-            over.for_peer()
-        )
+    /// Why a connection past [`max_connections`](Self::max_connections) gets no slot.
+    pub fn over_connections(&self) -> Refused {
+        Refused::Connections {
+            open: self.max_connections,
+            over: self.connections_over(),
+        }
     }
 
     /// The limit a connection past [`max_connections`](Self::max_connections) goes over.
     pub fn connections_over(&self) -> OverLimit {
         OverLimit::new(Limit::MaxConnections, self.max_connections)
+    }
+}
+
+/// Why a connection past TLS (or, without TLS, at `NBD_OPT_GO`) was refused its connection
+/// slot. The client is told with [`for_client`](Self::for_client).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    /// It was unproven while newer connections waited, and was closed to make way for them
+    /// (`offhost_access::unproven`).
+    #[error("the connection was closed to make way for newer ones")]
+    MadeWay,
+    /// The server serves as many connections as it may ([`Limits::max_connections`]).
+    #[error("the server has {open} connections open, {over}")]
+    Connections {
+        /// Connections open.
+        open: usize,
+        /// `max_connections` and its value.
+        #[source]
+        over: OverLimit,
+    },
+}
+
+impl Refused {
+    /// The text the client gets with `NBD_REP_ERR_POLICY`: past a limit, also the flag that
+    /// raises it on the server ([`OverLimit::for_peer`]).
+    pub fn for_client(&self) -> String {
+        match self {
+            Refused::Connections { over, .. } => format!("{self} {}", over.for_peer()),
+            Refused::MadeWay => self.to_string(),
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::conn::{serve_transmission_limited, End};
 use crate::export::Export;
 use crate::handshake::{greeting, read_client_flags, serve_options, Haggled, HandshakeError};
-use crate::limits::{Deadlined, Limits, Timeouts};
+use crate::limits::{Deadlined, Limits, Refused, Timeouts};
 use crate::tls::{Haggled2, NbdTls, TlsMode};
 use crate::trace::Tracer;
 use offhost_access::Source;
@@ -523,13 +523,13 @@ struct Admission {
 impl Admission {
     /// The connection is past TLS (or the handshake): it leaves the unproven and takes a
     /// connection slot, or the reason it gets none. Asking again once admitted is a no-op.
-    fn prove(&mut self) -> Result<(), String> {
+    fn prove(&mut self) -> Result<(), Refused> {
         if self.slot.is_some() {
             return Ok(());
         }
         if let Some(t) = self.ticket.take() {
             if !t.proven() {
-                return Err("the connection was closed to make way for newer ones".into());
+                return Err(Refused::MadeWay);
             }
         }
         match Slot::take(&self.live, self.limits.max_connections) {

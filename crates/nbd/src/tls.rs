@@ -26,6 +26,7 @@ use crate::export::Export;
 use crate::handshake::{
     refuse_options, serve_options, Haggle, Haggled, HandshakeError, Negotiated,
 };
+use crate::limits::Refused;
 use crate::server::Stream;
 
 /// `--tls=off|on|require`.
@@ -138,7 +139,7 @@ pub(crate) fn upgrade(
     exports: &[Arc<Export>],
     no_zeroes: bool,
     deadline: Instant,
-    admit: &mut dyn FnMut() -> Result<(), String>,
+    admit: &mut dyn FnMut() -> Result<(), Refused>,
 ) -> Result<Haggled2, HandshakeError> {
     let server = tls
         .server
@@ -156,8 +157,8 @@ pub(crate) fn upgrade(
         .map_err(|e| HandshakeError::Protocol(e.to_string()))?;
     let mut s = DeadlineTls { r, w, deadline };
     if let Err(why) = admit() {
-        refuse_options(&mut s, &why)?;
-        return Err(HandshakeError::Protocol(why));
+        refuse_options(&mut s, &why.for_client())?;
+        return Err(HandshakeError::Refused(why));
     }
     let haggle = Haggle {
         tls_active: true,

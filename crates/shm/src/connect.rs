@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, Mode};
-use crate::control;
+use crate::control::{self, Verdict};
 use crate::endpoint::{Endpoint, Side};
 use crate::error::ShmError;
 use crate::segment;
@@ -215,11 +215,11 @@ impl Pending {
         let seg = match control::recv_hello(&sock).and_then(|fd| Ok(segment::attach(fd)?)) {
             Ok(seg) => seg,
             Err(e) => {
-                control::send_verdict(&sock, Err(e.to_string()));
+                control::send_verdict(&sock, Verdict::Refuse(&e));
                 return Err(e);
             }
         };
-        control::send_verdict(&sock, Ok(()));
+        control::send_verdict(&sock, Verdict::Accept);
         sock.set_read_timeout(None)
             .map_err(ShmError::std_io("set_read_timeout"))?;
         sock.set_write_timeout(None)
@@ -246,7 +246,7 @@ impl Pending {
         let t = Some(timeout.max(Duration::from_millis(1)));
         if sock.set_read_timeout(t).is_ok() && sock.set_write_timeout(t).is_ok() {
             drop(control::recv_hello(&sock));
-            control::send_verdict(&sock, Err(reason.to_string()));
+            control::send_verdict(&sock, Verdict::Refuse(&reason));
         }
     }
 }

@@ -88,13 +88,27 @@ pub(crate) fn recv_hello(sock: &UnixStream) -> Result<OwnedFd, ShmError> {
     fd.ok_or_else(|| ShmError::Handshake("hello carried no segment fd".into()))
 }
 
-/// Engine: tells the host whether it accepted the segment (`Err` carries the reason).
-pub(crate) fn send_verdict(sock: &UnixStream, verdict: Result<(), String>) {
+/// The engine's answer to the host's segment.
+pub(crate) enum Verdict<'a> {
+    /// Attached: the link is up.
+    Accept,
+    /// Refused: the reason's text crosses to the host (at most 1024 bytes), whose
+    /// [`connect`](crate::connect) returns it in its error.
+    Refuse(&'a dyn std::fmt::Display),
+}
+
+/// Engine: tells the host whether it accepted the segment.
+pub(crate) fn send_verdict(sock: &UnixStream, verdict: Verdict<'_>) {
     let (status, msg) = match verdict {
-        Ok(()) => (0u8, String::new()),
-        Err(m) => (1u8, m),
+        Verdict::Accept => (0u8, String::new()),
+        Verdict::Refuse(why) => (1u8, why.to_string()),
     };
-    let msg = &msg.as_bytes()[..msg.len().min(1024)];
+    // At most 1024 bytes, cut at a character boundary.
+    let mut end = msg.len().min(1024);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    let msg = &msg.as_bytes()[..end];
     let mut out = vec![status];
     out.extend_from_slice(&(msg.len() as u16).to_le_bytes());
     out.extend_from_slice(msg);

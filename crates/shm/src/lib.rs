@@ -74,7 +74,8 @@
 //! that succeeds on its own CPU resets that). A side
 //! about to sleep sets a need-wake-up bit in its doorbell word; the peer makes the `futex_wake`
 //! system call only when it finds that bit set, so no system call is made while the waiter is
-//! awake. The protocol is model-checked with loom (see `bell.rs`). All waits take a timeout
+//! awake. The protocol is model-checked with loom (see `bell.rs`), and so is the rings' stamp
+//! publication (`ring_loom.rs`). All waits take a timeout
 //! (`None` = for ever, still bounded by peer liveness).
 //!
 //! A receiver can also set an *event limit* ([`Receiver::wait_ready_for`]): it asks to be woken
@@ -149,6 +150,8 @@ mod layout;
 mod pool;
 mod receiver;
 mod ring;
+#[cfg(all(test, loom))]
+mod ring_loom;
 mod segment;
 mod sender;
 mod shared;

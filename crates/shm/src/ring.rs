@@ -20,6 +20,10 @@
 //! Nothing read from the ring is trusted: the peer's head must stay within one ring of our tail
 //! and never move backwards, and every record header must describe a record that ends inside
 //! the ring. Anything else is [`ShmError::CorruptPeer`].
+//!
+//! The ends reach the ring's words through [`Mem`]: the shared mapping ([`SharedRing`]), or,
+//! in the loom models of the stamp protocol (`ring_loom.rs`, `RUSTFLAGS="--cfg loom" cargo
+//! test -p offhost-shm --release --lib loom`), words and cells loom tracks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -45,10 +49,98 @@ fn corrupt(msg: String) -> ShmError {
     ShmError::CorruptPeer(msg)
 }
 
-/// The producer end of a ring.
-pub(crate) struct Producer {
+/// An atomic 64-bit word: a stamp, or the head or tail index (std's, or loom's in models).
+pub(crate) trait Word64 {
+    /// `load`.
+    fn get(&self, o: Ordering) -> u64;
+    /// `store`.
+    fn set(&self, v: u64, o: Ordering);
+}
+
+macro_rules! word64 {
+    ($t:ty) => {
+        impl Word64 for $t {
+            fn get(&self, o: Ordering) -> u64 {
+                self.load(o)
+            }
+            fn set(&self, v: u64, o: Ordering) {
+                self.store(v, o)
+            }
+        }
+    };
+}
+word64!(AtomicU64);
+#[cfg(loom)]
+word64!(loom::sync::atomic::AtomicU64);
+
+/// Where a ring's words and bytes live.
+pub(crate) trait Mem {
+    /// Its atomic words.
+    type Word: Word64;
+    /// The stamp word of the record at ring offset `pos`.
+    ///
+    /// # Safety
+    /// `pos` must be 16-aligned and at least 16 bytes before the ring's end.
+    unsafe fn stamp(&self, pos: u64) -> &Self::Word;
+    /// The consumer's index.
+    fn head(&self) -> &Self::Word;
+    /// The producer's index (diagnostics only).
+    fn tail(&self) -> &Self::Word;
+    /// The ring's first byte; headers and payloads are read and written through it.
+    fn data(&self) -> *mut u8;
+    /// The producer is about to write the header (length and kind) of the record at position
+    /// `at` (bytes ever written). A model checks that the consumer does not read what the
+    /// producer writes meanwhile; a real ring has nothing to do.
+    #[inline(always)]
+    fn writing_header(&self, _at: u64) {}
+    /// The producer hands out `len` payload bytes at position `at` to be written (as
+    /// [`writing_header`](Self::writing_header); a model also puts bytes there that would pass
+    /// for the stamp of the next lap, as a payload may).
+    #[inline(always)]
+    fn writing_payload(&self, _at: u64, _len: u64) {}
+    /// The consumer is about to read `len` bytes at position `at` (as
+    /// [`writing_header`](Self::writing_header)).
+    #[inline(always)]
+    fn reading(&self, _at: u64, _len: u64) {}
+}
+
+/// A ring in the shared mapping: its indices in the control block, its bytes in the segment.
+pub(crate) struct SharedRing {
     ctl: *const RingCtl,
     data: *mut u8,
+}
+
+// SAFETY: the pointers refer to a mapping kept alive by the `Arc<Shared>` that every owner of a
+// ring end also holds; each end is used by one thread at a time (`&mut self`), and the words
+// it shares with the peer are atomics.
+unsafe impl Send for SharedRing {}
+
+impl Mem for SharedRing {
+    type Word = AtomicU64;
+
+    unsafe fn stamp(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: in bounds and aligned (caller); the mapping outlives `self` (see `new`).
+        unsafe { stamp(self.data, pos) }
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: valid for the ring end's life (see `Producer::new`).
+        unsafe { &(*self.ctl).head }
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: as in `head`.
+        unsafe { &(*self.ctl).tail }
+    }
+
+    fn data(&self) -> *mut u8 {
+        self.data
+    }
+}
+
+/// The producer end of a ring.
+pub(crate) struct Producer<M: Mem = SharedRing> {
+    mem: M,
     cap: u64,
     tail: u64,
     cached_head: u64,
@@ -67,33 +159,33 @@ unsafe fn stamp<'a>(data: *const u8, pos: u64) -> &'a AtomicU64 {
     unsafe { &*data.add(pos as usize).cast::<AtomicU64>() }
 }
 
-// SAFETY: the pointers refer to a mapping kept alive by the `Arc<Shared>` that every owner of a
-// `Producer` also holds; the producer end itself is used by one thread at a time (`&mut self`).
-unsafe impl Send for Producer {}
-
 impl Producer {
     /// # Safety
     /// `ctl` and `data..data+cap` must point into a live shared mapping that outlives the
     /// producer, `cap` must be a power of two, and no other producer may exist for this ring.
     pub(crate) unsafe fn new(ctl: *const RingCtl, data: *mut u8, cap: u64) -> Producer {
+        // SAFETY: as the caller promises.
+        unsafe { Producer::with_mem(SharedRing { ctl, data }, cap) }
+    }
+}
+
+impl<M: Mem> Producer<M> {
+    /// # Safety
+    /// `mem.data() .. + cap` and its words must stay valid for the producer's life, `cap` must
+    /// be a power of two (at least 16), and no other producer may exist for this ring.
+    pub(crate) unsafe fn with_mem(mem: M, cap: u64) -> Producer<M> {
         // A new segment's positions are 0, and only this side ever stores this ring's tail:
         // start from 0 rather than from what the segment says, which a hostile peer could
         // have set to anything (unaligned, or about to overflow).
         let tail = 0;
         Producer {
-            ctl,
-            data,
+            mem,
             cap,
             tail,
             cached_head: tail,
             published: tail,
             first_staged: None,
         }
-    }
-
-    fn ctl(&self) -> &RingCtl {
-        // SAFETY: valid for the producer's life (see `new`).
-        unsafe { &*self.ctl }
     }
 
     /// Largest payload a record can have.
@@ -105,7 +197,7 @@ impl Producer {
     fn refresh_head(&mut self) -> Result<(), ShmError> {
         // Ordering: Acquire: pairs with the consumer's Release store in `Consumer::publish`, so the
         // bytes it consumed are no longer read when we overwrite them.
-        let head = self.ctl().head.load(Ordering::Acquire);
+        let head = self.mem.head().get(Ordering::Acquire);
         if head.wrapping_sub(self.cached_head) > self.cap || self.tail.wrapping_sub(head) > self.cap
         {
             return Err(corrupt(format!(
@@ -147,12 +239,14 @@ impl Producer {
         }
         let pos = self.tail & (self.cap - 1);
         self.write_header(len as u32, kind);
+        let payload_at = self.tail + HEADER as u64;
         self.tail += need;
         self.clear_next();
+        self.mem.writing_payload(payload_at, len as u64);
         // SAFETY: `pos + need <= cap` (a record never wraps), and the bytes between the
         // consumer's head and our tail + need are ours until we publish them.
         Ok(Some(unsafe {
-            std::slice::from_raw_parts_mut(self.data.add(pos as usize + HEADER), len)
+            std::slice::from_raw_parts_mut(self.mem.data().add(pos as usize + HEADER), len)
         }))
     }
 
@@ -163,7 +257,7 @@ impl Producer {
     fn clear_next(&mut self) {
         if self.tail - self.cached_head < self.cap {
             // SAFETY: the slot is 16-aligned in the ring and free, so only we access it.
-            unsafe { stamp(self.data, self.tail & (self.cap - 1)) }.store(0, Ordering::Relaxed);
+            unsafe { self.mem.stamp(self.tail & (self.cap - 1)) }.set(0, Ordering::Relaxed);
         }
     }
 
@@ -171,11 +265,12 @@ impl Producer {
     fn write_header(&mut self, len: u32, kind: u32) {
         let pos = self.tail & (self.cap - 1);
         debug_assert!(pos + HEADER as u64 <= self.cap && pos.is_multiple_of(8));
+        self.mem.writing_header(self.tail);
         // SAFETY: `pos` is 16-aligned and `pos + 16 <= cap` (records are 16-aligned and the ring
         // a multiple of 16); the bytes lie between the consumer's head and our tail + need, so
         // the consumer does not read them until they are stamped.
         unsafe {
-            let p = self.data.add(pos as usize + 8).cast::<u32>();
+            let p = self.mem.data().add(pos as usize + 8).cast::<u32>();
             p.write_volatile(len);
             p.add(1).write_volatile(kind);
         }
@@ -188,7 +283,7 @@ impl Producer {
             // after every payload, so this Release is stronger than needed; the consumer cannot
             // reach this position before then.
             // SAFETY: as above.
-            unsafe { stamp(self.data, pos) }.store(self.tail + 1, Ordering::Release);
+            unsafe { self.mem.stamp(pos) }.set(self.tail + 1, Ordering::Release);
         }
     }
 
@@ -217,9 +312,9 @@ impl Producer {
         // `Consumer::peek`, making every record of the batch (written before this store) visible at
         // once.
         // SAFETY: `first` is the position of a staged record, so its offset is in the ring.
-        unsafe { stamp(self.data, first & (self.cap - 1)) }.store(first + 1, Ordering::Release);
+        unsafe { self.mem.stamp(first & (self.cap - 1)) }.set(first + 1, Ordering::Release);
         // Diagnostics only: the consumer never reads the tail.
-        self.ctl().tail.store(self.tail, Ordering::Relaxed);
+        self.mem.tail().set(self.tail, Ordering::Relaxed);
         self.published = self.tail;
         true
     }
@@ -235,7 +330,7 @@ impl Producer {
     /// consumed at all.
     pub(crate) fn unconsumed(&self) -> u64 {
         // Ordering: Acquire: pairs with the consumer's Release store of its head.
-        let head = self.ctl().head.load(Ordering::Acquire);
+        let head = self.mem.head().get(Ordering::Acquire);
         match self.published.checked_sub(head) {
             Some(n) if n <= self.cap => n,
             _ => self.cap,
@@ -274,26 +369,31 @@ impl RawRecord {
 }
 
 /// The consumer end of a ring.
-pub(crate) struct Consumer {
-    ctl: *const RingCtl,
-    data: *const u8,
+pub(crate) struct Consumer<M: Mem = SharedRing> {
+    mem: M,
     cap: u64,
     head: u64,
     published: u64,
 }
 
-// SAFETY: see `Producer`.
-unsafe impl Send for Consumer {}
-
 impl Consumer {
     /// # Safety
     /// As [`Producer::new`], for the single consumer of the ring.
     pub(crate) unsafe fn new(ctl: *const RingCtl, data: *const u8, cap: u64) -> Consumer {
-        // As in `Producer::new`: only this side stores the head; a new segment starts at 0.
+        let data = data.cast_mut();
+        // SAFETY: as the caller promises; the consumer never writes through `data`.
+        unsafe { Consumer::with_mem(SharedRing { ctl, data }, cap) }
+    }
+}
+
+impl<M: Mem> Consumer<M> {
+    /// # Safety
+    /// As [`Producer::with_mem`], for the single consumer of the ring.
+    pub(crate) unsafe fn with_mem(mem: M, cap: u64) -> Consumer<M> {
+        // As in `Producer::with_mem`: only this side stores the head; a new segment starts at 0.
         let head = 0;
         Consumer {
-            ctl,
-            data,
+            mem,
             cap,
             head,
             published: head,
@@ -305,17 +405,12 @@ impl Consumer {
         self.cap
     }
 
-    fn ctl(&self) -> &RingCtl {
-        // SAFETY: valid for the consumer's life (see `new`).
-        unsafe { &*self.ctl }
-    }
-
     /// True when the record at `head` is published (its stamp is `head + 1`).
     fn ready(&self) -> bool {
         // Ordering: Acquire: pairs with the producer's Release store of the stamp in `publish` (or
         // in `write_header` for later records of a batch): the header and payload are visible.
         // SAFETY: `head & (cap - 1)` is 16-aligned and at least 16 bytes before the ring's end.
-        unsafe { stamp(self.data, self.head & (self.cap - 1)) }.load(Ordering::Acquire)
+        unsafe { self.mem.stamp(self.head & (self.cap - 1)) }.get(Ordering::Acquire)
             == self.head.wrapping_add(1)
     }
 
@@ -332,10 +427,11 @@ impl Consumer {
             }
             let pos = self.head & (self.cap - 1);
             let contiguous = self.cap - pos;
+            self.mem.reading(self.head, HEADER as u64);
             // SAFETY: `pos + 16 <= cap`; the record is stamped and not yet consumed, so the
             // producer does not write it (a misbehaving one could: we copy the header once).
             let (len, kind) = unsafe {
-                let p = self.data.add(pos as usize + 8).cast::<u32>();
+                let p = self.mem.data().add(pos as usize + 8).cast::<u32>();
                 (p.read_volatile(), p.add(1).read_volatile())
             };
             let size = padded(len as usize);
@@ -355,11 +451,12 @@ impl Consumer {
                              ({contiguous} bytes left)"
                         )));
                     }
+                    self.mem.reading(self.head + HEADER as u64, u64::from(len));
                     return Ok(Some(RawRecord {
                         kind,
                         len: len as usize,
                         // SAFETY: `pos + size <= cap`, checked just above.
-                        payload: unsafe { self.data.add(pos as usize + HEADER) },
+                        payload: unsafe { self.mem.data().add(pos as usize + HEADER) },
                         size,
                     }));
                 }
@@ -385,7 +482,7 @@ impl Consumer {
         }
         // Ordering: Release: pairs with the producer's Acquire load in `Producer::refresh_head`;
         // our reads of the consumed bytes happen before the producer may overwrite them.
-        self.ctl().head.store(self.head, Ordering::Release);
+        self.mem.head().set(self.head, Ordering::Release);
         self.published = self.head;
         true
     }

@@ -293,7 +293,7 @@ impl Report {
 
 /// Measures; `bar` shows the steps.
 pub fn run(o: &Options, bar: &ProgressBar) -> Result<Report> {
-    let (net, note) = Net::choose(o.network, o.netem.as_deref()).map_err(Error::Peer)?;
+    let (net, note) = Net::choose(o.network, o.netem.as_deref())?;
     let pki = Pki::generate_for(&[net.addr_a.clone(), net.addr_b.clone()])?;
     // This side's work (submitting, the raw writer, the callers) runs in `a`'s namespace.
     let report = net.on_side(true, || measure(o, bar, &net, &pki))??;

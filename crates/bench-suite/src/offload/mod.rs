@@ -49,15 +49,32 @@ impl Mode {
     }
 }
 
+/// A mode name that names no mode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {0:?}: in-host or off-host")]
+pub struct UnknownMode(pub String);
+
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownMode> {
         match s {
             "in-host" => Ok(Mode::InHost),
             "off-host" => Ok(Mode::OffHost),
-            o => Err(format!("unknown mode {o:?}: in-host or off-host")),
+            o => Err(UnknownMode(o.to_owned())),
         }
     }
+}
+
+/// Flags that name no experiment, or settings it cannot run with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExperimentError {
+    /// No experiment has this name.
+    #[error("--experiment {0}: table, rate or priority")]
+    Unknown(String),
+    /// The rate experiment's `--seconds` is not a number of seconds above 0 and at most a day.
+    #[error("--seconds {0}: a number of seconds above 0 and at most a day")]
+    Seconds(f64),
 }
 
 /// Which experiment.
@@ -89,13 +106,11 @@ impl Experiment {
         burst: u64,
         seconds: f64,
         round_trips: usize,
-    ) -> std::result::Result<Experiment, String> {
+    ) -> std::result::Result<Experiment, ExperimentError> {
         Ok(match name {
             "table" => Experiment::Table,
             "rate" if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) => {
-                return Err(format!(
-                    "--seconds {seconds}: a number of seconds above 0 and at most a day"
-                ))
+                return Err(ExperimentError::Seconds(seconds))
             }
             "rate" => Experiment::Rate {
                 rate,
@@ -103,7 +118,7 @@ impl Experiment {
                 seconds,
             },
             "priority" => Experiment::Priority { round_trips },
-            o => return Err(format!("--experiment {o}: table, rate or priority")),
+            o => return Err(ExperimentError::Unknown(o.to_owned())),
         })
     }
 }
@@ -254,7 +269,7 @@ fn command(exe: &Path, prefix: &[String]) -> Command {
 
 impl Setup {
     fn new(o: &Options, need_a: bool) -> Result<Setup> {
-        let (net, note) = Net::choose(o.network, o.netem.as_deref()).map_err(Error::Peer)?;
+        let (net, note) = Net::choose(o.network, o.netem.as_deref())?;
         let dir = tempfile::tempdir()?;
         let certs = if o.plain_tcp {
             None

@@ -16,15 +16,49 @@ pub enum Network {
     Loopback,
 }
 
+/// A network name that names no network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown network {0:?}: netns or loopback")]
+pub struct UnknownNetwork(pub String);
+
 impl std::str::FromStr for Network {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    type Err = UnknownNetwork;
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownNetwork> {
         match s {
             "netns" => Ok(Network::Netns),
             "loopback" => Ok(Network::Loopback),
-            o => Err(format!("unknown network {o:?}: netns or loopback")),
+            o => Err(UnknownNetwork(o.to_owned())),
         }
     }
+}
+
+/// Why the network asked for cannot be made here.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// A command that makes it could not be started (no iproute2).
+    #[error("{command}: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Why it did not start.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command that makes it failed (not root, say).
+    #[error("{command}: {stderr}")]
+    Failed {
+        /// The command line.
+        command: String,
+        /// What it wrote to its standard error.
+        stderr: String,
+    },
+    /// `tc netem` failed on the veth pair.
+    #[error("{0} (this kernel may have no netem: run without --netem)")]
+    Netem(#[source] Box<NetError>),
+    /// `--netem` with `--network loopback`.
+    #[error("--netem needs --network netns (loopback is not impaired)")]
+    NetemOnLoopback,
 }
 
 /// The network made for a run; the namespaces (and the veth pair with them) are deleted when
@@ -42,20 +76,22 @@ pub struct Net {
     pub impairment: Option<String>,
 }
 
-fn run(args: &[&str]) -> Result<()> {
+fn run(args: &[&str]) -> std::result::Result<(), NetError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::Peer(format!("{}: {e}", args.join(" "))))?;
+        .map_err(|source| NetError::Spawn {
+            command: args.join(" "),
+            source,
+        })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(Error::Peer(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        Err(NetError::Failed {
+            command: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 
@@ -63,7 +99,7 @@ impl Net {
     /// Two namespaces joined by a veth pair (10.232.0.1 and .2), `netem` (tc netem arguments,
     /// e.g. `delay 1ms loss 0.1%`) on both ends if given; `None` when namespaces cannot be
     /// made here (not root, no iproute2), with the reason.
-    pub fn netns(netem: Option<&str>) -> std::result::Result<Net, String> {
+    pub fn netns(netem: Option<&str>) -> std::result::Result<Net, NetError> {
         remove_stale();
         let tag = std::process::id() % 100_000;
         let (a, b) = (format!("ohbench{tag}a"), format!("ohbench{tag}b"));
@@ -77,7 +113,7 @@ impl Net {
         };
         let steps: [&[&str]; 2] = [&["ip", "netns", "add", &a], &["ip", "netns", "add", &b]];
         for s in steps {
-            run(s).map_err(|e| e.to_string())?;
+            run(s)?;
         }
         net.namespaces = Some((a.clone(), b.clone()));
         let steps: [&[&str]; 9] = [
@@ -94,16 +130,14 @@ impl Net {
             &["ip", "-n", &b, "link", "set", "lo", "up"],
         ];
         for s in steps {
-            run(s).map_err(|e| e.to_string())?;
+            run(s)?;
         }
         if let Some(args) = netem {
             for (ns, dev) in [(&a, &va), (&b, &vb)] {
                 let mut cmd = vec!["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev];
                 cmd.extend(["root", "netem"]);
                 cmd.extend(args.split_whitespace());
-                run(&cmd).map_err(|e| {
-                    format!("{e} (this kernel may have no netem: run without --netem)")
-                })?;
+                run(&cmd).map_err(|e| NetError::Netem(Box::new(e)))?;
             }
             net.impairment = Some(format!("netem {args}, both ways"));
         }
@@ -126,11 +160,9 @@ impl Net {
     pub fn choose(
         network: Option<Network>,
         netem: Option<&str>,
-    ) -> std::result::Result<(Net, Option<String>), String> {
+    ) -> std::result::Result<(Net, Option<String>), NetError> {
         match network {
-            Some(Network::Loopback) if netem.is_some() => {
-                Err("--netem needs --network netns (loopback is not impaired)".into())
-            }
+            Some(Network::Loopback) if netem.is_some() => Err(NetError::NetemOnLoopback),
             Some(Network::Loopback) => Ok((Net::loopback(), None)),
             Some(Network::Netns) => Ok((Net::netns(netem)?, None)),
             None => match Net::netns(netem) {

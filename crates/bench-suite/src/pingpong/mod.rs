@@ -58,18 +58,33 @@ impl FromStr for RecordPath {
 
 /// The address in `shm:ADDR` (a socket path or `@name`), as `--raw` and `bench pingpong
 /// --connect` take it.
-pub fn shm_addr(url: &str) -> Result<String, String> {
+pub fn shm_addr(url: &str) -> Result<String, ShmAddrError> {
     match url.strip_prefix("shm:") {
         Some(a) if !a.is_empty() && a != "@" => Ok(a.to_owned()),
-        Some(_) => Err(format!("{url:?}: shm: needs a socket path or @name")),
-        None if url == "mem" || url.starts_with("mem:") => Err(format!(
-            "{url:?}: mem: is in-process only; it has no listener \
-             (try `offhost bench pingpong --transport shm --peer thread`)"
-        )),
-        None => Err(format!(
-            "{url:?}: unknown address (expected shm:PATH or shm:@name)"
-        )),
+        Some(_) => Err(ShmAddrError::NoPath(url.to_owned())),
+        None if url == "mem" || url.starts_with("mem:") => {
+            Err(ShmAddrError::InProcess(url.to_owned()))
+        }
+        None => Err(ShmAddrError::Unknown(url.to_owned())),
     }
+}
+
+/// What is wrong with an address [`shm_addr`] was given (each holds the address).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShmAddrError {
+    /// `shm:` with no socket path or name after it.
+    #[error("{0:?}: shm: needs a socket path or @name")]
+    NoPath(String),
+    /// A `mem:` address: in-process only, nothing listens there.
+    #[error(
+        "{0:?}: mem: is in-process only; it has no listener \
+         (try `offhost bench pingpong --transport shm --peer thread`)"
+    )]
+    InProcess(String),
+    /// Not an `shm:` address.
+    #[error("{0:?}: unknown address (expected shm:PATH or shm:@name)")]
+    Unknown(String),
 }
 
 /// What to measure.
@@ -464,13 +479,19 @@ mod tests {
     fn shm_addresses_parse_or_say_what_is_wrong() {
         assert_eq!(shm_addr("shm:/tmp/x"), Ok("/tmp/x".into()));
         assert_eq!(shm_addr("shm:@e"), Ok("@e".into()));
-        for (bad, why) in [
-            ("shm:", "needs a socket"),
-            ("mem:", "in-process"),
-            ("tcp:1", "unknown"),
-        ] {
-            assert!(shm_addr(bad).unwrap_err().contains(why), "{bad}");
-        }
+        assert_eq!(shm_addr("shm:"), Err(ShmAddrError::NoPath("shm:".into())));
+        assert_eq!(
+            shm_addr("mem:"),
+            Err(ShmAddrError::InProcess("mem:".into()))
+        );
+        assert_eq!(
+            shm_addr("tcp:1"),
+            Err(ShmAddrError::Unknown("tcp:1".into()))
+        );
+        assert!(shm_addr("mem:")
+            .unwrap_err()
+            .to_string()
+            .contains("in-process"));
     }
 
     fn options(t: &[Transport], sizes: &[usize]) -> Options {

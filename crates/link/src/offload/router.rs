@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::spares::Spares;
-use crate::peer::{Deliver, ErrorCode, Failure, Notify};
+use crate::peer::{Deliver, DeliverError, ErrorCode, Failure, Notify};
 
 /// Where a host's receives and sends end: the engine writes completion records into the host's
 /// ring, an in-host queue keeps them in memory. Called outside the router's lock; any number
@@ -200,16 +200,16 @@ impl Router {
         &self,
         boxes: &'a mut HashMap<String, Mailbox>,
         channel: &str,
-    ) -> Result<&'a mut Mailbox, Failure> {
+    ) -> Result<&'a mut Mailbox, DeliverError> {
         if !boxes.contains_key(channel) {
             if boxes.len() >= self.limits.mailboxes {
-                return Err(Failure::over(
-                    format!("{} channels have mailboxes", boxes.len()),
-                    offhost_units::OverLimit::new(
+                return Err(DeliverError::OverLimit {
+                    what: format!("{} channels have mailboxes", boxes.len()),
+                    over: offhost_units::OverLimit::new(
                         offhost_units::Limit::MaxMailboxes,
                         self.limits.mailboxes,
                     ),
-                ));
+                });
             }
             boxes.insert(channel.to_owned(), Mailbox::default());
         }
@@ -255,7 +255,7 @@ impl Router {
         {
             let mut boxes = self.lock();
             match self.mailbox(&mut boxes, channel) {
-                Err(f) => after.got.push((p, Err(f))),
+                Err(e) => after.got.push((p, Err(e.failure()))),
                 Ok(mb) => match mb.queued.front() {
                     Some(m) if p.max != 0 && m.len() > p.max as usize => {
                         let f = too_large(m.len(), p.max);
@@ -365,9 +365,11 @@ impl Router {
                 let mut boxes = self.lock();
                 let mb = match self.mailbox(&mut boxes, channel) {
                     Ok(mb) => mb,
-                    Err(f) => {
+                    Err(e) => {
                         drop(boxes);
-                        after.sent.push((notify, handle, token, n, Err(f)));
+                        after
+                            .sent
+                            .push((notify, handle, token, n, Err(e.failure())));
                         after.run(None);
                         return;
                     }
@@ -422,11 +424,11 @@ impl Deliver for Router {
         channel: &str,
         msg: &[u8],
         live: &dyn Fn() -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeliverError> {
         let mut boxes = self.lock();
         loop {
             let mut after = After::default();
-            let mb = self.mailbox(&mut boxes, channel).map_err(|f| f.reason)?;
+            let mb = self.mailbox(&mut boxes, channel)?;
             if mb.queued.is_empty() && mb.waiting.is_empty() {
                 if let Some(p) = Self::take_posted(mb, msg.len(), &mut after) {
                     drop(boxes);
@@ -448,7 +450,9 @@ impl Deliver for Router {
             drop(boxes);
             after.run(None);
             if !live() {
-                return Err(format!("the link went down while {channel:?} was full"));
+                return Err(DeliverError::LinkDown {
+                    channel: channel.to_owned(),
+                });
             }
             boxes = self.lock();
             boxes = self

@@ -312,16 +312,69 @@ pub trait Deliver: Send + Sync {
     /// A message for `channel` from peer `from`. May wait while the destination is full (the
     /// link then stops granting credit to that stream), but looks at `live` at least every
     /// 100 ms while it waits and gives up with an error once it says false (the link that
-    /// brought the message went down: its reader must not wait for ever). `Err(reason)`
-    /// refuses the stream: the sender's unacknowledged messages on it fail with
-    /// [`ErrorCode::Refused`].
+    /// brought the message went down: its reader must not wait for ever). An `Err` refuses
+    /// the stream: the sender's unacknowledged messages on it fail with
+    /// [`ErrorCode::Refused`], their reason the error's [`for_peer`](DeliverError::for_peer)
+    /// text.
     fn deliver(
         &self,
         from: &str,
         channel: &str,
         msg: &[u8],
         live: &dyn Fn() -> bool,
-    ) -> Result<(), String>;
+    ) -> Result<(), DeliverError>;
+}
+
+/// Why a [`Deliver`] refused a peer's stream.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliverError {
+    /// The link that brought the message went down while the message waited for room at
+    /// `channel` (or for another stream's delivery there).
+    #[error("the link went down while {channel:?} had no room")]
+    LinkDown {
+        /// The channel the message was for.
+        channel: String,
+    },
+    /// Taking the message would go over a limit of this engine: `what` says what is held.
+    #[error("{what}, {over}")]
+    OverLimit {
+        /// What is held already ("64 channels have mailboxes").
+        what: String,
+        /// The limit gone over and its value.
+        #[source]
+        over: offhost_units::OverLimit,
+    },
+    /// The destination of `channel` refused the message, for a reason of its own.
+    #[error("{channel}: {source}")]
+    Destination {
+        /// The channel the message was for.
+        channel: String,
+        /// The destination's reason.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl DeliverError {
+    /// The reason the peer is sent: it cannot match the error by type, so past a limit it
+    /// also says how this engine raises it ([`OverLimit::for_peer`](offhost_units::OverLimit::for_peer)).
+    pub fn for_peer(&self) -> String {
+        match self {
+            DeliverError::OverLimit { over, .. } => format!("{self} {}", over.for_peer()),
+            _ => self.to_string(),
+        }
+    }
+
+    /// The same refusal for a local send or receive: [`ErrorCode::Budget`] past a limit,
+    /// else [`ErrorCode::Refused`].
+    pub(crate) fn failure(&self) -> Failure {
+        let code = match self {
+            DeliverError::OverLimit { .. } => ErrorCode::Budget,
+            _ => ErrorCode::Refused,
+        };
+        Failure::new(code, self.for_peer())
+    }
 }
 
 /// Counts of what the links hold, for status and tests.

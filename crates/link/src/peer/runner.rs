@@ -589,7 +589,7 @@ impl Runner {
                         let live = || !self.is_dead();
                         if let Err(why) = deliver.deliver(&self.peer, channel, &buf, &live) {
                             drop(expected);
-                            return self.give_up(ch.id, taken, &why);
+                            return self.give_up(ch.id, taken, &why.for_peer());
                         }
                         *expected = after;
                     }

@@ -5,13 +5,46 @@ use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
 use offhost_link::offload::Router;
-use offhost_link::peer::Deliver;
+use offhost_link::peer::{Deliver, DeliverError};
 
 use crate::daemon::Daemon;
-use offhost_engine::HostInput;
+use offhost_engine::{HostError, HostInput};
 
 /// Inputs of pipelines opened so far, by channel name (`None` once ended).
 type Inputs = HashMap<String, Arc<Mutex<Option<HostInput>>>>;
+
+/// Why a peer's message for `in/N/NAME` found no pipeline input to go into (the source of a
+/// [`DeliverError::Destination`] for that channel).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The channel starts with `in/` but is not `in/N/NAME`.
+    #[error("not in/N/NAME")]
+    NotInput,
+    /// No running pipeline `id` has an open `host-in name=NAME`.
+    #[error("no pipeline {id} with an open host-in {name:?} here")]
+    NoInput {
+        /// The pipeline's id.
+        id: u64,
+        /// The input's name.
+        name: String,
+    },
+    /// The input has ended (its end of stream came, or the pipeline no longer reads it).
+    #[error("the input has ended")]
+    Ended,
+    /// The input did not take the message.
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+impl InputError {
+    fn at(self, channel: &str) -> DeliverError {
+        DeliverError::Destination {
+            channel: channel.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
 
 /// Delivers `in/N/NAME` to `host-in name=NAME` of the daemon's pipeline N (an empty message
 /// ends that input), anything else to the router's mailboxes.
@@ -42,7 +75,7 @@ impl EngineDeliver {
         daemon: &Daemon,
         channel: &str,
         rest: &str,
-    ) -> Result<Arc<Mutex<Option<HostInput>>>, String> {
+    ) -> Result<Arc<Mutex<Option<HostInput>>>, InputError> {
         let mut inputs = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = inputs.get(channel) {
             return Ok(i.clone());
@@ -50,10 +83,13 @@ impl EngineDeliver {
         let (id, name) = rest
             .split_once('/')
             .and_then(|(id, name)| Some((id.parse::<u64>().ok()?, name)))
-            .ok_or_else(|| format!("{channel:?} is not in/N/NAME"))?;
+            .ok_or(InputError::NotInput)?;
         let input = daemon
             .host_input(id, name)
-            .ok_or_else(|| format!("no pipeline {id} with an open host-in {name:?} here"))?;
+            .ok_or_else(|| InputError::NoInput {
+                id,
+                name: name.to_owned(),
+            })?;
         let i = Arc::new(Mutex::new(Some(input)));
         inputs.insert(channel.to_owned(), i.clone());
         Ok(i)
@@ -67,9 +103,11 @@ impl Deliver for EngineDeliver {
         channel: &str,
         msg: &[u8],
         live: &dyn Fn() -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeliverError> {
         if let (Some(daemon), Some(rest)) = (&self.daemon, channel.strip_prefix("in/")) {
-            let input = self.input(daemon, channel, rest)?;
+            let input = self
+                .input(daemon, channel, rest)
+                .map_err(|e| e.at(channel))?;
             // Another stream to the same input may hold it while it waits for room: wait
             // for it only while this stream's link is up.
             let mut slot = loop {
@@ -80,21 +118,21 @@ impl Deliver for EngineDeliver {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     Err(TryLockError::WouldBlock) => {
-                        return Err(format!("the link went down while {channel} was busy"));
+                        return Err(DeliverError::LinkDown {
+                            channel: channel.to_owned(),
+                        });
                     }
                 }
             };
             let Some(i) = slot.as_mut() else {
-                return Err(format!("{channel} has ended"));
+                return Err(InputError::Ended.at(channel));
             };
             let r = if msg.is_empty() {
                 Ok(())
             } else {
                 match i.send_while(msg.to_vec(), live) {
-                    Err(offhost_engine::HostError::Closed) => {
-                        Err(offhost_engine::HostError::Closed)
-                    }
-                    other => return other.map_err(|e| format!("{channel}: {e}")),
+                    Err(HostError::Closed) => Err(HostError::Closed),
+                    other => return other.map_err(|e| InputError::from(e).at(channel)),
                 }
             };
             // The input ended (its end of stream, or the pipeline no longer reads it): it
@@ -105,7 +143,7 @@ impl Deliver for EngineDeliver {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(channel);
-            return r.map_err(|e| format!("{channel}: {e}"));
+            return r.map_err(|e| InputError::from(e).at(channel));
         }
         self.router.deliver(from, channel, msg, live)
     }

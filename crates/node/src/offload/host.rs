@@ -9,7 +9,8 @@ use std::time::Duration;
 use offhost_link::offload::{Address, HostSink, Posted};
 use offhost_link::peer::{Failure, Lane, Notify, Outgoing, Payload, Rate, SendBatch, Stream};
 use offhost_proto::offload::{
-    header_of, Completion, ErrorCode, Limits, Op, Status, Submission, SubmissionHeader, HEADER,
+    header_of, Completion, ErrorCode, Limits, Op, RecordError, Status, Submission,
+    SubmissionHeader, HEADER, VERSION,
 };
 use offhost_shm::{Receiver, Sender, ShmError};
 use offhost_units::{Limit, OverLimit};
@@ -21,6 +22,53 @@ const BATCH: usize = 64;
 
 /// Records up to this many bytes are copied out of the ring onto the stack, not the heap.
 const SMALL_RECORD: usize = 320;
+
+/// Why the engine refuses a host: the text of its refusal completion, after which its queue
+/// is closed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    /// A record that does not decode.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A pool buffer carries a record that is not a send.
+    #[error("a pool buffer carries a {0} record")]
+    BufferNotSend(&'static str),
+    /// The first record is not a hello.
+    #[error("the first record is not a hello")]
+    NoHello,
+    /// A hello after the first record.
+    #[error("a second hello")]
+    SecondHello,
+    /// A send record reached the decoding of the other records.
+    #[error("a send decoded twice")]
+    SendDecodedTwice,
+    /// The host writes another version of the record format.
+    #[error("record format version {0}; this engine speaks {VERSION}")]
+    Version(u32),
+    /// The engine serves as many hosts as it may.
+    #[error("this engine serves {max} hosts at most, {over}")]
+    OverHosts {
+        /// `max_hosts`.
+        max: usize,
+        /// The limit and its value.
+        #[source]
+        over: OverLimit,
+    },
+    /// The host's rings failed.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+}
+
+impl Refused {
+    /// The text the host is sent: past a limit, also how the engine raises it
+    /// ([`OverLimit::for_peer`]).
+    pub(super) fn for_host(&self) -> String {
+        match self {
+            Refused::OverHosts { over, .. } => format!("{self} {}", over.for_peer()),
+            _ => self.to_string(),
+        }
+    }
+}
 
 struct Tx {
     tx: Sender,
@@ -194,7 +242,7 @@ impl HostConn {
                 Ok(rec) => self.take(rec, &mut chans, off, &mut batch),
                 Err(ShmError::Timeout) => Ok(()),
                 Err(ShmError::PeerGone) => break None,
-                Err(e) => break Some(e.to_string()),
+                Err(e) => break Some(Refused::Shm(e)),
             };
             if let Err(why) = first {
                 break Some(why);
@@ -211,7 +259,7 @@ impl HostConn {
                     Ok(None) => break,
                     Err(ShmError::PeerGone) => break,
                     Err(e) => {
-                        refused = Some(e.to_string());
+                        refused = Some(Refused::Shm(e));
                         break;
                     }
                 }
@@ -225,6 +273,7 @@ impl HostConn {
         };
         if let Some(why) = end {
             tracing::warn!("offload host {}: refused: {why}", self.id);
+            let why = why.for_host();
             let c = Completion::error(Op::Refused, ErrorCode::BadRecord, 0, 0, &why);
             let mut tx = self.lock();
             tx.overflow.clear();
@@ -245,22 +294,21 @@ impl HostConn {
         chans: &mut HashMap<u32, Chan>,
         off: &Offload,
         batch: &mut SendBatch,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let is_buf = rec.is_buf();
         let bytes = rec.bytes();
-        let h = header_of(bytes)
-            .and_then(|h| SubmissionHeader::decode(&h))
-            .map_err(|e| e.to_string())?;
+        let h = header_of(bytes).and_then(|h| SubmissionHeader::decode(&h))?;
         let body_len = bytes.len() - HEADER;
         if body_len != h.len as usize {
-            return Err(format!(
-                "{} record says {} body bytes, carries {body_len}",
-                h.op.name(),
-                h.len
-            ));
+            return Err(RecordError::Length {
+                op: h.op.name(),
+                said: h.len,
+                found: body_len,
+            }
+            .into());
         }
         if is_buf && h.op != Op::Send {
-            return Err(format!("a pool buffer carries a {} record", h.op.name()));
+            return Err(Refused::BufferNotSend(h.op.name()));
         }
         // Ordering: AcqRel: counts the submission (see above); stronger than needed.
         self.outstanding.fetch_add(1, Ordering::AcqRel);
@@ -268,7 +316,7 @@ impl HostConn {
             let data = if is_buf {
                 let mut b = rec.take_buf().expect("a buffer record");
                 let at = b.offset() + HEADER;
-                b.set_range(at, body_len).map_err(|e| e.to_string())?;
+                b.set_range(at, body_len)?;
                 Payload::Shm(b)
             } else {
                 Payload::Bytes(bytes[HEADER..].to_vec())
@@ -292,8 +340,8 @@ impl HostConn {
             // Opening may wait for a link: nothing corked waits behind it.
             batch.release();
         }
-        match Submission::parse(&h, &owned[HEADER..]).map_err(|e| e.to_string())? {
-            Submission::Hello { .. } => Err("a second hello".into()),
+        match Submission::parse(&h, &owned[HEADER..])? {
+            Submission::Hello { .. } => Err(Refused::SecondHello),
             Submission::Open {
                 handle,
                 id,
@@ -348,7 +396,7 @@ impl HostConn {
                 self.finish(Op::Close, handle, id, r);
                 Ok(())
             }
-            Submission::Send { .. } => Err("a send decoded twice".into()),
+            Submission::Send { .. } => Err(Refused::SendDecodedTwice),
         }
     }
 

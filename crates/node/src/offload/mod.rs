@@ -42,7 +42,8 @@ use offhost_proto::peer::CONTROL_CHANNEL;
 use offhost_shm::{Endpoint, Listener, Mode};
 
 use crate::daemon::Daemon;
-pub use deliver::EngineDeliver;
+pub use deliver::{EngineDeliver, InputError};
+use host::Refused;
 
 /// What one host may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,15 +303,15 @@ impl Offload {
         if rx.wait_ready(Some(left.min(FIRST_RECORD))).is_err() {
             return;
         }
-        let mut hello: Option<Result<u32, String>> = None;
+        let mut hello: Option<Result<u32, Refused>> = None;
         let taken = rx.try_take_inline(|b| {
             if b.len() < HEADER + 8 || b[HEADER..HEADER + 8] != MAGIC {
                 return false;
             }
             hello = Some(match Submission::decode(b) {
                 Ok(Submission::Hello { version }) => Ok(version),
-                Ok(_) => Err("the first record is not a hello".into()),
-                Err(e) => Err(e.to_string()),
+                Ok(_) => Err(Refused::NoHello),
+                Err(e) => Err(e.into()),
             });
             true
         });
@@ -328,13 +329,11 @@ impl Offload {
     }
 
     /// Answers a host's hello (limits, or a refusal) and serves it on a thread of its own.
-    fn start_host(self: Arc<Self>, ep: Endpoint, hello: Result<u32, String>) {
+    fn start_host(self: Arc<Self>, ep: Endpoint, hello: Result<u32, Refused>) {
         let (tx, rx) = ep.split();
         let refusal = match hello {
             Err(why) => Some(why),
-            Ok(v) if v != VERSION => Some(format!(
-                "record format version {v}; this engine speaks {VERSION}"
-            )),
+            Ok(v) if v != VERSION => Some(Refused::Version(v)),
             Ok(_) => {
                 let max = self.config.max_hosts;
                 self.hosts
@@ -344,19 +343,16 @@ impl Offload {
                         (n < max).then_some(n + 1)
                     })
                     .err()
-                    .map(|_| {
-                        let over =
-                            offhost_units::OverLimit::new(offhost_units::Limit::MaxHosts, max);
-                        format!(
-                            "this engine serves {max} hosts at most, {over} {}",
-                            over.for_peer()
-                        )
+                    .map(|_| Refused::OverHosts {
+                        max,
+                        over: offhost_units::OverLimit::new(offhost_units::Limit::MaxHosts, max),
                     })
             }
         };
         let mut tx = tx;
         if let Some(why) = refusal {
             tracing::info!("offload host refused: {why}");
+            let why = why.for_host();
             let c = Completion::error(Op::Refused, ErrorCode::Budget, 0, 0, &why);
             let mut rec = vec![0u8; c.encoded_len()];
             c.encode(&mut rec);
