@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::DaemonLimits;
 
 /// How often the warden looks at the running pipelines.
-pub(crate) const WARDEN_TICK: Duration = Duration::from_millis(100);
+pub const WARDEN_TICK: Duration = Duration::from_millis(100);
 /// How long a pipeline the daemon told to stop may take to end before it is ended by force.
 pub const AFTER_STOP: Duration = Duration::from_secs(10);
 
