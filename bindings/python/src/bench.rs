@@ -1,13 +1,17 @@
 //! A measurement helper for `python -m offhost.bench`: a sink engine on a Rust thread of this
 //! process, the same protocol as the sink of `offhost bench rate` (per channel: say `ready`,
 //! count the messages until the end of the stream, answer with the count as 8 bytes).
+//!
+//! `Sink()` and `join` run inside `guarded` (a panic, the sink thread's included, is
+//! `offhost.Error`); the `url` getter (a field) cannot panic.
 
 use std::thread::JoinHandle;
 
+use offhost_bindings::Error;
 use offhost_link::{LinkError, Server};
 use pyo3::prelude::*;
 
-use crate::errors::to_py;
+use crate::errors::{guarded, to_py};
 
 /// A sink engine listening at a URL on a thread of this process; it serves one session.
 #[pyclass(module = "offhost")]
@@ -37,12 +41,14 @@ fn serve(server: Server) -> Result<(), LinkError> {
 impl Sink {
     #[new]
     fn new(py: Python<'_>, url: &str) -> PyResult<Sink> {
-        let server = crate::errors::detach(py, || Server::bind(url))?.map_err(to_py)?;
-        let url = server.url().to_owned();
-        let thread = std::thread::spawn(move || serve(server));
-        Ok(Sink {
-            url,
-            thread: Some(thread),
+        guarded(|| {
+            let server = crate::errors::detach(py, || Server::bind(url))?.map_err(to_py)?;
+            let url = server.url().to_owned();
+            let thread = std::thread::spawn(move || serve(server));
+            Ok(Sink {
+                url,
+                thread: Some(thread),
+            })
         })
     }
 
@@ -54,17 +60,21 @@ impl Sink {
 
     /// Waits for the sink to end (after its session closed).
     fn join(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let Some(t) = self.thread.take() {
-            let r = crate::errors::detach(py, || t.join())?;
-            match r {
-                Ok(r) => r.map_err(to_py)?,
-                Err(_) => {
-                    return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                        "the sink thread panicked",
-                    ))
+        guarded(|| {
+            if let Some(t) = self.thread.take() {
+                let r = crate::errors::detach(py, || t.join())?;
+                match r {
+                    Ok(r) => r.map_err(to_py)?,
+                    // A panic of the sink thread is one of offhost's too: `offhost.Error`.
+                    Err(p) => {
+                        return Err(to_py(Error::Panicked(format!(
+                            "the sink thread: {}",
+                            offhost_bindings::panic_message(p.as_ref())
+                        ))))
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }

@@ -1,4 +1,8 @@
 //! `offhost.Session`, `offhost.Channel` and `offhost.select`.
+//!
+//! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
+//! `errors.rs`) but three that cannot panic: the `Session.url` getter (a field),
+//! `Session.__enter__` and `Channel.__iter__` (they return `self`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView, PySlice};
 
 use crate::convert::{sliced, Slice};
-use crate::errors::{raise, to_py};
+use crate::errors::{guarded, raise, to_py};
 use crate::loan::{Loan, Message};
 
 /// A link to an engine (the paper's OpenLink): `offhost.Session("shm:/tmp/echo.sock")`.
@@ -60,34 +64,40 @@ impl Session {
         ring_bytes: Option<u64>,
         tls_certificates: Option<std::path::PathBuf>,
     ) -> PyResult<Session> {
-        let shm = url.strip_prefix("shm:").map(str::to_owned);
-        let inner = match shm {
-            Some(addr) => {
-                let d = offhost_link::default_shm_config();
-                let config = offhost_shm::Config {
-                    mode: mode.map(mode_of).transpose()?.unwrap_or(d.mode),
-                    pool_buffers: pool_buffers.unwrap_or(d.pool_buffers),
-                    buffer_size: buffer_size.unwrap_or(d.buffer_size),
-                    ring_bytes: ring_bytes.unwrap_or(d.ring_bytes),
-                    ..d
-                };
-                crate::errors::detach(py, || offhost_link::Session::connect_shm(&addr, &config))?
-            }
-            None => {
-                if mode.or(pool_buffers.map(|_| "")).is_some()
-                    || buffer_size.is_some()
-                    || ring_bytes.is_some()
-                {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
+        guarded(|| {
+            let shm = url.strip_prefix("shm:").map(str::to_owned);
+            let inner = match shm {
+                Some(addr) => {
+                    let d = offhost_link::default_shm_config();
+                    let config = offhost_shm::Config {
+                        mode: mode.map(mode_of).transpose()?.unwrap_or(d.mode),
+                        pool_buffers: pool_buffers.unwrap_or(d.pool_buffers),
+                        buffer_size: buffer_size.unwrap_or(d.buffer_size),
+                        ring_bytes: ring_bytes.unwrap_or(d.ring_bytes),
+                        ..d
+                    };
+                    crate::errors::detach(py, || {
+                        offhost_link::Session::connect_shm(&addr, &config)
+                    })?
+                }
+                None => {
+                    if mode.or(pool_buffers.map(|_| "")).is_some()
+                        || buffer_size.is_some()
+                        || ring_bytes.is_some()
+                    {
+                        return Err(pyo3::exceptions::PyValueError::new_err(
                         "mode, pool_buffers, buffer_size and ring_bytes apply to shm: URLs only",
                     ));
+                    }
+                    let options = link_options(tls_certificates);
+                    crate::errors::detach(py, || {
+                        offhost_link::Session::connect_with(&url, &options)
+                    })?
                 }
-                let options = link_options(tls_certificates);
-                crate::errors::detach(py, || offhost_link::Session::connect_with(&url, &options))?
             }
-        }
-        .map_err(to_py)?;
-        Ok(Session { inner, url })
+            .map_err(to_py)?;
+            Ok(Session { inner, url })
+        })
     }
 
     /// Opens a channel named `name` (the peer sees it through its `accept`). `max_message`
@@ -104,38 +114,43 @@ impl Session {
         packet_size: Option<usize>,
         sync: bool,
     ) -> PyResult<Channel> {
-        let d = ChannelOptions::default();
-        let max = max_message.unwrap_or(d.max_message);
-        let options = ChannelOptions {
-            packet_size: packet_size.unwrap_or(d.packet_size),
-            recv_buffer: recv_buffer.unwrap_or_else(|| {
-                u32::try_from(max.max(u64::from(d.recv_buffer))).unwrap_or(u32::MAX)
-            }),
-            max_message: max,
-            send_mode: if sync {
-                SendMode::Sync
-            } else {
-                SendMode::Async
-            },
-        };
-        let ch = crate::errors::detach(py, || self.inner.open(name, options))?.map_err(to_py)?;
-        Ok(Channel::new(ch))
+        guarded(|| {
+            let d = ChannelOptions::default();
+            let max = max_message.unwrap_or(d.max_message);
+            let options = ChannelOptions {
+                packet_size: packet_size.unwrap_or(d.packet_size),
+                recv_buffer: recv_buffer.unwrap_or_else(|| {
+                    u32::try_from(max.max(u64::from(d.recv_buffer))).unwrap_or(u32::MAX)
+                }),
+                max_message: max,
+                send_mode: if sync {
+                    SendMode::Sync
+                } else {
+                    SendMode::Async
+                },
+            };
+            let ch =
+                crate::errors::detach(py, || self.inner.open(name, options))?.map_err(to_py)?;
+            Ok(Channel::new(ch))
+        })
     }
 
     /// Waits (at most `timeout` seconds; `None`: for ever) for the next channel the peer
     /// opens.
     #[pyo3(signature = (timeout=None))]
     fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Channel> {
-        let ch = sliced(py, timeout, |slice| {
-            Slice::link(self.inner.accept_timeout(Some(slice)))
-        })?;
-        Ok(Channel::new(ch))
+        guarded(|| {
+            let ch = sliced(py, timeout, |slice| {
+                Slice::link(self.inner.accept_timeout(Some(slice)))
+            })?;
+            Ok(Channel::new(ch))
+        })
     }
 
     /// The transport: `shm`, `unix`, `tcp` or `mem`.
     #[getter]
-    fn transport(&self) -> &'static str {
-        self.inner.transport()
+    fn transport(&self) -> PyResult<&'static str> {
+        guarded(|| Ok(self.inner.transport()))
     }
 
     /// The URL it was opened with.
@@ -145,8 +160,11 @@ impl Session {
     }
 
     /// Says goodbye: the peer sees end of stream on every channel; later calls fail.
-    fn close(&self) {
-        self.inner.close();
+    fn close(&self) -> PyResult<()> {
+        guarded(|| {
+            self.inner.close();
+            Ok(())
+        })
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -154,12 +172,15 @@ impl Session {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
-        self.inner.close();
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        guarded(|| {
+            self.inner.close();
+            Ok(())
+        })
     }
 
-    fn __repr__(&self) -> String {
-        format!("offhost.Session({:?})", self.url)
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| Ok(format!("offhost.Session({:?})", self.url)))
     }
 }
 
@@ -234,49 +255,55 @@ pub(crate) fn data<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Data<'a>> {
 impl Channel {
     /// The channel's name.
     #[getter]
-    fn name(&self) -> &str {
-        self.inner.name()
+    fn name(&self) -> PyResult<&str> {
+        guarded(|| Ok(self.inner.name()))
     }
 
     /// The options in force (for an accepted channel, those the peer chose).
     #[getter]
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let o = self.inner.options();
-        let d = PyDict::new(py);
-        d.set_item("max_message", o.max_message)?;
-        d.set_item("recv_buffer", o.recv_buffer)?;
-        d.set_item("packet_size", o.packet_size)?;
-        d.set_item("sync", o.send_mode == SendMode::Sync)?;
-        Ok(d)
+        guarded(|| {
+            let o = self.inner.options();
+            let d = PyDict::new(py);
+            d.set_item("max_message", o.max_message)?;
+            d.set_item("recv_buffer", o.recv_buffer)?;
+            d.set_item("packet_size", o.packet_size)?;
+            d.set_item("sync", o.send_mode == SendMode::Sync)?;
+            Ok(d)
+        })
     }
 
     /// Sends one message (any bytes-like object), waiting for credit at most `timeout`
     /// seconds (`None`: for ever); on a `sync=True` channel until the peer has taken it.
     #[pyo3(signature = (data, timeout=None))]
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
-        crate::convert::deadline(timeout)?; // NaN and negative timeouts are errors.
-        let msg = self::data(data)?;
-        let msg: &[u8] = &msg;
-        if self.inner.options().send_mode == SendMode::Sync {
-            // A sync send that timed out may still be delivered: never retried in slices.
-            let r = crate::errors::detach(py, || match timeout {
-                None => self.inner.send(msg),
-                Some(t) => self.inner.send_timeout(
-                    msg,
-                    Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4),
-                ),
-            })?;
-            return r.map_err(to_py);
-        }
-        sliced(py, timeout, |slice| {
-            Slice::link(self.inner.send_timeout(msg, slice))
+        guarded(|| {
+            crate::convert::deadline(timeout)?; // NaN and negative timeouts are errors.
+            let msg = self::data(data)?;
+            let msg: &[u8] = &msg;
+            if self.inner.options().send_mode == SendMode::Sync {
+                // A sync send that timed out may still be delivered: never retried in slices.
+                let r = crate::errors::detach(py, || match timeout {
+                    None => self.inner.send(msg),
+                    Some(t) => self.inner.send_timeout(
+                        msg,
+                        Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4),
+                    ),
+                })?;
+                return r.map_err(to_py);
+            }
+            sliced(py, timeout, |slice| {
+                Slice::link(self.inner.send_timeout(msg, slice))
+            })
         })
     }
 
     /// Sends if the credit allows it now; `offhost.WouldBlockError` otherwise.
     fn try_send(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let msg = self::data(data)?;
-        self.inner.try_send(&msg).map_err(to_py)
+        guarded(|| {
+            let msg = self::data(data)?;
+            self.inner.try_send(&msg).map_err(to_py)
+        })
     }
 
     /// The next message as `bytes`, waiting at most `timeout` seconds (`None`: for ever;
@@ -287,17 +314,19 @@ impl Channel {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.recv_vec(py, timeout)?.map(|m| PyBytes::new(py, &m)))
+        guarded(|| Ok(self.recv_vec(py, timeout)?.map(|m| PyBytes::new(py, &m))))
     }
 
     /// The next message if one is there (`offhost.WouldBlockError` otherwise); `None` once
     /// the peer ended the stream.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        if let Some(m) = self.take_pending() {
-            return Ok(Some(PyBytes::new(py, &m)));
-        }
-        let m = self.inner.try_recv().map_err(to_py)?;
-        Ok(m.map(|m| PyBytes::new(py, &m)))
+        guarded(|| {
+            if let Some(m) = self.take_pending() {
+                return Ok(Some(PyBytes::new(py, &m)));
+            }
+            let m = self.inner.try_recv().map_err(to_py)?;
+            Ok(m.map(|m| PyBytes::new(py, &m)))
+        })
     }
 
     /// Receives the next message into `buffer` (a writable bytes-like object: bytearray,
@@ -311,40 +340,42 @@ impl Channel {
         buffer: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Option<usize>> {
-        let target = PyMemoryView::from(buffer)?.call_method1("cast", ("B",))?;
-        if target.getattr("readonly")?.extract::<bool>()? {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "recv_into needs a writable buffer",
-            ));
-        }
-        let cap: usize = target.len()?;
-        let msg = match self.take_pending() {
-            Some(m) => m,
-            None => {
-                let mut buf = Vec::new();
-                let got = sliced(py, timeout, |slice| {
-                    Slice::link(self.inner.recv_into_timeout(&mut buf, slice))
-                })?;
-                if !got {
-                    return Ok(None);
-                }
-                buf
+        guarded(|| {
+            let target = PyMemoryView::from(buffer)?.call_method1("cast", ("B",))?;
+            if target.getattr("readonly")?.extract::<bool>()? {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "recv_into needs a writable buffer",
+                ));
             }
-        };
-        let n = msg.len();
-        if n > cap {
-            *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
-            return Err(raise(
-                py,
-                "TooLargeError",
-                format!(
+            let cap: usize = target.len()?;
+            let msg = match self.take_pending() {
+                Some(m) => m,
+                None => {
+                    let mut buf = Vec::new();
+                    let got = sliced(py, timeout, |slice| {
+                        Slice::link(self.inner.recv_into_timeout(&mut buf, slice))
+                    })?;
+                    if !got {
+                        return Ok(None);
+                    }
+                    buf
+                }
+            };
+            let n = msg.len();
+            if n > cap {
+                *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
+                return Err(raise(
+                    py,
+                    "TooLargeError",
+                    format!(
                     "message of {n} bytes does not fit the buffer of {cap} bytes (it stays queued)"
                 ),
-            ));
-        }
-        let part = target.get_item(PySlice::new(py, 0, n as isize, 1))?;
-        pyo3::buffer::PyBuffer::<u8>::get(&part)?.copy_from_slice(py, &msg)?;
-        Ok(Some(n))
+                ));
+            }
+            let part = target.get_item(PySlice::new(py, 0, n as isize, 1))?;
+            pyo3::buffer::PyBuffer::<u8>::get(&part)?.copy_from_slice(py, &msg)?;
+            Ok(Some(n))
+        })
     }
 
     /// Borrows a buffer of the shared pool (shm only; `offhost.NoLoansError` elsewhere),
@@ -352,20 +383,23 @@ impl Channel {
     /// memoryview of the shared memory) and pass the loan to `send_loan`.
     #[pyo3(signature = (timeout=None))]
     fn loan(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Loan> {
-        let py = slf.py();
-        let this = slf.get();
-        // A free buffer is taken at once, without releasing the GIL (nothing waits then);
-        // only when the pool is empty does the call wait, in slices, without the GIL.
-        let l = match this.inner.loan(Some(Duration::ZERO)) {
-            Ok(l) => l,
-            Err(offhost_link::LinkError::Timeout | offhost_link::LinkError::WouldBlock) => {
-                sliced(py, timeout, |slice| {
-                    Slice::link(this.inner.loan(Some(slice)))
-                })?
-            }
-            Err(e) => return Err(to_py(e)),
-        };
-        Ok(Loan::new(l, slf.clone().unbind()))
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            crate::convert::deadline(timeout)?; // NaN and negative timeouts are errors.
+                                                // A free buffer is taken at once, without releasing the GIL (nothing waits then);
+                                                // only when the pool is empty does the call wait, in slices, without the GIL.
+            let l = match this.inner.loan(Some(Duration::ZERO)) {
+                Ok(l) => l,
+                Err(offhost_link::LinkError::Timeout | offhost_link::LinkError::WouldBlock) => {
+                    sliced(py, timeout, |slice| {
+                        Slice::link(this.inner.loan(Some(slice)))
+                    })?
+                }
+                Err(e) => return Err(to_py(e)),
+            };
+            Ok(Loan::new(l, slf.clone().unbind()))
+        })
     }
 
     /// Sends a loan by descriptor, without copying: its first `length` bytes (default: all
@@ -377,9 +411,10 @@ impl Channel {
         loan: &Bound<'_, Loan>,
         length: Option<usize>,
     ) -> PyResult<()> {
-        let mut l = loan.get().take(py)?;
-        l.set_len(length.unwrap_or(l.capacity())).map_err(to_py)?;
-        crate::errors::detach(py, || self.inner.send_loan(l))?.map_err(to_py)
+        guarded(|| {
+            let l = loan.get().take(py, length)?;
+            crate::errors::detach(py, || self.inner.send_loan(l))?.map_err(to_py)
+        })
     }
 
     /// The next message as an `offhost.Message`: a loan stays in shared memory (its
@@ -387,21 +422,23 @@ impl Channel {
     /// ended the stream.
     #[pyo3(signature = (timeout=None))]
     fn recv_message(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Option<Message>> {
-        let py = slf.py();
-        let this = slf.get();
-        if let Some(m) = this.take_pending() {
-            return Ok(Some(Message::bytes(py, &m, slf.clone().unbind())));
-        }
-        let m = sliced(py, timeout, |slice| {
-            Slice::link(this.inner.recv_message_timeout(slice))
-        })?;
-        Ok(m.map(|m| Message::new(py, m, slf.clone().unbind())))
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            if let Some(m) = this.take_pending() {
+                return Ok(Some(Message::bytes(py, &m, slf.clone().unbind())));
+            }
+            let m = sliced(py, timeout, |slice| {
+                Slice::link(this.inner.recv_message_timeout(slice))
+            })?;
+            Ok(m.map(|m| Message::new(py, m, slf.clone().unbind())))
+        })
     }
 
     /// Ends this side's sending direction (the peer receives end of stream after what was
     /// sent); receiving goes on.
     fn close(&self) -> PyResult<()> {
-        self.inner.close().map_err(to_py)
+        guarded(|| self.inner.close().map_err(to_py))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -409,11 +446,11 @@ impl Channel {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.recv(py, None)
+        guarded(|| self.recv(py, None))
     }
 
-    fn __repr__(&self) -> String {
-        format!("offhost.Channel({:?})", self.inner.name())
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| Ok(format!("offhost.Channel({:?})", self.inner.name())))
     }
 }
 
@@ -427,16 +464,18 @@ pub fn select<'py>(
     channels: Vec<Bound<'py, Channel>>,
     timeout: Option<f64>,
 ) -> PyResult<Bound<'py, Channel>> {
-    if let Some(c) = channels.iter().find(|c| c.get().has_pending()) {
-        return Ok(c.clone());
-    }
-    let inner: Vec<Arc<offhost_link::Channel>> = channels
-        .iter()
-        .map(|c| Arc::clone(&c.get().inner))
-        .collect();
-    let i = sliced(py, timeout, |slice| {
-        let refs: Vec<&offhost_link::Channel> = inner.iter().map(|c| &**c).collect();
-        Slice::link(offhost_link::select(&refs, Some(slice)))
-    })?;
-    Ok(channels[i].clone())
+    guarded(|| {
+        if let Some(c) = channels.iter().find(|c| c.get().has_pending()) {
+            return Ok(c.clone());
+        }
+        let inner: Vec<Arc<offhost_link::Channel>> = channels
+            .iter()
+            .map(|c| Arc::clone(&c.get().inner))
+            .collect();
+        let i = sliced(py, timeout, |slice| {
+            let refs: Vec<&offhost_link::Channel> = inner.iter().map(|c| &**c).collect();
+            Slice::link(offhost_link::select(&refs, Some(slice)))
+        })?;
+        Ok(channels[i].clone())
+    })
 }

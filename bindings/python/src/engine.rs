@@ -1,4 +1,7 @@
 //! `offhost.Engine` and the pipelines it runs (`offhost.Pipeline`).
+//!
+//! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
+//! `errors.rs`) but `Pipeline.__enter__` and `OutputIter.__iter__`, which return `self`.
 
 use std::sync::Arc;
 
@@ -8,7 +11,7 @@ use pyo3::types::PyBytes;
 
 use crate::channel::data;
 use crate::convert::{json_to_py, pipeline_text, sliced, Slice};
-use crate::errors::{class, to_py};
+use crate::errors::{class, guarded, to_py};
 
 /// Where pipelines run: `offhost.Engine()` is the embedded engine (worker threads of this
 /// process, with the built-in and PET tasks); `offhost.Engine("unix:/tmp/engine.sock")` an
@@ -28,30 +31,34 @@ impl Engine {
         workers: Option<usize>,
         tls_certificates: Option<std::path::PathBuf>,
     ) -> PyResult<Engine> {
-        let inner = match url.as_deref() {
-            None | Some("embedded") => {
-                if tls_certificates.is_some() {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
+        guarded(|| {
+            let inner = match url.as_deref() {
+                None | Some("embedded") => {
+                    if tls_certificates.is_some() {
+                        return Err(pyo3::exceptions::PyValueError::new_err(
                         "tls_certificates applies to a daemon's tls: URL, not the embedded engine",
                     ));
+                    }
+                    if let Some(w) = workers {
+                        offhost_bindings::check_workers(w).map_err(to_py)?;
+                    }
+                    offhost_bindings::Engine::embedded(workers)
                 }
-                if let Some(w) = workers {
-                    offhost_bindings::check_workers(w).map_err(to_py)?;
-                }
-                offhost_bindings::Engine::embedded(workers)
-            }
-            Some(u) => {
-                if workers.is_some() {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
-                        "workers applies to the embedded engine only",
-                    ));
-                }
-                let options = crate::channel::link_options(tls_certificates);
-                crate::errors::detach(py, || offhost_bindings::Engine::connect_with(u, &options))?
+                Some(u) => {
+                    if workers.is_some() {
+                        return Err(pyo3::exceptions::PyValueError::new_err(
+                            "workers applies to the embedded engine only",
+                        ));
+                    }
+                    let options = crate::channel::link_options(tls_certificates);
+                    crate::errors::detach(py, || {
+                        offhost_bindings::Engine::connect_with(u, &options)
+                    })?
                     .map_err(to_py)?
-            }
-        };
-        Ok(Engine { inner })
+                }
+            };
+            Ok(Engine { inner })
+        })
     }
 
     /// Checks and starts a pipeline: its text, or a `pathlib.Path` to an `.ion` file.
@@ -65,19 +72,22 @@ impl Engine {
         pipeline: &Bound<'_, PyAny>,
         name: Option<&str>,
     ) -> PyResult<Pipeline> {
-        let text = pipeline_text(pipeline)?;
-        let p = crate::errors::detach(py, || self.inner.submit_as(&text, name))?.map_err(to_py)?;
-        Ok(Pipeline { inner: Arc::new(p) })
+        guarded(|| {
+            let text = pipeline_text(pipeline)?;
+            let p =
+                crate::errors::detach(py, || self.inner.submit_as(&text, name))?.map_err(to_py)?;
+            Ok(Pipeline { inner: Arc::new(p) })
+        })
     }
 
     /// `"embedded"` or the daemon's URL.
     #[getter]
-    fn url(&self) -> &str {
-        self.inner.url()
+    fn url(&self) -> PyResult<&str> {
+        guarded(|| Ok(self.inner.url()))
     }
 
-    fn __repr__(&self) -> String {
-        format!("offhost.Engine({:?})", self.inner.url())
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| Ok(format!("offhost.Engine({:?})", self.inner.url())))
     }
 }
 
@@ -105,47 +115,51 @@ fn stats_of(py: Python<'_>, status: &offhost_bindings::Status) -> PyResult<Py<Py
 impl Pipeline {
     /// The pipeline's id on a daemon (`None` on the embedded engine).
     #[getter]
-    fn id(&self) -> Option<u64> {
-        self.inner.id()
+    fn id(&self) -> PyResult<Option<u64>> {
+        guarded(|| Ok(self.inner.id()))
     }
 
     /// Names of its `host-in` channels.
     #[getter]
-    fn inputs(&self) -> Vec<String> {
-        self.inner.inputs().to_vec()
+    fn inputs(&self) -> PyResult<Vec<String>> {
+        guarded(|| Ok(self.inner.inputs().to_vec()))
     }
 
     /// Names of its `host-out` channels.
     #[getter]
-    fn outputs(&self) -> Vec<String> {
-        self.inner.outputs().to_vec()
+    fn outputs(&self) -> PyResult<Vec<String>> {
+        guarded(|| Ok(self.inner.outputs().to_vec()))
     }
 
     /// Sends one message (any bytes-like object) to `host-in name=NAME`; waits while the
     /// pipeline is behind.
     fn send(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let msg = self::data(data)?.to_vec();
-        crate::errors::detach(py, || self.inner.send(name, msg))?.map_err(to_py)
+        guarded(|| {
+            let msg = self::data(data)?.to_vec();
+            crate::errors::detach(py, || self.inner.send(name, msg))?.map_err(to_py)
+        })
     }
 
     /// Ends the stream of `host-in name=NAME`.
     fn close_input(&self, py: Python<'_>, name: &str) -> PyResult<()> {
-        crate::errors::detach(py, || self.inner.close_input(name))?.map_err(to_py)
+        guarded(|| crate::errors::detach(py, || self.inner.close_input(name))?.map_err(to_py))
     }
 
     /// Takes a host channel for this side now (`"in"` or `"out"`), so that `wait()` does not
     /// close it; `recv`, `send` and `output` do this themselves.
     fn attach(&self, py: Python<'_>, direction: &str, name: &str) -> PyResult<()> {
-        let dir = match direction {
-            "in" => Dir::In,
-            "out" => Dir::Out,
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "direction {other:?}: expected \"in\" or \"out\""
-                )))
-            }
-        };
-        crate::errors::detach(py, || self.inner.attach(dir, name))?.map_err(to_py)
+        guarded(|| {
+            let dir = match direction {
+                "in" => Dir::In,
+                "out" => Dir::Out,
+                other => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "direction {other:?}: expected \"in\" or \"out\""
+                    )))
+                }
+            };
+            crate::errors::detach(py, || self.inner.attach(dir, name))?.map_err(to_py)
+        })
     }
 
     /// The next buffer of `host-out name=NAME` as `bytes`, waiting at most `timeout`
@@ -157,33 +171,39 @@ impl Pipeline {
         name: &str,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let out = sliced(py, timeout, |slice| {
-            match self.inner.recv(name, Some(slice)) {
-                Err(Error::Timeout) => Slice::Again,
-                r => Slice::Done(r),
-            }
-        })?;
-        Ok(out.map(|o| PyBytes::new(py, &o)))
+        guarded(|| {
+            let out = sliced(py, timeout, |slice| {
+                match self.inner.recv(name, Some(slice)) {
+                    Err(Error::Timeout) => Slice::Again,
+                    r => Slice::Done(r),
+                }
+            })?;
+            Ok(out.map(|o| PyBytes::new(py, &o)))
+        })
     }
 
     /// An iterator over the buffers of `host-out name=NAME` (as `bytes`) until its end.
     fn output(&self, py: Python<'_>, name: &str) -> PyResult<OutputIter> {
-        crate::errors::detach(py, || self.inner.attach(Dir::Out, name))?.map_err(to_py)?;
-        Ok(OutputIter {
-            pipeline: Arc::clone(&self.inner),
-            name: name.to_owned(),
+        guarded(|| {
+            crate::errors::detach(py, || self.inner.attach(Dir::Out, name))?.map_err(to_py)?;
+            Ok(OutputIter {
+                pipeline: Arc::clone(&self.inner),
+                name: name.to_owned(),
+            })
         })
     }
 
     /// `{"id", "state": "running" | "finished" | "failed", "stats", "error"}`.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let v = crate::errors::detach(py, || self.inner.status())?.map_err(to_py)?;
-        Ok(json_to_py(py, &v.to_json())?.unbind())
+        guarded(|| {
+            let v = crate::errors::detach(py, || self.inner.status())?.map_err(to_py)?;
+            Ok(json_to_py(py, &v.to_json())?.unbind())
+        })
     }
 
     /// Stops the sources; end of stream flows through and the pipeline finishes.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        crate::errors::detach(py, || self.inner.stop())?.map_err(to_py)
+        guarded(|| crate::errors::detach(py, || self.inner.stop())?.map_err(to_py))
     }
 
     /// Waits (at most `timeout` seconds; `None`: for ever; then `offhost.TimeoutError`)
@@ -192,12 +212,14 @@ impl Pipeline {
     /// stream, `host-out` ones are discarded.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyAny>> {
-        let status = sliced(py, timeout, |slice| match self.inner.wait(Some(slice)) {
-            Ok(Some(v)) => Slice::Done(Ok(v)),
-            Ok(None) => Slice::Again,
-            Err(e) => Slice::Done(Err(e)),
-        })?;
-        stats_of(py, &status)
+        guarded(|| {
+            let status = sliced(py, timeout, |slice| match self.inner.wait(Some(slice)) {
+                Ok(Some(v)) => Slice::Done(Ok(v)),
+                Ok(None) => Slice::Again,
+                Err(e) => Slice::Done(Err(e)),
+            })?;
+            stats_of(py, &status)
+        })
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -207,21 +229,25 @@ impl Pipeline {
     /// Leaving a `with` block stops the pipeline if it still runs and waits for it.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
-        self.stop(py)?;
-        sliced(py, None, |slice| match self.inner.wait(Some(slice)) {
-            Ok(Some(_)) => Slice::Done(Ok(())),
-            Ok(None) => Slice::Again,
-            Err(e) => Slice::Done(Err(e)),
+        guarded(|| {
+            self.stop(py)?;
+            sliced(py, None, |slice| match self.inner.wait(Some(slice)) {
+                Ok(Some(_)) => Slice::Done(Ok(())),
+                Ok(None) => Slice::Again,
+                Err(e) => Slice::Done(Err(e)),
+            })
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "offhost.Pipeline(id={:?}, inputs={:?}, outputs={:?})",
-            self.inner.id(),
-            self.inner.inputs(),
-            self.inner.outputs()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            Ok(format!(
+                "offhost.Pipeline(id={:?}, inputs={:?}, outputs={:?})",
+                self.inner.id(),
+                self.inner.inputs(),
+                self.inner.outputs()
+            ))
+        })
     }
 }
 
@@ -239,12 +265,14 @@ impl OutputIter {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let out = sliced(py, None, |slice| {
-            match self.pipeline.recv(&self.name, Some(slice)) {
-                Err(Error::Timeout) => Slice::Again,
-                r => Slice::Done(r),
-            }
-        })?;
-        Ok(out.map(|o| PyBytes::new(py, &o)))
+        guarded(|| {
+            let out = sliced(py, None, |slice| {
+                match self.pipeline.recv(&self.name, Some(slice)) {
+                    Err(Error::Timeout) => Slice::Again,
+                    r => Slice::Done(r),
+                }
+            })?;
+            Ok(out.map(|o| PyBytes::new(py, &o)))
+        })
     }
 }

@@ -5,6 +5,18 @@
 //! `ValueError`); this module picks the class by [`ErrorKind`] and passes the Rust message. An
 //! error over a limit also says which, by its id (`e.limit`, `e.limit_value`): no keyword
 //! argument of this package raises a limit, so the id is what the caller can act on.
+//!
+//! No Rust panic reaches Python as PyO3's `PanicException` (a `BaseException` that `except
+//! Exception` misses): every entry point of the module whose body can panic runs inside
+//! [`guarded`] (holding the GIL) or [`detach`] (without it), which make a panic
+//! `offhost.Error` ("offhost panicked: ..."). A `catch_unwind` costs nothing while nothing
+//! panics, so the hot calls (channel send and receive) are guarded too. Each file's header
+//! names the entry points left unguarded (trivial ones: a `Copy` field, `self`).
+//!
+//! Debug builds (the test build of `scripts/test.d/40-bindings.sh`, `--profile dev`) add
+//! a test hook, `_offhost._panic_in_next_guard(True)`: the next [`guarded`] or [`detach`]
+//! call panics, so a test can check that an entry point is guarded and that the panic comes
+//! out as `offhost.Error`. Release builds (`maturin build --release`) have no such hook.
 
 use offhost_bindings::{Error, ErrorKind};
 use pyo3::prelude::*;
@@ -57,12 +69,21 @@ pub(crate) fn raise(py: Python<'_>, name: &str, msg: String) -> PyErr {
 /// Runs `f` with the GIL released, a panic in it becoming `offhost.Error` instead of PyO3's
 /// `PanicException` (a `BaseException` that `except Exception` misses).
 pub(crate) fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
-    py.detach(|| offhost_bindings::guard(|| Ok(f())))
-        .map_err(to_py)
+    py.detach(|| {
+        offhost_bindings::guard(|| {
+            test_hook::fire();
+            Ok(f())
+        })
+    })
+    .map_err(to_py)
 }
 
 /// Runs `f` (holding the GIL), a panic in it becoming `offhost.Error`.
 pub(crate) fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    let f = || {
+        test_hook::fire();
+        f()
+    };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
         Err(to_py(Error::Panicked(offhost_bindings::panic_message(
             p.as_ref(),
@@ -94,4 +115,37 @@ fn with_limit(py: Python<'_>, err: PyErr, e: &Error) -> PyErr {
         let _ = v.setattr("limit_value", o.value);
     }
     err
+}
+
+/// The test hook of debug builds: a panic injected into the next guarded call.
+#[cfg(debug_assertions)]
+pub(crate) mod test_hook {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use pyo3::prelude::*;
+
+    static ARMED: AtomicBool = AtomicBool::new(false);
+
+    /// Debug builds only: makes the next guarded call of this process panic (`armed=True`)
+    /// or not (`False`); returns whether the hook was armed before, so that a test can tell
+    /// that a call went through a guard (it disarmed the hook). Not in release builds.
+    #[pyfunction]
+    pub(crate) fn _panic_in_next_guard(armed: bool) -> bool {
+        ARMED.swap(armed, Ordering::SeqCst)
+    }
+
+    /// Panics if the hook is armed (disarming it).
+    #[inline]
+    pub(super) fn fire() {
+        if ARMED.load(Ordering::Relaxed) && ARMED.swap(false, Ordering::SeqCst) {
+            panic!("injected by the test hook _panic_in_next_guard");
+        }
+    }
+}
+
+/// Release builds: no hook.
+#[cfg(not(debug_assertions))]
+mod test_hook {
+    #[inline(always)]
+    pub(super) fn fire() {}
 }

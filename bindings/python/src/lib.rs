@@ -7,6 +7,9 @@
 //!
 //! Every call that can block releases the GIL, and waits in slices of `SLICE` so that a
 //! signal (Ctrl-C) raises `KeyboardInterrupt` in the main thread within a slice.
+//! Every entry point that can panic runs inside `errors::guarded` or `errors::detach`: a
+//! Rust panic reaches Python as `offhost.Error`, never as PyO3's `PanicException`. (The
+//! module's initialisation below only registers classes.)
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -48,5 +51,10 @@ fn _offhost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<queue::Completion>()?;
     m.add_class::<queue::QueueLoan>()?;
     m.add_class::<bench::Sink>()?;
+    #[cfg(debug_assertions)]
+    m.add_function(wrap_pyfunction!(
+        errors::test_hook::_panic_in_next_guard,
+        m
+    )?)?;
     Ok(())
 }

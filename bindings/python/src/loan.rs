@@ -8,6 +8,10 @@
 //! Rust.) A loan's buffer goes to the peer at `send_loan`, a message's back to the pool at
 //! `release()` or when the message is collected; views must not be used after that (the
 //! memory is still mapped, so it is not a crash, but the bytes belong to someone else).
+//!
+//! Every entry point runs inside `guarded` (a panic is `offhost.Error`, see `errors.rs`) but
+//! those that cannot panic: `Loan.capacity`, `Loan.__len__` and `Message.__len__` (a `usize`
+//! field), `Message.is_loan` (whether a field is `None`) and `Message.__enter__` (`self`).
 
 use std::sync::Mutex;
 
@@ -16,7 +20,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 
 use crate::channel::Channel;
-use crate::errors::raise;
+use crate::errors::{guarded, raise};
 
 static VIEW: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -59,13 +63,20 @@ impl Loan {
         }
     }
 
-    /// Takes the loan out to send it; fails if it was sent already.
-    pub(crate) fn take(&self, py: Python<'_>) -> PyResult<offhost_link::Loan> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| raise(py, "ClosedError", "the loan was sent already".into()))
+    /// Takes the loan out to send its first `length` bytes (default: all); fails if it was
+    /// sent already, or, leaving it as it was, if `length` is more than it holds.
+    pub(crate) fn take(
+        &self,
+        py: Python<'_>,
+        length: Option<usize>,
+    ) -> PyResult<offhost_link::Loan> {
+        let mut slot = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(l) = slot.as_mut() else {
+            return Err(raise(py, "ClosedError", "the loan was sent already".into()));
+        };
+        l.set_len(length.unwrap_or(l.capacity()))
+            .map_err(crate::errors::to_py)?;
+        Ok(slot.take().expect("present above"))
     }
 }
 
@@ -74,17 +85,19 @@ impl Loan {
     /// A writable memoryview of the whole buffer (numpy.frombuffer sees the shared memory).
     #[getter]
     fn buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let this = slf.get();
-        if this
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
-        {
-            return Err(raise(py, "ClosedError", "the loan was sent already".into()));
-        }
-        view(py, this.addr, this.capacity, slf.as_any(), false)
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            if this
+                .inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+            {
+                return Err(raise(py, "ClosedError", "the loan was sent already".into()));
+            }
+            view(py, this.addr, this.capacity, slf.as_any(), false)
+        })
     }
 
     /// Size of the buffer in bytes.
@@ -95,23 +108,28 @@ impl Loan {
 
     /// Whether it was sent.
     #[getter]
-    fn sent(&self) -> bool {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+    fn sent(&self) -> PyResult<bool> {
+        guarded(|| {
+            Ok(self
+                .inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none())
+        })
     }
 
     fn __len__(&self) -> usize {
         self.capacity
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "offhost.Loan(capacity={}, sent={})",
-            self.capacity,
-            self.sent()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            Ok(format!(
+                "offhost.Loan(capacity={}, sent={})",
+                self.capacity,
+                self.sent()?
+            ))
+        })
     }
 }
 
@@ -166,15 +184,17 @@ impl Message {
     /// A read-only memoryview of the message (of the shared memory itself for a loan).
     #[getter]
     fn buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let this = slf.get();
-        if let Some(b) = &this.bytes {
-            return pyo3::types::PyMemoryView::from(b.bind(py).as_any()).map(Bound::into_any);
-        }
-        if this.released() {
-            return Err(raise(py, "ClosedError", "the message was released".into()));
-        }
-        view(py, this.addr, this.len, slf.as_any(), true)
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            if let Some(b) = &this.bytes {
+                return pyo3::types::PyMemoryView::from(b.bind(py).as_any()).map(Bound::into_any);
+            }
+            if this.released() {
+                return Err(raise(py, "ClosedError", "the message was released".into()));
+            }
+            view(py, this.addr, this.len, slf.as_any(), true)
+        })
     }
 
     /// Whether it arrived as a loan (zero-copy, in shared memory).
@@ -184,18 +204,25 @@ impl Message {
     }
 
     /// Returns a loan's buffer to the pool now (views of it must not be used afterwards).
-    fn release(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+    fn release(&self) -> PyResult<()> {
+        guarded(|| {
+            // Taken out of the lock first: the loan goes back to the pool as it drops.
+            let m = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(m);
+            Ok(())
+        })
     }
 
     fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        if let Some(b) = &self.bytes {
-            return Ok(b.bind(py).clone());
-        }
-        match &*self.inner.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(m) => Ok(PyBytes::new(py, m)),
-            None => Err(raise(py, "ClosedError", "the message was released".into())),
-        }
+        guarded(|| {
+            if let Some(b) = &self.bytes {
+                return Ok(b.bind(py).clone());
+            }
+            match &*self.inner.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(m) => Ok(PyBytes::new(py, m)),
+                None => Err(raise(py, "ClosedError", "the message was released".into())),
+            }
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -207,11 +234,17 @@ impl Message {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
-        self.release();
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        guarded(|| self.release())
     }
 
-    fn __repr__(&self) -> String {
-        format!("offhost.Message(len={}, loan={})", self.len, self.is_loan())
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            Ok(format!(
+                "offhost.Message(len={}, loan={})",
+                self.len,
+                self.is_loan()
+            ))
+        })
     }
 }

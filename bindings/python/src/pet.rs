@@ -2,6 +2,12 @@
 //! sinogram files and reconstruction. Arrays cross as `bytearray`s of little-endian records
 //! (the numpy dtypes are in `offhost/pet.py`); histogramming takes list-mode records as
 //! bytes, copies a chunk at a time and works with the GIL released.
+//!
+//! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
+//! `errors.rs`) but those that cannot panic: the `Scanner` getters of its fields (`name`,
+//! `rings`, `detectors_per_ring`, `radial_bins`, `views`, `span`, `max_ring_difference`,
+//! `ring_spacing_mm`, `crystal_radius_mm`, `bin_size_mm`: a `Copy` field, or a `&str` of
+//! one) and the `==` PyO3 derives for `#[pyclass(eq)]` (field by field, `PartialEq`).
 
 use std::path::PathBuf;
 
@@ -17,7 +23,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView};
 
-use crate::errors::{at_path, to_py};
+use crate::errors::{at_path, guarded, to_py};
 
 /// A cylindrical PET scanner and its sinogram sampling: `Scanner("demo")`, `Scanner("mmr")`
 /// (the Siemens Biograph mMR), or the one a file records.
@@ -49,15 +55,19 @@ fn span_of(s: &offhost_pet::Scanner, span: &Bound<'_, PyAny>) -> PyResult<u32> {
 impl Scanner {
     #[new]
     fn new(name: &str) -> PyResult<Scanner> {
-        let inner = offhost_pet::Scanner::preset(name).map_err(to_py)?;
-        Ok(Scanner { inner })
+        guarded(|| {
+            let inner = offhost_pet::Scanner::preset(name).map_err(to_py)?;
+            Ok(Scanner { inner })
+        })
     }
 
     /// The same scanner with another axial compression: an odd span or `"ssrb"`.
     fn with_span(&self, span: &Bound<'_, PyAny>) -> PyResult<Scanner> {
-        let v = span_of(&self.inner, span)?;
-        Ok(Scanner {
-            inner: self.inner.with_span(v),
+        guarded(|| {
+            let v = span_of(&self.inner, span)?;
+            Ok(Scanner {
+                inner: self.inner.with_span(v),
+            })
         })
     }
 
@@ -93,8 +103,8 @@ impl Scanner {
     }
     /// The span of single-slice rebinning (`2 * max_ring_difference + 1`).
     #[getter]
-    fn ssrb_span(&self) -> u32 {
-        self.inner.ssrb_span()
+    fn ssrb_span(&self) -> PyResult<u32> {
+        guarded(|| Ok(self.inner.ssrb_span()))
     }
     /// Largest ring difference kept.
     #[getter]
@@ -119,22 +129,26 @@ impl Scanner {
     /// Number of sinograms at this span.
     #[getter]
     fn sinograms(&self) -> PyResult<u32> {
-        Ok(offhost_pet::Layout::new(&self.inner)
-            .map_err(to_py)?
-            .total_sinograms())
+        guarded(|| {
+            Ok(offhost_pet::Layout::new(&self.inner)
+                .map_err(to_py)?
+                .total_sinograms())
+        })
     }
     /// `(sinograms, views, radial_bins)`: the shape of its sinogram arrays.
     #[getter]
     fn sinogram_shape(&self) -> PyResult<(u32, u32, u32)> {
-        Ok((self.sinograms()?, self.inner.views, self.inner.radial_bins))
+        guarded(|| Ok((self.sinograms()?, self.inner.views, self.inner.radial_bins)))
     }
 
-    fn __repr__(&self) -> String {
-        let s = &self.inner;
-        format!(
-            "offhost.pet.Scanner({:?}: {} rings x {} detectors, {} views x {} bins, span {})",
-            s.name, s.rings, s.detectors_per_ring, s.views, s.radial_bins, s.span
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            let s = &self.inner;
+            Ok(format!(
+                "offhost.pet.Scanner({:?}: {} rings x {} detectors, {} views x {} bins, span {})",
+                s.name, s.rings, s.detectors_per_ring, s.views, s.radial_bins, s.span
+            ))
+        })
     }
 }
 
@@ -180,66 +194,73 @@ pub struct EventHistogrammer {
 impl EventHistogrammer {
     #[new]
     fn new(scanner: &Scanner, lower_kev: f64, upper_kev: f64) -> PyResult<Self> {
-        // What a record can hold: tenths of keV in a u16.
-        const MAX_KEV: f64 = 6553.5;
-        if !((0.0..=MAX_KEV).contains(&lower_kev) && (lower_kev..=MAX_KEV).contains(&upper_kev)) {
-            return Err(to_py(Error::Invalid(format!(
+        guarded(|| {
+            // What a record can hold: tenths of keV in a u16.
+            const MAX_KEV: f64 = 6553.5;
+            if !((0.0..=MAX_KEV).contains(&lower_kev) && (lower_kev..=MAX_KEV).contains(&upper_kev))
+            {
+                return Err(to_py(Error::Invalid(format!(
                 "lower_kev={lower_kev}, upper_kev={upper_kev}: need 0 <= lower_kev <= upper_kev <= {MAX_KEV}"
             ))));
-        }
-        let hist = Histogrammer::new(&scanner.inner, EnergyWindow::kev(lower_kev, upper_kev))
-            .map_err(to_py)?;
-        Ok(EventHistogrammer {
-            hist,
-            raw: Vec::new(),
-            events: Vec::new(),
+            }
+            let hist = Histogrammer::new(&scanner.inner, EnergyWindow::kev(lower_kev, upper_kev))
+                .map_err(to_py)?;
+            Ok(EventHistogrammer {
+                hist,
+                raw: Vec::new(),
+                events: Vec::new(),
+            })
         })
     }
 
     /// Adds the records in `records` (bytes, 16 per event; the caller passes chunks of a
     /// numpy array).
     fn add(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
-        let buf = PyBuffer::<u8>::get(records)?;
-        let n = buf.item_count();
-        if n % RECORD_LEN != 0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "{n} bytes are not whole 16-byte list-mode records"
-            )));
-        }
-        self.raw.resize(n, 0);
-        buf.copy_to_slice(py, &mut self.raw)?;
-        drop(buf);
-        let EventHistogrammer { hist, raw, events } = self;
-        // Decoded and counted a block at a time, the histogrammer's own block size, so the
-        // decoded events stay in the first-level cache.
-        crate::errors::detach(py, || {
-            for block in raw.chunks(RECORD_LEN * DECODE_BLOCK) {
-                events.clear();
-                events.extend(
-                    block
-                        .chunks_exact(RECORD_LEN)
-                        .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
-                );
-                hist.add(events);
+        guarded(|| {
+            let buf = PyBuffer::<u8>::get(records)?;
+            let n = buf.item_count();
+            if n % RECORD_LEN != 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "{n} bytes are not whole 16-byte list-mode records"
+                )));
             }
-        })?;
-        Ok(())
+            self.raw.resize(n, 0);
+            buf.copy_to_slice(py, &mut self.raw)?;
+            drop(buf);
+            let EventHistogrammer { hist, raw, events } = self;
+            // Decoded and counted a block at a time, the histogrammer's own block size, so the
+            // decoded events stay in the first-level cache.
+            crate::errors::detach(py, || {
+                for block in raw.chunks(RECORD_LEN * DECODE_BLOCK) {
+                    events.clear();
+                    events.extend(
+                        block
+                            .chunks_exact(RECORD_LEN)
+                            .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
+                    );
+                    hist.add(events);
+                }
+            })?;
+            Ok(())
+        })
     }
 
     /// Counts the increments still waiting in buckets (large sinograms batch them).
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
-        let hist = &mut self.hist;
-        crate::errors::detach(py, || hist.flush())
+        guarded(|| {
+            let hist = &mut self.hist;
+            crate::errors::detach(py, || hist.flush())
+        })
     }
 
     /// The sinogram so far as little-endian i32 bytes.
     fn sinogram<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyByteArray>> {
-        sino_bytes(py, &self.hist.snapshot())
+        guarded(|| sino_bytes(py, &self.hist.snapshot()))
     }
 
     /// Counts so far.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        hist_stats(py, &self.hist.stats())
+        guarded(|| hist_stats(py, &self.hist.stats()))
     }
 }
 
@@ -254,49 +275,68 @@ pub struct PetlinkHistogrammer {
 impl PetlinkHistogrammer {
     #[new]
     fn new(scanner: &Scanner, span: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let span = span_of(&scanner.inner, span)?;
-        let hist = RustPetlinkHist::new(&scanner.inner, span).map_err(to_py)?;
-        Ok(PetlinkHistogrammer {
-            hist,
-            words: Vec::new(),
+        guarded(|| {
+            let span = span_of(&scanner.inner, span)?;
+            let hist = RustPetlinkHist::new(&scanner.inner, span).map_err(to_py)?;
+            Ok(PetlinkHistogrammer {
+                hist,
+                words: Vec::new(),
+            })
         })
     }
 
     /// Adds raw PETLINK words (bytes, little-endian u32).
     fn add(&mut self, py: Python<'_>, words: &Bound<'_, PyAny>) -> PyResult<()> {
-        let raw = bytes_of(words)?;
-        if raw.len() % 4 != 0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "{} bytes are not whole 32-bit words",
-                raw.len()
-            )));
-        }
-        let PetlinkHistogrammer { hist, words } = self;
-        crate::errors::detach(py, || {
-            words.clear();
-            words.extend(
-                raw.chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
-            );
-            hist.add_words(words);
-            hist.flush();
-        })?;
-        Ok(())
+        guarded(|| {
+            let raw = bytes_of(words)?;
+            if raw.len() % 4 != 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "{} bytes are not whole 32-bit words",
+                    raw.len()
+                )));
+            }
+            let PetlinkHistogrammer { hist, words } = self;
+            crate::errors::detach(py, || {
+                words.clear();
+                words.extend(
+                    raw.chunks_exact(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+                );
+                hist.add_words(words);
+                hist.flush();
+            })?;
+            Ok(())
+        })
     }
 
     /// The sinogram so far as little-endian i32 bytes.
     fn sinogram<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyByteArray>> {
-        sino_bytes(py, &self.hist.snapshot())
+        guarded(|| sino_bytes(py, &self.hist.snapshot()))
     }
 
     /// Counts so far: events and their fate, and the PETLINK word counts.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = hist_stats(py, &self.hist.stats())?;
-        let w = self.hist.word_stats();
-        d.set_item("words", w.words)?;
-        d.set_item("time_tags", w.time_tags)?;
-        d.set_item("duration_ms", w.duration_ms)?;
-        Ok(d)
+        guarded(|| {
+            let d = hist_stats(py, &self.hist.stats())?;
+            let w = self.hist.word_stats();
+            d.set_item("words", w.words)?;
+            d.set_item("time_tags", w.time_tags)?;
+            d.set_item("duration_ms", w.duration_ms)?;
+            Ok(d)
+        })
+    }
+}
+
+/// Refuses a file that may never end (a device such as `/dev/zero`, a FIFO, a socket): the
+/// readers below take a whole file into memory. A missing file or a directory is left to
+/// the reader, which says so.
+fn whole_file(path: &std::path::Path) -> Result<(), Error> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(Error::Invalid(
+            "not a regular file (a device, FIFO or socket): the whole file is read into memory"
+                .into(),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -306,25 +346,28 @@ pub fn read_listmode<'py>(
     py: Python<'py>,
     path: PathBuf,
 ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyDict>)> {
-    let (events, h) = crate::errors::detach(py, || -> Result<_, Error> {
-        let mut r = Reader::open(&path)?;
-        let h = *r.header();
-        Ok((r.read_all()?, h))
-    })?
-    .map_err(|e| at_path(&path, e))?;
-    let recs = PyByteArray::new_with(py, events.len() * RECORD_LEN, |b| {
-        for (o, e) in b.chunks_exact_mut(RECORD_LEN).zip(&events) {
-            o.copy_from_slice(&e.encode());
-        }
-        Ok(())
-    })?;
-    let d = PyDict::new(py);
-    d.set_item("rings", h.rings)?;
-    d.set_item("detectors_per_ring", h.detectors_per_ring)?;
-    d.set_item("ring_spacing_mm", h.ring_spacing_mm)?;
-    d.set_item("crystal_radius_mm", h.crystal_radius_mm)?;
-    d.set_item("events", events.len())?;
-    Ok((recs, d))
+    guarded(|| {
+        let (events, h) = crate::errors::detach(py, || -> Result<_, Error> {
+            whole_file(&path)?;
+            let mut r = Reader::open(&path)?;
+            let h = *r.header();
+            Ok((r.read_all()?, h))
+        })?
+        .map_err(|e| at_path(&path, e))?;
+        let recs = PyByteArray::new_with(py, events.len() * RECORD_LEN, |b| {
+            for (o, e) in b.chunks_exact_mut(RECORD_LEN).zip(&events) {
+                o.copy_from_slice(&e.encode());
+            }
+            Ok(())
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("rings", h.rings)?;
+        d.set_item("detectors_per_ring", h.detectors_per_ring)?;
+        d.set_item("ring_spacing_mm", h.ring_spacing_mm)?;
+        d.set_item("crystal_radius_mm", h.crystal_radius_mm)?;
+        d.set_item("events", events.len())?;
+        Ok((recs, d))
+    })
 }
 
 /// Size of a decoded PETLINK record: word, time_ms, bin (u32), kind, prompt (u8), padding.
@@ -340,48 +383,52 @@ pub fn read_petlink(
     path: PathBuf,
     header: Option<PathBuf>,
 ) -> PyResult<(Bound<'_, PyByteArray>, Scanner)> {
-    let (words, h) = crate::errors::detach(py, || -> Result<_, Error> {
-        let hp = match header {
-            Some(h) => h,
-            None => petlink::find_header(&path).ok_or_else(|| {
-                Error::Invalid(format!(
-                    "no Interfile header found beside {} (pass header=)",
-                    path.display()
-                ))
-            })?,
-        };
-        let h = PetlinkHeader::read(&hp)?;
-        let mut r = PetlinkReader::open(&path, &h)?;
-        let (mut all, mut buf) = (Vec::new(), Vec::new());
-        while r.read_words(&mut buf, 1 << 16)? > 0 {
-            all.extend_from_slice(&buf);
-        }
-        Ok((all, h))
-    })?
-    .map_err(|e| at_path(&path, e))?;
-    let recs = PyByteArray::new_with(py, words.len() * PETLINK_RECORD, |b| {
-        let mut time_ms = 0u32;
-        for (o, &w) in b.chunks_exact_mut(PETLINK_RECORD).zip(&words) {
-            let (kind, prompt, bin) = match Word::decode(w) {
-                Word::Event { prompt, bin } => (0u8, prompt, bin),
-                Word::Time(ms) => {
-                    time_ms = ms;
-                    (1, false, 0)
-                }
-                Word::DeadTime => (2, false, 0),
-                Word::Motion => (3, false, 0),
-                Word::Monitor => (4, false, 0),
-                Word::Control => (5, false, 0),
+    guarded(|| {
+        let (words, h) = crate::errors::detach(py, || -> Result<_, Error> {
+            let hp = match header {
+                Some(h) => h,
+                None => petlink::find_header(&path).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "no Interfile header found beside {} (pass header=)",
+                        path.display()
+                    ))
+                })?,
             };
-            o[0..4].copy_from_slice(&w.to_le_bytes());
-            o[4..8].copy_from_slice(&time_ms.to_le_bytes());
-            o[8..12].copy_from_slice(&bin.to_le_bytes());
-            o[12] = kind;
-            o[13] = u8::from(prompt);
-        }
-        Ok(())
-    })?;
-    Ok((recs, Scanner { inner: h.scanner }))
+            whole_file(&hp).map_err(|e| Error::Invalid(format!("{}: {e}", hp.display())))?;
+            whole_file(&path)?;
+            let h = PetlinkHeader::read(&hp)?;
+            let mut r = PetlinkReader::open(&path, &h)?;
+            let (mut all, mut buf) = (Vec::new(), Vec::new());
+            while r.read_words(&mut buf, 1 << 16)? > 0 {
+                all.extend_from_slice(&buf);
+            }
+            Ok((all, h))
+        })?
+        .map_err(|e| at_path(&path, e))?;
+        let recs = PyByteArray::new_with(py, words.len() * PETLINK_RECORD, |b| {
+            let mut time_ms = 0u32;
+            for (o, &w) in b.chunks_exact_mut(PETLINK_RECORD).zip(&words) {
+                let (kind, prompt, bin) = match Word::decode(w) {
+                    Word::Event { prompt, bin } => (0u8, prompt, bin),
+                    Word::Time(ms) => {
+                        time_ms = ms;
+                        (1, false, 0)
+                    }
+                    Word::DeadTime => (2, false, 0),
+                    Word::Motion => (3, false, 0),
+                    Word::Monitor => (4, false, 0),
+                    Word::Control => (5, false, 0),
+                };
+                o[0..4].copy_from_slice(&w.to_le_bytes());
+                o[4..8].copy_from_slice(&time_ms.to_le_bytes());
+                o[8..12].copy_from_slice(&bin.to_le_bytes());
+                o[12] = kind;
+                o[13] = u8::from(prompt);
+            }
+            Ok(())
+        })?;
+        Ok((recs, Scanner { inner: h.scanner }))
+    })
 }
 
 type Decoded<'py> = (Bound<'py, PyByteArray>, Scanner, bool, bool);
@@ -399,28 +446,29 @@ fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Decoded<'py>> {
 /// Reads a sinogram file of `offhost pet hist`: (i32 bytes, scanner, final, detector_pairs).
 #[pyfunction]
 pub fn read_sinogram(py: Python<'_>, path: PathBuf) -> PyResult<Decoded<'_>> {
-    let bytes = crate::errors::detach(py, || std::fs::read(&path))?.map_err(|e| {
-        PyErr::from(std::io::Error::new(
-            e.kind(),
-            format!("read {}: {e}", path.display()),
+    guarded(|| {
+        whole_file(&path).map_err(|e| at_path(&path, e))?;
+        let bytes = crate::errors::detach(py, || std::fs::read(&path))?.map_err(|e| {
+            PyErr::from(std::io::Error::new(
+                e.kind(),
+                format!("read {}: {e}", path.display()),
+            ))
+        })?;
+        let (s, flags) = sinofile::decode(&bytes).map_err(|e| at_path(&path, e))?;
+        Ok((
+            sino_bytes(py, &s)?,
+            Scanner { inner: s.scanner },
+            flags.last,
+            flags.detector_pairs,
         ))
-    })?;
-    // Decoded holding the GIL: a panic in it is offhost.Error too.
-    let (s, flags) =
-        crate::errors::guarded(|| sinofile::decode(&bytes).map_err(|e| at_path(&path, e)))?;
-    Ok((
-        sino_bytes(py, &s)?,
-        Scanner { inner: s.scanner },
-        flags.last,
-        flags.detector_pairs,
-    ))
+    })
 }
 
 /// Decodes a sinogram as the `sinogram` task sends it: (i32 bytes, scanner, final,
 /// detector_pairs).
 #[pyfunction]
 pub fn decode_sinogram<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Decoded<'py>> {
-    crate::errors::guarded(|| decoded(py, &bytes_of(data)?))
+    guarded(|| decoded(py, &bytes_of(data)?))
 }
 
 /// Reconstructs a sinogram (i32 bytes of `scanner`'s shape) into an image volume:
@@ -435,44 +483,46 @@ pub fn reconstruct<'py>(
     iterations: usize,
     detector_pairs: bool,
 ) -> PyResult<(Bound<'py, PyByteArray>, usize, usize, f64, f64)> {
-    let method = match method {
-        "fbp" => Method::Fbp,
-        "fbp-hann" => Method::FbpHann,
-        "mlem" if (1..=MAX_ITERATIONS).contains(&iterations) => Method::Mlem(iterations),
-        "mlem" => {
+    guarded(|| {
+        let method = match method {
+            "fbp" => Method::Fbp,
+            "fbp-hann" => Method::FbpHann,
+            "mlem" if (1..=MAX_ITERATIONS).contains(&iterations) => Method::Mlem(iterations),
+            "mlem" => {
+                return Err(to_py(Error::Invalid(format!(
+                    "iterations={iterations}: must be between 1 and {MAX_ITERATIONS}"
+                ))))
+            }
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "method {other:?}: expected fbp, fbp-hann or mlem"
+                )))
+            }
+        };
+        let raw = bytes_of(counts)?;
+        let mut sino = Sinogram::new(&scanner.inner).map_err(to_py)?;
+        if raw.len() != 4 * sino.data.len() {
             return Err(to_py(Error::Invalid(format!(
-                "iterations={iterations}: must be between 1 and {MAX_ITERATIONS}"
-            ))))
+                "a sinogram of this scanner has {} values ({} bytes), got {} bytes",
+                sino.data.len(),
+                4 * sino.data.len(),
+                raw.len()
+            ))));
         }
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "method {other:?}: expected fbp, fbp-hann or mlem"
-            )))
-        }
-    };
-    let raw = bytes_of(counts)?;
-    let mut sino = Sinogram::new(&scanner.inner).map_err(to_py)?;
-    if raw.len() != 4 * sino.data.len() {
-        return Err(to_py(Error::Invalid(format!(
-            "a sinogram of this scanner has {} values ({} bytes), got {} bytes",
-            sino.data.len(),
-            4 * sino.data.len(),
-            raw.len()
-        ))));
-    }
-    let vol = crate::errors::detach(py, || {
-        for (d, c) in sino.data.iter_mut().zip(raw.chunks_exact(4)) {
-            *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
-        }
-        offhost_pet::recon::reconstruct(&sino, method, detector_pairs)
-    })?;
-    let img = PyByteArray::new_with(py, 4 * vol.data.len(), |b| {
-        for (o, v) in b.chunks_exact_mut(4).zip(&vol.data) {
-            o.copy_from_slice(&v.to_le_bytes());
-        }
-        Ok(())
-    })?;
-    Ok((img, vol.slices, vol.n, vol.pixel_mm, vol.slice_mm))
+        let vol = crate::errors::detach(py, || {
+            for (d, c) in sino.data.iter_mut().zip(raw.chunks_exact(4)) {
+                *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
+            }
+            offhost_pet::recon::reconstruct(&sino, method, detector_pairs)
+        })?;
+        let img = PyByteArray::new_with(py, 4 * vol.data.len(), |b| {
+            for (o, v) in b.chunks_exact_mut(4).zip(&vol.data) {
+                o.copy_from_slice(&v.to_le_bytes());
+            }
+            Ok(())
+        })?;
+        Ok((img, vol.slices, vol.n, vol.pixel_mm, vol.slice_mm))
+    })
 }
 
 /// Most MLEM iterations `reconstruct` runs (as the `recon` task).
@@ -494,33 +544,35 @@ pub fn simulate<'py>(
     rate: f64,
     scatter: f64,
 ) -> PyResult<Bound<'py, PyByteArray>> {
-    let phantom = offhost_pet::Phantom::by_name(phantom).ok_or_else(|| {
-        to_py(Error::Invalid(format!(
-            "unknown phantom {phantom:?} (nema, shepp-logan, cylinder)"
-        )))
-    })?;
-    if events > MAX_SIM_EVENTS {
-        return Err(to_py(Error::Invalid(format!(
+    guarded(|| {
+        let phantom = offhost_pet::Phantom::by_name(phantom).ok_or_else(|| {
+            to_py(Error::Invalid(format!(
+                "unknown phantom {phantom:?} (nema, shepp-logan, cylinder)"
+            )))
+        })?;
+        if events > MAX_SIM_EVENTS {
+            return Err(to_py(Error::Invalid(format!(
             "events={events}: must be at most {MAX_SIM_EVENTS} ({} GiB of records); simulate in parts",
             (MAX_SIM_EVENTS * RECORD_LEN) >> 30
         ))));
-    }
-    let len = events * RECORD_LEN;
-    let cfg = offhost_pet::SimConfig {
-        phantom,
-        seed,
-        rate,
-        scatter_fraction: scatter,
-        ..offhost_pet::SimConfig::default()
-    };
-    let mut src = offhost_pet::Source::new(&scanner.inner, cfg).map_err(to_py)?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|e| {
-        to_py(Error::Invalid(format!(
-            "events={events}: {len} bytes of records: {e}"
-        )))
-    })?;
-    out.resize(len, 0);
-    crate::errors::detach(py, || src.fill_records(&mut out))?;
-    Ok(PyByteArray::new(py, &out))
+        }
+        let len = events * RECORD_LEN;
+        let cfg = offhost_pet::SimConfig {
+            phantom,
+            seed,
+            rate,
+            scatter_fraction: scatter,
+            ..offhost_pet::SimConfig::default()
+        };
+        let mut src = offhost_pet::Source::new(&scanner.inner, cfg).map_err(to_py)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|e| {
+            to_py(Error::Invalid(format!(
+                "events={events}: {len} bytes of records: {e}"
+            )))
+        })?;
+        out.resize(len, 0);
+        crate::errors::detach(py, || src.fill_records(&mut out))?;
+        Ok(PyByteArray::new(py, &out))
+    })
 }

@@ -1,6 +1,10 @@
 //! `offhost.Queue` and `offhost.Completion`: a host's submission and completion queues at its
 //! local engine (the off-host transport: the engine carries the host's channels to other
 //! engines).
+//!
+//! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
+//! `errors.rs`) but those that cannot panic: `QueueLoan.__len__` (a `usize` field) and the
+//! attributes of a `Completion` (PyO3's `get_all` getters, each a copy of a field).
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
@@ -15,7 +19,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::channel::data;
 use crate::convert::{sliced, Slice};
-use crate::errors::to_py;
+use crate::errors::{guarded, to_py};
 
 /// A host's submission and completion queues at its local engine (`offhost engine --listen
 /// shm:PATH`), over shared memory: `offhost.Queue("shm:/run/offhost/engine.sock")`.
@@ -69,11 +73,13 @@ pub struct Completion {
 
 #[pymethods]
 impl Completion {
-    fn __repr__(&self) -> String {
-        format!(
-            "Completion(op={:?}, tag={}, channel={}, ok={}, value={}, end={}, error={:?})",
-            self.op, self.tag, self.channel, self.ok, self.value, self.end, self.error
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            Ok(format!(
+                "Completion(op={:?}, tag={}, channel={}, ok={}, value={}, end={}, error={:?})",
+                self.op, self.tag, self.channel, self.ok, self.value, self.end, self.error
+            ))
+        })
     }
 }
 
@@ -95,37 +101,44 @@ impl QueueLoan {
     /// A writable memoryview of the message's bytes.
     #[getter]
     fn buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let this = slf.get();
-        if this.pushed() {
-            return Err(crate::errors::raise(
-                py,
-                "ClosedError",
-                "the loan was pushed already".into(),
-            ));
-        }
-        crate::loan::view(py, this.addr, this.len, slf.as_any(), false)
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            if this.pushed()? {
+                return Err(crate::errors::raise(
+                    py,
+                    "ClosedError",
+                    "the loan was pushed already".into(),
+                ));
+            }
+            crate::loan::view(py, this.addr, this.len, slf.as_any(), false)
+        })
     }
 
     /// Whether it was pushed.
     #[getter]
-    fn pushed(&self) -> bool {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+    fn pushed(&self) -> PyResult<bool> {
+        guarded(|| {
+            Ok(self
+                .inner
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none())
+        })
     }
 
     fn __len__(&self) -> usize {
         self.len
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "offhost.QueueLoan(len={}, pushed={})",
-            self.len,
-            self.pushed()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            Ok(format!(
+                "offhost.QueueLoan(len={}, pushed={})",
+                self.len,
+                self.pushed()?
+            ))
+        })
     }
 }
 
@@ -273,8 +286,10 @@ fn outcome(c: &RawCompletion) -> Result<Option<u64>, QueueError> {
 impl Queue {
     #[new]
     fn new(py: Python<'_>, engine: String) -> PyResult<Queue> {
-        let q = crate::errors::detach(py, || HostQueue::connect(&engine))?.map_err(q_err)?;
-        Ok(Queue::of(q, engine))
+        guarded(|| {
+            let q = crate::errors::detach(py, || HostQueue::connect(&engine))?.map_err(q_err)?;
+            Ok(Queue::of(q, engine))
+        })
     }
 
     /// The same queue where this process runs the links itself (the in-host mode, to compare
@@ -290,45 +305,49 @@ impl Queue {
         tls_certificates: Option<std::path::PathBuf>,
         insecure: bool,
     ) -> PyResult<Queue> {
-        let options = crate::channel::link_options(tls_certificates).insecure(insecure);
-        let mut config = offhost_link::peer::PeerConfig::new(&name).options(options);
-        for (p, url) in peers {
-            config = config.peer(p, url);
-        }
-        let q = crate::errors::detach(py, || HostQueue::in_host(config))?.map_err(q_err)?;
-        Ok(Queue::of(q, format!("in-host {name}")))
+        guarded(|| {
+            let options = crate::channel::link_options(tls_certificates).insecure(insecure);
+            let mut config = offhost_link::peer::PeerConfig::new(&name).options(options);
+            for (p, url) in peers {
+                config = config.peer(p, url);
+            }
+            let q = crate::errors::detach(py, || HostQueue::in_host(config))?.map_err(q_err)?;
+            Ok(Queue::of(q, format!("in-host {name}")))
+        })
     }
 
     /// `"off-host"` (the engine runs the protocol) or `"in-host"`.
     #[getter]
-    fn mode(&self) -> &'static str {
-        self.lock().q.mode()
+    fn mode(&self) -> PyResult<&'static str> {
+        guarded(|| Ok(self.lock().q.mode()))
     }
 
     /// The engine's budgets for this host: `max_outstanding`, `max_channels`, `max_bytes`,
     /// `max_message`, `inline_max`.
     #[getter]
     fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let l = self.lock().q.limits();
-        let d = PyDict::new(py);
-        d.set_item("max_outstanding", l.max_outstanding)?;
-        d.set_item("max_channels", l.max_channels)?;
-        d.set_item("max_bytes", l.max_bytes)?;
-        d.set_item("max_message", l.max_message)?;
-        d.set_item("inline_max", l.inline_max)?;
-        Ok(d)
+        guarded(|| {
+            let l = self.lock().q.limits();
+            let d = PyDict::new(py);
+            d.set_item("max_outstanding", l.max_outstanding)?;
+            d.set_item("max_channels", l.max_channels)?;
+            d.set_item("max_bytes", l.max_bytes)?;
+            d.set_item("max_message", l.max_message)?;
+            d.set_item("inline_max", l.inline_max)?;
+            Ok(d)
+        })
     }
 
     /// Submissions pushed and not yet completed.
     #[getter]
-    fn outstanding(&self) -> usize {
-        self.lock().q.outstanding()
+    fn outstanding(&self) -> PyResult<usize> {
+        guarded(|| Ok(self.lock().q.outstanding()))
     }
 
     /// Bytes of sends pushed and not yet completed.
     #[getter]
-    fn bytes_in_flight(&self) -> u64 {
-        self.lock().q.bytes_in_flight()
+    fn bytes_in_flight(&self) -> PyResult<u64> {
+        guarded(|| Ok(self.lock().q.bytes_in_flight()))
     }
 
     /// Stages opening `address` (`PEER/CHANNEL` or `CHANNEL`); returns its channel handle at
@@ -343,45 +362,51 @@ impl Queue {
         burst: Option<u64>,
         tag: u64,
     ) -> PyResult<u32> {
-        let o = options(urgent, rate, burst)?;
-        let tag = check_tag(tag)?;
-        self.lock()
-            .q
-            .push_open(address, o, tag)
-            .map(|c| c.0)
-            .map_err(q_err)
+        guarded(|| {
+            let o = options(urgent, rate, burst)?;
+            let tag = check_tag(tag)?;
+            self.lock()
+                .q
+                .push_open(address, o, tag)
+                .map(|c| c.0)
+                .map_err(q_err)
+        })
     }
 
     /// Stages a send of a copy of `data` (bytes-like) on `channel`. When a budget is spent
     /// (`offhost.WouldBlockError`), wait for completions first.
     #[pyo3(signature = (channel, data, tag=0))]
     fn push_send(&self, channel: u32, data: &Bound<'_, PyAny>, tag: u64) -> PyResult<()> {
-        let tag = check_tag(tag)?;
-        let msg = self::data(data)?;
-        self.lock()
-            .q
-            .push_send(ChannelId(channel), &msg, tag)
-            .map_err(q_err)
+        guarded(|| {
+            let tag = check_tag(tag)?;
+            let msg = self::data(data)?;
+            self.lock()
+                .q
+                .push_send(ChannelId(channel), &msg, tag)
+                .map_err(q_err)
+        })
     }
 
     /// A loan of `length` bytes to write a message into (off-host a pool buffer of the
     /// shared memory; waits at most `timeout` seconds for a free one, `None`: for ever).
     #[pyo3(signature = (length, timeout=None))]
     fn loan(slf: &Bound<'_, Self>, length: usize, timeout: Option<f64>) -> PyResult<QueueLoan> {
-        let py = slf.py();
-        let this = slf.get();
-        let mut l = sliced(py, timeout, |slice| {
-            match this.lock().q.loan_within(length, Some(slice)) {
-                Err(QueueError::Timeout) => Slice::Again,
-                r => Slice::Done(r.map_err(Error::from)),
-            }
-        })?;
-        let addr = l.as_mut_ptr() as usize;
-        Ok(QueueLoan {
-            inner: Mutex::new(Some(l)),
-            addr,
-            len: length,
-            _queue: slf.clone().unbind(),
+        guarded(|| {
+            let py = slf.py();
+            let this = slf.get();
+            let mut l = sliced(py, timeout, |slice| {
+                match this.lock().q.loan_within(length, Some(slice)) {
+                    Err(QueueError::Timeout) => Slice::Again,
+                    r => Slice::Done(r.map_err(Error::from)),
+                }
+            })?;
+            let addr = l.as_mut_ptr() as usize;
+            Ok(QueueLoan {
+                inner: Mutex::new(Some(l)),
+                addr,
+                len: length,
+                _queue: slf.clone().unbind(),
+            })
         })
     }
 
@@ -389,43 +414,49 @@ impl Queue {
     /// is the engine's from here on.
     #[pyo3(signature = (channel, loan, tag=0))]
     fn push_send_loan(&self, channel: u32, loan: &QueueLoan, tag: u64) -> PyResult<()> {
-        let tag = check_tag(tag)?;
-        let mut slot = loan.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(l) = slot.take() else {
-            return Err(to_py(Error::Invalid("the loan was pushed already".into())));
-        };
-        drop(slot);
-        self.lock()
-            .q
-            .push_send_loan(ChannelId(channel), l, tag)
-            .map_err(q_err)
+        guarded(|| {
+            let tag = check_tag(tag)?;
+            let mut slot = loan.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(l) = slot.take() else {
+                return Err(to_py(Error::Invalid("the loan was pushed already".into())));
+            };
+            drop(slot);
+            self.lock()
+                .q
+                .push_send_loan(ChannelId(channel), l, tag)
+                .map_err(q_err)
+        })
     }
 
     /// Stages a receive on `channel` of a message of at most `max` bytes (`None`: any up to
     /// the engine's largest).
     #[pyo3(signature = (channel, tag=0, max=None))]
     fn push_recv(&self, channel: u32, tag: u64, max: Option<u32>) -> PyResult<()> {
-        let tag = check_tag(tag)?;
-        let size = max.map_or(RecvSize::Any, RecvSize::Max);
-        self.lock()
-            .q
-            .push_recv(ChannelId(channel), size, tag)
-            .map_err(q_err)
+        guarded(|| {
+            let tag = check_tag(tag)?;
+            let size = max.map_or(RecvSize::Any, RecvSize::Max);
+            self.lock()
+                .q
+                .push_recv(ChannelId(channel), size, tag)
+                .map_err(q_err)
+        })
     }
 
     /// Stages closing `channel` (its pending receives end with `end=True`).
     #[pyo3(signature = (channel, tag=0))]
     fn push_close(&self, channel: u32, tag: u64) -> PyResult<()> {
-        let tag = check_tag(tag)?;
-        self.lock()
-            .q
-            .push_close(ChannelId(channel), tag)
-            .map_err(q_err)
+        guarded(|| {
+            let tag = check_tag(tag)?;
+            self.lock()
+                .q
+                .push_close(ChannelId(channel), tag)
+                .map_err(q_err)
+        })
     }
 
     /// Publishes what was pushed to the engine (one doorbell at most).
     fn submit(&self, py: Python<'_>) -> PyResult<()> {
-        crate::errors::detach(py, || self.lock().q.submit())?.map_err(q_err)
+        guarded(|| crate::errors::detach(py, || self.lock().q.submit())?.map_err(q_err))
     }
 
     /// Waits until at least `min` completions are ready (at most the submissions
@@ -433,48 +464,55 @@ impl Queue {
     /// number ready. Sleeps on the engine's doorbell, without spinning.
     #[pyo3(signature = (min=1, timeout=None))]
     fn wait(&self, py: Python<'_>, min: usize, timeout: Option<f64>) -> PyResult<usize> {
-        // Timing out with fewer than `min` ready is an answer here, not an error: the
-        // deadline is this loop's own, and `sliced` only looks for signals between slices.
-        let deadline = crate::convert::deadline(timeout)?;
-        sliced(py, None, |slice| {
-            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-            let mut st = self.lock();
-            let held = st.held.len();
-            let wait = left.map_or(slice, |l| l.min(slice));
-            match st.q.wait(min.saturating_sub(held), Some(wait)) {
-                // Enough, nothing more can come, or the time is up.
-                Ok(n)
-                    if n + held >= min
-                        || st.q.outstanding() == 0
-                        || left.is_some_and(|l| l <= wait) =>
-                {
-                    Slice::Done(Ok(n + held))
+        guarded(|| {
+            // Timing out with fewer than `min` ready is an answer here, not an error: the
+            // deadline is this loop's own, and `sliced` only looks for signals between slices.
+            let deadline = crate::convert::deadline(timeout)?;
+            sliced(py, None, |slice| {
+                let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                let mut st = self.lock();
+                let held = st.held.len();
+                let wait = left.map_or(slice, |l| l.min(slice));
+                match st.q.wait(min.saturating_sub(held), Some(wait)) {
+                    // Enough, nothing more can come, or the time is up.
+                    Ok(n)
+                        if n + held >= min
+                            || st.q.outstanding() == 0
+                            || left.is_some_and(|l| l <= wait) =>
+                    {
+                        Slice::Done(Ok(n + held))
+                    }
+                    Ok(_) => Slice::Again,
+                    Err(e) => Slice::Done(Err(Error::from(e))),
                 }
-                Ok(_) => Slice::Again,
-                Err(e) => Slice::Done(Err(Error::from(e))),
-            }
+            })
         })
     }
 
     /// The next ready completion, or `None`.
-    fn pop(&self, py: Python<'_>) -> Option<Completion> {
-        let mut st = self.lock();
-        let c = st.held.pop_front().or_else(|| st.q.pop());
-        c.map(|c| completion(py, c))
+    fn pop(&self, py: Python<'_>) -> PyResult<Option<Completion>> {
+        guarded(|| {
+            let mut st = self.lock();
+            let c = st.held.pop_front().or_else(|| st.q.pop());
+            drop(st);
+            Ok(c.map(|c| completion(py, c)))
+        })
     }
 
     /// Every ready completion, in order.
-    fn completions(&self, py: Python<'_>) -> Vec<Completion> {
-        let mut out = Vec::new();
-        let mut st = self.lock();
-        let st = &mut *st;
-        for c in st.held.drain(..) {
-            out.push(completion(py, c));
-        }
-        while let Some(c) = st.q.pop() {
-            out.push(completion(py, c));
-        }
-        out
+    fn completions(&self, py: Python<'_>) -> PyResult<Vec<Completion>> {
+        guarded(|| {
+            let mut out = Vec::new();
+            let mut st = self.lock();
+            let st = &mut *st;
+            for c in st.held.drain(..) {
+                out.push(completion(py, c));
+            }
+            while let Some(c) = st.q.pop() {
+                out.push(completion(py, c));
+            }
+            Ok(out)
+        })
     }
 
     /// Opens `address` and waits for the engine's answer; the channel handle.
@@ -488,10 +526,12 @@ impl Queue {
         burst: Option<u64>,
         timeout: Option<f64>,
     ) -> PyResult<u32> {
-        let o = options(urgent, rate, burst)?;
-        let (ch, c) = self.call(py, timeout, |q, tag| q.push_open(address, o, tag))?;
-        outcome(&c).map_err(q_err)?;
-        Ok(ch.0)
+        guarded(|| {
+            let o = options(urgent, rate, burst)?;
+            let (ch, c) = self.call(py, timeout, |q, tag| q.push_open(address, o, tag))?;
+            outcome(&c).map_err(q_err)?;
+            Ok(ch.0)
+        })
     }
 
     /// Sends a copy of `data` on `channel` and waits until it is delivered (as the module
@@ -504,12 +544,14 @@ impl Queue {
         data: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<u64> {
-        let msg = self::data(data)?;
-        let msg: &[u8] = &msg;
-        let ((), c) = self.call(py, timeout, |q, tag| {
-            q.push_send(ChannelId(channel), msg, tag)
-        })?;
-        Ok(outcome(&c).map_err(q_err)?.unwrap_or(0))
+        guarded(|| {
+            let msg = self::data(data)?;
+            let msg: &[u8] = &msg;
+            let ((), c) = self.call(py, timeout, |q, tag| {
+                q.push_send(ChannelId(channel), msg, tag)
+            })?;
+            Ok(outcome(&c).map_err(q_err)?.unwrap_or(0))
+        })
     }
 
     /// Receives the next message of `channel` as bytes, waiting at most `timeout` seconds
@@ -522,27 +564,38 @@ impl Queue {
         channel: u32,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let ((), c) = self.call(py, timeout, |q, tag| {
-            q.push_recv(ChannelId(channel), RecvSize::Any, tag)
-        })?;
-        Ok(outcome(&c)
-            .map_err(q_err)?
-            .map(|_| PyBytes::new(py, &c.data)))
+        guarded(|| {
+            let ((), c) = self.call(py, timeout, |q, tag| {
+                q.push_recv(ChannelId(channel), RecvSize::Any, tag)
+            })?;
+            Ok(outcome(&c)
+                .map_err(q_err)?
+                .map(|_| PyBytes::new(py, &c.data)))
+        })
     }
 
     /// Closes `channel` and waits for it.
     #[pyo3(signature = (channel, timeout=None))]
     fn close(&self, py: Python<'_>, channel: u32, timeout: Option<f64>) -> PyResult<()> {
-        let ((), c) = self.call(py, timeout, |q, tag| q.push_close(ChannelId(channel), tag))?;
-        outcome(&c).map_err(q_err).map(drop)
+        guarded(|| {
+            let ((), c) = self.call(py, timeout, |q, tag| q.push_close(ChannelId(channel), tag))?;
+            outcome(&c).map_err(q_err).map(drop)
+        })
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Queue({:?}, mode={:?}, outstanding={})",
-            self.engine,
-            self.lock().q.mode(),
-            self.lock().q.outstanding()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        guarded(|| {
+            // One lock for both: two in the arguments of one `format!` would be held at
+            // once (temporaries live to the end of the statement), and the second would wait
+            // for the first for ever.
+            let (mode, outstanding) = {
+                let st = self.lock();
+                (st.q.mode(), st.q.outstanding())
+            };
+            Ok(format!(
+                "Queue({:?}, mode={:?}, outstanding={})",
+                self.engine, mode, outstanding
+            ))
+        })
     }
 }
