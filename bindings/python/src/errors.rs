@@ -124,6 +124,8 @@ pub(crate) mod test_hook {
 
     use pyo3::prelude::*;
 
+    /// Relaxed throughout: the swap alone decides which call takes the panic; it publishes
+    /// no other data.
     static ARMED: AtomicBool = AtomicBool::new(false);
 
     /// Debug builds only: makes the next guarded call of this process panic (`armed=True`)
@@ -131,13 +133,13 @@ pub(crate) mod test_hook {
     /// that a call went through a guard (it disarmed the hook). Not in release builds.
     #[pyfunction]
     pub(crate) fn _panic_in_next_guard(armed: bool) -> bool {
-        ARMED.swap(armed, Ordering::SeqCst)
+        ARMED.swap(armed, Ordering::Relaxed)
     }
 
     /// Panics if the hook is armed (disarming it).
     #[inline]
     pub(super) fn fire() {
-        if ARMED.load(Ordering::Relaxed) && ARMED.swap(false, Ordering::SeqCst) {
+        if ARMED.load(Ordering::Relaxed) && ARMED.swap(false, Ordering::Relaxed) {
             panic!("injected by the test hook _panic_in_next_guard");
         }
     }
