@@ -21,7 +21,7 @@ pub fn default_config() -> offhost_shm::Config {
 /// Largest record the link writes: a quarter of the ring, so a record never waits for the ring
 /// to drain completely (records do not wrap).
 pub(crate) fn record_limit(tx: &offhost_shm::Sender) -> usize {
-    (tx.max_record() / 4).max(64)
+    (tx.max_record() / 2).max(64)
 }
 
 pub(crate) fn to_io(e: ShmError) -> io::Error {

@@ -73,7 +73,7 @@ impl std::fmt::Display for Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Bytes of each of the two rings (power of two, 256 B to 1 GiB). The largest inline
-    /// record is `ring_bytes - 16` bytes.
+    /// record is `ring_bytes / 2 - 16` bytes.
     pub ring_bytes: u64,
     /// Pool buffers owned by each side (0 for no pool). The segment holds twice this many.
     pub pool_buffers: u32,
@@ -100,6 +100,6 @@ impl Default for Config {
 impl Config {
     /// The largest payload of an inline record in a ring of this configuration.
     pub fn max_record(&self) -> usize {
-        self.ring_bytes.saturating_sub(crate::ring::HEADER as u64) as usize
+        (self.ring_bytes / 2).saturating_sub(crate::ring::HEADER as u64) as usize
     }
 }

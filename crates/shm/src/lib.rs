@@ -44,7 +44,7 @@
 //! bytes; a record never wraps). A record is published by a stamp in its header (its position
 //! plus one), so a waiting receiver polls the one cache line the next record will be in.
 //! A record is either **inline** (its bytes are in the ring; at most [`Sender::max_record`] =
-//! `ring_bytes - 16` bytes, larger is [`ShmError::RecordTooLarge`] at the call) or a
+//! `ring_bytes / 2 - 16` bytes, larger is [`ShmError::RecordTooLarge`] at the call) or a
 //! **descriptor** of a pool buffer (index, offset, length). Records are read in place:
 //! [`Receiver::recv`] returns a [`Record`] that borrows the ring and is consumed when dropped.
 //!

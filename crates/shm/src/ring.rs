@@ -188,9 +188,12 @@ impl<M: Mem> Producer<M> {
         }
     }
 
-    /// Largest payload a record can have.
+    /// Largest payload a record can have: half the ring, less a header. A larger one could
+    /// find no room even in an empty ring once the tail is past the point where it would fit
+    /// before the ring's end (the pad to the end and the record must be free at once); half
+    /// the ring always fits then.
     pub(crate) fn max_record(&self) -> usize {
-        self.cap as usize - HEADER
+        (self.cap / 2) as usize - HEADER
     }
 
     /// Rereads the consumer's index, checking it is plausible.
@@ -495,6 +498,44 @@ mod tests {
 
     /// Indices a hostile peer left in the control block before we attached (unaligned, about to
     /// overflow) are not where our positions start: records still land inside the ring.
+    #[test]
+    fn the_largest_record_finds_room_in_an_empty_ring_wherever_its_tail_is() {
+        let ctl = RingCtl {
+            tail: CachePadded::new(AtomicU64::new(0)),
+            head: CachePadded::new(AtomicU64::new(0)),
+        };
+        let mut ring = vec![0u128; 256 / 16];
+        let data = ring.as_mut_ptr().cast::<u8>();
+        // SAFETY: `ctl` and `ring` outlive both ends, one producer and one consumer.
+        let (mut p, mut c) = unsafe {
+            (
+                Producer::new(&ctl, data, 256),
+                Consumer::new(&ctl, data, 256),
+            )
+        };
+        let max = p.max_record();
+        assert_eq!(max, 112);
+        // Every tail offset: a small record moves it by 16 or 32 bytes, then the largest
+        // must fit the empty ring (it found no room at some offsets when the largest was
+        // the whole ring less a header).
+        for small in [0usize, 1, 16, 17, 40, 100] {
+            for len in [small, max] {
+                p.reserve(len, KIND_INLINE)
+                    .unwrap()
+                    .expect("room in an empty ring");
+                p.publish();
+                let rec = c.peek().unwrap().expect("a record");
+                assert_eq!(rec.len, len);
+                c.consume(&rec);
+                c.publish();
+            }
+        }
+        assert!(matches!(
+            p.reserve(max + 1, KIND_INLINE),
+            Err(ShmError::RecordTooLarge { .. })
+        ));
+    }
+
     #[test]
     fn new_ends_ignore_the_indices_found_in_the_segment() {
         let ctl = RingCtl {

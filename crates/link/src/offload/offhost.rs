@@ -82,7 +82,7 @@ impl OffHost {
                 ))
             }
         };
-        let ring_max = (tx.max_record() / 4).clamp(HEADER + 64, 256 << 10);
+        let ring_max = (tx.max_record() / 2).clamp(HEADER + 64, 256 << 10);
         let inline_max = if tx.pool_buffers() > 0 && tx.buffer_size() >= ring_max {
             ring_max.min(HEADER + INLINE_BODY_MAX)
         } else {

@@ -100,7 +100,7 @@ pub(crate) struct HostConn {
 
 impl HostConn {
     pub(crate) fn new(id: u64, tx: Sender, limits: Limits) -> Arc<HostConn> {
-        let inline_max = (tx.max_record() / 4).clamp(HEADER + 64, 64 << 10);
+        let inline_max = (tx.max_record() / 2).clamp(HEADER + 64, 64 << 10);
         let record_max = if tx.pool_buffers() > 0 {
             inline_max.max(tx.buffer_size())
         } else {
