@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use offhost_proto::offload::{Limits, Op};
+use offhost_proto::offload::{Op, QueueLimits};
 
 use super::QueueError;
 
@@ -27,14 +27,14 @@ pub(crate) struct Book {
     free: Vec<u32>,
     outstanding: usize,
     bytes: u64,
-    pub(crate) limits: Limits,
+    pub(crate) limits: QueueLimits,
     /// Open handles: true while usable, false once a close was submitted.
     handles: HashMap<u32, bool>,
     next_handle: u32,
 }
 
 impl Book {
-    pub(crate) fn new(limits: Limits) -> Book {
+    pub(crate) fn new(limits: QueueLimits) -> Book {
         Book {
             slots: Vec::new(),
             free: Vec::new(),
@@ -162,8 +162,8 @@ impl Book {
 mod tests {
     use super::*;
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> QueueLimits {
+        QueueLimits {
             max_outstanding: 2,
             max_channels: 1,
             max_bytes: 10,

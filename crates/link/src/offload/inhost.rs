@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use offhost_proto::offload::{ErrorCode, Limits, Op};
+use offhost_proto::offload::{ErrorCode, Op, QueueLimits};
 
 use super::book::Book;
 use super::router::{HostSink, Posted, Router, RouterLimits};
@@ -13,8 +13,8 @@ use super::{complete, Address, Completion, Data, OpenOptions, Outcome, QueueErro
 use crate::peer::{Failure, Lane, Notify, Outgoing, Payload, PeerConfig, Peers, SendBatch, Stream};
 
 /// The budgets of an in-host queue: the engine's defaults.
-pub(crate) fn default_limits(max_message: u32) -> Limits {
-    Limits {
+pub(crate) fn default_limits(max_message: u32) -> QueueLimits {
+    QueueLimits {
         max_outstanding: 4096,
         max_channels: 256,
         max_bytes: 64 << 20,
@@ -129,7 +129,7 @@ pub(crate) struct InHost {
 }
 
 impl InHost {
-    pub(crate) fn new(config: PeerConfig) -> Result<(InHost, Limits), QueueError> {
+    pub(crate) fn new(config: PeerConfig) -> Result<(InHost, QueueLimits), QueueError> {
         let router = Arc::new(Router::new(RouterLimits::default()));
         let limits = default_limits(config.max_message);
         let peers = Peers::new(config, router.clone())?;

@@ -53,7 +53,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 pub use address::{Address, AddressError};
-pub use offhost_proto::offload::{ErrorCode, Limits, Op};
+pub use offhost_proto::offload::{ErrorCode, Op, QueueLimits};
 pub use pipe::{recv_all, send_all};
 pub use router::{HostSink, Posted, Router, RouterLimits};
 
@@ -353,7 +353,7 @@ impl HostQueue {
     }
 
     /// The budgets this queue works within.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> QueueLimits {
         self.book.limits
     }
 

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use offhost_proto::offload::{
-    header_of, Completion as Record, CompletionHeader, ErrorCode, Limits, Op, Status, Submission,
-    HEADER, HELLO_BODY, VERSION,
+    header_of, Completion as Record, CompletionHeader, ErrorCode, Op, QueueLimits, Status,
+    Submission, HEADER, HELLO_BODY, VERSION,
 };
 use offhost_shm::{Buf, Receiver, Sender, ShmError};
 
@@ -48,7 +48,7 @@ impl OffHost {
     pub(crate) fn connect(
         addr: &str,
         config: &offhost_shm::Config,
-    ) -> Result<(OffHost, Limits), QueueError> {
+    ) -> Result<(OffHost, QueueLimits), QueueError> {
         let ep = offhost_shm::connect(addr, config)?;
         let (mut tx, mut rx) = ep.split();
         let mut hello = [0u8; HEADER + HELLO_BODY];
@@ -71,7 +71,7 @@ impl OffHost {
         let c = Record::decode(&rec).map_err(|e| QueueError::Corrupt(e.to_string()))?;
         let limits = match (c.op, c.status) {
             (Op::Hello, Status::Ok) => {
-                Limits::decode(c.body).map_err(|e| QueueError::Corrupt(e.to_string()))?
+                QueueLimits::decode(c.body).map_err(|e| QueueError::Corrupt(e.to_string()))?
             }
             (Op::Refused, _) | (Op::Hello, Status::Error(_)) => {
                 return Err(QueueError::Refused(c.reason().to_owned()))
@@ -89,7 +89,7 @@ impl OffHost {
             ring_max
         };
         let buffer_room = tx.buffer_size().saturating_sub(HEADER);
-        let limits = Limits {
+        let limits = QueueLimits {
             max_message: limits
                 .max_message
                 .min(buffer_room.max(inline_max - HEADER) as u32),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use offhost_link::offload::{Address, HostSink, Posted};
 use offhost_link::peer::{Failure, Lane, Notify, Outgoing, Payload, Rate, SendBatch, Stream};
 use offhost_proto::offload::{
-    header_of, Completion, ErrorCode, Limits, Op, RecordError, Status, Submission,
+    header_of, Completion, ErrorCode, Op, QueueLimits, RecordError, Status, Submission,
     SubmissionHeader, HEADER, VERSION,
 };
 use offhost_shm::{Receiver, Sender, ShmError};
@@ -87,7 +87,7 @@ struct Chan {
 pub(crate) struct HostConn {
     id: u64,
     tx: Mutex<Tx>,
-    limits: Limits,
+    limits: QueueLimits,
     /// Submissions taken and not yet completed.
     outstanding: AtomicUsize,
     /// Bytes of sends taken and not yet completed.
@@ -99,7 +99,7 @@ pub(crate) struct HostConn {
 }
 
 impl HostConn {
-    pub(crate) fn new(id: u64, tx: Sender, limits: Limits) -> Arc<HostConn> {
+    pub(crate) fn new(id: u64, tx: Sender, limits: QueueLimits) -> Arc<HostConn> {
         let inline_max = (tx.max_record() / 2).clamp(HEADER + 64, 64 << 10);
         let record_max = if tx.pool_buffers() > 0 {
             inline_max.max(tx.buffer_size())
@@ -511,7 +511,7 @@ impl HostConn {
 }
 
 /// A send or receive past the host's budget of outstanding submissions.
-fn over_outstanding(limits: &Limits) -> Failure {
+fn over_outstanding(limits: &QueueLimits) -> Failure {
     Failure::over(
         format!("{} outstanding submissions at most", limits.max_outstanding),
         OverLimit::new(Limit::HostOutstanding, limits.max_outstanding),

@@ -36,7 +36,7 @@ use offhost_link::offload::{Router, RouterLimits};
 use offhost_link::peer::{PeerConfig, PeerSetupError, Peers};
 use offhost_link::{Server, Session, Threads};
 use offhost_proto::offload::{
-    Completion, ErrorCode, Limits, Op, Status, Submission, HEADER, LIMITS_BODY, MAGIC, VERSION,
+    Completion, ErrorCode, Op, QueueLimits, Status, Submission, HEADER, LIMITS_BODY, MAGIC, VERSION,
 };
 use offhost_proto::peer::CONTROL_CHANNEL;
 use offhost_shm::{Endpoint, Listener, Mode};
@@ -160,9 +160,9 @@ impl Offload {
         self.hosts.load(Ordering::Acquire)
     }
 
-    fn limits(&self) -> Limits {
+    fn limits(&self) -> QueueLimits {
         let max_message = self.config.peers.max_message;
-        Limits {
+        QueueLimits {
             max_outstanding: self.config.host.max_outstanding.max(1),
             max_channels: self.config.host.max_channels.max(1),
             max_bytes: self.config.host.max_bytes.max(1),

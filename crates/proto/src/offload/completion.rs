@@ -17,7 +17,7 @@ pub enum Status {
 
 /// What an engine grants a host: its budgets, sent in the hello's completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct QueueLimits {
     /// Submissions the host may have outstanding (not yet completed).
     pub max_outstanding: u32,
     /// Channel handles the host may hold open.
@@ -31,7 +31,7 @@ pub struct Limits {
     pub inline_max: u32,
 }
 
-impl Limits {
+impl QueueLimits {
     /// The 24-byte body of a hello completion.
     pub fn encode(&self) -> [u8; LIMITS_BODY] {
         let mut b = [0u8; LIMITS_BODY];
@@ -44,7 +44,7 @@ impl Limits {
     }
 
     /// Decodes a hello completion's body; every limit must be at least 1.
-    pub fn decode(b: &[u8]) -> Result<Limits, RecordError> {
+    pub fn decode(b: &[u8]) -> Result<QueueLimits, RecordError> {
         if b.len() != LIMITS_BODY {
             return Err(RecordError::Length {
                 op: "hello",
@@ -52,7 +52,7 @@ impl Limits {
                 found: b.len(),
             });
         }
-        let l = Limits {
+        let l = QueueLimits {
             max_outstanding: u32_at(b, 0),
             max_channels: u32_at(b, 4),
             max_bytes: u64_at(b, 8),
@@ -157,7 +157,7 @@ pub struct Completion<'a> {
     pub id: u64,
     /// Send: bytes delivered; recv: the message's length.
     pub value: u64,
-    /// Recv: the message; error: the reason (UTF-8); hello: the [`Limits`].
+    /// Recv: the message; error: the reason (UTF-8); hello: the [`QueueLimits`].
     pub body: &'a [u8],
 }
 
@@ -186,7 +186,7 @@ impl<'a> Completion<'a> {
                 })?;
             }
             (Op::Hello, Status::Ok) => {
-                Limits::decode(body)?;
+                QueueLimits::decode(body)?;
             }
             _ => {}
         }

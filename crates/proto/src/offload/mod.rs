@@ -38,7 +38,7 @@
 //! | 20     | 4    | reserved | zero                                                                |
 //! | 24     | 8    | value    | send ok: bytes delivered; recv ok: the message's length; else 0    |
 //!
-//! Bodies: hello ok: the engine's [`Limits`] (24 bytes); recv ok: the message; error and
+//! Bodies: hello ok: the engine's [`QueueLimits`] (24 bytes); recv ok: the message; error and
 //! refused: the reason (UTF-8, at most [`MAX_REASON`] bytes); otherwise empty.
 //!
 //! Decoding checks every field: known op, defined flags, zero reserved bytes, the body length
@@ -49,7 +49,7 @@
 mod completion;
 mod submission;
 
-pub use completion::{Completion, CompletionHeader, Limits, Status};
+pub use completion::{Completion, CompletionHeader, QueueLimits, Status};
 pub use submission::{Submission, SubmissionHeader};
 
 /// Bytes of a submission or completion header.
@@ -64,7 +64,7 @@ pub const MAX_ADDRESS: usize = 255;
 pub const MAX_REASON: usize = 1024;
 /// Bytes of a hello submission's body.
 pub const HELLO_BODY: usize = 16;
-/// Bytes of [`Limits`] in a hello completion.
+/// Bytes of [`QueueLimits`] in a hello completion.
 pub const LIMITS_BODY: usize = 24;
 
 /// What a submission asks for (and which submission a completion completes).

@@ -211,7 +211,7 @@ fn hostile_submissions_are_refused_with_a_reason() {
 
 #[test]
 fn completions_round_trip_and_check_their_fields() {
-    let limits = Limits {
+    let limits = QueueLimits {
         max_outstanding: 4096,
         max_channels: 64,
         max_bytes: 1 << 26,
@@ -264,7 +264,7 @@ fn completions_round_trip_and_check_their_fields() {
         let v = enc_comp(&c);
         assert_eq!(Completion::decode(&v).unwrap(), c);
     }
-    assert_eq!(Limits::decode(&lb).unwrap(), limits);
+    assert_eq!(QueueLimits::decode(&lb).unwrap(), limits);
     let long = "é".repeat(MAX_REASON);
     let c = Completion::error(Op::Open, ErrorCode::Budget, 1, 1, &long);
     assert!(c.body.len() <= MAX_REASON);
@@ -303,7 +303,7 @@ fn completions_round_trip_and_check_their_fields() {
         v[16..20].fill(0);
         v[24..32].fill(0);
     }));
-    assert!(Limits::decode(&[0u8; LIMITS_BODY]).is_err());
+    assert!(QueueLimits::decode(&[0u8; LIMITS_BODY]).is_err());
 }
 
 fn any_address() -> impl Strategy<Value = String> {
