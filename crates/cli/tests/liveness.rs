@@ -17,8 +17,10 @@ use fleet::{offhost, spawn_offhost, text, Engines, Netns};
 /// Runs for minutes unless something ends it.
 const LONG: &str = "fill bytes=200000000000 @a >x:p(8,64k)\ncount @b <x >y\ncrc32c @c <y\n";
 
-/// Engines and submitter hear nothing from a frozen peer for this long before it is dead.
-const DEADLINE: [&str; 2] = ["--peer-deadline", "2"];
+/// Engines and submitter hear nothing from a frozen peer for this long before it is dead
+/// (seconds; long enough that a loaded test machine does not starve a live peer's
+/// heartbeats past it).
+const DEADLINE: [&str; 2] = ["--peer-deadline", "3"];
 
 fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
@@ -106,11 +108,11 @@ fn engine_b_lost(e: &Engines, cut: impl FnOnce()) -> Duration {
         .unwrap_or("");
     assert!(last.contains("engine b"), "error: {err}");
     assert!(
-        last.contains("sent nothing for 2.0 s"),
+        last.contains("sent nothing for 3.0 s"),
         "the error does not say b went silent: {last}"
     );
     assert!(
-        took >= Duration::from_secs(1),
+        took >= Duration::from_secs(2),
         "b declared lost after {took:?}"
     );
     for i in [0, 2] {
