@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -45,19 +45,7 @@ fn signal(pid: u32, sig: &str) {
 }
 
 fn frozen_peer(transport: &str, url: &str) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_engine",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(URL_VAR, url)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_child_engine(URL_VAR, url);
     let options = LinkOptions::new().peer_deadline(Some(DEADLINE));
     let session = (0..200)
         .find_map(|_| {

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use offhost_link::{ChannelOptions, LinkError, SendMode, Server, Session};
@@ -25,19 +24,7 @@ fn child_engine() {
 }
 
 fn killed_peer(transport: &str, url: &str) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_engine",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(URL_VAR, url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::spawn_child_engine(URL_VAR, url);
     // Wait until the child listens.
     let session = (0..200)
         .find_map(|_| {

@@ -25,6 +25,24 @@ pub fn fresh_url(transport: &str) -> (String, tempfile::TempDir) {
     (url, dir)
 }
 
+/// This test binary re-executed as a child process that runs only the ignored test
+/// `child_engine`, with `url` in the environment variable `var`.
+pub fn spawn_child_engine(var: &str, url: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "child_engine",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(var, url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the child engine")
+}
+
 /// A URL for `transport` that a child process can listen on and this one connect to (a
 /// free TCP port rather than port 0); the directory lives as long as the returned guard.
 pub fn child_url(transport: &str) -> (String, tempfile::TempDir) {
