@@ -106,7 +106,34 @@ impl Engine {
     /// refused while a running pipeline holds the name. The embedded engine takes no name:
     /// its pipelines are this process's own.
     pub fn submit_as(&self, text: &str, name: Option<&str>) -> Result<Pipeline, Error> {
+        self.submit_on(text, name, None)
+    }
+
+    /// As [`submit_as`](Self::submit_as), detached: the daemon keeps the pipeline running
+    /// after this engine handle (its session) has gone, until it ends, is stopped, or
+    /// `lifetime` passes (`None`: the daemon's time budget for a pipeline). Without it, a
+    /// daemon stops a pipeline once the session that submitted it has ended. The embedded
+    /// engine's pipelines are this process's own: detaching one is an error.
+    pub fn submit_detached(
+        &self,
+        text: &str,
+        name: Option<&str>,
+        lifetime: Option<std::time::Duration>,
+    ) -> Result<Pipeline, Error> {
+        self.submit_on(text, name, Some(lifetime))
+    }
+
+    /// Submits `text` under `name`, detached for a lifetime when `detach` is given.
+    fn submit_on(
+        &self,
+        text: &str,
+        name: Option<&str>,
+        detach: Option<Option<std::time::Duration>>,
+    ) -> Result<Pipeline, Error> {
         match &self.place {
+            Place::Embedded { .. } if detach.is_some() => Err(Error::Invalid(
+                "detach is for an engine daemon (Engine(url)); the embedded engine's pipelines are this process's own".into(),
+            )),
             Place::Embedded { .. } if name.is_some() => Err(Error::Invalid(
                 "a pipeline name is for an engine daemon (Engine(url)); the embedded engine's pipelines are this process's own".into(),
             )),
@@ -127,7 +154,10 @@ impl Engine {
                 })
             }
             Place::Daemon { client, .. } => {
-                let sub = lock(client).submit_as(text, name)?;
+                let sub = match detach {
+                    Some(lifetime) => lock(client).submit_detached(text, name, lifetime)?,
+                    None => lock(client).submit_as(text, name)?,
+                };
                 Ok(Pipeline {
                     id: Some(sub.id),
                     inputs: sub.host_in,
@@ -555,6 +585,7 @@ impl Local {
                 state: PipelineState::Failed,
                 stats,
                 error: Some(error),
+                keep: None,
             };
             let State::Running(r) =
                 std::mem::replace(&mut *st, State::Done(ended(None, String::new())))
@@ -591,6 +622,7 @@ impl Local {
                     state: PipelineState::Running,
                     stats: Some(r.stats()),
                     error: None,
+                    keep: None,
                 };
             }
         }

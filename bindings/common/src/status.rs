@@ -22,6 +22,9 @@ pub struct Status {
     pub stats: Option<Stats>,
     /// Why it failed, once it has.
     pub error: Option<String>,
+    /// On a daemon, while it runs: who keeps it running (its submitter, or nobody when it
+    /// was submitted detached) and when the engine stops it.
+    pub keep: Option<offhost_node::daemon::Keep>,
 }
 
 impl Status {
@@ -39,6 +42,7 @@ impl From<DaemonStatus> for Status {
             state: s.state,
             stats: s.stats,
             error: s.error,
+            keep: s.keep,
         }
     }
 }
@@ -51,6 +55,8 @@ impl Serialize for Status {
             error: Option<&'a str>,
             id: Option<u64>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            keep: Option<&'a offhost_node::daemon::Keep>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             name: Option<Option<&'a str>>,
             state: PipelineState,
             stats: Option<&'a Stats>,
@@ -58,6 +64,7 @@ impl Serialize for Status {
         Json {
             error: self.error.as_deref(),
             id: self.id,
+            keep: self.keep.as_ref(),
             name: self.id.map(|_| self.name.as_deref()),
             state: self.state,
             stats: self.stats.as_ref(),
@@ -85,6 +92,7 @@ mod tests {
             state: PipelineState::Failed,
             stats: None,
             error: Some("no".into()),
+            keep: None,
         };
         // Built before as json!({"id": null, "state", "stats", "error"}).
         assert_eq!(

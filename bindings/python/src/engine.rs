@@ -64,18 +64,43 @@ impl Engine {
     /// Checks and starts a pipeline: its text, or a `pathlib.Path` to an `.ion` file.
     /// `offhost.PipelineError` names the line and column of a mistake. On a daemon, `name`
     /// names the pipeline too: other engines' `call ... pipeline=NAME` reach it by that name
-    /// (one running pipeline holds a name at a time).
-    #[pyo3(signature = (pipeline, *, name = None))]
+    /// (one running pipeline holds a name at a time). A daemon stops a pipeline once the
+    /// `Engine` that submitted it has gone, unless `detach=True`: then it runs on until it
+    /// ends, is stopped, or `lifetime` seconds pass (default: the daemon's time budget).
+    #[pyo3(signature = (pipeline, *, name = None, detach = false, lifetime = None))]
     fn submit(
         &self,
         py: Python<'_>,
         pipeline: &Bound<'_, PyAny>,
         name: Option<&str>,
+        detach: bool,
+        lifetime: Option<f64>,
     ) -> PyResult<Pipeline> {
         guarded(|| {
             let text = pipeline_text(pipeline)?;
-            let p =
-                crate::errors::detach(py, || self.inner.submit_as(&text, name))?.map_err(to_py)?;
+            let lifetime = match lifetime {
+                None => None,
+                Some(_) if !detach => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "lifetime is for a detached pipeline (detach=True)",
+                    ))
+                }
+                Some(s) => Some(
+                    std::time::Duration::try_from_secs_f64(s)
+                        .ok()
+                        .filter(|d| !d.is_zero())
+                        .ok_or_else(|| {
+                            pyo3::exceptions::PyValueError::new_err(format!(
+                                "lifetime={s}: a number of seconds above zero"
+                            ))
+                        })?,
+                ),
+            };
+            let p = crate::errors::detach(py, || match detach {
+                true => self.inner.submit_detached(&text, name, lifetime),
+                false => self.inner.submit_as(&text, name),
+            })?
+            .map_err(to_py)?;
             Ok(Pipeline { inner: Arc::new(p) })
         })
     }

@@ -128,6 +128,45 @@ def test_a_daemon_pipeline_submitted_under_a_name(daemon_url: str) -> None:
         offhost.Engine().submit(ECHO, name="py-echo")
 
 
+def test_a_detached_pipeline_outlives_its_engine_handle(daemon_url: str, offhost_bin: Path) -> None:
+    import gc
+    import json
+    import time
+
+    from conftest import run_cli
+
+    e = offhost.Engine(daemon_url)
+    attached = e.submit(ECHO)
+    detached = e.submit(ECHO, detach=True, lifetime=600)
+    assert attached.status()["keep"] == {"by": "submitter", "stops_in_s": pytest.approx(86400, abs=60)}
+    keep = detached.status()["keep"]
+    assert keep["by"] == "detached" and 590 < keep["stops_in_s"] <= 600
+    ids = (attached.id, detached.id)
+    del e, attached, detached
+    gc.collect()
+    # A new handle: the detached pipeline runs on; the attached one is stopped once its
+    # submitter's session has gone and the grace (5 s) has passed.
+    other = offhost.Engine(daemon_url)
+    deadline = time.monotonic() + 30
+    states = {}
+    while time.monotonic() < deadline:
+        listed = json.loads(run_cli(offhost_bin, "submit", "--engine", daemon_url, "--list"))["pipelines"]
+        states = {p["id"]: p for p in listed}
+        if states[ids[0]]["state"] != "running":
+            break
+        time.sleep(0.2)
+    assert states[ids[0]]["state"] == "finished", states
+    assert states[ids[1]]["state"] == "running", states
+    assert states[ids[1]]["keep"]["by"] == "detached"
+    with pytest.raises(ValueError, match="detached"):
+        other.submit(ECHO, lifetime=5)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="above zero"):
+            other.submit(ECHO, detach=True, lifetime=bad)
+    with pytest.raises(offhost.InvalidArgumentError, match="for an engine daemon"):
+        offhost.Engine().submit(ECHO, detach=True)
+
+
 def test_a_path_is_read_as_pipeline_text(tmp_path: Path) -> None:
     f = tmp_path / "tone.ion"
     f.write_text(TONE)

@@ -175,7 +175,12 @@ class Engine:
         tls_certificates: str | os.PathLike[str] | None = None,
     ) -> None: ...
     def submit(
-        self, pipeline: str | os.PathLike[str], *, name: str | None = None
+        self,
+        pipeline: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        detach: bool = False,
+        lifetime: float | None = None,
     ) -> Pipeline: ...
     @property
     def url(self) -> str: ...
