@@ -9,6 +9,9 @@
 //! - [`idle`]: negotiates, then sends nothing;
 //! - [`stalled_starttls`]: asks for TLS with `NBD_OPT_STARTTLS`, then never says hello.
 //!
+//! And the good client they are measured against: [`certified_go`], a client certificate's
+//! whole way in over TLS ([`send_option`] and [`read_reply`] speak the options of any stream).
+//!
 //! Each is bounded in time by its caller's arguments; [`dropped`] tells whether the server has
 //! closed a connection, without reading what it sent.
 
@@ -31,7 +34,7 @@ pub fn connect(addr: &ListenAddr) -> io::Result<Stream> {
     })
 }
 
-fn read_n(s: &mut Stream, n: usize) -> io::Result<Vec<u8>> {
+fn read_n(s: &mut impl Read, n: usize) -> io::Result<Vec<u8>> {
     let mut b = vec![0u8; n];
     s.read_exact(&mut b)?;
     Ok(b)
@@ -56,31 +59,89 @@ fn option(out: &mut Vec<u8>, opt: u32, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
-/// Negotiates `export` with `NBD_OPT_GO` (simple replies) and enters transmission.
-pub fn negotiate(s: &mut Stream, export: &str) -> io::Result<()> {
-    greet(s)?;
+/// Sends option `opt` with `data`, in one write.
+pub fn send_option(s: &mut impl Write, opt: u32, data: &[u8]) -> io::Result<()> {
+    let mut out = Vec::with_capacity(16 + data.len());
+    option(&mut out, opt, data);
+    s.write_all(&out)?;
+    s.flush()
+}
+
+/// Reads one option reply: its type and its data.
+pub fn read_reply(s: &mut impl Read) -> io::Result<(u32, Vec<u8>)> {
+    let h = read_n(s, 20)?;
+    let typ = u32::from_be_bytes(h[12..16].try_into().expect("4 bytes"));
+    let len = u32::from_be_bytes(h[16..20].try_into().expect("4 bytes"));
+    Ok((typ, read_n(s, len as usize)?))
+}
+
+/// `NBD_OPT_GO` of `export` (simple replies), then its replies until the last: its type and
+/// data (`NBD_REP_ACK` when the server enters transmission).
+fn go(s: &mut (impl Read + Write), export: &str) -> io::Result<(u32, Vec<u8>)> {
     let mut data = (export.len() as u32).to_be_bytes().to_vec();
     data.extend_from_slice(export.as_bytes());
     data.extend_from_slice(&0u16.to_be_bytes());
-    let mut out = Vec::new();
-    option(&mut out, OPT_GO, &data);
-    s.write_all(&out)?;
+    send_option(s, OPT_GO, &data)?;
     loop {
-        let h = read_n(s, 20)?;
-        let reply = u32::from_be_bytes(h[12..16].try_into().expect("4 bytes"));
-        let len = u32::from_be_bytes(h[16..20].try_into().expect("4 bytes"));
-        let body = read_n(s, len as usize)?;
-        match reply {
-            REP_ACK => return Ok(()),
-            REP_INFO => {}
-            _ => {
-                return Err(io::Error::other(format!(
-                    "NBD_OPT_GO refused: {}",
-                    String::from_utf8_lossy(&body)
-                )))
-            }
+        let (typ, body) = read_reply(s)?;
+        if typ != REP_INFO {
+            return Ok((typ, body));
         }
     }
+}
+
+/// Negotiates `export` with `NBD_OPT_GO` (simple replies) and enters transmission.
+pub fn negotiate(s: &mut Stream, export: &str) -> io::Result<()> {
+    greet(s)?;
+    match go(s, export)? {
+        (REP_ACK, _) => Ok(()),
+        (_, body) => Err(io::Error::other(format!(
+            "NBD_OPT_GO refused: {}",
+            String::from_utf8_lossy(&body)
+        ))),
+    }
+}
+
+/// A certified client's whole way in to the TCP server at `addr`: greeting, `NBD_OPT_STARTTLS`,
+/// TLS with the client certificate of `pki` (the server's checked against its CA as
+/// 127.0.0.1), `NBD_OPT_GO` of `export`. Returns the last reply to GO (its type and message)
+/// and the connection; what failed before it is the error, saying which step. Every read
+/// waits at most `timeout`.
+pub fn certified_go(
+    addr: &str,
+    pki: &std::path::Path,
+    export: &str,
+    timeout: Duration,
+) -> io::Result<(u32, Vec<u8>, offhost_access::TlsStream)> {
+    let step =
+        |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let tls = |e: offhost_access::AccessError| io::Error::other(format!("tls: {e}"));
+    let mut s = std::net::TcpStream::connect(addr).map_err(step("connect"))?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(timeout))?;
+    read_n(&mut s, 18).map_err(step("greeting"))?;
+    s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+        .map_err(step("flags"))?;
+    send_option(&mut s, OPT_STARTTLS, &[]).map_err(step("starttls"))?;
+    let (typ, msg) = read_reply(&mut s).map_err(step("starttls reply"))?;
+    if typ != REP_ACK {
+        return Err(io::Error::other(format!(
+            "NBD_OPT_STARTTLS answered {typ:#x}: {}",
+            String::from_utf8_lossy(&msg)
+        )));
+    }
+    let client =
+        offhost_access::TlsClient::load(&offhost_access::CertDir::new(pki)).map_err(tls)?;
+    let (mut r, w) = offhost_access::handshake(
+        s.into(),
+        client.connection("127.0.0.1").map_err(tls)?,
+        timeout,
+    )
+    .map_err(tls)?;
+    r.set_timeout(Some(timeout));
+    let mut t = offhost_access::TlsStream::new(r, w);
+    let (typ, msg) = go(&mut t, export).map_err(step("go"))?;
+    Ok((typ, msg, t))
 }
 
 /// Connects, negotiates `export`, sends `count` reads of `len` bytes at offset 0 and returns

@@ -4,14 +4,13 @@
 //! `NBD_OPT_STARTTLS`, and every certified client got `NBD_REP_ERR_POLICY` for as long as
 //! they stayed.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use offhost_access::crowd::{Crowd, CrowdOptions, Target};
-use offhost_access::{certs, TlsClient, TlsStream};
+use offhost_access::{certs, TlsStream};
 use offhost_nbd::proto::*;
-use offhost_nbd::{Export, Limits, ListenAddr, NbdTls, Server, TlsMode};
+use offhost_nbd::{hostile, Export, Limits, ListenAddr, NbdTls, Server, TlsMode};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -32,62 +31,11 @@ fn pki() -> (tempfile::TempDir, std::path::PathBuf) {
     (d, p)
 }
 
-fn read_n(s: &mut impl Read, n: usize) -> std::io::Result<Vec<u8>> {
-    let mut b = vec![0u8; n];
-    s.read_exact(&mut b)?;
-    Ok(b)
-}
-
-fn option(s: &mut impl Write, opt: u32, data: &[u8]) -> std::io::Result<()> {
-    let mut m = IHAVEOPT.to_be_bytes().to_vec();
-    m.extend_from_slice(&opt.to_be_bytes());
-    m.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    m.extend_from_slice(data);
-    s.write_all(&m)?;
-    s.flush()
-}
-
-/// One option reply: (reply type, data).
-fn reply(s: &mut impl Read) -> std::io::Result<(u32, Vec<u8>)> {
-    let h = read_n(s, 20)?;
-    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
-    let typ = u32::from_be_bytes(h[12..16].try_into().unwrap());
-    Ok((typ, read_n(s, len)?))
-}
-
-/// A certified client's whole way in: greeting, STARTTLS, TLS, NBD_OPT_GO. Returns the final
-/// reply to GO, its message and the connection, or what failed before it.
+/// A certified client's whole way in ([`hostile::certified_go`]), its message as text.
 fn certified_go(addr: &str, pki: &std::path::Path) -> Result<(u32, String, TlsStream), String> {
-    let e = |what: &'static str| move |err: std::io::Error| format!("{what}: {err}");
-    let mut s = TcpStream::connect(addr).map_err(e("connect"))?;
-    s.set_read_timeout(Some(T)).unwrap();
-    read_n(&mut s, 18).map_err(e("greeting"))?;
-    s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
-        .map_err(e("flags"))?;
-    option(&mut s, OPT_STARTTLS, &[]).map_err(e("starttls"))?;
-    let (typ, msg) = reply(&mut s).map_err(e("starttls reply"))?;
-    if typ != REP_ACK {
-        return Err(format!(
-            "STARTTLS answered {typ:#x}: {}",
-            String::from_utf8_lossy(&msg)
-        ));
-    }
-    let client = TlsClient::load(&certs::CertDir::new(pki)).unwrap();
-    let (mut r, w) =
-        offhost_access::handshake(s.into(), client.connection("127.0.0.1").unwrap(), T)
-            .map_err(|err| format!("tls: {err}"))?;
-    r.set_timeout(Some(T));
-    let mut t = TlsStream::new(r, w);
-    let mut d = 4u32.to_be_bytes().to_vec();
-    d.extend_from_slice(b"disk");
-    d.extend_from_slice(&0u16.to_be_bytes());
-    option(&mut t, OPT_GO, &d).map_err(e("go"))?;
-    loop {
-        let (typ, msg) = reply(&mut t).map_err(e("go reply"))?;
-        if typ != REP_INFO {
-            return Ok((typ, String::from_utf8_lossy(&msg).into_owned(), t));
-        }
-    }
+    hostile::certified_go(addr, pki, "disk", T)
+        .map(|(typ, msg, t)| (typ, String::from_utf8_lossy(&msg).into_owned(), t))
+        .map_err(|e| e.to_string())
 }
 
 fn crowd(addr: &str, count: usize, sources: Vec<IpAddr>) -> Crowd {

@@ -3,11 +3,10 @@
 //! throughput of one that is established.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use offhost_access::{certs::CertDir, TlsClient, TlsStream};
+use offhost_access::TlsStream;
 use offhost_link::{ChannelOptions, LinkOptions, Session};
 use offhost_nbd::proto::*;
 
@@ -48,58 +47,15 @@ fn read_n(s: &mut impl Read, n: usize) -> io::Result<Vec<u8>> {
     Ok(b)
 }
 
-fn option(s: &mut impl Write, opt: u32, data: &[u8]) -> io::Result<()> {
-    let mut m = IHAVEOPT.to_be_bytes().to_vec();
-    m.extend_from_slice(&opt.to_be_bytes());
-    m.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    m.extend_from_slice(data);
-    s.write_all(&m)?;
-    s.flush()
-}
-
-/// One option reply: its type and data.
-fn reply(s: &mut impl Read) -> io::Result<(u32, Vec<u8>)> {
-    let h = read_n(s, 20)?;
-    let len = u32::from_be_bytes(h[16..20].try_into().expect("4 bytes")) as usize;
-    let typ = u32::from_be_bytes(h[12..16].try_into().expect("4 bytes"));
-    Ok((typ, read_n(s, len)?))
-}
-
-fn refused(what: &str, typ: u32, msg: &[u8]) -> Error {
-    Error::Check(format!(
-        "{what} answered {typ:#x}: {}",
-        String::from_utf8_lossy(msg)
-    ))
-}
-
 /// An NBD connection at `addr` over TLS with the client certificate of `pki`, in
 /// transmission on `export` (simple replies).
 pub fn nbd_connect(addr: &str, pki: &Path, export: &str) -> Result<TlsStream> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(GIVE_UP))?;
-    read_n(&mut s, 18)?;
-    s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())?;
-    option(&mut s, OPT_STARTTLS, &[])?;
-    let (typ, msg) = reply(&mut s)?;
-    if typ != REP_ACK {
-        return Err(refused("NBD_OPT_STARTTLS", typ, &msg));
-    }
-    let client = TlsClient::load(&CertDir::new(pki))?;
-    let (mut r, w) = offhost_access::handshake(s.into(), client.connection("127.0.0.1")?, GIVE_UP)?;
-    r.set_timeout(Some(GIVE_UP));
-    let mut t = TlsStream::new(r, w);
-    let mut d = (export.len() as u32).to_be_bytes().to_vec();
-    d.extend_from_slice(export.as_bytes());
-    d.extend_from_slice(&0u16.to_be_bytes());
-    option(&mut t, OPT_GO, &d)?;
-    loop {
-        let (typ, msg) = reply(&mut t)?;
-        match typ {
-            REP_ACK => return Ok(t),
-            REP_INFO => {}
-            _ => return Err(refused("NBD_OPT_GO", typ, &msg)),
-        }
+    match offhost_nbd::hostile::certified_go(addr, pki, export, GIVE_UP)? {
+        (REP_ACK, _, t) => Ok(t),
+        (typ, msg, _) => Err(Error::Check(format!(
+            "NBD_OPT_GO answered {typ:#x}: {}",
+            String::from_utf8_lossy(&msg)
+        ))),
     }
 }
 
