@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
+use offhost_access::{Lobby, Source, Ticket, Unproven};
 use offhost_proto::Side;
 
 use crate::error::LinkError;
@@ -119,13 +119,7 @@ fn lobby(
             tracing::warn!("{handshake_name}: cannot start a handshake thread: {e}");
         }
     };
-    let lobby_limits = LobbyLimits::in_front_of(
-        limits.max_handshakes,
-        limits.max_handshakes_per_source,
-        limits.handshake_timeout,
-        ready_bytes,
-    );
-    Lobby::start(&format!("{name}-lobby"), lobby_limits, spawn)
+    Lobby::start(&format!("{name}-lobby"), limits.lobby(ready_bytes), spawn)
         .map_err(|e| LinkError::io(format!("start the {name} lobby"), e))
 }
 

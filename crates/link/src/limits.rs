@@ -102,6 +102,17 @@ impl Limits {
             deadline: self.handshake_timeout,
         }
     }
+
+    /// The lobby in front of that budget, for connections that are ready once `ready_bytes`
+    /// have arrived ([`LobbyLimits::in_front_of`](offhost_access::LobbyLimits::in_front_of)).
+    pub fn lobby(&self, ready_bytes: u64) -> offhost_access::LobbyLimits {
+        offhost_access::LobbyLimits::in_front_of(
+            self.max_handshakes,
+            self.max_handshakes_per_source,
+            self.handshake_timeout,
+            ready_bytes,
+        )
+    }
 }
 
 /// The limits of one session that its driver enforces (the part of [`Limits`] about writing

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use offhost_access::{Lobby, LobbyLimits, Source, Ticket, Unproven};
+use offhost_access::{Lobby, Source, Ticket, Unproven};
 use offhost_link::offload::{Router, RouterLimits};
 use offhost_link::peer::{PeerConfig, PeerSetupError, Peers};
 use offhost_link::{Server, Session, Threads};
@@ -238,13 +238,7 @@ impl Offload {
                 tracing::warn!("shm: cannot start a thread: {e}");
             }
         };
-        let lobby_limits = LobbyLimits::in_front_of(
-            link.max_handshakes,
-            link.max_handshakes_per_source,
-            link.handshake_timeout,
-            1,
-        );
-        let lobby = match Lobby::start("shm-lobby", lobby_limits, spawn) {
+        let lobby = match Lobby::start("shm-lobby", link.lobby(1), spawn) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("shm: cannot start the lobby: {e}");
