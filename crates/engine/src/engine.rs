@@ -489,6 +489,17 @@ impl Running {
         }
     }
 
+    /// Bytes that entered the pipeline so far, as [`Stats::source_bytes`] counts them, read
+    /// from the tasks' counters alone: no task is locked and nothing allocated, so a watcher
+    /// may ask often.
+    pub fn source_bytes(&self) -> u64 {
+        self.shared
+            .tasks
+            .iter()
+            .map(TaskSlot::source_bytes)
+            .fold(0, u64::saturating_add)
+    }
+
     /// A handle that can stop this pipeline from another thread (a signal handler, say).
     pub fn stopper(&self) -> Stopper {
         Stopper {

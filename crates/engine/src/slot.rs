@@ -94,6 +94,16 @@ impl TaskSlot {
         self.inputs.is_empty() && !self.keeps_on_stop
     }
 
+    /// What this task put out if it took no input so far (a source), else 0: from the
+    /// counters alone, without its body's lock.
+    pub(crate) fn source_bytes(&self) -> u64 {
+        let c = &self.counters;
+        match c.bufs_in.load(Ordering::Relaxed) {
+            0 => c.bytes_out.load(Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+
     pub(crate) fn stats(&self) -> TaskStats {
         let c = &self.counters;
         let done = crate::task_state::is_done(&self.state);

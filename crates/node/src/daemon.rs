@@ -304,7 +304,7 @@ impl Daemon {
             }
             running.insert(id);
             let bytes = match self.limits.pipeline_bytes {
-                Some(_) => run.stats().source_bytes(),
+                Some(_) => run.source_bytes(),
                 None => 0,
             };
             match self.keeps.due(id, bytes, &self.limits) {
