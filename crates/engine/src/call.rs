@@ -35,7 +35,7 @@ use crate::own_service::OwnService;
 pub use crate::own_service::{ServiceError, OUT_OF_STEP};
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
-use crate::sched::Waker;
+use crate::runq::Waker;
 use crate::task::{Context, Priority, Status, Task, TaskError};
 use crate::timer::Alarm;
 

@@ -483,7 +483,7 @@ impl Running {
         Stats {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             finished: self.shared.is_finished(),
-            tasks: self.shared.tasks.iter().map(TaskSlot::stats).collect(),
+            tasks: self.shared.task_stats(),
             queues: self.queues.iter().map(|q| q.stats()).collect(),
             pools: self.pools.iter().map(Pool::stats).collect(),
         }

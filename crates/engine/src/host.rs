@@ -19,7 +19,7 @@ use crate::buffer::Buffer;
 pub use crate::host_error::HostError;
 use crate::pool::StorageStack;
 use crate::queue::Get;
-use crate::sched::Waker;
+use crate::runq::Waker;
 use crate::task::{Context, Status, Task, TaskError};
 
 /// Messages a host may queue for a `host-in` task before `send` waits.
@@ -228,10 +228,10 @@ impl HostInput {
         }
     }
 
-    /// A [`Helper`](crate::sched::Helper) of the task's pipeline, to run its tasks on this
+    /// A [`Helper`](crate::runq::Helper) of the task's pipeline, to run its tasks on this
     /// thread while it waits for what they put out; `None` before the pipeline starts or
     /// after it ended.
-    pub fn helper(&self) -> Option<crate::sched::Helper> {
+    pub fn helper(&self) -> Option<crate::runq::Helper> {
         self.waker.get().and_then(|w| w.helper())
     }
 

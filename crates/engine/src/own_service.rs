@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::buffer::Buffer;
 use crate::host::{HostError, HostInput, HostOutput, LAST};
-use crate::sched::Waker;
+use crate::runq::Waker;
 
 /// Why a service whose `host-out` put out more buffers than it was given requests stops
 /// taking calls.

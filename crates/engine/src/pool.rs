@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::{BufMut, Filled, Home, Storage};
-use crate::sched::Waker;
+use crate::runq::Waker;
 
 /// Bytes one free list allocates (`count` buffers of head- and tailroom plus data), or
 /// `None` past `u64`.
@@ -513,7 +513,7 @@ mod tests {
 
     #[test]
     fn buffers_freed_together_wake_their_waiter_once() {
-        let waiter = || crate::sched::Waker::detached(7);
+        let waiter = || crate::runq::Waker::detached(7);
         // Freed one by one: each free wakes the waiting task, which (running at once, as on
         // a busy CPU) takes the one buffer and waits again.
         let pool = Pool::new(PoolConfig::new("p", 4, 16));

@@ -9,7 +9,7 @@ use crossbeam_channel::Sender;
 
 use crate::host::{HostInput, HostOutput, InPort, OutPort};
 use crate::own_service::OwnService;
-use crate::sched::Waker;
+use crate::runq::Waker;
 
 /// The ports of a pipeline being built.
 #[derive(Default)]

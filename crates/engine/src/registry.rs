@@ -346,8 +346,8 @@ impl Build<'_> {
     /// own, a link to another engine) uses to wake it once the pipeline runs. Each counts
     /// against the pipeline's [`Budget::links`](crate::Budget::links): the tasks that need
     /// one are those that hold a connection.
-    pub fn outside_waker(&mut self) -> crate::sched::OutsideWaker {
-        let w = crate::sched::OutsideWaker::default();
+    pub fn outside_waker(&mut self) -> crate::runq::OutsideWaker {
+        let w = crate::runq::OutsideWaker::default();
         self.host
             .wakers
             .push((std::sync::Arc::clone(&w.0), self.task_id));

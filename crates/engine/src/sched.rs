@@ -1,20 +1,15 @@
-//! The scheduler: a few worker threads run many tasks.
-//!
-//! Each task has a small state machine (idle, scheduled, running, running-and-notified,
-//! done). Waking a task that is idle puts it on the run queue of its priority class; waking
-//! one that is running marks it notified so it runs again after its turn; waking one that is
-//! already scheduled costs one atomic load. Workers take tasks from the highest class first
-//! and sleep on a condition variable when there is nothing to run.
+//! The scheduler: a few worker threads run many tasks. The run queues (`runq.rs`) say which
+//! tasks are runnable; this runs their turns, counts what they did, and ends them.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::SegQueue;
-
+use crate::context::{Context, Handoff, OUT_COUNTS};
+use crate::runq::{RunQueues, RunTask, Waker};
 pub(crate) use crate::slot::{TaskSlot, TaskStats};
-use crate::task::{Context, Handoff, Status, Task, TaskError, OUT_COUNTS};
+use crate::task::{Status, Task, TaskError};
 use crate::task_state;
 
 /// Turns a panic payload into a task error.
@@ -27,44 +22,6 @@ fn panicked(p: &(dyn std::any::Any + Send)) -> TaskError {
     TaskError::Failed(format!("panicked: {msg}"))
 }
 
-/// Wakes one task of a running pipeline; held by pools for tasks waiting on a buffer, and by
-/// whatever wakes a task from outside its pipeline ([`OutsideWaker`]). It holds nothing of the
-/// pipeline: waking a task of a pipeline that has ended does nothing.
-#[derive(Clone)]
-pub struct Waker {
-    shared: Weak<Shared>,
-    id: usize,
-}
-
-impl Waker {
-    /// Whether `other` wakes the same task of the same pipeline.
-    pub fn same_task(&self, other: &Waker) -> bool {
-        self.id == other.id && Weak::ptr_eq(&self.shared, &other.shared)
-    }
-
-    /// Makes the task runnable (again): it runs its next turn soon, on a worker or a
-    /// [`Helper`].
-    pub fn wake(&self) {
-        if let Some(s) = self.shared.upgrade() {
-            s.wake(self.id);
-        }
-    }
-
-    /// A [`Helper`] of this task's pipeline, if it still runs.
-    pub fn helper(&self) -> Option<Helper> {
-        self.shared.upgrade().map(Helper::new)
-    }
-
-    /// A waker of task `id` of no pipeline (waking it does nothing), for tests.
-    #[cfg(test)]
-    pub(crate) fn detached(id: usize) -> Waker {
-        Waker {
-            shared: Weak::new(),
-            id,
-        }
-    }
-}
-
 /// The first task failure of a pipeline.
 #[derive(Debug, Clone)]
 pub(crate) struct Failure {
@@ -75,161 +32,69 @@ pub(crate) struct Failure {
 
 pub(crate) struct Shared {
     pub(crate) tasks: Vec<TaskSlot>,
-    runq: [SegQueue<usize>; 3],
-    sleepers: AtomicUsize,
-    /// Threads outside the workers running tasks now ([`Helper`]).
-    helpers: AtomicUsize,
-    idle_lock: Mutex<()>,
-    idle_cv: Condvar,
+    /// Which tasks are runnable, and the workers' sleep.
+    pub(crate) queues: Arc<RunQueues>,
     live: AtomicUsize,
-    finished: AtomicBool,
     /// Set once every task has finished; shared with those who wait for that without
     /// holding the pipeline ([`Done`]).
     done: Arc<Done>,
-    stop: AtomicBool,
     /// Why the pipeline was ended by force ([`Shared::abort`]), once it was.
     aborted: std::sync::OnceLock<String>,
     pub(crate) failure: Mutex<Option<Failure>>,
     batch: usize,
-    /// Rounds an idle worker spins before it sleeps ([`spin_rounds`]).
-    spin: u32,
-}
-
-/// Rounds an idle worker spins looking for work before it sleeps, when another CPU can make
-/// work appear meanwhile: a task woken within those few microseconds costs no sleep and no
-/// wake-up.
-const SPIN_ROUNDS: u32 = 200;
-
-/// The CPUs this process may run on now.
-pub(crate) fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
-
-/// How long idle workers spin for a process that may run on `cpus` CPUs: not at all on one,
-/// where whatever would bring work (the other workers, the threads feeding the pipeline)
-/// cannot run while a worker spins, so spinning only delays it (an engine held to one core,
-/// as each of `bench engines`' two is).
-pub(crate) fn spin_rounds(cpus: usize) -> u32 {
-    if cpus > 1 {
-        SPIN_ROUNDS
-    } else {
-        0
-    }
 }
 
 impl Shared {
     pub(crate) fn new(tasks: Vec<TaskSlot>, batch: usize) -> Arc<Shared> {
         let n = tasks.len();
+        let queues = Arc::new(RunQueues::new(tasks.iter().map(|t| t.prio as u8).collect()));
         let s = Arc::new(Shared {
             tasks,
-            runq: [SegQueue::new(), SegQueue::new(), SegQueue::new()],
-            sleepers: AtomicUsize::new(0),
-            helpers: AtomicUsize::new(0),
-            idle_lock: Mutex::new(()),
-            idle_cv: Condvar::new(),
+            queues,
             live: AtomicUsize::new(n),
-            finished: AtomicBool::new(n == 0),
             done: Arc::new(Done {
                 finished: Mutex::new(n == 0),
                 cv: Condvar::new(),
             }),
-            stop: AtomicBool::new(false),
             aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
             batch: batch.max(1),
-            spin: spin_rounds(cpus()),
         });
-        for (id, t) in s.tasks.iter().enumerate() {
-            s.runq[t.prio as usize].push(id);
-        }
+        let runner: Weak<dyn RunTask> = Arc::downgrade(&s) as Weak<dyn RunTask>;
+        s.queues.set_runner(runner);
         s
     }
 
-    pub(crate) fn waker(self: &Arc<Self>, id: usize) -> Waker {
-        Waker {
-            shared: Arc::downgrade(self),
-            id,
-        }
-    }
-
-    pub(crate) fn stopping(&self) -> bool {
-        // Ordering: Acquire pairs with the Release store in `request_stop`; a flag that publishes
-        // nothing else a task needs (stronger than needed).
-        self.stop.load(Ordering::Acquire)
+    /// A waker of task `id`.
+    pub(crate) fn waker(&self, id: usize) -> Waker {
+        self.queues.waker(id)
     }
 
     pub(crate) fn is_finished(&self) -> bool {
-        // Ordering: Acquire pairs with the Release store of `finished` in `finish`, after the last
-        // task's `live` decrement.
-        self.finished.load(Ordering::Acquire)
+        self.queues.is_finished()
     }
 
     /// Makes task `id` runnable if it is not already.
     pub(crate) fn wake(&self, id: usize) {
-        if self.schedule(id) {
-            self.notify();
-        }
+        self.queues.wake(id);
     }
 
-    /// Like [`Shared::wake`] from a worker that is about to look for its next task: the task
-    /// goes on the run queue without waking another worker for it.
-    fn wake_here(&self, id: usize) {
-        self.schedule(id);
+    /// Whether task `id` has finished.
+    pub(crate) fn task_done(&self, id: usize) -> bool {
+        task_state::is_done(self.queues.state(id))
     }
 
-    /// Marks task `id` runnable; true if it went on the run queue (false: it was queued or
-    /// running already, or is done).
-    fn schedule(&self, id: usize) -> bool {
-        // IDLE -> SCHEDULED (queue it), RUNNING -> NOTIFIED (it runs again): `task_state`.
-        if task_state::wake(&self.tasks[id].state) {
-            self.runq[self.tasks[id].prio as usize].push(id);
-            return true;
-        }
-        false
-    }
-
-    fn push(&self, id: usize) {
-        self.runq[self.tasks[id].prio as usize].push(id);
-        self.notify();
-    }
-
-    /// Wakes a sleeping worker, if any, for work just queued, unless a [`Helper`] is there
-    /// to run it.
-    fn notify(&self) {
-        // Ordering: SeqCst fence, paired with the SeqCst increment of `sleepers` in `run_worker`:
-        // either the sleeper sees the task on its last look, or we see it counted and notify it.
-        // Likewise with the decrement of `helpers` and the fence after it when a helper leaves:
-        // either it sees the task queued, or we see it gone. (The worker side has no fence between
-        // its increment and its look at the queues; see `run_worker`.)
-        fence(Ordering::SeqCst);
-        // On one CPU a worker could only take turns with the helpers. On more, it is woken
-        // (and may take the task first): a helper busy with a long turn must not hold up
-        // the pipeline's other tasks, nor serialise its parallel work.
-        if self.spin == 0 && self.helpers.load(Ordering::Relaxed) > 0 {
-            return;
-        }
-        if self.sleepers.load(Ordering::Relaxed) > 0 {
-            // Taking and letting go of the lock first means a counted sleeper is already
-            // waiting (or past its last look); notifying after letting go spares the woken
-            // worker from blocking at once on the lock we would still hold.
-            drop(self.idle_lock.lock().unwrap_or_else(|e| e.into_inner()));
-            self.idle_cv.notify_one();
-        }
-    }
-
-    fn pop(&self) -> Option<usize> {
-        self.runq.iter().find_map(|q| q.pop())
-    }
-
-    fn has_work(&self) -> bool {
-        self.runq.iter().any(|q| !q.is_empty())
+    /// A snapshot of every task's counters.
+    pub(crate) fn task_stats(&self) -> Vec<TaskStats> {
+        (self.tasks.iter().enumerate())
+            .map(|(id, t)| t.stats(self.task_done(id)))
+            .collect()
     }
 
     /// Stops the sources: each ends its stream on its next turn, and end of stream flows
     /// down the graph.
     pub(crate) fn request_stop(&self) {
-        // Ordering: Release pairs with the Acquire load in `stopping`.
-        self.stop.store(true, Ordering::Release);
+        self.queues.set_stop();
         for (id, t) in self.tasks.iter().enumerate() {
             if t.stops() {
                 self.wake(id);
@@ -249,41 +114,22 @@ impl Shared {
         }
     }
 
-    pub(crate) fn run_worker(self: &Arc<Self>) {
+    pub(crate) fn run_worker(&self) {
         loop {
-            if let Some(id) = self.pop() {
+            if let Some(id) = self.queues.pop() {
                 self.run_task(id);
                 continue;
             }
-            let mut spins = 0;
-            while spins < self.spin && !self.has_work() && !self.is_finished() {
-                std::hint::spin_loop();
-                spins += 1;
-            }
-            if self.has_work() {
-                continue;
-            }
-            if self.is_finished() {
+            if !self.queues.idle() {
                 return;
             }
-            let g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
-            // Ordering: SeqCst increment, paired with the fence in `notify` (a store-then-load
-            // against the waker's push-then-load). Formally the look at the run queues that follows
-            // is not SeqCst and has no fence before it, so C11 alone does not forbid it seeing an
-            // older queue; on x86 (and ARMv8's RCsc loads) the RMW orders it, and the 200 ms timed
-            // wait bounds a miss. The decrement below only needs atomicity (stronger than needed).
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if !self.has_work() && !self.is_finished() {
-                let _ = self.idle_cv.wait_timeout(g, Duration::from_millis(200));
-            }
-            // Ordering: SeqCst decrement; only its atomicity matters (stronger than needed).
-            self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    fn run_task(self: &Arc<Self>, id: usize) {
+    fn run_task(&self, id: usize) {
         let slot = &self.tasks[id];
-        if !task_state::start(&slot.state) {
+        let state = self.queues.state(id);
+        if !task_state::start(state) {
             return; // done meanwhile
         }
         let mut body = slot.body.lock().unwrap_or_else(|e| e.into_inner());
@@ -291,7 +137,7 @@ impl Shared {
             return;
         };
         let t0 = Instant::now();
-        let ends = (self.stopping() && slot.stops())
+        let ends = (self.queues.stopping() && slot.stops())
             || (!slot.outputs.is_empty() && slot.outputs.iter().all(|q| q.is_abandoned()));
         let result = if let Some(why) = self.aborted.get() {
             Err(TaskError::Failed(format!("ended by force: {why}")))
@@ -299,8 +145,11 @@ impl Shared {
             Ok(Status::Done)
         } else {
             let mut cx = Context {
-                shared: self,
-                slot,
+                queues: &self.queues,
+                name: &slot.name,
+                inputs: &slot.inputs,
+                outputs: &slot.outputs,
+                pools: &slot.pools,
                 id,
                 budget: self.batch,
                 yielded: false,
@@ -334,7 +183,7 @@ impl Shared {
                     // This worker goes on with the writer: another runs the reader.
                     self.wake(reader);
                 } else {
-                    self.wake_here(reader);
+                    self.queues.wake_here(reader);
                 }
             }
             r
@@ -344,15 +193,15 @@ impl Shared {
             Ok(Status::Progress) => {
                 drop(body);
                 slot.counters.add_busy(t0);
-                task_state::requeue(&slot.state);
-                self.push(id);
+                task_state::requeue(state);
+                self.queues.push(id);
             }
             Ok(Status::Blocked) => {
                 drop(body);
                 slot.counters.add_busy(t0);
-                if task_state::park(&slot.state) {
+                if task_state::park(state) {
                     // NOTIFIED while running: run again.
-                    self.push(id);
+                    self.queues.push(id);
                 }
             }
             Ok(Status::Done) => self.finish(id, body, None, t0),
@@ -361,7 +210,7 @@ impl Shared {
     }
 
     fn finish(
-        self: &Arc<Self>,
+        &self,
         id: usize,
         mut body: std::sync::MutexGuard<'_, Option<Box<dyn Task>>>,
         err: Option<TaskError>,
@@ -373,7 +222,7 @@ impl Shared {
             .unwrap_or_else(|p| Err(panicked(p.as_ref())));
         *slot.report.lock().unwrap_or_else(|e| e.into_inner()) = task.report();
         drop(task);
-        task_state::finish(&slot.state);
+        task_state::finish(self.queues.state(id));
         drop(body);
         slot.counters.add_busy(t0);
         if let Some(e) = err.or(fin.err()) {
@@ -402,13 +251,9 @@ impl Shared {
         }
         // Ordering: AcqRel: the last task's decrement acquires every other task's finish (their
         // Release halves); the Release store of `finished` then publishes all of it to
-        // `is_finished`'s Acquire.
+        // `RunQueues::is_finished`'s Acquire.
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.finished.store(true, Ordering::Release);
-            {
-                let _g = self.idle_lock.lock().unwrap_or_else(|e| e.into_inner());
-                self.idle_cv.notify_all();
-            }
+            self.queues.set_finished();
             let mut d = self.done.finished.lock().unwrap_or_else(|e| e.into_inner());
             *d = true;
             self.done.cv.notify_all();
@@ -423,52 +268,6 @@ impl Shared {
     /// What says when every task has finished, without holding the pipeline.
     pub(crate) fn done(&self) -> Arc<Done> {
         Arc::clone(&self.done)
-    }
-}
-
-/// A thread outside a pipeline's workers that runs its tasks while it waits for what they put
-/// out: a daemon's thread that handed a service its request and waits for the answer, a
-/// `call` task's thread that handed its task an answer. Waking a sleeping worker and waiting
-/// for it costs two switches between threads, tens of microseconds on a virtual machine, and
-/// on an engine held to one core the woken worker and the waiting thread only take turns on
-/// it. So while a helper is there on one CPU, a task woken goes on the run queue without
-/// waking a worker, and when it leaves, a worker is woken for whatever it left there. On more
-/// CPUs workers are woken as usual, and whoever comes first runs the task.
-pub struct Helper {
-    shared: Arc<Shared>,
-}
-
-impl Helper {
-    fn new(shared: Arc<Shared>) -> Helper {
-        // Ordering: SeqCst, paired with the fence in `notify`: once counted here, a waker on one
-        // CPU may leave its task queued for this helper.
-        shared.helpers.fetch_add(1, Ordering::SeqCst);
-        Helper { shared }
-    }
-
-    /// Runs runnable tasks of the pipeline, as a worker does, until `done()` says true or
-    /// nothing is left to run. A task cannot be interrupted within its turn, so `done()` is
-    /// asked between turns.
-    pub fn run_until(&self, done: &mut dyn FnMut() -> bool) {
-        while !done() {
-            let Some(id) = self.shared.pop() else {
-                return;
-            };
-            self.shared.run_task(id);
-        }
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        // Ordering: SeqCst decrement, ordered before the fence below.
-        self.shared.helpers.fetch_sub(1, Ordering::SeqCst);
-        // Ordering: SeqCst fence, paired with the fence in `notify`: a task woken while this helper
-        // was counted is seen queued here, and a worker woken for it.
-        fence(Ordering::SeqCst);
-        if self.shared.has_work() {
-            self.shared.notify();
-        }
     }
 }
 
@@ -504,44 +303,8 @@ impl Done {
     }
 }
 
-/// The waker of a task woken from outside its pipeline (by a thread of its own, or a link),
-/// set when the pipeline starts. A task gets one from [`Build::outside_waker`], which counts
-/// it against the pipeline's [`Budget::links`](crate::Budget::links).
-///
-/// [`Build::outside_waker`]: crate::Build::outside_waker
-#[derive(Clone, Default)]
-pub struct OutsideWaker(pub(crate) Arc<OnceLock<Waker>>);
-
-impl OutsideWaker {
-    /// The task's waker, once its pipeline has started.
-    pub fn get(&self) -> Option<&Waker> {
-        self.0.get()
-    }
-
-    /// Wakes the task, if its pipeline has started.
-    pub fn wake(&self) {
-        if let Some(w) = self.0.get() {
-            w.wake();
-        }
-    }
-}
-
-/// Whether the workers of a pipeline spin before they sleep on this machine: only where
-/// another CPU can bring work meanwhile (see `spin_rounds`). A thread that waits for a
-/// task's answer spins the same way, or looks once.
-pub fn workers_spin() -> bool {
-    static SPINS: OnceLock<bool> = OnceLock::new();
-    *SPINS.get_or_init(|| spin_rounds(cpus()) > 0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn workers_spin_only_where_another_cpu_can_bring_work() {
-        assert_eq!(spin_rounds(1), 0);
-        assert_eq!(spin_rounds(2), SPIN_ROUNDS);
-        assert_eq!(spin_rounds(64), SPIN_ROUNDS);
+impl RunTask for Shared {
+    fn run_task(&self, id: usize) {
+        Shared::run_task(self, id);
     }
 }

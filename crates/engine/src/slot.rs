@@ -1,6 +1,6 @@
 //! A task's slot in a running pipeline: its body, queues, pools, state word and counters.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::pool::Pool;
 use crate::queue::Queue;
 use crate::task::{Priority, Task};
-use crate::task_state::SCHEDULED;
 
 #[derive(Default)]
 pub(crate) struct TaskCounters {
@@ -55,7 +54,6 @@ pub(crate) struct TaskSlot {
     pub(crate) inputs: Vec<Arc<Queue>>,
     pub(crate) outputs: Vec<Arc<Queue>>,
     pub(crate) pools: Vec<Option<Pool>>,
-    pub(crate) state: AtomicU8,
     pub(crate) body: Mutex<Option<Box<dyn Task>>>,
     pub(crate) counters: TaskCounters,
     pub(crate) report: Mutex<Option<String>>,
@@ -81,7 +79,6 @@ impl TaskSlot {
             inputs,
             outputs,
             pools,
-            state: AtomicU8::new(SCHEDULED),
             body: Mutex::new(Some(task)),
             counters: TaskCounters::default(),
             report: Mutex::new(None),
@@ -104,9 +101,10 @@ impl TaskSlot {
         }
     }
 
-    pub(crate) fn stats(&self) -> TaskStats {
+    /// A snapshot of the task's counters; `done`: whether it has finished (its state word,
+    /// kept by the run queues).
+    pub(crate) fn stats(&self, done: bool) -> TaskStats {
         let c = &self.counters;
-        let done = crate::task_state::is_done(&self.state);
         let report = match self.body.try_lock() {
             Ok(b) => match b.as_ref() {
                 Some(t) => t.report(),

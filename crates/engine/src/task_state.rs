@@ -1,6 +1,6 @@
 //! A task's state word and its atomic transitions, kept apart from the scheduler so that loom
 //! can model-check them (`RUSTFLAGS="--cfg loom" cargo test -p offhost-engine --release --lib
-//! loom`). The scheduler (`sched.rs`) calls exactly these functions on the real word; the
+//! loom`). The run queues (`runq.rs`) and the scheduler (`sched.rs`) call exactly these functions on the real word; the
 //! model calls them on loom's.
 //!
 //! ```text
@@ -212,7 +212,7 @@ mod loom_tests {
     impl Model {
         fn new(script: Vec<Turn>, lock_free: bool) -> Model {
             Model {
-                // As `TaskSlot::new` and `Shared::new`: SCHEDULED, and on the queue.
+                // As `RunQueues::new`: SCHEDULED, and on the queue.
                 st: LoomU8::new(SCHEDULED),
                 queue: Mutex::new(vec![0]),
                 input: Mutex::new(0),
@@ -227,7 +227,7 @@ mod loom_tests {
             }
         }
 
-        /// `Shared::wake`: new input, then a wake-up.
+        /// `RunQueues::wake`: new input, then a wake-up.
         fn wake(&self) {
             if self.lock_free {
                 self.input_lock_free.fetch_add(1, Ordering::Release);

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::sched::Waker;
+use crate::runq::Waker;
 
 /// An entry's key: when, and a number that tells entries of the same instant apart.
 type Key = (Instant, u64);
