@@ -9,7 +9,7 @@ use std::io;
 use std::thread::JoinHandle;
 
 use offhost_bench::affinity;
-use offhost_bench::run::{serve, Endpoint, Role};
+use offhost_bench::run::{serve, Conn, Role};
 use offhost_bench::transport::Transport;
 use offhost_link::{Channel, ChannelOptions, LinkError, LinkOptions, Server, Session};
 
@@ -135,7 +135,7 @@ impl Drop for Served {
 }
 
 /// One side of a channel as a suite endpoint: whole messages of a size both sides know.
-pub struct LinkEndpoint {
+pub struct LinkConn {
     /// The channel.
     pub ch: Channel,
 }
@@ -144,7 +144,7 @@ fn io_err(e: LinkError) -> io::Error {
     io::Error::other(e)
 }
 
-impl Endpoint for LinkEndpoint {
+impl Conn for LinkConn {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.ch.send(msg).map_err(io_err)
     }
@@ -176,7 +176,7 @@ impl Endpoint for LinkEndpoint {
 /// A channel whose other end runs `role` for `size`-byte messages on a thread: the suite's
 /// and the `[DS-link]` reproduction's channel target.
 pub struct ChannelRun {
-    host: Option<LinkEndpoint>,
+    host: Option<LinkConn>,
     served: Option<Served>,
 }
 
@@ -198,20 +198,20 @@ impl ChannelRun {
     pub fn start(t: Transport, packet: usize, role: Role, size: usize) -> Result<ChannelRun> {
         let served = Served::start(t, None, move |session| {
             let ch = session.accept()?;
-            serve(&mut LinkEndpoint { ch }, role, size);
+            serve(&mut LinkConn { ch }, role, size);
             Ok(())
         })?;
         let ch = served
             .session()
             .open("bench", suite_options(size, packet))?;
         Ok(ChannelRun {
-            host: Some(LinkEndpoint { ch }),
+            host: Some(LinkConn { ch }),
             served: Some(served),
         })
     }
 
     /// The host's endpoint.
-    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+    pub fn conn(&mut self) -> &mut dyn Conn {
         self.host.as_mut().expect("present until drop")
     }
 }
@@ -242,8 +242,8 @@ mod tests {
             let mut run = ChannelRun::start(t, 1024, Role::Echo, 3000).unwrap();
             let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
             let mut back = vec![0u8; 3000];
-            run.endpoint().send(&msg).unwrap();
-            run.endpoint().recv(&mut back).unwrap();
+            run.conn().send(&msg).unwrap();
+            run.conn().recv(&mut back).unwrap();
             assert_eq!(msg, back, "{t}");
         }
         assert!(ChannelRun::start(Transport::TcpRaw, 1024, Role::Echo, 8).is_err());

@@ -6,13 +6,13 @@ use std::io;
 use std::thread::JoinHandle;
 
 use offhost_bench::affinity;
-use offhost_bench::run::{serve, Endpoint, Role};
+use offhost_bench::run::{serve, Conn, Role};
 use offhost_shm::{Config, Mode, ShmError};
 
 use crate::error::Result;
 
 /// One side of the rings as a suite endpoint.
-pub struct RingEndpoint {
+pub struct RingConn {
     ep: offhost_shm::Endpoint,
     chunk: usize,
     ring_bytes: usize,
@@ -29,11 +29,11 @@ fn overrun(record: usize, message: usize) -> io::Error {
     )
 }
 
-impl RingEndpoint {
-    fn new(mut ep: offhost_shm::Endpoint, ring_bytes: usize) -> RingEndpoint {
+impl RingConn {
+    fn new(mut ep: offhost_shm::Endpoint, ring_bytes: usize) -> RingConn {
         // A quarter ring per record lets the reader drain one while the writer fills another.
         let max = ep.sender().max_record();
-        RingEndpoint {
+        RingConn {
             chunk: max.min(ring_bytes / 4).max(8),
             ring_bytes,
             ep,
@@ -41,7 +41,7 @@ impl RingEndpoint {
     }
 }
 
-impl Endpoint for RingEndpoint {
+impl Conn for RingConn {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let chunk = self.chunk;
         let tx = self.ep.sender();
@@ -127,7 +127,7 @@ impl Endpoint for RingEndpoint {
 
 /// A running raw-ring target: the host endpoint and the engine thread.
 pub struct RingRun {
-    host: Option<RingEndpoint>,
+    host: Option<RingConn>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -141,7 +141,7 @@ impl RingRun {
         let ring = config.ring_bytes as usize;
         let (host, engine) = offhost_shm::pair(&config)?;
         let (_, engine_core) = affinity::host_engine_cores();
-        let mut engine = RingEndpoint::new(engine, ring);
+        let mut engine = RingConn::new(engine, ring);
         let thread = std::thread::Builder::new()
             .name("shm-engine".into())
             .spawn(move || {
@@ -149,13 +149,13 @@ impl RingRun {
                 serve(&mut engine, role, size);
             })?;
         Ok(RingRun {
-            host: Some(RingEndpoint::new(host, ring)),
+            host: Some(RingConn::new(host, ring)),
             thread: Some(thread),
         })
     }
 
     /// The host's endpoint.
-    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+    pub fn conn(&mut self) -> &mut dyn Conn {
         self.host.as_mut().expect("present until drop")
     }
 }
@@ -187,7 +187,7 @@ mod tests {
             ] {
                 for size in [8, 300_000] {
                     let mut run = RingRun::start(mode, pattern.role(), size).unwrap();
-                    let m = measure(run.endpoint(), pattern, size, &plan, None, None)
+                    let m = measure(run.conn(), pattern, size, &plan, None, None)
                         .unwrap_or_else(|e| panic!("{mode:?} {pattern:?} {size}: {e}"));
                     assert_eq!(m.samples.len(), plan.reps);
                 }

@@ -91,15 +91,8 @@ pub fn measure_all(
                 sizes::format_size(size)
             ));
             let mut running = t.start(pattern.role(), size)?;
-            let m = run::measure(
-                running.endpoint(),
-                pattern,
-                size,
-                plan,
-                probe.as_ref(),
-                None,
-            )
-            .with_context(|| format!("{bench} over {name} at {size} B"))?;
+            let m = run::measure(running.conn(), pattern, size, plan, probe.as_ref(), None)
+                .with_context(|| format!("{bench} over {name} at {size} B"))?;
             drop(running);
             rows.extend(m.row(bench, name, t.mode(), size).map(|mut r| {
                 r.peer = Some(t.placement().name().into());

@@ -3,7 +3,7 @@
 //! peer on a thread pinned on the engine core.
 
 use offhost_bench::plain::PeerRun;
-use offhost_bench::run::{Endpoint, Role};
+use offhost_bench::run::{Conn, Role};
 use offhost_bench::transport::{Kind, Placement, Transport};
 use offhost_shm::Mode;
 
@@ -78,11 +78,11 @@ pub enum Running {
 
 impl Running {
     /// The host's endpoint.
-    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+    pub fn conn(&mut self) -> &mut dyn Conn {
         match self {
-            Running::Plain(p) => p.endpoint(),
-            Running::Ring(s) => s.endpoint(),
-            Running::Channel(l) => l.endpoint(),
+            Running::Plain(p) => p.conn(),
+            Running::Ring(s) => s.conn(),
+            Running::Channel(l) => l.conn(),
         }
     }
 }

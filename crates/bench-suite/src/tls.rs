@@ -19,7 +19,7 @@ use std::path::Path;
 use offhost_access::stream::WRITE_PIECE;
 use offhost_access::{CertDir, ClientAuth, TlsClient, TlsServer};
 use offhost_bench::plain::{self, PeerRun};
-use offhost_bench::run::{Endpoint, Role};
+use offhost_bench::run::{Conn, Role};
 use offhost_bench::transport::Transport;
 use offhost_link::LinkOptions;
 use rustix::event::{PollFd, PollFlags};
@@ -185,7 +185,7 @@ impl RawTls {
     }
 }
 
-impl Endpoint for RawTls {
+impl Conn for RawTls {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.transfer(msg, &mut [])
     }
@@ -275,8 +275,8 @@ mod tests {
         let mut run = start_raw(&pki, Role::Echo, 70_000).unwrap();
         let msg: Vec<u8> = (0..70_000u32).map(|i| (i * 13) as u8).collect();
         let mut back = vec![0u8; msg.len()];
-        run.endpoint().send(&msg).unwrap();
-        run.endpoint().recv(&mut back).unwrap();
+        run.conn().send(&msg).unwrap();
+        run.conn().recv(&mut back).unwrap();
         assert_eq!(msg, back);
         drop(run);
         let plan = Plan::preset("small").unwrap();
@@ -287,7 +287,7 @@ mod tests {
         ] {
             for size in [8, 1 << 20] {
                 let mut run = start_raw(&pki, pattern.role(), size).unwrap();
-                let m = measure(run.endpoint(), pattern, size, &plan, None, None)
+                let m = measure(run.conn(), pattern, size, &plan, None, None)
                     .unwrap_or_else(|e| panic!("{pattern:?} {size}: {e}"));
                 assert_eq!(m.samples.len(), plan.reps);
             }

@@ -13,11 +13,11 @@ use crossbeam_channel::{Receiver, Sender};
 use rustix::event::{PollFd, PollFlags};
 
 use crate::affinity;
-use crate::run::{serve, Endpoint, Role};
+use crate::run::{serve, Conn, Role};
 use crate::transport::{Kind, Transport};
 
 /// A byte-stream endpoint over a file descriptor for each direction.
-pub struct FdEndpoint {
+pub struct FdConn {
     rx: File,
     tx: File,
     nonblocking: bool,
@@ -27,10 +27,10 @@ fn eof() -> io::Error {
     io::Error::new(ErrorKind::UnexpectedEof, "peer closed the connection")
 }
 
-impl FdEndpoint {
+impl FdConn {
     /// An endpoint reading `rx` and writing `tx` (may be the same socket, duplicated).
-    pub fn new(rx: OwnedFd, tx: OwnedFd) -> FdEndpoint {
-        FdEndpoint {
+    pub fn new(rx: OwnedFd, tx: OwnedFd) -> FdConn {
+        FdConn {
             rx: File::from(rx),
             tx: File::from(tx),
             nonblocking: false,
@@ -72,7 +72,7 @@ impl FdEndpoint {
     }
 }
 
-impl Endpoint for FdEndpoint {
+impl Conn for FdConn {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         if self.nonblocking {
             self.transfer(msg, &mut [])
@@ -108,12 +108,12 @@ impl Endpoint for FdEndpoint {
 
 /// An endpoint over two crossbeam channels: a send copies the message into a new buffer, a
 /// receive copies it out (the same two copies a socket makes).
-pub struct ChannelEndpoint {
+pub struct ChannelConn {
     tx: Sender<Vec<u8>>,
     rx: Receiver<Vec<u8>>,
 }
 
-impl Endpoint for ChannelEndpoint {
+impl Conn for ChannelConn {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.tx
             .send(msg.to_vec())
@@ -135,13 +135,13 @@ impl Endpoint for ChannelEndpoint {
 
 /// A running plain transport: the host's endpoint and the peer thread, joined on drop.
 pub struct PeerRun {
-    host: Option<Box<dyn Endpoint>>,
+    host: Option<Box<dyn Conn>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl PeerRun {
     /// The host's endpoint.
-    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+    pub fn conn(&mut self) -> &mut dyn Conn {
         self.host
             .as_deref_mut()
             .expect("endpoint present until drop")
@@ -177,34 +177,31 @@ pub fn accept_from(
 /// Two ends of a `tcp-raw` connection (`TCP_NODELAY`): this thread's, connected to `l`
 /// (made on the other side: in another network namespace, say), and the one `l` accepts
 /// from it ([`accept_from`]).
-pub fn tcp_pair(l: std::net::TcpListener) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+pub fn tcp_pair(l: std::net::TcpListener) -> io::Result<(Box<dyn Conn>, Box<dyn Conn>)> {
     let a = std::net::TcpStream::connect(l.local_addr()?)?;
     let b = accept_from(&l, a.local_addr()?)?;
     a.set_nodelay(true)?;
     b.set_nodelay(true)?;
     let (a2, b2) = (a.try_clone()?, b.try_clone()?);
     Ok((
-        Box::new(FdEndpoint::new(a.into(), a2.into())),
-        Box::new(FdEndpoint::new(b.into(), b2.into())),
+        Box::new(FdConn::new(a.into(), a2.into())),
+        Box::new(FdConn::new(b.into(), b2.into())),
     ))
 }
 
-fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+fn pair(t: Transport) -> io::Result<(Box<dyn Conn>, Box<dyn Conn>)> {
     Ok(match t {
         Transport::PipeRaw => {
             let (r1, w1) = rustix::pipe::pipe()?;
             let (r2, w2) = rustix::pipe::pipe()?;
-            (
-                Box::new(FdEndpoint::new(r2, w1)),
-                Box::new(FdEndpoint::new(r1, w2)),
-            )
+            (Box::new(FdConn::new(r2, w1)), Box::new(FdConn::new(r1, w2)))
         }
         Transport::UnixRaw => {
             let (a, b) = std::os::unix::net::UnixStream::pair()?;
             let (a2, b2) = (a.try_clone()?, b.try_clone()?);
             (
-                Box::new(FdEndpoint::new(a.into(), a2.into())),
-                Box::new(FdEndpoint::new(b.into(), b2.into())),
+                Box::new(FdConn::new(a.into(), a2.into())),
+                Box::new(FdConn::new(b.into(), b2.into())),
             )
         }
         Transport::TcpRaw => return tcp_pair(std::net::TcpListener::bind("127.0.0.1:0")?),
@@ -212,8 +209,8 @@ fn pair(t: Transport) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
             let (t1, r1) = crossbeam_channel::unbounded();
             let (t2, r2) = crossbeam_channel::unbounded();
             (
-                Box::new(ChannelEndpoint { tx: t1, rx: r2 }),
-                Box::new(ChannelEndpoint { tx: t2, rx: r1 }),
+                Box::new(ChannelConn { tx: t1, rx: r2 }),
+                Box::new(ChannelConn { tx: t2, rx: r1 }),
             )
         }
         Transport::TlsRaw => {
@@ -243,8 +240,8 @@ pub fn start(t: Transport, role: Role, size: usize) -> io::Result<PeerRun> {
 /// made elsewhere.
 pub fn start_pair(
     t: Transport,
-    host: Box<dyn Endpoint>,
-    mut peer: Box<dyn Endpoint>,
+    host: Box<dyn Conn>,
+    mut peer: Box<dyn Conn>,
     role: Role,
     size: usize,
 ) -> io::Result<PeerRun> {
@@ -286,7 +283,7 @@ mod tests {
             ] {
                 for size in [8, 1 << 20] {
                     let mut run = start(kind, pattern.role(), size).unwrap();
-                    let m = measure(run.endpoint(), pattern, size, &plan, None, None)
+                    let m = measure(run.conn(), pattern, size, &plan, None, None)
                         .unwrap_or_else(|e| panic!("{kind:?} {pattern:?} {size}: {e}"));
                     assert_eq!(m.samples.len(), plan.reps);
                     let row = m.row("x", kind.name(), "-", size).unwrap();
@@ -304,8 +301,8 @@ mod tests {
             let mut run = start(kind, Role::Echo, 5000).unwrap();
             let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
             let mut back = vec![0u8; 5000];
-            run.endpoint().send(&msg).unwrap();
-            run.endpoint().recv(&mut back).unwrap();
+            run.conn().send(&msg).unwrap();
+            run.conn().recv(&mut back).unwrap();
             assert_eq!(msg, back, "{kind:?}");
         }
     }

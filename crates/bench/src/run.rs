@@ -1,4 +1,4 @@
-//! The measurement driver shared by every bench: message patterns over an [`Endpoint`],
+//! The measurement driver shared by every bench: message patterns over an [`Conn`],
 //! warm-up, repetitions, statistics, CPU load and wake-ups, producing a [`Row`].
 //!
 //! Patterns (the names of the `offhost bench` subcommands):
@@ -21,7 +21,7 @@ use crate::report::Row;
 use crate::stats::Summary;
 
 /// One side of a message connection: whole messages of a size both sides know.
-pub trait Endpoint: Send {
+pub trait Conn: Send {
     /// Sends one message.
     fn send(&mut self, msg: &[u8]) -> io::Result<()>;
     /// Sends `msg` `count` times; transports that batch publication override this.
@@ -92,7 +92,7 @@ impl Pattern {
 
 /// Runs the peer side of `role` on `ep` with messages of `size` bytes until the host goes
 /// away (an error on receive ends it quietly).
-pub fn serve(ep: &mut dyn Endpoint, role: Role, size: usize) {
+pub fn serve(ep: &mut dyn Conn, role: Role, size: usize) {
     let mut buf = vec![0u8; size];
     match role {
         Role::Echo => {
@@ -159,7 +159,7 @@ impl Plan {
 
 /// A step of the pattern on the host side, with its buffers.
 struct Host<'a> {
-    ep: &'a mut dyn Endpoint,
+    ep: &'a mut dyn Conn,
     pattern: Pattern,
     out: Vec<u8>,
     inb: Vec<u8>,
@@ -221,7 +221,7 @@ fn accounts(engine_pid: Option<u32>) -> Option<Account> {
 /// `pattern.role()`. `engine_pid` names the peer's process when it is not this one, so its
 /// wake-ups are counted too.
 pub fn measure(
-    ep: &mut dyn Endpoint,
+    ep: &mut dyn Conn,
     pattern: Pattern,
     size: usize,
     plan: &Plan,

@@ -63,4 +63,4 @@ pub use options::LinkOptions;
 pub use server::{echo_channel, serve_echo, serve_echo_once, Server};
 pub use session::Session;
 pub use shm::default_config as default_shm_config;
-pub use url::Endpoint;
+pub use url::Url;

@@ -15,7 +15,7 @@ use crate::limits::{Counter, DriverLimits, Held, Limits, Threads};
 use crate::mem::MemListener;
 use crate::options::LinkOptions;
 use crate::session::Session;
-use crate::url::Endpoint;
+use crate::url::Url;
 
 enum Listener {
     Tcp(std::net::TcpListener),
@@ -109,20 +109,20 @@ impl Server {
     ///   `options.allow_uids` is turned away at accept.
     pub fn bind_with(url: &str, options: &LinkOptions) -> Result<Server, LinkError> {
         let allow = offhost_access::AllowUids::with(options.allow_uids.iter().copied());
-        let (listener, url) = match Endpoint::parse(url)? {
-            Endpoint::Tcp(addr) => {
+        let (listener, url) = match Url::parse(url)? {
+            Url::Tcp(addr) => {
                 if !options.insecure {
                     return Err(LinkError::Insecure(format!("tcp:{addr}")));
                 }
                 let (l, url) = bind_tcp(&addr, "tcp")?;
                 (Listener::Tcp(l), url)
             }
-            Endpoint::Tls(addr) => {
+            Url::Tls(addr) => {
                 let config = crate::tls::server_config(&options.cert_dir(url)?)?;
                 let (l, url) = bind_tcp(&addr, "tls")?;
                 (Listener::Tls(l, config), url)
             }
-            Endpoint::Unix(path) => {
+            Url::Unix(path) => {
                 let ctx = || format!("bind unix:{}", path.display());
                 if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_err() {
                     std::fs::remove_file(&path).map_err(|e| LinkError::io(ctx(), e))?;
@@ -136,12 +136,12 @@ impl Server {
                     format!("unix:{}", path.display()),
                 )
             }
-            Endpoint::Shm(addr) => {
+            Url::Shm(addr) => {
                 let mut l = offhost_shm::Listener::bind(&addr)?;
                 l.set_allowed_uids(options.allow_uids.clone());
                 (Listener::Shm(Arc::new(l)), format!("shm:{addr}"))
             }
-            Endpoint::Mem(name) => (
+            Url::Mem(name) => (
                 Listener::Mem(MemListener::bind(&name)?),
                 format!("mem:{name}"),
             ),

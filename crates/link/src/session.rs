@@ -9,7 +9,7 @@ use crate::channel::Channel;
 use crate::driver::{Deadline, Driver};
 use crate::error::LinkError;
 use crate::options::LinkOptions;
-use crate::url::Endpoint;
+use crate::url::Url;
 use crate::wire::{WireRead, WireWrite};
 
 /// Owns the driver; dropping the last handle (session or channel) says goodbye to the peer.
@@ -58,14 +58,14 @@ impl Session {
     /// presents its client certificate). Returns once the server has admitted this client.
     pub fn connect_with(url: &str, options: &LinkOptions) -> Result<Session, LinkError> {
         let live = options.peer_deadline;
-        match Endpoint::parse(url)? {
-            Endpoint::Tls(addr) | Endpoint::Tcp(addr) if addr == crate::activation::SYSTEMD => {
+        match Url::parse(url)? {
+            Url::Tls(addr) | Url::Tcp(addr) if addr == crate::activation::SYSTEMD => {
                 Err(LinkError::BadUrl {
                     url: url.to_owned(),
                     why: "`systemd` names a listening socket passed to a server; connect to HOST:PORT",
                 })
             }
-            Endpoint::Tls(addr) => {
+            Url::Tls(addr) => {
                 let client = offhost_access::TlsClient::load(&options.cert_dir(url)?)?;
                 let (r, w, cert) = crate::tls::connect(&addr, &client)?;
                 let s = Self::over(Box::new(r), Box::new(w), Side::Client, "tls", live)?;
@@ -74,20 +74,20 @@ impl Session {
                 }
                 Ok(s)
             }
-            Endpoint::Tcp(addr) => {
+            Url::Tcp(addr) => {
                 let s = crate::tls::tcp_connect(&addr, "tcp")?;
                 Self::over_socket(s.into(), Side::Client, "tcp", live)
             }
-            Endpoint::Unix(path) => {
+            Url::Unix(path) => {
                 let s = std::os::unix::net::UnixStream::connect(&path)
                     .map_err(|e| LinkError::io(format!("connect unix:{}", path.display()), e))?;
                 Self::over_socket(s.into(), Side::Client, "unix", live)
             }
-            Endpoint::Mem(name) => {
+            Url::Mem(name) => {
                 let c = crate::mem::connect(&name)?;
                 Self::over(Box::new(c.read), Box::new(c.write), Side::Client, "mem", live)
             }
-            Endpoint::Shm(addr) => Self::shm_client(&addr, &crate::shm::default_config(), live),
+            Url::Shm(addr) => Self::shm_client(&addr, &crate::shm::default_config(), live),
         }
     }
 

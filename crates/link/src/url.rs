@@ -6,7 +6,7 @@ use crate::error::LinkError;
 
 /// Where a session connects or a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
+pub enum Url {
     /// `tcp:HOST:PORT`: plain TCP (`tcp:systemd` for a listener: a socket systemd passed).
     Tcp(String),
     /// `tls:HOST:PORT`: TCP with mutual TLS (`tls:systemd` for a listener, likewise).
@@ -20,10 +20,10 @@ pub enum Endpoint {
     Shm(String),
 }
 
-impl Endpoint {
+impl Url {
     /// Parses `tcp:HOST:PORT`, `tls:HOST:PORT`, `unix:PATH`, `mem:NAME` or `shm:ADDR` (and
     /// `tcp:systemd`, `tls:systemd`: see `activation.rs`).
-    pub fn parse(url: &str) -> Result<Endpoint, LinkError> {
+    pub fn parse(url: &str) -> Result<Url, LinkError> {
         let bad = |why| LinkError::BadUrl {
             url: url.to_owned(),
             why,
@@ -46,27 +46,27 @@ impl Endpoint {
                     }
                 }
                 Ok(if scheme == "tcp" {
-                    Endpoint::Tcp(rest.to_owned())
+                    Url::Tcp(rest.to_owned())
                 } else {
-                    Endpoint::Tls(rest.to_owned())
+                    Url::Tls(rest.to_owned())
                 })
             }
-            "unix" => Ok(Endpoint::Unix(PathBuf::from(rest))),
-            "mem" => Ok(Endpoint::Mem(rest.to_owned())),
-            "shm" => Ok(Endpoint::Shm(rest.to_owned())),
+            "unix" => Ok(Url::Unix(PathBuf::from(rest))),
+            "mem" => Ok(Url::Mem(rest.to_owned())),
+            "shm" => Ok(Url::Shm(rest.to_owned())),
             _ => Err(bad("unknown scheme; use tls, tcp, unix, mem or shm")),
         }
     }
 }
 
-impl std::fmt::Display for Endpoint {
+impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Endpoint::Tcp(a) => write!(f, "tcp:{a}"),
-            Endpoint::Tls(a) => write!(f, "tls:{a}"),
-            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
-            Endpoint::Mem(n) => write!(f, "mem:{n}"),
-            Endpoint::Shm(a) => write!(f, "shm:{a}"),
+            Url::Tcp(a) => write!(f, "tcp:{a}"),
+            Url::Tls(a) => write!(f, "tls:{a}"),
+            Url::Unix(p) => write!(f, "unix:{}", p.display()),
+            Url::Mem(n) => write!(f, "mem:{n}"),
+            Url::Shm(a) => write!(f, "shm:{a}"),
         }
     }
 }
@@ -78,34 +78,31 @@ mod tests {
     #[test]
     fn parses_every_scheme() {
         assert_eq!(
-            Endpoint::parse("tcp:127.0.0.1:80").unwrap(),
-            Endpoint::Tcp("127.0.0.1:80".into())
+            Url::parse("tcp:127.0.0.1:80").unwrap(),
+            Url::Tcp("127.0.0.1:80".into())
         );
         assert_eq!(
-            Endpoint::parse("tcp:[::1]:0").unwrap(),
-            Endpoint::Tcp("[::1]:0".into())
+            Url::parse("tcp:[::1]:0").unwrap(),
+            Url::Tcp("[::1]:0".into())
         );
         assert_eq!(
-            Endpoint::parse("unix:/tmp/x").unwrap(),
-            Endpoint::Unix("/tmp/x".into())
+            Url::parse("unix:/tmp/x").unwrap(),
+            Url::Unix("/tmp/x".into())
         );
         assert_eq!(
-            Endpoint::parse("tls:localhost:7").unwrap(),
-            Endpoint::Tls("localhost:7".into())
+            Url::parse("tls:localhost:7").unwrap(),
+            Url::Tls("localhost:7".into())
         );
         assert_eq!(
-            Endpoint::parse("tls:systemd").unwrap(),
-            Endpoint::Tls("systemd".into())
+            Url::parse("tls:systemd").unwrap(),
+            Url::Tls("systemd".into())
         );
         assert_eq!(
-            Endpoint::parse("tcp:systemd").unwrap(),
-            Endpoint::Tcp("systemd".into())
+            Url::parse("tcp:systemd").unwrap(),
+            Url::Tcp("systemd".into())
         );
-        assert_eq!(Endpoint::parse("mem:a").unwrap(), Endpoint::Mem("a".into()));
-        assert_eq!(
-            Endpoint::parse("shm:@e").unwrap(),
-            Endpoint::Shm("@e".into())
-        );
+        assert_eq!(Url::parse("mem:a").unwrap(), Url::Mem("a".into()));
+        assert_eq!(Url::parse("shm:@e").unwrap(), Url::Shm("@e".into()));
     }
 
     #[test]
@@ -122,7 +119,7 @@ mod tests {
             "unix:",
         ] {
             assert!(
-                matches!(Endpoint::parse(u), Err(LinkError::BadUrl { .. })),
+                matches!(Url::parse(u), Err(LinkError::BadUrl { .. })),
                 "{u}"
             );
         }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use offhost_engine::{ArgError, Args, Build, OutsideWaker};
-use offhost_link::{Channel, Endpoint, LinkError, LinkOptions};
+use offhost_link::{Channel, LinkError, LinkOptions, Url};
 
 use crate::names::PipelineRef;
 
@@ -39,7 +39,7 @@ impl Links {
 
     /// Whether a pipeline may reach `url`; the error says why not.
     pub fn check(&self, url: &str) -> Result<(), ReachError> {
-        let e = Endpoint::parse(url).map_err(|source| ReachError::BadUrl {
+        let e = Url::parse(url).map_err(|source| ReachError::BadUrl {
             url: url.to_string(),
             source,
         })?;
@@ -47,9 +47,9 @@ impl Links {
             return Ok(());
         }
         match e {
-            Endpoint::Tls(_) => Ok(()),
-            Endpoint::Tcp(_) if self.options.insecure => Ok(()),
-            Endpoint::Tcp(_) => Err(ReachError::PlainTcp(url.to_string())),
+            Url::Tls(_) => Ok(()),
+            Url::Tcp(_) if self.options.insecure => Ok(()),
+            Url::Tcp(_) => Err(ReachError::PlainTcp(url.to_string())),
             _ => Err(ReachError::Local(url.to_string())),
         }
     }

@@ -73,7 +73,7 @@ use std::time::Instant;
 
 use indicatif::ProgressBar;
 use offhost_bench::plain;
-use offhost_bench::run::{Endpoint, Role};
+use offhost_bench::run::{Conn, Role};
 use offhost_bench::stats::{median, Summary};
 use offhost_bench::threads::Sampler;
 use offhost_bench::transport::Transport;
@@ -640,7 +640,7 @@ fn calls_us(options: &offhost_link::LinkOptions, net: &Net, calls: usize) -> Res
     let listener = net.on_side(false, || TcpListener::bind((net.addr_b.as_str(), 0)))??;
     let (host, peer) = plain::tcp_pair(listener)?;
     let mut tcp = plain::start_pair(Transport::TcpRaw, host, peer, Role::Echo, 1)?;
-    let tcp = tcp.endpoint();
+    let tcp = tcp.conn();
     let cpus = affinity::allowed_cpus();
     let _ = affinity::pin_current_thread(host_core);
     let measured = (|| -> Result<(f64, f64)> {

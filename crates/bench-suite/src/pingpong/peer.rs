@@ -200,9 +200,9 @@ impl PingPeer {
                 check(ch.recv_into(back)?, || "echo ended the stream".into())?;
             }
             Ends::Plain(run) => {
-                run.endpoint().send(data)?;
+                run.conn().send(data)?;
                 back.resize(data.len(), 0);
-                run.endpoint().recv(back)?;
+                run.conn().recv(back)?;
             }
         }
         Ok(())

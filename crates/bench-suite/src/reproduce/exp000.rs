@@ -37,15 +37,8 @@ pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<V
         for &size in &transfer_sizes(s.quick) {
             bar.set_message(format!("[SUN-T]: {} {}", d.name(), format_size(size)));
             let mut r = fifo::start(d, s.fifo, Role::Echo, size)?;
-            let m = run::measure(
-                r.endpoint(),
-                Pattern::PingPong,
-                size,
-                &plan,
-                Some(probe),
-                None,
-            )
-            .with_context(|| format!("{} at {size} B", d.name()))?;
+            let m = run::measure(r.conn(), Pattern::PingPong, size, &plan, Some(probe), None)
+                .with_context(|| format!("{} at {size} B", d.name()))?;
             r.finish();
             rows.extend(m.row("t000", d.name(), &format!("fifo{}", s.fifo), size));
             bar.inc(1);

@@ -87,7 +87,7 @@ fn one(
     probe: Option<&LoadProbe>,
 ) -> Result<run::Measured> {
     let mut r = ChannelRun::start(transport, packet, Role::Echo, size)?;
-    run::measure(r.endpoint(), pattern, size, plan, probe, None)
+    run::measure(r.conn(), pattern, size, plan, probe, None)
         .with_context(|| format!("{transport} packet {packet} at {size} B"))
 }
 
@@ -156,7 +156,7 @@ pub fn measure(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<Dat
                 format_size(n)
             ));
             let mut r = RingRun::start(offhost_shm::Mode::Poll, Role::Echo, n)?;
-            let m = run::measure(r.endpoint(), p, n, &s.plan, None, None)?;
+            let m = run::measure(r.conn(), p, n, &s.plan, None, None)?;
             figures.extend(m.row(bench_of(p), "shm", "poll", n));
             bar.inc(1);
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use offhost_bench::affinity;
-use offhost_bench::run::{serve, Endpoint, Role};
+use offhost_bench::run::{serve, Conn, Role};
 
 /// A transfer discipline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,21 +117,21 @@ impl Fifo {
 }
 
 /// One side of a pair of FIFOs as a suite endpoint.
-pub struct FifoEndpoint {
+pub struct FifoConn {
     tx: Arc<Fifo>,
     rx: Arc<Fifo>,
     w: usize,
     r: usize,
 }
 
-impl FifoEndpoint {
+impl FifoConn {
     fn register(&self) {
         let _ = self.tx.writer.set(std::thread::current());
         let _ = self.rx.reader.set(std::thread::current());
     }
 }
 
-impl Endpoint for FifoEndpoint {
+impl Conn for FifoConn {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let f = &*self.tx;
         let cap = f.slots[0].data.len();
@@ -184,7 +184,7 @@ impl Endpoint for FifoEndpoint {
 
 /// A running FIFO pair: the host's endpoint and the echo or sink thread on the engine core.
 pub struct FifoRun {
-    host: FifoEndpoint,
+    host: FifoConn,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -193,14 +193,14 @@ pub struct FifoRun {
 pub fn start(d: Discipline, fifo: usize, role: Role, size: usize) -> io::Result<FifoRun> {
     let a = Arc::new(Fifo::new(d, fifo));
     let b = Arc::new(Fifo::new(d, fifo));
-    let host = FifoEndpoint {
+    let host = FifoConn {
         tx: a.clone(),
         rx: b.clone(),
         w: 0,
         r: 0,
     };
     host.register();
-    let mut peer = FifoEndpoint {
+    let mut peer = FifoConn {
         tx: b,
         rx: a,
         w: 0,
@@ -228,7 +228,7 @@ pub fn start(d: Discipline, fifo: usize, role: Role, size: usize) -> io::Result<
 
 impl FifoRun {
     /// The host's endpoint.
-    pub fn endpoint(&mut self) -> &mut dyn Endpoint {
+    pub fn conn(&mut self) -> &mut dyn Conn {
         &mut self.host
     }
 
@@ -285,8 +285,8 @@ mod tests {
                 let msg: Vec<u8> = (0..size).map(|i| (i * 13 + 1) as u8).collect();
                 let mut back = vec![0u8; size];
                 for _ in 0..3 {
-                    run.endpoint().send(&msg).unwrap();
-                    run.endpoint().recv(&mut back).unwrap();
+                    run.conn().send(&msg).unwrap();
+                    run.conn().recv(&mut back).unwrap();
                     assert_eq!(msg, back, "{d:?} {size}");
                 }
                 run.finish();
@@ -299,7 +299,7 @@ mod tests {
         let plan = Plan::preset("small").unwrap();
         for d in Discipline::ALL {
             let mut run = start(d, 64, Role::Echo, 256).unwrap();
-            let m = measure(run.endpoint(), Pattern::PingPong, 256, &plan, None, None).unwrap();
+            let m = measure(run.conn(), Pattern::PingPong, 256, &plan, None, None).unwrap();
             assert_eq!(m.samples.len(), plan.reps);
         }
     }

@@ -58,7 +58,7 @@ impl Address {
             let (url, ch) = s
                 .split_once('/')
                 .ok_or_else(|| AddressError::NoChannel(s.to_owned()))?;
-            crate::Endpoint::parse(url).map_err(AddressError::Url)?;
+            crate::Url::parse(url).map_err(AddressError::Url)?;
             (Some(url.to_owned()), ch)
         } else {
             match s.split_once('/') {

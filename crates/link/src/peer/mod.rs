@@ -534,10 +534,10 @@ fn check_url(name: &str, url: &str, options: &LinkOptions) -> Result<(), PeerSet
         name: name.to_owned(),
         why,
     };
-    match crate::Endpoint::parse(url).map_err(|e| bad(e.to_string()))? {
-        crate::Endpoint::Tls(_) => Ok(()),
-        crate::Endpoint::Tcp(_) if options.insecure => Ok(()),
-        crate::Endpoint::Tcp(_) => Err(bad(format!(
+    match crate::Url::parse(url).map_err(|e| bad(e.to_string()))? {
+        crate::Url::Tls(_) => Ok(()),
+        crate::Url::Tcp(_) if options.insecure => Ok(()),
+        crate::Url::Tcp(_) => Err(bad(format!(
             "{url} is plain tcp (no authentication, no encryption): use tls:HOST:PORT, or allow tcp with --insecure"
         ))),
         _ => Err(bad(format!("{url}: a peer is reached at tls:HOST:PORT or tcp:HOST:PORT"))),
