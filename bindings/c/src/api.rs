@@ -11,6 +11,7 @@ use offhost_bindings::{Error, Output};
 use offhost_link::{ChannelOptions, LinkError, SendMode};
 
 use crate::status::invalid;
+use offhost_link::Wait;
 
 /// A timeout in milliseconds: negative waits for ever.
 pub fn timeout(ms: i64) -> Option<Duration> {
@@ -195,8 +196,8 @@ impl offhost_channel {
     pub fn send(&self, data: &[u8], timeout_ms: i64) -> Result<(), Error> {
         match timeout(timeout_ms) {
             None => self.inner.send(data)?,
-            Some(Duration::ZERO) => self.inner.try_send(data)?,
-            Some(t) => self.inner.send_timeout(data, t)?,
+            Some(Duration::ZERO) => self.inner.send_wait(data, Wait::Never)?,
+            Some(t) => self.inner.send_wait(data, t)?,
         }
         Ok(())
     }
@@ -210,8 +211,8 @@ impl offhost_channel {
             None => {
                 let mut v = Vec::new();
                 let got = match timeout(timeout_ms) {
-                    None => self.inner.recv_into(&mut v),
-                    Some(t) => self.inner.recv_into_timeout(&mut v, t),
+                    None => self.inner.recv_into(&mut v, Wait::Forever),
+                    Some(t) => self.inner.recv_into(&mut v, t),
                 };
                 match got {
                     Ok(true) => v,
@@ -240,8 +241,8 @@ impl offhost_channel {
             }));
         }
         let m = match timeout(timeout_ms) {
-            None => self.inner.recv_message()?,
-            Some(t) => self.inner.recv_message_timeout(t)?,
+            None => self.inner.recv_message(Wait::Forever)?,
+            Some(t) => self.inner.recv_message(t)?,
         };
         Ok(m.map(|inner| offhost_message { inner }))
     }

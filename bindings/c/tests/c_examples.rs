@@ -112,7 +112,7 @@ fn relay_round_trip(listen: &str, echo: Server, certs: Option<&Path>, loans_too:
         } else {
             ch.send(&msg).expect("send");
         }
-        let back = match ch.recv_timeout(Duration::from_secs(60)) {
+        let back = match ch.recv_wait(Duration::from_secs(60)) {
             Ok(Some(m)) => m,
             other => {
                 let _ = child.kill();

@@ -407,7 +407,7 @@ impl Pipeline {
                 };
                 let m = match timeout {
                     None => ch.recv(),
-                    Some(t) => ch.recv_timeout(t),
+                    Some(t) => ch.recv_wait(t),
                 };
                 match m {
                     Ok(m) => Ok(m.map(Output::Bytes)),

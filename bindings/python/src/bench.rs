@@ -12,6 +12,7 @@ use offhost_link::{LinkError, Server};
 use pyo3::prelude::*;
 
 use crate::errors::{guarded, to_py};
+use offhost_link::Wait;
 
 /// A sink engine listening at a URL on a thread of this process; it serves one session.
 #[pyclass(module = "offhost")]
@@ -27,7 +28,7 @@ fn serve(server: Server) -> Result<(), LinkError> {
         let mut n = 0u64;
         // Loans are taken as they are and dropped (back to the pool); other messages are
         // looked at in place, none is copied.
-        while let Some(m) = ch.recv_message()? {
+        while let Some(m) = ch.recv_message(Wait::Forever)? {
             std::hint::black_box(m.first());
             n += 1;
         }

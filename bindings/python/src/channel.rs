@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyMemoryView, PySlice};
 use crate::convert::{sliced, Slice};
 use crate::errors::{guarded, raise, to_py};
 use crate::loan::{Loan, Message};
+use offhost_link::Wait;
 
 /// A link to an engine (the paper's OpenLink): `offhost.Session("shm:/tmp/echo.sock")`.
 ///
@@ -220,7 +221,7 @@ impl Channel {
             return Ok(Some(m));
         }
         sliced(py, timeout, |slice| {
-            Slice::link(self.inner.recv_timeout(slice))
+            Slice::link(self.inner.recv_wait(slice))
         })
     }
 }
@@ -285,7 +286,7 @@ impl Channel {
                 // A sync send that timed out may still be delivered: never retried in slices.
                 let r = crate::errors::detach(py, || match timeout {
                     None => self.inner.send(msg),
-                    Some(t) => self.inner.send_timeout(
+                    Some(t) => self.inner.send_wait(
                         msg,
                         Duration::try_from_secs_f64(t.max(0.0)).unwrap_or(Duration::MAX / 4),
                     ),
@@ -293,7 +294,7 @@ impl Channel {
                 return r.map_err(to_py);
             }
             sliced(py, timeout, |slice| {
-                Slice::link(self.inner.send_timeout(msg, slice))
+                Slice::link(self.inner.send_wait(msg, slice))
             })
         })
     }
@@ -302,7 +303,7 @@ impl Channel {
     fn try_send(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
             let msg = self::data(data)?;
-            self.inner.try_send(&msg).map_err(to_py)
+            self.inner.send_wait(&msg, Wait::Never).map_err(to_py)
         })
     }
 
@@ -324,7 +325,7 @@ impl Channel {
             if let Some(m) = self.take_pending() {
                 return Ok(Some(PyBytes::new(py, &m)));
             }
-            let m = self.inner.try_recv().map_err(to_py)?;
+            let m = self.inner.recv_wait(Wait::Never).map_err(to_py)?;
             Ok(m.map(|m| PyBytes::new(py, &m)))
         })
     }
@@ -353,7 +354,7 @@ impl Channel {
                 None => {
                     let mut buf = Vec::new();
                     let got = sliced(py, timeout, |slice| {
-                        Slice::link(self.inner.recv_into_timeout(&mut buf, slice))
+                        Slice::link(self.inner.recv_into(&mut buf, slice))
                     })?;
                     if !got {
                         return Ok(None);
@@ -429,7 +430,7 @@ impl Channel {
                 return Ok(Some(Message::bytes(py, &m, slf.clone().unbind())));
             }
             let m = sliced(py, timeout, |slice| {
-                Slice::link(this.inner.recv_message_timeout(slice))
+                Slice::link(this.inner.recv_message(slice))
             })?;
             Ok(m.map(|m| Message::new(py, m, slf.clone().unbind())))
         })

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::channel::{connect, listen_url};
 use crate::error::{check, require, Context as _, Error, Result};
 use offhost_bench::transport::Transport;
+use offhost_link::Wait;
 
 /// What to measure.
 #[derive(Debug, Clone, clap::Args)]
@@ -94,9 +95,13 @@ fn measure(size: usize, o: &Options, bar: &ProgressBar) -> Result<Comparison> {
         let t0 = Instant::now();
         for _ in 0..o.iters {
             a.send(&msg)?;
-            check(b.recv_into(&mut buf)?, || "the channel ended".into())?;
+            check(b.recv_into(&mut buf, Wait::Forever)?, || {
+                "the channel ended".into()
+            })?;
             b.send(&buf)?;
-            check(a.recv_into(&mut buf)?, || "the channel ended".into())?;
+            check(a.recv_into(&mut buf, Wait::Forever)?, || {
+                "the channel ended".into()
+            })?;
         }
         chan = chan.min(t0.elapsed().as_nanos() as f64 / o.iters as f64);
         check(buf == msg, || {

@@ -17,6 +17,7 @@ use offhost_shm::Mode;
 use crate::channel::Served;
 use crate::error::{check, require, Error, Result};
 use crate::tls::Pki;
+use offhost_link::Wait;
 
 /// How messages travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +251,7 @@ fn sink(session: Session, loans: bool) -> Result<()> {
         ch.send(b"ready")?;
         let mut n = 0u64;
         if loans && ch.name() == "rate-loan" {
-            while let Some(m) = ch.recv_message()? {
+            while let Some(m) = ch.recv_message(Wait::Forever)? {
                 check(matches!(m, Message::Loan(_)), || "expected loans".into())?;
                 n += 1;
             }

@@ -414,7 +414,7 @@ fn remote_calls_us(exe: &std::path::Path, calls: usize) -> Result<(f64, f64)> {
     let us = median_call_us(calls, "remote echo", |i| {
         req.send(&[i])?;
         let m = resp
-            .recv_timeout(CALL_TIMEOUT)?
+            .recv_wait(CALL_TIMEOUT)?
             .ok_or_else(|| Error::Peer("the remote echo ended".into()))?;
         Ok(m.len())
     })?;

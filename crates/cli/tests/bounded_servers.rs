@@ -131,7 +131,7 @@ fn engine_daemon_answers_bombs_with_errors_and_serves_the_next_host() {
         )
         .unwrap();
     let _ = control.send(&vec![b' '; 1 << 20]);
-    match control.recv_timeout(Duration::from_secs(20)) {
+    match control.recv_wait(Duration::from_secs(20)) {
         Err(e) => assert!(e.to_string().contains("--max-channel-window"), "{e}"),
         Ok(m) => panic!("the daemon took a 1 GiB window: {m:?}"),
     }
@@ -154,7 +154,7 @@ fn echo_session_opening_10000_channels_is_refused_and_the_next_host_served() {
         .map_while(|i| s.open(&format!("c{i}"), ChannelOptions::default()).ok())
         .collect();
     let why = loop {
-        match chans.last().unwrap().recv_timeout(Duration::from_secs(20)) {
+        match chans.last().unwrap().recv_wait(Duration::from_secs(20)) {
             Err(e) => break e.to_string(),
             Ok(Some(_)) => continue,
             Ok(None) => panic!("channel ended without a refusal"),
@@ -171,7 +171,7 @@ fn echo_session_opening_10000_channels_is_refused_and_the_next_host_served() {
     let ch = s.open("next", ChannelOptions::default()).unwrap();
     ch.send(b"served").unwrap();
     assert_eq!(
-        ch.recv_timeout(Duration::from_secs(20)).unwrap().as_deref(),
+        ch.recv_wait(Duration::from_secs(20)).unwrap().as_deref(),
         Some(&b"served"[..])
     );
 }

@@ -168,7 +168,7 @@ fn recv_writes_the_engines_channel_to_stdout() {
             w.write_all(&data).unwrap();
             w.finish().unwrap();
             // Keep the session until the host has everything.
-            assert_eq!(ch.recv_timeout(Duration::from_secs(30)).unwrap(), None);
+            assert_eq!(ch.recv_wait(Duration::from_secs(30)).unwrap(), None);
             drop(s);
         });
         let out = run_with_stdin(&["recv", "--from", &served, "--channel", "out"], b"");
@@ -222,7 +222,7 @@ fn bad_urls_and_options_get_clear_errors() {
         .unwrap();
     ch.send(b"up").unwrap();
     assert_eq!(
-        ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        ch.recv_wait(Duration::from_secs(20)).unwrap().unwrap(),
         b"up"
     );
     engine.kill().unwrap();

@@ -9,6 +9,7 @@ use crate::driver::Deadline;
 use crate::error::LinkError;
 use crate::loan::{Arrived, Taken};
 use crate::session::Handle;
+use crate::wait::Wait;
 
 /// One virtual link of a session, carrying messages both ways (the paper's WriteLink/ReadLink).
 ///
@@ -56,44 +57,40 @@ impl Channel {
     }
 
     /// Sends a message, waiting for credit (and, on a [`SendMode::Sync`] channel, until the
-    /// receiving application has taken it).
+    /// receiving application has taken it): [`send_wait`](Self::send_wait) with
+    /// [`Wait::Forever`].
     pub fn send(&self, msg: &[u8]) -> Result<(), LinkError> {
-        self.send_until(msg, Deadline::Never)
+        self.send_wait(msg, Wait::Forever)
     }
 
-    /// Like [`send`](Self::send), giving up after `timeout` with [`LinkError::Timeout`]. On a
-    /// synchronous channel a timeout after the message left means it may still be delivered.
-    pub fn send_timeout(&self, msg: &[u8], timeout: Duration) -> Result<(), LinkError> {
-        self.send_until(msg, Deadline::after(Some(timeout)))
-    }
-
-    /// Sends a message only if it fits the credit now ([`LinkError::WouldBlock`] otherwise).
-    /// Never waits, also not for the rendezvous of a synchronous channel.
-    pub fn try_send(&self, msg: &[u8]) -> Result<(), LinkError> {
+    /// Sends a message, waiting for credit (and on a synchronous channel for the rendezvous)
+    /// as `wait` says. With [`Wait::Never`] it goes only if it fits the credit now, and does
+    /// not wait for the rendezvous either. On a synchronous channel a timeout after the
+    /// message left means it may still be delivered.
+    pub fn send_wait(&self, msg: &[u8], wait: impl Into<Wait>) -> Result<(), LinkError> {
+        let wait = wait.into();
         self.check_size(msg.len())?;
+        let deadline = wait.deadline();
         // Straight from `msg` into the transport when nothing waits ahead of it and the
-        // credit allows (no copy into the connection's output first), as `send` does.
-        if let Some(r) = self.handle.driver.send_in_place(self.id, msg) {
-            return r.map(|_| ());
-        }
-        self.handle
-            .driver
-            .wait(Deadline::Now, |st| match st.conn.send(self.id, msg) {
-                Ok(_) => Some(Ok(())),
-                Err(CallError::Blocked) => None,
-                Err(e) => Some(Err(st.call_error(e))),
-            })
+        // credit allows (no copy into the connection's output first).
+        let seq = match self.handle.driver.send_in_place(self.id, msg) {
+            Some(r) => r?,
+            None => self.queue(deadline, &[msg])?,
+        };
+        self.rendezvous(seq, wait)
     }
 
-    /// Like [`try_send`](Self::try_send) for one message made of `parts` joined, without
-    /// joining them first: sent now if the credit allows, [`LinkError::WouldBlock`] (nothing
-    /// sent) otherwise. For a sender that must not wait, such as a task.
-    pub fn try_send_parts(&self, parts: &[&[u8]]) -> Result<(), LinkError> {
+    /// Sends one message made of `parts` joined (a header and a body, say), without joining
+    /// them first, waiting as `wait` says (as [`send_wait`](Self::send_wait)). A sender that
+    /// must not wait, such as a task, passes [`Wait::Never`].
+    pub fn send_parts(&self, parts: &[&[u8]], wait: impl Into<Wait>) -> Result<(), LinkError> {
+        let wait = wait.into();
         self.check_size(parts.iter().map(|p| p.len()).sum())?;
-        if let Some(r) = self.handle.driver.send_direct(self.id, &[], parts) {
-            return r.map(|_| ());
-        }
-        self.queue(Deadline::Now, parts).map(|_| ())
+        let seq = match self.handle.driver.send_direct(self.id, &[], parts) {
+            Some(r) => r?,
+            None => self.queue(wait.deadline(), parts)?,
+        };
+        self.rendezvous(seq, wait)
     }
 
     fn check_size(&self, len: usize) -> Result<(), LinkError> {
@@ -104,16 +101,6 @@ impl Channel {
             });
         }
         Ok(())
-    }
-
-    fn send_until(&self, msg: &[u8], deadline: Deadline) -> Result<(), LinkError> {
-        self.check_size(msg.len())?;
-        let d = &self.handle.driver;
-        let seq = match d.send_in_place(self.id, msg) {
-            Some(r) => r?,
-            None => self.queue(deadline, &[msg])?,
-        };
-        self.rendezvous(seq, deadline)
     }
 
     /// Queues one message made of `parts` joined once credit allows, waiting until
@@ -128,24 +115,12 @@ impl Channel {
             })
     }
 
-    /// Like [`send_timeout`](Self::send_timeout) for one message made of `parts` joined (a
-    /// header and a body, say), without joining them first.
-    pub fn send_parts_timeout(&self, parts: &[&[u8]], timeout: Duration) -> Result<(), LinkError> {
-        self.check_size(parts.iter().map(|p| p.len()).sum())?;
-        let deadline = Deadline::after(Some(timeout));
-        let seq = match self.handle.driver.send_direct(self.id, &[], parts) {
-            Some(r) => r?,
-            None => self.queue(deadline, parts)?,
-        };
-        self.rendezvous(seq, deadline)
-    }
-
     /// On a synchronous channel, waits until the receiving application has taken message
-    /// `seq`.
-    fn rendezvous(&self, seq: u64, deadline: Deadline) -> Result<(), LinkError> {
+    /// `seq` (not at all under [`Wait::Never`]).
+    fn rendezvous(&self, seq: u64, wait: Wait) -> Result<(), LinkError> {
         let d = &self.handle.driver;
-        if self.options.send_mode == SendMode::Sync {
-            d.wait(deadline, |st| match st.conn.delivered(self.id) {
+        if self.options.send_mode == SendMode::Sync && wait != Wait::Never {
+            d.wait(wait.deadline(), |st| match st.conn.delivered(self.id) {
                 Ok(n) if n >= seq => Some(Ok(())),
                 Ok(_) => None,
                 Err(e) => Some(Err(st.call_error(e))),
@@ -248,27 +223,11 @@ impl Channel {
         })
     }
 
-    /// Receives the next message into `buf` (replacing its contents), waiting for it; false
-    /// once the peer ended the stream. Allocates nothing once `buf` is large enough (a loan is
-    /// copied into `buf` and goes back to the pool).
-    pub fn recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, 0, Deadline::Never)
-    }
-
-    /// Like [`recv_into`](Self::recv_into), giving up after `timeout` with
-    /// [`LinkError::Timeout`].
-    pub fn recv_into_timeout(
-        &self,
-        buf: &mut Vec<u8>,
-        timeout: Duration,
-    ) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, 0, Deadline::after(Some(timeout)))
-    }
-
-    /// Like [`recv_into`](Self::recv_into) if a message is there ([`LinkError::WouldBlock`]
-    /// otherwise).
-    pub fn try_recv_into(&self, buf: &mut Vec<u8>) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, 0, Deadline::Now)
+    /// Receives the next message into `buf` (replacing its contents), waiting for it as
+    /// `wait` says; false once the peer ended the stream. Allocates nothing once `buf` is
+    /// large enough (a loan is copied into `buf` and goes back to the pool).
+    pub fn recv_into(&self, buf: &mut Vec<u8>, wait: impl Into<Wait>) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, 0, wait.into().deadline())
     }
 
     /// Like [`recv_into`](Self::recv_into), with the message at `buf[front..]` after `front`
@@ -277,14 +236,13 @@ impl Channel {
     /// still comes by exchanging buffers, not by copying (an engine's `host-in` takes such
     /// buffers into its pool whole; see `offhost_proto::Connection::recv_into_at`). The
     /// `front` bytes are part of every such buffer: keep it to a header's size.
-    pub fn recv_into_at(&self, buf: &mut Vec<u8>, front: usize) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, front, Deadline::Never)
-    }
-
-    /// Like [`recv_into_at`](Self::recv_into_at) if a message is there
-    /// ([`LinkError::WouldBlock`] otherwise).
-    pub fn try_recv_into_at(&self, buf: &mut Vec<u8>, front: usize) -> Result<bool, LinkError> {
-        self.recv_into_until(buf, front, Deadline::Now)
+    pub fn recv_into_at(
+        &self,
+        buf: &mut Vec<u8>,
+        front: usize,
+        wait: impl Into<Wait>,
+    ) -> Result<bool, LinkError> {
+        self.recv_into_until(buf, front, wait.into().deadline())
     }
 
     fn recv_into_until(
@@ -310,19 +268,16 @@ impl Channel {
         })
     }
 
-    /// Receives the next message, waiting for it; `None` once the peer ended the stream.
+    /// Receives the next message, waiting for it; `None` once the peer ended the stream:
+    /// [`recv_wait`](Self::recv_wait) with [`Wait::Forever`].
     pub fn recv(&self) -> Result<Option<Vec<u8>>, LinkError> {
         self.recv_until(Deadline::Never)
     }
 
-    /// Like [`recv`](Self::recv), giving up after `timeout` with [`LinkError::Timeout`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, LinkError> {
-        self.recv_until(Deadline::after(Some(timeout)))
-    }
-
-    /// Receives a message if one is there ([`LinkError::WouldBlock`] otherwise).
-    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, LinkError> {
-        self.recv_until(Deadline::Now)
+    /// Receives the next message, waiting for it as `wait` says; `None` once the peer ended
+    /// the stream.
+    pub fn recv_wait(&self, wait: impl Into<Wait>) -> Result<Option<Vec<u8>>, LinkError> {
+        self.recv_until(wait.into().deadline())
     }
 
     fn recv_until(&self, deadline: Deadline) -> Result<Option<Vec<u8>>, LinkError> {

@@ -4,6 +4,7 @@ use std::io;
 
 use crate::channel::Channel;
 use crate::error::LinkError;
+use crate::wait::Wait;
 
 fn to_io(e: LinkError) -> io::Error {
     let kind = match e {
@@ -41,7 +42,11 @@ impl io::Read for ChannelReader<'_> {
             if self.ended || buf.is_empty() {
                 return Ok(0);
             }
-            if self.ch.recv_into(&mut self.cur).map_err(to_io)? {
+            if self
+                .ch
+                .recv_into(&mut self.cur, Wait::Forever)
+                .map_err(to_io)?
+            {
                 self.pos = 0;
             } else {
                 self.cur.clear();

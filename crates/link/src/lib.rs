@@ -9,8 +9,8 @@
 //! | seed (000, 002)               | here                                                  |
 //! |-------------------------------|-------------------------------------------------------|
 //! | OpenLink                      | [`Session::connect`], [`Session::open`]                |
-//! | WriteLink(chan, buf, timeout) | [`Channel::send`], [`Channel::send_timeout`], [`Channel::try_send`] |
-//! | ReadLink(chan, buf, timeout)  | [`Channel::recv`], [`Channel::recv_timeout`], [`Channel::try_recv`]; without allocating: [`Channel::recv_into`], [`Channel::recv_each`] |
+//! | WriteLink(chan, buf, timeout) | [`Channel::send`], [`Channel::send_wait`] with a [`Wait`] |
+//! | ReadLink(chan, buf, timeout)  | [`Channel::recv`], [`Channel::recv_wait`] with a [`Wait`]; without allocating: [`Channel::recv_into`], [`Channel::recv_each`] |
 //! | synchronous / asynchronous    | [`SendMode::Sync`] (rendezvous) / [`SendMode::Async`] (buffered) |
 //! | active channel selection (ALT)| [`select`]                                            |
 //! | /dev/tlw0, /dev/tlr0          | [`Channel::writer`], [`Channel::reader`]              |
@@ -45,6 +45,7 @@ mod shm;
 mod tcp;
 mod tls;
 mod url;
+mod wait;
 mod wire;
 
 pub use activation::read_passed_sockets;
@@ -64,3 +65,4 @@ pub use server::{echo_channel, serve_echo, serve_echo_once, Server};
 pub use session::Session;
 pub use shm::default_config as default_shm_config;
 pub use url::Url;
+pub use wait::Wait;

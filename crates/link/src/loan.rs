@@ -1,8 +1,8 @@
 //! Zero-copy loans on the `shm` transport: borrow a buffer of the shared pool, fill it, send it
 //! by descriptor; the receiver reads it in place and it returns to the pool when dropped.
 
+use crate::wait::Wait;
 use std::collections::HashMap;
-use std::time::Duration;
 
 use offhost_proto::{CallError, Incoming, Landed, SendMode};
 
@@ -223,10 +223,11 @@ pub enum Arrived {
 }
 
 impl Channel {
-    /// Borrows a buffer of the shared pool (waiting at most `timeout` for one to be free).
-    /// [`LinkError::NoLoans`] on transports other than `shm`.
-    pub fn loan(&self, timeout: Option<Duration>) -> Result<Loan, LinkError> {
-        let buf = self.handle.driver.alloc_loan(Deadline::after(timeout))?;
+    /// Borrows a buffer of the shared pool, waiting for one to be free as `wait` says
+    /// (`None`: for ever, `Some(d)`: at most `d`, or a [`Wait`]). [`LinkError::NoLoans`] on
+    /// transports other than `shm`.
+    pub fn loan(&self, wait: impl Into<Wait>) -> Result<Loan, LinkError> {
+        let buf = self.handle.driver.alloc_loan(wait.into().deadline())?;
         Ok(Loan { buf })
     }
 
@@ -260,11 +261,12 @@ impl Channel {
         Ok(())
     }
 
-    /// Receives the next message as it arrived: a loan stays in shared memory (read in place),
-    /// other messages are bytes. `None` once the peer ended the stream.
-    pub fn recv_message(&self) -> Result<Option<Message>, LinkError> {
+    /// Receives the next message as it arrived, waiting for it as `wait` says: a loan stays
+    /// in shared memory (read in place), other messages are bytes. `None` once the peer ended
+    /// the stream.
+    pub fn recv_message(&self, wait: impl Into<Wait>) -> Result<Option<Message>, LinkError> {
         let d = &self.handle.driver;
-        d.wait(Deadline::Never, |st| receive_message(d, st, self.id))
+        d.wait(wait.into().deadline(), |st| receive_message(d, st, self.id))
     }
 
     /// Receives the next message without allocating: bytes are copied into `buf` (replacing
@@ -276,13 +278,5 @@ impl Channel {
             return Ok(Some(Arrived::Copied));
         }
         d.wait(Deadline::Never, |st| receive_into(d, st, self.id, buf, 0))
-    }
-
-    /// Like [`recv_message`](Self::recv_message), giving up after `timeout`.
-    pub fn recv_message_timeout(&self, timeout: Duration) -> Result<Option<Message>, LinkError> {
-        let d = &self.handle.driver;
-        d.wait(Deadline::after(Some(timeout)), |st| {
-            receive_message(d, st, self.id)
-        })
     }
 }

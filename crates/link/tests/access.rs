@@ -79,7 +79,7 @@ fn plain_tcp_against_a_tls_server_gets_nothing() {
             let ch = s.open("e", ChannelOptions::default());
             let r = ch.and_then(|ch| {
                 ch.send(b"x")?;
-                ch.recv_timeout(Duration::from_secs(20))
+                ch.recv_wait(Duration::from_secs(20))
             });
             assert!(
                 r.is_err(),
@@ -124,7 +124,7 @@ fn silent_tls_clients_do_not_hold_up_a_good_one() {
     let s = common::connect(&url).expect("a good client is served beside silent ones");
     let ch = s.open("ok", ChannelOptions::default()).unwrap();
     ch.send(b"still here").unwrap();
-    let m = ch.recv_timeout(Duration::from_secs(20)).unwrap();
+    let m = ch.recv_wait(Duration::from_secs(20)).unwrap();
     assert_eq!(m.as_deref(), Some(&b"still here"[..]));
     assert!(
         t0.elapsed() < offhost_link::DEFAULT_HANDSHAKE_TIMEOUT,
@@ -146,12 +146,12 @@ fn tls_sessions_past_the_limit_are_refused_naming_the_flag() {
     let first = common::connect(&url).unwrap();
     let ch = first.open("x", ChannelOptions::default()).unwrap();
     ch.send(b"x").unwrap();
-    assert!(ch.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+    assert!(ch.recv_wait(Duration::from_secs(20)).unwrap().is_some());
     let why = match common::connect(&url) {
         Err(e) => e.to_string(),
         Ok(c) => match c.open("x", ChannelOptions::default()).and_then(|ch| {
             let _ = ch.send(b"x");
-            ch.recv_timeout(Duration::from_secs(20))
+            ch.recv_wait(Duration::from_secs(20))
         }) {
             Err(e) => e.to_string(),
             Ok(m) => panic!("a second session was served: {m:?}"),

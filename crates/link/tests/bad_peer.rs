@@ -79,7 +79,7 @@ fn check(transport: &str, connect: impl Fn(&str) -> Box<dyn ReadWrite>) {
     let ch = session.open("still-up", ChannelOptions::default()).unwrap();
     ch.send(b"ok").unwrap();
     assert_eq!(
-        ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap(),
+        ch.recv_wait(Duration::from_secs(20)).unwrap().unwrap(),
         b"ok"
     );
 }

@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use common::{bytes, echo_server, server};
+use offhost_link::Wait;
 use offhost_link::{select, ChannelOptions, LinkError, SendMode};
 
 const T: Duration = Duration::from_secs(20);
@@ -30,14 +31,14 @@ fn echo_of_every_size(transport: &str) {
         let msg = bytes(len, i as u64);
         ch.send(&msg).unwrap();
         assert_eq!(
-            ch.recv_timeout(T).unwrap().expect("message"),
+            ch.recv_wait(T).unwrap().expect("message"),
             msg,
             "size {len}"
         );
     }
     ch.close().unwrap();
     assert_eq!(
-        ch.recv_timeout(T).unwrap(),
+        ch.recv_wait(T).unwrap(),
         None,
         "echo ends the stream after ours"
     );
@@ -62,7 +63,7 @@ fn many_channels_many_sessions(transport: &str) {
                                     s * 1_000_000 + c as u64 * 1000 + i,
                                 );
                                 ch.send(&msg).unwrap();
-                                assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), msg);
+                                assert_eq!(ch.recv_wait(T).unwrap().unwrap(), msg);
                             }
                         });
                     }
@@ -89,12 +90,12 @@ fn threads_share_a_session_with_small_messages(transport: &str) {
                     let msg = bytes((i as usize * 13 + c) % 65, c as u64 * 10_000 + i);
                     ch.send(&msg).unwrap();
                     let got = match (c + i as usize) % 3 {
-                        0 => ch.recv_timeout(T).unwrap().unwrap(),
+                        0 => ch.recv_wait(T).unwrap().unwrap(),
                         1 => {
-                            assert!(ch.recv_into_timeout(&mut buf, T).unwrap());
+                            assert!(ch.recv_into(&mut buf, T).unwrap());
                             buf.clone()
                         }
-                        _ => ch.recv_message().unwrap().unwrap().into_vec(),
+                        _ => ch.recv_message(Wait::Forever).unwrap().unwrap().into_vec(),
                     };
                     assert_eq!(got, msg, "channel {c} message {i}");
                 }
@@ -115,7 +116,7 @@ fn pipelined_stream_keeps_order(transport: &str) {
         });
         for i in 0..2000u32 {
             assert_eq!(
-                ch.recv_timeout(T).unwrap().unwrap(),
+                ch.recv_wait(T).unwrap().unwrap(),
                 i.to_le_bytes().repeat(100)
             );
         }
@@ -138,7 +139,7 @@ fn parts_from_several_threads_keep_order_under_a_full_socket(transport: &str) {
                 for i in 0..60u64 {
                     let body = bytes((i as usize * 7919 + c * 131) % 200_000, c as u64 * 1000 + i);
                     let head = [c as u8, i as u8];
-                    ch.send_parts_timeout(&[&head, &body], T).unwrap();
+                    ch.send_parts(&[&head, &body], T).unwrap();
                 }
             });
             scope.spawn(move || {
@@ -147,7 +148,7 @@ fn parts_from_several_threads_keep_order_under_a_full_socket(transport: &str) {
                 std::thread::sleep(Duration::from_millis(300));
                 for i in 0..60u64 {
                     let body = bytes((i as usize * 7919 + c * 131) % 200_000, c as u64 * 1000 + i);
-                    let got = ch.recv_timeout(T).unwrap().expect("message");
+                    let got = ch.recv_wait(T).unwrap().expect("message");
                     assert_eq!(&got[..2], &[c as u8, i as u8], "channel {c} message {i}");
                     assert!(
                         got[2..] == body[..],
@@ -171,20 +172,20 @@ fn too_large_is_an_error_at_the_call(transport: &str) {
         })
     ));
     assert!(matches!(
-        ch.try_send(&[0; 1001]),
+        ch.send_wait(&[0; 1001], Wait::Never),
         Err(LinkError::TooLarge { .. })
     ));
     assert!(matches!(
-        ch.try_send_parts(&[&[0; 1000], &[0]]),
+        ch.send_parts(&[&[0; 1000], &[0]], Wait::Never),
         Err(LinkError::TooLarge { len: 1001, .. })
     ));
     // Parts go as one message (a fresh channel has credit for it).
-    ch.try_send_parts(&[&[2; 600], &[3; 400]]).unwrap();
+    ch.send_parts(&[&[2; 600], &[3; 400]], Wait::Never).unwrap();
     let mut joined = vec![2; 600];
     joined.extend_from_slice(&[3; 400]);
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), joined);
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), joined);
     ch.send(&[1; 1000]).unwrap();
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), vec![1; 1000]);
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), vec![1; 1000]);
 }
 
 fn timeouts_and_non_blocking_calls(transport: &str) {
@@ -194,16 +195,19 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
         let s = server.accept().unwrap();
         let ch = s.accept().unwrap();
         // Never read: the host's credit runs out.
-        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"go");
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"go");
         std::thread::sleep(Duration::from_millis(300));
         ch.send(b"late").unwrap();
         (s, ch)
     });
     let s = common::connect(&url).unwrap();
     let ch = s.open("t", opts(64, 256)).unwrap();
-    assert!(matches!(ch.try_recv(), Err(LinkError::WouldBlock)));
     assert!(matches!(
-        ch.recv_timeout(Duration::from_millis(50)),
+        ch.recv_wait(Wait::Never),
+        Err(LinkError::WouldBlock)
+    ));
+    assert!(matches!(
+        ch.recv_wait(Duration::from_millis(50)),
         Err(LinkError::Timeout)
     ));
     // Receiving into a buffer keeps the deadline too (on shm it first waits without the
@@ -211,7 +215,7 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
     let mut buf = b"kept".to_vec();
     let start = std::time::Instant::now();
     assert!(matches!(
-        ch.recv_into_timeout(&mut buf, Duration::from_millis(50)),
+        ch.recv_into(&mut buf, Duration::from_millis(50)),
         Err(LinkError::Timeout)
     ));
     assert!(
@@ -221,24 +225,27 @@ fn timeouts_and_non_blocking_calls(transport: &str) {
     );
     assert_eq!(buf, b"kept");
     assert!(matches!(
-        ch.try_recv_into(&mut buf),
+        ch.recv_into(&mut buf, Wait::Never),
         Err(LinkError::WouldBlock)
     ));
     ch.send(b"go").unwrap();
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"late");
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"late");
     // The engine keeps its end but does not read: fill the window, then block.
     let mut sent = 2;
     while sent + 64 <= 256 {
-        ch.try_send(&[0; 64]).unwrap();
+        ch.send_wait(&[0; 64], Wait::Never).unwrap();
         sent += 64;
     }
-    assert!(matches!(ch.try_send(&[0; 64]), Err(LinkError::WouldBlock)));
     assert!(matches!(
-        ch.try_send_parts(&[&[0; 32], &[0; 32]]),
+        ch.send_wait(&[0; 64], Wait::Never),
         Err(LinkError::WouldBlock)
     ));
     assert!(matches!(
-        ch.send_timeout(&[0; 64], Duration::from_millis(50)),
+        ch.send_parts(&[&[0; 32], &[0; 32]], Wait::Never),
+        Err(LinkError::WouldBlock)
+    ));
+    assert!(matches!(
+        ch.send_wait(&[0; 64], Duration::from_millis(50)),
         Err(LinkError::Timeout)
     ));
     drop(engine.join().unwrap());
@@ -252,8 +259,8 @@ fn synchronous_send_waits_for_the_receiver(transport: &str) {
         let s = server.accept().unwrap();
         let ch = s.accept().unwrap();
         go_rx.recv().unwrap();
-        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"one");
-        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"two");
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"one");
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"two");
         (s, ch)
     });
     let s = common::connect(&url).unwrap();
@@ -268,7 +275,7 @@ fn synchronous_send_waits_for_the_receiver(transport: &str) {
         .unwrap();
     // The receiver has not taken it: the rendezvous does not happen.
     assert!(matches!(
-        ch.send_timeout(b"one", Duration::from_millis(200)),
+        ch.send_wait(b"one", Duration::from_millis(200)),
         Err(LinkError::Timeout)
     ));
     go_tx.send(()).unwrap();
@@ -286,7 +293,7 @@ fn select_returns_the_ready_channel(transport: &str) {
         let c = s.accept().unwrap();
         assert_eq!(b.name(), "b");
         b.send(b"on b").unwrap();
-        assert_eq!(c.recv_timeout(T).unwrap().unwrap(), b"done");
+        assert_eq!(c.recv_wait(T).unwrap().unwrap(), b"done");
         a.send(b"on a").unwrap();
         (s, a, b, c)
     });
@@ -347,15 +354,15 @@ fn slow_channel_does_not_stall_others(transport: &str) {
     let slow = s.open("slow", opts(4096, 64 * 1024)).unwrap();
     let fast = s.open("fast", opts(4096, 64 * 1024)).unwrap();
     let mut n = 0;
-    while slow.try_send(&[7; 4096]).is_ok() {
+    while slow.send_wait(&[7; 4096], Wait::Never).is_ok() {
         n += 1;
         assert!(n <= 16, "credit exceeded the receive buffer");
     }
     assert_eq!(n, 16);
     for i in 0..500u32 {
         let msg = i.to_le_bytes().repeat(1000);
-        fast.send_timeout(&msg, T).unwrap();
-        assert_eq!(fast.recv_timeout(T).unwrap().unwrap(), msg);
+        fast.send_wait(&msg, T).unwrap();
+        assert_eq!(fast.recv_wait(T).unwrap().unwrap(), msg);
     }
     fast.close().unwrap();
     drop(engine.join().unwrap());
@@ -367,7 +374,7 @@ fn peer_close_ends_blocked_calls(transport: &str) {
     let engine = std::thread::spawn(move || {
         let s = server.accept().unwrap();
         let ch = s.accept().unwrap();
-        assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"hello");
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"hello");
         std::thread::sleep(Duration::from_millis(200));
         s.close();
         drop(ch);
@@ -376,10 +383,10 @@ fn peer_close_ends_blocked_calls(transport: &str) {
     let ch = s.open("bye", ChannelOptions::default()).unwrap();
     ch.send(b"hello").unwrap();
     // Blocked in recv when the engine says goodbye: end of stream, then sends fail.
-    assert_eq!(ch.recv_timeout(T).unwrap(), None);
+    assert_eq!(ch.recv_wait(T).unwrap(), None);
     engine.join().unwrap();
     let r = (0..100)
-        .map(|_| ch.send_timeout(&[0; 1000], T))
+        .map(|_| ch.send_wait(&[0; 1000], T))
         .find(|r| r.is_err());
     assert!(matches!(r, Some(Err(LinkError::PeerGone))), "{r:?}");
     assert!(matches!(
@@ -423,7 +430,7 @@ fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
             .spawn(|| {
                 let mut buf = Vec::new();
                 for i in 0..10 {
-                    assert!(a.recv_into_timeout(&mut buf, T).unwrap());
+                    assert!(a.recv_into(&mut buf, T).unwrap());
                     assert_eq!(buf, format!("a{i}").as_bytes());
                 }
             })
@@ -435,20 +442,20 @@ fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
     let start = std::time::Instant::now();
     assert_eq!(select(&[&b], Some(T)).unwrap(), 0);
     assert!(start.elapsed() < quick, "select took {:?}", start.elapsed());
-    assert_eq!(b.try_recv().unwrap().unwrap(), b"b0");
+    assert_eq!(b.recv_wait(Wait::Never).unwrap().unwrap(), b"b0");
     // A message of `b` ahead of `a`'s: `a`'s receiver stores it and goes on to its own.
     let mut buf = Vec::new();
     go_tx.send("b1 then a10").unwrap();
-    assert!(a.recv_into_timeout(&mut buf, T).unwrap());
+    assert!(a.recv_into(&mut buf, T).unwrap());
     assert_eq!(buf, b"a10");
     let start = std::time::Instant::now();
-    assert_eq!(b.recv_timeout(T).unwrap().unwrap(), b"b1");
+    assert_eq!(b.recv_wait(T).unwrap().unwrap(), b"b1");
     assert!(start.elapsed() < quick, "recv took {:?}", start.elapsed());
     // Closing the session ends a receive blocked on `a`, and later calls fail at once.
     std::thread::scope(|scope| {
         let blocked = scope.spawn(|| {
             let start = std::time::Instant::now();
-            let r = a.recv_into_timeout(&mut buf, T);
+            let r = a.recv_into(&mut buf, T);
             (r, start.elapsed())
         });
         std::thread::sleep(Duration::from_millis(100));
@@ -460,7 +467,7 @@ fn a_finished_receiver_keeps_nothing_from_others(transport: &str) {
             "a blocked receive took {took:?}"
         );
     });
-    assert!(a.try_recv().is_err());
+    assert!(a.recv_wait(Wait::Never).is_err());
     drop(go_tx);
     drop(engine.join().unwrap());
 }
@@ -487,12 +494,12 @@ fn receiving_at_an_offset_keeps_room_in_front(transport: &str) {
         let msg = bytes(len, i as u64);
         ch.send(&msg).unwrap();
         if i % 2 == 0 {
-            assert!(ch.recv_into_at(&mut buf, front).unwrap());
+            assert!(ch.recv_into_at(&mut buf, front, Wait::Forever).unwrap());
         } else {
             // The echo may not be back yet: look again until it is.
             let t = std::time::Instant::now();
             loop {
-                match ch.try_recv_into_at(&mut buf, front) {
+                match ch.recv_into_at(&mut buf, front, Wait::Never) {
                     Err(LinkError::WouldBlock) if t.elapsed() < T => {
                         std::thread::sleep(Duration::from_millis(1))
                     }
@@ -570,9 +577,9 @@ fn a_cork_holds_a_sessions_messages_until_one_is_dropped() {
             "one session, one cork"
         );
         for i in 0..3u8 {
-            ch.try_send(&[i; 100]).unwrap();
+            ch.send_wait(&[i; 100], Wait::Never).unwrap();
         }
-        other.try_send(b"x").unwrap();
+        other.send_wait(b"x", Wait::Never).unwrap();
         let wait = Duration::from_millis(200);
         assert!(
             seen.recv_timeout(wait).is_err(),
@@ -597,7 +604,7 @@ fn a_cork_holds_a_sessions_messages_until_one_is_dropped() {
             );
         }
         // The cork still held holds what comes next, until it goes too.
-        ch.try_send(b"held").unwrap();
+        ch.send_wait(b"held", Wait::Never).unwrap();
         assert!(
             seen.recv_timeout(wait).is_err(),
             "{transport}: a message went out while a cork was still held"
@@ -605,7 +612,7 @@ fn a_cork_holds_a_sessions_messages_until_one_is_dropped() {
         drop(outer);
         assert_eq!(seen.recv_timeout(T).unwrap().1, b"held");
         // Uncorked, a message goes at once again.
-        ch.try_send(b"after").unwrap();
+        ch.send_wait(b"after", Wait::Never).unwrap();
         assert_eq!(seen.recv_timeout(T).unwrap().1, b"after");
     }
 }

@@ -25,7 +25,7 @@ fn served(url: &str) {
     let s = Session::connect(url).expect("connect");
     let ch = s.open("ok", ChannelOptions::default()).expect("open");
     ch.send(b"still here").unwrap();
-    let m = ch.recv_timeout(Duration::from_secs(20)).unwrap();
+    let m = ch.recv_wait(Duration::from_secs(20)).unwrap();
     assert_eq!(m.as_deref(), Some(&b"still here"[..]));
 }
 
@@ -42,7 +42,7 @@ fn a_session_opening_10000_channels_is_refused_past_its_budget_and_the_next_is_s
     // refused, or, once the peer keeps too many refused ones open, the whole link).
     chans[0].send(b"first").unwrap();
     let why = loop {
-        match chans.last().unwrap().recv_timeout(Duration::from_secs(20)) {
+        match chans.last().unwrap().recv_wait(Duration::from_secs(20)) {
             Err(e) => break e.to_string(),
             Ok(Some(_)) => continue,
             Ok(None) => panic!("channel ended without a refusal"),
@@ -62,7 +62,7 @@ fn channels_whose_windows_are_too_large_are_refused_and_the_session_goes_on() {
         ..ChannelOptions::default()
     };
     let big = s.open("big", huge).unwrap();
-    match big.recv_timeout(Duration::from_secs(20)) {
+    match big.recv_wait(Duration::from_secs(20)) {
         Err(LinkError::Reset { reason, .. }) => {
             assert!(
                 reason.contains("max_channel_window") && reason.contains("--max-channel-window"),
@@ -74,7 +74,7 @@ fn channels_whose_windows_are_too_large_are_refused_and_the_session_goes_on() {
     let ok = s.open("ok", ChannelOptions::default()).unwrap();
     ok.send(b"fine").unwrap();
     assert_eq!(
-        ok.recv_timeout(Duration::from_secs(20)).unwrap().as_deref(),
+        ok.recv_wait(Duration::from_secs(20)).unwrap().as_deref(),
         Some(&b"fine"[..])
     );
 }
@@ -92,14 +92,14 @@ fn sessions_past_the_limit_are_refused_naming_the_flag() {
         for s in [&a, &b] {
             let ch = s.open("x", ChannelOptions::default()).unwrap();
             ch.send(b"x").unwrap();
-            assert!(ch.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+            assert!(ch.recv_wait(Duration::from_secs(20)).unwrap().is_some());
         }
         let why = match Session::connect(&url) {
             Err(e) => e.to_string(),
             Ok(c) => {
                 let ch = c.open("x", ChannelOptions::default()).unwrap();
                 let _ = ch.send(b"x");
-                match ch.recv_timeout(Duration::from_secs(20)) {
+                match ch.recv_wait(Duration::from_secs(20)) {
                     Err(e) => e.to_string(),
                     Ok(m) => panic!("{transport}: a third session was served: {m:?}"),
                 }

@@ -32,7 +32,7 @@ fn loans_round_trip_through_the_echo_in_place() {
             .enumerate()
             .for_each(|(j, b)| *b = (j as u8) ^ i);
         ch.send_loan(loan).unwrap();
-        match ch.recv_message_timeout(T).unwrap().unwrap() {
+        match ch.recv_message(T).unwrap().unwrap() {
             Message::Loan(back) => {
                 assert_eq!(back.len(), len);
                 assert!(
@@ -50,9 +50,9 @@ fn loans_round_trip_through_the_echo_in_place() {
     ch.send(b"first").unwrap();
     ch.send_loan(loan).unwrap();
     ch.send(b"third").unwrap();
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"first");
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"abc");
-    assert_eq!(ch.recv_timeout(T).unwrap().unwrap(), b"third");
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"first");
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"abc");
+    assert_eq!(ch.recv_wait(T).unwrap().unwrap(), b"third");
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn echo(server: Server) {
 fn echoes(s: &Session) {
     let ch = s.open("ok", ChannelOptions::default()).expect("open");
     ch.send(b"still here").unwrap();
-    let m = ch.recv_timeout(Duration::from_secs(20)).unwrap();
+    let m = ch.recv_wait(Duration::from_secs(20)).unwrap();
     assert_eq!(m.as_deref(), Some(&b"still here"[..]));
 }
 

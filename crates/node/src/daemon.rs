@@ -60,6 +60,7 @@ use crate::DaemonLimits;
 use offhost_engine::Files;
 use offhost_engine::Registry;
 use offhost_engine::{EngineConfig, Pipeline, RunError, Running, Stats};
+use offhost_link::Wait;
 
 pub mod keep;
 mod reply;
@@ -506,14 +507,14 @@ impl Daemon {
             loop {
                 // Into a buffer host-in is done with: no new memory per message.
                 let mut m = input.spare();
-                let got = match ch.try_recv_into_at(&mut m, front) {
+                let got = match ch.recv_into_at(&mut m, front, Wait::Never) {
                     Err(LinkError::WouldBlock) => {
                         // Nothing more at once: host-in hears of the rest before we wait.
                         if quiet > 0 {
                             input.wake();
                             quiet = 0;
                         }
-                        ch.recv_into_at(&mut m, front)
+                        ch.recv_into_at(&mut m, front, Wait::Forever)
                     }
                     got => got,
                 };
@@ -558,9 +559,7 @@ impl Daemon {
             while let Some(buf) = next()? {
                 // On error the output drops: the branch ends.
                 if output.whole() {
-                    crate::link_task::in_parts(&buf, max - 1, |p| {
-                        ch.send_parts_timeout(p, Duration::MAX)
-                    })?;
+                    crate::link_task::in_parts(&buf, max - 1, |p| ch.send_parts(p, Duration::MAX))?;
                 } else {
                     for part in buf.chunks(max) {
                         ch.send(part)?;

@@ -203,7 +203,7 @@ pub(crate) const CANCEL_CHECK: Duration = Duration::from_millis(100);
 /// Sends one message made of `parts` joined, waiting for credit as long as the pipeline runs.
 pub(crate) fn send(ch: &Channel, parts: &[&[u8]], cancel: &AtomicBool) -> Result<(), RemoteError> {
     loop {
-        match ch.send_parts_timeout(parts, CANCEL_CHECK) {
+        match ch.send_parts(parts, CANCEL_CHECK) {
             Ok(()) => return Ok(()),
             // Ordering: Acquire pairs with the Release store in `EngineOut::drop` (and
             // `Call::drop`).

@@ -325,7 +325,7 @@ fn finished_pipelines_nobody_asked_about_count_against_the_free_list_limit() {
         match c
             .open_output(id, "out")
             .unwrap()
-            .recv_timeout(Duration::from_secs(20))
+            .recv_wait(Duration::from_secs(20))
         {
             Ok(Some(m)) => Ok(m.len()),
             Ok(None) => Err("an empty stream".into()),
@@ -359,7 +359,7 @@ fn a_daemon_out_of_threads_refuses_the_channel_and_serves_the_next_host() {
         .collect();
     let c = s.open("control", ChannelOptions::default()).unwrap();
     c.send(br#"{"op":"list"}"#).unwrap();
-    match c.recv_timeout(Duration::from_secs(20)) {
+    match c.recv_wait(Duration::from_secs(20)) {
         Err(e) => assert!(e.to_string().contains("--max-threads"), "{e}"),
         Ok(m) => panic!("a fifth thread ran: {m:?}"),
     }
@@ -406,7 +406,7 @@ fn a_wait_whose_client_has_gone_frees_its_thread() {
         .unwrap();
     // The wait holds the thread while its host is there.
     assert!(matches!(
-        c.recv_timeout(Duration::from_millis(300)),
+        c.recv_wait(Duration::from_millis(300)),
         Err(offhost_link::LinkError::Timeout)
     ));
     drop(c);
@@ -441,7 +441,7 @@ fn a_wait_whose_client_only_closed_its_side_still_gets_its_reply() {
         .unwrap();
     input.send(b"x").unwrap();
     input.close().unwrap();
-    let reply = c.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    let reply = c.recv_wait(Duration::from_secs(30)).unwrap().unwrap();
     let Reply::Ok(v) = Reply::<Status>::from_wire(&reply).unwrap() else {
         panic!("refused: {}", String::from_utf8_lossy(&reply));
     };
@@ -461,7 +461,7 @@ fn free_lists_an_unread_output_still_holds_count_after_their_pipeline_ended() {
         .open(&format!("out/{}/out", a.id), ChannelOptions::default())
         .unwrap();
     // Its first message shows the daemon's thread has taken the output.
-    let first = unread.recv_timeout(Duration::from_secs(20)).unwrap();
+    let first = unread.recv_wait(Duration::from_secs(20)).unwrap();
     assert!(first.is_some_and(|m| !m.is_empty()));
     // Ended, and settled (the status of a finished pipeline lets go of what it holds).
     assert_eq!(c.wait(a.id).unwrap().state, "finished");
@@ -499,7 +499,7 @@ fn an_output_whose_host_has_gone_frees_its_thread_while_the_pipeline_sends_nothi
         .open(&format!("out/{}/out", a.id), ChannelOptions::default())
         .unwrap();
     assert!(matches!(
-        out.recv_timeout(Duration::from_millis(300)),
+        out.recv_wait(Duration::from_millis(300)),
         Err(offhost_link::LinkError::Timeout)
     ));
     drop(out);
@@ -525,13 +525,13 @@ fn a_service_that_has_ended_leaves_nothing_counted_against_the_free_list_limit()
         .open(&format!("call/{}/svc", svc.id), ChannelOptions::default())
         .unwrap();
     call.send(&[offhost_engine::LAST, 1, 2, 3]).unwrap();
-    let answer = call.recv_timeout(Duration::from_secs(20)).unwrap();
+    let answer = call.recv_wait(Duration::from_secs(20)).unwrap();
     assert_eq!(
         answer.as_deref(),
         Some(&[offhost_engine::LAST, 1, 2, 3][..])
     );
     call.close().unwrap();
-    assert_eq!(call.recv_timeout(Duration::from_secs(20)).unwrap(), None);
+    assert_eq!(call.recv_wait(Duration::from_secs(20)).unwrap(), None);
     c.stop(svc.id).unwrap();
     assert_eq!(c.wait(svc.id).unwrap().state, "finished");
     let next = c

@@ -330,7 +330,7 @@ fn a_caller_whose_parts_are_not_whole_is_refused_and_the_service_goes_on() {
     for bad in [&[9u8, 1, 2][..], &[]] {
         let ch = session.open(&name, Default::default()).unwrap();
         ch.send(bad).unwrap();
-        let e = match ch.recv_timeout(Duration::from_secs(10)) {
+        let e = match ch.recv_wait(Duration::from_secs(10)) {
             Err(e) => e.to_string(),
             Ok(m) => panic!("{bad:?}: answered {m:?}"),
         };
@@ -406,17 +406,17 @@ fn a_caller_that_goes_while_waiting_for_its_turn_is_let_go() {
     second.close().unwrap();
     // The daemon lets it go: its channel ends (before, its thread waited for its turn for as
     // long as the first call took, here for ever).
-    match second.recv_timeout(Duration::from_secs(10)) {
+    match second.recv_wait(Duration::from_secs(10)) {
         Ok(None) => {}
         other => panic!("the second caller's channel was kept: {other:?}"),
     }
     // The first still waits for its answer; ending the service by force ends it.
     assert!(matches!(
-        first.recv_timeout(Duration::from_millis(100)),
+        first.recv_wait(Duration::from_millis(100)),
         Err(offhost_link::LinkError::Timeout)
     ));
     c.abort(sub.id).unwrap();
-    match first.recv_timeout(Duration::from_secs(20)) {
+    match first.recv_wait(Duration::from_secs(20)) {
         Err(e) => assert!(e.to_string().contains("ended without answering"), "{e}"),
         Ok(m) => panic!("the first caller got {m:?}"),
     }
@@ -791,7 +791,7 @@ fn a_service_answers_on_the_thread_that_waits() {
         // thread runs the service's tasks itself.
         std::thread::sleep(Duration::from_millis(50));
         ch.send(&[offhost_engine::LAST, i]).unwrap();
-        let answer = ch.recv_timeout(Duration::from_secs(20)).unwrap().unwrap();
+        let answer = ch.recv_wait(Duration::from_secs(20)).unwrap().unwrap();
         assert_eq!(answer, [offhost_engine::LAST, i]);
     }
     // A worker that wakes on its own (every 200 ms) may take a turn first now and then, and

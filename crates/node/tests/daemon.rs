@@ -65,7 +65,7 @@ fn submit_stream_in_and_out_and_wait() {
         input.close().unwrap();
     });
     let mut got = Vec::new();
-    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+    while let Some(m) = output.recv_wait(Duration::from_secs(20)).unwrap() {
         got.extend_from_slice(&m);
     }
     sender.join().unwrap();
@@ -116,7 +116,7 @@ fn a_host_that_disconnects_ends_its_branch_only() {
             .submit("tone >a:p(8,4096)\nhost-out name=out <a\n")
             .unwrap();
         let out = host.open_output(sub.id, "out").unwrap();
-        assert!(out.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+        assert!(out.recv_wait(Duration::from_secs(20)).unwrap().is_some());
         sub
         // host and its channel drop here: the link closes.
     };
@@ -186,7 +186,7 @@ fn refusal(ch: &offhost_link::Channel) -> String {
     std::thread::sleep(Duration::from_millis(200));
     ch.send(b"x")
         .expect("a send before the refusal is read is taken");
-    match ch.recv_timeout(Duration::from_secs(10)) {
+    match ch.recv_wait(Duration::from_secs(10)) {
         Err(e) => e.to_string(),
         Ok(m) => panic!("the channel was not refused: {m:?}"),
     }
@@ -211,7 +211,7 @@ fn channels_to_no_pipeline_or_no_host_in_are_refused_and_the_host_served() {
     input.send(&[5u8; 10_000]).unwrap();
     input.close().unwrap();
     let mut got = Vec::new();
-    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+    while let Some(m) = output.recv_wait(Duration::from_secs(20)).unwrap() {
         got.extend_from_slice(&m);
     }
     assert_eq!(got, vec![5u8; 10_000]);
@@ -248,7 +248,7 @@ fn a_named_pipeline_is_found_by_its_name_and_one_running_pipeline_holds_a_name()
     input.send(&[3u8; 5000]).unwrap();
     input.close().unwrap();
     let mut got = Vec::new();
-    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+    while let Some(m) = output.recv_wait(Duration::from_secs(20)).unwrap() {
         got.extend_from_slice(&m);
     }
     assert_eq!(got, vec![3u8; 5000]);

@@ -401,7 +401,7 @@ fn a_remote_host_feeds_a_pipeline_through_its_host_in() {
     }
     a.send(ch, b"").unwrap(); // the end of that input
     let mut got = Vec::new();
-    while let Some(m) = output.recv_timeout(Duration::from_secs(20)).unwrap() {
+    while let Some(m) = output.recv_wait(Duration::from_secs(20)).unwrap() {
         got.extend_from_slice(&m);
     }
     assert_eq!(got, data);

@@ -20,7 +20,7 @@ pub fn link_connect(url: &str, options: &LinkOptions) -> Result<Session> {
     let s = Session::connect_with(url, options)?;
     let ch = s.open("hello", ChannelOptions::default())?;
     ch.send(b"hello")?;
-    match ch.recv_timeout(GIVE_UP)? {
+    match ch.recv_wait(GIVE_UP)? {
         Some(m) if m == b"hello" => Ok(s),
         other => Err(Error::Check(format!("the echo answered {other:?}"))),
     }
@@ -33,7 +33,7 @@ pub fn link_throughput(s: &Session, size: usize, count: usize) -> Result<f64> {
     let t0 = Instant::now();
     for _ in 0..count {
         ch.send(&msg)?;
-        match ch.recv_timeout(GIVE_UP)? {
+        match ch.recv_wait(GIVE_UP)? {
             Some(m) if m.len() == size => {}
             other => return Err(Error::Check(format!("echo of {size} bytes: {other:?}"))),
         }

@@ -19,6 +19,7 @@ use crate::channel::Served;
 use crate::error::{check, Context as _, Error, Result};
 use crate::process::{unique_name, PeerProcess, EXIT_GRACE, START_TIMEOUT};
 use crate::tls::{self, Pki};
+use offhost_link::Wait;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
@@ -197,7 +198,9 @@ impl PingPeer {
             }
             Ends::Channel(ch, _) => {
                 ch.send(data)?;
-                check(ch.recv_into(back)?, || "echo ended the stream".into())?;
+                check(ch.recv_into(back, Wait::Forever)?, || {
+                    "echo ended the stream".into()
+                })?;
             }
             Ends::Plain(run) => {
                 run.conn().send(data)?;

@@ -10,6 +10,7 @@ use offhost_proto::peer::{DataName, Lane};
 use super::bucket::{Bucket, Rate};
 use super::runner::{self, Runner};
 use super::{finish, ErrorCode, Failure, Inner, Msg, Outgoing};
+use crate::wait::Wait;
 use crate::{Channel, Cork, LinkError};
 
 /// Messages up to this size are sent by the caller's thread when nothing is ahead of them
@@ -603,7 +604,7 @@ impl PeerLane {
         s.inflight.push_back(out);
         let generation = s.generation;
         drop(st);
-        let mut r = ch.try_send(&data);
+        let mut r = ch.send_wait(&data, Wait::Never);
         if let (
             Writer::Sender {
                 credit_wait: Some(w),
@@ -611,7 +612,7 @@ impl PeerLane {
             Err(LinkError::WouldBlock),
         ) = (writer, &r)
         {
-            r = ch.send_timeout(&data, w);
+            r = ch.send_wait(&data, w);
         }
         drop(data);
         let mut st = self.lock();

@@ -10,6 +10,7 @@ use offhost_proto::peer::{DataName, Lane, PeerMessage, CONTROL_CHANNEL, PEER_VER
 
 use super::lane::PeerLane;
 use super::{ErrorCode, Failure, Inner};
+use crate::wait::Wait;
 use crate::{Channel, ChannelOptions, LinkError, SendMode, Session};
 
 /// How long each side waits for the other's hello.
@@ -76,7 +77,7 @@ fn hello(inner: &Inner, lane: Lane) -> Vec<u8> {
 /// Waits for the peer's hello on `control`: its lane, instance and name.
 fn their_hello(control: &Channel, what: &str) -> Result<(Lane, u64, String), Failure> {
     let refused = |why: String| Failure::new(ErrorCode::Refused, format!("{what}: {why}"));
-    let msg = match control.recv_timeout(HELLO_TIMEOUT) {
+    let msg = match control.recv_wait(HELLO_TIMEOUT) {
         Ok(Some(m)) => m,
         Ok(None) => return Err(refused("the peer closed before its hello".into())),
         Err(LinkError::Timeout) => return Err(refused("no hello within 5 s".into())),
@@ -416,7 +417,7 @@ impl Runner {
             }
             if last_ping.elapsed() >= PING_EVERY {
                 last_ping = Instant::now();
-                match self.control.try_send(&ping) {
+                match self.control.send_wait(&ping, Wait::Never) {
                     Ok(()) | Err(LinkError::WouldBlock) => {}
                     Err(e) => break format!("ping: {e}"),
                 }
@@ -424,7 +425,7 @@ impl Runner {
             if self.silent_for() > self.timeout {
                 break format!("nothing heard for {:?}", self.timeout);
             }
-            match self.control.recv_into_timeout(&mut buf, PING_EVERY) {
+            match self.control.recv_into(&mut buf, PING_EVERY) {
                 Ok(true) => {}
                 Ok(false) => break "the peer closed the link".into(),
                 Err(LinkError::Timeout) => continue,
@@ -556,7 +557,7 @@ impl Runner {
         let mut taken = 0u64;
         let mut buf = Vec::new();
         loop {
-            match ch.recv_into(&mut buf) {
+            match ch.recv_into(&mut buf, Wait::Forever) {
                 Ok(true) => {}
                 Ok(false) | Err(_) => return,
             }
@@ -600,7 +601,7 @@ impl Runner {
                 if n >= ACK_BATCH {
                     break;
                 }
-                match ch.try_recv_into(&mut buf) {
+                match ch.recv_into(&mut buf, Wait::Never) {
                     Ok(true) => {}
                     _ => break,
                 }

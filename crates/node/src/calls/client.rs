@@ -43,6 +43,7 @@ use offhost_engine::Buffer;
 use offhost_engine::Get;
 use offhost_engine::{ArgError, Args, Build, Registry, TaskInfo};
 use offhost_engine::{Context, Priority, Status, Task, TaskError};
+use offhost_link::Wait;
 
 /// Registers `call`, reaching engines as `links` allows.
 pub(crate) fn register(r: &mut Registry, links: Arc<Links>) {
@@ -236,7 +237,7 @@ impl Client {
         let mut answer = Joiner::answer(self.limit);
         let deadline = self.deadline();
         loop {
-            match resp.recv_into_timeout(msg, CANCEL_CHECK) {
+            match resp.recv_into(msg, CANCEL_CHECK) {
                 Ok(true) => {}
                 Ok(false) if !answer.started() => return Ok(None),
                 Ok(false) => return Err(RemoteError::AnswerCut),
@@ -343,7 +344,7 @@ impl Call {
         };
         let request = match self.link.get() {
             Some(ch) if (b.len() as u64) < ch.options().max_message => {
-                match ch.try_send_parts(&[&[offhost_engine::LAST], &b]) {
+                match ch.send_parts(&[&[offhost_engine::LAST], &b], Wait::Never) {
                     Ok(()) => Request::Sent,
                     // Out of credit, or the link broke: the thread sends it, or finds why.
                     Err(_) => Request::Send(b),

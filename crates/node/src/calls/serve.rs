@@ -36,6 +36,7 @@ use crate::refusal::Refusal;
 use offhost_engine::call::{ServiceError, OUT_OF_STEP};
 use offhost_engine::Stopper;
 use offhost_engine::{HostError, HostInput, HostOutput};
+use offhost_link::Wait;
 
 /// One pipeline's service: its host ports, shared by its callers (a daemon's `call/ID/NAME`
 /// channels; a pipeline's own calls use `own_call.rs` instead). Dropping the last
@@ -115,7 +116,7 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
     loop {
         let mut request = Joiner::request(service.limit);
         let whole = loop {
-            if !ch.recv_into(&mut msg)? {
+            if !ch.recv_into(&mut msg, Wait::Forever)? {
                 // The caller is done (a request cut short is dropped).
                 return ch.close();
             }
@@ -127,7 +128,7 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
         };
         // While it waits for its turn, a caller sends nothing: a message then is one too
         // many, and the end of its stream means it has gone.
-        let mut left = || match ch.try_recv_into(&mut msg) {
+        let mut left = || match ch.recv_into(&mut msg, Wait::Never) {
             Err(LinkError::WouldBlock) => None,
             Ok(false) => Some(Left::Gone),
             Ok(true) => Some(Left::Wrong(
@@ -140,9 +141,7 @@ pub(crate) fn serve(ch: &Channel, service: &Service) -> Result<(), LinkError> {
             Err(Left::Gone) => return ch.close(),
             Err(Left::Wrong(why)) => return ch.refuse(&format!("{}: {why}", ch.name())),
         };
-        crate::link_task::in_parts(&answer, max - 1, |p| {
-            ch.send_parts_timeout(p, Duration::MAX)
-        })?;
+        crate::link_task::in_parts(&answer, max - 1, |p| ch.send_parts(p, Duration::MAX))?;
     }
 }
 
