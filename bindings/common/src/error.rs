@@ -159,6 +159,14 @@ impl Error {
             _ => offhost_units::OverLimit::find(self).copied(),
         }
     }
+
+    /// The setting that would have allowed what this failure refused (plain tcp, a
+    /// `tls:` URL without certificates, a peer of another uid), by the same id as the
+    /// bindings' parameter where they have one (`insecure`, `tls_certificates`); Python: the
+    /// exception's `setting`.
+    pub fn needs(&self) -> Option<offhost_units::Setting> {
+        offhost_units::Needs::find(self).map(|n| n.setting)
+    }
 }
 
 /// The kind of a queue failure: a spent budget is "not now" (reap completions first), a

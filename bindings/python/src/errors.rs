@@ -106,13 +106,18 @@ pub(crate) fn at_path(path: &std::path::Path, e: impl Into<Error>) -> PyErr {
     })
 }
 
-/// `err` with the limit `e` went over, if any, as its `limit` (the id) and `limit_value`.
+/// `err` with the limit `e` went over, if any, as its `limit` (the id) and `limit_value`, and
+/// the setting that would have allowed what it refused, if any, as its `setting` (the id, the
+/// keyword argument's name where there is one: `tls_certificates`).
 fn with_limit(py: Python<'_>, err: PyErr, e: &Error) -> PyErr {
+    let v = err.value(py);
+    // An exception takes attributes; were it to refuse, the message still names the limit.
     if let Some(o) = e.over_limit() {
-        let v = err.value(py);
-        // An exception takes attributes; were it to refuse, the message still names the limit.
         let _ = v.setattr("limit", o.limit.id());
         let _ = v.setattr("limit_value", o.value);
+    }
+    if let Some(s) = e.needs() {
+        let _ = v.setattr("setting", s.id());
     }
     err
 }

@@ -39,8 +39,10 @@ def test_a_tls_session_echoes_and_refuses_without_a_good_certificate(
     ch.send(b"over tls")
     assert ch.recv(timeout=10) == b"over tls"
     # No directory: the client cannot even start; another CA's: the server turns it away.
-    with pytest.raises(offhost.Error, match="certificate"):
+    with pytest.raises(offhost.Error, match="the setting tls_certificates") as refused:
         offhost.Session(url)
+    assert refused.value.setting == "tls_certificates", "the keyword argument that allows it"
+    assert "--" not in str(refused.value), "no command-line flag in a Python error"
     other = certs(offhost_bin, tmp_path / "other")
     with pytest.raises(offhost.Error, match="not admitted|certificate"):
         offhost.Session(url, tls_certificates=other)

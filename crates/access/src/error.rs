@@ -43,14 +43,15 @@ pub enum AccessError {
     #[error("tls handshake: {0}")]
     Handshake(std::io::Error),
     /// The peer of a Unix socket runs as a user that is not allowed.
-    #[error(
-        "peer uid {theirs} is not allowed (ours is {ours}; allow it with --allow-uid {theirs})"
-    )]
+    #[error("peer uid {theirs} is not allowed (ours is {ours}; {needs} admits other uids)")]
     PeerUid {
         /// Our uid.
         ours: u32,
         /// The peer's uid.
         theirs: u32,
+        /// What admits it: the setting `allow_uid`.
+        #[source]
+        needs: offhost_units::Needs,
     },
     /// The peer's credentials could not be read.
     #[error("SO_PEERCRED: {0}")]

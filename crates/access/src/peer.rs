@@ -44,6 +44,7 @@ impl AllowUids {
             Ok(())
         } else {
             Err(AccessError::PeerUid {
+                needs: offhost_units::Needs::new(offhost_units::Setting::AllowUid),
                 ours: rustix::process::getuid().as_raw(),
                 theirs,
             })

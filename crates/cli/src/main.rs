@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use offhost_units::limit::{explain, Limit};
+use offhost_units::explain;
 
 /// The allocator of every offhost process: mimalloc, whose per-thread free lists take a
 /// buffer freed by another thread (a message allocated by a link's receiving thread and freed
@@ -85,10 +85,10 @@ fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            // A limit gone over is raised with the command's flag, where the command has one.
+            // A limit gone over is raised, and a refusal allowed, with the command's flag,
+            // where the command has one.
             let cmd = std::env::args().nth(1).unwrap_or_default();
-            let raise = |l: Limit| l.takes(&cmd).then(|| format!("raise it with {}", l.flag()));
-            eprintln!("Error: {}", explain(e.as_ref(), raise));
+            eprintln!("Error: {}", explain(e.as_ref(), |r| r.command_line(&cmd)));
             std::process::ExitCode::FAILURE
         }
     }

@@ -26,6 +26,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use offhost_units::{Needs, Setting};
+
 /// The file access of a pipeline.
 #[derive(Clone, Debug, Default)]
 pub enum Files {
@@ -52,10 +54,14 @@ pub struct Root {
 #[non_exhaustive]
 pub enum FileError {
     /// The pipeline has no file access.
-    #[error("file access refused for {path:?}: pipelines from outside have no file access (start the server with --files DIR to allow paths beneath DIR)")]
+    #[error("file access refused for {path:?}: pipelines from outside have no file access {}", needs.for_peer())]
     Denied {
         /// The path asked for.
         path: String,
+        /// What allows it: the setting `files`. Its words are the server's flag: the refusal
+        /// reaches the pipeline's sender, not whoever runs the server.
+        #[source]
+        needs: Needs,
     },
     /// The path does not resolve beneath the root (or cannot be opened there).
     #[error("file access refused for {path:?} beneath {root}: {source}")]
@@ -69,7 +75,7 @@ pub enum FileError {
     },
     /// The path beneath the root is not a regular file (a device, fifo, socket or
     /// directory), and the engine does not allow reading those.
-    #[error("file access refused for {path:?} beneath {root}: it is a {kind}, not a regular file (start the server with --files-allow-devices to allow devices, fifos and sockets)")]
+    #[error("file access refused for {path:?} beneath {root}: it is a {kind}, not a regular file {}", needs.for_peer())]
     NotRegular {
         /// The path asked for.
         path: String,
@@ -77,6 +83,9 @@ pub enum FileError {
         root: String,
         /// What it is: `character device`, `fifo`...
         kind: &'static str,
+        /// What allows it: the setting `files_allow_devices`.
+        #[source]
+        needs: Needs,
     },
 }
 
@@ -183,6 +192,7 @@ impl Files {
                 "special file"
             };
             return Err(FileError::NotRegular {
+                needs: Needs::new(Setting::FilesAllowDevices),
                 path: path.to_owned(),
                 root: root.path.display().to_string(),
                 kind,
@@ -210,6 +220,7 @@ impl Files {
                 opened: None,
             }),
             Files::Denied => Err(FileError::Denied {
+                needs: Needs::new(Setting::Files),
                 path: path.to_owned(),
             }),
             Files::Beneath(root) => Ok(ReadFile {
@@ -227,6 +238,7 @@ impl Files {
                 beneath: None,
             }),
             Files::Denied => Err(FileError::Denied {
+                needs: Needs::new(Setting::Files),
                 path: path.to_owned(),
             }),
             Files::Beneath(root) => {
@@ -274,6 +286,7 @@ impl Files {
         };
         match self {
             Files::Denied => Err(FileError::Denied {
+                needs: Needs::new(Setting::Files),
                 path: path.to_owned(),
             }),
             Files::Ambient => {
@@ -425,7 +438,15 @@ mod tests {
     #[test]
     fn denied_refuses_everything_and_says_how_to_allow() {
         let e = Files::Denied.open("x").unwrap_err();
-        assert!(e.to_string().contains("--files DIR"), "{e}");
+        let FileError::Denied { needs, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(needs.setting, Setting::Files);
+        // It reaches the pipeline's sender as text: the server's flag.
+        assert!(
+            e.to_string().contains("offhost engine or nbd --files DIR"),
+            "{e}"
+        );
         assert!(Files::Denied.create("x").is_err());
         assert!(Files::Denied.list_dir("").is_err());
     }

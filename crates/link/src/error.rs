@@ -24,11 +24,11 @@ pub enum LinkError {
         source: std::io::Error,
     },
     /// A server was asked to listen on plain TCP without opting in.
-    #[error("refusing to listen on {0}: plain tcp has no authentication or encryption; use tls:HOST:PORT with a certificate directory (--tls-certificates DIR, made by `offhost certs DIR`), or allow plain tcp with --insecure")]
-    Insecure(String),
+    #[error("refusing to listen on {0}: plain tcp has no authentication or encryption; use tls:HOST:PORT with a certificate directory (the setting tls_certificates), or allow plain tcp ({1})")]
+    Insecure(String, #[source] offhost_units::Needs),
     /// A `tls:` URL without a certificate directory.
-    #[error("{0} needs a certificate directory (--tls-certificates DIR; `offhost certs DIR` creates one)")]
-    NoCertificates(String),
+    #[error("{0} needs a certificate directory ({1}; `offhost certs DIR` makes one)")]
+    NoCertificates(String, #[source] offhost_units::Needs),
     /// Certificates, the TLS handshake or a peer check failed.
     #[error("{0}")]
     Access(#[from] offhost_access::AccessError),

@@ -72,6 +72,11 @@ impl LinkOptions {
         self.tls_certificates
             .as_ref()
             .map(offhost_access::CertDir::new)
-            .ok_or_else(|| crate::LinkError::NoCertificates(url.to_owned()))
+            .ok_or_else(|| {
+                crate::LinkError::NoCertificates(
+                    url.to_owned(),
+                    offhost_units::Needs::new(offhost_units::Setting::TlsCertificates),
+                )
+            })
     }
 }

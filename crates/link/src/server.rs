@@ -112,7 +112,10 @@ impl Server {
         let (listener, url) = match Url::parse(url)? {
             Url::Tcp(addr) => {
                 if !options.insecure {
-                    return Err(LinkError::Insecure(format!("tcp:{addr}")));
+                    return Err(LinkError::Insecure(
+                        format!("tcp:{addr}"),
+                        offhost_units::Needs::new(offhost_units::Setting::Insecure),
+                    ));
                 }
                 let (l, url) = bind_tcp(&addr, "tcp")?;
                 (Listener::Tcp(l), url)

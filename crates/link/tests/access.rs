@@ -92,13 +92,23 @@ fn plain_tcp_against_a_tls_server_gets_nothing() {
 #[test]
 fn servers_refuse_plain_tcp_unless_told_and_tls_without_certificates() {
     let e = Server::bind_with("tcp:127.0.0.1:0", &LinkOptions::new()).unwrap_err();
-    assert!(matches!(e, LinkError::Insecure(_)), "{e}");
-    assert!(e.to_string().contains("--insecure"), "{e}");
+    assert!(matches!(e, LinkError::Insecure(..)), "{e}");
+    let needs = |e: &LinkError| offhost_units::Needs::find(e).map(|n| n.setting);
+    assert_eq!(needs(&e), Some(offhost_units::Setting::Insecure), "{e}");
+    assert!(
+        !e.to_string().contains("--"),
+        "no flag in a library's words: {e}"
+    );
     Server::bind_with("tcp:127.0.0.1:0", &LinkOptions::new().insecure(true)).unwrap();
     let e = Server::bind_with("tls:127.0.0.1:0", &LinkOptions::new()).unwrap_err();
-    assert!(matches!(e, LinkError::NoCertificates(_)), "{e}");
+    assert!(matches!(e, LinkError::NoCertificates(..)), "{e}");
+    assert_eq!(needs(&e), Some(offhost_units::Setting::TlsCertificates));
     let e = Session::connect("tls:127.0.0.1:1").unwrap_err();
-    assert!(matches!(e, LinkError::NoCertificates(_)), "{e}");
+    assert!(matches!(e, LinkError::NoCertificates(..)), "{e}");
+    assert!(
+        e.to_string().contains("the setting tls_certificates"),
+        "{e}"
+    );
 }
 
 #[test]

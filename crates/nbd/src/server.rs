@@ -88,8 +88,8 @@ pub enum ServerError {
     #[error("export `{0}` is declared twice")]
     DuplicateExport(String),
     /// Plain TCP without opting in.
-    #[error("refusing to serve {0} without TLS: use --tls=require with --tls-certificates DIR (`offhost certs DIR` creates one), a unix: socket, or allow plain tcp with --insecure")]
-    Insecure(String),
+    #[error("refusing to serve {0} without TLS: require TLS with a certificate directory (the setting tls_certificates), use a unix: socket, or allow plain tcp ({1})")]
+    Insecure(String, #[source] offhost_units::Needs),
 }
 
 /// A connected socket of either family.
@@ -321,7 +321,10 @@ impl Server {
     pub fn check_insecure(&self, insecure: bool) -> Result<(), ServerError> {
         match &self.listener {
             Listener::Tcp(_) if self.tls.mode() != TlsMode::Require && !insecure => {
-                Err(ServerError::Insecure(self.local_addr()))
+                Err(ServerError::Insecure(
+                    self.local_addr(),
+                    offhost_units::Needs::new(offhost_units::Setting::Insecure),
+                ))
             }
             _ => Ok(()),
         }

@@ -70,8 +70,8 @@ pub struct NbdTls {
 #[non_exhaustive]
 pub enum TlsSetupError {
     /// TLS on or required without a certificate directory.
-    #[error("--tls={0} needs --tls-certificates DIR (`offhost certs DIR` creates one)")]
-    NoCertificates(&'static str),
+    #[error("TLS mode {0} needs a certificate directory ({1})")]
+    NoCertificates(&'static str, #[source] offhost_units::Needs),
     /// The directory's certificates could not be loaded.
     #[error("{0}")]
     Certificates(#[from] offhost_access::AccessError),
@@ -94,7 +94,10 @@ impl NbdTls {
             return Ok(NbdTls::off());
         }
         let name = if mode == TlsMode::On { "on" } else { "require" };
-        let dir = dir.ok_or(TlsSetupError::NoCertificates(name))?;
+        let dir = dir.ok_or(TlsSetupError::NoCertificates(
+            name,
+            offhost_units::Needs::new(offhost_units::Setting::TlsCertificates),
+        ))?;
         let auth = if verify_peer {
             ClientAuth::Required
         } else {

@@ -9,13 +9,16 @@
 //!   [`humantime`](https://docs.rs/humantime) crate). [`parse_seconds`] also takes a bare
 //!   number of seconds (`2.5`), as command-line timeouts are written.
 //! - Limits: [`OverLimit`] is how every layer says that something asked for more than one of
-//!   its budgets' [`Limit`]s allows, in no front end's words (see [`limit`]'s doc).
+//!   its budgets' [`Limit`]s allows, in no front end's words (see [`limit`]'s doc); [`Needs`]
+//!   is how it says that a [`Setting`] would have allowed what it refused ([`setting`]).
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
 
 pub mod limit;
-pub use limit::{Limit, OverLimit};
+pub mod setting;
+pub use limit::{explain, Limit, OverLimit, Remedy};
+pub use setting::{Needs, Setting};
 
 /// What is wrong with a size or a duration. The message quotes the text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -229,13 +229,35 @@ impl OverLimit {
     }
 }
 
+/// What a front end may tell its user to do after an error: raise a limit that was gone
+/// over, or set a setting that allows what was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Remedy {
+    /// Raise this limit ([`OverLimit`]).
+    Raise(Limit),
+    /// Set this setting ([`Needs`](crate::setting::Needs)).
+    Allow(crate::setting::Setting),
+}
+
+impl Remedy {
+    /// The `offhost` command line's words for it, if `offhost COMMAND` takes its flag:
+    /// "raise it with --max-tasks", "allow it with --insecure".
+    pub fn command_line(self, command: &str) -> Option<String> {
+        match self {
+            Remedy::Raise(l) => (l.takes(command)).then(|| format!("raise it with {}", l.flag())),
+            Remedy::Allow(s) => (s.takes(command)).then(|| format!("allow it with {}", s.flag())),
+        }
+    }
+}
+
 /// `e` and its sources as one line, `outer: inner: ...`, for a front end to print: a source is
 /// left out where the text before it says it already (an error that carries an [`OverLimit`]
-/// says it in its own message too). If one of them went over a limit and `raise` has words for
-/// it (the front end's way to raise it), they follow in parentheses.
+/// says it in its own message too). If one of them went over a limit, or was refused for want
+/// of a setting, and `words` has words for that [`Remedy`] (the front end's way to raise the
+/// limit or set the setting), they follow in parentheses.
 pub fn explain(
     e: &(dyn std::error::Error + 'static),
-    raise: impl Fn(Limit) -> Option<String>,
+    words: impl Fn(Remedy) -> Option<String>,
 ) -> String {
     let mut text = e.to_string();
     let mut at = e.source();
@@ -246,7 +268,11 @@ pub fn explain(
         }
         at = s.source();
     }
-    match OverLimit::find(e).and_then(|o| raise(o.limit)) {
+    let remedy = match OverLimit::find(e) {
+        Some(o) => Some(Remedy::Raise(o.limit)),
+        None => crate::setting::Needs::find(e).map(|n| Remedy::Allow(n.setting)),
+    };
+    match remedy.and_then(words) {
         Some(how) => format!("{text} ({how})"),
         None => text,
     }
@@ -341,10 +367,17 @@ mod tests {
     #[error("reading p.ion: {0}")]
     struct Outer(#[source] Wrapped);
 
+    #[derive(Debug, thiserror::Error)]
+    #[error("refusing tcp:h:1")]
+    struct Refused(#[source] crate::setting::Needs);
+
     #[test]
     fn explain_says_each_source_once_and_how_to_raise_the_limit() {
         let e = Outer(Wrapped(OverLimit::new(Limit::MaxTasks, 4u8)));
-        let flag = |l: Limit| Some(format!("raise it with {}", l.flag()));
+        let flag = |r: Remedy| match r {
+            Remedy::Raise(l) => Some(format!("raise it with {}", l.flag())),
+            Remedy::Allow(s) => Some(format!("allow it with {}", s.flag())),
+        };
         assert_eq!(
             explain(&e, flag),
             "reading p.ion: wrapped: over the limit max_tasks of 4 tasks (raise it with --max-tasks)"
@@ -355,6 +388,13 @@ mod tests {
         );
         let io = std::io::Error::other("no limit here");
         assert_eq!(explain(&io, flag), "no limit here");
+        let refused = Refused(crate::setting::Needs::new(
+            crate::setting::Setting::Insecure,
+        ));
+        assert_eq!(
+            explain(&refused, flag),
+            "refusing tcp:h:1: the setting insecure (allow it with --insecure)"
+        );
     }
 
     #[test]

@@ -43,6 +43,9 @@ class Error(Exception):
     limit: str | None = None
     #: That limit's value (bytes, a count, or milliseconds for a time), or None.
     limit_value: int | None = None
+    #: The id of the setting that would have allowed what was refused, which is also the
+    #: keyword argument that sets it (``"tls_certificates"``), or None.
+    setting: str | None = None
 
 
 class TimeoutError(Error, builtins.TimeoutError):

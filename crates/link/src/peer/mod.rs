@@ -538,7 +538,7 @@ fn check_url(name: &str, url: &str, options: &LinkOptions) -> Result<(), PeerSet
         crate::Url::Tls(_) => Ok(()),
         crate::Url::Tcp(_) if options.insecure => Ok(()),
         crate::Url::Tcp(_) => Err(bad(format!(
-            "{url} is plain tcp (no authentication, no encryption): use tls:HOST:PORT, or allow tcp with --insecure"
+            "{url} is plain tcp (no authentication, no encryption): use tls:HOST:PORT, or allow tcp (the setting insecure)"
         ))),
         _ => Err(bad(format!("{url}: a peer is reached at tls:HOST:PORT or tcp:HOST:PORT"))),
     }

@@ -10,14 +10,26 @@ use offhost_shm::Listener;
 use super::Offload;
 use crate::daemon::Daemon;
 
-/// A listener could not be set up.
+/// A listener could not be set up: the address, and why not.
 #[derive(Debug, thiserror::Error)]
-#[error("listen on {url}: {why}")]
-pub struct ListenError {
-    /// The address.
-    pub url: String,
-    /// Why not.
-    pub why: String,
+#[non_exhaustive]
+pub enum ListenError {
+    /// An `shm:` listener.
+    #[error("listen on {url}: {source}")]
+    Shm {
+        /// The address.
+        url: String,
+        /// Why not.
+        source: offhost_shm::ShmError,
+    },
+    /// A network or `unix:` listener (plain tcp without `insecure` is refused here).
+    #[error("listen on {url}: {source}")]
+    Link {
+        /// The address.
+        url: String,
+        /// Why not.
+        source: offhost_link::LinkError,
+    },
 }
 
 enum Bound {
@@ -39,17 +51,20 @@ impl Offload {
     ) -> Result<(), ListenError> {
         let mut bound = Vec::new();
         for url in listen {
-            let err = |why: String| ListenError {
-                url: url.clone(),
-                why,
-            };
             if let Some(addr) = url.strip_prefix("shm:") {
-                let mut l = Listener::bind(addr).map_err(|e| err(e.to_string()))?;
+                let mut l = Listener::bind(addr).map_err(|source| ListenError::Shm {
+                    url: url.clone(),
+                    source,
+                })?;
                 l.set_allowed_uids(options.allow_uids.clone());
                 announce(url);
                 bound.push(Bound::Shm(l));
             } else {
-                let mut server = Server::bind_with(url, options).map_err(|e| err(e.to_string()))?;
+                let mut server =
+                    Server::bind_with(url, options).map_err(|source| ListenError::Link {
+                        url: url.clone(),
+                        source,
+                    })?;
                 server.set_limits(limits);
                 announce(server.url());
                 bound.push(Bound::Net(server));
