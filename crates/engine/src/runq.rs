@@ -24,12 +24,19 @@ pub(crate) trait RunTask: Send + Sync {
     fn run_task(&self, id: usize);
 }
 
+/// One task's state word (`task_state`) and priority class (the index of its run queue), on
+/// a cache line pair of its own: workers change the words of different tasks at once, and
+/// words side by side would make each change evict the line from the other workers' caches.
+#[repr(align(128))]
+struct TaskWord {
+    state: AtomicU8,
+    class: u8,
+}
+
 /// The run queues, task states and sleeping workers of one pipeline.
 pub(crate) struct RunQueues {
-    /// Each task's state word (`task_state`), by task id.
-    states: Box<[AtomicU8]>,
-    /// Each task's priority class (the index of its run queue), by task id.
-    classes: Box<[u8]>,
+    /// Each task's state and class, by task id.
+    tasks: Box<[TaskWord]>,
     queues: [SegQueue<usize>; 3],
     sleepers: AtomicUsize,
     /// Threads outside the workers running tasks now ([`Helper`]).
@@ -79,10 +86,12 @@ impl RunQueues {
     pub(crate) fn new(classes: Vec<u8>) -> RunQueues {
         let n = classes.len();
         let q = RunQueues {
-            states: (0..n)
-                .map(|_| AtomicU8::new(task_state::SCHEDULED))
+            tasks: (classes.into_iter())
+                .map(|class| TaskWord {
+                    state: AtomicU8::new(task_state::SCHEDULED),
+                    class,
+                })
                 .collect(),
-            classes: classes.into_boxed_slice(),
             queues: [SegQueue::new(), SegQueue::new(), SegQueue::new()],
             sleepers: AtomicUsize::new(0),
             helpers: AtomicUsize::new(0),
@@ -93,8 +102,8 @@ impl RunQueues {
             spin: spin_rounds(cpus()),
             runner: OnceLock::new(),
         };
-        for (id, &c) in q.classes.iter().enumerate() {
-            q.queues[usize::from(c)].push(id);
+        for (id, t) in q.tasks.iter().enumerate() {
+            q.queues[usize::from(t.class)].push(id);
         }
         q
     }
@@ -107,7 +116,7 @@ impl RunQueues {
     /// Task `id`'s state word.
     #[inline]
     pub(crate) fn state(&self, id: usize) -> &AtomicU8 {
-        &self.states[id]
+        &self.tasks[id].state
     }
 
     /// A waker of task `id`.
@@ -137,8 +146,9 @@ impl RunQueues {
     #[inline]
     fn schedule(&self, id: usize) -> bool {
         // IDLE -> SCHEDULED (queue it), RUNNING -> NOTIFIED (it runs again): `task_state`.
-        if task_state::wake(&self.states[id]) {
-            self.queues[usize::from(self.classes[id])].push(id);
+        let t = &self.tasks[id];
+        if task_state::wake(&t.state) {
+            self.queues[usize::from(t.class)].push(id);
             return true;
         }
         false
@@ -146,7 +156,7 @@ impl RunQueues {
 
     /// Queues task `id`, which the caller moved to SCHEDULED, and wakes a worker for it.
     pub(crate) fn push(&self, id: usize) {
-        self.queues[usize::from(self.classes[id])].push(id);
+        self.queues[usize::from(self.tasks[id].class)].push(id);
         self.notify();
     }
 
