@@ -11,12 +11,12 @@
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
-//! | [`rpc`] | `bench engine --rpc` | seed 003's Table 1: task switch, event synchronisation, null calls in one engine, into it, to another |
+//! | [`rpc`] | `bench engine --rpc` | `[ION]`'s Table 1: task switch, event synchronisation, null calls in one engine, into it, to another |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
-//! | [`offload`] | `bench offload` | seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host against off-host; a rate-limited channel; an urgent channel under bulk load |
+//! | [`offload`] | `bench offload` | `[Off-host]`: a host's CPU and wake-ups per message, throughput and latency, in-host against off-host; a rate-limited channel; an urgent channel under bulk load |
 //! | [`hostile`] | `bench hostile` | a certified client's connect time on the link and NBD while a crowd of silent or trickling connections (other addresses and its own) is held open; an established session's throughput with and without it |
-//! | [`mux`] | `bench mux` | seed 002 Figures 1 and 5: N channels on one link against a link per channel, MB/s by message size; short messages per second over L links of 10 channels |
+//! | [`mux`] | `bench mux` | `[DS-link]` Figures 1 and 5: N channels on one link against a link per channel, MB/s by message size; short messages per second over L links of 10 channels |
 //!
 //! The machinery they share:
 //!

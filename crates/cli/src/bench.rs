@@ -49,7 +49,7 @@ enum BenchCmd {
     Engines(Json<engines::Options>),
     /// The NBD server against nbdkit's memory plugin, same fio jobs (with --tls, over TLS too).
     Nbd(NbdArgs),
-    /// Seed 002 Figures 1 and 5: N channels on one link against a link per channel; short
+    /// `[DS-link]` Figures 1 and 5: N channels on one link against a link per channel; short
     /// messages per second over many channels.
     Mux(MuxArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
@@ -57,7 +57,7 @@ enum BenchCmd {
     /// A certified client's connect time on the link and NBD while a crowd of silent or
     /// trickling connections is held open; an established session's throughput beside it.
     Hostile(Json<hostile::Options>),
-    /// Seed 004: a host's CPU and wake-ups per message, throughput and latency, in-host (the
+    /// `[Off-host]`: a host's CPU and wake-ups per message, throughput and latency, in-host (the
     /// host runs the TLS link) against off-host (its local engine does); or a rate-limited
     /// channel; or an urgent channel under bulk load.
     Offload(OffloadArgs),
@@ -165,7 +165,7 @@ struct SuiteArgs {
 struct EngineArgs {
     #[command(flatten)]
     o: engine::Options,
-    /// Seed 003's Table 1 instead: task switch, event synchronisation, null calls.
+    /// `[ION]`'s Table 1 instead: task switch, event synchronisation, null calls.
     #[arg(long)]
     rpc: bool,
     #[command(flatten)]

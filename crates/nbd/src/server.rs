@@ -719,7 +719,7 @@ fn serve_plain(
 
 /// The reading half of a connection: before sleeping in `read`, it polls the socket for up to
 /// `spin` (non-blocking `recv`), so a client that answers quickly finds the server awake. On a
-/// loaded machine a wake-up costs far more than a few microseconds of polling (seed 000's
+/// loaded machine a wake-up costs far more than a few microseconds of polling (`[SUN-T]`'s
 /// polled against interrupt-driven drivers).
 pub struct SpinReader<'a> {
     stream: &'a Stream,
