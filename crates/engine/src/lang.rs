@@ -183,10 +183,12 @@ impl Cursor<'_> {
     fn queue(&mut self) -> Result<QueueRef, PipelineError> {
         let (line, col) = (self.line, self.col());
         let name = self.name().ok_or_else(|| {
-            self.err(
-                "a queue name",
-                "queue names use letters, digits, '_', '-' and '.'",
-            )
+            let hint = match self.peek() {
+                // `mix <a >b priority=interrupt`: `priority` was taken for a queue.
+                Some('=') => "arguments (name=value) come before the queues: write the task, its arguments, then <inputs and >outputs (mix priority=interrupt <a >b)",
+                _ => "queue names use letters, digits, '_', '-' and '.'",
+            };
+            self.err("a queue name", hint)
         })?;
         let save = self.pos;
         self.skip_ws();
@@ -504,6 +506,13 @@ mod tests {
         assert!(e.to_string().contains("a queue name"), "{e}");
         let e = parse(">a").unwrap_err();
         assert!(e.to_string().contains("continues the task above"), "{e}");
+        let e = parse("tone >a\nmix <a >b priority=interrupt\n").unwrap_err();
+        assert_eq!(e.position(), (2, 19));
+        assert!(
+            e.to_string()
+                .contains("arguments (name=value) come before the queues"),
+            "{e}"
+        );
         let e = parse("file \"x >a").unwrap_err();
         assert!(e.to_string().contains("closing"), "{e}");
         assert_eq!(parse("# nothing\n\n").unwrap_err(), PipelineError::Empty);
