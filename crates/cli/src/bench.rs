@@ -77,10 +77,10 @@ struct OffloadArgs {
     #[arg(long, default_value = "table")]
     experiment: String,
     /// rate: bytes per second of the limited channel.
-    #[arg(long, default_value_t = 20_000_000)]
+    #[arg(long, default_value = "20000000", value_parser = offhost_units::parse_size)]
     rate: u64,
     /// rate: burst in bytes.
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, default_value = "64K", value_parser = offhost_units::parse_size)]
     burst: u64,
     /// rate: seconds streamed.
     #[arg(long, default_value_t = 10.0)]

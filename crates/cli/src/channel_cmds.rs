@@ -14,15 +14,15 @@ pub struct ChannelFlags {
     /// Channel name (1 to 255 bytes); with --via, an address [PEER/]CHANNEL.
     #[arg(long)]
     channel: String,
-    /// Packet size in bytes: a power of two from 8 to 65536.
-    #[arg(long, default_value_t = 16384)]
+    /// Packet size in bytes: a power of two from 8 to 64K.
+    #[arg(long, default_value = "16K", value_parser = offhost_units::parse_size_as::<usize>)]
     packet_size: usize,
-    /// Receive buffer per direction, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Receive buffer per direction, in bytes (64K, 4M...).
+    #[arg(long, default_value = "1M", value_parser = offhost_units::parse_size_as::<u32>)]
     buffer: u32,
     /// Largest message in bytes (at most the receive buffer); input is cut into messages of
     /// this size.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value = "1M", value_parser = offhost_units::parse_size)]
     max_message: u64,
     /// Synchronous sends: each message waits until the engine has taken it.
     #[arg(long)]

@@ -91,7 +91,7 @@ pub struct OffloadArgs {
     #[arg(long, default_value_t = 4096)]
     host_outstanding: u32,
     /// Per host: bytes of sends in flight at most.
-    #[arg(long, default_value_t = 64 << 20)]
+    #[arg(long, default_value = "64M", value_parser = offhost_units::parse_size)]
     host_bytes: u64,
     /// Per host: open channels at most.
     #[arg(long, default_value_t = 256)]

@@ -32,6 +32,16 @@ pub enum UnitError {
         /// What the parser found wrong.
         reason: String,
     },
+    /// A size larger than what takes it can hold.
+    #[error("`{text}` is {value} bytes, more than the largest this takes, {max}")]
+    SizeTooLarge {
+        /// The text as given.
+        text: String,
+        /// Its value.
+        value: u64,
+        /// The largest value taken.
+        max: u64,
+    },
     /// Not a duration.
     #[error("`{text}` is not a duration (e.g. 100us, 8ms, 2s): {reason}")]
     Duration {
@@ -65,6 +75,32 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
             text: text.to_string(),
             reason: e.to_string(),
         })
+}
+
+/// Parses a size as [`parse_size`] does, into a narrower integer (`u32`, `usize`): a size that
+/// does not fit is an error that says the largest that does.
+pub fn parse_size_as<T: TryFrom<u64>>(text: &str) -> Result<T, UnitError> {
+    let n = parse_size(text)?;
+    T::try_from(n).map_err(|_| UnitError::SizeTooLarge {
+        text: text.to_string(),
+        value: n,
+        max: max_of::<T>(),
+    })
+}
+
+/// The largest `u64` that `T` holds.
+fn max_of<T: TryFrom<u64>>() -> u64 {
+    // Halving from the top finds it in at most 64 tries.
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if T::try_from(mid).is_ok() {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// Parses a duration with a unit (`8ms`, `2s`, `1m 30s`).
@@ -108,6 +144,19 @@ mod tests {
         ] {
             assert_eq!(parse_size(text), Ok(v), "{text}");
         }
+    }
+
+    #[test]
+    fn narrower_sizes_say_the_largest_that_fits() {
+        assert_eq!(parse_size_as::<u32>("64M"), Ok(64u32 << 20));
+        assert_eq!(parse_size_as::<u8>("255"), Ok(255u8));
+        let e = parse_size_as::<u32>("4G").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "`4G` is 4294967296 bytes, more than the largest this takes, 4294967295"
+        );
+        assert_eq!(max_of::<u64>(), u64::MAX);
+        assert_eq!(max_of::<u16>(), 65535);
     }
 
     #[test]
