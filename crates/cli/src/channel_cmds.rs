@@ -27,6 +27,10 @@ pub struct ChannelFlags {
     /// Synchronous sends: each message waits until the engine has taken it.
     #[arg(long)]
     sync: bool,
+    /// Give up when one message waits longer than this many seconds to go or to come (with
+    /// recv --via also --idle-timeout: no message came for this long).
+    #[arg(long, visible_alias = "idle-timeout", value_name = "SECS", value_parser = offhost_units::parse_seconds)]
+    timeout: Option<std::time::Duration>,
 }
 
 impl ChannelFlags {
@@ -72,9 +76,6 @@ pub struct RecvArgs {
     /// until the sender's end mark (an empty message).
     #[arg(long, conflicts_with = "from")]
     via: Option<String>,
-    /// With --via: give up when no message came for this many seconds.
-    #[arg(long, value_name = "SECS", requires = "via", value_parser = offhost_units::parse_seconds)]
-    idle_timeout: Option<std::time::Duration>,
     #[command(flatten)]
     flags: ChannelFlags,
     #[command(flatten)]
@@ -106,31 +107,26 @@ fn open(
     Ok((session, ch))
 }
 
-/// Copies stdin into the channel as messages, then ends the stream.
-fn pump_in(ch: &offhost_link::Channel) -> Result<u64> {
-    let mut w = ch.writer();
-    let n =
-        std::io::copy(&mut std::io::stdin().lock(), &mut w).context("send stdin to the channel")?;
-    w.finish().context("end the channel's stream")?;
-    Ok(n)
+/// Copies stdin into the channel, each read as a message waiting at most `wait`, then ends
+/// the stream.
+fn pump_in(ch: &offhost_link::Channel, wait: Option<std::time::Duration>) -> Result<u64> {
+    let w = ch.writer().waiting(wait);
+    w.send_all_from(&mut std::io::stdin().lock())
+        .context("send stdin to the channel")
 }
 
 /// `offhost send`: stdin to the channel; whatever the engine sends back is discarded.
 pub fn send(args: SendArgs) -> Result<()> {
     if let Some(engine) = &args.via {
-        return crate::offload_cmds::send(
-            engine,
-            &args.flags.channel,
-            args.flags.max_message,
-            &args.offload,
-        );
+        let (channel, max) = (&args.flags.channel, args.flags.max_message);
+        return crate::offload_cmds::send(engine, channel, max, &args.offload);
     }
     let to = args.to.as_deref().expect("clap requires --to or --via");
     let (session, ch) = open(to, &args.flags, &args.access)?;
     std::thread::scope(|s| {
         // Drain the other direction so the engine never waits on us.
         let drain = s.spawn(|| while let Ok(Some(_)) = ch.recv() {});
-        let r = pump_in(&ch);
+        let r = pump_in(&ch, args.flags.timeout);
         session.close();
         let _ = drain.join();
         r
@@ -141,13 +137,13 @@ pub fn send(args: SendArgs) -> Result<()> {
 /// `offhost recv`: the channel's messages to stdout until the engine ends the stream.
 pub fn recv(args: RecvArgs) -> Result<()> {
     if let Some(engine) = &args.via {
-        return crate::offload_cmds::recv(engine, &args.flags.channel, args.idle_timeout);
+        return crate::offload_cmds::recv(engine, &args.flags.channel, args.flags.timeout);
     }
     let from = args.from.as_deref().expect("clap requires --from or --via");
     let (session, ch) = open(from, &args.flags, &args.access)?;
     ch.close().context("end our direction of the channel")?;
     let mut out = std::io::stdout().lock();
-    while let Some(m) = ch.recv().context("receive from the channel")? {
+    while let Some(m) = ch.recv_wait(args.flags.timeout).context("receive")? {
         out.write_all(&m).context("write stdout")?;
     }
     out.flush().context("write stdout")?;
@@ -158,18 +154,18 @@ pub fn recv(args: RecvArgs) -> Result<()> {
 /// `offhost cat`: stdin to the channel and the channel to stdout, at the same time.
 pub fn cat(args: CatArgs) -> Result<()> {
     let (session, ch) = open(&args.via, &args.flags, &args.access)?;
-    std::thread::scope(|s| -> Result<()> {
-        let input = s.spawn(|| pump_in(&ch));
-        let mut out = std::io::stdout().lock();
-        let mut r = ch.reader();
-        let copied = std::io::copy(&mut r, &mut out).context("copy the channel to stdout");
-        out.flush().context("write stdout")?;
-        input
-            .join()
-            .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
-        copied?;
-        Ok(())
-    })?;
+    let (ch, wait) = (std::sync::Arc::new(ch), args.flags.timeout);
+    let c = std::sync::Arc::clone(&ch);
+    // Joined only when the output ended well: a read of stdin cannot be interrupted, and a
+    // failed copy ends the process at once instead of waiting for the terminal.
+    let input = std::thread::spawn(move || pump_in(&c, wait));
+    let mut out = std::io::stdout().lock();
+    let copied = std::io::copy(&mut ch.reader().waiting(wait), &mut out);
+    out.flush().context("write stdout")?;
+    copied.context("copy the channel to stdout")?;
+    input
+        .join()
+        .map_err(|_| anyhow::anyhow!("stdin thread panicked"))??;
     session.close();
     Ok(())
 }

@@ -309,3 +309,71 @@ fn bench_rows_through_channels_and_raw_peers_keep_the_contract() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --transport shm"));
 }
+
+/// `cat` sends each read of stdin at once (a typed line comes back while the terminal stays
+/// open), `--timeout` ends it with an error naming the wait when nothing comes, and size flags
+/// take 64K-style sizes.
+#[test]
+fn cat_sends_each_line_at_once_and_gives_up_past_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_echo, served) = echo_engine(&format!("unix:{}", dir.path().join("e.sock").display()));
+    let mut child = Command::new(BIN)
+        .args(["cat", "--via", &served, "--channel", "t", "--timeout", "1"])
+        .args([
+            "--buffer",
+            "256K",
+            "--max-message",
+            "64K",
+            "--packet-size",
+            "4K",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"a line\n").unwrap();
+    // The line comes back with stdin still open: it was sent when read, not when a message
+    // filled up or stdin ended.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "a line\n");
+    // Nothing more comes: past one second the wait for the next message gives up, though
+    // stdin is still open.
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "cat did not give up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    assert!(!status.success());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("copy the channel to stdout: timed out"),
+        "{err}"
+    );
+    // A size that does not fit its flag says the largest that does.
+    let out = run_with_stdin(
+        &["cat", "--via", &served, "--channel", "t", "--buffer", "8G"],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("more than the largest this takes, 4294967295"),
+        "{err}"
+    );
+}

@@ -23,6 +23,7 @@ pub struct ChannelReader<'a> {
     cur: Vec<u8>,
     pos: usize,
     ended: bool,
+    wait: Wait,
 }
 
 impl<'a> ChannelReader<'a> {
@@ -32,6 +33,18 @@ impl<'a> ChannelReader<'a> {
             cur: Vec::new(),
             pos: 0,
             ended: false,
+            wait: Wait::Forever,
+        }
+    }
+
+    /// How long a read waits for the next message (for ever unless told): past it the read
+    /// fails with [`io::ErrorKind::TimedOut`] ([`io::ErrorKind::WouldBlock`] with
+    /// [`Wait::Never`]), and a later read goes on where it was.
+    #[must_use]
+    pub fn waiting(self, wait: impl Into<Wait>) -> Self {
+        ChannelReader {
+            wait: wait.into(),
+            ..self
         }
     }
 }
@@ -42,11 +55,7 @@ impl io::Read for ChannelReader<'_> {
             if self.ended || buf.is_empty() {
                 return Ok(0);
             }
-            if self
-                .ch
-                .recv_into(&mut self.cur, Wait::Forever)
-                .map_err(to_io)?
-            {
+            if self.ch.recv_into(&mut self.cur, self.wait).map_err(to_io)? {
                 self.pos = 0;
             } else {
                 self.cur.clear();
@@ -68,6 +77,7 @@ pub struct ChannelWriter<'a> {
     ch: &'a Channel,
     buf: Vec<u8>,
     chunk: usize,
+    wait: Wait,
 }
 
 impl<'a> ChannelWriter<'a> {
@@ -77,7 +87,38 @@ impl<'a> ChannelWriter<'a> {
             ch,
             buf: Vec::with_capacity(chunk),
             chunk,
+            wait: Wait::Forever,
         }
+    }
+
+    /// How long sending a message waits for credit (for ever unless told): past it the write
+    /// or flush fails with [`io::ErrorKind::TimedOut`], the message unsent and still buffered.
+    #[must_use]
+    pub fn waiting(self, wait: impl Into<Wait>) -> Self {
+        let mut w = self;
+        w.wait = wait.into();
+        w
+    }
+
+    /// Sends everything `r` gives until its end, each read as it comes (a message per read, of
+    /// at most the channel's largest message, not one filled first: a line typed at a terminal
+    /// goes at once), then ends the channel's sending direction. Returns the bytes sent.
+    pub fn send_all_from(mut self, r: &mut impl io::Read) -> io::Result<u64> {
+        io::Write::flush(&mut self)?;
+        let mut buf = vec![0; self.chunk.max(1)];
+        let mut sent = 0;
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.ch.send_wait(&buf[..n], self.wait).map_err(to_io)?;
+            sent += n as u64;
+        }
+        self.finish()?;
+        Ok(sent)
     }
 
     /// Sends what is buffered and ends the channel's sending direction.
@@ -90,7 +131,9 @@ impl<'a> ChannelWriter<'a> {
 impl io::Write for ChannelWriter<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         if self.buf.is_empty() && data.len() >= self.chunk {
-            self.ch.send(&data[..self.chunk]).map_err(to_io)?;
+            (self.ch)
+                .send_wait(&data[..self.chunk], self.wait)
+                .map_err(to_io)?;
             return Ok(self.chunk);
         }
         let n = data.len().min(self.chunk - self.buf.len());
@@ -103,7 +146,7 @@ impl io::Write for ChannelWriter<'_> {
 
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            self.ch.send(&self.buf).map_err(to_io)?;
+            self.ch.send_wait(&self.buf, self.wait).map_err(to_io)?;
             self.buf.clear();
         }
         Ok(())
