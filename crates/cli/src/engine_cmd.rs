@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context as _};
 use offhost_engine::{EngineConfig, Registry};
 use offhost_link::peer::PeerConfig;
-use offhost_node::daemon::{sorted_json, Daemon, Reply, Status};
+use offhost_node::daemon::{sorted_json, Daemon, Reply};
 use offhost_node::jobs::daemon::DaemonJob;
 use offhost_node::jobs::placed::{self, PlacedJob};
-use offhost_node::jobs::table::render_status;
+use offhost_node::jobs::table::{self, render_status};
 use offhost_node::names::PipelineRef;
 use offhost_node::offload::{HostLimits, Offload, OffloadConfig};
 
@@ -244,10 +244,14 @@ pub struct SubmitArgs {
     json: bool,
 }
 
-fn print_state(v: &Status, json: bool) -> anyhow::Result<()> {
+fn print_reply<T: serde::Serialize>(
+    v: &T,
+    json: bool,
+    text: fn(&T) -> String,
+) -> anyhow::Result<()> {
     match json {
         true => println!("{}", sorted_json(&Reply::Ok(v), true)),
-        false => print!("{}", render_status(v)),
+        false => print!("{}", text(v)),
     }
     Ok(())
 }
@@ -297,7 +301,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     if args.list || args.status.is_some() || args.stop.is_some() {
         let client = offhost_node::jobs::daemon::connect(url, &options)?;
         if let Some(id) = args.status {
-            return print_state(&client.status(id)?, args.json);
+            return print_reply(&client.status(id)?, args.json, render_status);
         }
         if let Some(id) = args.stop {
             if args.force {
@@ -309,8 +313,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             }
             return Ok(());
         }
-        println!("{}", sorted_json(&Reply::Ok(client.list()?), true));
-        return Ok(());
+        return print_reply(&client.list()?, args.json, table::render_list);
     }
     let file = args.file.expect("clap requires a file here");
     let (path, text) = (file.display().to_string(), read(&file)?);
@@ -330,7 +333,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         }
     })?;
     let Some(v) = state else { return Ok(()) };
-    print_state(&v, args.json)?;
+    print_reply(&v, args.json, render_status)?;
     match &v.error {
         Some(e) => Err(anyhow!("{path}: {e}")),
         None => Ok(()),

@@ -38,7 +38,8 @@ enum Command {
     Version,
     /// Echo engine: reflect every record back (the paper's nrate).
     Echo(echo::EchoArgs),
-    /// Benchmarks: floors, pingpong, overhead, exchange, stream, rate, reproduce, engine, nbd, pet.
+    /// Benchmarks: floors, pingpong, overhead, exchange, stream, rate, reproduce, engine,
+    /// engines, nbd, mux, pet, hostile, offload.
     Bench(bench::BenchArgs),
     /// The engine daemon: hosts submit pipelines and connect to their channels.
     Engine(engine_cmd::EngineArgs),
@@ -98,6 +99,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
+            println!(
+                "layers: units shm proto access link engine node nbd pet bench (ARCHITECTURE.md)"
+            );
             Ok(())
         }
         Command::Echo(args) => echo::run(args),

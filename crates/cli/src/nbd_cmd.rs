@@ -141,17 +141,9 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     server.set_conn_threads(a.conn_threads);
     server.set_limits(a.limits.limits());
     for e in server.exports() {
-        eprintln!(
-            "export `{}`: {} bytes{}{}",
-            e.name,
-            e.backend.size(),
-            if e.readonly { ", read-only" } else { "" },
-            if e.backend.may_block() {
-                ", drive model"
-            } else {
-                ""
-            }
-        );
+        let (kind, size, ro) = (e.backend.kind(), e.backend.size(), e.readonly);
+        let ro = if ro { ", read-only" } else { "" };
+        eprintln!("export `{}`: {size} bytes, {kind}{ro}", e.name);
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on {}", server.local_addr())?;

@@ -291,7 +291,22 @@ fn engine_daemon_runs_submitted_pipelines() {
         "{}",
         text(&o.stderr)
     );
+    // A table by default, JSON with --json.
     let o = run_in(dir.path(), &["submit", "--engine", &url, "--list"]);
+    let listed = text(&o.stdout);
+    assert!(o.status.success(), "{listed}");
+    assert!(listed.starts_with("    id  name"), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .skip(1)
+            .all(|l| l.contains(" finished ") || l.contains(" failed ")),
+        "{listed}"
+    );
+    let o = run_in(
+        dir.path(),
+        &["submit", "--engine", &url, "--list", "--json"],
+    );
     assert!(
         o.status.success() && text(&o.stdout).contains("\"finished\""),
         "{}",

@@ -663,6 +663,9 @@ impl Backend for ActionDisk {
     fn may_block(&self) -> bool {
         true
     }
+    fn kind(&self) -> &'static str {
+        "actions (each range runs a pipeline)"
+    }
 }
 
 #[cfg(test)]

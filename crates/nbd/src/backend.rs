@@ -27,4 +27,7 @@ pub trait Backend: Send + Sync {
     fn rotational(&self) -> bool {
         false
     }
+    /// What kind of export it is, in a few words for the server's log ("memory", "memory
+    /// behind a drive model", "actions").
+    fn kind(&self) -> &'static str;
 }

@@ -246,6 +246,9 @@ impl Backend for ModelledDisk {
     fn rotational(&self) -> bool {
         self.model.p.rpm > 0.0 || !self.model.p.seek.is_zero()
     }
+    fn kind(&self) -> &'static str {
+        "memory behind a drive model"
+    }
 }
 
 #[cfg(test)]

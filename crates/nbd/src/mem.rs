@@ -168,6 +168,9 @@ impl Backend for MemDisk {
     fn flush(&self) -> Result<(), Errno> {
         Ok(())
     }
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
 }
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ impl Backend for Latch {
     fn may_block(&self) -> bool {
         true
     }
+    fn kind(&self) -> &'static str {
+        "memory held until released (a test's)"
+    }
 }
 
 fn start() -> String {

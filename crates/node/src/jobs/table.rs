@@ -163,6 +163,22 @@ pub fn render_status(s: &Status) -> String {
     out
 }
 
+/// A daemon's pipelines as `offhost submit --list` prints them: a line each, `ID NAME STATE`
+/// and, while it runs, who keeps it.
+pub fn render_list(l: &crate::daemon::Pipelines) -> String {
+    let mut out = format!("{:>6}  {:<20} {:<9} kept\n", "id", "name", "state");
+    for p in &l.pipelines {
+        let name = p.name.as_deref().unwrap_or("-");
+        let keep = p.keep.as_ref().map_or("\n".into(), keep_line);
+        out.push_str(&format!(
+            "{:>6}  {name:<20} {:<9} {keep}",
+            p.id,
+            p.state.as_str()
+        ));
+    }
+    out
+}
+
 /// Who keeps a running pipeline and when the engine stops it, as `--status` says it.
 pub fn keep_line(k: &crate::daemon::Keep) -> String {
     use crate::daemon::KeptBy;
