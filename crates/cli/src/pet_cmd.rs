@@ -123,10 +123,13 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             print_out(&v, a.json, || text);
         }
         PetCmd::Recon(a) => {
-            println!(
-                "{}",
-                files::reconstruct(&a.sino, &a.method, a.iterations, &a.png)?
-            );
+            let pb = bar(0, "reconstructing planes");
+            let tell = |k, n| (pb.set_length(n as u64), pb.set_position(k as u64));
+            let line = files::reconstruct(&a.sino, &a.method, a.iterations, &a.png, &|k, n| {
+                tell(k, n);
+            });
+            pb.finish_and_clear();
+            println!("{}", line?);
         }
     }
     Ok(())

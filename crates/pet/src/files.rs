@@ -379,12 +379,13 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
 }
 
 /// Reconstructs sinogram file `sino` with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
-/// returns a text line.
+/// returns a text line. `progress(finished, planes)` hears of each plane finished.
 pub fn reconstruct(
     sino: &Path,
     method: &str,
     iterations: usize,
     png: &Path,
+    progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<String, FileJobError> {
     let bytes = std::fs::read(sino).map_err(|source| FileJobError::Io {
         what: "read",
@@ -403,7 +404,7 @@ pub fn reconstruct(
         }
     };
     let t = Instant::now();
-    let vol = recon::reconstruct(&s, method, flags.detector_pairs);
+    let vol = recon::reconstruct_telling(&s, method, flags.detector_pairs, progress);
     vol.write_png(png, 8)?;
     Ok(format!(
         "{method:?}: {} slices of {}x{} in {:.2} s -> {}",

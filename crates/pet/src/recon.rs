@@ -63,7 +63,20 @@ pub fn planes(sino: &Sinogram, normalise_lors: bool) -> Vec<Vec<f32>> {
 
 /// Reconstructs 2D planes (`views x bins` each) into a volume of `bins x bins` slices.
 pub fn reconstruct_planes(planes: &[Vec<f32>], s: &Scanner, method: Method) -> Volume {
+    reconstruct_planes_telling(planes, s, method, &|_| {})
+}
+
+/// Like [`reconstruct_planes`], telling `done` how many planes are finished each time one is
+/// (from the threads that reconstruct them, in no order).
+pub fn reconstruct_planes_telling(
+    planes: &[Vec<f32>],
+    s: &Scanner,
+    method: Method,
+    done: &(dyn Fn(usize) + Sync),
+) -> Volume {
     let (views, bins) = (s.views as usize, s.radial_bins as usize);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let finished = &finished;
     let n = bins;
     let threads = std::thread::available_parallelism().map_or(1, |x| x.get());
     let mut out = vec![Vec::new(); planes.len()];
@@ -77,6 +90,8 @@ pub fn reconstruct_planes(planes: &[Vec<f32>], s: &Scanner, method: Method) -> V
                         Method::FbpHann => crate::fbp::fbp_with(p, views, bins, n, true),
                         Method::Mlem(it) => crate::mlem::mlem(p, views, bins, n, it),
                     };
+                    // Relaxed: a count for progress only.
+                    done(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
                 }
             });
         }
@@ -93,4 +108,16 @@ pub fn reconstruct_planes(planes: &[Vec<f32>], s: &Scanner, method: Method) -> V
 /// Rebins, normalises and reconstructs a sinogram.
 pub fn reconstruct(sino: &Sinogram, method: Method, normalise_lors: bool) -> Volume {
     reconstruct_planes(&planes(sino, normalise_lors), &sino.scanner, method)
+}
+
+/// Like [`reconstruct`], telling `done(finished, planes)` each time a plane is finished.
+pub fn reconstruct_telling(
+    sino: &Sinogram,
+    method: Method,
+    normalise_lors: bool,
+    done: &(dyn Fn(usize, usize) + Sync),
+) -> Volume {
+    let planes = planes(sino, normalise_lors);
+    let n = planes.len();
+    reconstruct_planes_telling(&planes, &sino.scanner, method, &|k| done(k, n))
 }
