@@ -150,7 +150,8 @@ def test_a_detached_pipeline_outlives_its_engine_handle(daemon_url: str, offhost
     deadline = time.monotonic() + 30
     states = {}
     while time.monotonic() < deadline:
-        listed = json.loads(run_cli(offhost_bin, "submit", "--engine", daemon_url, "--list"))["pipelines"]
+        listing = run_cli(offhost_bin, "submit", "--engine", daemon_url, "--list", "--json")
+        listed = json.loads(listing)["pipelines"]
         states = {p["id"]: p for p in listed}
         if states[ids[0]]["state"] != "running":
             break

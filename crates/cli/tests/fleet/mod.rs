@@ -137,6 +137,7 @@ impl Engines {
                 "--tls-certificates",
                 self.pki.to_str().unwrap(),
                 "--list",
+                "--json",
             ],
             self.pki.parent().unwrap(),
         );
