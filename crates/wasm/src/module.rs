@@ -75,15 +75,74 @@ impl Module {
                     .asked(bytes.len()),
             });
         }
+        if let Some(m) = cache::get(bytes) {
+            return Ok(m);
+        }
         // Validation is quick and says what is wrong; compiling is what takes time.
         wasmtime::Module::validate(engine(), bytes)
             .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
-        let module = compile(Arc::from(bytes), limits)?;
+        let bytes: Arc<[u8]> = Arc::from(bytes);
+        let module = compile(Arc::clone(&bytes), limits)?;
         check(&module)?;
-        Ok(Module {
+        let m = Module {
             module,
             bytes: bytes.len(),
-        })
+        };
+        cache::put(bytes, &m);
+        Ok(m)
+    }
+}
+
+/// Modules compiled lately, by content: a module used by several tasks, or by pipeline after
+/// pipeline, is compiled once. A hit compares the whole bytes, not only their hash.
+mod cache {
+    use std::collections::VecDeque;
+    use std::hash::{Hash, Hasher};
+    use std::sync::{Arc, Mutex};
+
+    use super::Module;
+
+    /// Modules kept.
+    const ENTRIES: usize = 16;
+    /// Bytes of the modules kept, at most (their compiled code is of the same order).
+    const BYTES: usize = 64 << 20;
+
+    struct Entry {
+        hash: u64,
+        bytes: Arc<[u8]>,
+        module: Module,
+    }
+
+    static CACHE: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
+
+    fn hash(bytes: &[u8]) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        h.finish()
+    }
+
+    pub(super) fn get(bytes: &[u8]) -> Option<Module> {
+        let h = hash(bytes);
+        let c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .find(|e| e.hash == h && *e.bytes == *bytes)
+            .map(|e| e.module.clone())
+    }
+
+    pub(super) fn put(bytes: Arc<[u8]>, module: &Module) {
+        let hash = hash(&bytes);
+        let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        if c.iter().any(|e| e.hash == hash && e.bytes == bytes) {
+            return;
+        }
+        c.push_front(Entry {
+            hash,
+            bytes,
+            module: module.clone(),
+        });
+        while c.len() > ENTRIES || c.iter().map(|e| e.bytes.len()).sum::<usize>() > BYTES {
+            c.pop_back();
+        }
     }
 }
 
