@@ -23,5 +23,9 @@ cargo clippy --quiet --locked --manifest-path examples/wasm/rust/Cargo.toml \
   --target wasm32-unknown-unknown --target-dir "$target/wasm-guest" -- -D warnings
 cargo fmt --manifest-path examples/wasm/rust/Cargo.toml --all -- --check
 
-echo "--- wasm: the example modules beside built-ins"
-OFFHOST_WASM_EXAMPLES="$dir" cargo test --quiet -p offhost-wasm --test examples -- --ignored
+# --workspace, as scripts/test's `cargo test`, so that the test binaries it built (with the
+# workspace's features: the CLI turns on offhost-bench-suite's `wasm`) are run, not rebuilt.
+echo "--- wasm: the example modules beside built-ins, and bench engine --wasm on them"
+export OFFHOST_WASM_EXAMPLES="$dir"
+cargo test --quiet --workspace --test examples -- --ignored
+cargo test --quiet --workspace --lib wasm::tests -- --ignored
