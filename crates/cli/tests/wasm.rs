@@ -4,6 +4,7 @@
 //! after.
 #![cfg(feature = "wasm")]
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -118,12 +119,25 @@ fn bad_modules_each_get_their_error_and_good_pipelines_run_meanwhile_and_after()
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(up, "the daemon never accepted a connection");
-    // A long good pipeline runs while the bad ones are submitted.
-    let long = pipeline(dir.path(), "long.ion", "pass.wasm", "", "100M");
-    let meanwhile = {
-        let (d, url) = (dir.path().to_path_buf(), url.clone());
-        std::thread::spawn(move || submit(&d, &url, &long))
-    };
+    // A good pipeline runs while the bad ones are submitted: its source is this test's
+    // bytes, the last of which it sends after them.
+    let long = dir.path().join("long.ion");
+    std::fs::write(
+        &long,
+        "host-in name=x >a\nwasm module=pass.wasm <a >b:q(8,65536)\ncrc32c <b\n",
+    )
+    .unwrap();
+    let mut meanwhile = offhost()
+        .current_dir(dir.path())
+        .args(["submit", "--engine", &url])
+        .arg(&long)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = meanwhile.stdin.take().unwrap();
+    stdin.write_all(&[7u8; 100_000]).unwrap();
     let cases = [
         ("loop.wasm", "deadline=100ms", "loop.wasm: offhost_buffer ran past its deadline, over the limit wasm_deadline of 100ms"),
         ("grow.wasm", "memory=1M", "grow.wasm: offhost_buffer trapped after its memory was refused growth to 1114112 bytes, over the limit wasm_memory of 1048576 bytes"),
@@ -139,9 +153,23 @@ fn bad_modules_each_get_their_error_and_good_pipelines_run_meanwhile_and_after()
         assert!(err.contains(says), "{m}: {err}");
         assert!(err.contains("line 2"), "{m}: {err}");
     }
-    let o = meanwhile.join().unwrap();
+    if meanwhile.try_wait().unwrap().is_some() {
+        let o = meanwhile.wait_with_output().unwrap();
+        panic!(
+            "the good pipeline ended before its input did: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    stdin.write_all(&[9u8; 100_000]).unwrap();
+    drop(stdin);
+    let o = meanwhile.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("finished"), "{}", text(&o.stdout));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("finished") && out.contains("over 200000 bytes"),
+        "{out}"
+    );
     let o = submit(dir.path(), &url, &good);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("crc32c="), "{}", text(&o.stdout));
