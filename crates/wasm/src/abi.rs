@@ -28,7 +28,9 @@
 //! output's free list: the engine takes a buffer from the free list before a call, and copies
 //! what the module emitted into it after, so an input buffer crosses into the module's memory
 //! once and an output buffer out of it once. A call is made only when every output holds a
-//! buffer, which is how a module waits for its readers (the free lists' back-pressure).
+//! buffer, which is how a module waits for its readers (the free lists' back-pressure). A
+//! window may be the same memory as an input's area (a filter that works in place): the
+//! engine writes the input before the call and reads the window after it.
 
 /// The interface version this engine speaks (`offhost_abi_version`'s answer).
 pub const VERSION: i32 = 1;

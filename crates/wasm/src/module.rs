@@ -272,3 +272,51 @@ mod tests {
         assert_eq!(want(3, 1), "func (param i32 i32 i32) (result i32)");
     }
 }
+
+#[cfg(test)]
+mod mutated {
+    use super::*;
+
+    /// A valid module with bytes changed at places a seeded generator picks: each gives a
+    /// module or an error, never a panic (the fuzz target `wasm_module` does this at length).
+    #[test]
+    fn changed_bytes_give_an_error_or_a_module() {
+        let good = wat::parse_str(
+            r#"(module (import "offhost" "emit" (func $emit (param i32 i32)))
+              (memory (export "memory") 1)
+              (func (export "offhost_abi_version") (result i32) i32.const 1)
+              (func (export "offhost_area") (param i32 i32 i32) (result i32) i32.const 4096)
+              (func (export "offhost_start") (param i32 i32 i32) (result i32) i32.const 0)
+              (func (export "offhost_buffer") (param i32 i32) (result i32)
+                (call $emit (i32.const 0) (i32.mul (local.get 1) (i32.const 3))) i32.const 0)
+              (func (export "offhost_end") (param i32) (result i32) i32.const 0)
+              (func (export "offhost_resume") (result i32) i32.const 0))"#,
+        )
+        .unwrap();
+        Module::load(&good, &Limits::default()).unwrap();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut loaded, mut refused) = (0, 0);
+        for _ in 0..300 {
+            let mut b = good.clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % b.len() as u64) as usize;
+                b[at] = next() as u8;
+            }
+            match Module::load(&b, &Limits::default()) {
+                Ok(_) => loaded += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        // Some changes fall in names, immediates and lengths that still make a module.
+        assert!(
+            loaded > 0 && refused > 0,
+            "{loaded} loaded, {refused} refused"
+        );
+    }
+}
