@@ -245,15 +245,23 @@ fn a_module_is_read_only_as_the_pipelines_files_allow() {
 fn arguments_out_of_range_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "pass.wasm", &pass());
+    let long = format!("arg={}", "x".repeat(70_000));
     for (args, says) in [
         (
             "memory=8G",
             "memory=8589934592: must be between 65536 and 4294967296 bytes",
         ),
+        ("memory=-1", "memory=-1: expected a size"),
+        ("memory=NaN", "memory=NaN: expected a size"),
         ("deadline=0s", "deadline=0s: must be above 0 and at most 1h"),
+        ("deadline=2h", "deadline=2h: must be above 0 and at most 1h"),
         ("deadline=soon", "deadline=soon"),
+        ("deadline=-1s", "deadline=-1s"),
+        (&long, "arg=(70000 bytes): must be at most 65536 bytes"),
     ] {
         let e = build_error(&through(&m, args, &dir.path().join("o")));
-        assert!(e.contains(says), "{args}: {e}");
+        let shown: String = args.chars().take(20).collect();
+        assert!(e.contains(says), "{shown}: {e}");
+        assert!(e.contains("line 2, column"), "{shown}: {e}");
     }
 }
