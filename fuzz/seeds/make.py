@@ -4,7 +4,8 @@
 life, an NBD handshake and requests, the example pipelines and those of the tests, the
 PETLINK test header with its first words, a short list-mode file, a tiny sinogram, and the
 daemon's requests, and a call's answers. (fuzz/seeds/offload_records holds one record of each kind, written by the
-offhost_proto::offload and ::peer encoders.)"""
+offhost_proto::offload and ::peer encoders. fuzz/seeds/wasm_module holds pass.wasm and
+mulaw_c.wasm as examples/wasm/build.sh builds them, and the empty module.)"""
 import json, os, struct, glob
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -53,9 +53,19 @@ pub fn check_workers(workers: usize) -> Result<usize, Error> {
     }
 }
 
+/// The embedded engine's tasks.
+fn registry() -> offhost_engine::Registry {
+    #[allow(unused_mut)]
+    let mut r = offhost_pet::tasks::registry();
+    #[cfg(feature = "wasm")]
+    offhost_wasm::register(&mut r);
+    r
+}
+
 impl Engine {
     /// The embedded engine: pipelines run on worker threads of this process, with the
-    /// engine's built-in tasks and the PET tasks. `workers` defaults to the engine's choice;
+    /// engine's built-in tasks, the PET tasks and (feature `wasm`) the `wasm` task. `workers`
+    /// defaults to the engine's choice;
     /// more than the pipeline budget's (64) makes each submission an error.
     pub fn embedded(workers: Option<usize>) -> Engine {
         let mut config = EngineConfig::default();
@@ -64,7 +74,7 @@ impl Engine {
         }
         Engine {
             place: Place::Embedded {
-                registry: offhost_pet::tasks::registry(),
+                registry: registry(),
                 config,
             },
         }

@@ -37,6 +37,14 @@ pub struct Options {
     /// Seconds of audio streamed through examples/audio.ion.
     #[arg(long, default_value_t = 600.0)]
     pub audio_seconds: f64,
+    /// Instead: WebAssembly modules against the built-ins they stand for (pass-through
+    /// against `count`, mu-law against `mulaw`) at 64 B (--hop-buffers buffers) and 64 KiB
+    /// (--chain-bytes bytes); see `crate::wasm`.
+    #[arg(long)]
+    pub wasm: bool,
+    /// Where the example modules are (examples/wasm/build.sh writes them there).
+    #[arg(long, default_value = "target/wasm-examples")]
+    pub wasm_modules: std::path::PathBuf,
 }
 
 /// The figures of one run.
@@ -272,6 +280,8 @@ mod tests {
             hop_buffers: 2000,
             chain_bytes: 4 << 20,
             audio_seconds: 0.5,
+            wasm: false,
+            wasm_modules: "target/wasm-examples".into(),
         };
         let r = run(&o, &ProgressBar::hidden()).unwrap();
         assert!(r.chain4_gb_per_s > 0.0 && r.memcpy_gb_per_s > 0.0, "{r:?}");

@@ -11,6 +11,7 @@
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
+//! | [`wasm`] | `bench engine --wasm` | WebAssembly modules against the built-ins they stand for: the time a task adds per buffer, the pipeline's throughput |
 //! | [`rpc`] | `bench engine --rpc` | `[ION]`'s Table 1: task switch, event synchronisation, null calls in one engine, into it, to another |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
 //! | [`pet`] | `bench pet` | histogramming on one core, the PET pipelines' real-time factors, reconstruction |
@@ -60,5 +61,20 @@ pub mod rpc;
 pub mod suite;
 pub mod targets;
 pub mod tls;
+pub mod wasm;
 
 pub use error::{Error, Result};
+
+/// The progress bar `offhost bench` draws on stderr (only when stderr is a terminal), for the
+/// experiments' `run`.
+pub fn progress_bar() -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+            .expect("progress template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use offhost_bench::report::{self, Output, Row};
 use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
 use offhost_bench_suite::{
-    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite,
+    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite, wasm,
 };
 use offhost_shm::Mode;
 
@@ -42,7 +42,7 @@ enum BenchCmd {
     Reproduce(reproduce::Options),
     /// Message rate of a one-way stream through a channel (batched), copies or loans.
     Rate(RateArgs),
-    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example.
+    /// The engine: hop cost, 4-stage chain vs memcpy, the audio example (--wasm: modules).
     Engine(EngineArgs),
     /// Engines joined: a queue between two engines against a raw TLS socket, a null call on
     /// a TLS channel against a TCP round trip.
@@ -215,18 +215,6 @@ struct RateArgs {
     json: bool,
 }
 
-/// A progress bar on stderr (drawn only when stderr is a terminal).
-fn progress() -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
-            .expect("progress template")
-            .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
-}
-
 /// What a bench prints: the text for stdout, and notes for stderr.
 type Printed = (String, Vec<String>);
 
@@ -256,7 +244,7 @@ fn rows(rows: &[Row], p: &PrintArgs, table: fn(&[Row]) -> String) -> Result<Prin
 
 /// Runs `offhost bench`: measures with a progress bar, then prints.
 pub fn run(args: BenchArgs) -> Result<()> {
-    let bar = progress();
+    let bar = offhost_bench_suite::progress_bar();
     let done = measure(args, &bar);
     bar.finish_and_clear();
     let (text, notes) = done?;
@@ -335,6 +323,9 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 show(a.json, &rpc::run(&o, bar)?, rpc::Report::text)?,
                 vec![],
             )
+        }
+        BenchCmd::Engine(a) if a.o.wasm => {
+            (show(a.json, &wasm::run(&a.o, bar)?, wasm::table)?, vec![])
         }
         BenchCmd::Engine(a) => {
             let r = engine::run(&a.o, bar)?;

@@ -67,6 +67,8 @@ enum Command {
 /// reaches any engine (the user's own pipelines; `offhost engine` narrows it).
 fn registry() -> offhost_engine::Registry {
     let mut r = offhost_pet::tasks::registry();
+    #[cfg(feature = "wasm")]
+    offhost_wasm::register(&mut r);
     offhost_node::remote::register(
         &mut r,
         offhost_node::remote::Links::own(offhost_link::LinkOptions::default()),

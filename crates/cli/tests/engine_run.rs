@@ -217,6 +217,11 @@ fn tasks_lists_builtins_with_arguments() {
         );
     }
     assert!(out.contains("freq=440"), "{out}");
+    #[cfg(feature = "wasm")]
+    assert!(
+        out.lines().any(|l| l.starts_with("wasm ")) && out.contains("deadline=1s"),
+        "{out}"
+    );
     let o = offhost().args(["tasks", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rate = v

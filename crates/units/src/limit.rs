@@ -125,6 +125,14 @@ limits! {
     MaxMailboxes = "max_mailboxes", Unit::Count("channels with mailboxes"), "engine", ["engine"];
     /// Connections an NBD server serves at once (`offhost_nbd::Limits::max_connections`).
     MaxConnections = "max_connections", Unit::Count("connections"), "NBD server", ["nbd"];
+    /// Bytes of one WebAssembly module a `wasm` task loads (`offhost_wasm::Limits::module_bytes`).
+    WasmModuleBytes = "wasm_module_bytes", Unit::Bytes, "engine", [];
+    /// How long compiling one WebAssembly module may take (`Limits::compile_time`).
+    WasmCompileTime = "wasm_compile_time", Unit::Millis, "engine", [];
+    /// Linear memory of one `wasm` task's instance: the task's `memory=` argument.
+    WasmMemory = "wasm_memory", Unit::Bytes, "engine", [];
+    /// How long one call into a `wasm` task's module may run: the task's `deadline=` argument.
+    WasmDeadline = "wasm_deadline", Unit::Millis, "engine", [];
 }
 
 impl Limit {
@@ -287,6 +295,10 @@ impl fmt::Display for ForPeer {
         let l = self.0;
         // `offhost run` serves no peer.
         let cmds: Vec<_> = l.commands().iter().filter(|c| **c != "run").collect();
+        if cmds.is_empty() {
+            // A limit of a pipeline's own (a task's argument) or fixed in the engine.
+            return write!(f, "(a limit of the {}'s, set by no flag)", l.side());
+        }
         write!(f, "(the {} raises it with offhost ", l.side())?;
         for (i, c) in cmds.iter().enumerate() {
             let sep = match i {
@@ -348,6 +360,16 @@ mod tests {
         for l in Limit::ALL {
             assert!(!OverLimit::new(*l, 1u8).to_string().contains("--"), "{l}");
         }
+    }
+
+    #[test]
+    fn a_limit_without_a_flag_is_said_without_one() {
+        let o = OverLimit::new(Limit::WasmMemory, 1u32 << 24);
+        assert_eq!(
+            o.for_peer().to_string(),
+            "(a limit of the engine's, set by no flag)"
+        );
+        assert!(!Limit::WasmMemory.takes("engine"));
     }
 
     #[test]
