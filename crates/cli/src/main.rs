@@ -101,9 +101,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
-            println!(
-                "layers: units shm proto access link engine node nbd pet bench (ARCHITECTURE.md)"
-            );
+            let wasm = if cfg!(feature = "wasm") { " wasm" } else { "" };
+            println!("layers: units shm proto access link engine node nbd pet bench{wasm}");
             Ok(())
         }
         Command::Echo(args) => echo::run(args),
