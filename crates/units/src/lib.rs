@@ -77,7 +77,7 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
         })
 }
 
-/// Parses a size as [`parse_size`] does, into a narrower integer (`u32`, `usize`): a size that
+/// Parses a size as [`parse_size()`] does, into a narrower integer (`u32`, `usize`): a size that
 /// does not fit is an error that says the largest that does.
 pub fn parse_size_as<T: TryFrom<u64>>(text: &str) -> Result<T, UnitError> {
     let n = parse_size(text)?;
