@@ -146,6 +146,12 @@ const char *offhost_last_error(void);
 // thread.
 const char *offhost_last_limit(void);
 
+// The id of the setting that would have allowed what the last failing call on this thread
+// was refused (`"tls_certificates"`, `"insecure"`: the field of `offhost_access` that sets
+// it, as its message names it), or empty if none. Valid until the next failing call on
+// this thread.
+const char *offhost_last_setting(void);
+
 // The name of a status code, as a static string.
 const char *offhost_status_name(enum offhost_status status);
 

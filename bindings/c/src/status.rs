@@ -105,6 +105,7 @@ impl offhost_status {
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
     static LAST_LIMIT: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_SETTING: RefCell<CString> = RefCell::new(CString::default());
 }
 
 /// Records `msg` as this thread's last error message (of a failure over no limit).
@@ -112,15 +113,23 @@ pub fn set_message(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = c);
     LAST_LIMIT.with(|l| *l.borrow_mut() = CString::default());
+    LAST_SETTING.with(|l| *l.borrow_mut() = CString::default());
 }
 
-/// Records an error (its message, and the id of the limit it went over or none) and returns
-/// its status.
+/// Records an error (its message, the id of the limit it went over or none, and the id of the
+/// setting that would have allowed it or none) and returns its status.
 pub fn fail(e: &Error) -> offhost_status {
     set_message(&e.to_string());
     let id = e.over_limit().map_or("", |o| o.limit.id());
     LAST_LIMIT.with(|l| *l.borrow_mut() = CString::new(id).unwrap_or_default());
+    let id = e.needs().map_or("", |s| s.id());
+    LAST_SETTING.with(|l| *l.borrow_mut() = CString::new(id).unwrap_or_default());
     offhost_status::of(e.kind())
+}
+
+/// The id of the setting that would have allowed this thread's last failure, empty if none.
+pub fn last_setting() -> *const c_char {
+    LAST_SETTING.with(|l| l.borrow().as_ptr())
 }
 
 /// The id of the limit this thread's last failure went over, empty if none.

@@ -15,7 +15,9 @@ use crate::api::{
     self, offhost_access, offhost_channel, offhost_channel_options, offhost_engine, offhost_loan,
     offhost_message, offhost_pipeline, offhost_server, offhost_session, Received,
 };
-use crate::status::{fail, invalid, last_limit, last_message, offhost_status, set_message};
+use crate::status::{
+    fail, invalid, last_limit, last_message, last_setting, offhost_status, set_message,
+};
 
 /// Runs `f`, recording its error or panic.
 fn call(f: impl FnOnce() -> Result<offhost_status, Error>) -> offhost_status {
@@ -211,6 +213,15 @@ pub extern "C" fn offhost_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn offhost_last_limit() -> *const c_char {
     last_limit()
+}
+
+/// The id of the setting that would have allowed what the last failing call on this thread
+/// was refused (`"tls_certificates"`, `"insecure"`: the field of `offhost_access` that sets
+/// it, as its message names it), or empty if none. Valid until the next failing call on
+/// this thread.
+#[no_mangle]
+pub extern "C" fn offhost_last_setting() -> *const c_char {
+    last_setting()
 }
 
 /// The name of a status code, as a static string.

@@ -115,6 +115,19 @@ int main(int argc, char **argv) {
     refused(urls[i], offhost_session_connect(urls[i], &s), 0);
   }
   refused("connect NULL", offhost_session_connect(NULL, &s), OFFHOST_STATUS_INVALID_ARGUMENT);
+  /* tls: without certificates: refused, naming the setting that allows it (the field of
+     offhost_access that sets it), and no command-line flag. */
+  refused("tls: without certificates", offhost_session_connect("tls:127.0.0.1:9", &s), 0);
+  if (strcmp(offhost_last_setting(), "tls_certificates") != 0 ||
+      strstr(offhost_last_error(), "--") != NULL) {
+    printf("FAIL last setting: \"%s\" (%s)\n", offhost_last_setting(), offhost_last_error());
+    failures++;
+  }
+  refused("", offhost_session_connect("", &s), 0);
+  if (strcmp(offhost_last_setting(), "") != 0) {
+    printf("FAIL last setting: \"%s\" after an error needing none\n", offhost_last_setting());
+    failures++;
+  }
   if (echo != NULL) {
     ok("connect echo", offhost_session_connect(echo, &s));
     offhost_channel_options o;
