@@ -297,12 +297,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 ..a
             };
             let r = reproduce::run(&o, bar)?;
-            let wrote = format!(
-                "wrote {} ({:.0} s)",
-                r.path.display(),
-                r.elapsed.as_secs_f64()
-            );
-            (String::new(), vec![wrote])
+            let (path, secs) = (r.path.display(), r.elapsed.as_secs_f64());
+            let mut said = vec![format!("wrote {path} ({secs:.0} s)")];
+            said.extend(r.not_run.iter().map(|s| format!("not run here: {s}")));
+            (String::new(), said)
         }
         BenchCmd::Rate(mut a) => {
             let note = a.o.shm_as_channels();

@@ -59,6 +59,17 @@ pub struct Report {
     pub path: PathBuf,
     /// How long the run took.
     pub elapsed: Duration,
+    /// The sections that could not run here, each with why ("[ION] Figures 6-7 and Table
+    /// 2: fio was not found ..."): said in the report's summary and to whoever ran it.
+    pub not_run: Vec<String>,
+}
+
+/// The report summary's line for the sections that could not run, if any.
+fn not_run_line(not_run: &[String]) -> String {
+    match not_run {
+        [] => String::new(),
+        l => format!("- not run here: {}\n", l.join("; ")),
+    }
 }
 
 /// What every experiment needs.
@@ -174,6 +185,13 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
         }
         None => "## [Off-host]\n\nNot run (no `offhost` binary given).\n".into(),
     };
+    let mut not_run = Vec::new();
+    if let Some(why) = &d003.skipped {
+        not_run.push(format!("[ION] Figures 6-7 and Table 2: {why}"));
+    }
+    if d004.is_none() {
+        not_run.push("[Off-host]: no `offhost` binary given".to_string());
+    }
     let elapsed = start.elapsed();
     let mut report = String::new();
     let _ = writeln!(
@@ -188,6 +206,7 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
          the core count means other work shared the cores, and busy-waiting transfers then \
          wait for whole scheduler time slices)\n\
          - figures are from one run on a machine that may be shared: treat them as noisy.\n\
+         {}\
          - [SUN-T]: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); [DS-link]: \
          Pentium Pro PCs with DSNIC boards; [ION]: ION, 68030 boards on a VME backplane \
          serving workstations over SCSI; [Off-host]: a SPARC DTC-2 with an MVME-167 XTP \
@@ -201,7 +220,8 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
         s.plan.reps,
         load_before,
         loadavg(),
-        affinity::cores()
+        affinity::cores(),
+        not_run_line(&not_run)
     );
     let _ = writeln!(
         report,
@@ -229,5 +249,24 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
     Ok(Report {
         path: report_path,
         elapsed,
+        not_run,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_each_section_not_run_and_why() {
+        assert_eq!(not_run_line(&[]), "");
+        let l = not_run_line(&[
+            "[ION] Figures 6-7 and Table 2: fio was not found".into(),
+            "[Off-host]: no `offhost` binary given".into(),
+        ]);
+        assert_eq!(
+            l,
+            "- not run here: [ION] Figures 6-7 and Table 2: fio was not found; [Off-host]: no `offhost` binary given\n"
+        );
+    }
 }
