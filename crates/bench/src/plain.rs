@@ -289,6 +289,8 @@ mod tests {
                     let row = m.row("x", kind.name(), "-", size).unwrap();
                     assert!(row.one_way_ns_median > 0.0);
                     assert!(row.wakeups_per_msg.is_some());
+                    // The measuring thread did work for every message.
+                    assert!(row.host_cpu_us_per_msg.is_some_and(|c| c > 0.0), "{row:?}");
                 }
             }
         }

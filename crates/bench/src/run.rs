@@ -199,6 +199,10 @@ pub struct Measured {
     pub steps_per_rep: usize,
     /// Wake-ups (voluntary switches, host and engine) per message in the timed repetitions.
     pub wakeups_per_msg: Option<f64>,
+    /// CPU time of the measuring (host) thread per message in the timed repetitions, µs:
+    /// what the host spends, polling included, which the counting pass's load leaves out when
+    /// the host shares its core with the counter.
+    pub host_cpu_us_per_msg: Option<f64>,
     /// CPU loads from the counting pass.
     pub loads: Option<cpu::Loads>,
 }
@@ -270,6 +274,7 @@ fn measure_primed(
     let per_step = t.elapsed().as_secs_f64() / warm as f64;
     let steps = ((plan.rep_time.as_secs_f64() / per_step) as usize).clamp(1, plan.max_steps);
     let before = accounts(engine_pid);
+    let cpu_before = thread_cpu();
     let mut samples = Vec::with_capacity(plan.reps);
     let began = Instant::now();
     for _ in 0..plan.reps.max(1) {
@@ -279,8 +284,10 @@ fn measure_primed(
             break;
         }
     }
+    let cpu_after = thread_cpu();
     let after = accounts(engine_pid);
     let msgs = (samples.len() * steps) as f64 * per_step_msgs;
+    let host_cpu_us_per_msg = Some(cpu_after.saturating_sub(cpu_before).as_secs_f64() * 1e6 / msgs);
     let wakeups_per_msg = match (before, after) {
         (Some(b), Some(a)) => Some(a.since(&b).voluntary_switches as f64 / msgs),
         _ => None,
@@ -300,8 +307,18 @@ fn measure_primed(
         samples,
         steps_per_rep: steps,
         wakeups_per_msg,
+        host_cpu_us_per_msg,
         loads,
     })
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl Measured {
@@ -310,6 +327,7 @@ impl Measured {
         let s = Summary::of(&self.samples)?;
         let mut r = Row::new(bench, transport, mode, size, &s);
         r.wakeups_per_msg = self.wakeups_per_msg;
+        r.host_cpu_us_per_msg = self.host_cpu_us_per_msg;
         if let Some(l) = self.loads {
             r.cpu_load_host = Some(l.host);
             r.cpu_load_engine = Some(l.engine);
