@@ -59,7 +59,7 @@ pub struct Report {
     pub path: PathBuf,
     /// How long the run took.
     pub elapsed: Duration,
-    /// The sections that could not run here, each with why ("[ION] Figures 6-7 and Table
+    /// The sections that could not run here, each with why ("`[ION]` Figures 6-7 and Table
     /// 2: fio was not found ..."): said in the report's summary and to whoever ran it.
     pub not_run: Vec<String>,
 }
