@@ -26,6 +26,20 @@ pytestmark = pytest.mark.skipif(hook is None, reason="a release build: the test 
 #: The special methods an entry point may be (when a class defines them itself).
 SPECIAL = {"__iter__", "__next__", "__enter__", "__exit__", "__len__", "__bytes__", "__repr__", "__getitem__", "__eq__"}
 
+#: The getters of ``Scanner``, fields read without a guard.
+SCANNER_FIELDS = (
+    "name",
+    "rings",
+    "detectors_per_ring",
+    "radial_bins",
+    "views",
+    "span",
+    "max_ring_difference",
+    "ring_spacing_mm",
+    "crystal_radius_mm",
+    "bin_size_mm",
+)
+
 #: Entry points that cannot panic and are left unguarded (each file's header says why).
 UNGUARDED = {
     "Session.url",
@@ -38,22 +52,7 @@ UNGUARDED = {
     "Message.__enter__",
     "Pipeline.__enter__",
     "OutputIter.__iter__",
-    *(
-        f"Scanner.{f}"
-        for f in (
-            "name",
-            "rings",
-            "detectors_per_ring",
-            "radial_bins",
-            "views",
-            "span",
-            "max_ring_difference",
-            "ring_spacing_mm",
-            "crystal_radius_mm",
-            "bin_size_mm",
-            "__eq__",
-        )
-    ),
+    *(f"Scanner.{f}" for f in (*SCANNER_FIELDS, "__eq__")),
     "QueueLoan.__len__",
     *(f"Completion.{f}" for f in ("op", "tag", "channel", "ok", "value", "end", "error", "code", "data")),
     "Sink.url",
@@ -267,18 +266,7 @@ def test_every_entry_point_turns_a_panic_into_offhost_error(
         "Message.__enter__": msg.__enter__,
         "Pipeline.__enter__": p.__enter__,
         "OutputIter.__iter__": lambda: iter(out),
-        **{f"Scanner.{f}": (lambda f=f: getattr(scanner, f)) for f in (
-            "name",
-            "rings",
-            "detectors_per_ring",
-            "radial_bins",
-            "views",
-            "span",
-            "max_ring_difference",
-            "ring_spacing_mm",
-            "crystal_radius_mm",
-            "bin_size_mm",
-        )},
+        **{f"Scanner.{f}": (lambda f=f: getattr(scanner, f)) for f in SCANNER_FIELDS},
         "Scanner.__eq__": lambda: scanner == other_scanner,
         "QueueLoan.__len__": lambda: len(qloan),
         **{f"Completion.{f}": (lambda f=f: getattr(completion, f)) for f in (

@@ -285,17 +285,7 @@ fn submitted_pipelines_reach_other_engines_over_tls_only() {
             format!("fill bytes=10 >x\nengine-out url={url} pipeline=1 name=q <x\n"),
         )
         .unwrap();
-        let o = offhost(
-            &[
-                "submit",
-                "--engine",
-                &e.urls[0],
-                "--tls-certificates",
-                e.pki.to_str().unwrap(),
-                file.to_str().unwrap(),
-            ],
-            work.path(),
-        );
+        let o = e.submit_to(0, &[file.to_str().unwrap()], work.path());
         assert!(!o.status.success(), "accepted {url}");
         let err = text(&o.stderr);
         assert!(err.contains(why) && err.contains("line 2"), "{url}: {err}");
@@ -306,13 +296,10 @@ fn submitted_pipelines_reach_other_engines_over_tls_only() {
 fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
     let mut e = Engines::start(&[]);
     let work = tempfile::tempdir().unwrap();
-    let pki = e.pki.to_str().unwrap().to_string();
     let submit = |engine: usize, file: &Path, extra: &[&str]| {
-        let mut args = vec!["submit", "--engine", &e.urls[engine], "--tls-certificates"];
-        args.extend([pki.as_str()]);
-        args.extend(extra);
+        let mut args = extra.to_vec();
         args.push(file.to_str().unwrap());
-        offhost(&args, work.path())
+        e.submit_to(engine, &args, work.path())
     };
     // The service on b answers each request with the request, through crc32c.
     let serve = work.path().join("serve.ion");
@@ -383,11 +370,8 @@ fn a_task_calls_a_pipeline_on_another_engine_until_that_engine_is_killed() {
 
     // The service outlives its caller: calls that would go on for minutes, until b is killed.
     let file = caller(200_000_000_000, "svc");
-    let args: Vec<String> = ["submit", "--engine", &e.urls[0], "--tls-certificates", &pki]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([file.to_string_lossy().into_owned()])
-        .collect();
+    let mut args = e.submit_args(0);
+    args.push(file.to_string_lossy().into_owned());
     let mut sub = spawn_offhost(&args, work.path());
     let t0 = Instant::now();
     while !e.states(0).iter().any(|s| s == "running") {
@@ -437,19 +421,8 @@ fn a_files_own_service_serves_callers_on_other_engines_as_in_one_process() {
         ],
     );
     // One daemon runs it whole, its call local.
-    let o = offhost(
-        &[
-            "submit",
-            "--engine",
-            &e.urls[0],
-            "--tls-certificates",
-            e.pki.to_str().unwrap(),
-            "--out",
-            "res=one.bin",
-            file.to_str().unwrap(),
-        ],
-        work.path(),
-    );
+    let (out, file) = ("res=one.bin", file.to_str().unwrap());
+    let o = e.submit_to(0, &["--out", out, file], work.path());
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(std::fs::read(work.path().join("one.bin")).unwrap() == one);
     // Every part has ended: the service's was stopped once its callers were done.

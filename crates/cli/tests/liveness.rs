@@ -199,18 +199,7 @@ fn a_killed_submitter_leaves_no_part_running_and_a_detached_job_runs_its_lifetim
         .lines()
         .find_map(|l| l.strip_prefix("a ").map(str::to_owned))
         .expect("submit --detach prints `ENGINE ID` per part");
-    let status = offhost(
-        &[
-            "submit",
-            "--engine",
-            &e.urls[0],
-            "--tls-certificates",
-            e.pki.to_str().unwrap(),
-            "--status",
-            &a_id,
-        ],
-        work.path(),
-    );
+    let status = e.submit_to(0, &["--status", &a_id], work.path());
     let said = text(&status.stdout);
     assert!(said.contains("detached"), "{said}");
     for i in 0..3 {

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::Reaped;
 
 fn offhost() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offhost"))
@@ -89,36 +88,22 @@ fn bad_modules_each_get_their_error_and_good_pipelines_run_meanwhile_and_after()
     for (name, bytes) in &modules {
         std::fs::write(files.join(name), bytes).unwrap();
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("tcp:127.0.0.1:{port}");
-    let _d = Reaped(
-        offhost()
-            .args(["engine", "--insecure", "--listen", &url, "--files"])
-            .arg(&files)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    // The daemon says where it listens once it does: no port to guess, no retries.
+    let files_arg = files.to_str().unwrap();
+    let (_d, urls) = common::engine_in(
+        &[],
+        &[
+            "--insecure",
+            "--listen",
+            "tcp:127.0.0.1:0",
+            "--files",
+            files_arg,
+        ],
     );
+    let url = urls[0].clone();
     let good = pipeline(dir.path(), "good.ion", "pass.wasm", "", "1M");
-    let mut up = false;
-    for _ in 0..50 {
-        let o = submit(dir.path(), &url, &good);
-        if o.status.success() {
-            up = true;
-            break;
-        }
-        assert!(
-            text(&o.stderr).contains("connect to"),
-            "{}",
-            text(&o.stderr)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    assert!(up, "the daemon never accepted a connection");
+    let o = submit(dir.path(), &url, &good);
+    assert!(o.status.success(), "{}", text(&o.stderr));
     // A good pipeline runs while the bad ones are submitted: its source is this test's
     // bytes, the last of which it sends after them.
     let long = dir.path().join("long.ion");

@@ -294,22 +294,33 @@ impl fmt::Display for ForPeer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let l = self.0;
         // `offhost run` serves no peer.
-        let cmds: Vec<_> = l.commands().iter().filter(|c| **c != "run").collect();
+        let cmds: Vec<&str> = l
+            .commands()
+            .iter()
+            .copied()
+            .filter(|c| *c != "run")
+            .collect();
         if cmds.is_empty() {
             // A limit of a pipeline's own (a task's argument) or fixed in the engine.
             return write!(f, "(a limit of the {}'s, set by no flag)", l.side());
         }
-        write!(f, "(the {} raises it with offhost ", l.side())?;
-        for (i, c) in cmds.iter().enumerate() {
-            let sep = match i {
-                0 => "",
-                i if i + 1 == cmds.len() => " or ",
-                _ => ", ",
-            };
-            write!(f, "{sep}{c}")?;
-        }
-        write!(f, " {})", l.flag())
+        let (side, cmds, flag) = (l.side(), one_of(&cmds), l.flag());
+        write!(f, "(the {side} raises it with offhost {cmds} {flag})")
     }
+}
+
+/// `a`, `a or b`, `a, b or c`: the `offhost` subcommands a server's text names.
+pub(crate) fn one_of(cmds: &[&str]) -> String {
+    let mut out = String::new();
+    for (i, c) in cmds.iter().enumerate() {
+        out.push_str(match i {
+            0 => "",
+            i if i + 1 == cmds.len() => " or ",
+            _ => ", ",
+        });
+        out.push_str(c);
+    }
+    out
 }
 
 impl Limit {

@@ -114,20 +114,11 @@ impl Needs {
     /// it with offhost engine or nbd --files DIR)".
     pub fn for_peer(&self) -> String {
         let s = self.setting;
-        let servers: Vec<_> = (s.commands().iter())
-            .filter(|c| SERVERS.contains(c))
+        let servers: Vec<&str> = (s.commands().iter())
             .copied()
+            .filter(|c| SERVERS.contains(c))
             .collect();
-        let n = servers.len();
-        let mut cmds = String::new();
-        for (i, c) in servers.iter().enumerate() {
-            cmds.push_str(match i {
-                0 => "",
-                i if i + 1 == n => " or ",
-                _ => ", ",
-            });
-            cmds.push_str(c);
-        }
+        let cmds = crate::limit::one_of(&servers);
         format!(
             "(the {} allows it with offhost {cmds} {})",
             s.side(),

@@ -127,20 +127,32 @@ impl Engines {
         v
     }
 
+    /// `submit --engine URL --tls-certificates PKI`: a submit to engine `i` alone, before its
+    /// own arguments.
+    pub fn submit_args(&self, i: usize) -> Vec<String> {
+        let pki = self.pki.to_str().unwrap();
+        [
+            "submit",
+            "--engine",
+            &self.urls[i],
+            "--tls-certificates",
+            pki,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// `offhost submit` to engine `i` alone with `args`, run in `dir`.
+    pub fn submit_to(&self, i: usize, args: &[&str], dir: &Path) -> Output {
+        let mut all = self.submit_args(i);
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        offhost(&all, dir)
+    }
+
     /// Pipeline ids and states of engine `i`.
     pub fn states(&self, i: usize) -> Vec<String> {
-        let o = offhost(
-            &[
-                "submit",
-                "--engine",
-                &self.urls[i],
-                "--tls-certificates",
-                self.pki.to_str().unwrap(),
-                "--list",
-                "--json",
-            ],
-            self.pki.parent().unwrap(),
-        );
+        let o = self.submit_to(i, &["--list", "--json"], self.pki.parent().unwrap());
         assert!(o.status.success(), "{}", text(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         v["pipelines"]
