@@ -32,6 +32,9 @@ pub struct EngineArgs {
     files_allow_devices: bool,
     #[command(flatten)]
     access: crate::access_args::ServeAccess,
+    /// A live view of the engine's pipelines.
+    #[command(flatten)]
+    view: offhost_view::ViewArgs,
     /// Worker threads per pipeline (default: the number of cores, at most 4; never more than
     /// the pipeline's tasks of normal or background class).
     #[arg(long)]
@@ -180,6 +183,17 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     }
     let daemon =
         Daemon::with_files_and_limits(registry, config, files, args.daemon_limits.limits());
+    let access = &args.access;
+    let view = match args
+        .view
+        .config(access.tls_certificates.as_deref(), access.insecure)
+    {
+        Some(c) => Some(offhost_view::View::start(&c, daemon.clone())?),
+        None => None,
+    };
+    if let Some(v) = &view {
+        eprintln!("engine: view on {}", v.url());
+    }
     let mut offload_config = args.offload.config(options.clone())?;
     offload_config.link = link_limits;
     let offload =

@@ -7,10 +7,12 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use indicatif::{ProgressBar, ProgressStyle};
+use offhost_engine::watch::One;
 use offhost_engine::{EngineConfig, Registry};
 use offhost_node::jobs::local::{self, LocalJob};
 use offhost_node::jobs::table::{progress_line, render};
@@ -45,6 +47,15 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write the pipeline's graph as Graphviz dot to FILE, with its final numbers.
+    #[arg(long, value_name = "FILE")]
+    pub dot: Option<PathBuf>,
+    /// A live view.
+    #[command(flatten)]
+    pub view: offhost_view::ViewArgs,
+    /// Who may see it.
+    #[command(flatten)]
+    pub view_access: offhost_view::ViewAccess,
     /// The pipeline's budget.
     #[command(flatten)]
     pub budget: crate::limit_args::BudgetArgs,
@@ -54,6 +65,18 @@ pub struct RunArgs {
 pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let path = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
+    let access = &args.view_access;
+    let one = Arc::new(One::default());
+    let view = match args
+        .view
+        .config(access.tls_certificates.as_deref(), access.insecure)
+    {
+        Some(c) => Some(offhost_view::View::start(&c, one.clone())?),
+        None => None,
+    };
+    if let Some(v) = &view {
+        eprintln!("view: {}", v.url());
+    }
     let job = LocalJob {
         path: &path,
         text: &text,
@@ -70,6 +93,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         ins: &args.ins,
         duration: args.duration,
         json: args.json,
+        watch: view.as_ref().map(|_| one.clone()),
     };
     let bar = if args.quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -92,6 +116,10 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     );
     bar.finish_and_clear();
     let done = done?;
+    if let Some(f) = &args.dot {
+        std::fs::write(f, done.shape.to_dot(Some(&done.stats)))
+            .with_context(|| format!("write {}", f.display()))?;
+    }
     // Write errors (a closed pipe, say) end the command with an error, not a panic.
     if args.json {
         writeln!(
@@ -107,6 +135,10 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         for (n, p) in &done.bindings.outputs {
             writeln!(o, "host-out '{n}' -> {p}")?;
         }
+    }
+    if let (Some(v), Some(d)) = (&view, access.view_linger) {
+        eprintln!("view: {} stays up for {d:?}", v.url());
+        std::thread::sleep(d);
     }
     match done.failure {
         Some(f) => Err(anyhow!(f)),

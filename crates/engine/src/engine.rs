@@ -209,6 +209,7 @@ impl Built {
             .filter(|t| t.prio != crate::task::Priority::Interrupt)
             .count();
         let workers = workers.min(working.max(1));
+        let shape = Arc::new(shape_of(&g));
         let pools: Vec<Pool> = g
             .pools
             .iter()
@@ -312,9 +313,49 @@ impl Built {
             host,
             pools,
             queues,
+            shape,
             started: Instant::now(),
         })
     }
+}
+
+/// The shape of checked graph `g`, for those who watch it run.
+fn shape_of(g: &Graph) -> crate::Shape {
+    crate::Shape {
+        tasks: g
+            .tasks
+            .iter()
+            .map(|t| crate::ShapeTask {
+                name: t.name.clone(),
+                line: t.line,
+                engine: t.engine.clone(),
+                priority: t.prio,
+                inputs: t.inputs.clone(),
+                outputs: t.outputs.clone(),
+                pools: t.pools.clone(),
+            })
+            .collect(),
+        queues: g
+            .queues
+            .iter()
+            .map(|q| crate::ShapeQueue {
+                name: q.name.clone(),
+                reader: q.reader,
+                writers: q.writers.clone(),
+                capacity: None,
+            })
+            .collect(),
+        pools: g
+            .pools
+            .iter()
+            .map(|p| crate::ShapePool {
+                name: p.name.clone(),
+                count: p.count,
+                size: p.size,
+            })
+            .collect(),
+    }
+    .with_capacities()
 }
 
 /// Statistics of a pipeline at one moment.
@@ -401,10 +442,22 @@ pub struct Running {
     host: HostPorts,
     pools: Vec<Pool>,
     queues: Vec<Arc<Queue>>,
+    shape: Arc<crate::Shape>,
     started: Instant,
 }
 
 impl Running {
+    /// The pipeline's tasks, queues and free lists and how they join.
+    pub fn shape(&self) -> &Arc<crate::Shape> {
+        &self.shape
+    }
+
+    /// What its tasks show to those who watch ([`crate::Board`]); the board outlives the
+    /// pipeline for as long as somebody holds it.
+    pub fn board(&self) -> &Arc<crate::Board> {
+        &self.shared.board
+    }
+
     /// The host's end of `host-in name=NAME` (once; later calls return `None`).
     pub fn host_input(&mut self, name: &str) -> Option<HostInput> {
         self.host.inputs.remove(name).map(HostInput::new)

@@ -17,6 +17,8 @@ use crate::task::{Priority, Task};
 pub(crate) struct NodeTask {
     pub(crate) name: String,
     pub(crate) line: usize,
+    /// The engine it is placed on (`@NAME`), if written.
+    pub(crate) engine: Option<String>,
     pub(crate) prio: Priority,
     pub(crate) task: Box<dyn Task>,
     pub(crate) inputs: Vec<usize>,
@@ -382,6 +384,7 @@ pub(crate) fn build(
         tasks.push(NodeTask {
             name: t.command.clone(),
             line: t.line,
+            engine: t.engine.as_ref().map(|e| e.name.clone()),
             prio: prio.unwrap_or(info.priority),
             task,
             inputs: t.inputs.iter().map(|q| qindex[q.name.as_str()]).collect(),

@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 
 mod backlog;
+mod board;
 mod budget;
 mod buffer;
 pub mod call;
@@ -81,13 +82,19 @@ mod registry;
 mod runq;
 pub mod sandbox;
 mod sched;
+mod shape;
 mod slot;
 mod task;
 mod task_doc;
 mod task_state;
 pub mod tasks;
 mod timer;
+pub mod watch;
 
+pub use board::{
+    Board, Item, Meter, Picture, ShowError, Shown, Watching, MAX_METERS, MAX_PICTURE_PIXELS,
+    MAX_SHOWN_PER_TASK,
+};
 pub use budget::{
     Budget, DEFAULT_BUFFERS, DEFAULT_LINKS, DEFAULT_POOL_BYTES, DEFAULT_TASKS, DEFAULT_WORKERS,
 };
@@ -105,5 +112,6 @@ pub use queue::{Get, GetHook, PutHook, QueueStats};
 pub use registry::{ArgDoc, ArgError, Args, Build, Factory, Registry, TaskInfo};
 pub use runq::{workers_spin, Helper, OutsideWaker, Waker};
 pub use sandbox::{FileError, Files, ReadFile, WriteFile};
+pub use shape::{Shape, ShapePool, ShapeQueue, ShapeTask};
 pub use slot::TaskStats;
 pub use task::{Context, Priority, Status, Task, TaskError};

@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// Why the pipeline was ended by force ([`Shared::abort`]), once it was.
     aborted: std::sync::OnceLock<String>,
     pub(crate) failure: Mutex<Option<Failure>>,
+    /// What the tasks show to those who watch.
+    pub(crate) board: Arc<crate::board::Board>,
     batch: usize,
 }
 
@@ -58,6 +60,7 @@ impl Shared {
             }),
             aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
+            board: Arc::default(),
             batch: batch.max(1),
         });
         let runner: Weak<dyn RunTask> = Arc::downgrade(&s) as Weak<dyn RunTask>;
@@ -150,6 +153,7 @@ impl Shared {
                 inputs: &slot.inputs,
                 outputs: &slot.outputs,
                 pools: &slot.pools,
+                board: &self.board,
                 id,
                 budget: self.batch,
                 yielded: false,
@@ -227,6 +231,7 @@ impl Shared {
         slot.counters.add_busy(t0);
         if let Some(e) = err.or(fin.err()) {
             tracing::warn!(task = %slot.name, line = slot.line, error = %e, "task failed");
+            let _ = slot.error.set(e.to_string());
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             if f.is_none() {
                 *f = Some(Failure {

@@ -45,6 +45,9 @@ pub struct TaskStats {
     pub done: bool,
     /// The task's own short result, if it gives one.
     pub report: Option<String>,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 pub(crate) struct TaskSlot {
@@ -57,6 +60,8 @@ pub(crate) struct TaskSlot {
     pub(crate) body: Mutex<Option<Box<dyn Task>>>,
     pub(crate) counters: TaskCounters,
     pub(crate) report: Mutex<Option<String>>,
+    /// Why it failed, once it has.
+    pub(crate) error: std::sync::OnceLock<String>,
     /// A source that goes on when the pipeline is stopped: the `host-in` of a service its
     /// own calls take, which ends once they have.
     pub(crate) keeps_on_stop: bool,
@@ -82,6 +87,7 @@ impl TaskSlot {
             body: Mutex::new(Some(task)),
             counters: TaskCounters::default(),
             report: Mutex::new(None),
+            error: std::sync::OnceLock::new(),
             keeps_on_stop: false,
         }
     }
@@ -124,6 +130,7 @@ impl TaskSlot {
             busy_ns: c.busy_ns.load(Ordering::Relaxed),
             done,
             report,
+            error: self.error.get().cloned(),
         }
     }
 }

@@ -64,6 +64,7 @@ use offhost_link::Wait;
 
 pub mod keep;
 mod reply;
+pub mod watched;
 pub use keep::{Keep, KeptBy};
 pub use reply::{
     sorted_json, BadReply, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
@@ -201,6 +202,8 @@ pub struct Daemon {
     keeps: keep::Keeps,
     /// Sessions served so far (their numbers).
     sessions: AtomicU64,
+    /// Each pipeline's shape and board, for a live view.
+    seen: watched::Seen,
 }
 
 /// The free lists of settled pipelines that something still holds (a channel thread
@@ -267,6 +270,7 @@ impl Daemon {
             lingering: Lingering::default(),
             keeps: keep::Keeps::default(),
             sessions: AtomicU64::new(1),
+            seen: watched::Seen::default(),
         });
         // The warden ends with the daemon (it holds it only while it looks). A daemon
         // whose warden cannot start still serves; its pipelines then run until they end.
@@ -772,6 +776,8 @@ impl Daemon {
         {
             table.remove(old);
         }
+        self.seen.add(id, &run);
+        self.seen.retain(|id| table.contains_key(&id), &finished);
         table.insert(id, Arc::new(Mutex::new(State::Running(run))));
         self.keeps.add(id, by, lifetime);
         if let Some(n) = &name {

@@ -63,6 +63,19 @@ impl Sinogram {
         self.data.iter().map(|&v| v as i64).sum()
     }
 
+    /// Every plane summed: one `views * radial_bins` plane (views as rows), as `f32`; what
+    /// a live view shows of a sinogram stack.
+    pub fn summed(&self) -> Vec<f32> {
+        let p = self.scanner.plane_size();
+        let mut sum = vec![0f32; p];
+        for plane in self.data.chunks_exact(p.max(1)) {
+            for (s, &v) in sum.iter_mut().zip(plane) {
+                *s += v as f32;
+            }
+        }
+        sum
+    }
+
     /// One sinogram plane (`views * radial_bins` values).
     pub fn plane(&self, sino: usize) -> &[i32] {
         let p = self.scanner.plane_size();

@@ -57,10 +57,10 @@ settings! {
     /// Devices, fifos and sockets beneath that directory too (`Root::allow_devices`).
     FilesAllowDevices = "files_allow_devices", "--files-allow-devices", "server", ["engine", "nbd"];
     /// Plain tcp, without authentication or encryption (`LinkOptions::insecure`).
-    Insecure = "insecure", "--insecure", "server", ["engine", "echo", "nbd"];
+    Insecure = "insecure", "--insecure", "server", ["engine", "echo", "nbd", "run"];
     /// The certificate directory of `tls:` (`LinkOptions::tls_certificates`).
     TlsCertificates = "tls_certificates", "--tls-certificates DIR", "server",
-        ["engine", "echo", "nbd", "submit", "send", "recv", "cat"];
+        ["engine", "echo", "nbd", "submit", "send", "recv", "cat", "run"];
     /// Peers of another uid on unix: and shm: sockets (`LinkOptions::allow_uids`).
     AllowUid = "allow_uid", "--allow-uid UID", "server", ["engine", "echo", "nbd"];
 }

@@ -9,6 +9,7 @@ mod bytes;
 pub mod convert;
 pub mod g711;
 mod host_ports;
+mod level;
 pub mod rate;
 mod wav;
 
@@ -27,6 +28,7 @@ impl Registry {
 fn register_builtins(r: &mut Registry) {
     audio::register(r);
     bytes::register(r);
+    level::register(r);
     rate::register(r);
     wav::register(r);
     crate::call::register(r);

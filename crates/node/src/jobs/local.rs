@@ -1,9 +1,13 @@
 //! A pipeline file run in this process (`offhost run`), its host channels bridged to files.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{bindings, create, join, open, pump_in, pump_out, Bindings, JobError};
-use offhost_engine::{Budget, EngineConfig, Files, Pipeline, Registry, RunError, Stats, Stopper};
+use offhost_engine::watch::{Look, One, Phase};
+use offhost_engine::{
+    Budget, EngineConfig, Files, Pipeline, Registry, RunError, Shape, Stats, Stopper,
+};
 
 /// What to run, and how.
 #[derive(Debug, Clone)]
@@ -24,6 +28,8 @@ pub struct LocalJob<'a> {
     pub duration: Option<Duration>,
     /// Standard output carries JSON statistics (so no host-out channel may go there).
     pub json: bool,
+    /// Where to put looks at the pipeline for a live view, if one watches.
+    pub watch: Option<Arc<One>>,
 }
 
 /// How it went.
@@ -35,6 +41,8 @@ pub struct LocalOutcome {
     pub bindings: Bindings,
     /// The failure of a task (`path: task 'T' (line L) failed: ...`), if one failed.
     pub failure: Option<String>,
+    /// The pipeline's tasks, queues and free lists.
+    pub shape: Arc<Shape>,
 }
 
 /// Runs `job` with the tasks of `registry` and the user's own file access; `on_start` gets a
@@ -92,8 +100,20 @@ pub fn run(
     }
     let start = Instant::now();
     let mut stopped = false;
+    let (shape, board) = (Arc::clone(running.shape()), Arc::clone(running.board()));
+    let name = Some(path.clone());
+    if let Some(w) = &job.watch {
+        w.set(Look::at(1, name.clone(), &running));
+    }
     while !running.wait_timeout(Duration::from_millis(100)) {
-        progress(&running.stats());
+        let stats = running.stats();
+        if let Some(w) = &job.watch {
+            w.set(Look {
+                stats: stats.clone(),
+                ..Look::at(1, name.clone(), &running)
+            });
+        }
+        progress(&stats);
         if let Some(d) = job.duration {
             if !stopped && start.elapsed() >= d {
                 running.stop();
@@ -105,8 +125,8 @@ pub fn run(
     let bridged = join(bridges);
     let result = running.wait();
     bridged?;
-    let (stats, failure) = match result {
-        Ok(s) => (s, None),
+    let (stats, failure, error) = match result {
+        Ok(s) => (s, None, None),
         Err(RunError::TaskFailed {
             task,
             line,
@@ -117,12 +137,28 @@ pub fn run(
             Some(format!(
                 "{path}: task '{task}' (line {line}) failed: {message}"
             )),
+            Some(format!("task '{task}' (line {line}) failed: {message}")),
         ),
         Err(e) => return Err(JobError::Failed(format!("{path}: {e}"))),
     };
+    if let Some(w) = &job.watch {
+        w.set(Look {
+            id: 1,
+            name,
+            phase: match error {
+                Some(_) => Phase::Failed,
+                None => Phase::Finished,
+            },
+            error,
+            shape: Arc::clone(&shape),
+            stats: stats.clone(),
+            board,
+        });
+    }
     Ok(LocalOutcome {
         stats,
         bindings: b,
         failure,
+        shape,
     })
 }

@@ -94,7 +94,9 @@ impl SinogramTask {
         }
     }
 
-    fn encode(&mut self, last: bool) -> Vec<u8> {
+    /// The sinogram so far, encoded for the next task; shown summed over its planes to a
+    /// live view if one watches.
+    fn encode(&mut self, cx: &Context<'_>, last: bool) -> Vec<u8> {
         // Flushed first, so pending bucket increments are applied once, not to every copy.
         let (sino, pairs) = match &mut self.hist {
             Hist::Records { h, .. } => {
@@ -110,6 +112,12 @@ impl SinogramTask {
             last,
             detector_pairs: pairs,
         };
+        if cx.watched() {
+            let width = sino.scanner.radial_bins as usize;
+            let picture = offhost_engine::Picture::scaled(width, &sino.summed());
+            // A summed plane is far below the board's bounds; one refused is only not shown.
+            let _ = cx.show_picture("sinogram", picture);
+        }
         sinofile::encode(&sino, flags)
     }
 }
@@ -136,7 +144,7 @@ impl Task for SinogramTask {
                         if self.every > 0 && seen >= self.next && cx.outputs() > 0 {
                             self.next = seen + self.every;
                             self.snapshots += 1;
-                            let snap = self.encode(false);
+                            let snap = self.encode(cx, false);
                             if let Err((bytes, wait)) = emit(cx, snap) {
                                 self.pending = Some(bytes);
                                 return Ok(wait);
@@ -161,7 +169,7 @@ impl Task for SinogramTask {
             )));
         }
         if cx.outputs() > 0 {
-            let fin = self.encode(true);
+            let fin = self.encode(cx, true);
             if let Err((bytes, wait)) = emit(cx, fin) {
                 self.pending = Some(bytes);
                 self.finished = true;

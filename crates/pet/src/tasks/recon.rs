@@ -20,10 +20,45 @@ struct Recon {
     latest: Option<Buffer>,
     received: u64,
     summary: Option<String>,
+    /// When the last image for a live view was made.
+    shown_at: Option<Instant>,
 }
 
+/// The least time between two images made for a live view while the scan goes on.
+const LIVE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Recon {
-    fn reconstruct(&mut self) -> Result<(), TaskError> {
+    /// While a live view watches: the newest snapshot reconstructed and shown, at most once
+    /// per [`LIVE_PERIOD`].
+    fn show_live(&mut self, cx: &Context<'_>) -> Result<(), TaskError> {
+        if !cx.watched() || self.shown_at.is_some_and(|t| t.elapsed() < LIVE_PERIOD) {
+            return Ok(());
+        }
+        let Some(buf) = &self.latest else {
+            return Ok(());
+        };
+        let (sino, flags) =
+            sinofile::decode(buf).map_err(|e| TaskError::BadInput(format!("sinogram: {e}")))?;
+        let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
+        self.show(cx, &vol);
+        Ok(())
+    }
+
+    fn show(&mut self, cx: &Context<'_>, vol: &crate::Volume) {
+        if let Ok((width, _, pixels)) = vol.render(self.columns) {
+            let height = pixels.len().checked_div(width).unwrap_or(0);
+            let picture = offhost_engine::Picture {
+                width,
+                height,
+                pixels,
+            };
+            // Refused only past the board's bounds: the image is then not shown.
+            let _ = cx.show_picture("image", picture);
+        }
+        self.shown_at = Some(Instant::now());
+    }
+
+    fn reconstruct(&mut self, cx: &Context<'_>) -> Result<(), TaskError> {
         let Some(buf) = self.latest.take() else {
             return Err(TaskError::BadInput("no sinogram arrived".into()));
         };
@@ -32,6 +67,9 @@ impl Recon {
         let t = Instant::now();
         let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
         let secs = t.elapsed().as_secs_f64();
+        if cx.watched() {
+            self.show(cx, &vol);
+        }
         let f = self
             .png
             .create()
@@ -61,9 +99,12 @@ impl Task for Recon {
                     self.received += 1;
                     self.latest = Some(b);
                 }
-                Get::Empty => return Ok(Status::Blocked),
+                Get::Empty => {
+                    self.show_live(cx)?;
+                    return Ok(Status::Blocked);
+                }
                 Get::Closed => {
-                    self.reconstruct()?;
+                    self.reconstruct(cx)?;
                     return Ok(Status::Done);
                 }
             }
@@ -113,6 +154,7 @@ pub(super) fn register(r: &mut Registry) {
                 latest: None,
                 received: 0,
                 summary: None,
+            shown_at: None,
             }))
         },
     );

@@ -1,0 +1,191 @@
+//! The live view of offhost pipelines: a web page that draws each pipeline as a graph (tasks,
+//! queues, free lists) with its numbers as they change, the pictures and meters its tasks
+//! show, and the same as JSON and Graphviz dot for scripts.
+//!
+//! ```text
+//!   offhost run --view [ADDR] FILE.ion        the one pipeline, while it runs
+//!   offhost engine --view ADDR ...            every pipeline a daemon runs or remembers
+//! ```
+//!
+//! [`View::start`] serves any [`Watched`] (a daemon's table, or the
+//! [`One`](offhost_engine::watch::One) pipeline `offhost run` runs) on its own thread: a
+//! one-thread tokio runtime with hyper. It is safe to leave on:
+//! - loopback unless told otherwise; any other address only over TLS with client
+//!   certificates ([`ViewConfig::tls_certificates`]) or when plain HTTP is asked for
+//!   ([`ViewConfig::insecure`]);
+//! - read-only: it answers `GET` and controls nothing;
+//! - bounded: [`ViewConfig::clients`] connections, one message at most waiting per push
+//!   channel, a push channel unread for [`ViewConfig::stall`] closed;
+//! - free for the engine: one sampler thread looks at the pipelines once a period, only
+//!   while somebody is connected, reading counters the tasks keep anyway; pictures are drawn
+//!   by tasks only while watched and encoded as PNG here.
+//!
+//! The routes are in the `server` module's table.
+#![forbid(unsafe_code)]
+
+mod config;
+mod doc;
+mod page;
+mod png;
+mod sample;
+mod server;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+pub use config::{parse_addr, ViewConfig, ViewError, DEFAULT_ADDR, DEFAULT_CLIENTS};
+pub use doc::{list_doc, pipeline_doc, Flat};
+use offhost_engine::watch::Watched;
+
+/// The flags of a command that serves a view.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ViewArgs {
+    /// Serve a live view of the pipelines on ADDR (HOST:PORT, :PORT or PORT; 127.0.0.1:7480
+    /// when none is given): a page that draws them as they run, and their graph and numbers
+    /// as JSON (/api/pipelines) and Graphviz dot. Loopback unless --tls-certificates (HTTPS,
+    /// client certificates required) or --insecure.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_ADDR, value_parser = parse_addr)]
+    pub view: Option<std::net::SocketAddr>,
+    /// The most browsers (connections) the view serves at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CLIENTS)]
+    pub view_clients: usize,
+}
+
+/// Who may see the view of a command that has no other listener (`offhost run`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ViewAccess {
+    /// Serve the view over HTTPS with this certificate directory (nbdkit's layout, `offhost
+    /// certs DIR`); browsers need a client certificate signed by its ca-cert.pem.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<std::path::PathBuf>,
+    /// Allow the view on an address other than loopback over plain HTTP (anyone who reaches
+    /// it sees the pipeline; it controls nothing).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Keep serving the view this long after the pipeline has ended (its final numbers):
+    /// seconds or with a unit (`30s`, `5m`).
+    #[arg(long, value_name = "DURATION", value_parser = offhost_units::parse_seconds)]
+    pub view_linger: Option<std::time::Duration>,
+}
+
+impl ViewArgs {
+    /// The view's configuration, if one was asked for.
+    pub fn config(
+        &self,
+        tls_certificates: Option<&std::path::Path>,
+        insecure: bool,
+    ) -> Option<ViewConfig> {
+        self.view.map(|addr| ViewConfig {
+            tls_certificates: tls_certificates.map(Into::into),
+            insecure,
+            clients: self.view_clients.max(1),
+            ..ViewConfig::new(addr)
+        })
+    }
+}
+
+/// A running view. Dropping it stops it.
+pub struct View {
+    addr: std::net::SocketAddr,
+    https: bool,
+    sampler: Arc<sample::Sampler>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl View {
+    /// Serves `source` as `config` says, on threads of its own (the server's and the
+    /// sampler's); returns once it listens.
+    pub fn start(config: &ViewConfig, source: Arc<dyn Watched>) -> Result<View, ViewError> {
+        let tls = config.tls()?;
+        let std_listener = std::net::TcpListener::bind(config.addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| ViewError::Bind(config.addr, e))?;
+        let addr = std_listener
+            .local_addr()
+            .map_err(|e| ViewError::Bind(config.addr, e))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .thread_name("offhost-view")
+            .build()
+            .map_err(ViewError::Thread)?;
+        let listener = {
+            let _in = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|e| ViewError::Bind(config.addr, e))?
+        };
+        let sampler = Arc::new(sample::Sampler {
+            source,
+            clients: Default::default(),
+            stop: Default::default(),
+            period: config.period,
+        });
+        let (tx, rx) = tokio::sync::watch::channel(Arc::new(sample::Snapshot::default()));
+        let s = Arc::clone(&sampler);
+        let thread = std::thread::Builder::new()
+            .name("offhost-view-sampler".into())
+            .spawn(move || s.run(tx))
+            .map_err(ViewError::Thread)?;
+        let shared = Arc::new(server::Shared {
+            sampler: Arc::clone(&sampler),
+            snapshots: rx,
+            clients: config.clients,
+            stall: config.stall,
+            started: Instant::now(),
+        });
+        let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config()));
+        let https = acceptor.is_some();
+        // The runtime runs on a thread of its own, serving until the view is dropped.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = std::thread::Builder::new()
+            .name("offhost-view".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    tokio::select! {
+                        () = server::serve(listener, acceptor, shared) => {}
+                        _ = stopped => {}
+                    }
+                })
+            });
+        let serving = match serving {
+            Ok(t) => t,
+            Err(e) => {
+                sampler.stop.store(true, Ordering::Relaxed);
+                return Err(ViewError::Thread(e));
+            }
+        };
+        Ok(View {
+            addr,
+            https,
+            sampler,
+            stop: Some(stop),
+            threads: vec![serving, thread],
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// The page's URL.
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        self.sampler.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
