@@ -777,8 +777,8 @@ impl Daemon {
             table.remove(old);
         }
         self.seen.add(id, &run);
-        self.seen.retain(|id| table.contains_key(&id), &finished);
         table.insert(id, Arc::new(Mutex::new(State::Running(run))));
+        self.seen.retain(|id| table.contains_key(&id), &finished);
         self.keeps.add(id, by, lifetime);
         if let Some(n) = &name {
             self.names.set(n, id);

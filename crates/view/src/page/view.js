@@ -85,13 +85,18 @@ function updateRates(p) {
     const last = prev.get(i);
     if (last && t > last.t) {
       const dt = t - last.t;
+      // A task that puts nothing out (a sink, or one that waits for the end) by what it takes.
+      const out = s.buffers_out > 0 || s.buffers_in === 0;
       rates.set(i, {
-        bufs: (s.buffers_out - last.out) / dt,
-        bytes: (s.bytes_out - last.bytes) / dt,
+        dir: out ? "out" : "in",
+        bufs: ((out ? s.buffers_out : s.buffers_in) - (out ? last.out : last.in)) / dt,
+        bytes: ((out ? s.bytes_out : s.bytes_in) - (out ? last.bytes : last.bytesIn)) / dt,
         busy: Math.min(1, (s.busy_ns - last.busy) / (dt * 1e9)),
       });
     }
-    if (!last || t > last.t) prev.set(i, { t, out: s.buffers_out, bytes: s.bytes_out, busy: s.busy_ns });
+    if (!last || t > last.t) {
+      prev.set(i, { t, out: s.buffers_out, bytes: s.bytes_out, in: s.buffers_in, bytesIn: s.bytes_in, busy: s.busy_ns });
+    }
   });
 }
 
@@ -185,7 +190,7 @@ function renderGraph(p) {
     if (r && state === "running") g.append(el("rect", { class: "busy", x: 2, y: H - 8, width: (W - 4) * r.busy, height: 6 }));
     g.append(el("text", { class: "name", x: 10, y: 18 }, t.name));
     g.append(el("text", { class: "small", x: W - 10, y: 18, "text-anchor": "end" }, "line " + t.line));
-    const rate = r ? `${human(r.bufs, "buf/s")} · ${human(r.bytes, "B/s")}` : "–";
+    const rate = r ? `${r.dir} ${human(r.bufs, "buf/s")} · ${human(r.bytes, "B/s")}` : "–";
     g.append(el("text", { class: "small rate", x: 10, y: 38 }, rate));
     g.append(el("text", { class: "small counters", x: 10, y: 54, "data-counter": "buffers_out" },
       `${human(s.buffers_out, "buf")} · ${human(s.bytes_out, "B")} out`));
