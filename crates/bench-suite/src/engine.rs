@@ -45,6 +45,10 @@ pub struct Options {
     /// Where the example modules are (examples/wasm/build.sh writes them there).
     #[arg(long, default_value = "target/wasm-examples")]
     pub wasm_modules: std::path::PathBuf,
+    /// Instead: what a live view costs, the 4-stage chain with and without a view and a
+    /// connected page, alternating (see `crate::view`).
+    #[arg(long)]
+    pub view: bool,
 }
 
 /// The figures of one run.
@@ -282,6 +286,7 @@ mod tests {
             audio_seconds: 0.5,
             wasm: false,
             wasm_modules: "target/wasm-examples".into(),
+            view: false,
         };
         let r = run(&o, &ProgressBar::hidden()).unwrap();
         assert!(r.chain4_gb_per_s > 0.0 && r.memcpy_gb_per_s > 0.0, "{r:?}");

@@ -61,6 +61,7 @@ pub mod rpc;
 pub mod suite;
 pub mod targets;
 pub mod tls;
+pub mod view;
 pub mod wasm;
 
 pub use error::{Error, Result};

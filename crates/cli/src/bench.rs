@@ -13,7 +13,7 @@ use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::pingpong;
 use offhost_bench_suite::rate;
 use offhost_bench_suite::{
-    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite, wasm,
+    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite, view, wasm,
 };
 use offhost_shm::Mode;
 
@@ -322,6 +322,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 vec![],
             )
         }
+        BenchCmd::Engine(a) if a.o.view => (
+            show(a.json, &view::run(&a.o, bar)?, view::Report::table)?,
+            vec![],
+        ),
         BenchCmd::Engine(a) if a.o.wasm => {
             (show(a.json, &wasm::run(&a.o, bar)?, wasm::table)?, vec![])
         }

@@ -18,7 +18,11 @@ fn free_port() -> u16 {
 #[test]
 fn run_writes_the_graph_as_dot_with_its_final_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("p.ion"), "fill bytes=64K @a >x:p(4,4K)\ncount @b <x\n").unwrap();
+    std::fs::write(
+        dir.path().join("p.ion"),
+        "fill bytes=64K @a >x:p(4,4K)\ncount @b <x\n",
+    )
+    .unwrap();
     let o = Command::new(BIN)
         .current_dir(dir.path())
         .args(["run", "-q", "--dot", "p.dot", "p.ion"])
@@ -27,8 +31,14 @@ fn run_writes_the_graph_as_dot_with_its_final_numbers() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let dot = std::fs::read_to_string(dir.path().join("p.dot")).unwrap();
     assert!(dot.starts_with("digraph pipeline {"), "{dot}");
-    assert!(dot.contains("label=\"@a\"") && dot.contains("label=\"@b\""), "{dot}");
-    assert!(dot.contains("t0 -> t1 [label=\"x\\ndepth 0/4, 16 put\"]"), "{dot}");
+    assert!(
+        dot.contains("label=\"@a\"") && dot.contains("label=\"@b\""),
+        "{dot}"
+    );
+    assert!(
+        dot.contains("t0 -> t1 [label=\"x\\ndepth 0/4, 16 put\"]"),
+        "{dot}"
+    );
 }
 
 #[test]
@@ -40,11 +50,22 @@ fn the_view_over_tls_admits_only_certified_clients() {
     let certs = dir.path().join("certs");
     let o = Command::new(BIN).arg("certs").arg(&certs).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::write(dir.path().join("p.ion"), "fill bytes=64K >x:p(4,4K)\ncount <x\n").unwrap();
+    std::fs::write(
+        dir.path().join("p.ion"),
+        "fill bytes=64K >x:p(4,4K)\ncount <x\n",
+    )
+    .unwrap();
     let port = free_port();
     let mut run = Command::new(BIN)
         .current_dir(dir.path())
-        .args(["run", "-q", "--view", &format!("127.0.0.1:{port}"), "--view-linger", "30s"])
+        .args([
+            "run",
+            "-q",
+            "--view",
+            &format!("127.0.0.1:{port}"),
+            "--view-linger",
+            "30s",
+        ])
         .arg("--tls-certificates")
         .arg(&certs)
         .arg("p.ion")
@@ -73,14 +94,25 @@ fn the_view_over_tls_admits_only_certified_clients() {
     }
     let _ = run.kill();
     let _ = run.wait();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let list: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(list[0]["id"], 1, "{list}");
     // Without a client certificate the handshake fails (the view had ended by now too, so
     // run one more to ask).
     let mut run = Command::new(BIN)
         .current_dir(dir.path())
-        .args(["run", "-q", "--view", &format!("127.0.0.1:{port}"), "--view-linger", "30s"])
+        .args([
+            "run",
+            "-q",
+            "--view",
+            &format!("127.0.0.1:{port}"),
+            "--view-linger",
+            "30s",
+        ])
         .arg("--tls-certificates")
         .arg(&certs)
         .arg("p.ion")
@@ -96,8 +128,15 @@ fn the_view_over_tls_admits_only_certified_clients() {
         std::thread::sleep(Duration::from_millis(200));
         refused = curl(false);
     }
-    refused = if refused.status.success() { refused } else { curl(false) };
+    refused = if refused.status.success() {
+        refused
+    } else {
+        curl(false)
+    };
     let _ = run.kill();
     let _ = run.wait();
-    assert!(!refused.status.success(), "served without a client certificate");
+    assert!(
+        !refused.status.success(),
+        "served without a client certificate"
+    );
 }

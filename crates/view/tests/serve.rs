@@ -15,11 +15,18 @@ use offhost_view::{View, ViewConfig, ViewError};
 fn get(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     let code = r[9..12].parse().unwrap();
-    let body = r.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    let body = r
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
     (code, body)
 }
 
@@ -88,7 +95,11 @@ fn push_channel_starts_with_everything_and_a_silent_reader_costs_others_nothing(
     let addr = view.addr();
     // A client that opens the push channel and never reads.
     let mut silent = TcpStream::connect(addr).unwrap();
-    write!(silent, "GET /api/events?pipeline=1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(
+        silent,
+        "GET /api/events?pipeline=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    .unwrap();
     // Another reads its first message: the list and the pipeline, whole.
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -104,7 +115,10 @@ fn push_channel_starts_with_everything_and_a_silent_reader_costs_others_nothing(
     }
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("text/event-stream"), "{text}");
-    assert!(text.contains("\"pipeline/shape/tasks/1/name\":\"count\""), "{text}");
+    assert!(
+        text.contains("\"pipeline/shape/tasks/1/name\":\"count\""),
+        "{text}"
+    );
     assert!(text.contains("\"pipelines/0/id\":1"), "{text}");
     // A third connection still gets answers; a fourth is over the bound.
     assert_eq!(get(addr, "GET", "/api/pipelines").0, 200);
@@ -124,5 +138,8 @@ fn plain_http_off_loopback_is_refused_naming_the_setting() {
         .err()
         .expect("refused");
     assert!(matches!(e, ViewError::Insecure(..)), "{e}");
-    assert!(e.to_string().contains("TLS with client certificates"), "{e}");
+    assert!(
+        e.to_string().contains("TLS with client certificates"),
+        "{e}"
+    );
 }
