@@ -190,6 +190,7 @@ mod tests {
             audio_seconds: 0.0,
             wasm: true,
             wasm_modules: dir,
+            view: false,
         };
         let rows = run(&o, &ProgressBar::hidden()).unwrap();
         let keys: Vec<_> = rows
@@ -239,6 +240,7 @@ mod tests {
             audio_seconds: 0.0,
             wasm: true,
             wasm_modules: "/nonexistent".into(),
+            view: false,
         };
         let e = run(&o, &ProgressBar::hidden()).unwrap_err().to_string();
         assert!(

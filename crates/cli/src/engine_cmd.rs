@@ -1,14 +1,15 @@
 //! `offhost engine --listen URL` (the engine daemon) and `offhost submit` (a host using it).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context as _};
 use offhost_engine::{EngineConfig, Registry};
 use offhost_link::peer::PeerConfig;
-use offhost_node::daemon::{sorted_json, Daemon, Reply};
-use offhost_node::jobs::daemon::DaemonJob;
+use offhost_node::daemon::Daemon;
+use offhost_node::jobs::daemon::{DaemonJob, Query};
+use offhost_node::jobs::parts_view::PartsView;
 use offhost_node::jobs::placed::{self, PlacedJob};
-use offhost_node::jobs::table::{self, render_status};
 use offhost_node::names::PipelineRef;
 use offhost_node::offload::{HostLimits, Offload, OffloadConfig};
 
@@ -183,17 +184,11 @@ pub fn engine(args: EngineArgs, mut registry: Registry) -> anyhow::Result<()> {
     }
     let daemon =
         Daemon::with_files_and_limits(registry, config, files, args.daemon_limits.limits());
-    let access = &args.access;
-    let view = match args
-        .view
-        .config(access.tls_certificates.as_deref(), access.insecure)
-    {
-        Some(c) => Some(offhost_view::View::start(&c, daemon.clone())?),
-        None => None,
-    };
-    if let Some(v) = &view {
-        eprintln!("engine: view on {}", v.url());
-    }
+    let (certs, insecure) = (
+        args.access.tls_certificates.as_deref(),
+        args.access.insecure,
+    );
+    let _view = offhost_view::View::start_said(args.view.config(certs, insecure), daemon.clone())?;
     let mut offload_config = args.offload.config(options.clone())?;
     offload_config.link = link_limits;
     let offload =
@@ -250,24 +245,17 @@ pub struct SubmitArgs {
     /// task waiting for an answer that never comes); the pipeline fails "ended by force".
     #[arg(long, requires = "stop")]
     force: bool,
+    /// A live view of the job: every engine's part and the links between them.
+    #[command(flatten)]
+    view: offhost_view::ViewArgs,
+    #[command(flatten)]
+    linger: offhost_view::ViewLinger,
     /// List the engine's pipelines.
     #[arg(long)]
     list: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
-}
-
-fn print_reply<T: serde::Serialize>(
-    v: &T,
-    json: bool,
-    text: fn(&T) -> String,
-) -> anyhow::Result<()> {
-    match json {
-        true => println!("{}", sorted_json(&Reply::Ok(v), true)),
-        false => print!("{}", text(v)),
-    }
-    Ok(())
 }
 
 /// Talks to a daemon: submit a pipeline and bridge its host channels to files, or query it.
@@ -279,6 +267,12 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     });
     let read =
         |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
+    let name = args.file.as_ref().map(|f| f.display().to_string());
+    let parts = Arc::new(PartsView::new(&name.unwrap_or_default(), &options));
+    let config = args
+        .view
+        .config(args.access.tls_certificates.as_deref(), false);
+    let view = offhost_view::View::start_said(config, parts.clone())?;
     if let Some(engines) = placed::named(&args.engine)? {
         if args.list || args.status.is_some() || args.stop.is_some() || args.name.is_some() {
             anyhow::bail!(
@@ -296,6 +290,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             ins: &args.ins,
         };
         let done = placed::run(&job, registry, detach, |e, url, id| {
+            parts.add(e, url, id);
             eprintln!("pipeline {id} started on engine {e} ({url})");
             if args.detach {
                 println!("{e} {id}");
@@ -306,28 +301,23 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             eprint!("{err}");
             print!("{out}");
         }
-        return match done.failure {
-            Some(f) => Err(anyhow!(f)),
-            None => Ok(()),
-        };
+        args.linger.wait(view.as_ref());
+        return done.failure.map_or(Ok(()), |f| Err(anyhow!(f)));
     }
     let url = &args.engine[0];
-    if args.list || args.status.is_some() || args.stop.is_some() {
-        let client = offhost_node::jobs::daemon::connect(url, &options)?;
-        if let Some(id) = args.status {
-            return print_reply(&client.status(id)?, args.json, render_status);
-        }
-        if let Some(id) = args.stop {
-            if args.force {
-                client.abort(id.clone())?;
-                eprintln!("pipeline {id}: ending by force");
-            } else {
-                client.stop(id.clone())?;
-                eprintln!("pipeline {id}: stopping");
-            }
-            return Ok(());
-        }
-        return print_reply(&client.list()?, args.json, table::render_list);
+    let query = match (args.status, args.stop) {
+        (Some(id), _) => Some(Query::Status(id)),
+        (_, Some(id)) => Some(Query::Stop {
+            id,
+            force: args.force,
+        }),
+        _ => args.list.then_some(Query::List),
+    };
+    if let Some(q) = query {
+        let (out, err) = offhost_node::jobs::daemon::query(url, &options, &q, args.json)?;
+        eprint!("{err}");
+        print!("{out}");
+        return Ok(());
     }
     let file = args.file.expect("clap requires a file here");
     let (path, text) = (file.display().to_string(), read(&file)?);
@@ -341,15 +331,14 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         name: args.name.as_deref(),
     };
     let state = offhost_node::jobs::daemon::run(&job, detach, |id| {
+        parts.add(url, url, id);
         eprintln!("pipeline {id} started on {url}");
         if args.detach {
             println!("{id}");
         }
     })?;
     let Some(v) = state else { return Ok(()) };
-    print_reply(&v, args.json, render_status)?;
-    match &v.error {
-        Some(e) => Err(anyhow!("{path}: {e}")),
-        None => Ok(()),
-    }
+    print!("{}", offhost_node::jobs::daemon::status_text(&v, args.json));
+    args.linger.wait(view.as_ref());
+    v.error.map_or(Ok(()), |e| Err(anyhow!("{path}: {e}")))
 }

@@ -42,7 +42,7 @@ enum Command {
     /// engines, nbd, mux, pet, hostile, offload.
     Bench(bench::BenchArgs),
     /// The engine daemon: hosts submit pipelines and connect to their channels.
-    Engine(engine_cmd::EngineArgs),
+    Engine(Box<engine_cmd::EngineArgs>),
     /// Submit a pipeline to an engine daemon (or query or stop one).
     Submit(engine_cmd::SubmitArgs),
     /// Serve exports over NBD (the engine as a disk); `nbd report` for traces.
@@ -102,12 +102,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Version => {
             println!("offhost {}", env!("CARGO_PKG_VERSION"));
             let wasm = if cfg!(feature = "wasm") { " wasm" } else { "" };
-            println!("layers: units shm proto access link engine node nbd pet bench{wasm}");
+            println!("layers: units shm proto access link engine node nbd pet view bench{wasm}");
             Ok(())
         }
         Command::Echo(args) => echo::run(args),
         Command::Bench(args) => bench::run(args),
-        Command::Engine(a) => engine_cmd::engine(a, registry()),
+        Command::Engine(a) => engine_cmd::engine(*a, registry()),
         Command::Submit(a) => engine_cmd::submit(a, &registry()),
         Command::Nbd(a) => nbd_cmd::run(a),
         Command::Run(a) => run_cmd::run(a, &registry()),

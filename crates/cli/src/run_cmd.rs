@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use offhost_engine::watch::One;
 use offhost_engine::{EngineConfig, Registry};
 use offhost_node::jobs::local::{self, LocalJob};
-use offhost_node::jobs::table::{progress_line, render};
+use offhost_node::jobs::table::progress_line;
 
 /// Arguments of `offhost run`.
 #[derive(clap::Args, Debug)]
@@ -67,24 +67,13 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
     let access = &args.view_access;
     let one = Arc::new(One::default());
-    let view = match args
-        .view
-        .config(access.tls_certificates.as_deref(), access.insecure)
-    {
-        Some(c) => Some(offhost_view::View::start(&c, one.clone())?),
-        None => None,
-    };
-    if let Some(v) = &view {
-        eprintln!("view: {}", v.url());
-    }
+    let view = offhost_view::View::start_said(args.view.config_with(access), one.clone())?;
+    let workers = args.workers.unwrap_or(EngineConfig::default().workers);
     let job = LocalJob {
         path: &path,
         text: &text,
         config: EngineConfig {
-            workers: args
-                .workers
-                .unwrap_or(EngineConfig::default().workers)
-                .max(1),
+            workers: workers.max(1),
             pin: args.pin,
             batch: args.batch.max(1),
         },
@@ -106,9 +95,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let done = local::run(
         &job,
         registry,
-        |stopper| {
-            let _ = ctrlc::set_handler(move || stopper.stop());
-        },
+        |stopper| drop(ctrlc::set_handler(move || stopper.stop())),
         |stats| {
             bar.set_message(progress_line(stats));
             bar.tick();
@@ -121,27 +108,9 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", f.display()))?;
     }
     // Write errors (a closed pipe, say) end the command with an error, not a panic.
-    if args.json {
-        writeln!(
-            std::io::stdout(),
-            "{}",
-            serde_json::to_string_pretty(&done.stats)?
-        )?;
-    } else if done.bindings.stdout_outputs() == 1 {
-        write!(std::io::stderr(), "{}", render(&done.stats))?;
-    } else {
-        let mut o = std::io::stdout().lock();
-        write!(o, "{}", render(&done.stats))?;
-        for (n, p) in &done.bindings.outputs {
-            writeln!(o, "host-out '{n}' -> {p}")?;
-        }
-    }
-    if let (Some(v), Some(d)) = (&view, access.view_linger) {
-        eprintln!("view: {} stays up for {d:?}", v.url());
-        std::thread::sleep(d);
-    }
-    match done.failure {
-        Some(f) => Err(anyhow!(f)),
-        None => Ok(()),
-    }
+    let (out, err) = done.printed(args.json);
+    write!(std::io::stderr(), "{err}")?;
+    write!(std::io::stdout(), "{out}")?;
+    access.linger.wait(view.as_ref());
+    done.failure.map_or(Ok(()), |f| Err(anyhow!(f)))
 }

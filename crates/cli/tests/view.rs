@@ -140,3 +140,120 @@ fn the_view_over_tls_admits_only_certified_clients() {
         "served without a client certificate"
     );
 }
+
+/// Kills a child process when dropped.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn submit_views_every_engines_part_and_the_links_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let o = Command::new(BIN).arg("certs").arg(&certs).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (pa, pb, pv) = (free_port(), free_port(), free_port());
+    let engine = |port: u16| {
+        Kill(
+            Command::new(BIN)
+                .args(["engine", "--listen", &format!("tls:127.0.0.1:{port}")])
+                .arg("--tls-certificates")
+                .arg(&certs)
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let (_a, _b) = (engine(pa), engine(pb));
+    for p in [pa, pb] {
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "engine on {p} never listened"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    std::fs::write(
+        dir.path().join("p.ion"),
+        "fill bytes=16M @a >x:p(8,64k)\ncount @b <x\n",
+    )
+    .unwrap();
+    let submit = Kill(
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .arg("submit")
+            .args(["--engine", &format!("a=tls:127.0.0.1:{pa}")])
+            .args(["--engine", &format!("b=tls:127.0.0.1:{pb}")])
+            .arg("--tls-certificates")
+            .arg(&certs)
+            .args([
+                "--view",
+                &format!("127.0.0.1:{pv}"),
+                "--view-linger",
+                "30s",
+                "p.ion",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // On loopback the view is plain HTTP even with a certificate directory given.
+    let url = format!("http://127.0.0.1:{pv}/api/pipelines/1");
+    let t0 = Instant::now();
+    let doc = loop {
+        let o = Command::new("curl")
+            .args(["-sS", "--max-time", "5", &url])
+            .output()
+            .unwrap();
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout) {
+            if v["state"] == "finished" {
+                break v;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no finished job in the view"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    drop(submit);
+    let tasks: Vec<(String, String)> = doc["shape"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().into(),
+                t["engine"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for want in [
+        ("fill", "a"),
+        ("engine-out", "a"),
+        ("host-in", "b"),
+        ("count", "b"),
+    ] {
+        assert!(tasks.contains(&(want.0.into(), want.1.into())), "{tasks:?}");
+    }
+    let queues = doc["shape"]["queues"].as_array().unwrap();
+    let link = queues
+        .iter()
+        .position(|q| q["name"] == "x (link)")
+        .expect("a link");
+    let q = &queues[link];
+    assert_eq!(
+        tasks[q["writers"][0].as_u64().unwrap() as usize].0,
+        "engine-out"
+    );
+    assert_eq!(tasks[q["reader"].as_u64().unwrap() as usize].0, "host-in");
+    assert_eq!(doc["stats"]["queues"][link]["bytes"], 16 << 20, "{doc}");
+}

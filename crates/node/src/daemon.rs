@@ -67,7 +67,8 @@ mod reply;
 pub mod watched;
 pub use keep::{Keep, KeptBy};
 pub use reply::{
-    sorted_json, BadReply, Listed, PipelineState, Pipelines, Reply, Status, Stopped, Submitted,
+    sorted_json, BadReply, Listed, PipelineState, Pipelines, Reply, ShapeOf, Status, Stopped,
+    Submitted,
 };
 
 /// Messages a network channel into `host-in` passes on, when they are there at once, before
@@ -166,6 +167,12 @@ pub enum Request {
     /// Ids and states of every pipeline. (A struct variant, so that unknown fields are
     /// refused here too.)
     List {},
+    /// The tasks, queues and free lists of pipeline `id` and how they join (a live view's
+    /// graph).
+    Shape {
+        /// Pipeline id or name.
+        id: PipelineRef,
+    },
 }
 
 enum State {
@@ -638,6 +645,13 @@ impl Daemon {
                 .to_wire()
             }
             Request::Status { id } => self.with_id(&id, |id| self.state_of(id, None)),
+            Request::Shape { id } => self.with_id(&id, |id| {
+                let shape = self.seen.shape(id).ok_or(Refusal::NoPipeline(id))?;
+                Ok(ShapeOf {
+                    id,
+                    shape: (*shape).clone(),
+                })
+            }),
             Request::Wait { id } => self.with_id(&id, |id| self.state_of(id, Some(gone))),
             Request::Stop { id, force } => self.with_id(&id, |id| {
                 let e = self.entry(id)?;
@@ -950,6 +964,12 @@ impl Client {
     fn stop_with(&self, id: PipelineRef, force: bool) -> Result<(), DaemonError> {
         self.call::<Stopped>(&Request::Stop { id, force })
             .map(|_| ())
+    }
+
+    /// The tasks, queues and free lists of pipeline `id` and how they join.
+    pub fn shape(&self, id: impl Into<PipelineRef>) -> Result<offhost_engine::Shape, DaemonError> {
+        self.call::<ShapeOf>(&Request::Shape { id: id.into() })
+            .map(|s| s.shape)
     }
 
     /// Ids, names and states of the daemon's pipelines.

@@ -64,24 +64,59 @@ pub struct ViewAccess {
     /// it sees the pipeline; it controls nothing).
     #[arg(long)]
     pub insecure: bool,
-    /// Keep serving the view this long after the pipeline has ended (its final numbers):
-    /// seconds or with a unit (`30s`, `5m`).
+    /// How long the view stays.
+    #[command(flatten)]
+    pub linger: ViewLinger,
+}
+
+/// How long the view of a command that ends (`run`, `submit`) stays after its job.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ViewLinger {
+    /// Keep serving the view this long after the job has ended (its final numbers): seconds
+    /// or with a unit (`30s`, `5m`).
     #[arg(long, value_name = "DURATION", value_parser = offhost_units::parse_seconds)]
     pub view_linger: Option<std::time::Duration>,
 }
 
+impl ViewLinger {
+    /// Waits the time asked for if `view` serves, saying so on standard error.
+    pub fn wait(&self, view: Option<&View>) {
+        if let (Some(v), Some(d)) = (view, self.view_linger) {
+            eprintln!("view: {} stays up for {}", v.url(), humantime_secs(d));
+            std::thread::sleep(d);
+        }
+    }
+}
+
+fn humantime_secs(d: std::time::Duration) -> String {
+    format!("{:.0} s", d.as_secs_f64())
+}
+
 impl ViewArgs {
-    /// The view's configuration, if one was asked for.
+    /// The view's configuration, if one was asked for: HTTPS with `tls_certificates` (a
+    /// command's own directory: the engine's, or a client's) on an address other than
+    /// loopback, plain HTTP on loopback; off loopback without them only if `insecure`.
     pub fn config(
         &self,
         tls_certificates: Option<&std::path::Path>,
         insecure: bool,
     ) -> Option<ViewConfig> {
         self.view.map(|addr| ViewConfig {
-            tls_certificates: tls_certificates.map(Into::into),
+            tls_certificates: tls_certificates
+                .filter(|_| !addr.ip().is_loopback())
+                .map(Into::into),
             insecure,
             clients: self.view_clients.max(1),
             ..ViewConfig::new(addr)
+        })
+    }
+
+    /// As [`config`](Self::config), with `access` given for the view alone (`offhost run`):
+    /// its certificate directory serves HTTPS on any address, loopback too.
+    pub fn config_with(&self, access: &ViewAccess) -> Option<ViewConfig> {
+        self.config(None, access.insecure).map(|c| ViewConfig {
+            tls_certificates: access.tls_certificates.clone(),
+            ..c
         })
     }
 }
@@ -164,6 +199,18 @@ impl View {
             stop: Some(stop),
             threads: vec![serving, thread],
         })
+    }
+
+    /// Starts a view as [`start`](Self::start) if `config` asks for one, and says its URL
+    /// on standard error (`view: http://127.0.0.1:7480/`).
+    pub fn start_said(
+        config: Option<ViewConfig>,
+        source: Arc<dyn Watched>,
+    ) -> Result<Option<View>, ViewError> {
+        let Some(c) = config else { return Ok(None) };
+        let v = View::start(&c, source)?;
+        eprintln!("view: {}", v.url());
+        Ok(Some(v))
     }
 
     /// The address it listens on.

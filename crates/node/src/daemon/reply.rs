@@ -142,6 +142,15 @@ pub struct Stopped {
     pub id: u64,
 }
 
+/// The reply to `shape`: a pipeline's tasks, queues and free lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShapeOf {
+    /// Its id on the daemon.
+    pub id: u64,
+    /// Its shape.
+    pub shape: offhost_engine::Shape,
+}
+
 /// One pipeline of a [`Pipelines`] list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Listed {

@@ -12,9 +12,12 @@ use super::{Daemon, PipelineState};
 /// Ended pipelines whose pictures a daemon keeps for a view.
 pub const KEEP_BOARDS: usize = 8;
 
+/// A pipeline's shape and board.
+type ShapeAndBoard = (Arc<Shape>, Arc<Board>);
+
 /// Each pipeline's shape and board, by id, beside the daemon's table.
 #[derive(Default)]
-pub(super) struct Seen(Mutex<BTreeMap<u64, (Arc<Shape>, Arc<Board>)>>);
+pub(super) struct Seen(Mutex<BTreeMap<u64, ShapeAndBoard>>);
 
 impl Seen {
     /// Remembers what pipeline `id` looks like.
@@ -35,7 +38,12 @@ impl Seen {
         }
     }
 
-    fn get(&self, id: u64) -> Option<(Arc<Shape>, Arc<Board>)> {
+    /// Pipeline `id`'s shape.
+    pub(super) fn shape(&self, id: u64) -> Option<Arc<Shape>> {
+        self.get(id).map(|s| s.0)
+    }
+
+    fn get(&self, id: u64) -> Option<ShapeAndBoard> {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         m.get(&id).cloned()
     }

@@ -119,3 +119,69 @@ pub(crate) fn bridge(
     }
     Ok(bridges)
 }
+
+/// What `offhost submit --status | --stop | --list` asks one engine.
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// A pipeline's state and statistics.
+    Status(crate::names::PipelineRef),
+    /// Stop a pipeline's sources, or with `force` end it by force.
+    Stop {
+        /// The pipeline.
+        id: crate::names::PipelineRef,
+        /// End every task now.
+        force: bool,
+    },
+    /// The engine's pipelines.
+    List,
+}
+
+/// `v` as `offhost submit` prints it: as a table (`text`), or as JSON (keys sorted, `"ok":
+/// true`) with `json`.
+fn print<T: serde::Serialize>(v: &T, json: bool, text: fn(&T) -> String) -> String {
+    match json {
+        true => format!(
+            "{}\n",
+            crate::daemon::sorted_json(&crate::daemon::Reply::Ok(v), true)
+        ),
+        false => text(v),
+    }
+}
+
+/// A pipeline's status as `offhost submit` prints it (see [`query`]).
+pub fn status_text(s: &Status, json: bool) -> String {
+    print(s, json, super::table::render_status)
+}
+
+/// Asks the daemon at `url` `q`; returns what to print, (standard output, standard error):
+/// the reply as a table, or as JSON (keys sorted, `"ok": true`) with `json`.
+pub fn query(
+    url: &str,
+    options: &LinkOptions,
+    q: &Query,
+    json: bool,
+) -> Result<(String, String), JobError> {
+    let client = connect(url, options)?;
+    let failed = |source| JobError::Engine {
+        engine: url.to_owned(),
+        source,
+    };
+    Ok(match q {
+        Query::Status(id) => {
+            let s = client.status(id.clone()).map_err(failed)?;
+            (status_text(&s, json), String::new())
+        }
+        Query::Stop { id, force: true } => {
+            client.abort(id.clone()).map_err(failed)?;
+            (String::new(), format!("pipeline {id}: ending by force\n"))
+        }
+        Query::Stop { id, force: false } => {
+            client.stop(id.clone()).map_err(failed)?;
+            (String::new(), format!("pipeline {id}: stopping\n"))
+        }
+        Query::List => {
+            let l = client.list().map_err(failed)?;
+            (print(&l, json, super::table::render_list), String::new())
+        }
+    })
+}

@@ -45,6 +45,26 @@ pub struct LocalOutcome {
     pub shape: Arc<Shape>,
 }
 
+impl LocalOutcome {
+    /// What `offhost run` prints, (standard output, standard error): the statistics as JSON
+    /// with `json`; else their table and where each host-out went, on standard error when a
+    /// host-out channel has standard output.
+    pub fn printed(&self, json: bool) -> (String, String) {
+        if json {
+            let stats = serde_json::to_string_pretty(&self.stats).unwrap_or_default();
+            return (format!("{stats}\n"), String::new());
+        }
+        let table = super::table::render(&self.stats);
+        if self.bindings.stdout_outputs() == 1 {
+            return (String::new(), table);
+        }
+        let outs: String = (self.bindings.outputs.iter())
+            .map(|(n, p)| format!("host-out '{n}' -> {p}\n"))
+            .collect();
+        (table + &outs, String::new())
+    }
+}
+
 /// Runs `job` with the tasks of `registry` and the user's own file access; `on_start` gets a
 /// handle that stops the sources (for Ctrl-C), `progress` is called about ten times a second.
 pub fn run(

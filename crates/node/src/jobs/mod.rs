@@ -15,6 +15,7 @@ use std::io::{Read, Write};
 
 pub mod daemon;
 pub mod local;
+pub mod parts_view;
 pub mod placed;
 pub mod table;
 
