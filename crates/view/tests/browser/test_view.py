@@ -150,3 +150,33 @@ def test_a_daemon_lists_its_pipelines_and_shows_where_one_failed(browser, tmp_pa
     finally:
         engine.terminate()
         engine.wait(timeout=20)
+
+
+def test_the_audio_example_shows_its_levels(browser, tmp_path):
+    # examples/audio.ion with an endless tone (stopped by --duration) and the loudspeaker
+    # file left out, so the run lasts long enough to be watched.
+    text = (ROOT / "examples/audio.ion").read_text()
+    text = text.replace(" seconds=10", "").replace(
+        "wav path=loudspeaker.wav rate=44100 channels=1 <speaker", "null <speaker")
+    assert "level channels=2" in text and "null <speaker" in text
+    (tmp_path / "audio.ion").write_text(text)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    run = subprocess.Popen(
+        [BIN, "run", "-q", "--view", f"127.0.0.1:{port}", "--duration", "8s",
+         "--out", "host=/dev/null", "audio.ion"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(base + "/api/pipelines")
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(base + "/")
+        meters = page.locator("figure .meter")
+        expect(meters).to_have_count(4, timeout=15_000)
+        # A 0.5 full-scale sine: RMS -9.0 dBFS, peak -6.0 dBFS, on both channels.
+        expect(meters.nth(0)).to_contain_text("ch1 rms")
+        expect(meters.nth(0)).to_contain_text("-9.0 dBFS")
+        expect(meters.nth(1)).to_contain_text("-6.0 dBFS")
+        page.screenshot(path=str(SHOTS / "audio-levels.png"), full_page=True)
+    finally:
+        run.terminate()
+        run.wait(timeout=20)
