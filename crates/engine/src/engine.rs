@@ -531,12 +531,25 @@ impl Running {
         self.workers.len()
     }
 
-    /// Current statistics.
+    /// Current statistics, with the reports of running tasks that no worker is running
+    /// this moment (see [`counters`](Self::counters) for a look that touches nothing the
+    /// workers take).
     pub fn stats(&self) -> Stats {
+        self.stats_with(true)
+    }
+
+    /// Current statistics from the counters alone: a running task's report is left out (a
+    /// finished task's is given), so that no lock a worker takes is touched. What a live
+    /// view and a progress line read, often.
+    pub fn counters(&self) -> Stats {
+        self.stats_with(false)
+    }
+
+    fn stats_with(&self, live_report: bool) -> Stats {
         Stats {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             finished: self.shared.is_finished(),
-            tasks: self.shared.task_stats(),
+            tasks: self.shared.task_stats(live_report),
             queues: self.queues.iter().map(|q| q.stats()).collect(),
             pools: self.pools.iter().map(Pool::stats).collect(),
         }

@@ -87,10 +87,11 @@ impl Shared {
         task_state::is_done(self.queues.state(id))
     }
 
-    /// A snapshot of every task's counters.
-    pub(crate) fn task_stats(&self) -> Vec<TaskStats> {
+    /// A snapshot of every task's counters (with their reports while they run, when
+    /// `live_report`: see `TaskSlot::stats`).
+    pub(crate) fn task_stats(&self, live_report: bool) -> Vec<TaskStats> {
         (self.tasks.iter().enumerate())
-            .map(|(id, t)| t.stats(self.task_done(id)))
+            .map(|(id, t)| t.stats(self.task_done(id), live_report))
             .collect()
     }
 

@@ -108,15 +108,18 @@ impl TaskSlot {
     }
 
     /// A snapshot of the task's counters; `done`: whether it has finished (its state word,
-    /// kept by the run queues).
-    pub(crate) fn stats(&self, done: bool) -> TaskStats {
+    /// kept by the run queues). With `live_report`, the report of a running task is asked
+    /// of its body when no worker holds it (a `try_lock`); without, only a finished task's
+    /// report is given, and nothing the workers take is touched.
+    pub(crate) fn stats(&self, done: bool, live_report: bool) -> TaskStats {
         let c = &self.counters;
-        let report = match self.body.try_lock() {
-            Ok(b) => match b.as_ref() {
+        let kept = || self.report.lock().ok().and_then(|r| r.clone());
+        let report = match live_report.then(|| self.body.try_lock().ok()).flatten() {
+            Some(b) => match b.as_ref() {
                 Some(t) => t.report(),
-                None => self.report.lock().ok().and_then(|r| r.clone()),
+                None => kept(),
             },
-            Err(_) => self.report.lock().ok().and_then(|r| r.clone()),
+            None => kept(),
         };
         TaskStats {
             name: self.name.clone(),

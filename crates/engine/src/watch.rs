@@ -42,9 +42,14 @@ pub struct Look {
 }
 
 impl Look {
-    /// A look at `run` now, as pipeline `id` called `name`.
+    /// A look at `run` now, as pipeline `id` called `name`: its counters
+    /// ([`Running::counters`], nothing the workers take is touched).
     pub fn at(id: u64, name: Option<String>, run: &Running) -> Look {
-        let stats = run.stats();
+        Look::with(id, name, run, run.counters())
+    }
+
+    /// A look at `run` with `stats` taken just before.
+    pub fn with(id: u64, name: Option<String>, run: &Running, stats: Stats) -> Look {
         Look {
             id,
             name,

@@ -56,8 +56,21 @@ impl Watched for Daemon {
     }
 
     fn look(&self, id: u64) -> Option<Look> {
-        let status = self.state_of(id, None).ok()?;
         let (shape, board) = self.seen.get(id)?;
+        // A running pipeline by its counters alone (nothing its workers take is touched);
+        // an ended one as `status` says it.
+        if let Ok(e) = self.entry(id) {
+            if let super::State::Running(run) = &*e.lock().unwrap_or_else(|e| e.into_inner()) {
+                if !run.is_finished() {
+                    return Some(Look {
+                        shape,
+                        board,
+                        ..Look::at(id, self.names.name_of(id), run)
+                    });
+                }
+            }
+        }
+        let status = self.state_of(id, None).ok()?;
         Some(Look {
             id,
             name: status.name,
