@@ -223,6 +223,9 @@ pub struct SubmitArgs {
     /// Source of a host-in channel, NAME=PATH ('-' for standard input; the default for one).
     #[arg(long = "in", value_name = "NAME=PATH")]
     ins: Vec<String>,
+    /// A WebAssembly module sent with the pipeline, which its `wasm module=NAME` tasks run.
+    #[arg(long = "module", value_name = "NAME=FILE")]
+    modules: Vec<String>,
     /// Print the pipeline's id and return at once, leaving it running after this command
     /// (without it, the engine stops a pipeline once its submitter has gone).
     #[arg(long)]
@@ -267,6 +270,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     });
     let read =
         |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()));
+    let modules = offhost_node::jobs::modules(&args.modules)?;
     let name = args.file.as_ref().map(|f| f.display().to_string());
     let parts = Arc::new(PartsView::new(&name.unwrap_or_default(), &options));
     let config = args
@@ -288,6 +292,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             text: &text,
             outs: &args.outs,
             ins: &args.ins,
+            modules: &modules,
         };
         let done = placed::run(&job, registry, detach, |e, url, id| {
             parts.add(e, url, id);
@@ -329,6 +334,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
         outs: &args.outs,
         ins: &args.ins,
         name: args.name.as_deref(),
+        modules: &modules,
     };
     let state = offhost_node::jobs::daemon::run(&job, detach, |id| {
         parts.add(url, url, id);

@@ -129,6 +129,9 @@ pub struct DaemonLimitArgs {
     /// Bytes of one pipeline text a host submits.
     #[arg(long, default_value = "1M", value_parser = size)]
     max_text_bytes: u64,
+    /// Bytes of the modules one session sends with its pipelines (submit --module).
+    #[arg(long, default_value = "64M", value_parser = size)]
+    max_module_bytes: u64,
     /// Seconds one pipeline may run (0: for ever); also the longest lifetime of a detached one.
     #[arg(long, default_value = "86400", value_parser = seconds)]
     max_pipeline_time: Duration,
@@ -148,6 +151,7 @@ impl DaemonLimitArgs {
             pipelines: self.max_pipelines,
             pool_bytes: self.max_total_pool_bytes,
             text_bytes: usize::try_from(self.max_text_bytes).unwrap_or(usize::MAX),
+            module_bytes: self.max_module_bytes,
             pipeline_time: Some(self.max_pipeline_time).filter(|t| !t.is_zero()),
             pipeline_bytes: Some(self.max_pipeline_bytes).filter(|&b| b > 0),
             orphan_grace: self.orphan_grace,

@@ -47,15 +47,9 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Write the pipeline's graph as Graphviz dot to FILE, with its final numbers.
-    #[arg(long, value_name = "FILE")]
-    pub dot: Option<PathBuf>,
-    /// A live view.
+    /// A live view, the graph as dot.
     #[command(flatten)]
-    pub view: offhost_view::ViewArgs,
-    /// Who may see it.
-    #[command(flatten)]
-    pub view_access: offhost_view::ViewAccess,
+    pub view: offhost_view::RunViewArgs,
     /// The pipeline's budget.
     #[command(flatten)]
     pub budget: crate::limit_args::BudgetArgs,
@@ -65,9 +59,8 @@ pub struct RunArgs {
 pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     let path = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("read {path}"))?;
-    let access = &args.view_access;
     let one = Arc::new(One::default());
-    let view = offhost_view::View::start_said(args.view.config_with(access), one.clone())?;
+    let view = offhost_view::View::start_said(args.view.config(), one.clone())?;
     let workers = args.workers.unwrap_or(EngineConfig::default().workers);
     let job = LocalJob {
         path: &path,
@@ -103,14 +96,11 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
     );
     bar.finish_and_clear();
     let done = done?;
-    if let Some(f) = &args.dot {
-        std::fs::write(f, done.shape.to_dot(Some(&done.stats)))
-            .with_context(|| format!("write {}", f.display()))?;
-    }
+    (args.view.write_dot(&done.shape, &done.stats)).context("--dot")?;
     // Write errors (a closed pipe, say) end the command with an error, not a panic.
     let (out, err) = done.printed(args.json);
     write!(std::io::stderr(), "{err}")?;
     write!(std::io::stdout(), "{out}")?;
-    access.linger.wait(view.as_ref());
+    args.view.access.linger.wait(view.as_ref());
     done.failure.map_or(Ok(()), |f| Err(anyhow!(f)))
 }

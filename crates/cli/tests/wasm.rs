@@ -159,3 +159,65 @@ fn bad_modules_each_get_their_error_and_good_pipelines_run_meanwhile_and_after()
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("crc32c="), "{}", text(&o.stdout));
 }
+
+/// `submit --module NAME=FILE`: a module carried with the pipeline to a daemon that grants
+/// no files, run as `wasm module=NAME`; it stays the submitting session's (another finds no
+/// module of that name); one past `--max-module-bytes` is refused naming the limit.
+#[test]
+fn modules_sent_with_a_pipeline_run_on_a_daemon_without_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = dir.path().join("pass.wasm");
+    std::fs::write(&pass, module(PASS, "")).unwrap();
+    let big = dir.path().join("big.wasm");
+    std::fs::write(&big, vec![0u8; 300_000]).unwrap();
+    let (_d, urls) = common::engine_in(
+        &[],
+        &[
+            "--insecure",
+            "--listen",
+            "tcp:127.0.0.1:0",
+            "--max-module-bytes",
+            "256K",
+        ],
+    );
+    let url = urls[0].clone();
+    let with = pipeline(dir.path(), "with.ion", "pass", "", "1M");
+    let plain = dir.path().join("plain.ion");
+    std::fs::write(&plain, "random bytes=1M seed=1 >a:p(8,4096)\ncrc32c <a\n").unwrap();
+    let send = |ion: &str, modules: &[String]| {
+        let mut c = offhost();
+        c.current_dir(dir.path()).args(["submit", "--engine", &url]);
+        for m in modules {
+            c.args(["--module", m]);
+        }
+        c.arg(ion).output().unwrap()
+    };
+    let o = send(&with, &[format!("pass={}", pass.display())]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let crc = |out: &str| {
+        out.split_whitespace()
+            .find(|w| w.starts_with("crc32c="))
+            .map(str::to_owned)
+    };
+    let through = crc(&text(&o.stdout)).expect("a crc32c");
+    let o = send(plain.to_str().unwrap(), &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        Some(through),
+        crc(&text(&o.stdout)),
+        "the module passes the bytes on"
+    );
+    // Another session never sent it: the name is a file there, which this daemon denies.
+    let o = send(&with, &[]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("line 2"), "{}", text(&o.stderr));
+    // Over the session's budget.
+    let o = send(&with, &[format!("pass={}", big.display())]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("module pass") && err.contains("max_module_bytes"),
+        "{err}"
+    );
+    assert!(err.contains("--max-module-bytes"), "{err}");
+}

@@ -84,8 +84,20 @@ impl Pipeline {
         files: &Files,
         budget: &Budget,
     ) -> Result<Built, PipelineError> {
+        self.build_with_blobs(registry, files, budget, &crate::Blobs::new())
+    }
+
+    /// As [`build_within`](Self::build_within), with `blobs` that came with the pipeline for
+    /// its tasks to ask for by name ([`Build::blob`](crate::Build::blob)).
+    pub fn build_with_blobs(
+        &self,
+        registry: &Registry,
+        files: &Files,
+        budget: &Budget,
+        blobs: &crate::Blobs,
+    ) -> Result<Built, PipelineError> {
         Ok(Built {
-            graph: graph::build(&self.spec, registry, files, budget)?,
+            graph: graph::build(&self.spec, registry, files, budget, blobs)?,
             put_hooks: HashMap::new(),
             get_hooks: HashMap::new(),
             budget: *budget,

@@ -153,6 +153,7 @@ pub(crate) fn build(
     registry: &Registry,
     files: &crate::sandbox::Files,
     budget: &Budget,
+    blobs: &crate::blobs::Blobs,
 ) -> Result<Graph, PipelineError> {
     if let Some(t) = spec.tasks.get(budget.tasks) {
         return Err(PipelineError::OverBudget {
@@ -356,6 +357,7 @@ pub(crate) fn build(
             task_id: i,
             host: &mut host,
             files,
+            blobs,
         };
         let task = factory(&args, &mut b).map_err(|e| PipelineError::BadArgument {
             line: t.line,

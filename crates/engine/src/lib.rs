@@ -62,6 +62,7 @@
 #![forbid(unsafe_code)]
 
 mod backlog;
+mod blobs;
 mod board;
 mod budget;
 mod buffer;
@@ -91,6 +92,7 @@ pub mod tasks;
 mod timer;
 pub mod watch;
 
+pub use blobs::Blobs;
 pub use board::{
     Board, Item, Meter, Picture, ShowError, Shown, Watching, MAX_METERS, MAX_PICTURE_PIXELS,
     MAX_SHOWN_PER_TASK,

@@ -324,6 +324,7 @@ pub struct Build<'a> {
     pub(crate) task_id: usize,
     pub(crate) host: &'a mut HostPorts,
     pub(crate) files: &'a crate::sandbox::Files,
+    pub(crate) blobs: &'a crate::blobs::Blobs,
 }
 
 impl Build<'_> {
@@ -340,6 +341,12 @@ impl Build<'_> {
     /// The file access of this pipeline: the only way a task opens a file.
     pub fn files(&self) -> &crate::sandbox::Files {
         self.files
+    }
+
+    /// The blob called `name` that came with the pipeline (a module sent beside its text),
+    /// if one did.
+    pub fn blob(&self, name: &str) -> Option<std::sync::Arc<[u8]>> {
+        self.blobs.get(name).cloned()
     }
 
     /// A waker for this task that something outside the pipeline (a thread of the task's

@@ -63,6 +63,7 @@ use offhost_engine::{EngineConfig, Pipeline, RunError, Running, Stats};
 use offhost_link::Wait;
 
 pub mod keep;
+pub mod modules;
 mod reply;
 pub mod watched;
 pub use keep::{Keep, KeptBy};
@@ -211,6 +212,8 @@ pub struct Daemon {
     sessions: AtomicU64,
     /// Each pipeline's shape and board, for a live view.
     seen: watched::Seen,
+    /// The modules each session sent beside its pipelines.
+    modules: modules::Modules,
 }
 
 /// The free lists of settled pipelines that something still holds (a channel thread
@@ -278,6 +281,7 @@ impl Daemon {
             keeps: keep::Keeps::default(),
             sessions: AtomicU64::new(1),
             seen: watched::Seen::default(),
+            modules: modules::Modules::default(),
         });
         // The warden ends with the daemon (it holds it only while it looks). A daemon
         // whose warden cannot start still serves; its pipelines then run until they end.
@@ -362,6 +366,7 @@ impl Daemon {
                 Err(e) => {
                     tracing::info!("session ended: {e}");
                     self.keeps.session_ended(sid);
+                    self.modules.session_ended(sid);
                     return;
                 }
             }
@@ -460,6 +465,11 @@ impl Daemon {
                 ch.send(reply.as_bytes())?;
             }
             return ch.close();
+        }
+        if let Some(module) = name.strip_prefix("module/") {
+            return self
+                .modules
+                .receive(ch, sid, module, self.limits.module_bytes);
         }
         let parts: Vec<&str> = name.splitn(3, '/').collect();
         let (dir, id, port) = match parts.as_slice() {
@@ -733,8 +743,10 @@ impl Daemon {
                 limit: limits.text_bytes,
             });
         }
-        let built = Pipeline::parse(&text)
-            .and_then(|p| p.build_within(&self.registry, &self.files, &limits.pipeline))?;
+        let blobs = self.modules.of(by);
+        let built = Pipeline::parse(&text).and_then(|p| {
+            p.build_with_blobs(&self.registry, &self.files, &limits.pipeline, &blobs)
+        })?;
         let (ins, outs) = (built.host_inputs(), built.host_outputs());
         // Checked and started under the table's lock: concurrent submits see each other.
         let mut table = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
@@ -970,6 +982,31 @@ impl Client {
     pub fn shape(&self, id: impl Into<PipelineRef>) -> Result<offhost_engine::Shape, DaemonError> {
         self.call::<ShapeOf>(&Request::Shape { id: id.into() })
             .map(|s| s.shape)
+    }
+
+    /// Sends module `bytes` as `name` (a channel `module/NAME`, see [`modules`]): the
+    /// pipelines this client submits after it find it as `wasm module=NAME`.
+    pub fn send_module(&self, name: &str, bytes: &[u8]) -> Result<(), DaemonError> {
+        let ch = self
+            .session
+            .open(&format!("module/{name}"), ChannelOptions::default())?;
+        let head = serde_json::to_vec(&modules::Header {
+            bytes: bytes.len() as u64,
+        })
+        .map_err(|e| DaemonError::Protocol(e.to_string()))?;
+        ch.send(&head)?;
+        for chunk in bytes.chunks(256 << 10) {
+            ch.send(chunk)?;
+        }
+        let msg = ch
+            .recv()?
+            .ok_or_else(|| DaemonError::Protocol(format!("module/{name}: closed unanswered")))?;
+        match Reply::<modules::ModuleStored>::from_wire(&msg)
+            .map_err(|e| DaemonError::Protocol(e.to_string()))?
+        {
+            Reply::Ok(_) => Ok(()),
+            Reply::Refused(e) => Err(DaemonError::Refused(e)),
+        }
     }
 
     /// Ids, names and states of the daemon's pipelines.

@@ -13,6 +13,8 @@ pub const DEFAULT_TOTAL_POOL_BYTES: u64 = 2 << 30;
 /// Default [`DaemonLimits::text_bytes`]: 1 MiB.
 pub const DEFAULT_TEXT_BYTES: usize = 1 << 20;
 
+/// Default [`DaemonLimits::module_bytes`]: 64 MiB.
+pub const DEFAULT_MODULE_BYTES: u64 = 64 << 20;
 /// Default [`DaemonLimits::pipeline_time`]: a day.
 pub const DEFAULT_PIPELINE_TIME: Duration = Duration::from_secs(24 * 3600);
 /// Default [`DaemonLimits::pipeline_bytes`]: 1 TiB.
@@ -33,6 +35,9 @@ pub struct DaemonLimits {
     pub pool_bytes: u64,
     /// Bytes of one pipeline text a host submits (`--max-text-bytes`).
     pub text_bytes: usize,
+    /// Bytes of the named modules one session holds, sent beside its pipelines
+    /// (`--max-module-bytes`): each module's and all of the session's together.
+    pub module_bytes: u64,
     /// How long one pipeline may run before it is ended by force (`--max-pipeline-time`);
     /// also the longest lifetime of a detached one. `None`: for ever.
     pub pipeline_time: Option<Duration>,
@@ -51,6 +56,7 @@ impl Default for DaemonLimits {
             pipelines: DEFAULT_PIPELINES,
             pool_bytes: DEFAULT_TOTAL_POOL_BYTES,
             text_bytes: DEFAULT_TEXT_BYTES,
+            module_bytes: DEFAULT_MODULE_BYTES,
             pipeline_time: Some(DEFAULT_PIPELINE_TIME),
             pipeline_bytes: Some(DEFAULT_PIPELINE_BYTES),
             orphan_grace: DEFAULT_ORPHAN_GRACE,

@@ -77,6 +77,28 @@ pub enum Refusal {
         /// `DaemonLimits::pipeline_time`.
         limit: std::time::Duration,
     },
+    /// A module sent with pipelines would bring its session's modules past the limit.
+    #[error(
+        "a module of {bytes} bytes would bring this session's modules to {total} bytes, {}",
+        for_peer(self)
+    )]
+    ModuleTooLarge {
+        /// Bytes of the module.
+        bytes: u64,
+        /// Bytes of the session's modules with it.
+        total: u64,
+        /// `DaemonLimits::module_bytes`.
+        limit: u64,
+    },
+    /// A module channel that did not follow its protocol (a header `{"bytes": N}`, then N
+    /// bytes).
+    #[error("module {name}: {why}")]
+    ModuleProtocol {
+        /// The module's name.
+        name: String,
+        /// What was wrong.
+        why: String,
+    },
     /// The pipeline's free lists would take the daemon's past its limit.
     #[error("free lists of {asked} bytes would bring the engine's pipelines to {total}{}, {}", held_note(*.held), for_peer(self))]
     OverPoolBytes {
@@ -101,6 +123,9 @@ impl Refusal {
             }
             Refusal::OverPipelines { running } => {
                 Some(OverLimit::new(Limit::MaxPipelines, *running).asked(running.saturating_add(1)))
+            }
+            Refusal::ModuleTooLarge { total, limit, .. } => {
+                Some(OverLimit::new(Limit::MaxModuleBytes, *limit).asked(*total))
             }
             Refusal::OverPoolBytes { total, limit, .. } => {
                 Some(OverLimit::new(Limit::MaxTotalPoolBytes, *limit).asked(*total))

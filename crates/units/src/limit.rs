@@ -111,6 +111,9 @@ limits! {
     MaxPipelineBytes = "max_pipeline_bytes", Unit::Bytes, "engine", ["engine"];
     /// Bytes of one pipeline text a daemon takes (`DaemonLimits::text_bytes`).
     MaxTextBytes = "max_text_bytes", Unit::Bytes, "engine", ["engine"];
+    /// Bytes of the named modules one session sends a daemon with its pipelines
+    /// (`DaemonLimits::module_bytes`).
+    MaxModuleBytes = "max_module_bytes", Unit::Bytes, "engine", ["engine"];
     /// Off-host submissions one host has outstanding, receives included.
     HostOutstanding = "host_outstanding", Unit::Count("outstanding submissions"), "engine", ["engine"];
     /// Bytes of one host's sends in flight.

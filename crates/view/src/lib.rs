@@ -53,6 +53,40 @@ pub struct ViewArgs {
     pub view_clients: usize,
 }
 
+/// The view flags of `offhost run`: where, who may see it, how long it stays, and the graph
+/// as a dot file.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunViewArgs {
+    /// Where.
+    #[command(flatten)]
+    pub view: ViewArgs,
+    /// Who may see it, how long.
+    #[command(flatten)]
+    pub access: ViewAccess,
+    /// Write the pipeline's graph as Graphviz dot to FILE, with its final numbers.
+    #[arg(long, value_name = "FILE")]
+    pub dot: Option<std::path::PathBuf>,
+}
+
+impl RunViewArgs {
+    /// The view's configuration, if one was asked for ([`ViewArgs::config_with`]).
+    pub fn config(&self) -> Option<ViewConfig> {
+        self.view.config_with(&self.access)
+    }
+
+    /// Writes the dot file asked for, if one was.
+    pub fn write_dot(
+        &self,
+        shape: &offhost_engine::Shape,
+        stats: &offhost_engine::Stats,
+    ) -> std::io::Result<()> {
+        match &self.dot {
+            Some(f) => std::fs::write(f, shape.to_dot(Some(stats))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Who may see the view of a command that has no other listener (`offhost run`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ViewAccess {

@@ -166,14 +166,33 @@ pub(crate) fn factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, A
         ));
     }
     let at = |e: WasmError| ArgError::new("module", format!("module {path}: {e}"));
-    let file = b
-        .files()
-        .open(path)
-        .map_err(|e| e.arg("module"))?
-        .open()
-        .map_err(|e| at(WasmError::Read(e)))?;
-    let len = file.metadata().ok().map(|m| m.len());
-    let bytes = read(file, len, limits.module_bytes).map_err(at)?;
+    // A module sent with the pipeline under this name (`offhost submit --module NAME=FILE`)
+    // goes before a file of that name.
+    let bytes: std::sync::Arc<[u8]> = match b.blob(path) {
+        Some(blob) => {
+            let n = blob.len() as u64;
+            if n > limits.module_bytes {
+                let over = offhost_units::OverLimit::new(
+                    offhost_units::Limit::WasmModuleBytes,
+                    limits.module_bytes,
+                );
+                return Err(at(WasmError::TooBig {
+                    over: over.asked(n),
+                }));
+            }
+            blob
+        }
+        None => {
+            let file = b
+                .files()
+                .open(path)
+                .map_err(|e| e.arg("module"))?
+                .open()
+                .map_err(|e| at(WasmError::Read(e)))?;
+            let len = file.metadata().ok().map(|m| m.len());
+            read(file, len, limits.module_bytes).map_err(at)?.into()
+        }
+    };
     let module = Module::load(&bytes, &limits).map_err(at)?;
     build(path, &module, &limits, arg, b.inputs(), b.outputs()).map_err(at)
 }

@@ -384,6 +384,7 @@ fn measure(o: &Options, bar: &ProgressBar, net: &Net, pki: &Pki) -> Result<Repor
                 text: &text,
                 outs: &[],
                 ins: &[],
+                modules: &[],
             };
             let cpu0 = cpu_now(true)?;
             let sampler = Sampler::start(&pids, SAMPLE_PERIOD)?;

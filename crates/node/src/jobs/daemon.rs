@@ -23,6 +23,9 @@ pub struct DaemonJob<'a> {
     pub ins: &'a [String],
     /// The name to submit it under (`--name`), if any.
     pub name: Option<&'a str>,
+    /// Modules sent before the pipeline, (NAME, bytes): its `wasm module=NAME` tasks find
+    /// them ([`Client::send_module`]).
+    pub modules: &'a [(String, Vec<u8>)],
 }
 
 /// Connects to the daemon at `url`.
@@ -48,6 +51,14 @@ pub fn run(
         source,
     };
     let client = connect(job.url, job.options)?;
+    for (name, bytes) in job.modules {
+        client.send_module(name, bytes).map_err(|e| match e {
+            crate::daemon::DaemonError::Refused(m) => {
+                JobError::Failed(format!("{}: module {name}: {m}", job.path))
+            }
+            e => engine(e),
+        })?;
+    }
     let sub = match detach {
         Some(d) => client.submit_detached(job.text, job.name, d.lifetime),
         None => client.submit_as(job.text, job.name),

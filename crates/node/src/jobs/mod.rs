@@ -178,6 +178,36 @@ pub fn create(path: &str) -> Result<Box<dyn Write + Send>, JobError> {
 }
 
 /// Opens `path` for a host-in channel's bytes (`-`: standard input).
+/// The largest module file `--module` reads (a daemon takes at most its
+/// `DaemonLimits::module_bytes`, 64 MiB by default).
+pub const MAX_MODULE_FILE: u64 = 1 << 30;
+
+/// The modules of `--module NAME=FILE` flags, read: (NAME, bytes).
+pub fn modules(list: &[String]) -> Result<Vec<(String, Vec<u8>)>, JobError> {
+    list.iter()
+        .map(|m| {
+            let (name, path) = m.split_once('=').ok_or_else(|| {
+                JobError::Binding(format!(
+                    "--module {m}: NAME=FILE (a module's name and its .wasm file)"
+                ))
+            })?;
+            let file = |source| JobError::File {
+                what: "read",
+                path: path.into(),
+                source,
+            };
+            let len = std::fs::metadata(path).map_err(file)?.len();
+            if len > MAX_MODULE_FILE {
+                return Err(JobError::Binding(format!(
+                    "--module {m}: {len} bytes, more than the {MAX_MODULE_FILE} a module may have"
+                )));
+            }
+            Ok((name.to_string(), std::fs::read(path).map_err(file)?))
+        })
+        .collect()
+}
+
+/// Opens `path` for reading (`-`: standard input).
 pub fn open(path: &str) -> Result<Box<dyn Read + Send>, JobError> {
     Ok(if path == "-" {
         Box::new(std::io::stdin())

@@ -152,6 +152,8 @@ pub struct PlacedJob<'a> {
     pub outs: &'a [String],
     /// `--in NAME=PATH` bindings.
     pub ins: &'a [String],
+    /// Modules sent to every engine before its part, (NAME, bytes).
+    pub modules: &'a [(String, Vec<u8>)],
 }
 
 /// One part, once submitted.
@@ -230,9 +232,14 @@ pub fn run(
         let e = plan.engine_of(part);
         let url = url_of[e];
         let text = plan.text(part, &targets).map_err(placed)?;
-        let submit = |c: &Client| match detach {
-            Some(d) => c.submit_detached(&text, None, d.lifetime),
-            None => c.submit(&text),
+        let submit = |c: &Client| {
+            for (name, bytes) in job.modules {
+                c.send_module(name, bytes)?;
+            }
+            match detach {
+                Some(d) => c.submit_detached(&text, None, d.lifetime),
+                None => c.submit(&text),
+            }
         };
         let submitted = connect(url, job.options).and_then(|c| match submit(&c) {
             Ok(sub) => Ok((c, sub)),
