@@ -1,13 +1,14 @@
 /*
  * pipeline: run an offhost pipeline from C and collect one of its host-out channels.
  *
- *   pipeline [--engine URL [--name NAME]] FILE.ion OUTPUT OUT_FILE
+ *   pipeline [--engine URL [--name NAME]] [--module NAME=FILE.wasm]... FILE.ion OUTPUT OUT_FILE
  *
  * Submits the pipeline in FILE.ion to the embedded engine (in this process) or, with
  * --engine, to an engine daemon (`offhost engine --listen URL`), there under NAME with
  * --name (which `offhost submit --status NAME` and other engines' calls then use), writes
  * every buffer of `host-out name=OUTPUT` to OUT_FILE, waits for the end and prints the
- * statistics as JSON.
+ * statistics as JSON. Each --module adds a WebAssembly module that the pipeline runs as
+ * `wasm module=NAME` (sent to the daemon with --engine).
  * With OUTPUT `-` it runs the pipeline with offhost_run (host channels closed or discarded).
  *
  * Build: cc -I bindings/c/include examples/c/pipeline.c -L target/debug -loffhost_c -o pipeline
@@ -25,7 +26,7 @@ static void check(offhost_status s, const char *what) {
     }
 }
 
-static char *read_file(const char *path) {
+static char *read_file_len(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         perror(path);
@@ -47,7 +48,14 @@ static char *read_file(const char *path) {
         exit(1);
     }
     text[len] = 0;
+    if (size) {
+        *size = len;
+    }
     return text;
+}
+
+static char *read_file(const char *path) {
+    return read_file_len(path, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -62,8 +70,12 @@ int main(int argc, char **argv) {
             a = 5;
         }
     }
+    int first_module = a;
+    while (argc - a > 3 && strcmp(argv[a], "--module") == 0) {
+        a += 2;
+    }
     if (argc - a != 3) {
-        fprintf(stderr, "usage: pipeline [--engine URL [--name NAME]] FILE.ion OUTPUT OUT_FILE\n");
+        fprintf(stderr, "usage: pipeline [--engine URL [--name NAME]] [--module NAME=FILE.wasm]... FILE.ion OUTPUT OUT_FILE\n");
         return 2;
     }
     char *text = read_file(argv[a]);
@@ -83,6 +95,19 @@ int main(int argc, char **argv) {
         check(offhost_engine_connect(engine_url, &engine), "connect to the engine");
     } else {
         check(offhost_engine_embedded(0, &engine), "embedded engine");
+    }
+    for (int m = first_module; m < a; m += 2) {
+        char *spec = argv[m + 1];
+        char *eq = strchr(spec, '=');
+        if (!eq) {
+            fprintf(stderr, "pipeline: --module %s: NAME=FILE.wasm\n", spec);
+            return 2;
+        }
+        *eq = 0;
+        size_t size;
+        char *module = read_file_len(eq + 1, &size);
+        check(offhost_engine_add_module(engine, spec, (const uint8_t *)module, size), eq + 1);
+        free(module);
     }
     offhost_pipeline *p;
     if (name) {

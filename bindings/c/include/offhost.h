@@ -401,6 +401,19 @@ enum offhost_status offhost_engine_submit_named(const struct offhost_engine *eng
                                                 const char *name,
                                                 struct offhost_pipeline **out);
 
+// Adds WebAssembly module `data` (`len` bytes) as `name`: the pipelines `engine` submits
+// from now on run it as `wasm module=NAME`. On a daemon it is sent on the engine handle's
+// session and kept for it; `ENGINE` when the daemon refuses it (past its
+// `max_module_bytes`: the message names the limit).
+//
+// # Safety
+// `engine` is a live engine; `name` a NUL-terminated string; `data` NULL with `len` 0, or
+// `len` readable bytes.
+enum offhost_status offhost_engine_add_module(const struct offhost_engine *engine,
+                                              const char *name,
+                                              const uint8_t *data,
+                                              size_t len);
+
 // Frees an engine handle (its pipelines run on).
 //
 // # Safety

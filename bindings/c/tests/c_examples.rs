@@ -363,3 +363,52 @@ fn the_pipeline_runner_submits_to_a_daemon_under_a_name() {
     assert!(err.contains("ENGINE") || err.contains("engine"), "{err}");
     assert!(err.contains("must start with a letter"), "{err}");
 }
+
+/// A pass-through module of the `wasm` task's interface (version 1), in the text format.
+const PASS_WAT: &str = r#"(module
+  (import "offhost" "emit" (func $emit (param i32 i32)))
+  (memory (export "memory") 3)
+  (func (export "offhost_abi_version") (result i32) i32.const 1)
+  (func (export "offhost_area") (param $kind i32) (param $index i32) (param $size i32) (result i32)
+    (if (i32.gt_u (local.get $size) (i32.const 65536)) (then (return (i32.const 0))))
+    (if (i32.eq (local.get $kind) (i32.const 1)) (then (return (i32.const 65536))))
+    (if (i32.eq (local.get $kind) (i32.const 2)) (then (return (i32.const 131072))))
+    i32.const 1024)
+  (func (export "offhost_start") (param i32 i32 i32) (result i32) i32.const 0)
+  (func (export "offhost_buffer") (param $in i32) (param $len i32) (result i32)
+    (memory.copy (i32.const 131072) (i32.const 65536) (local.get $len))
+    (call $emit (i32.const 0) (local.get $len)) i32.const 0)
+  (func (export "offhost_end") (param i32) (result i32) i32.const 0)
+  (func (export "offhost_resume") (result i32) i32.const 0))"#;
+
+#[test]
+fn the_pipeline_runner_adds_a_module_that_its_pipeline_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runner = build("pipeline", dir.path());
+    let module = dir.path().join("pass.wasm");
+    std::fs::write(&module, wat::parse_str(PASS_WAT).expect("wat")).expect("write");
+    let plain = tone_pipeline(dir.path());
+    let through = dir.path().join("through.ion");
+    let text = std::fs::read_to_string(&plain).expect("read");
+    std::fs::write(
+        &through,
+        text.replace(
+            "host-out name=speech <ulaw",
+            "wasm module=pass <ulaw >passed:p(8,2048)\nhost-out name=speech <passed",
+        ),
+    )
+    .expect("write");
+    let run = |ion: &Path, out: &str, module: Option<&Path>| {
+        let mut c = c_program(&runner);
+        if let Some(m) = module {
+            c.arg("--module").arg(format!("pass={}", m.display()));
+        }
+        let r = c.arg(ion).arg("speech").arg(dir.path().join(out)).output();
+        let r = r.expect("run the C pipeline runner");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        std::fs::read(dir.path().join(out)).expect("output")
+    };
+    let want = run(&plain, "plain.out", None);
+    assert_eq!(want.len(), 22_050);
+    assert_eq!(run(&through, "through.out", Some(&module)), want);
+}

@@ -26,6 +26,8 @@ enum Place {
     Embedded {
         registry: Registry,
         config: EngineConfig,
+        /// Modules added with [`Engine::add_module`], for its pipelines.
+        modules: Mutex<offhost_engine::Blobs>,
     },
     Daemon {
         url: String,
@@ -76,6 +78,7 @@ impl Engine {
             place: Place::Embedded {
                 registry: registry(),
                 config,
+                modules: Mutex::default(),
             },
         }
     }
@@ -103,6 +106,20 @@ impl Engine {
         match &self.place {
             Place::Embedded { .. } => "embedded",
             Place::Daemon { url, .. } => url,
+        }
+    }
+
+    /// Adds WebAssembly module `bytes` as `name`: the pipelines this engine handle submits
+    /// from now on run it as `wasm module=NAME` (before a file of that name). On a daemon
+    /// it is sent on this handle's session and kept for it (see
+    /// `offhost_node::daemon::modules`), within the daemon's `max_module_bytes`.
+    pub fn add_module(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        match &self.place {
+            Place::Embedded { modules, .. } => {
+                lock(modules).insert(name, bytes.into());
+                Ok(())
+            }
+            Place::Daemon { client, .. } => Ok(lock(client).send_module(name, bytes)?),
         }
     }
 
@@ -147,8 +164,18 @@ impl Engine {
             Place::Embedded { .. } if name.is_some() => Err(Error::Invalid(
                 "a pipeline name is for an engine daemon (Engine(url)); the embedded engine's pipelines are this process's own".into(),
             )),
-            Place::Embedded { registry, config } => {
-                let built = offhost_engine::Pipeline::parse(text)?.build(registry)?;
+            Place::Embedded {
+                registry,
+                config,
+                modules,
+            } => {
+                let blobs = lock(modules).clone();
+                let built = offhost_engine::Pipeline::parse(text)?.build_with_blobs(
+                    registry,
+                    &offhost_engine::Files::Ambient,
+                    &offhost_engine::Budget::default(),
+                    &blobs,
+                )?;
                 let (inputs, outputs) = (built.host_inputs(), built.host_outputs());
                 // More workers than the budget allows is an error, not the panic of `start`.
                 let running = built.try_start(config)?;

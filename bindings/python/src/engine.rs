@@ -105,6 +105,30 @@ impl Engine {
         })
     }
 
+    /// Adds a WebAssembly module as `name`: the pipelines this engine submits from now on run
+    /// it as `wasm module=NAME`. `module` is the module's bytes, or a `pathlib.Path` to its
+    /// `.wasm` file. On a daemon it is sent on this engine's session and kept for it (within
+    /// the daemon's `--max-module-bytes`).
+    fn add_module(&self, py: Python<'_>, name: &str, module: &Bound<'_, PyAny>) -> PyResult<()> {
+        guarded(|| {
+            let bytes: Vec<u8> = match module.cast::<PyBytes>() {
+                Ok(b) => b.as_bytes().to_vec(),
+                Err(_) => {
+                    let os = PyModule::import(py, "os")?;
+                    let path: std::path::PathBuf =
+                        os.call_method1("fspath", (module,))?.extract()?;
+                    std::fs::read(&path).map_err(|e| {
+                        PyErr::from(std::io::Error::new(
+                            e.kind(),
+                            format!("read {}: {e}", path.display()),
+                        ))
+                    })?
+                }
+            };
+            crate::errors::detach(py, || self.inner.add_module(name, &bytes))?.map_err(to_py)
+        })
+    }
+
     /// `"embedded"` or the daemon's URL.
     #[getter]
     fn url(&self) -> PyResult<&str> {

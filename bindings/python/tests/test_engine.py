@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,27 @@ def test_a_daemon_pipeline_touches_no_file_outside_its_directory(
     for path in ("/etc/passwd", "../outside", f"{tmp_path}/x"):
         with pytest.raises(offhost.EngineError, match=r"line 1, column \d+: task 'file': file access refused"):
             e.submit(f"file path={path} >a\nnull <a\n")
+
+
+def test_a_module_added_to_the_engine_runs_as_wasm_module_name(
+    engine: offhost.Engine, repo: Path
+) -> None:
+    """`Engine.add_module`: a WebAssembly module (examples/wasm's pass-through, built by
+    scripts/test.d/15-wasm.sh) run by name, embedded and on a daemon that was sent it (the
+    daemon grants files beneath another directory only); the bytes come back unchanged."""
+    target = Path(os.environ.get("OFFHOST_TARGET", repo / "target"))
+    module = target / "wasm-examples" / "pass.wasm"
+    assert module.exists(), f"{module}: run examples/wasm/build.sh {module.parent}"
+    engine.add_module("pass", module)
+    p = engine.submit(
+        "host-in name=in >a:p(8,4096)\nwasm module=pass <a >b:q(8,4096)\nhost-out name=out <b\n"
+    )
+    data = [bytes([i]) * (1000 + i) for i in range(20)]
+    for d in data:
+        p.send("in", d)
+    p.close_input("in")
+    assert b"".join(p.output("out")) == b"".join(data)
+    assert p.wait(timeout=60)["finished"] is True
+    cls = offhost.PipelineError if engine.url == "embedded" else offhost.EngineError
+    with pytest.raises(cls, match=r"line 2.*nowhere"):
+        engine.submit("host-in name=in >a\nwasm module=nowhere <a >b\nhost-out name=out <b\n")

@@ -163,6 +163,7 @@ def test_every_entry_point_turns_a_panic_into_offhost_error(
     calls |= {
         "Engine()": lambda: offhost.Engine(workers=1),
         "Engine.submit": lambda: engine.submit("host-in name=i >a\nhost-out name=o <a\n"),
+        "Engine.add_module": lambda: engine.add_module("m", b"\0asm\x01\0\0\0"),
         "Engine.url": lambda: engine.url,
         "Engine.__repr__": lambda: repr(engine),
         "Pipeline.id": lambda: p.id,

@@ -756,6 +756,35 @@ pub unsafe extern "C" fn offhost_engine_submit_named(
     })
 }
 
+/// Adds WebAssembly module `data` (`len` bytes) as `name`: the pipelines `engine` submits
+/// from now on run it as `wasm module=NAME`. On a daemon it is sent on the engine handle's
+/// session and kept for it; `ENGINE` when the daemon refuses it (past its
+/// `max_module_bytes`: the message names the limit).
+///
+/// # Safety
+/// `engine` is a live engine; `name` a NUL-terminated string; `data` NULL with `len` 0, or
+/// `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn offhost_engine_add_module(
+    engine: *const offhost_engine,
+    name: *const c_char,
+    data: *const u8,
+    len: usize,
+) -> offhost_status {
+    call(|| {
+        // SAFETY: as the caller promises.
+        let (e, n, d) = unsafe {
+            (
+                handle(engine, "engine")?,
+                text(name, "name")?,
+                bytes(data, len)?,
+            )
+        };
+        e.inner.add_module(n, d)?;
+        Ok(offhost_status::Ok)
+    })
+}
+
 /// Frees an engine handle (its pipelines run on).
 ///
 /// # Safety

@@ -182,6 +182,8 @@ class Engine:
         detach: bool = False,
         lifetime: float | None = None,
     ) -> Pipeline: ...
+    def add_module(self, name: str, module: bytes | os.PathLike[str]) -> None:
+        """Adds a WebAssembly module that this engine's pipelines run as ``wasm module=NAME``."""
     @property
     def url(self) -> str: ...
 
