@@ -30,7 +30,9 @@ pub const DEFAULT_LINKS: usize = 64;
 /// What one pipeline may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
-    /// Bytes of all its free lists' buffers, head- and tailroom included (`--max-pool-bytes`).
+    /// Bytes of all its free lists' buffers, head- and tailroom included, and of the memory
+    /// its tasks reserve beyond them (a WebAssembly instance's cap; `Build::reserve_memory`)
+    /// (`--max-pool-bytes`).
     pub pool_bytes: u64,
     /// Buffers of all its free lists (`--max-buffers`).
     pub buffers: u64,

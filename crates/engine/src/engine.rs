@@ -138,13 +138,14 @@ impl Built {
         self.graph.host.hosts(self.graph.host.outputs.keys())
     }
 
-    /// Bytes the pipeline's free lists allocate when it starts.
+    /// Bytes the pipeline's free lists allocate when it starts, and the memory its tasks
+    /// reserved beyond them (a WebAssembly instance's cap, `Build::reserve_memory`).
     pub fn pool_bytes(&self) -> u64 {
         self.graph
             .pools
             .iter()
             .map(|p| crate::pool::pool_bytes(p).unwrap_or(u64::MAX))
-            .fold(0, u64::saturating_add)
+            .fold(self.graph.task_memory, u64::saturating_add)
     }
 
     fn has_queue(&self, q: &str) -> Result<(), NoSuchQueue> {

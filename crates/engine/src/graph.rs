@@ -39,6 +39,8 @@ pub(crate) struct Graph {
     pub(crate) queues: Vec<NodeQueue>,
     pub(crate) pools: Vec<PoolConfig>,
     pub(crate) host: HostPorts,
+    /// Bytes of memory its tasks reserved beyond the free lists (`Build::reserve_memory`).
+    pub(crate) task_memory: u64,
 }
 
 struct PoolDecl {
@@ -344,7 +346,11 @@ pub(crate) fn build(
         })?;
     check_pool_sizes(spec, &infos, &task_pools, &pools, &uses)?;
 
-    // Build the tasks.
+    // Build the tasks; the memory they reserve counts with the free lists' bytes.
+    let mut memory = pools
+        .iter()
+        .map(|p| crate::pool::pool_bytes(&p.0).unwrap_or(u64::MAX))
+        .fold(0u64, u64::saturating_add);
     let mut host = HostPorts::default();
     let mut tasks = Vec::new();
     for (i, t) in spec.tasks.iter().enumerate() {
@@ -358,16 +364,27 @@ pub(crate) fn build(
             host: &mut host,
             files,
             blobs,
+            memory: &mut memory,
+            memory_limit: budget.pool_bytes,
         };
-        let task = factory(&args, &mut b).map_err(|e| PipelineError::BadArgument {
-            line: t.line,
-            col: e
-                .arg
-                .as_ref()
+        let task = factory(&args, &mut b).map_err(|e| {
+            let col = (e.arg.as_ref())
                 .and_then(|a| cols.get(a).copied())
-                .unwrap_or(t.col),
-            task: t.command.clone(),
-            message: e.message,
+                .unwrap_or(t.col);
+            match e.over {
+                Some(over) => PipelineError::OverBudget {
+                    line: t.line,
+                    col,
+                    message: format!("task '{}': {}", t.command, e.message),
+                    over,
+                },
+                None => PipelineError::BadArgument {
+                    line: t.line,
+                    col,
+                    task: t.command.clone(),
+                    message: e.message,
+                },
+            }
         })?;
         // Each task that opens a link to another engine has a thread that wakes it, and
         // registers its waker (`remote::Shared::register`).
@@ -406,10 +423,15 @@ pub(crate) fn build(
             }
         })
         .collect();
+    let pool_total = pools
+        .iter()
+        .map(|p| crate::pool::pool_bytes(&p.0).unwrap_or(u64::MAX))
+        .fold(0u64, u64::saturating_add);
     Ok(Graph {
         tasks,
         queues,
         pools: pools.into_iter().map(|p| p.0).collect(),
         host,
+        task_memory: memory.saturating_sub(pool_total),
     })
 }

@@ -19,6 +19,9 @@ pub struct ArgError {
     pub arg: Option<String>,
     /// What is wrong.
     pub message: String,
+    /// The pipeline's budget it went over, if that is what is wrong
+    /// ([`Build::reserve_memory`]).
+    pub over: Option<offhost_units::OverLimit>,
 }
 
 impl ArgError {
@@ -27,6 +30,7 @@ impl ArgError {
         ArgError {
             arg: Some(arg.into()),
             message: message.into(),
+            over: None,
         }
     }
 
@@ -41,6 +45,7 @@ impl ArgError {
         ArgError {
             arg: None,
             message: message.into(),
+            over: None,
         }
     }
 }
@@ -325,6 +330,10 @@ pub struct Build<'a> {
     pub(crate) host: &'a mut HostPorts,
     pub(crate) files: &'a crate::sandbox::Files,
     pub(crate) blobs: &'a crate::blobs::Blobs,
+    /// Bytes the pipeline reserves so far (free lists, and tasks' memory) and its budget's
+    /// `pool_bytes`.
+    pub(crate) memory: &'a mut u64,
+    pub(crate) memory_limit: u64,
 }
 
 impl Build<'_> {
@@ -341,6 +350,30 @@ impl Build<'_> {
     /// The file access of this pipeline: the only way a task opens a file.
     pub fn files(&self) -> &crate::sandbox::Files {
         self.files
+    }
+
+    /// Reserves `bytes` of memory the task may take beyond its free lists (a WebAssembly
+    /// instance's cap), counted with the free lists against the pipeline's budget
+    /// ([`Budget::pool_bytes`](crate::Budget::pool_bytes)); past it, an error naming the limit
+    /// and the argument `arg` that asked. A daemon counts it in its total too.
+    pub fn reserve_memory(&mut self, arg: &str, bytes: u64) -> Result<(), ArgError> {
+        let total = self.memory.saturating_add(bytes);
+        if total > self.memory_limit {
+            let over = offhost_units::OverLimit::new(
+                offhost_units::Limit::MaxPoolBytes,
+                self.memory_limit,
+            )
+            .asked(total);
+            return Err(ArgError {
+                over: Some(over),
+                ..ArgError::new(
+                    arg,
+                    format!("{bytes} bytes of memory bring the pipeline's free lists and task memory to {total} bytes"),
+                )
+            });
+        }
+        *self.memory = total;
+        Ok(())
     }
 
     /// The blob called `name` that came with the pipeline (a module sent beside its text),

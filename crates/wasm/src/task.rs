@@ -157,6 +157,8 @@ pub(crate) fn factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, A
         }
         limits.deadline = d;
     }
+    // The instance's memory cap counts in the pipeline's budget, with its free lists.
+    b.reserve_memory("memory", limits.memory as u64)?;
     let arg = args.get("arg").unwrap_or("");
     if arg.len() > MAX_ARG_BYTES {
         return Err(ArgError::range(

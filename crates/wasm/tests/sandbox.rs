@@ -265,3 +265,26 @@ fn arguments_out_of_range_are_refused() {
         assert!(e.contains("line 2, column"), "{shown}: {e}");
     }
 }
+
+/// An instance's memory cap counts, with the free lists, in the pipeline's budget
+/// (`Budget::pool_bytes`, 1 GiB by default): one cap of 600 MiB fits, a second brings the
+/// pipeline over, and the error points at its line and names the limit.
+#[test]
+fn memory_caps_count_in_the_pipelines_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "pass.wasm", &pass());
+    let one = through(&m, "memory=256M", &dir.path().join("o"));
+    assert!(run(&one).unwrap().finished);
+    let text = format!(
+        "random bytes=64k seed=7 >a:p(8,4096)\n\
+         wasm module={m} memory=600M <a >b:q(8,4096)\n\
+         wasm module={m} memory=600M <b >c:r(8,4096)\n\
+         null <c\n",
+        m = m.display()
+    );
+    let e = build_error(&text);
+    assert!(
+        e.contains("line 3") && e.contains("over the limit max_pool_bytes"),
+        "{e}"
+    );
+}
