@@ -19,7 +19,7 @@ enum PetCmd {
     Sim(SimArgs),
     /// Count the words or events of a list-mode file.
     Stat(StatArgs),
-    /// Histogram a list-mode file into a sinogram file (.sino).
+    /// Histogram a list-mode file into a sinogram file (.hs: STIR Interfile, else OHSINO01).
     Hist(HistArgs),
     /// Reconstruct a sinogram file into a PNG.
     Recon(ReconArgs),
@@ -53,7 +53,7 @@ struct StatArgs {
 struct HistArgs {
     /// List-mode file.
     file: PathBuf,
-    /// Output sinogram file.
+    /// Output sinogram file: X.hs (STIR Interfile projection data, data in X.s) or OHSINO01.
     #[arg(short, long)]
     out: PathBuf,
     /// File format.
@@ -81,7 +81,7 @@ struct HistArgs {
 
 #[derive(clap::Args, Debug)]
 struct ReconArgs {
-    /// Sinogram file from `offhost pet hist`.
+    /// Sinogram file from `offhost pet hist` (.hs Interfile projection data or OHSINO01).
     sino: PathBuf,
     /// Output PNG.
     #[arg(long)]

@@ -13,6 +13,7 @@ use crate::listmode::{self, Reader, Writer};
 use crate::petlink::{self, PetlinkReader};
 use crate::recon::{self, Method};
 use crate::sinofile::{self, SinoFlags};
+use crate::{projdata, Sinogram};
 use crate::{
     EnergyWindow, Histogrammer, Pacer, PetlinkHeader, PetlinkHistogrammer, Phantom, Scanner,
     SimConfig, Source,
@@ -275,7 +276,7 @@ pub struct HistJob {
     pub file: PathBuf,
     /// Its format.
     pub format: ListFormat,
-    /// Sinogram file to write.
+    /// Sinogram file to write (`.hs`: STIR's Interfile projection data, else `OHSINO01`).
     pub out: PathBuf,
     /// Scanner preset (offhost files; PETLINK uses its header).
     pub scanner: String,
@@ -344,13 +345,7 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
             )
         }
     };
-    std::fs::write(&job.out, sinofile::encode(&sino, flags)).map_err(|source| {
-        FileJobError::Io {
-            what: "write",
-            path: job.out.clone(),
-            source,
-        }
-    })?;
+    write_sinogram(&job.out, &sino, flags)?;
     let secs = t.elapsed().as_secs_f64();
     /// The histogrammer's counts, with what came of them and how fast.
     #[derive(Serialize)]
@@ -378,7 +373,36 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
     Ok((v, text))
 }
 
-/// Reconstructs sinogram file `sino` with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
+/// Writes a sinogram file: STIR's Interfile projection data when `out` ends in `.hs` (with
+/// its data file `.s` beside it, see [`projdata`]), else offhost's `OHSINO01` encoding.
+pub fn write_sinogram(out: &Path, sino: &Sinogram, flags: SinoFlags) -> Result<(), FileJobError> {
+    if projdata::is_header(out) {
+        return projdata::write(out, sino, flags)
+            .map(drop)
+            .map_err(format(out));
+    }
+    std::fs::write(out, sinofile::encode(sino, flags)).map_err(|source| FileJobError::Io {
+        what: "write",
+        path: out.to_owned(),
+        source,
+    })
+}
+
+/// Reads a sinogram file: a `.hs` Interfile projection data header (and its data file), else
+/// an `OHSINO01` file.
+pub fn read_sinogram(path: &Path) -> Result<(Sinogram, SinoFlags), FileJobError> {
+    if projdata::is_header(path) {
+        return projdata::read(path).map_err(format(path));
+    }
+    let bytes = std::fs::read(path).map_err(|source| FileJobError::Io {
+        what: "read",
+        path: path.to_owned(),
+        source,
+    })?;
+    sinofile::decode(&bytes).map_err(format(path))
+}
+
+/// Reconstructs sinogram file `sino` (`.hs` or `OHSINO01`) with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
 /// returns a text line. `progress(finished, planes)` hears of each plane finished.
 pub fn reconstruct(
     sino: &Path,
@@ -387,12 +411,7 @@ pub fn reconstruct(
     png: &Path,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<String, FileJobError> {
-    let bytes = std::fs::read(sino).map_err(|source| FileJobError::Io {
-        what: "read",
-        path: sino.to_owned(),
-        source,
-    })?;
-    let (s, flags) = sinofile::decode(&bytes).map_err(format(sino))?;
+    let (s, flags) = read_sinogram(sino)?;
     let method = match method {
         "fbp" => Method::Fbp,
         "fbp-hann" => Method::FbpHann,

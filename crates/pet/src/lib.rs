@@ -1,9 +1,10 @@
 //! Positron emission tomography acquisition for offhost: scanner geometry, list-mode
 //! formats, Monte Carlo source, sinograms and reconstruction.
 //!
-//! The crate's surface is deliberate: the types below at the root, and five modules that are
-//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`recon`], [`tasks`]),
-//! and [`files`] holds the file jobs of `offhost pet`.
+//! The crate's surface is deliberate: the types below at the root, and six modules that are
+//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`projdata`] (STIR's
+//! Interfile projection data), [`recon`], [`tasks`]), and [`files`] holds the file jobs of
+//! `offhost pet`.
 //! Everything else is private.
 //!
 //! | item | what it is |
@@ -38,6 +39,7 @@ mod photons;
 mod projector;
 pub mod recon;
 mod sim;
+pub mod projdata;
 pub mod sinofile;
 mod sinogram;
 pub mod tasks;
