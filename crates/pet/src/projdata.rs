@@ -54,7 +54,8 @@ pub fn data_path(hs: &Path) -> PathBuf {
 
 /// Whether `path` names an Interfile projection data header (extension `.hs`).
 pub fn is_header(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("hs"))
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("hs"))
 }
 
 /// Segments in the order they are written: increasing segment number.
@@ -137,7 +138,10 @@ pub fn header(s: &Sinogram, flags: SinoFlags, data_name: &str) -> String {
     kv("Scanner parameters", "");
     kv("Scanner type", &sc.name);
     kv("Number of rings", &sc.rings.to_string());
-    kv("Number of detectors per ring", &sc.detectors_per_ring.to_string());
+    kv(
+        "Number of detectors per ring",
+        &sc.detectors_per_ring.to_string(),
+    );
     kv("Inner ring diameter (cm)", &cm(2.0 * sc.crystal_radius_mm));
     kv("Average depth of interaction (cm)", "0");
     kv("Distance between rings (cm)", &cm(sc.ring_spacing_mm));
@@ -153,7 +157,10 @@ pub fn header(s: &Sinogram, flags: SinoFlags, data_name: &str) -> String {
     );
     kv("Number of blocks per bucket in transaxial direction", "1");
     kv("Number of blocks per bucket in axial direction", "1");
-    kv("Number of crystals per block in axial direction", &sc.rings.to_string());
+    kv(
+        "Number of crystals per block in axial direction",
+        &sc.rings.to_string(),
+    );
     kv(
         "Number of crystals per block in transaxial direction",
         &sc.detectors_per_ring.to_string(),
@@ -331,7 +338,10 @@ pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
         Ok((*line, items))
     };
     if !map.contains_key("interfile") {
-        return Err(bad(1, "not an Interfile header (no \"!INTERFILE\" key)".into()));
+        return Err(bad(
+            1,
+            "not an Interfile header (no \"!INTERFILE\" key)".into(),
+        ));
     }
     let dims = int("number of dimensions", 16)?;
     if dims != 4 {
@@ -379,7 +389,10 @@ pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
     };
     if let Some((line, v)) = map.get("image scaling factor[1]") {
         if v.parse::<f64>().ok() != Some(1.0) {
-            return Err(bad(*line, format!("image scaling factor {v:?}: only 1 is read")));
+            return Err(bad(
+                *line,
+                format!("image scaling factor {v:?}: only 1 is read"),
+            ));
         }
     }
     let arc_corrected = text_of("applied corrections").is_some_and(|c| c.contains("arc correct"));
@@ -403,7 +416,12 @@ pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
         .zip(&maxs)
         .find(|(lo, hi)| **lo == -**hi)
         .ok_or_else(|| bad(line_min, "no segment 0 (ring differences -h..h)".into()))?;
-    let mrd = maxs.iter().chain(&mins).map(|v| v.unsigned_abs()).max().unwrap_or(0);
+    let mrd = maxs
+        .iter()
+        .chain(&mins)
+        .map(|v| v.unsigned_abs())
+        .max()
+        .unwrap_or(0);
     let small = |v: u64, what: &str| {
         u32::try_from(v).map_err(|_| bad(line_min, format!("{what} {v} is too large")))
     };
@@ -534,7 +552,13 @@ pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
 }
 
 fn value(h: &ProjHeader, c: &[u8]) -> Option<i32> {
-    let b2 = |c: &[u8]| -> [u8; 2] { if h.big_endian { [c[1], c[0]] } else { [c[0], c[1]] } };
+    let b2 = |c: &[u8]| -> [u8; 2] {
+        if h.big_endian {
+            [c[1], c[0]]
+        } else {
+            [c[0], c[1]]
+        }
+    };
     let b4 = |c: &[u8]| -> [u8; 4] {
         if h.big_endian {
             [c[3], c[2], c[1], c[0]]
@@ -642,9 +666,16 @@ mod tests {
     fn header_has_stirs_segment_lists_for_the_mmr_span11() {
         let s = Sinogram::new(&Scanner::mmr().with_span(11)).unwrap();
         let h = header(&s, SinoFlags::default(), "m.s");
-        assert!(h.contains("!matrix size [2] := { 27,49,71,93,115,127,115,93,71,49,27 }"), "{h}");
-        assert!(h.contains("minimum ring difference per segment := { -60,-49,-38,-27,-16,-5,6,17,28,39,50 }"));
-        assert!(h.contains("maximum ring difference per segment := { -50,-39,-28,-17,-6,5,16,27,38,49,60 }"));
+        assert!(
+            h.contains("!matrix size [2] := { 27,49,71,93,115,127,115,93,71,49,27 }"),
+            "{h}"
+        );
+        assert!(h.contains(
+            "minimum ring difference per segment := { -60,-49,-38,-27,-16,-5,6,17,28,39,50 }"
+        ));
+        assert!(h.contains(
+            "maximum ring difference per segment := { -50,-39,-28,-17,-6,5,16,27,38,49,60 }"
+        ));
         assert!(h.contains("!number format := float"));
         assert!(h.contains("applied corrections := {None}"));
     }
@@ -654,7 +685,13 @@ mod tests {
     fn data_are_view_major_in_increasing_segment_order() {
         let sc = Scanner::demo().with_span(5);
         let mut s = Sinogram::new(&sc).unwrap();
-        let last = s.layout.segments().iter().find(|g| g.number == -3).copied().unwrap();
+        let last = s
+            .layout
+            .segments()
+            .iter()
+            .find(|g| g.number == -3)
+            .copied()
+            .unwrap();
         let (views, bins) = (sc.views as usize, sc.radial_bins as usize);
         // Segment -3, axial 1, view 0, bin 2: the file's value number count(axial) * 0 + 1 row.
         s.data[((last.first as usize + 1) * views) * bins + 2] = 5;
@@ -676,7 +713,9 @@ mod tests {
     fn foreign_segments_and_bad_values_are_errors() {
         let s = Sinogram::new(&Scanner::demo().with_span(3)).unwrap();
         let h = header(&s, SinoFlags::default(), "x.s");
-        let e = parse_header(&h.replace("{ -15,", "{ -14,")).unwrap_err().to_string();
+        let e = parse_header(&h.replace("{ -15,", "{ -14,"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not one of offhost's span-3 layout"), "{e}");
         let e = parse_header(&h.replace("!matrix size [4] := 11", "!matrix size [4] := 12"))
             .unwrap_err()

@@ -280,11 +280,12 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             let create = |p: &str| b.files().create(p).map_err(|e| e.arg("out"));
             if projdata::is_header(std::path::Path::new(path)) {
                 let dp = projdata::data_path(std::path::Path::new(path));
-                let (Some(dp), Some(name)) = (
-                    dp.to_str(),
-                    dp.file_name().and_then(|n| n.to_str()),
-                ) else {
-                    return Err(ArgError::new("out", format!("out={path}: not a usable file name")));
+                let (Some(dp), Some(name)) = (dp.to_str(), dp.file_name().and_then(|n| n.to_str()))
+                else {
+                    return Err(ArgError::new(
+                        "out",
+                        format!("out={path}: not a usable file name"),
+                    ));
                 };
                 Some(OutFile::Interfile {
                     header: create(path)?,
