@@ -103,6 +103,20 @@ sino = b"OHSINO01" + struct.pack("<6I", 1, 4, 2, 1, 0, 1) + struct.pack("<3d", 4
     + struct.pack("<II", 1, 0) + struct.pack("<2i", 3, -1)
 put("sinogram_file", "tiny", sino)
 
+# --- tiny Interfile projection data (projdata_file): header, NUL, float data; the same
+# scanner as above, one segment, 1 view x 2 bins
+hs = "\n".join(f"{k} := {v}" for k, v in [
+    ("!INTERFILE", ""), ("name of data file", "t.s"), ("!number format", "float"),
+    ("!number of bytes per pixel", 4), ("number of dimensions", 4),
+    ("matrix axis label [4]", "segment"), ("!matrix size [4]", 1),
+    ("matrix axis label [3]", "view"), ("!matrix size [3]", 1),
+    ("matrix axis label [2]", "axial coordinate"), ("!matrix size [2]", "{ 1 }"),
+    ("matrix axis label [1]", "tangential coordinate"), ("!matrix size [1]", 2),
+    ("minimum ring difference per segment", "{ 0 }"), ("maximum ring difference per segment", "{ 0 }"),
+    ("Number of rings", 1), ("Number of detectors per ring", 4), ("Inner ring diameter (cm)", 20),
+    ("Distance between rings (cm)", 0.4), ("Default bin size (cm)", 0.1), ("!END OF INTERFILE", "")])
+put("projdata_file", "tiny", hs.encode() + b"\0" + struct.pack("<2f", 3.0, -1.0))
+
 # --- daemon control requests (daemon_request)
 for i, r in enumerate([
     {"op": "submit", "text": "fill bytes=64k >a:p(4,4096)\ncrc32c <a\n"},

@@ -505,19 +505,20 @@ pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
 
 /// Decodes the data (`bytes`, starting at the header's data offset) into a sinogram.
 pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
-    let mut s = Sinogram::new(&h.scanner).map_err(|e| FormatError::BadHeader {
-        offset: 0,
-        what: e.to_string(),
-    })?;
-    let need = s.data.len() * h.number.bytes();
-    if bytes.len() < need {
+    let need = data_len(h)?;
+    if (bytes.len() as u64) < need {
         return Err(FormatError::Truncated {
             what: "projection data",
             offset: h.data_offset,
             have: bytes.len(),
-            need,
+            need: need as usize,
         });
     }
+    // Allocated only once the data are known to be there.
+    let mut s = Sinogram::new(&h.scanner).map_err(|e| FormatError::BadHeader {
+        offset: 0,
+        what: e.to_string(),
+    })?;
     let (views, bins) = (h.scanner.views as usize, h.scanner.radial_bins as usize);
     let w = h.number.bytes();
     let mut at = 0usize;
@@ -549,6 +550,17 @@ pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
         }
     }
     Ok(s)
+}
+
+/// Bytes of data the header implies (its bins are within [`crate::MAX_SINOGRAM_BINS`]).
+fn data_len(h: &ProjHeader) -> Result<u64, FormatError> {
+    let bins = Layout::new(&h.scanner)
+        .and_then(|l| l.bins(&h.scanner))
+        .map_err(|e| FormatError::BadHeader {
+            offset: 0,
+            what: e.to_string(),
+        })?;
+    Ok(bins as u64 * h.number.bytes() as u64)
 }
 
 fn value(h: &ProjHeader, c: &[u8]) -> Option<i32> {
@@ -590,13 +602,7 @@ pub fn read(hs: &Path) -> Result<(Sinogram, SinoFlags), FormatError> {
     })?;
     let len = f.metadata()?.len();
     // The size the header implies, checked against the file before anything is allocated.
-    let bins = Layout::new(&h.scanner)
-        .and_then(|l| l.bins(&h.scanner))
-        .map_err(|e| FormatError::BadHeader {
-            offset: 0,
-            what: e.to_string(),
-        })?;
-    let need = (bins as u64) * h.number.bytes() as u64;
+    let need = data_len(&h)?;
     let have = len.saturating_sub(h.data_offset);
     if have < need {
         return Err(FormatError::Truncated {
