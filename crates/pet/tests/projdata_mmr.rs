@@ -123,6 +123,34 @@ fn span11_interfile_equals_a_numpy_histogram_of_the_words() {
     assert_eq!(back.layout, sino.layout);
 }
 
+/// Only where `OFFHOST_STIR_MMR_SPAN11` names the `.hs` that STIR's `lm_to_projdata` wrote for
+/// the mMR sample at span 11, prompts minus delayeds (`mmr_reference.sh`, `docs/notes/pet.md`):
+/// offhost reads STIR's file (its own header keys, STIR's mMR scanner block) into the
+/// sinogram offhost histograms from the same words, bin for bin.
+#[test]
+fn stirs_span11_file_reads_as_offhosts_histogram() {
+    let Some(stir) = std::env::var_os("OFFHOST_STIR_MMR_SPAN11") else {
+        eprintln!("OFFHOST_STIR_MMR_SPAN11 not set: STIR's file not compared");
+        return;
+    };
+    let dir = common::petlink_dir();
+    let h = PetlinkHeader::read(&dir.join("PET_ACQ_small.l.hdr")).unwrap();
+    let mut hist = PetlinkHistogrammer::new(&h.scanner, 11).unwrap();
+    let mut r = petlink::PetlinkReader::open(&dir.join("small_listmode_file.l"), &h).unwrap();
+    let mut buf = Vec::new();
+    while r.read_words(&mut buf, 1 << 16).unwrap() > 0 {
+        hist.add_words(&buf);
+    }
+    let (sino, _, _) = hist.finish();
+    let (theirs, flags) = projdata::read(std::path::Path::new(&stir)).unwrap();
+    assert!(
+        !flags.detector_pairs,
+        "STIR's mMR data are not arc-corrected"
+    );
+    assert_eq!(theirs.layout, sino.layout);
+    assert_eq!(theirs.data, sino.data);
+}
+
 #[test]
 fn truncated_data_file_and_missing_key_are_named() {
     let s = offhost_pet::Sinogram::new(&offhost_pet::Scanner::demo().with_span(5)).unwrap();
