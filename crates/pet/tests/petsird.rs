@@ -1,0 +1,187 @@
+//! PETSIRD list mode against the `petsird` package from PyPI (0.12, in the test venv): files
+//! its generator writes read with the counts its own reader finds; a ring scanner built with
+//! the generator's functions histograms into STIR Interfile projection data that reconstructs;
+//! the generator's own two-module-type scanner is refused as not rings; damaged files are
+//! errors with byte offsets.
+
+mod common;
+
+use std::path::Path;
+
+use offhost_pet::files::{self, HistJob, ListFormat};
+use offhost_pet::petsird::{self, RingMap};
+
+/// Writes a PETSIRD file: `generator` runs the package's generator (`generate()`), `rings`
+/// builds a 4-ring, 32-crystal cylinder with the generator's functions and writes 5 event
+/// blocks of random prompts and delayeds. Then reads the file with the package's reader and
+/// prints its counts as JSON.
+const MAKE_PY: &str = r#"
+import contextlib, io, json, random, sys
+import petsird
+from petsird.helpers import generator as g
+from petsird.helpers import get_num_detection_bins
+kind, path = sys.argv[1], sys.argv[2]
+if kind == 'generator':
+    buf = io.BytesIO()
+    class Out:  # generate() writes to sys.stdout.buffer
+        buffer = buf
+    with contextlib.redirect_stdout(Out()):
+        g.generate()
+    open(path, 'wb').write(buf.getvalue())
+else:
+    d = g.CylindricalBlocksInfo(radius=200., crystal_length=(10., 4., 4.),
+        num_crystals_per_module=(1, 1, 1), num_modules_along_ring=32, num_modules_along_axis=4,
+        arc=2 * 3.141592653589793, start_angle=0., module_spacing_along_axis=4.5,
+        number_of_tof_bins=3, tof_resolution=9., LLD=430., ULD=650., number_of_event_energy_bins=2,
+        energy_resolution=0.1, material_id=1)
+    header = petsird.Header(scanner=g.get_scanner_info([d]))
+    header.scanner.delayed_event_policy = petsird.CoincidencePolicy.REJECT_HIGHER_MULTIPLES
+    nbins = get_num_detection_bins(header.scanner, 0)
+    rnd = random.Random(5)
+    def ev(n):
+        out = []
+        for _ in range(n):
+            a = rnd.randrange(nbins); b = rnd.randrange(a + 1)
+            out.append(petsird.CoincidenceEvent(detection_bins=[a, b], tof_idx=rnd.randrange(3)))
+        return out
+    with petsird.BinaryPETSIRDWriter(path) as w:
+        w.write_header(header)
+        for t in range(5):
+            blk = petsird.EventTimeBlock(time_interval=petsird.TimeInterval(start=10 * t, stop=10 * t + 10),
+                prompt_events=[[ev(3000 + 100 * t)]], delayed_events=[[ev(400)]])
+            w.write_time_blocks((petsird.TimeBlock.EventTimeBlock(blk),))
+        w.write_time_blocks((petsird.TimeBlock.ExternalSignalTimeBlock(
+            petsird.ExternalSignalTimeBlock(time_interval=petsird.TimeInterval(start=50, stop=51),
+                signal_id=1, signal_values=[0.5, 1.5])),))
+blocks = prompts = delayeds = events_blocks = 0
+first = last = None
+with petsird.BinaryPETSIRDReader(path) as r:
+    h = r.read_header()
+    for tb in r.read_time_blocks():
+        blocks += 1
+        if isinstance(tb, petsird.TimeBlock.EventTimeBlock):
+            events_blocks += 1
+            v = tb.value
+            first = v.time_interval.start if first is None else first
+            last = v.time_interval.stop
+            prompts += sum(len(x) for a in v.prompt_events for x in a)
+            delayeds += sum(len(x) for a in (v.delayed_events or []) for x in a)
+print(json.dumps({"time_blocks": blocks, "event_blocks": events_blocks, "prompts": prompts,
+    "delayeds": delayeds, "duration_ms": last - first, "model_name": h.scanner.model_name,
+    "module_types": len(h.scanner.scanner_geometry.replicated_modules)}))
+"#;
+
+fn make(kind: &str, path: &Path) -> serde_json::Value {
+    serde_json::from_str(&common::python(MAKE_PY, &[kind, path.to_str().unwrap()])).unwrap()
+}
+
+fn same_counts(path: &Path, want: &serde_json::Value) -> petsird::Header {
+    let (h, st) = petsird::stat(path).unwrap();
+    assert_eq!(st.time_blocks, want["time_blocks"].as_u64().unwrap());
+    assert_eq!(st.event_blocks, want["event_blocks"].as_u64().unwrap());
+    assert_eq!(st.prompts, want["prompts"].as_u64().unwrap());
+    assert_eq!(st.delayeds, want["delayeds"].as_u64().unwrap());
+    assert_eq!(st.duration_ms, want["duration_ms"].as_u64().unwrap());
+    assert_eq!(h.model_name, want["model_name"].as_str().unwrap());
+    assert_eq!(
+        h.module_types.len() as u64,
+        want["module_types"].as_u64().unwrap()
+    );
+    h
+}
+
+#[test]
+fn the_packages_generator_file_reads_with_its_counts_and_is_not_rings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("gen.petsird");
+    let want = make("generator", &f);
+    assert!(want["prompts"].as_u64().unwrap() > 1000);
+    let h = same_counts(&f, &want);
+    let e = RingMap::new(&h).unwrap_err().to_string();
+    assert!(
+        e.contains("PETSIRD geometry not expressible as rings: 2 module types"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_ring_scanner_histograms_into_interfile_that_reconstructs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("rings.petsird");
+    let want = make("rings", &f);
+    let h = same_counts(&f, &want);
+    let (scanner, map) = RingMap::new(&h).unwrap();
+    assert_eq!((scanner.rings, scanner.detectors_per_ring), (4, 32));
+    assert!((scanner.ring_spacing_mm - 4.5).abs() < 1e-3);
+    assert!((scanner.crystal_radius_mm - 205.0_f64.hypot(2.0)).abs() < 1e-3);
+    assert_eq!(map.len(), 4 * 32 * 2);
+    let hs = tmp.path().join("rings.hs");
+    let job = HistJob {
+        file: f.clone(),
+        format: ListFormat::Petsird,
+        out: hs.clone(),
+        scanner: String::new(),
+        header: None,
+        span: "1".into(),
+        window: (0.0, 1000.0),
+    };
+    let (v, _) = files::histogram(&job).unwrap();
+    let (p, d) = (
+        want["prompts"].as_u64().unwrap(),
+        want["delayeds"].as_u64().unwrap(),
+    );
+    assert_eq!(v["events"].as_u64().unwrap(), p + d);
+    assert_eq!(v["delayeds"].as_u64().unwrap(), d);
+    assert_eq!(v["energy_rejected"], 0);
+    let acc_p = v["accepted_prompts"].as_i64().unwrap();
+    let acc_d = v["accepted_delayeds"].as_i64().unwrap();
+    assert!(acc_p > (p as i64) / 4, "{v}");
+    assert_eq!(
+        acc_p + acc_d + v["geometry_rejected"].as_i64().unwrap(),
+        (p + d) as i64
+    );
+    let (s, flags) = offhost_pet::projdata::read(&hs).unwrap();
+    assert!(flags.detector_pairs);
+    assert_eq!(s.total(), acc_p - acc_d);
+    let png = tmp.path().join("rings.png");
+    files::reconstruct(&hs, "fbp", 1, &png, &|_, _| {}).unwrap();
+    assert!(std::fs::metadata(&png).unwrap().len() > 500);
+}
+
+#[test]
+fn damaged_files_name_the_byte_offset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("rings.petsird");
+    make("rings", &f);
+    let bytes = std::fs::read(&f).unwrap();
+    // Cut inside the time blocks: a truncated value at the end of the file.
+    let cut = tmp.path().join("cut.petsird");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let e = petsird::stat(&cut).unwrap_err().to_string();
+    assert!(e.contains("byte offset"), "{e}");
+    // Another magic.
+    let mut m = bytes.clone();
+    m[..5].copy_from_slice(b"yardX");
+    let bad = tmp.path().join("magic.petsird");
+    std::fs::write(&bad, &m).unwrap();
+    let e = petsird::stat(&bad).unwrap_err().to_string();
+    assert!(e.contains("bad magic at byte offset 0"), "{e}");
+    // A changed schema is not read as 0.12.
+    let mut s = bytes.clone();
+    let at = s.windows(7).position(|w| w == b"PETSIRD").unwrap() + 20;
+    s[at] ^= 0x20;
+    let sch = tmp.path().join("schema.petsird");
+    std::fs::write(&sch, &s).unwrap();
+    let e = petsird::stat(&sch).unwrap_err().to_string();
+    assert!(e.contains("schema differs from version 0.12"), "{e}");
+    // Trailing bytes after the end of the stream.
+    let mut t = bytes;
+    t.push(0);
+    let tr = tmp.path().join("trailing.petsird");
+    std::fs::write(&tr, &t).unwrap();
+    let e = petsird::stat(&tr).unwrap_err().to_string();
+    assert!(
+        e.contains("data after the end of the time-block stream"),
+        "{e}"
+    );
+}
