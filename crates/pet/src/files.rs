@@ -73,7 +73,7 @@ pub enum ListFormat {
 /// A simulated acquisition (its fields are `offhost pet sim`'s flags).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimJob {
-    /// Output list-mode file.
+    /// Output list-mode file (`*.petsird`: PETSIRD 0.12, else offhost's records).
     #[arg(short, long)]
     pub out: PathBuf,
     /// Scanner preset (demo, mmr).
@@ -133,6 +133,46 @@ impl SimReport {
     }
 }
 
+/// Where `offhost pet sim` writes: offhost's list mode, or PETSIRD for `*.petsird`.
+enum SimOut {
+    Offhost(Writer<std::io::BufWriter<std::fs::File>>),
+    Petsird(crate::petsird::PetsirdWriter<std::io::BufWriter<std::fs::File>>),
+}
+
+impl SimOut {
+    fn create(out: &Path, scanner: &Scanner) -> Result<Self, FileJobError> {
+        if out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("petsird"))
+        {
+            let f = std::fs::File::create(out).map_err(|source| FileJobError::Io {
+                what: "write",
+                path: out.to_owned(),
+                source,
+            })?;
+            let w = crate::petsird::PetsirdWriter::new(std::io::BufWriter::new(f), scanner);
+            return w.map(SimOut::Petsird).map_err(format(out));
+        }
+        Writer::create(out, scanner)
+            .map(SimOut::Offhost)
+            .map_err(format(out))
+    }
+
+    fn write_events(&mut self, e: &[crate::listmode::Event]) -> Result<(), FormatError> {
+        match self {
+            SimOut::Offhost(w) => w.write_events(e),
+            SimOut::Petsird(w) => w.write_events(e),
+        }
+    }
+
+    fn finish(self) -> Result<(), FormatError> {
+        match self {
+            SimOut::Offhost(w) => w.finish().map(drop),
+            SimOut::Petsird(w) => w.finish().map(drop),
+        }
+    }
+}
+
 /// Simulates `job`; `progress` hears of every block of events written.
 pub fn simulate(job: &SimJob, mut progress: impl FnMut(u64)) -> Result<SimReport, FileJobError> {
     let scanner = Scanner::preset(&job.scanner)?;
@@ -150,7 +190,7 @@ pub fn simulate(job: &SimJob, mut progress: impl FnMut(u64)) -> Result<SimReport
         ..SimConfig::default()
     };
     let mut src = Source::new(&scanner, cfg)?;
-    let mut w = Writer::create(&job.out, &scanner).map_err(format(&job.out))?;
+    let mut w = SimOut::create(&job.out, &scanner)?;
     let mut pacer = (job.pace > 0.0).then(|| Pacer::new(job.pace));
     let t = Instant::now();
     let mut buf = Vec::new();

@@ -185,3 +185,88 @@ fn damaged_files_name_the_byte_offset() {
         "{e}"
     );
 }
+
+/// The package's analysis tool (`petsird.helpers.analysis`) on a file offhost wrote: its
+/// prompt and delayed counts and last time block.
+const ANALYSIS_PY: &str = r#"
+import contextlib, io, json, re, runpy, sys
+from petsird.helpers import analysis
+sys.argv = ['petsird_analysis', '-i', sys.argv[1]]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    runpy.run_path(analysis.__file__, run_name='__main__')
+t = out.getvalue()
+num = lambda k: int(re.search(k + r':?\s*(\d+)', t).group(1))
+print(json.dumps({"prompts": num('Number of prompt events'), "delayeds": num('Number of delayed events'),
+    "last_ms": num('Last time block at'), "name": re.search(r'Scanner name: (.*)', t).group(1)}))
+"#;
+
+#[test]
+fn simulated_petsird_passes_the_packages_analysis_and_maps_back_to_its_crystals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lm = tmp.path().join("sim.lm");
+    let ps = tmp.path().join("sim.petsird");
+    let mut job = files::SimJob {
+        out: lm.clone(),
+        scanner: "demo".into(),
+        phantom: "nema".into(),
+        events: 50_000,
+        seed: 21,
+        rate: 4.0e6,
+        pace: 0.0,
+        scatter: 0.3,
+    };
+    let a = files::simulate(&job, |_| {}).unwrap();
+    job.out = ps.clone();
+    let b = files::simulate(&job, |_| {}).unwrap();
+    assert_eq!((a.events, a.delayeds), (b.events, b.delayeds));
+    let py: serde_json::Value =
+        serde_json::from_str(&common::python(ANALYSIS_PY, &[ps.to_str().unwrap()])).unwrap();
+    assert_eq!(py["prompts"].as_u64().unwrap(), b.events - b.delayeds);
+    assert_eq!(py["delayeds"].as_u64().unwrap(), b.delayeds);
+    assert_eq!(py["name"], "demo");
+    let (h, st) = petsird::stat(&ps).unwrap();
+    assert_eq!(
+        (st.prompts, st.delayeds),
+        (b.events - b.delayeds, b.delayeds)
+    );
+    let mut r = petsird::PetsirdReader::open(&ps).unwrap();
+    let Some(petsird::Block::Events { start, .. }) = r.next_block(&mut Vec::new()).unwrap() else {
+        panic!("the first block holds events");
+    };
+    assert_eq!(
+        st.duration_ms,
+        py["last_ms"].as_u64().unwrap() - u64::from(start)
+    );
+    // The ring map gives back the simulated crystals: the PETSIRD file histograms exactly as
+    // the offhost file does on the scanner the map describes (energy window open).
+    let (scanner, _) = RingMap::new(&h).unwrap();
+    assert_eq!((scanner.rings, scanner.detectors_per_ring), (16, 256));
+    assert!(
+        (scanner.crystal_radius_mm - 250.0).abs() < 1e-3,
+        "{scanner:?}"
+    );
+    assert!((scanner.ring_spacing_mm - 6.0).abs() < 1e-3, "{scanner:?}");
+    let mut hist =
+        offhost_pet::Histogrammer::new(&scanner, offhost_pet::EnergyWindow::open()).unwrap();
+    let mut r = offhost_pet::listmode::Reader::open(&lm).unwrap();
+    let mut buf = Vec::new();
+    while r.read_events(&mut buf, 8192).unwrap() > 0 {
+        hist.add(&buf);
+    }
+    let want = hist.finish().0;
+    let out = tmp.path().join("sim.hs");
+    let job = HistJob {
+        file: ps,
+        format: ListFormat::Petsird,
+        out: out.clone(),
+        scanner: String::new(),
+        header: None,
+        span: "1".into(),
+        window: (0.0, 6553.5),
+    };
+    files::histogram(&job).unwrap();
+    let got = offhost_pet::projdata::read(&out).unwrap().0;
+    assert!(want.total() > 10_000);
+    assert_eq!(got.data, want.data);
+}

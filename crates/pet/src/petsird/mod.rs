@@ -10,12 +10,14 @@
 //! external signals, bed and gantry movements, dead time, singles histograms. Prompt and
 //! delayed coincidences are read; the other blocks are read and skipped.
 //!
-//! Not done: writing PETSIRD (`offhost pet sim`, `offhost pet convert`), TOF in sinograms
-//! (the TOF index is read and dropped).
+//! [`PetsirdWriter`] writes offhost events (`offhost pet sim -o X.petsird`) as PETSIRD with
+//! offhost's ring geometry (module docs of `writer`). Not done: TOF in sinograms (the TOF
+//! index is read and dropped), converting PETLINK to PETSIRD.
 
 mod header;
 mod rings;
 mod wire;
+mod writer;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -25,6 +27,7 @@ use serde::Serialize;
 pub use header::{Header, ModuleType, Transform, SCHEMA_FNV};
 pub use rings::RingMap;
 pub use wire::{Out, Wire};
+pub use writer::PetsirdWriter;
 
 use crate::error::FormatError;
 
