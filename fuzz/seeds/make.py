@@ -117,6 +117,26 @@ hs = "\n".join(f"{k} := {v}" for k, v in [
     ("Distance between rings (cm)", 0.4), ("Default bin size (cm)", 0.1), ("!END OF INTERFILE", "")])
 put("projdata_file", "tiny", hs.encode() + b"\0" + struct.pack("<2f", 3.0, -1.0))
 
+# --- a tiny PETSIRD file (petsird_file): one ring of 4 crystals, one event block, written by
+# the petsird package when it is installed (scripts/requirements.txt)
+try:
+    import petsird
+    from petsird.helpers import generator as g
+    d = g.CylindricalBlocksInfo(radius=50., crystal_length=(10., 4., 4.), num_crystals_per_module=(1, 1, 1),
+        num_modules_along_ring=4, num_modules_along_axis=1, arc=6.283185307179586, start_angle=0.,
+        module_spacing_along_axis=0., number_of_tof_bins=1, tof_resolution=9., LLD=430., ULD=650.,
+        number_of_event_energy_bins=1, energy_resolution=0.1, material_id=1)
+    h = petsird.Header(scanner=g.get_scanner_info([d]))
+    path = os.path.join(SEEDS, "petsird_file", "ring4")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with petsird.BinaryPETSIRDWriter(path) as w:
+        w.write_header(h)
+        ev = [petsird.CoincidenceEvent(detection_bins=[2, 0], tof_idx=0)]
+        w.write_time_blocks((petsird.TimeBlock.EventTimeBlock(petsird.EventTimeBlock(
+            time_interval=petsird.TimeInterval(start=0, stop=1), prompt_events=[[ev]])),))
+except ImportError:
+    pass
+
 # --- daemon control requests (daemon_request)
 for i, r in enumerate([
     {"op": "submit", "text": "fill bytes=64k >a:p(4,4096)\ncrc32c <a\n"},

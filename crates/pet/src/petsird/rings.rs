@@ -16,6 +16,8 @@ use crate::listmode::Event;
 
 /// Most detecting elements a ring scanner may have (256 rings x 65534).
 const MAX_CRYSTALS: u64 = 256 * 65_534;
+/// Most detection bins (crystals x energy bins) mapped.
+const MAX_BINS: u64 = 1 << 28;
 /// Positions agree within this many millimetres.
 const TOL_MM: f64 = 0.01;
 
@@ -130,6 +132,11 @@ impl RingMap {
                 .clamp(0.0, 65535.0) as u16
         };
         let n_en = edges.len() - 1;
+        if (n_en as u64).saturating_mul(n_cr) > MAX_BINS {
+            return Err(not_rings(format!(
+                "{n_cr} crystals x {n_en} energy bins exceed {MAX_BINS} detection bins"
+            )));
+        }
         let bins = crystal
             .iter()
             .flat_map(|&(r, d)| (0..n_en).map(move |e| (r, d, kev10(e))))
