@@ -15,7 +15,7 @@ pub struct PetArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum PetCmd {
-    /// Simulate an acquisition and write an offhost list-mode file.
+    /// Simulate an acquisition and write a list-mode file (offhost's, or PETSIRD: *.petsird).
     Sim(SimArgs),
     /// Count the words or events of a list-mode file.
     Stat(StatArgs),
@@ -23,6 +23,8 @@ enum PetCmd {
     Hist(HistArgs),
     /// Reconstruct a sinogram file into a PNG.
     Recon(ReconArgs),
+    /// Convert PETLINK list mode into PETSIRD.
+    Convert(files::ConvertJob),
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,6 +124,7 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             let (v, text) = files::histogram(&job)?;
             print_out(&v, a.json, || text);
         }
+        PetCmd::Convert(j) => println!("{}", files::convert(&j)?.1),
         PetCmd::Recon(a) => {
             let pb = bar(0, "reconstructing planes");
             let tell = |k, n| (pb.set_length(n as u64), pb.set_position(k as u64));

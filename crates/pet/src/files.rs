@@ -481,6 +481,41 @@ fn petsird_histogram(job: &HistJob) -> Result<(Sinogram, crate::HistStats), File
     Ok(hist.finish())
 }
 
+/// A conversion of PETLINK list mode into PETSIRD (`offhost pet convert`'s arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConvertJob {
+    /// PETLINK list-mode file.
+    pub file: PathBuf,
+    /// Output PETSIRD file.
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// PETLINK Interfile header (default: the .hdr beside the file that names it).
+    #[arg(long)]
+    pub header: Option<PathBuf>,
+}
+
+/// Converts `job`; returns its counts as JSON and a text line.
+pub fn convert(job: &ConvertJob) -> Result<(Value, String), FileJobError> {
+    let h = header_for(&job.file, job.header.as_deref())?;
+    let f = std::fs::File::create(&job.out).map_err(|source| FileJobError::Io {
+        what: "write",
+        path: job.out.clone(),
+        source,
+    })?;
+    let (c, _) = crate::petsird::petlink_to_petsird(&job.file, &h, std::io::BufWriter::new(f))
+        .map_err(format(&job.file))?;
+    let text = format!(
+        "{} words: {} events ({} prompts, {} delayeds), {} time tags -> {}",
+        c.words,
+        c.events,
+        c.prompts,
+        c.delayeds,
+        c.time_tags,
+        job.out.display()
+    );
+    Ok((serde_json::to_value(&c).expect("serialisable"), text))
+}
+
 /// Writes a sinogram file: STIR's Interfile projection data when `out` ends in `.hs` (with
 /// its data file `.s` beside it, see [`projdata`]), else offhost's `OHSINO01` encoding.
 pub fn write_sinogram(out: &Path, sino: &Sinogram, flags: SinoFlags) -> Result<(), FileJobError> {

@@ -11,9 +11,10 @@
 //! delayed coincidences are read; the other blocks are read and skipped.
 //!
 //! [`PetsirdWriter`] writes offhost events (`offhost pet sim -o X.petsird`) as PETSIRD with
-//! offhost's ring geometry (module docs of `writer`). Not done: TOF in sinograms (the TOF
-//! index is read and dropped), converting PETLINK to PETSIRD.
+//! offhost's ring geometry (module docs of `writer`); [`petlink_to_petsird`] converts PETLINK
+//! (`offhost pet convert`). Not done: TOF in sinograms (the TOF index is read and dropped).
 
+mod convert;
 mod header;
 mod rings;
 mod wire;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use convert::{petlink_to_petsird, Converted};
 pub use header::{Header, ModuleType, Transform, SCHEMA_FNV};
 pub use rings::RingMap;
 pub use wire::{Out, Wire};
