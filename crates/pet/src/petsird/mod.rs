@@ -172,17 +172,14 @@ impl<R: BufRead> PetsirdReader<R> {
                         for t2 in 0..n2 as u32 {
                             let n = w.len(what, 3)?;
                             out.reserve(n);
-                            for _ in 0..n {
-                                let a = w.u32("detection bin")?;
-                                let b = w.u32("detection bin")?;
-                                let tof = w.u32("TOF index")?;
+                            w.triples(n, "coincidence", |a, b, tof| {
                                 out.push(Coincidence {
                                     types: (t1, t2),
                                     bins: [a, b],
                                     tof,
                                     delayed,
-                                });
-                            }
+                                })
+                            })?;
                         }
                     }
                 }

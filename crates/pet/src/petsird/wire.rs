@@ -112,6 +112,47 @@ impl<R: BufRead> Wire<R> {
         })
     }
 
+    /// Reads `n` triples of 32-bit unsigned varints (a coincidence: two detection bins and a
+    /// TOF index), giving each to `f`. Triples wholly in the read buffer are decoded from it
+    /// directly; the rest, and anything malformed, go through [`Wire::u32`] (which names the
+    /// offset of what is wrong).
+    pub fn triples(
+        &mut self,
+        n: usize,
+        what: &'static str,
+        mut f: impl FnMut(u32, u32, u32),
+    ) -> Result<(), FormatError> {
+        let mut left = n;
+        while left > 0 {
+            let buf = self.r.fill_buf()?;
+            let mut pos = 0;
+            while left > 0 && buf.len() - pos >= 15 {
+                let Some((a, la)) = uv32(&buf[pos..]) else {
+                    break;
+                };
+                let Some((b, lb)) = uv32(&buf[pos + la..]) else {
+                    break;
+                };
+                let Some((c, lc)) = uv32(&buf[pos + la + lb..]) else {
+                    break;
+                };
+                f(a, b, c);
+                pos += la + lb + lc;
+                left -= 1;
+            }
+            self.r.consume(pos);
+            self.offset += pos as u64;
+            if left > 0 {
+                let a = self.u32(what)?;
+                let b = self.u32(what)?;
+                let c = self.u32(what)?;
+                f(a, b, c);
+                left -= 1;
+            }
+        }
+        Ok(())
+    }
+
     /// A zigzag-encoded signed varint.
     pub fn ivar(&mut self, what: &'static str) -> Result<i64, FormatError> {
         let v = self.uvar(what)?;
@@ -211,6 +252,23 @@ impl<R: BufRead> Wire<R> {
         }
         Ok(())
     }
+}
+
+/// A 32-bit unsigned varint at the start of `b` (at least 5 bytes) and its length, or `None`
+/// when it does not fit 32 bits.
+#[inline]
+fn uv32(b: &[u8]) -> Option<(u32, usize)> {
+    let mut v = 0u32;
+    for (i, &x) in b[..5].iter().enumerate() {
+        if i == 4 && x > 0x0F {
+            return None;
+        }
+        v |= u32::from(x & 0x7F) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
 }
 
 /// Writing yardl values (the encoding above) into a byte vector.
