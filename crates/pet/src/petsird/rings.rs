@@ -92,11 +92,11 @@ impl RingMap {
                 )));
             }
         }
-        if n_cr % rings as u64 != 0 {
+        if !n_cr.is_multiple_of(rings as u64) {
             return Err(not_rings(format!("{n_cr} crystals in {rings} rings")));
         }
         let n = n_cr / rings as u64;
-        if n < 4 || n > 65_534 || n % 2 != 0 {
+        if !(4..=65_534).contains(&n) || !n.is_multiple_of(2) {
             return Err(not_rings(format!(
                 "{n} crystals per ring (even, 4 to 65534)"
             )));
