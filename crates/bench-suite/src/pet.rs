@@ -419,7 +419,7 @@ mod tests {
         assert_eq!((r.replay_events, r.pipeline_events), (20_000, 20_000));
         assert!(r.realtime_factor > 0.0 && r.live_realtime_factor > 0.0);
         let t = r.text();
-        assert_eq!(t.lines().count(), 8, "{t}");
+        assert_eq!(t.lines().count(), 9, "{t}");
         let missing = Options {
             petlink: "/nonexistent.l".into(),
             ..o
