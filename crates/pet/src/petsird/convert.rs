@@ -6,8 +6,8 @@
 //! position t = bin - bins/2)` the detector pair of the CTI convention that STIR uses for
 //! Siemens data (`ProjDataInfoCylindricalNoArcCorr`): detector 1 = `(v + floor(t/2)) mod N`
 //! on ring 1, detector 2 = `(v - floor((t+1)/2) + N/2) mod N` on ring 2, `N` detectors per
-//! ring. Both photons get 511 keV (PETLINK words carry no energy); an event's time is the last
-//! time tag before it. The PETSIRD scanner is offhost's ring scanner of the PETLINK header
+//! ring. Both photons get 511 keV (PETLINK words carry no energy), stored in the writer's
+//! 510-520 keV bin (read back as 515 keV); an event's time is the last time tag before it. The PETSIRD scanner is offhost's ring scanner of the PETLINK header
 //! ([`super::PetsirdWriter`]), detector `d` at angle `2 pi d / N`: the detector numbering is
 //! STIR's; its orientation against the gantry is not checked.
 
