@@ -103,6 +103,40 @@ sino = b"OHSINO01" + struct.pack("<6I", 1, 4, 2, 1, 0, 1) + struct.pack("<3d", 4
     + struct.pack("<II", 1, 0) + struct.pack("<2i", 3, -1)
 put("sinogram_file", "tiny", sino)
 
+# --- tiny Interfile projection data (projdata_file): header, NUL, float data; the same
+# scanner as above, one segment, 1 view x 2 bins
+hs = "\n".join(f"{k} := {v}" for k, v in [
+    ("!INTERFILE", ""), ("name of data file", "t.s"), ("!number format", "float"),
+    ("!number of bytes per pixel", 4), ("number of dimensions", 4),
+    ("matrix axis label [4]", "segment"), ("!matrix size [4]", 1),
+    ("matrix axis label [3]", "view"), ("!matrix size [3]", 1),
+    ("matrix axis label [2]", "axial coordinate"), ("!matrix size [2]", "{ 1 }"),
+    ("matrix axis label [1]", "tangential coordinate"), ("!matrix size [1]", 2),
+    ("minimum ring difference per segment", "{ 0 }"), ("maximum ring difference per segment", "{ 0 }"),
+    ("Number of rings", 1), ("Number of detectors per ring", 4), ("Inner ring diameter (cm)", 20),
+    ("Distance between rings (cm)", 0.4), ("Default bin size (cm)", 0.1), ("!END OF INTERFILE", "")])
+put("projdata_file", "tiny", hs.encode() + b"\0" + struct.pack("<2f", 3.0, -1.0))
+
+# --- a tiny PETSIRD file (petsird_file): one ring of 4 crystals, one event block, written by
+# the petsird package when it is installed (scripts/requirements.txt)
+try:
+    import petsird
+    from petsird.helpers import generator as g
+    d = g.CylindricalBlocksInfo(radius=50., crystal_length=(10., 4., 4.), num_crystals_per_module=(1, 1, 1),
+        num_modules_along_ring=4, num_modules_along_axis=1, arc=6.283185307179586, start_angle=0.,
+        module_spacing_along_axis=0., number_of_tof_bins=1, tof_resolution=9., LLD=430., ULD=650.,
+        number_of_event_energy_bins=1, energy_resolution=0.1, material_id=1)
+    h = petsird.Header(scanner=g.get_scanner_info([d]))
+    path = os.path.join(SEEDS, "petsird_file", "ring4")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with petsird.BinaryPETSIRDWriter(path) as w:
+        w.write_header(h)
+        ev = [petsird.CoincidenceEvent(detection_bins=[2, 0], tof_idx=0)]
+        w.write_time_blocks((petsird.TimeBlock.EventTimeBlock(petsird.EventTimeBlock(
+            time_interval=petsird.TimeInterval(start=0, stop=1), prompt_events=[[ev]])),))
+except ImportError:
+    pass
+
 # --- daemon control requests (daemon_request)
 for i, r in enumerate([
     {"op": "submit", "text": "fill bytes=64k >a:p(4,4096)\ncrc32c <a\n"},

@@ -61,6 +61,13 @@ pub struct Report {
     pub petlink_words_per_s: Option<f64>,
     /// The same per CPU second.
     pub petlink_words_per_cpu_s: Option<f64>,
+    /// List-mode events read from PETLINK words in memory per wall second, one core (none
+    /// without the file).
+    pub petlink_read_events_per_s: Option<f64>,
+    /// The same events read from PETSIRD (the file converted in memory) per wall second.
+    pub petsird_read_events_per_s: Option<f64>,
+    /// PETSIRD's read rate over PETLINK's (goal: at least 0.8).
+    pub petsird_vs_petlink: Option<f64>,
     /// Simulated events per wall second, one core.
     pub sim_events_per_s: f64,
     /// The same per CPU second.
@@ -114,6 +121,46 @@ fn best_of(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
         .fold((f64::INFINITY, f64::INFINITY), |(a, b), (x, y)| {
             (a.min(x), b.min(y))
         })
+}
+
+/// Events per second read from PETLINK words and from the same events as PETSIRD (best of
+/// `reps` passes, each over at least 4 M events, every pass counting them all).
+fn read_rates(petlink: &std::path::Path, reps: usize) -> std::result::Result<(f64, f64), String> {
+    use offhost_pet::petsird::{petlink_to_petsird, PetsirdReader};
+    use offhost_pet::PetlinkReader;
+    use std::io::Cursor;
+    let h = offhost_pet::files::header_for(petlink, None).map_err(|e| e.to_string())?;
+    let bytes = std::fs::read(petlink).map_err(|e| format!("{}: {e}", petlink.display()))?;
+    let mut ps = Vec::new();
+    let (c, _) = petlink_to_petsird(petlink, &h, &mut ps).map_err(|e| e.to_string())?;
+    if c.events == 0 {
+        return Err("no events".into());
+    }
+    let times = 4_000_000u64.div_ceil(c.events);
+    let words = &bytes[h.data_offset as usize..];
+    let (tl, _) = best_of(reps, || {
+        for _ in 0..times {
+            let mut r = PetlinkReader::new(Cursor::new(words), &h, h.data_offset).expect("reader");
+            let (mut buf, mut n) = (Vec::new(), 0u64);
+            while r.read_words(&mut buf, 1 << 16).expect("words") > 0 {
+                n += buf.iter().filter(|&&w| w >> 31 == 0).count() as u64;
+            }
+            assert_eq!(n, c.events);
+        }
+    });
+    let (ts, _) = best_of(reps, || {
+        for _ in 0..times {
+            let mut r = PetsirdReader::new(Cursor::new(&ps[..]), ps.len() as u64).expect("reader");
+            let (mut buf, mut n) = (Vec::new(), 0u64);
+            while r.next_block(&mut buf).expect("block").is_some() {
+                n += buf.len() as u64;
+                buf.clear();
+            }
+            assert_eq!(n, c.events);
+        }
+    });
+    let total = (times * c.events) as f64;
+    Ok((total / tl, total / ts))
 }
 
 /// Runs the benchmark; `bar` names each phase.
@@ -180,6 +227,13 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
             None
         }
     };
+
+    // Reading list mode: the mMR file's events from PETLINK words and from PETSIRD (the file
+    // converted in memory), both from bytes in memory, replayed to at least 4 M events.
+    bar.set_message("reading PETLINK and PETSIRD");
+    let reads = read_rates(&a.petlink, a.reps)
+        .map_err(|e| notes.push(format!("skipping the list-mode read rates: {e}")))
+        .ok();
 
     // Processing at the clinical rate: the events above, recorded to a file, replayed
     // through read -> energy window -> sinogram (with snapshots). Their time stamps span
@@ -258,6 +312,9 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
         hist_best_s: hist_s,
         petlink_words_per_s: petlink.map(|p| p.0),
         petlink_words_per_cpu_s: petlink.map(|p| p.1),
+        petlink_read_events_per_s: reads.map(|r| r.0),
+        petsird_read_events_per_s: reads.map(|r| r.1),
+        petsird_vs_petlink: reads.map(|r| r.1 / r.0),
         sim_events_per_s: a.events as f64 / sim_s,
         sim_events_per_cpu_s: a.events as f64 / sim_cpu_s,
         replay_events: a.events,
@@ -299,6 +356,17 @@ impl Report {
                 "PETLINK words, one core: {:.1} M words/s wall, {:.1} M per CPU second\n",
                 m(w),
                 m(c)
+            );
+        }
+        if let (Some(l), Some(p)) = (
+            self.petlink_read_events_per_s,
+            self.petsird_read_events_per_s,
+        ) {
+            s += &format!(
+                "reading list mode, one core: PETLINK {:.1} M events/s, PETSIRD {:.1} M events/s ({:.2}x)\n",
+                m(l),
+                m(p),
+                p / l
             );
         }
         s += &format!(
@@ -347,16 +415,18 @@ mod tests {
         let r = run(&o, &ProgressBar::hidden()).unwrap();
         assert!(r.notes.is_empty(), "{:?}", r.notes);
         assert!(r.petlink_words_per_s.unwrap() > 0.0);
+        assert!(r.petsird_read_events_per_s.unwrap() > 0.0);
         assert_eq!((r.replay_events, r.pipeline_events), (20_000, 20_000));
         assert!(r.realtime_factor > 0.0 && r.live_realtime_factor > 0.0);
         let t = r.text();
-        assert_eq!(t.lines().count(), 8, "{t}");
+        assert_eq!(t.lines().count(), 9, "{t}");
         let missing = Options {
             petlink: "/nonexistent.l".into(),
             ..o
         };
         let r = run(&missing, &ProgressBar::hidden()).unwrap();
         assert!(r.petlink_words_per_s.is_none() && r.notes[0].contains("skipping"));
+        assert!(r.petsird_read_events_per_s.is_none());
         assert_eq!(r.text().lines().count(), 7);
     }
 }

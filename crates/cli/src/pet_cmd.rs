@@ -15,14 +15,16 @@ pub struct PetArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum PetCmd {
-    /// Simulate an acquisition and write an offhost list-mode file.
+    /// Simulate an acquisition and write a list-mode file (offhost's, or PETSIRD: *.petsird).
     Sim(SimArgs),
     /// Count the words or events of a list-mode file.
     Stat(StatArgs),
-    /// Histogram a list-mode file into a sinogram file (.sino).
+    /// Histogram a list-mode file into a sinogram file (.hs: STIR Interfile, else OHSINO01).
     Hist(HistArgs),
     /// Reconstruct a sinogram file into a PNG.
     Recon(ReconArgs),
+    /// Convert PETLINK list mode into PETSIRD.
+    Convert(files::ConvertJob),
 }
 
 #[derive(clap::Args, Debug)]
@@ -53,7 +55,7 @@ struct StatArgs {
 struct HistArgs {
     /// List-mode file.
     file: PathBuf,
-    /// Output sinogram file.
+    /// Output sinogram file: X.hs (STIR Interfile projection data, data in X.s) or OHSINO01.
     #[arg(short, long)]
     out: PathBuf,
     /// File format.
@@ -81,7 +83,7 @@ struct HistArgs {
 
 #[derive(clap::Args, Debug)]
 struct ReconArgs {
-    /// Sinogram file from `offhost pet hist`.
+    /// Sinogram file from `offhost pet hist` (.hs Interfile projection data or OHSINO01).
     sino: PathBuf,
     /// Output PNG.
     #[arg(long)]
@@ -122,6 +124,7 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             let (v, text) = files::histogram(&job)?;
             print_out(&v, a.json, || text);
         }
+        PetCmd::Convert(j) => println!("{}", files::convert(&j)?.1),
         PetCmd::Recon(a) => {
             let pb = bar(0, "reconstructing planes");
             let tell = |k, n| (pb.set_length(n as u64), pb.set_position(k as u64));

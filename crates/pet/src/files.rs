@@ -13,6 +13,7 @@ use crate::listmode::{self, Reader, Writer};
 use crate::petlink::{self, PetlinkReader};
 use crate::recon::{self, Method};
 use crate::sinofile::{self, SinoFlags};
+use crate::{projdata, Sinogram};
 use crate::{
     EnergyWindow, Histogrammer, Pacer, PetlinkHeader, PetlinkHistogrammer, Phantom, Scanner,
     SimConfig, Source,
@@ -65,12 +66,14 @@ pub enum ListFormat {
     Offhost,
     /// Siemens PETLINK 32-bit words (with an Interfile header).
     Petlink,
+    /// PETSIRD 0.12 list mode (yardl binary).
+    Petsird,
 }
 
 /// A simulated acquisition (its fields are `offhost pet sim`'s flags).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimJob {
-    /// Output list-mode file.
+    /// Output list-mode file (`*.petsird`: PETSIRD 0.12, else offhost's records).
     #[arg(short, long)]
     pub out: PathBuf,
     /// Scanner preset (demo, mmr).
@@ -130,6 +133,46 @@ impl SimReport {
     }
 }
 
+/// Where `offhost pet sim` writes: offhost's list mode, or PETSIRD for `*.petsird`.
+enum SimOut {
+    Offhost(Writer<std::io::BufWriter<std::fs::File>>),
+    Petsird(crate::petsird::PetsirdWriter<std::io::BufWriter<std::fs::File>>),
+}
+
+impl SimOut {
+    fn create(out: &Path, scanner: &Scanner) -> Result<Self, FileJobError> {
+        if out
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("petsird"))
+        {
+            let f = std::fs::File::create(out).map_err(|source| FileJobError::Io {
+                what: "write",
+                path: out.to_owned(),
+                source,
+            })?;
+            let w = crate::petsird::PetsirdWriter::new(std::io::BufWriter::new(f), scanner);
+            return w.map(SimOut::Petsird).map_err(format(out));
+        }
+        Writer::create(out, scanner)
+            .map(SimOut::Offhost)
+            .map_err(format(out))
+    }
+
+    fn write_events(&mut self, e: &[crate::listmode::Event]) -> Result<(), FormatError> {
+        match self {
+            SimOut::Offhost(w) => w.write_events(e),
+            SimOut::Petsird(w) => w.write_events(e),
+        }
+    }
+
+    fn finish(self) -> Result<(), FormatError> {
+        match self {
+            SimOut::Offhost(w) => w.finish().map(drop),
+            SimOut::Petsird(w) => w.finish().map(drop),
+        }
+    }
+}
+
 /// Simulates `job`; `progress` hears of every block of events written.
 pub fn simulate(job: &SimJob, mut progress: impl FnMut(u64)) -> Result<SimReport, FileJobError> {
     let scanner = Scanner::preset(&job.scanner)?;
@@ -147,7 +190,7 @@ pub fn simulate(job: &SimJob, mut progress: impl FnMut(u64)) -> Result<SimReport
         ..SimConfig::default()
     };
     let mut src = Source::new(&scanner, cfg)?;
-    let mut w = Writer::create(&job.out, &scanner).map_err(format(&job.out))?;
+    let mut w = SimOut::create(&job.out, &scanner)?;
     let mut pacer = (job.pace > 0.0).then(|| Pacer::new(job.pace));
     let t = Instant::now();
     let mut buf = Vec::new();
@@ -224,6 +267,19 @@ pub fn stat(
         );
         return Ok((v, text));
     }
+    if fmt == ListFormat::Petsird {
+        let (h, st) = crate::petsird::stat(file).map_err(format(file))?;
+        let mut v = serde_json::to_value(&st).expect("serialisable");
+        v["format"] = json!("petsird");
+        v["model_name"] = json!(h.model_name);
+        v["module_types"] = json!(h.module_types.len());
+        let text = format!(
+            "{} time blocks ({} with events): {} events ({} prompts, {} delayeds), {} singles over {} ms; scanner {:?}, {} module types",
+            st.time_blocks, st.event_blocks, st.events, st.prompts, st.delayeds, st.singles,
+            st.duration_ms, h.model_name, h.module_types.len()
+        );
+        return Ok((v, text));
+    }
     let mut r = Reader::open(file).map_err(format(file))?;
     let hdr = *r.header();
     let (mut events, mut delayeds) = (0u64, 0u64);
@@ -275,7 +331,7 @@ pub struct HistJob {
     pub file: PathBuf,
     /// Its format.
     pub format: ListFormat,
-    /// Sinogram file to write.
+    /// Sinogram file to write (`.hs`: STIR's Interfile projection data, else `OHSINO01`).
     pub out: PathBuf,
     /// Scanner preset (offhost files; PETLINK uses its header).
     pub scanner: String,
@@ -308,6 +364,17 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
                 SinoFlags {
                     last: true,
                     detector_pairs: false,
+                },
+            )
+        }
+        ListFormat::Petsird => {
+            let (s, st) = petsird_histogram(job)?;
+            (
+                s,
+                st,
+                SinoFlags {
+                    last: true,
+                    detector_pairs: true,
                 },
             )
         }
@@ -344,13 +411,7 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
             )
         }
     };
-    std::fs::write(&job.out, sinofile::encode(&sino, flags)).map_err(|source| {
-        FileJobError::Io {
-            what: "write",
-            path: job.out.clone(),
-            source,
-        }
-    })?;
+    write_sinogram(&job.out, &sino, flags)?;
     let secs = t.elapsed().as_secs_f64();
     /// The histogrammer's counts, with what came of them and how fast.
     #[derive(Serialize)]
@@ -378,7 +439,113 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
     Ok((v, text))
 }
 
-/// Reconstructs sinogram file `sino` with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
+/// Histograms a PETSIRD file of a ring scanner (its geometry from the file's header).
+fn petsird_histogram(job: &HistJob) -> Result<(Sinogram, crate::HistStats), FileJobError> {
+    use crate::petsird::{Block, PetsirdReader, RingMap};
+    let file = &job.file;
+    let mut r = PetsirdReader::open(file).map_err(format(file))?;
+    let (scanner, map) = RingMap::new(r.header())?;
+    let span = span_of(&scanner, &job.span)?;
+    let window = EnergyWindow::kev(job.window.0, job.window.1);
+    let mut hist = Histogrammer::new(&scanner.with_span(span), window)?;
+    let (mut coinc, mut events) = (Vec::new(), Vec::new());
+    loop {
+        let at = r.offset();
+        let Some(block) = r.next_block(&mut coinc).map_err(format(file))? else {
+            break;
+        };
+        let t = match block {
+            Block::Events { start, .. } => start,
+            Block::Other(_) => 0,
+        };
+        events.clear();
+        for c in &coinc {
+            let e = (c.types == (0, 0))
+                .then(|| map.event(c.bins, c.delayed, t))
+                .flatten()
+                .ok_or_else(|| FileJobError::Format {
+                    path: file.clone(),
+                    source: FormatError::Mismatch {
+                        offset: at,
+                        what: format!(
+                            "time block: detection bins {:?} of module types {:?}; the scanner has {} bins of type 0",
+                            c.bins, c.types, map.len()
+                        ),
+                    },
+                })?;
+            events.push(e);
+        }
+        hist.add(&events);
+        coinc.clear();
+    }
+    Ok(hist.finish())
+}
+
+/// A conversion of PETLINK list mode into PETSIRD (`offhost pet convert`'s arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConvertJob {
+    /// PETLINK list-mode file.
+    pub file: PathBuf,
+    /// Output PETSIRD file.
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// PETLINK Interfile header (default: the .hdr beside the file that names it).
+    #[arg(long)]
+    pub header: Option<PathBuf>,
+}
+
+/// Converts `job`; returns its counts as JSON and a text line.
+pub fn convert(job: &ConvertJob) -> Result<(Value, String), FileJobError> {
+    let h = header_for(&job.file, job.header.as_deref())?;
+    let f = std::fs::File::create(&job.out).map_err(|source| FileJobError::Io {
+        what: "write",
+        path: job.out.clone(),
+        source,
+    })?;
+    let (c, _) = crate::petsird::petlink_to_petsird(&job.file, &h, std::io::BufWriter::new(f))
+        .map_err(format(&job.file))?;
+    let text = format!(
+        "{} words: {} events ({} prompts, {} delayeds), {} time tags -> {}",
+        c.words,
+        c.events,
+        c.prompts,
+        c.delayeds,
+        c.time_tags,
+        job.out.display()
+    );
+    Ok((serde_json::to_value(&c).expect("serialisable"), text))
+}
+
+/// Writes a sinogram file: STIR's Interfile projection data when `out` ends in `.hs` (with
+/// its data file `.s` beside it, see [`projdata`]), else offhost's `OHSINO01` encoding.
+pub fn write_sinogram(out: &Path, sino: &Sinogram, flags: SinoFlags) -> Result<(), FileJobError> {
+    if projdata::is_header(out) {
+        return projdata::write(out, sino, flags)
+            .map(drop)
+            .map_err(format(out));
+    }
+    std::fs::write(out, sinofile::encode(sino, flags)).map_err(|source| FileJobError::Io {
+        what: "write",
+        path: out.to_owned(),
+        source,
+    })
+}
+
+/// Reads a sinogram file: a `.hs` Interfile projection data header (and its data file), else
+/// an `OHSINO01` file.
+pub fn read_sinogram(path: &Path) -> Result<(Sinogram, SinoFlags), FileJobError> {
+    if projdata::is_header(path) {
+        return projdata::read(path).map_err(format(path));
+    }
+    let bytes = std::fs::read(path).map_err(|source| FileJobError::Io {
+        what: "read",
+        path: path.to_owned(),
+        source,
+    })?;
+    sinofile::decode(&bytes).map_err(format(path))
+}
+
+/// Reconstructs sinogram file `sino` (`.hs` or `OHSINO01`) with `method` (`fbp`, `fbp-hann`, `mlem`) into `png`;
 /// returns a text line. `progress(finished, planes)` hears of each plane finished.
 pub fn reconstruct(
     sino: &Path,
@@ -387,12 +554,7 @@ pub fn reconstruct(
     png: &Path,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<String, FileJobError> {
-    let bytes = std::fs::read(sino).map_err(|source| FileJobError::Io {
-        what: "read",
-        path: sino.to_owned(),
-        source,
-    })?;
-    let (s, flags) = sinofile::decode(&bytes).map_err(format(sino))?;
+    let (s, flags) = read_sinogram(sino)?;
     let method = match method {
         "fbp" => Method::Fbp,
         "fbp-hann" => Method::FbpHann,

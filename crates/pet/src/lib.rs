@@ -1,9 +1,10 @@
 //! Positron emission tomography acquisition for offhost: scanner geometry, list-mode
 //! formats, Monte Carlo source, sinograms and reconstruction.
 //!
-//! The crate's surface is deliberate: the types below at the root, and five modules that are
-//! namespaces of their own ([`listmode`], [`petlink`], [`sinofile`], [`recon`], [`tasks`]),
-//! and [`files`] holds the file jobs of `offhost pet`.
+//! The crate's surface is deliberate: the types below at the root, and seven modules that are
+//! namespaces of their own ([`listmode`], [`petlink`], [`petsird`] (PETSIRD list mode, read),
+//! [`sinofile`], [`projdata`] (STIR's Interfile projection data), [`recon`], [`tasks`]), and
+//! [`files`] holds the file jobs of `offhost pet`.
 //! Everything else is private.
 //!
 //! | item | what it is |
@@ -33,8 +34,10 @@ mod mlem;
 mod nema_cells;
 pub mod petlink;
 mod petlink_hist;
+pub mod petsird;
 mod phantom;
 mod photons;
+pub mod projdata;
 mod projector;
 pub mod recon;
 mod sim;

@@ -133,3 +133,33 @@ fn corrupt_petlink_input_fails_the_pipeline_with_the_offset() {
         .unwrap_err();
     assert!(err.to_string().contains("byte offset 4004"), "{err}");
 }
+
+/// The `sinogram` task's `out=FILE.hs`: the mMR file at span 11 through the engine, written as
+/// STIR's Interfile projection data, reads back as the histogram of the file jobs.
+#[test]
+fn sinogram_task_writes_interfile_projection_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = common::petlink_dir().join("small_listmode_file.l");
+    let hs = dir.path().join("mmr11.hs");
+    let text = format!(
+        "petlink-read path={} >w:lmw(8,64k)\n\
+         sinogram scanner=mmr format=petlink span=11 out={} <w\n",
+        data.display(),
+        hs.display(),
+    );
+    run(&text);
+    let (s, flags) = offhost_pet::projdata::read(&hs).unwrap();
+    assert!(!flags.detector_pairs);
+    assert_eq!(s.layout.total_sinograms(), 837);
+    assert_eq!(s.total(), 218_881 - 35_320);
+    let h = offhost_pet::PetlinkHeader::read(&common::petlink_dir().join("PET_ACQ_small.l.hdr"))
+        .unwrap();
+    let mut hist = offhost_pet::PetlinkHistogrammer::new(&h.scanner, 11).unwrap();
+    let words = std::fs::read(&data).unwrap();
+    let words: Vec<u32> = words
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    hist.add_words(&words);
+    assert_eq!(s.data, hist.finish().0.data);
+}

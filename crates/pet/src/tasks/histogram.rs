@@ -4,13 +4,15 @@ use std::time::Instant;
 
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
+    WriteFile,
 };
 
 use super::records::{decode_into, Carry};
 use crate::listmode::{Event, RECORD_LEN};
 use crate::petlink_hist::PetlinkHistogrammer;
+use crate::projdata;
 use crate::sinofile::{self, SinoFlags};
-use crate::sinogram::{EnergyWindow, HistStats, Histogrammer};
+use crate::sinogram::{EnergyWindow, HistStats, Histogrammer, Sinogram};
 
 enum Hist {
     Records {
@@ -37,6 +39,44 @@ struct SinogramTask {
     pending: Option<Vec<u8>>,
     /// The final sinogram is encoded: once `pending` is out, the task is done.
     finished: bool,
+    /// Where the final sinogram is written, when asked.
+    out: Option<OutFile>,
+}
+
+/// The file the final sinogram goes to: STIR's Interfile projection data (header and data
+/// file) or an `OHSINO01` file.
+enum OutFile {
+    Interfile {
+        header: WriteFile,
+        data: WriteFile,
+        data_name: String,
+    },
+    Sino(WriteFile),
+}
+
+impl OutFile {
+    fn write(&self, sino: &Sinogram, flags: SinoFlags) -> Result<(), TaskError> {
+        fn io(f: &WriteFile) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
+            move |e| TaskError::io(format!("write {}", f.path()), e)
+        }
+        match self {
+            OutFile::Interfile {
+                header,
+                data,
+                data_name,
+            } => {
+                let mut d = std::io::BufWriter::new(data.create().map_err(io(data))?);
+                let mut h = header.create().map_err(io(header))?;
+                projdata::write_to(&mut h, &mut d, data_name, sino, flags).map_err(io(header))
+            }
+            OutFile::Sino(f) => {
+                use std::io::Write;
+                f.create()
+                    .and_then(|mut w| w.write_all(&sinofile::encode(sino, flags)))
+                    .map_err(io(f))
+            }
+        }
+    }
 }
 
 /// Puts an encoded sinogram out: in a buffer of the output's free list when its buffers are
@@ -94,9 +134,7 @@ impl SinogramTask {
         }
     }
 
-    /// The sinogram so far, encoded for the next task; shown summed over its planes to a
-    /// live view if one watches.
-    fn encode(&mut self, cx: &Context<'_>, last: bool) -> Vec<u8> {
+    fn snapshot(&mut self, last: bool) -> (Sinogram, SinoFlags) {
         // Flushed first, so pending bucket increments are applied once, not to every copy.
         let (sino, pairs) = match &mut self.hist {
             Hist::Records { h, .. } => {
@@ -112,6 +150,13 @@ impl SinogramTask {
             last,
             detector_pairs: pairs,
         };
+        (sino, flags)
+    }
+
+    /// The sinogram so far, encoded for the next task; shown summed over its planes to a
+    /// live view if one watches.
+    fn encode(&mut self, cx: &Context<'_>, last: bool) -> Vec<u8> {
+        let (sino, flags) = self.snapshot(last);
         if cx.watched() {
             let width = sino.scanner.radial_bins as usize;
             let picture = offhost_engine::Picture::scaled(width, &sino.summed());
@@ -167,6 +212,10 @@ impl Task for SinogramTask {
             return Err(TaskError::BadInput(format!(
                 "stream ends with {left} bytes of an unfinished record"
             )));
+        }
+        if let Some(out) = self.out.take() {
+            let (sino, flags) = self.snapshot(true);
+            out.write(&sino, flags)?;
         }
         if cx.outputs() > 0 {
             let fin = self.encode(cx, true);
@@ -233,6 +282,29 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         }
     };
     let every: u64 = a.parse("snapshot")?;
+    let out = match a.get("out") {
+        None => None,
+        Some(path) => {
+            let create = |p: &str| b.files().create(p).map_err(|e| e.arg("out"));
+            if projdata::is_header(std::path::Path::new(path)) {
+                let dp = projdata::data_path(std::path::Path::new(path));
+                let (Some(dp), Some(name)) = (dp.to_str(), dp.file_name().and_then(|n| n.to_str()))
+                else {
+                    return Err(ArgError::new(
+                        "out",
+                        format!("out={path}: not a usable file name"),
+                    ));
+                };
+                Some(OutFile::Interfile {
+                    header: create(path)?,
+                    data: create(dp)?,
+                    data_name: name.to_owned(),
+                })
+            } else {
+                Some(OutFile::Sino(create(path)?))
+            }
+        }
+    };
     Ok(Box::new(SinogramTask {
         hist,
         every,
@@ -243,6 +315,7 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         last: None,
         pending: None,
         finished: false,
+        out,
     }))
 }
 
@@ -258,6 +331,7 @@ pub(super) fn register(r: &mut Registry) {
         .optional("lower", "energy window lower level, keV (records only)")
         .optional("upper", "energy window upper level, keV (records only)")
         .arg("snapshot", "0", "send a snapshot every this many events (0 = only at the end)")
+        .optional("out", "write the final sinogram to this file: FILE.hs is STIR's Interfile projection data (with FILE.s beside it), any other name an OHSINO01 file")
         .inputs(1, 2)
         .outputs(0, 1)
         // A sinogram goes out in a buffer of the output's free list when one is named large
