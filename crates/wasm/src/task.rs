@@ -158,7 +158,7 @@ pub(crate) fn factory(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, A
         limits.deadline = d;
     }
     // The instance's memory cap counts in the pipeline's budget, with its free lists.
-    b.reserve_memory("memory", limits.memory as u64)?;
+    b.reserve_memory("memory", limits.memory)?;
     let arg = args.get("arg").unwrap_or("");
     if arg.len() > MAX_ARG_BYTES {
         return Err(ArgError::range(
