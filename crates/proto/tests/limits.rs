@@ -234,3 +234,15 @@ proptest! {
         prop_assert!(buffered <= limits.max_session_window, "{} buffered", buffered);
     }
 }
+
+/// A loan whose length is near 2^64 (found by the `frame_decode` fuzz target, kept as its seed
+/// `credit_overflow`) overruns the credit, counted without overflow: an error, not a panic.
+#[test]
+fn a_loan_of_nearly_two_to_the_64_bytes_is_a_credit_overrun() {
+    let input = include_bytes!("../../../fuzz/seeds/frame_decode/credit_overflow");
+    let mut conn = Connection::new(Config::new(Side::Server));
+    let e = conn
+        .handle_input(input)
+        .expect_err("the input overruns the credit");
+    assert!(e.to_string().contains("credit"), "{e}");
+}

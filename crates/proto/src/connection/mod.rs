@@ -182,17 +182,20 @@ pub(crate) fn receive_within_credit(
     channel: u32,
     charge: u64,
 ) -> Result<(), ProtoError> {
-    if ch.received + charge > ch.granted {
+    // Saturating: a charge from the peer (a loan's length) may be anything up to 2^64 - 1.
+    let offset = ch.received.saturating_add(charge);
+    if offset > ch.granted {
         return Err(ProtoError::CreditOverrun {
             channel,
-            offset: ch.received + charge,
+            offset,
             limit: ch.granted,
         });
     }
-    if link.received + charge > link.granted {
+    let offset = link.received.saturating_add(charge);
+    if offset > link.granted {
         return Err(ProtoError::CreditOverrun {
             channel: 0,
-            offset: link.received + charge,
+            offset,
             limit: link.granted,
         });
     }
