@@ -364,22 +364,8 @@ fn the_pipeline_runner_submits_to_a_daemon_under_a_name() {
     assert!(err.contains("must start with a letter"), "{err}");
 }
 
-/// A pass-through module of the `wasm` task's interface (version 1), in the text format.
-const PASS_WAT: &str = r#"(module
-  (import "offhost" "emit" (func $emit (param i32 i32)))
-  (memory (export "memory") 3)
-  (func (export "offhost_abi_version") (result i32) i32.const 1)
-  (func (export "offhost_area") (param $kind i32) (param $index i32) (param $size i32) (result i32)
-    (if (i32.gt_u (local.get $size) (i32.const 65536)) (then (return (i32.const 0))))
-    (if (i32.eq (local.get $kind) (i32.const 1)) (then (return (i32.const 65536))))
-    (if (i32.eq (local.get $kind) (i32.const 2)) (then (return (i32.const 131072))))
-    i32.const 1024)
-  (func (export "offhost_start") (param i32 i32 i32) (result i32) i32.const 0)
-  (func (export "offhost_buffer") (param $in i32) (param $len i32) (result i32)
-    (memory.copy (i32.const 131072) (i32.const 65536) (local.get $len))
-    (call $emit (i32.const 0) (local.get $len)) i32.const 0)
-  (func (export "offhost_end") (param i32) (result i32) i32.const 0)
-  (func (export "offhost_resume") (result i32) i32.const 0))"#;
+/// The pass-through module of `examples/wasm/pass.wat`, in the text format.
+const PASS_WAT: &str = include_str!("../../../examples/wasm/pass.wat");
 
 #[test]
 fn the_pipeline_runner_adds_a_module_that_its_pipeline_runs() {

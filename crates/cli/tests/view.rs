@@ -56,23 +56,27 @@ fn the_view_over_tls_admits_only_certified_clients() {
     )
     .unwrap();
     let port = free_port();
-    let mut run = Command::new(BIN)
-        .current_dir(dir.path())
-        .args([
-            "run",
-            "-q",
-            "--view",
-            &format!("127.0.0.1:{port}"),
-            "--view-linger",
-            "30s",
-        ])
-        .arg("--tls-certificates")
-        .arg(&certs)
-        .arg("p.ion")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // `run --view` over HTTPS on the port, its view lingering after the pipeline.
+    let start = || {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .args([
+                "run",
+                "-q",
+                "--view",
+                &format!("127.0.0.1:{port}"),
+                "--view-linger",
+                "30s",
+            ])
+            .arg("--tls-certificates")
+            .arg(&certs)
+            .arg("p.ion")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut run = start();
     let url = format!("https://localhost:{port}/api/pipelines");
     let curl = |with_cert: bool| {
         let mut c = Command::new("curl");
@@ -103,23 +107,7 @@ fn the_view_over_tls_admits_only_certified_clients() {
     assert_eq!(list[0]["id"], 1, "{list}");
     // Without a client certificate the handshake fails (the view had ended by now too, so
     // run one more to ask).
-    let mut run = Command::new(BIN)
-        .current_dir(dir.path())
-        .args([
-            "run",
-            "-q",
-            "--view",
-            &format!("127.0.0.1:{port}"),
-            "--view-linger",
-            "30s",
-        ])
-        .arg("--tls-certificates")
-        .arg(&certs)
-        .arg("p.ion")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = start();
     let t0 = Instant::now();
     let mut refused = curl(false);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
