@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::board::{Board, Meter, Picture, ShowError, Shown};
+use crate::board::{Meter, Picture, ShowError, Shown};
 use crate::buffer::{BufMut, Buffer};
 use crate::pool::Pool;
 use crate::queue::{Get, Queue};
@@ -17,7 +17,6 @@ pub struct Context<'a> {
     pub(crate) inputs: &'a [Arc<Queue>],
     pub(crate) outputs: &'a [Arc<Queue>],
     pub(crate) pools: &'a [Option<Pool>],
-    pub(crate) board: &'a Board,
     pub(crate) id: usize,
     pub(crate) budget: usize,
     pub(crate) yielded: bool,
@@ -69,20 +68,19 @@ impl<'a> Context<'a> {
     /// Whether anybody watches the pipeline (a live view): a task shows pictures and meters
     /// only then, so that nobody pays for what nobody sees.
     pub fn watched(&self) -> bool {
-        self.board.watched()
+        self.queues.board.watched()
     }
 
     /// Shows `picture` as this task's `name` to those who watch, in place of the one shown
     /// under that name before. Costs a lock on the pipeline's board: call it a few times a
     /// second at most, not per buffer.
     pub fn show_picture(&self, name: &str, picture: Picture) -> Result<(), ShowError> {
-        self.board
-            .show(self.id, name, Shown::Picture(Arc::new(picture)))
+        (self.queues.board).show(self.id, name, Shown::Picture(Arc::new(picture)))
     }
 
     /// Shows a set of meters as this task's `name` (see [`show_picture`](Self::show_picture)).
     pub fn show_meters(&self, name: &str, meters: Vec<Meter>) -> Result<(), ShowError> {
-        self.board.show(self.id, name, Shown::Meters(meters))
+        self.queues.board.show(self.id, name, Shown::Meters(meters))
     }
 
     fn spend(&mut self) -> bool {

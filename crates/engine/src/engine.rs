@@ -468,7 +468,7 @@ impl Running {
     /// What its tasks show to those who watch ([`crate::Board`]); the board outlives the
     /// pipeline for as long as somebody holds it.
     pub fn board(&self) -> &Arc<crate::Board> {
-        &self.shared.board
+        &self.shared.queues.board
     }
 
     /// The host's end of `host-in name=NAME` (once; later calls return `None`).

@@ -49,6 +49,9 @@ pub(crate) struct RunQueues {
     spin: u32,
     /// What runs a task for a [`Helper`]: the scheduler, set once it exists.
     runner: OnceLock<Weak<dyn RunTask>>,
+    /// What the tasks show to those who watch (a task reaches it through its `Context`,
+    /// which holds the run queues already).
+    pub(crate) board: Arc<crate::board::Board>,
 }
 
 /// Rounds an idle worker spins looking for work before it sleeps, when another CPU can make
@@ -101,6 +104,7 @@ impl RunQueues {
             stop: AtomicBool::new(false),
             spin: spin_rounds(cpus()),
             runner: OnceLock::new(),
+            board: Arc::default(),
         };
         for (id, t) in q.tasks.iter().enumerate() {
             q.queues[usize::from(t.class)].push(id);

@@ -41,8 +41,8 @@ pub(crate) struct Shared {
     /// Why the pipeline was ended by force ([`Shared::abort`]), once it was.
     aborted: std::sync::OnceLock<String>,
     pub(crate) failure: Mutex<Option<Failure>>,
-    /// What the tasks show to those who watch.
-    pub(crate) board: Arc<crate::board::Board>,
+    /// Each failed task's error, by task (written as it finishes; read by statistics).
+    errors: Mutex<Vec<(usize, String)>>,
     batch: usize,
 }
 
@@ -60,7 +60,7 @@ impl Shared {
             }),
             aborted: std::sync::OnceLock::new(),
             failure: Mutex::new(None),
-            board: Arc::default(),
+            errors: Mutex::new(Vec::new()),
             batch: batch.max(1),
         });
         let runner: Weak<dyn RunTask> = Arc::downgrade(&s) as Weak<dyn RunTask>;
@@ -90,8 +90,14 @@ impl Shared {
     /// A snapshot of every task's counters (with their reports while they run, when
     /// `live_report`: see `TaskSlot::stats`).
     pub(crate) fn task_stats(&self, live_report: bool) -> Vec<TaskStats> {
+        let errors = self
+            .errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let error = |id| errors.iter().find(|e| e.0 == id).map(|e| e.1.clone());
         (self.tasks.iter().enumerate())
-            .map(|(id, t)| t.stats(self.task_done(id), live_report))
+            .map(|(id, t)| t.stats(self.task_done(id), live_report, error(id)))
             .collect()
     }
 
@@ -154,7 +160,6 @@ impl Shared {
                 inputs: &slot.inputs,
                 outputs: &slot.outputs,
                 pools: &slot.pools,
-                board: &self.board,
                 id,
                 budget: self.batch,
                 yielded: false,
@@ -232,7 +237,7 @@ impl Shared {
         slot.counters.add_busy(t0);
         if let Some(e) = err.or(fin.err()) {
             tracing::warn!(task = %slot.name, line = slot.line, error = %e, "task failed");
-            let _ = slot.error.set(e.to_string());
+            (self.errors.lock().unwrap_or_else(|e| e.into_inner())).push((id, e.to_string()));
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             if f.is_none() {
                 *f = Some(Failure {

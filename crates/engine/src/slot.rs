@@ -60,8 +60,6 @@ pub(crate) struct TaskSlot {
     pub(crate) body: Mutex<Option<Box<dyn Task>>>,
     pub(crate) counters: TaskCounters,
     pub(crate) report: Mutex<Option<String>>,
-    /// Why it failed, once it has.
-    pub(crate) error: std::sync::OnceLock<String>,
     /// A source that goes on when the pipeline is stopped: the `host-in` of a service its
     /// own calls take, which ends once they have.
     pub(crate) keeps_on_stop: bool,
@@ -87,7 +85,6 @@ impl TaskSlot {
             body: Mutex::new(Some(task)),
             counters: TaskCounters::default(),
             report: Mutex::new(None),
-            error: std::sync::OnceLock::new(),
             keeps_on_stop: false,
         }
     }
@@ -108,10 +105,11 @@ impl TaskSlot {
     }
 
     /// A snapshot of the task's counters; `done`: whether it has finished (its state word,
-    /// kept by the run queues). With `live_report`, the report of a running task is asked
+    /// kept by the run queues); `error`: why it failed, if it did (kept by the scheduler, not
+    /// here: the slot's layout is the hot path's). With `live_report`, the report of a running task is asked
     /// of its body when no worker holds it (a `try_lock`); without, only a finished task's
     /// report is given, and nothing the workers take is touched.
-    pub(crate) fn stats(&self, done: bool, live_report: bool) -> TaskStats {
+    pub(crate) fn stats(&self, done: bool, live_report: bool, error: Option<String>) -> TaskStats {
         let c = &self.counters;
         let kept = || self.report.lock().ok().and_then(|r| r.clone());
         let report = match live_report.then(|| self.body.try_lock().ok()).flatten() {
@@ -133,7 +131,7 @@ impl TaskSlot {
             busy_ns: c.busy_ns.load(Ordering::Relaxed),
             done,
             report,
-            error: self.error.get().cloned(),
+            error,
         }
     }
 }
