@@ -273,10 +273,8 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
     let modules = offhost_node::jobs::modules(&args.modules)?;
     let name = args.file.as_ref().map(|f| f.display().to_string());
     let parts = Arc::new(PartsView::new(&name.unwrap_or_default(), &options));
-    let config = args
-        .view
-        .config(args.access.tls_certificates.as_deref(), false);
-    let view = offhost_view::View::start_said(config, parts.clone())?;
+    let certs = args.access.tls_certificates.as_deref();
+    let view = offhost_view::View::start_said(args.view.config(certs, false), parts.clone())?;
     if let Some(engines) = placed::named(&args.engine)? {
         if args.list || args.status.is_some() || args.stop.is_some() || args.name.is_some() {
             anyhow::bail!(

@@ -77,22 +77,25 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         json: args.json,
         watch: view.as_ref().map(|_| one.clone()),
     };
-    let bar = if args.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new_spinner()
+    let bar = match args.quiet || !std::io::stderr().is_terminal() {
+        true => ProgressBar::hidden(),
+        false => ProgressBar::new_spinner(),
     };
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").expect("valid template"),
     );
+    bar.enable_steady_tick(Duration::from_millis(100));
     let done = local::run(
         &job,
         registry,
-        |stopper| drop(ctrlc::set_handler(move || stopper.stop())),
-        |stats| {
-            bar.set_message(progress_line(stats));
-            bar.tick();
+        // Ctrl-C stops the sources; once the pipeline has ended (its view lingering), it exits.
+        |s| {
+            drop(ctrlc::set_handler(move || match s.is_finished() {
+                true => std::process::exit(130),
+                false => s.stop(),
+            }))
         },
+        |stats| bar.set_message(progress_line(stats)),
     );
     bar.finish_and_clear();
     let done = done?;
