@@ -196,7 +196,9 @@ function renderGraph(p) {
       `${human(s.buffers_out, "buf")} · ${human(s.bytes_out, "B")} out`));
     const busy = r ? ` · busy ${(r.busy * 100).toFixed(0)}%` : "";
     g.append(el("text", { class: "small", x: 10, y: 70 }, state + busy));
-    if (s.report) g.append(el("text", { class: "small", x: 10, y: 84 }, s.report.slice(0, 34)));
+    // Where it failed, in the box itself; else its own short report.
+    const line = s.error ? "error: " + s.error : s.report;
+    if (line) g.append(el("text", { class: s.error ? "small error" : "small", x: 10, y: 84 }, line.slice(0, 32)));
     g.append(el("title", {}, s.error ? "failed: " + s.error : s.report || t.name));
     // Free lists this task allocates from, under it.
     poolsOf[i].forEach((pi, k) => {

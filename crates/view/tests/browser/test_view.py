@@ -142,6 +142,7 @@ def test_a_daemon_lists_its_pipelines_and_shows_where_one_failed(browser, tmp_pa
         failed = page.locator("svg g.task.failed")
         expect(failed).to_have_count(1, timeout=15_000)
         expect(failed.locator("text.name")).to_have_text("sinogram")
+        expect(failed.locator("text.error")).to_contain_text("error: bad input")
         expect(page.locator("#error")).to_contain_text("unfinished record")
         page.screenshot(path=str(SHOTS / "daemon-failed.png"), full_page=True)
         page.locator("nav a[data-pipeline='1']").click()
