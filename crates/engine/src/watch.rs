@@ -72,27 +72,16 @@ pub trait Watched: Send + Sync {
 }
 
 /// The one pipeline a command runs (`offhost run`): its runner sets a fresh look while it
-/// runs ([`One::set`], about ten times a second, only while [`One::watched`]) and the last
-/// one when it ends.
+/// runs ([`One::set`], about ten times a second, from the counters it reads for its progress
+/// line anyway) and the last one when it ends.
 #[derive(Debug, Default)]
 pub struct One {
     look: Mutex<Option<Look>>,
-    board: Mutex<Option<Arc<Board>>>,
 }
 
 impl One {
-    /// Whether anybody watches the pipeline now (a look is worth making).
-    pub fn watched(&self) -> bool {
-        self.board
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|b| b.watched())
-    }
-
     /// Sets the look to hand out.
     pub fn set(&self, look: Look) {
-        *self.board.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&look.board));
         *self.look.lock().unwrap_or_else(|e| e.into_inner()) = Some(look);
     }
 }

@@ -39,6 +39,9 @@ pub use config::{parse_addr, ViewConfig, ViewError, DEFAULT_ADDR, DEFAULT_CLIENT
 pub use doc::{list_doc, pipeline_doc, Flat};
 use offhost_engine::watch::Watched;
 
+/// Threads answering requests at once (a look can wait on a peer); more requests wait.
+const BLOCKING_THREADS: usize = 4;
+
 /// The flags of a command that serves a view.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ViewArgs {
@@ -116,14 +119,10 @@ impl ViewLinger {
     /// Waits the time asked for if `view` serves, saying so on standard error.
     pub fn wait(&self, view: Option<&View>) {
         if let (Some(v), Some(d)) = (view, self.view_linger) {
-            eprintln!("view: {} stays up for {}", v.url(), humantime_secs(d));
+            eprintln!("view: {} stays up for {:.0} s", v.url(), d.as_secs_f64());
             std::thread::sleep(d);
         }
     }
-}
-
-fn humantime_secs(d: std::time::Duration) -> String {
-    format!("{:.0} s", d.as_secs_f64())
 }
 
 impl ViewArgs {
@@ -179,6 +178,8 @@ impl View {
             .enable_io()
             .enable_time()
             .thread_name("offhost-view")
+            // Requests are answered on these (a look can wait on a peer); at most this many.
+            .max_blocking_threads(BLOCKING_THREADS)
             .build()
             .map_err(ViewError::Thread)?;
         let listener = {

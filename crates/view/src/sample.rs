@@ -24,11 +24,16 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// A fresh look at everything `source` runs.
     pub(crate) fn take(source: &dyn Watched) -> Snapshot {
-        let looks: Vec<Look> = source
-            .ids()
-            .into_iter()
-            .filter_map(|id| source.look(id))
-            .collect();
+        Snapshot::of(source.ids().into_iter().filter_map(|id| source.look(id)))
+    }
+
+    /// A fresh look at pipeline `id` alone (a request for one pipeline asks no other).
+    pub(crate) fn one(source: &dyn Watched, id: u64) -> Snapshot {
+        Snapshot::of(source.look(id))
+    }
+
+    fn of(looks: impl IntoIterator<Item = Look>) -> Snapshot {
+        let looks: Vec<Look> = looks.into_iter().collect();
         let items = looks.iter().map(|l| (l.id, l.board.items())).collect();
         Snapshot { looks, items }
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
@@ -96,7 +96,17 @@ where
                     format!("the view serves at most {} clients at once", shared.clients),
                 )
             } else {
-                route(&req, &shared, read_at)
+                // Off the runtime's one thread: a look can wait on a peer (a part's engine,
+                // for `submit --view`), which must stall no other connection.
+                let (method, uri) = (req.method().clone(), req.uri().clone());
+                let answer =
+                    tokio::task::spawn_blocking(move || route(&method, &uri, &shared, read_at));
+                answer.await.unwrap_or_else(|e| {
+                    text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the view failed: {e}"),
+                    )
+                })
             })
         }
     });
@@ -143,16 +153,18 @@ fn json(v: &serde_json::Value) -> Response<Body> {
 }
 
 /// Answers one request.
-fn route(req: &Request<Incoming>, shared: &Shared, read_at: Arc<AtomicU64>) -> Response<Body> {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+fn route(method: &Method, uri: &Uri, shared: &Shared, read_at: Arc<AtomicU64>) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
             "the view is read-only: GET only".into(),
         );
     }
-    let path = req.uri().path();
+    let path = uri.path();
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let fresh = || Snapshot::take(&*shared.sampler.source);
+    let source = &*shared.sampler.source;
+    // A request for one pipeline looks at that one alone.
+    let one = |id: &str| id.parse().ok().map(|id| (id, Snapshot::one(source, id)));
     match parts.as_slice() {
         [""] | ["index.html"] => full(
             StatusCode::OK,
@@ -165,22 +177,23 @@ fn route(req: &Request<Incoming>, shared: &Shared, read_at: Arc<AtomicU64>) -> R
             crate::page::JS,
         ),
         ["view.css"] => full(StatusCode::OK, "text/css; charset=utf-8", crate::page::CSS),
-        ["api", "pipelines"] => json(&fresh().list()),
-        ["api", "pipelines", id] => match id.parse().ok().and_then(|id| fresh().doc(id)) {
+        ["api", "pipelines"] => json(&Snapshot::take(source).list()),
+        ["api", "pipelines", id] => match one(id).and_then(|(id, s)| s.doc(id)) {
             Some(d) => json(&d),
             None => no_pipeline(id),
         },
-        ["api", "pipelines", id, "dot"] => match id.parse().ok().and_then(|id| fresh().dot(id)) {
+        ["api", "pipelines", id, "dot"] => match one(id).and_then(|(id, s)| s.dot(id)) {
             Some(d) => full(StatusCode::OK, "text/vnd.graphviz; charset=utf-8", d),
             None => no_pipeline(id),
         },
         ["api", "pipelines", id, "shown", task, file] => {
             let name = file.strip_suffix(".png").unwrap_or(file);
+            // The sampler's last look first (what the page was told of), else a fresh one.
             let pic = match (id.parse(), task.parse()) {
-                (Ok(id), Ok(task)) => shared.snapshots.borrow().picture(id, task, name),
+                (Ok(id), Ok(task)) => (shared.snapshots.borrow().picture(id, task, name))
+                    .or_else(|| Snapshot::one(source, id).picture(id, task, name)),
                 _ => None,
             };
-            let pic = pic.or_else(|| fresh().picture(id.parse().ok()?, task.parse().ok()?, name));
             match pic.map(|p| crate::png::encode(&p)) {
                 Some(Ok(png)) => full(StatusCode::OK, "image/png", png),
                 Some(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -191,8 +204,7 @@ fn route(req: &Request<Incoming>, shared: &Shared, read_at: Arc<AtomicU64>) -> R
             }
         }
         ["api", "events"] => {
-            let selected = req
-                .uri()
+            let selected = uri
                 .query()
                 .unwrap_or("")
                 .split('&')
