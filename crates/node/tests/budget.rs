@@ -539,3 +539,39 @@ fn a_service_that_has_ended_leaves_nothing_counted_against_the_free_list_limit()
         .expect("the ended service's free lists are let go");
     assert_eq!(c.wait(next.id).unwrap().state, "finished");
 }
+
+/// A module channel (`module/NAME`) that breaks its protocol is refused naming what was
+/// wrong: a header that is not `{"bytes": N}`, more bytes than announced, an end before them,
+/// a name that is no name; one that keeps it is answered, and the daemon goes on serving.
+#[test]
+fn module_channels_that_break_their_protocol_are_refused_and_the_daemon_serves_on() {
+    let url = daemon(DaemonLimits::default(), Limits::default());
+    let s = Session::connect(&url).unwrap();
+    let answer = |name: &str, msgs: &[&[u8]], close: bool| {
+        let ch = s
+            .open(&format!("module/{name}"), ChannelOptions::default())
+            .unwrap();
+        for m in msgs {
+            ch.send(m).unwrap();
+        }
+        if close {
+            ch.close().unwrap();
+        }
+        let reply = ch.recv_wait(Duration::from_secs(30)).unwrap().unwrap();
+        String::from_utf8(reply).unwrap()
+    };
+    let e = answer("a", &[br#"{"size": 4}"#], false);
+    assert!(e.contains("module a: header"), "{e}");
+    let e = answer("b", &[br#"{"bytes": 4}"#, b"12345678"], false);
+    assert!(e.contains("more than the 4 bytes announced"), "{e}");
+    let e = answer("c", &[br#"{"bytes": 4}"#, b"12"], true);
+    assert!(e.contains("ended after 2 of 4 bytes"), "{e}");
+    let e = answer("no name", &[br#"{"bytes": 2}"#, b"ok"], false);
+    assert!(e.contains("\"ok\":false"), "{e}");
+    let ok = answer("d", &[br#"{"bytes": 2}"#, b"ok"], false);
+    assert!(
+        ok.contains("\"ok\":true") && ok.contains("\"bytes\":2"),
+        "{ok}"
+    );
+    Client::connect(&url).unwrap().list().unwrap();
+}
