@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// The most bytes one call of a get hook may hand back (`cap` of [`offhost_get_hook`]).
+#define OFFHOST_GET_HOOK_MAX (64 * 1024)
+
 // `offhost_completion.op` of an open.
 #define OFFHOST_OP_OPEN 1
 
@@ -116,6 +119,16 @@ typedef struct offhost_access {
   // Nonzero: a server may listen on plain `tcp:` (no authentication, no encryption).
   uint8_t insecure;
 } offhost_access;
+
+// A put hook: called with the `user` pointer given when it was added and the queue's name
+// (valid during the call) each time a buffer lands on the queue while it was empty, on an
+// engine worker thread.
+typedef void (*offhost_put_hook)(void *user, const char *queue);
+
+// A get hook: called with `user` and the queue's name before a dequeue from the empty
+// queue; writes at most `cap` bytes to `buf` and returns how many, which are dequeued as a
+// buffer, or returns a negative number for nothing (a queue no task writes then ends).
+typedef int64_t (*offhost_get_hook)(void *user, const char *queue, uint8_t *buf, size_t cap);
 
 // How a submission ended (`offhost_queue_pop`).
 typedef struct offhost_completion {
@@ -489,6 +502,31 @@ enum offhost_status offhost_run(const char *text, char **stats_json);
 // # Safety
 // `s` is NULL or a string from this library, not freed before.
 void offhost_string_free(char *s);
+
+// Adds put hook `name` to `engine` (the embedded engine only): `hook(user, queue)` runs
+// each time a buffer lands on a queue written `queue[put=NAME]` while it was empty.
+// `INVALID_ARGUMENT` for a daemon's engine handle, a NULL hook or a name the language
+// cannot write.
+//
+// # Safety
+// `engine` is a live engine; `name` a NUL-terminated string; `hook` may be called with
+// `user` from any thread, from several at once, for as long as a pipeline of `engine` runs.
+enum offhost_status offhost_engine_add_put_hook(const struct offhost_engine *engine,
+                                                const char *name,
+                                                offhost_put_hook hook,
+                                                void *user);
+
+// Adds get hook `name` to `engine` (the embedded engine only): `hook(user, queue, buf,
+// cap)` runs before a dequeue from an empty queue written `queue[get=NAME]`, with `cap` =
+// `OFFHOST_GET_HOOK_MAX`; the bytes it writes are dequeued as a buffer. A count above `cap`
+// is taken as nothing. `INVALID_ARGUMENT` as for the put hook.
+//
+// # Safety
+// As [`offhost_engine_add_put_hook`]; `hook` writes no more than `cap` bytes to `buf`.
+enum offhost_status offhost_engine_add_get_hook(const struct offhost_engine *engine,
+                                                const char *name,
+                                                offhost_get_hook hook,
+                                                void *user);
 
 // Connects to the local engine at `engine` (`shm:PATH` or `shm:@name`; `offhost engine
 // --listen shm:PATH`), which carries this host's channels to other engines.

@@ -24,7 +24,9 @@ pub struct Engine {
 
 enum Place {
     Embedded {
-        registry: Registry,
+        /// Its tasks, and the hooks added with [`Engine::add_put_hook`] and
+        /// [`Engine::add_get_hook`].
+        registry: Mutex<Registry>,
         config: EngineConfig,
         /// Modules added with [`Engine::add_module`], for its pipelines.
         modules: Mutex<offhost_engine::Blobs>,
@@ -76,7 +78,7 @@ impl Engine {
         }
         Engine {
             place: Place::Embedded {
-                registry: registry(),
+                registry: Mutex::new(registry()),
                 config,
                 modules: Mutex::default(),
             },
@@ -120,6 +122,60 @@ impl Engine {
                 Ok(())
             }
             Place::Daemon { client, .. } => Ok(lock(client).send_module(name, bytes)?),
+        }
+    }
+
+    /// Adds a put hook that a queue of this engine's pipelines may name as `[put=NAME]`:
+    /// `hook` is called with the queue's name each time a buffer lands on it while it was
+    /// empty, on the engine's worker thread (keep it short). The embedded engine only: a
+    /// daemon cannot run this process's code.
+    pub fn add_put_hook(
+        &self,
+        name: &str,
+        hook: impl Fn(&str) + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        let hook = Arc::new(hook);
+        self.registry_for_hooks(name)?
+            .register_put_hook(name, "added by the host", move |site| {
+                let (hook, queue) = (Arc::clone(&hook), site.queue().to_owned());
+                Arc::new(move || hook(&queue))
+            });
+        Ok(())
+    }
+
+    /// Adds a get hook that a queue of this engine's pipelines may name as `[get=NAME]`:
+    /// `hook` is called with the queue's name before a dequeue from the empty queue, and the
+    /// bytes it returns are dequeued as a buffer (`None`: nothing; a queue no task writes
+    /// then ends). The embedded engine only, as [`add_put_hook`](Self::add_put_hook).
+    pub fn add_get_hook(
+        &self,
+        name: &str,
+        hook: impl Fn(&str) -> Option<Vec<u8>> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        let hook = Arc::new(hook);
+        self.registry_for_hooks(name)?
+            .register_get_hook(name, "added by the host", move |site| {
+                let (hook, queue) = (Arc::clone(&hook), site.queue().to_owned());
+                Arc::new(move || hook(&queue).map(Buffer::from_vec))
+            });
+        Ok(())
+    }
+
+    fn registry_for_hooks(&self, name: &str) -> Result<std::sync::MutexGuard<'_, Registry>, Error> {
+        let ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "hook name '{name}': use letters, digits, '_', '-' and '.' (it is written as queue[put={name}])"
+            )));
+        }
+        match &self.place {
+            Place::Embedded { registry, .. } => Ok(lock(registry)),
+            Place::Daemon { .. } => Err(Error::Invalid(
+                "hooks run in this process: add them to the embedded engine (a daemon cannot call this process's code)".into(),
+            )),
         }
     }
 
@@ -170,8 +226,9 @@ impl Engine {
                 modules,
             } => {
                 let blobs = lock(modules).clone();
+                let registry = lock(registry).clone();
                 let built = offhost_engine::Pipeline::parse(text)?.build_with_blobs(
-                    registry,
+                    &registry,
                     &offhost_engine::Files::Ambient,
                     &offhost_engine::Budget::default(),
                     &blobs,

@@ -129,6 +129,58 @@ impl Engine {
         })
     }
 
+    /// Adds a put hook that queues of this engine's pipelines may name as `queue[put=NAME]`:
+    /// `hook(queue)` is called each time a buffer lands on the queue while it was empty (the
+    /// paper's "kick" of an idle device), on an engine worker thread: keep it short. An
+    /// exception in it is reported as unraisable and the pipeline runs on. The embedded
+    /// engine only.
+    fn add_put_hook(&self, name: &str, hook: Py<PyAny>) -> PyResult<()> {
+        guarded(|| {
+            let hook = checked_callable(hook)?;
+            let r = self.inner.add_put_hook(name, move |queue| {
+                Python::attach(|py| {
+                    if let Err(e) = hook.call1(py, (queue,)) {
+                        e.write_unraisable(py, Some(hook.bind(py)));
+                    }
+                })
+            });
+            r.map_err(to_py)
+        })
+    }
+
+    /// Adds a get hook that queues of this engine's pipelines may name as `queue[get=NAME]`:
+    /// `hook(queue)` is called before a dequeue from the empty queue and the `bytes` it
+    /// returns are dequeued as a buffer; `None` is nothing (a queue no task writes then
+    /// ends: the paper's "status queue"). Anything else, or an exception, is reported as
+    /// unraisable and counts as `None`. The embedded engine only.
+    fn add_get_hook(&self, name: &str, hook: Py<PyAny>) -> PyResult<()> {
+        guarded(|| {
+            let hook = checked_callable(hook)?;
+            let r = self.inner.add_get_hook(name, move |queue| {
+                Python::attach(|py| {
+                    let got = hook.call1(py, (queue,)).and_then(|v| {
+                        let v = v.bind(py);
+                        if v.is_none() {
+                            return Ok(None);
+                        }
+                        match v.cast::<PyBytes>() {
+                            Ok(b) => Ok(Some(b.as_bytes().to_vec())),
+                            Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                                "a get hook returns bytes or None, not {}",
+                                v.get_type().name().map_or("?".into(), |n| n.to_string())
+                            ))),
+                        }
+                    });
+                    got.unwrap_or_else(|e| {
+                        e.write_unraisable(py, Some(hook.bind(py)));
+                        None
+                    })
+                })
+            });
+            r.map_err(to_py)
+        })
+    }
+
     /// `"embedded"` or the daemon's URL.
     #[getter]
     fn url(&self) -> PyResult<&str> {
@@ -324,4 +376,17 @@ impl OutputIter {
             Ok(out.map(|o| PyBytes::new(py, &o)))
         })
     }
+}
+
+/// `hook` if Python can call it, else a `TypeError`.
+fn checked_callable(hook: Py<PyAny>) -> PyResult<Py<PyAny>> {
+    Python::attach(|py| {
+        if hook.bind(py).is_callable() {
+            Ok(hook)
+        } else {
+            Err(pyo3::exceptions::PyTypeError::new_err(
+                "a hook is a callable taking the queue's name",
+            ))
+        }
+    })
 }

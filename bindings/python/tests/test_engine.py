@@ -229,3 +229,48 @@ def test_a_module_added_to_the_engine_runs_as_wasm_module_name(
     cls = offhost.PipelineError if engine.url == "embedded" else offhost.EngineError
     with pytest.raises(cls, match=r"line 2.*nowhere"):
         engine.submit("host-in name=in >a\nwasm module=nowhere <a >b\nhost-out name=out <b\n")
+
+
+def test_hooks_added_from_python_run_on_the_queues_that_name_them(daemon_url: str) -> None:
+    """`Engine.add_put_hook` and `add_get_hook`: a put hook sees each buffer that lands on an
+    empty queue; a get hook feeds a queue no task writes until it returns None (the paper's
+    status queue); a hook that raises is reported and the pipeline runs on; a daemon refuses
+    hooks (it cannot call this process)."""
+    engine = offhost.Engine(workers=1)
+    kicked: list[str] = []
+    engine.add_put_hook("kick", kicked.append)
+    left = [b"one", b"two", b"three"]
+    engine.add_get_hook("feed", lambda q: left.pop(0) if left else None)
+    p = engine.submit(
+        "host-in name=in >a:p(4,64)[put=kick]\nnull <a\n"
+        "count <s[get=feed] >b\nhost-out name=out <b\n"
+    )
+    for d in (b"x", b"y"):
+        p.send("in", d)
+    p.close_input("in")
+    assert list(p.output("out")) == [b"one", b"two", b"three"]
+    p.wait(timeout=60)
+    assert kicked and set(kicked) == {"a"}
+
+    def bad(queue: str) -> bytes:
+        raise RuntimeError(f"no status for {queue}")
+
+    engine.add_get_hook("bad", bad)
+    seen: list[str] = []
+    import sys
+
+    old = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(str(u.exc_value))
+    try:
+        p = engine.submit("count <s[get=bad] >b\nhost-out name=out <b\n")
+        assert list(p.output("out")) == []
+        p.wait(timeout=60)
+    finally:
+        sys.unraisablehook = old
+    assert seen == ["no status for s"]
+    with pytest.raises(offhost.PipelineError, match=r"unknown put hook 'nope'; known: kick, log"):
+        engine.submit("host-in name=in >a[put=nope]\nnull <a\n")
+    with pytest.raises(TypeError, match="callable"):
+        engine.add_put_hook("x", 3)  # type: ignore[arg-type]
+    with pytest.raises(offhost.Error, match="embedded engine"):
+        offhost.Engine(daemon_url).add_put_hook("kick", print)

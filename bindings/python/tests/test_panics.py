@@ -164,6 +164,8 @@ def test_every_entry_point_turns_a_panic_into_offhost_error(
         "Engine()": lambda: offhost.Engine(workers=1),
         "Engine.submit": lambda: engine.submit("host-in name=i >a\nhost-out name=o <a\n"),
         "Engine.add_module": lambda: engine.add_module("m", b"\0asm\x01\0\0\0"),
+        "Engine.add_put_hook": lambda: engine.add_put_hook("h", print),
+        "Engine.add_get_hook": lambda: engine.add_get_hook("h", lambda q: None),
         "Engine.url": lambda: engine.url,
         "Engine.__repr__": lambda: repr(engine),
         "Pipeline.id": lambda: p.id,

@@ -29,11 +29,11 @@ pub fn run(args: TasksArgs, registry: &Registry) -> anyhow::Result<()> {
         let v: Vec<serde_json::Value> = infos.iter().map(|i| i.json()).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("Pipeline lines: command args <inputs >outputs; a queue may be name:free_list(count,size).");
-        println!("Any task also takes priority=interrupt|normal|background, and @NAME places it on an engine.\n");
+        println!("{}", offhost_engine::SYNTAX);
         for i in infos {
             println!("{}", i.describe());
         }
+        print!("{}", registry.hooks_text());
     }
     Ok(())
 }

@@ -209,7 +209,7 @@ impl Built {
                 .asked(workers),
             });
         }
-        let g = self.graph;
+        let mut g = self.graph;
         // No more workers than tasks of normal or background class: interrupt-class tasks
         // (host-in, host-out, engine-out) only pass buffers on and go first on any worker, so
         // the work that can run side by side is the others'. More workers than that only wake
@@ -232,16 +232,17 @@ impl Built {
             .map_err(|e| PipelineError::Start {
                 message: e.to_string(),
             })?;
+        // Hooks set from Rust replace those the text names.
         let queues: Vec<Arc<Queue>> = g
             .queues
-            .iter()
+            .iter_mut()
             .map(|q| {
                 Arc::new(Queue::new(
                     q.name.clone(),
                     q.reader,
                     q.writers.clone(),
-                    self.put_hooks.remove(&q.name),
-                    self.get_hooks.remove(&q.name),
+                    self.put_hooks.remove(&q.name).or(q.put_hook.take()),
+                    self.get_hooks.remove(&q.name).or(q.get_hook.take()),
                 ))
             })
             .collect();
@@ -290,6 +291,13 @@ impl Built {
         for (waker, id) in &host.wakers {
             let _ = waker.set(shared.waker(*id));
         }
+        // Connected before any worker runs: a get hook may read it on the first turn.
+        let started = Instant::now();
+        let status: Arc<StatsFn> = {
+            let (shared, queues, pools) = (Arc::clone(&shared), queues.clone(), pools.clone());
+            Arc::new(move || stats_of(started, &shared, &queues, &pools, false))
+        };
+        g.status.connect(&status);
         let cores = if config.pin {
             core_affinity::get_core_ids().unwrap_or_default()
         } else {
@@ -327,7 +335,8 @@ impl Built {
             pools,
             queues,
             shape,
-            started: Instant::now(),
+            started,
+            _status: status,
         })
     }
 }
@@ -457,6 +466,26 @@ pub struct Running {
     queues: Vec<Arc<Queue>>,
     shape: Arc<crate::Shape>,
     started: Instant,
+    /// What the queues' hooks read as the pipeline's statistics ([`crate::StatusSource`]).
+    _status: Arc<StatsFn>,
+}
+
+type StatsFn = dyn Fn() -> Stats + Send + Sync;
+
+fn stats_of(
+    started: Instant,
+    shared: &Shared,
+    queues: &[Arc<Queue>],
+    pools: &[Pool],
+    live_report: bool,
+) -> Stats {
+    Stats {
+        elapsed_s: started.elapsed().as_secs_f64(),
+        finished: shared.is_finished(),
+        tasks: shared.task_stats(live_report),
+        queues: queues.iter().map(|q| q.stats()).collect(),
+        pools: pools.iter().map(Pool::stats).collect(),
+    }
 }
 
 impl Running {
@@ -559,13 +588,13 @@ impl Running {
     }
 
     fn stats_with(&self, live_report: bool) -> Stats {
-        Stats {
-            elapsed_s: self.started.elapsed().as_secs_f64(),
-            finished: self.shared.is_finished(),
-            tasks: self.shared.task_stats(live_report),
-            queues: self.queues.iter().map(|q| q.stats()).collect(),
-            pools: self.pools.iter().map(Pool::stats).collect(),
-        }
+        stats_of(
+            self.started,
+            &self.shared,
+            &self.queues,
+            &self.pools,
+            live_report,
+        )
     }
 
     /// Bytes that entered the pipeline so far, as [`Stats::source_bytes`] counts them, read

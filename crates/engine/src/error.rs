@@ -133,6 +133,18 @@ pub enum PipelineError {
         /// Why.
         message: String,
     },
+    /// A hook written on a queue that the registry lacks, or two hooks of one kind on it.
+    #[error("line {line}, column {col}: queue '{queue}': {message}")]
+    Hook {
+        /// Line.
+        line: usize,
+        /// Column of `put` or `get`.
+        col: usize,
+        /// The queue.
+        queue: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Queues that form a loop: each task would wait on the previous one.
     #[error("line {line}, column {col}: queues form a cycle that could deadlock ({path}); each task in it waits for input from the one before")]
     Cycle {
@@ -168,6 +180,7 @@ impl PipelineError {
             | PipelineError::PoolDeclaration { line, col, .. }
             | PipelineError::PoolTooSmall { line, col, .. }
             | PipelineError::OverBudget { line, col, .. }
+            | PipelineError::Hook { line, col, .. }
             | PipelineError::Cycle { line, col, .. } => (*line, *col),
         }
     }

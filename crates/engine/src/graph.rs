@@ -7,9 +7,11 @@ use offhost_units::{Limit, OverLimit};
 use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph_checks::{check_cycles, check_pool_sizes, QueueUse};
-use crate::lang::{Spec, TaskLine};
+use crate::hooks::{HookFactory, HookSite, StatusSource};
+use crate::lang::{HookKind, HookRef, Room, Spec, TaskLine};
 use crate::pool::PoolConfig;
 use crate::ports::HostPorts;
+use crate::queue::{GetHook, PutHook};
 use crate::registry::{Args, Build, Registry, TaskInfo};
 use crate::task::{Priority, Task};
 
@@ -31,6 +33,9 @@ pub(crate) struct NodeQueue {
     pub(crate) name: String,
     pub(crate) reader: usize,
     pub(crate) writers: Vec<usize>,
+    /// The hooks its text names (`[put=NAME,get=NAME]`), made from the registry.
+    pub(crate) put_hook: Option<PutHook>,
+    pub(crate) get_hook: Option<GetHook>,
 }
 
 /// A checked graph, ready to start.
@@ -41,10 +46,13 @@ pub(crate) struct Graph {
     pub(crate) host: HostPorts,
     /// Bytes of memory its tasks reserved beyond the free lists (`Build::reserve_memory`).
     pub(crate) task_memory: u64,
+    /// The statistics its hooks read, connected when it starts.
+    pub(crate) status: StatusSource,
 }
 
 struct PoolDecl {
     shape: Option<(usize, usize)>,
+    room: Room,
     line: usize,
     col: usize,
 }
@@ -216,7 +224,14 @@ pub(crate) fn build(
                 queue: name.to_string(),
             });
         }
-        if u.writers.is_empty() {
+        // A queue with a get hook needs no writer: what the hook returns is its stream.
+        let fed = u
+            .reader
+            .is_some_and(|r| r.1.hooks.iter().any(|h| h.kind == HookKind::Get))
+            || u.writers
+                .iter()
+                .any(|w| w.1.hooks.iter().any(|h| h.kind == HookKind::Get));
+        if u.writers.is_empty() && !fed {
             let q = u.reader.expect("a queue is mentioned").1;
             problems.push(PipelineError::NoWriter {
                 line: q.line,
@@ -255,11 +270,25 @@ pub(crate) fn build(
             queue_pool.insert(&q.name, (p.name.clone(), p.line, p.col));
             let d = decls.entry(p.name.clone()).or_insert(PoolDecl {
                 shape: None,
+                room: Room::default(),
                 line: p.line,
                 col: p.col,
             });
             if let Some(s) = p.shape {
                 match d.shape {
+                    Some(_) if d.room != p.room => {
+                        return Err(PipelineError::PoolDeclaration {
+                            line: p.line,
+                            col: p.col,
+                            pool: p.name.clone(),
+                            message: format!(
+                                "declared with headroom and tailroom {} on line {} and {} here",
+                                room_text(d.room),
+                                d.line,
+                                room_text(p.room)
+                            ),
+                        })
+                    }
                     Some(old) if old != s => {
                         return Err(PipelineError::PoolDeclaration {
                             line: p.line,
@@ -274,6 +303,7 @@ pub(crate) fn build(
                     Some(_) => {}
                     None => {
                         d.shape = Some(s);
+                        d.room = p.room;
                         d.line = p.line;
                         d.col = p.col;
                     }
@@ -295,7 +325,10 @@ pub(crate) fn build(
         .iter()
         .map(|(n, d)| {
             let (c, s) = d.shape.expect("checked above");
-            (PoolConfig::new(n.clone(), c, s), d.line, d.col)
+            let mut cfg = PoolConfig::new(n.clone(), c, s);
+            cfg.headroom = d.room.headroom.unwrap_or(cfg.headroom);
+            cfg.tailroom = d.room.tailroom.unwrap_or(cfg.tailroom);
+            (cfg, d.line, d.col)
         })
         .collect();
     let mut pool_index: HashMap<String, usize> = pools
@@ -412,17 +445,19 @@ pub(crate) fn build(
         });
     }
     crate::graph_checks::check_own_calls(spec, &uses, &host)?;
-    let queues = qnames
-        .iter()
-        .map(|n| {
-            let u = &uses[n];
-            NodeQueue {
-                name: n.to_string(),
-                reader: u.reader.expect("checked").0,
-                writers: u.writers.iter().map(|w| w.0).collect(),
-            }
-        })
-        .collect();
+    let status = StatusSource::default();
+    let mut queues = Vec::with_capacity(qnames.len());
+    for n in &qnames {
+        let u = &uses[n];
+        let (put_hook, get_hook) = hooks_of(n, u, registry, &status)?;
+        queues.push(NodeQueue {
+            name: n.to_string(),
+            reader: u.reader.expect("checked").0,
+            writers: u.writers.iter().map(|w| w.0).collect(),
+            put_hook,
+            get_hook,
+        });
+    }
     let pool_total = pools
         .iter()
         .map(|p| crate::pool::pool_bytes(&p.0).unwrap_or(u64::MAX))
@@ -433,5 +468,89 @@ pub(crate) fn build(
         pools: pools.into_iter().map(|p| p.0).collect(),
         host,
         task_memory: memory.saturating_sub(pool_total),
+        status,
     })
+}
+
+fn room_text(r: Room) -> String {
+    let show = |v: Option<usize>| v.map_or("default".to_owned(), |v| v.to_string());
+    format!("({}, {})", show(r.headroom), show(r.tailroom))
+}
+
+/// The hooks written on queue `name`'s mentions, made from the registry: one of each kind,
+/// named the same wherever it is written.
+fn hooks_of(
+    name: &str,
+    u: &QueueUse,
+    registry: &Registry,
+    status: &StatusSource,
+) -> Result<(Option<PutHook>, Option<GetHook>), PipelineError> {
+    let mentions = u.writers.iter().chain(u.reader.iter()).map(|m| m.1);
+    let mut first: [Option<&HookRef>; 2] = [None, None];
+    let mut mentions: Vec<_> = mentions.flat_map(|q| q.hooks.iter()).collect();
+    mentions.sort_by_key(|h| (h.line, h.col));
+    let bad = |h: &HookRef, message: String| PipelineError::Hook {
+        line: h.line,
+        col: h.col,
+        queue: name.to_owned(),
+        message,
+    };
+    for h in mentions {
+        let slot = &mut first[usize::from(h.kind == HookKind::Get)];
+        match slot {
+            Some(f) if f.name != h.name => {
+                return Err(bad(
+                    h,
+                    format!(
+                        "has the {} hook '{}' (line {}); a queue runs one of each kind",
+                        h.kind, f.name, f.line
+                    ),
+                ))
+            }
+            Some(_) => {}
+            None => *slot = Some(h),
+        }
+    }
+    let site = HookSite {
+        queue: name.to_owned(),
+        status: status.clone(),
+    };
+    let make = |h: &HookRef| match registry.hook(&h.name, h.kind) {
+        Some(f) => Ok(f.clone()),
+        None => {
+            let known: Vec<&str> = registry
+                .hook_infos()
+                .filter(|i| i.kind == h.kind)
+                .map(|i| i.name.as_str())
+                .collect();
+            Err(bad(
+                h,
+                format!(
+                    "unknown {} hook '{}'; known: {}",
+                    h.kind,
+                    h.name,
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ))
+        }
+    };
+    let put = match first[0] {
+        Some(h) => match make(h)? {
+            HookFactory::Put(f) => Some(f(&site)),
+            HookFactory::Get(_) => unreachable!("looked up as a put hook"),
+        },
+        None => None,
+    };
+    let get = match first[1] {
+        Some(h) => match make(h)? {
+            HookFactory::Get(f) => Some(f(&site)),
+            HookFactory::Put(_) => unreachable!("looked up as a get hook"),
+        },
+        None => None,
+    };
+    Ok((put, get))
 }

@@ -10,7 +10,15 @@
 //!   `key=value`; a value with spaces is written in double quotes;
 //! - a queue is `name`, or `name:free_list(count,size)` to attach a free list (pool) of
 //!   `count` buffers of `size` bytes (`size` may end in `k`, `M`, `KiB`...), or
-//!   `name:free_list` to attach one declared elsewhere;
+//!   `name:free_list` to attach one declared elsewhere; the declaration may also set the
+//!   bytes each buffer keeps free before and after its data, `(count,size,headroom=128,
+//!   tailroom=16)`, for headers and trailers added without a copy (the paper's §3.4);
+//! - a queue may name hooks in brackets after it, `name[put=HOOK]`, `name[get=HOOK]` or both
+//!   (`name:free_list(4,64k)[put=log,get=status]`): a put hook runs when a buffer lands on
+//!   the empty queue (the paper's "kick" of an idle device), a get hook before a dequeue from
+//!   the empty queue, and what it returns is dequeued (the paper's "status queue"; a queue
+//!   with a get hook needs no writer). Hooks are looked up by name in the registry
+//!   ([`Registry::put_hook`](crate::Registry::put_hook));
 //! - a line starting with `<` or `>` continues the task above it;
 //! - `#` starts a comment; `priority=interrupt|normal|background` sets a task's class;
 //! - `@NAME` places the task on engine `NAME` (`offhost submit --engine NAME=URL`); one
@@ -79,6 +87,48 @@ pub struct QueueRef {
     pub col: usize,
     /// Free list attached, if written.
     pub pool: Option<PoolRef>,
+    /// Hooks written in brackets after it (`[put=NAME,get=NAME]`).
+    pub hooks: Vec<HookRef>,
+}
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HookKind {
+    /// After a buffer lands on the empty queue.
+    Put,
+    /// Before a dequeue from the empty queue.
+    Get,
+}
+
+impl std::fmt::Display for HookKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HookKind::Put => "put",
+            HookKind::Get => "get",
+        })
+    }
+}
+
+/// A hook written on a queue: `put=NAME` or `get=NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRef {
+    /// When it runs.
+    pub kind: HookKind,
+    /// The hook's registered name.
+    pub name: String,
+    /// Line.
+    pub line: usize,
+    /// Column of `put` or `get`.
+    pub col: usize,
+}
+
+/// Bytes a free list's buffers keep before and after their data, where written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Room {
+    /// `headroom=`: bytes before the data.
+    pub headroom: Option<usize>,
+    /// `tailroom=`: bytes after the data.
+    pub tailroom: Option<usize>,
 }
 
 /// A free list written on a queue.
@@ -92,6 +142,8 @@ pub struct PoolRef {
     pub col: usize,
     /// (count, size) if declared here.
     pub shape: Option<(usize, usize)>,
+    /// Headroom and tailroom written with the declaration.
+    pub room: Room,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -148,6 +200,10 @@ impl Cursor<'_> {
         (self.pos > start).then(|| self.chars[start..self.pos].iter().collect())
     }
     fn number(&mut self, what: &str) -> Result<usize, PipelineError> {
+        self.size_value(what, false)
+    }
+    /// A size such as `16` or `64k`; zero only where `zero` allows it.
+    fn size_value(&mut self, what: &str, zero: bool) -> Result<usize, PipelineError> {
         self.skip_ws();
         let col = self.col();
         let start = self.pos;
@@ -156,7 +212,7 @@ impl Cursor<'_> {
         }
         let text: String = self.chars[start..self.pos].iter().collect();
         match offhost_units::parse_size(&text) {
-            Ok(n) if n > 0 && n <= usize::MAX as u64 => Ok(n as usize),
+            Ok(n) if (zero || n > 0) && n <= usize::MAX as u64 => Ok(n as usize),
             _ => Err(PipelineError::Syntax {
                 line: self.line,
                 col,
@@ -166,7 +222,12 @@ impl Cursor<'_> {
                 } else {
                     format!("'{text}'")
                 },
-                hint: "write a positive number, optionally with k, M or G (e.g. 16 or 64k)".into(),
+                hint: if zero {
+                    "write a number, optionally with k, M or G (e.g. 0 or 4k)"
+                } else {
+                    "write a positive number, optionally with k, M or G (e.g. 16 or 64k)"
+                }
+                .into(),
             }),
         }
     }
@@ -194,11 +255,13 @@ impl Cursor<'_> {
         self.skip_ws();
         if self.peek() != Some(':') {
             self.pos = save;
+            let hooks = self.hooks()?;
             return Ok(QueueRef {
                 name,
                 line,
                 col,
                 pool: None,
+                hooks,
             });
         }
         self.pos += 1;
@@ -212,6 +275,7 @@ impl Cursor<'_> {
         })?;
         let save = self.pos;
         self.skip_ws();
+        let mut room = Room::default();
         let shape = if self.peek() == Some('(') {
             self.pos += 1;
             let count = self.number("the number of buffers")?;
@@ -221,16 +285,13 @@ impl Cursor<'_> {
                 "write free_list(count,size)",
             )?;
             let size = self.number("the size of the buffers")?;
-            self.expect(
-                ')',
-                "')' closing the free list",
-                "write free_list(count,size)",
-            )?;
+            room = self.room()?;
             Some((count, size))
         } else {
             self.pos = save;
             None
         };
+        let hooks = self.hooks()?;
         Ok(QueueRef {
             name,
             line,
@@ -240,8 +301,96 @@ impl Cursor<'_> {
                 line,
                 col: pcol,
                 shape,
+                room,
             }),
+            hooks,
         })
+    }
+
+    /// `,headroom=N,tailroom=N)` after a free list's count and size, either or both, up to
+    /// and including the `)`.
+    fn room(&mut self) -> Result<Room, PipelineError> {
+        let mut room = Room::default();
+        const HINT: &str =
+            "write free_list(count,size) or free_list(count,size,headroom=N,tailroom=N)";
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(')') => {
+                    self.pos += 1;
+                    return Ok(room);
+                }
+                Some(',') => self.pos += 1,
+                _ => return Err(self.err("')' closing the free list", HINT)),
+            }
+            self.skip_ws();
+            let at = self.pos;
+            let key = self.name();
+            let slot = match key.as_deref() {
+                Some("headroom") => &mut room.headroom,
+                Some("tailroom") => &mut room.tailroom,
+                _ => {
+                    self.pos = at;
+                    return Err(self.err("headroom= or tailroom=", HINT));
+                }
+            };
+            if slot.is_some() {
+                self.pos = at;
+                return Err(self.err(
+                    "each of headroom= and tailroom= once",
+                    "this one is written twice",
+                ));
+            }
+            self.expect('=', "'=' after the name", HINT)?;
+            *slot = Some(self.size_value("a number of bytes", true)?);
+        }
+    }
+
+    /// `[put=NAME,get=NAME]` right after a queue (and its free list), if there.
+    fn hooks(&mut self) -> Result<Vec<HookRef>, PipelineError> {
+        const HINT: &str = "write queue[put=HOOK], queue[get=HOOK] or queue[put=HOOK,get=HOOK]";
+        let mut hooks: Vec<HookRef> = Vec::new();
+        if self.peek() != Some('[') {
+            return Ok(hooks);
+        }
+        self.pos += 1;
+        loop {
+            self.skip_ws();
+            let col = self.col();
+            let kind = match self.name().as_deref() {
+                Some("put") => HookKind::Put,
+                Some("get") => HookKind::Get,
+                _ => {
+                    self.pos = col - 1;
+                    return Err(self.err("put= or get=", HINT));
+                }
+            };
+            if hooks.iter().any(|h| h.kind == kind) {
+                self.pos = col - 1;
+                return Err(self.err(
+                    &format!("one {kind} hook per queue"),
+                    "a queue runs one hook of each kind",
+                ));
+            }
+            self.expect('=', &format!("'=' after '{kind}'"), HINT)?;
+            self.skip_ws();
+            let name = self.name().ok_or_else(|| self.err("a hook name", HINT))?;
+            hooks.push(HookRef {
+                kind,
+                name,
+                line: self.line,
+                col,
+            });
+            self.skip_ws();
+            match self.peek() {
+                Some(',') => self.pos += 1,
+                Some(']') => {
+                    self.pos += 1;
+                    return Ok(hooks);
+                }
+                _ => return Err(self.err("',' or ']'", HINT)),
+            }
+        }
     }
 
     fn arg(&mut self) -> Result<ArgTok, PipelineError> {

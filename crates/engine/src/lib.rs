@@ -72,6 +72,7 @@ mod engine;
 mod error;
 mod graph;
 mod graph_checks;
+mod hooks;
 mod host;
 mod host_error;
 pub mod lang;
@@ -105,6 +106,7 @@ pub use engine::{
     Built, EngineConfig, FinishWatch, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper,
 };
 pub use error::PipelineError;
+pub use hooks::{GetHookFactory, HookFactory, HookInfo, HookSite, PutHookFactory, StatusSource};
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{
     pool_bytes, release_together, Pool, PoolConfig, PoolSizeError, PoolStats, PoolsHeld,
@@ -117,3 +119,4 @@ pub use sandbox::{FileError, Files, ReadFile, WriteFile};
 pub use shape::{Shape, ShapePool, ShapeQueue, ShapeTask};
 pub use slot::TaskStats;
 pub use task::{Context, Priority, Status, Task, TaskError};
+pub use task_doc::SYNTAX;

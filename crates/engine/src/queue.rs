@@ -80,7 +80,8 @@ impl Queue {
             puts: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             writers_open: AtomicUsize::new(writers.len()),
-            closed: AtomicBool::new(false),
+            // A queue no task writes (fed by its get hook) ends when the hook returns nothing.
+            closed: AtomicBool::new(writers.is_empty()),
             abandoned: AtomicBool::new(false),
             reader,
             writers,

@@ -6,7 +6,10 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::hooks::{HookFactory, HookInfo, HookSite};
+use crate::lang::HookKind;
 use crate::ports::HostPorts;
+use crate::queue::{GetHook, PutHook};
 use crate::sandbox::FileError;
 use crate::task::{Priority, Task};
 
@@ -403,6 +406,7 @@ pub type Factory =
 #[derive(Clone, Default)]
 pub struct Registry {
     entries: BTreeMap<String, (TaskInfo, Factory)>,
+    hooks: BTreeMap<(String, HookKind), (HookInfo, HookFactory)>,
 }
 
 impl Registry {
@@ -433,6 +437,44 @@ impl Registry {
     /// The names of all commands, sorted.
     pub fn names(&self) -> Vec<String> {
         self.entries.keys().cloned().collect()
+    }
+
+    /// Adds a put hook a queue may name as `[put=NAME]` (replacing one of the same name);
+    /// `factory` makes each queue's own.
+    pub fn register_put_hook<F>(&mut self, name: &str, doc: &str, factory: F)
+    where
+        F: Fn(&HookSite) -> PutHook + Send + Sync + 'static,
+    {
+        self.add_hook(name, doc, HookFactory::Put(Arc::new(factory)));
+    }
+
+    /// Adds a get hook a queue may name as `[get=NAME]` (replacing one of the same name);
+    /// `factory` makes each queue's own.
+    pub fn register_get_hook<F>(&mut self, name: &str, doc: &str, factory: F)
+    where
+        F: Fn(&HookSite) -> GetHook + Send + Sync + 'static,
+    {
+        self.add_hook(name, doc, HookFactory::Get(Arc::new(factory)));
+    }
+
+    fn add_hook(&mut self, name: &str, doc: &str, factory: HookFactory) {
+        let kind = factory.kind();
+        let info = HookInfo {
+            name: name.to_owned(),
+            kind,
+            doc: doc.to_owned(),
+        };
+        self.hooks.insert((name.to_owned(), kind), (info, factory));
+    }
+
+    /// Looks a hook up by name and kind.
+    pub fn hook(&self, name: &str, kind: HookKind) -> Option<&HookFactory> {
+        self.hooks.get(&(name.to_owned(), kind)).map(|(_, f)| f)
+    }
+
+    /// All hooks, by name.
+    pub fn hook_infos(&self) -> impl Iterator<Item = &HookInfo> {
+        self.hooks.values().map(|(i, _)| i)
     }
 }
 

@@ -92,3 +92,31 @@ impl TaskInfo {
         serde_json::to_value(t).expect("serialisable")
     }
 }
+
+/// The language's lines in brief, as `offhost tasks` prints them above the tasks.
+pub const SYNTAX: &str = "\
+Pipeline lines: command args <inputs >outputs; a queue may be name:free_list(count,size),
+with headroom=N,tailroom=N after the size, and name[put=HOOK,get=HOOK] names its hooks.
+Any task also takes priority=interrupt|normal|background, and @NAME places it on an engine.
+";
+
+impl crate::HookInfo {
+    /// The hook as a line of text: `put log   what it does`.
+    pub fn describe(&self) -> String {
+        format!("{} {:<10} {}", self.kind, self.name, self.doc)
+    }
+}
+
+impl crate::Registry {
+    /// The hooks a queue may name, a line each under a heading (empty without any).
+    pub fn hooks_text(&self) -> String {
+        let mut s = String::new();
+        for h in self.hook_infos() {
+            if s.is_empty() {
+                s.push_str("Queue hooks:\n");
+            }
+            let _ = writeln!(s, "  {}", h.describe());
+        }
+        s
+    }
+}

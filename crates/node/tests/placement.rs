@@ -274,3 +274,29 @@ fn a_service_split_over_engines_or_beside_a_source_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn hooks_and_headroom_travel_with_their_queues() {
+    let text = "fill bytes=10 @a >x:p(4,4k,headroom=96,tailroom=8)[put=log]\ncount @b <x[get=status] >y\nnull @b <y\n";
+    let p = plan(
+        &parse(text).unwrap(),
+        &engines(&["a", "b"]),
+        &Registry::with_builtins(),
+    )
+    .unwrap();
+    let a = p.text("a", &HashMap::new()).unwrap();
+    assert!(
+        a.starts_with("fill bytes=10 >x:p(4,4096,headroom=96,tailroom=8)[put=log]\n"),
+        "{a}"
+    );
+    let b = p.text("b", &HashMap::new()).unwrap();
+    assert!(b.contains("count <x[get=status] >y\n"), "{b}");
+    for part in [a, b] {
+        let q = &parse(&part).unwrap().tasks[0];
+        assert!(q
+            .inputs
+            .iter()
+            .chain(&q.outputs)
+            .any(|q| !q.hooks.is_empty()));
+    }
+}

@@ -165,7 +165,7 @@ pub use error::{AttachError, ConfigError, Result, ShmError};
 pub use handoff::Handoff;
 pub use layout::{Layout, MAGIC, VERSION};
 pub use pool::Buf;
-pub use receiver::{Receiver, Record};
+pub use receiver::{EventLimit, Receiver, Record};
 pub use sender::{Allocator, Sender};
 pub use spin::SpinStats;
 

@@ -37,15 +37,73 @@ fn want_units(records: usize, min_len: usize, cap: u64) -> u32 {
     (bytes / bell::WANT_UNIT).min(u64::from(bell::WANT_MAX)) as u32
 }
 
+/// Interrupt coalescing for a receiver's waits ([`Receiver::set_event_limit`]): sleep until
+/// `records` records of at least `min_len` payload bytes could be ready, or `delay` has
+/// passed with at least one there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventLimit {
+    /// Records to wait for (at least 1; 1 is a wake-up per publication, as without a limit).
+    pub records: usize,
+    /// Payload bytes of the smallest record counted (0: any).
+    pub min_len: usize,
+    /// The longest a record that has arrived waits for the others (above zero).
+    pub delay: Duration,
+}
+
 /// The receiving half: reads records from the incoming ring in place.
 pub struct Receiver {
     shared: Arc<Shared>,
     ring: Consumer,
+    limit: Option<EventLimit>,
+}
+
+/// Waits on `shared`'s data doorbell as `Shared::wait` does, under `limit` when set: each
+/// sleep asks for the limit's records and lasts at most its delay, after which whatever is
+/// ready is taken.
+fn wait_in<T>(
+    shared: &Shared,
+    limit: Option<EventLimit>,
+    cap: u64,
+    timeout: Option<Duration>,
+    mut cond: impl FnMut() -> Result<Option<T>, ShmError>,
+) -> Result<T, ShmError> {
+    let Some(l) = limit else {
+        return shared.wait(true, 0, timeout, cond);
+    };
+    let want = want_units(l.records, l.min_len, cap);
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let now = std::time::Instant::now();
+        let slice = deadline.map_or(l.delay, |d| d.saturating_duration_since(now).min(l.delay));
+        match shared.wait(true, want, Some(slice), &mut cond) {
+            Err(ShmError::Timeout) if deadline.is_none_or(|d| std::time::Instant::now() < d) => {}
+            r => return r,
+        }
+    }
 }
 
 impl Receiver {
     pub(crate) fn new(shared: Arc<Shared>, ring: Consumer) -> Receiver {
-        Receiver { shared, ring }
+        Receiver {
+            shared,
+            ring,
+            limit: None,
+        }
+    }
+
+    /// Sets the event limit of this receiver's waits ([`recv`](Self::recv),
+    /// [`wait_ready`](Self::wait_ready), [`wait_take_inline`](Self::wait_take_inline)); `None`
+    /// wakes at each publication. A wait still returns at once when a record is there as it
+    /// begins; only its sleeps are coalesced, so a stream costs about one wake-up per
+    /// `records` records and a lone record waits up to `delay`. The record count is capped at
+    /// half the ring; a zero count or delay is taken as none.
+    pub fn set_event_limit(&mut self, limit: Option<EventLimit>) {
+        self.limit = limit.filter(|l| l.records > 1 && !l.delay.is_zero());
+    }
+
+    /// The event limit set, if any.
+    pub fn event_limit(&self) -> Option<EventLimit> {
+        self.limit
     }
 
     /// What this side's waits for records did with their spins
@@ -126,8 +184,13 @@ impl Receiver {
         timeout: Option<Duration>,
         take: impl FnOnce(&[u8]) -> bool,
     ) -> Result<bool, ShmError> {
-        let Receiver { shared, ring } = self;
-        let raw = shared.wait(true, 0, timeout, || peek_in(shared, ring))?;
+        let Receiver {
+            shared,
+            ring,
+            limit,
+        } = self;
+        let cap = ring.capacity();
+        let raw = wait_in(shared, *limit, cap, timeout, || peek_in(shared, ring))?;
         Ok(self.offer(raw, take))
     }
 
@@ -157,8 +220,13 @@ impl Receiver {
     /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
     /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {
-        let Receiver { shared, ring } = self;
-        let raw = shared.wait(true, 0, timeout, || peek_in(shared, ring))?;
+        let Receiver {
+            shared,
+            ring,
+            limit,
+        } = self;
+        let cap = ring.capacity();
+        let raw = wait_in(shared, *limit, cap, timeout, || peek_in(shared, ring))?;
         self.record(raw)
     }
 
@@ -166,8 +234,15 @@ impl Receiver {
     /// Records the peer published before it closed are ready as usual; after them,
     /// [`ShmError::PeerGone`].
     pub fn wait_ready(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
-        let Receiver { shared, ring } = self;
-        shared.wait(true, 0, timeout, || Ok(peek_in(shared, ring)?.map(|_| ())))
+        let Receiver {
+            shared,
+            ring,
+            limit,
+        } = self;
+        let cap = ring.capacity();
+        wait_in(shared, *limit, cap, timeout, || {
+            Ok(peek_in(shared, ring)?.map(|_| ()))
+        })
     }
 
     /// As [`Receiver::wait_ready`], with an event limit: when it must sleep, it asks the peer
@@ -182,7 +257,7 @@ impl Receiver {
         min_len: usize,
         timeout: Option<Duration>,
     ) -> Result<(), ShmError> {
-        let Receiver { shared, ring } = self;
+        let Receiver { shared, ring, .. } = self;
         let want = want_units(records, min_len, ring.capacity());
         shared.wait(true, want, timeout, || {
             Ok(peek_in(shared, ring)?.map(|_| ()))

@@ -351,6 +351,68 @@ fn a_wait_with_an_event_limit_sleeps_through_publications_below_it() {
     );
 }
 
+#[test]
+fn a_receiver_with_an_event_limit_is_woken_once_per_batch_and_loses_nothing() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    let limit = offhost_shm::EventLimit {
+        records: 8,
+        min_len: 16,
+        delay: Duration::from_secs(5),
+    };
+    host.receiver().set_event_limit(Some(limit));
+    assert_eq!(host.receiver().event_limit(), Some(limit));
+    let waiter = std::thread::spawn(move || {
+        let before = voluntary_switches();
+        for i in 0..40u8 {
+            let r = host.receiver().recv(T).unwrap();
+            assert_eq!(r.bytes(), [i; 16], "records arrive whole and in order");
+        }
+        voluntary_switches() - before
+    });
+    for i in 0..40u8 {
+        std::thread::sleep(Duration::from_millis(1));
+        engine.sender().send(&[i; 16], T).unwrap();
+    }
+    let woken = waiter.join().unwrap();
+    // Five batches of eight (the control above shows about one wake-up per record without a
+    // limit); liveness checks may add a few.
+    assert!(
+        woken <= 12,
+        "{woken} wake-ups for 40 records with a limit of 8"
+    );
+    // A limit of one record, or no delay, is no limit.
+    let (mut a, _b) = pair(&cfg(Mode::Block)).unwrap();
+    for l in [(1, Duration::from_secs(1)), (8, Duration::ZERO)] {
+        a.receiver().set_event_limit(Some(offhost_shm::EventLimit {
+            records: l.0,
+            min_len: 0,
+            delay: l.1,
+        }));
+        assert_eq!(a.receiver().event_limit(), None);
+    }
+}
+
+#[test]
+fn a_lone_record_under_an_event_limit_is_still_delivered() {
+    let (mut host, mut engine) = pair(&cfg(Mode::Block)).unwrap();
+    host.receiver()
+        .set_event_limit(Some(offhost_shm::EventLimit {
+            records: 64,
+            min_len: 0,
+            delay: Duration::from_millis(20),
+        }));
+    engine.sender().send(b"alone", T).unwrap();
+    assert_eq!(host.receiver().recv(T).unwrap().bytes(), b"alone");
+    let waiter = std::thread::spawn(move || {
+        let r = host.receiver().recv(T).map(|r| r.bytes().to_vec());
+        (r, host)
+    });
+    std::thread::sleep(Duration::from_millis(5));
+    engine.sender().send(b"late", T).unwrap();
+    let (r, _host) = waiter.join().unwrap();
+    assert_eq!(r.unwrap(), b"late");
+}
+
 /// Runs `f` on a thread that shares one CPU with a thread that never stops running.
 fn on_a_busy_cpu<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};

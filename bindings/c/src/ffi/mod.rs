@@ -7,8 +7,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use offhost_bindings::Error;
 
+mod hooks;
 mod queue;
 
+pub use hooks::*;
 pub use queue::*;
 
 use crate::api::{

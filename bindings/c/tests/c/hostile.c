@@ -103,6 +103,12 @@ int main(int argc, char **argv) {
   offhost_string_free(json);
   json = NULL;
   offhost_pipeline_free(p);
+  /* Hooks: a NULL engine, name or hook, or a name the language cannot write. */
+  refused("put hook NULL engine", offhost_engine_add_put_hook(NULL, "h", NULL, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
+  refused("put hook NULL name", offhost_engine_add_put_hook(e, NULL, NULL, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
+  refused("put hook NULL hook", offhost_engine_add_put_hook(e, "h", NULL, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
+  refused("get hook NULL hook", offhost_engine_add_get_hook(e, "h", NULL, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
+  refused("get hook named a b", offhost_engine_add_get_hook(e, "a b", NULL, NULL), OFFHOST_STATUS_INVALID_ARGUMENT);
   offhost_engine_free(e);
   offhost_engine_free(NULL);
   offhost_pipeline_free(NULL);

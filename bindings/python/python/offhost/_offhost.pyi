@@ -2,7 +2,7 @@
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, Union
 
 if sys.version_info >= (3, 12):
@@ -184,6 +184,10 @@ class Engine:
     ) -> Pipeline: ...
     def add_module(self, name: str, module: bytes | os.PathLike[str]) -> None:
         """Adds a WebAssembly module that this engine's pipelines run as ``wasm module=NAME``."""
+    def add_put_hook(self, name: str, hook: Callable[[str], object]) -> None:
+        """Adds a put hook that queues name as ``queue[put=NAME]`` (embedded engine only)."""
+    def add_get_hook(self, name: str, hook: Callable[[str], bytes | None]) -> None:
+        """Adds a get hook that queues name as ``queue[get=NAME]`` (embedded engine only)."""
     @property
     def url(self) -> str: ...
 

@@ -26,6 +26,16 @@ impl Registry {
 }
 
 fn register_builtins(r: &mut Registry) {
+    r.register_put_hook(
+        "log",
+        "logs the queue's name each time a buffer lands on it while it was empty",
+        crate::hooks::log_hook,
+    );
+    r.register_get_hook(
+        "status",
+        "hands the reader of the empty queue a line of JSON: the pipeline's statistics at that moment",
+        crate::hooks::status_hook,
+    );
     audio::register(r);
     bytes::register(r);
     level::register(r);

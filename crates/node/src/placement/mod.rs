@@ -36,7 +36,7 @@ mod error;
 
 use calls::ServiceCalls;
 pub use error::PlacementError;
-use offhost_engine::lang::{QueueRef, Spec, TaskLine};
+use offhost_engine::lang::{QueueRef, Room, Spec, TaskLine};
 use offhost_engine::Registry;
 
 /// A queue between two parts (two engines, or two stages of one engine).
@@ -62,6 +62,8 @@ pub struct Plan {
     cross: Vec<CrossQueue>,
     receive_pools: HashMap<String, (String, (usize, usize))>,
     shapes: HashMap<String, (usize, usize)>,
+    /// Headroom and tailroom written with each free list's shape.
+    rooms: HashMap<String, Room>,
     /// Calls of the file's own service in another part: call task, the service's part.
     calls: HashMap<usize, String>,
     /// The parts that serve calls from other parts, with their services' names.
@@ -93,6 +95,7 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
     let mut reader: HashMap<&str, usize> = HashMap::new();
     let mut queue_pool: HashMap<&str, &str> = HashMap::new();
     let mut shapes: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut rooms: HashMap<String, Room> = HashMap::new();
     for (i, t) in spec.tasks.iter().enumerate() {
         for q in &t.outputs {
             writers.entry(&q.name).or_default().push(i);
@@ -105,6 +108,7 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
                 queue_pool.insert(&q.name, &p.name);
                 if let Some(s) = p.shape {
                     shapes.entry(p.name.clone()).or_insert(s);
+                    rooms.entry(p.name.clone()).or_insert(p.room);
                 }
             }
         }
@@ -133,6 +137,7 @@ pub fn plan(spec: &Spec, engines: &[String], registry: &Registry) -> Result<Plan
         cross: split.cross,
         receive_pools: split.receive_pools,
         shapes: queues.shapes,
+        rooms,
         calls: split.calls,
         serving: split.serving,
         spec: spec.clone(),
@@ -519,9 +524,24 @@ impl Plan {
                 s.push_str(&p.name);
                 if declared.insert(p.name.clone()) {
                     if let Some((c, z)) = self.shapes.get(&p.name) {
-                        let _ = write!(s, "({c},{z})");
+                        let _ = write!(s, "({c},{z}");
+                        let room = self.rooms.get(&p.name).copied().unwrap_or_default();
+                        if let Some(h) = room.headroom {
+                            let _ = write!(s, ",headroom={h}");
+                        }
+                        if let Some(t) = room.tailroom {
+                            let _ = write!(s, ",tailroom={t}");
+                        }
+                        s.push(')');
                     }
                 }
+            }
+            for (k, h) in q.hooks.iter().enumerate() {
+                s.push(if k == 0 { '[' } else { ',' });
+                let _ = write!(s, "{}={}", h.kind, h.name);
+            }
+            if !q.hooks.is_empty() {
+                s.push(']');
             }
         };
         for q in &t.inputs {
