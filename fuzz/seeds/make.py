@@ -73,6 +73,9 @@ for i, t in enumerate([
     # Found by this target: a size whose digits overflowed the size parser's sum.
     "fill bytes=1k >a:p(2,1844674407370955161595516l /a\n",
     "fill bytes=1.5k @a >x:q(4,64KiB)\ncount @b <x >y\nnull <y\n",
+    # Queue hooks and free-list headroom.
+    "fill bytes=64k >a:p(4,16k,headroom=128,tailroom=0)[put=log]\ncount <a\n"
+    "head buffers=2 <st[get=status] >b\n  >c:q(2,1k)[put=log,get=status]\nnull <b\nnull <c\n",
 ]):
     put("ion_pipeline", f"test{i}.ion", t)
 
