@@ -84,7 +84,13 @@ impl Served {
             Some(p) if t.is_tls() => p.link_options(),
             _ => LinkOptions::new().insecure(true),
         };
-        let server = Server::bind_with(&url, &link)?;
+        let mut server = Server::bind_with(&url, &link)?;
+        if let Some(l) = shm.and_then(|c| c.event_limit) {
+            server.set_limits(offhost_link::Limits {
+                event_limit: Some(l),
+                ..*server.limits()
+            });
+        }
         let url = server.url().to_owned();
         let (_, engine_core) = affinity::host_engine_cores();
         let thread = std::thread::Builder::new()

@@ -92,6 +92,11 @@ pub struct Options {
     /// Doorbell mode on shared memory: poll, block or adaptive.
     #[arg(long, default_value = "adaptive")]
     pub mode: Mode,
+    /// Interrupt coalescing on shared memory (shm-chan), both sides: each wait sleeps until
+    /// RECORDS records have come or DELAY has passed with one there (`8`, `32,200us`; default
+    /// delay 1ms). Rows report it beside the wake-ups per message.
+    #[arg(long, value_name = "RECORDS[,DELAY]")]
+    pub event_limit: Option<offhost_shm::EventLimit>,
 }
 
 impl Options {
@@ -135,6 +140,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
     let loans = o.paths.contains(&RatePath::Loan);
     let shm = offhost_shm::Config {
         mode: o.mode,
+        event_limit: o.event_limit,
         ..offhost_link::default_shm_config()
     };
     let pki = Pki::for_transports(&o.transports)?;
@@ -153,6 +159,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                 .unwrap_or((4usize << 30) / size)
                 .clamp(200, 2_000_000);
             let mut ns = vec![Vec::with_capacity(o.runs); n];
+            // Wake-ups (this process's voluntary context switches: host and sink) and messages.
+            let mut woken: Vec<Option<(u64, u64)>> = vec![Some((0, 0)); n];
             for run in 0..o.runs {
                 for (i, s) in served.iter().enumerate() {
                     bar.set_message(format!(
@@ -162,11 +170,16 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                         run + 1,
                         o.runs
                     ));
+                    let before = switches();
                     ns[i].push(one_run(s.session(), size, path, count, o.batch)?);
+                    let run = before
+                        .zip(switches())
+                        .map(|(b, a)| (a.saturating_sub(b), count as u64));
+                    woken[i] = woken[i].zip(run).map(|(w, r)| (w.0 + r.0, w.1 + r.1));
                     bar.inc(1);
                 }
             }
-            for (&t, ns) in o.transports.iter().zip(ns) {
+            for ((&t, ns), woken) in o.transports.iter().zip(ns).zip(woken) {
                 let s = Summary::of(&ns).ok_or_else(|| Error::Check("no runs".into()))?;
                 let mode = if t.has_modes() { o.mode } else { Mode::Block };
                 let mut r = Row::new("rate", t.name(), mode.name(), size, &s);
@@ -175,6 +188,8 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                 r.peer = Some(Placement::Thread.name().into());
                 r.path = Some(path.name().into());
                 r.iters = Some(count);
+                r.wakeups_per_msg = woken.map(|(w, msgs)| w as f64 / msgs.max(1) as f64);
+                r.event_limit = o.event_limit.filter(|_| t.has_modes()).map(|l| l.records);
                 if n > 1 {
                     // Runs of the transports alternate: each run is a round.
                     r.round_medians_ns = ns;
@@ -188,6 +203,13 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
     }
     report::throughput_vs_tcp(&mut rows);
     Ok(rows)
+}
+
+/// This process's voluntary context switches so far (all threads: the host and the sink).
+fn switches() -> Option<u64> {
+    offhost_bench::cpu::account(None, &[])
+        .ok()
+        .map(|a| a.voluntary_switches)
 }
 
 /// Streams `count` messages on a fresh channel; returns ns per message, from the first send
@@ -286,6 +308,7 @@ mod tests {
             batch: 32,
             runs: 2,
             mode: Mode::Block,
+            event_limit: None,
         }
     }
 
@@ -306,6 +329,20 @@ mod tests {
             &ProgressBar::hidden(),
         );
         assert_eq!(rows.unwrap()[0].path.as_deref(), Some("loan"));
+    }
+
+    #[test]
+    fn an_event_limit_is_reported_on_shared_memory_beside_the_wake_ups() {
+        let mut o = options(Transport::ShmChan, &[RatePath::Copy]);
+        o.transports.push(Transport::Unix);
+        o.event_limit = Some("8,1ms".parse().unwrap());
+        let rows = run(&o, &ProgressBar::hidden()).unwrap();
+        assert_eq!(rows[0].event_limit, Some(8));
+        assert_eq!(rows[1].event_limit, None, "a socket has no doorbell");
+        for r in &rows {
+            assert!(r.wakeups_per_msg.is_some_and(|w| w >= 0.0), "{r:?}");
+            assert_eq!(r.iters, Some(300));
+        }
     }
 
     /// TLS and TCP streamed in turn: a row each, the runs as rounds, and TLS's throughput

@@ -84,6 +84,9 @@ pub struct Row {
     /// Voluntary context switches (sleeps, hence wake-ups) per message, both sides together.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups_per_msg: Option<f64>,
+    /// The doorbell's event limit in records (`--event-limit`), on rows of shared memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_limit: Option<usize>,
     /// The host process's CPU time (user + system, all its threads) per message, us (`bench
     /// offload`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,6 +136,7 @@ impl Row {
             cpu_load_host: None,
             cpu_load_engine: None,
             wakeups_per_msg: None,
+            event_limit: None,
             host_cpu_us_per_msg: None,
             host_wakeups_per_msg: None,
             latency_us_median: None,
@@ -197,7 +201,7 @@ pub fn to_json(rows: &[Row]) -> String {
     serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into())
 }
 
-const HEADER: [&str; 15] = [
+const HEADER: [&str; 16] = [
     "bench",
     "transport",
     "mode",
@@ -209,6 +213,7 @@ const HEADER: [&str; 15] = [
     "cpu_load_host",
     "cpu_load_engine",
     "wakeups_per_msg",
+    "event_limit",
     "samples",
     "one_way_ns_min",
     "one_way_ns_max",
@@ -219,7 +224,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}")).unwrap_or_default()
 }
 
-fn cells(r: &Row) -> [String; 15] {
+fn cells(r: &Row) -> [String; 16] {
     [
         r.bench.clone(),
         r.transport.clone(),
@@ -232,6 +237,7 @@ fn cells(r: &Row) -> [String; 15] {
         opt(r.cpu_load_host, 3),
         opt(r.cpu_load_engine, 3),
         opt(r.wakeups_per_msg, 3),
+        r.event_limit.map(|n| n.to_string()).unwrap_or_default(),
         r.samples.to_string(),
         format!("{:.1}", r.one_way_ns_min),
         format!("{:.1}", r.one_way_ns_max),
@@ -253,7 +259,7 @@ pub fn to_csv(rows: &[Row]) -> String {
 
 /// Rows as the suite's aligned text table; columns that no row measured are left out.
 pub fn to_table(rows: &[Row]) -> String {
-    let all: Vec<[String; 15]> = rows.iter().map(cells).collect();
+    let all: Vec<[String; 16]> = rows.iter().map(cells).collect();
     let keep: Vec<usize> = (0..HEADER.len())
         .filter(|&c| all.iter().any(|r| !r[c].is_empty()))
         .collect();

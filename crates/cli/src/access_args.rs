@@ -52,8 +52,8 @@ pub struct ConnectAccess {
 impl ConnectAccess {
     /// The link options these flags say.
     pub fn link_options(&self) -> anyhow::Result<LinkOptions> {
-        let o =
-            LinkOptions::new().peer_deadline(crate::limit_args::peer_deadline(self.peer_deadline)?);
+        let o = offhost_link::peer_deadline_flag(self.peer_deadline).map_err(anyhow::Error::msg)?;
+        let o = LinkOptions::new().peer_deadline(o);
         Ok(match &self.tls_certificates {
             Some(d) => o.tls_certificates(d),
             None => o,

@@ -62,6 +62,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
     let addr = shm_addr(&args.listen)?;
     let mut listener = Listener::bind(&addr).with_context(|| format!("listen on shm:{addr}"))?;
     listener.set_allowed_uids(args.access.allow_uids.clone());
+    listener.set_event_limit(args.limits.limits()?.event_limit);
     eprintln!("echo: listening on shm:{addr}");
     let mode = args.mode.map(|m| (m, Duration::from_micros(args.spin_us)));
     offhost_shm::serve_echo(&listener, mode, args.touch, args.once, |e| {

@@ -45,17 +45,10 @@ pub struct LinkLimitArgs {
     /// session ends as stopped, frozen or cut off (0: never).
     #[arg(long, default_value = "10", value_parser = seconds)]
     peer_deadline: Duration,
-}
-
-/// A `--peer-deadline`: 0 is never; a live peer's heartbeats (every 0.1 s at the most)
-/// must fit in it several times.
-pub fn peer_deadline(d: Duration) -> Result<Option<Duration>> {
-    anyhow::ensure!(
-        d.is_zero() || d >= Duration::from_millis(500),
-        "--peer-deadline {} s: at least 0.5 s (or 0: never)",
-        d.as_secs_f64()
-    );
-    Ok((!d.is_zero()).then_some(d))
+    /// Coalesce wake-ups on shm: (interrupt coalescing): this side's waits sleep until
+    /// RECORDS records or DELAY has passed with one there (default delay 1ms).
+    #[arg(long, value_name = "RECORDS[,DELAY]")]
+    event_limit: Option<offhost_shm::EventLimit>,
 }
 
 impl LinkLimitArgs {
@@ -76,7 +69,9 @@ impl LinkLimitArgs {
             handshake_timeout: self.handshake_timeout,
             max_handshakes: self.max_handshakes,
             max_handshakes_per_source: self.max_handshakes_per_source,
-            peer_deadline: peer_deadline(self.peer_deadline)?,
+            peer_deadline: offhost_link::peer_deadline_flag(self.peer_deadline)
+                .map_err(anyhow::Error::msg)?,
+            event_limit: self.event_limit,
         })
     }
 }

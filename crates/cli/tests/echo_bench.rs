@@ -37,6 +37,7 @@ fn config() -> Config {
         buffer_size: 4096,
         mode: Mode::Block,
         spin: Duration::from_micros(10),
+        event_limit: None,
     }
 }
 

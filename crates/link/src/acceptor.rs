@@ -217,6 +217,8 @@ pub(crate) fn shm_connections(
             if !ticket.proven() {
                 return None;
             }
+            let mut ep = ep;
+            ep.receiver().set_event_limit(limits.event_limit);
             let (r, w) = crate::shm::halves(ep);
             start_session(Box::new(r), Box::new(w), "shm", limits, &sessions, None)
         });

@@ -54,7 +54,7 @@ pub use cork::Cork;
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
 pub use limits::{
-    Limits, Threads, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_HANDSHAKES,
+    peer_deadline_flag, Limits, Threads, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_HANDSHAKES,
     DEFAULT_MAX_HANDSHAKES_PER_SOURCE, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_THREADS,
     DEFAULT_MAX_UNSENT, DEFAULT_PEER_DEADLINE, DEFAULT_WRITE_STALL,
 };

@@ -75,6 +75,23 @@ pub struct Limits {
     /// declared dead (`--peer-deadline`); `None`: never. Each side sends a heartbeat well
     /// within it (see `driver/liveness.rs`), so a live peer is never silent that long.
     pub peer_deadline: Option<Duration>,
+    /// Interrupt coalescing of the server's side of `shm:` sessions (`--event-limit`): each
+    /// sleep waits for this many records or its delay ([`offhost_shm::EventLimit`]); `None`:
+    /// a wake-up per publication. Other transports have no doorbell and ignore it.
+    pub event_limit: Option<offhost_shm::EventLimit>,
+}
+
+/// A peer deadline as a command line gives it (`--peer-deadline`): 0 is never; otherwise at
+/// least 0.5 s, so that a live peer's heartbeats (every 0.1 s at the most) fit in it several
+/// times. The error says so.
+pub fn peer_deadline_flag(d: Duration) -> Result<Option<Duration>, String> {
+    if !d.is_zero() && d < Duration::from_millis(500) {
+        return Err(format!(
+            "--peer-deadline {} s: at least 0.5 s (or 0: never)",
+            d.as_secs_f64()
+        ));
+    }
+    Ok((!d.is_zero()).then_some(d))
 }
 
 impl Default for Limits {
@@ -89,6 +106,7 @@ impl Default for Limits {
             max_handshakes: DEFAULT_MAX_HANDSHAKES,
             max_handshakes_per_source: DEFAULT_MAX_HANDSHAKES_PER_SOURCE,
             peer_deadline: Some(DEFAULT_PEER_DEADLINE),
+            event_limit: None,
         }
     }
 }

@@ -25,6 +25,10 @@ pub struct LinkOptions {
     /// declared dead and every wait on it fails with [`LinkError::PeerSilent`](crate::LinkError::PeerSilent);
     /// `None`: never. Default [`DEFAULT_PEER_DEADLINE`](crate::DEFAULT_PEER_DEADLINE).
     pub peer_deadline: Option<Duration>,
+    /// Interrupt coalescing of this side of `shm:` sessions ([`offhost_shm::EventLimit`]; a
+    /// server's comes from its [`Limits`](crate::Limits)); `None`: a wake-up per publication.
+    /// Other transports have no doorbell and ignore it.
+    pub event_limit: Option<offhost_shm::EventLimit>,
 }
 
 impl Default for LinkOptions {
@@ -34,6 +38,7 @@ impl Default for LinkOptions {
             insecure: false,
             allow_uids: Vec::new(),
             peer_deadline: Some(crate::DEFAULT_PEER_DEADLINE),
+            event_limit: None,
         }
     }
 }
@@ -65,6 +70,12 @@ impl LinkOptions {
     /// Declares the peer dead after `deadline` without a word from it (`None`: never).
     pub fn peer_deadline(mut self, deadline: Option<Duration>) -> LinkOptions {
         self.peer_deadline = deadline;
+        self
+    }
+
+    /// Coalesces this side's wake-ups on `shm:` sessions (see [`LinkOptions::event_limit`]).
+    pub fn event_limit(mut self, limit: Option<offhost_shm::EventLimit>) -> LinkOptions {
+        self.event_limit = limit;
         self
     }
 

@@ -87,7 +87,13 @@ impl Session {
                 let c = crate::mem::connect(&name)?;
                 Self::over(Box::new(c.read), Box::new(c.write), Side::Client, "mem", live)
             }
-            Url::Shm(addr) => Self::shm_client(&addr, &crate::shm::default_config(), live),
+            Url::Shm(addr) => {
+                let config = offhost_shm::Config {
+                    event_limit: options.event_limit,
+                    ..crate::shm::default_config()
+                };
+                Self::shm_client(&addr, &config, live)
+            }
         }
     }
 
@@ -115,6 +121,8 @@ impl Session {
         ep: offhost_shm::Endpoint,
         limits: &crate::Limits,
     ) -> Result<Session, LinkError> {
+        let mut ep = ep;
+        ep.receiver().set_event_limit(limits.event_limit);
         let (r, w) = crate::shm::halves(ep);
         let accepted = crate::server::Accepted {
             side: Side::Server,

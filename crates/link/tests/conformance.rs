@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{bytes, echo_server, server};
 use offhost_link::Wait;
-use offhost_link::{select, ChannelOptions, LinkError, SendMode};
+use offhost_link::{select, ChannelOptions, LinkError, SendMode, Server};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -638,5 +638,54 @@ fn batches_keep_order_and_respect_credit() {
             ch.send_batch(&[&[0; 4097]]),
             Err(LinkError::TooLarge { .. })
         ));
+    }
+}
+
+/// An event limit on both sides of a shm session (the client's from its options, the
+/// server's from its limits) coalesces wake-ups and loses nothing: a stream in order, and a
+/// lone message in a ping-pong still arrives (after the delay); other transports ignore it.
+#[test]
+fn an_event_limit_on_both_sides_keeps_every_message() {
+    let limit: offhost_shm::EventLimit = "16,2ms".parse().unwrap();
+    assert_eq!(
+        limit.to_string().parse::<offhost_shm::EventLimit>(),
+        Ok(limit)
+    );
+    for transport in ["shm", "unix"] {
+        let (url, _dir) = common::fresh_url(transport);
+        let mut server = Server::bind(&url).unwrap();
+        server.set_limits(offhost_link::Limits {
+            event_limit: Some(limit),
+            ..*server.limits()
+        });
+        let url = server.url().to_owned();
+        let engine = std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            offhost_link::echo_channel(&s.accept().unwrap()).unwrap();
+        });
+        let options = offhost_link::LinkOptions::new().event_limit(Some(limit));
+        let s = offhost_link::Session::connect_with(&url, &options).unwrap();
+        let ch = s.open("stream", opts(1024, 64 * 1024)).unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..500u32 {
+                    ch.send(&i.to_le_bytes().repeat(10)).unwrap();
+                }
+            });
+            for i in 0..500u32 {
+                let got = ch.recv_wait(T).unwrap().unwrap();
+                assert_eq!(got, i.to_le_bytes().repeat(10), "{transport} message {i}");
+            }
+        });
+        for i in 0..20u8 {
+            ch.send(&[i]).unwrap();
+            assert_eq!(ch.recv_wait(T).unwrap().unwrap(), [i], "{transport}");
+        }
+        drop(ch);
+        s.close();
+        engine.join().unwrap();
+    }
+    for bad in ["0", "x", "8,0s", "8,2s", "8,soon"] {
+        assert!(bad.parse::<offhost_shm::EventLimit>().is_err(), "{bad}");
     }
 }

@@ -83,6 +83,9 @@ pub struct Config {
     pub mode: Mode,
     /// How long [`Mode::Adaptive`] spins before it sleeps.
     pub spin: Duration,
+    /// This side's interrupt coalescing ([`Receiver::set_event_limit`](crate::Receiver::set_event_limit));
+    /// `None`: a wake-up per publication. Not sent to the peer, which sets its own.
+    pub event_limit: Option<crate::EventLimit>,
 }
 
 impl Default for Config {
@@ -93,6 +96,7 @@ impl Default for Config {
             buffer_size: 64 << 10,
             mode: Mode::Adaptive,
             spin: Duration::from_micros(50),
+            event_limit: None,
         }
     }
 }

@@ -41,13 +41,9 @@ pub fn connect(addr: &str, config: &Config) -> Result<Endpoint, ShmError> {
     control::recv_verdict(&sock)?;
     sock.set_read_timeout(None)
         .map_err(ShmError::std_io("set_read_timeout"))?;
-    Ok(Endpoint::new(Shared::new(
-        seg,
-        sock,
-        Side::Host,
-        config.mode,
-        config.spin,
-    )))
+    let mut ep = Endpoint::new(Shared::new(seg, sock, Side::Host, config.mode, config.spin));
+    ep.receiver().set_event_limit(config.event_limit);
+    Ok(ep)
 }
 
 /// Two connected endpoints in this process (host, engine), on the same rings and pool as a
@@ -59,9 +55,11 @@ pub fn pair(config: &Config) -> Result<(Endpoint, Endpoint), ShmError> {
         .fd
         .try_clone()
         .map_err(ShmError::std_io("dup segment fd"))?;
-    let host = Endpoint::new(Shared::new(seg, a, Side::Host, config.mode, config.spin));
+    let mut host = Endpoint::new(Shared::new(seg, a, Side::Host, config.mode, config.spin));
     let seg = segment::attach(fd)?;
-    let engine = Endpoint::new(Shared::new(seg, b, Side::Engine, config.mode, config.spin));
+    let mut engine = Endpoint::new(Shared::new(seg, b, Side::Engine, config.mode, config.spin));
+    host.receiver().set_event_limit(config.event_limit);
+    engine.receiver().set_event_limit(config.event_limit);
     Ok((host, engine))
 }
 
@@ -76,6 +74,8 @@ pub struct Listener {
     path: Option<PathBuf>,
     /// Uids admitted besides our own.
     allowed: Vec<u32>,
+    /// The event limit of the endpoints it accepts.
+    event_limit: Option<crate::EventLimit>,
 }
 
 impl Listener {
@@ -116,6 +116,7 @@ impl Listener {
             inner,
             path,
             allowed: Vec::new(),
+            event_limit: None,
         })
     }
 
@@ -123,6 +124,12 @@ impl Listener {
     /// connection; anyone else is refused before anything is read).
     pub fn set_allowed_uids(&mut self, uids: Vec<u32>) {
         self.allowed = uids;
+    }
+
+    /// Gives the endpoints accepted from now on `limit` for their receivers' waits
+    /// ([`Receiver::set_event_limit`](crate::Receiver::set_event_limit)).
+    pub fn set_event_limit(&mut self, limit: Option<crate::EventLimit>) {
+        self.event_limit = limit;
     }
 
     /// The socket file, when the address is a path.
@@ -175,13 +182,13 @@ impl Listener {
                 .set_nonblocking(false)
                 .map_err(ShmError::std_io("set_nonblocking"))?;
             return match r {
-                Ok((sock, _)) => Pending::new(sock, &self.allowed).map(Some),
+                Ok((sock, _)) => Pending::new(sock, &self.allowed, self.event_limit).map(Some),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
                 Err(e) => Err(ShmError::std_io("accept")(e)),
             };
         }
         let (sock, _) = self.inner.accept().map_err(ShmError::std_io("accept"))?;
-        Pending::new(sock, &self.allowed).map(Some)
+        Pending::new(sock, &self.allowed, self.event_limit).map(Some)
     }
 }
 
@@ -189,14 +196,19 @@ impl Listener {
 #[derive(Debug)]
 pub struct Pending {
     sock: UnixStream,
+    event_limit: Option<crate::EventLimit>,
 }
 
 impl Pending {
     /// Checks the peer's uid (ours or one of `allowed`) before anything is read.
-    fn new(sock: UnixStream, allowed: &[u32]) -> Result<Pending, ShmError> {
+    fn new(
+        sock: UnixStream,
+        allowed: &[u32],
+        event_limit: Option<crate::EventLimit>,
+    ) -> Result<Pending, ShmError> {
         // An accepted socket does not inherit the listener's non-blocking flag on Linux.
         control::check_peer_uid_allowing(&sock, allowed)?;
-        Ok(Pending { sock })
+        Ok(Pending { sock, event_limit })
     }
 
     /// Runs the handshake within `timeout`: receives the host's segment, attaches to it and
@@ -230,13 +242,9 @@ impl Pending {
                 Duration::from_nanos(seg.header.spin_ns.min(1_000_000_000)),
             )
         });
-        Ok(Endpoint::new(Shared::new(
-            seg,
-            sock,
-            Side::Engine,
-            mode,
-            spin,
-        )))
+        let mut ep = Endpoint::new(Shared::new(seg, sock, Side::Engine, mode, spin));
+        ep.receiver().set_event_limit(self.event_limit);
+        Ok(ep)
     }
 
     /// Refuses the host within `timeout`: takes its hello (and drops its segment) and answers

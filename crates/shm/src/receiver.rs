@@ -50,6 +50,50 @@ pub struct EventLimit {
     pub delay: Duration,
 }
 
+impl EventLimit {
+    /// The delay when none is written: how long a lone record may wait for others.
+    pub const DEFAULT_DELAY: Duration = Duration::from_millis(1);
+}
+
+impl std::fmt::Display for EventLimit {
+    /// As [`FromStr`](std::str::FromStr) reads it back (the delay in ns, any record length).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}ns", self.records, self.delay.as_nanos())
+    }
+}
+
+impl std::str::FromStr for EventLimit {
+    type Err = String;
+
+    /// `RECORDS` or `RECORDS,DELAY` (`8`, `32,200us`; the delay defaults to
+    /// [`EventLimit::DEFAULT_DELAY`]); records of any length count.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (n, delay) = match s.split_once(',') {
+            Some((n, d)) => {
+                let d = offhost_units::parse_duration(d).map_err(|e| format!("{s}: {e}"))?;
+                (n, d)
+            }
+            None => (s, Self::DEFAULT_DELAY),
+        };
+        let records = n
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&r| r >= 1)
+            .ok_or_else(|| {
+                format!("{s}: expected RECORDS or RECORDS,DELAY, records a whole number from 1 (8, 32,200us)")
+            })?;
+        if delay.is_zero() || delay > Duration::from_secs(1) {
+            return Err(format!("{s}: the delay must be above zero and at most 1s"));
+        }
+        Ok(EventLimit {
+            records,
+            min_len: 0,
+            delay,
+        })
+    }
+}
+
 /// The receiving half: reads records from the incoming ring in place.
 pub struct Receiver {
     shared: Arc<Shared>,

@@ -19,6 +19,7 @@ fn config() -> Config {
         buffer_size: 1024,
         mode: Mode::Block,
         spin: Duration::from_micros(10),
+        event_limit: None,
     }
 }
 

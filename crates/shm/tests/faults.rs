@@ -21,6 +21,7 @@ fn config(mode: Mode) -> Config {
         buffer_size: 1024,
         mode,
         spin: Duration::from_micros(20),
+        event_limit: None,
     }
 }
 

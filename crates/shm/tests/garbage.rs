@@ -16,6 +16,7 @@ fn config() -> Config {
         buffer_size: 256,
         mode: Mode::Poll,
         spin: Duration::from_micros(1),
+        event_limit: None,
     }
 }
 

@@ -12,6 +12,7 @@ fn cfg(mode: Mode) -> Config {
         buffer_size: 1024,
         mode,
         spin: Duration::from_micros(20),
+        event_limit: None,
     }
 }
 

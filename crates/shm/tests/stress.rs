@@ -17,6 +17,7 @@ fn stress(mode: Mode, records: u64, ring_bytes: u64) {
         buffer_size: 64,
         mode,
         spin: Duration::from_micros(5),
+        event_limit: None,
     };
     let (host, engine) = pair(&config).unwrap();
     let (mut tx, _hrx) = host.split();

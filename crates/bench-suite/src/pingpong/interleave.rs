@@ -52,10 +52,10 @@ pub(super) fn measure(
             .map(|p| (p.transport(), p.placement()))
             .collect();
         let finished = finish_all(live, notes);
-        let (samples, medians) = measured?;
+        let (samples, medians, wakeups) = measured?;
         finished?;
-        for (((transport, placement), samples), round_medians) in
-            who.into_iter().zip(samples).zip(medians)
+        for ((((transport, placement), samples), round_medians), wakeups) in
+            who.into_iter().zip(samples).zip(medians).zip(wakeups)
         {
             out.push(Pooled {
                 transport,
@@ -64,14 +64,16 @@ pub(super) fn measure(
                 samples,
                 round_medians,
                 cpu_idle_pct: None,
+                wakeups,
             });
         }
     }
     Ok(out)
 }
 
-/// Per transport: the one-way times (ns) and each block's median.
-type Measured = (Vec<Vec<f64>>, Vec<Vec<f64>>);
+/// Per transport: the one-way times (ns), each block's median, and the wake-ups counted
+/// over its timed round trips.
+type Measured = (Vec<Vec<f64>>, Vec<Vec<f64>>, Vec<super::Wakeups>);
 
 fn run_blocks(
     o: &Options,
@@ -88,13 +90,18 @@ fn run_blocks(
     bar.set_message(format!("pingpong {size} B, interleaved"));
     let mut samples = vec![Vec::with_capacity(iters); live.len()];
     let mut medians = vec![Vec::with_capacity(blocks); live.len()];
+    let mut wakeups = vec![Some((0, 0)); live.len()];
     let mut back = Vec::with_capacity(size);
     for b in 0..blocks {
         let n = block.min(iters - b * block);
         for (i, p) in live.iter_mut().enumerate() {
             let name = p.transport();
             let mut timed = Vec::with_capacity(n);
+            let mut before = None;
             for k in 0..BLOCK_WARMUP + n {
+                if k == BLOCK_WARMUP {
+                    before = p.switches();
+                }
                 let t0 = Instant::now();
                 p.round_trip(&data, &mut back)
                     .with_context(|| format!("{name} round trip of {size} bytes"))?;
@@ -105,12 +112,16 @@ fn run_blocks(
             check(back == data, || {
                 format!("{name}: echoed bytes differ from the bytes sent")
             })?;
+            let counted = before
+                .zip(p.switches())
+                .map(|(b, a)| (a.saturating_sub(b), 2 * n as u64));
+            wakeups[i] = super::add_wakeups(wakeups[i], counted);
             medians[i].push(median(&timed).ok_or_else(|| Error::Check("no samples".into()))?);
             samples[i].extend(timed);
             bar.inc(1);
         }
     }
-    Ok((samples, medians))
+    Ok((samples, medians, wakeups))
 }
 
 /// Stops every echo; the first failure, if any.

@@ -144,6 +144,12 @@ pub struct Options {
     /// Also measure the floors first and report ratios against them.
     #[arg(long)]
     pub floors: bool,
+    /// Interrupt coalescing on shared memory (shm, shm-chan), both sides: each wait sleeps
+    /// until RECORDS records have come or DELAY has passed with one there (`8`, `8,200us`;
+    /// default delay 1ms). A ping-pong has one message in flight, so it pays the delay on
+    /// every message: the latency side of the trade (`bench rate` shows the wake-ups saved).
+    #[arg(long, value_name = "RECORDS[,DELAY]")]
+    pub event_limit: Option<offhost_shm::EventLimit>,
     /// The `offhost` binary whose `echo` command serves process peers.
     #[arg(skip)]
     pub exe: PathBuf,
@@ -166,6 +172,7 @@ impl Options {
             idle_secs: 1.0,
             touch: false,
             floors: false,
+            event_limit: None,
             exe,
         }
     }
@@ -227,6 +234,7 @@ impl Options {
             buffer_size: (loan_max.unwrap_or(64).div_ceil(64) * 64).max(64) as u32,
             mode: self.mode,
             spin: Duration::from_micros(self.spin_us),
+            event_limit: self.event_limit,
         }
     }
 
@@ -256,11 +264,25 @@ struct Pooled {
     /// The median of each round's (or interleaved block's) samples.
     round_medians: Vec<f64>,
     cpu_idle_pct: Option<f64>,
+    /// Wake-ups (both sides' voluntary context switches) over the one-way messages they
+    /// were counted for; `None` once a count failed.
+    wakeups: Option<(u64, u64)>,
+}
+
+/// Wake-ups counted over the timed round trips of one block.
+type Wakeups = Option<(u64, u64)>;
+
+fn add_wakeups(a: Wakeups, b: Wakeups) -> Wakeups {
+    a.zip(b).map(|(a, b)| (a.0 + b.0, a.1 + b.1))
 }
 
 impl Pooled {
     /// The row of `peer`'s transport at `size` with its first round's `samples` (not empty).
-    fn new(peer: &PingPeer, size: usize, samples: Vec<f64>) -> Result<Pooled> {
+    fn new(
+        peer: &PingPeer,
+        size: usize,
+        (samples, wakeups): (Vec<f64>, Wakeups),
+    ) -> Result<Pooled> {
         let m = median(&samples).ok_or_else(|| Error::Check("no samples".into()))?;
         Ok(Pooled {
             transport: peer.transport(),
@@ -269,6 +291,7 @@ impl Pooled {
             samples,
             round_medians: vec![m],
             cpu_idle_pct: None,
+            wakeups,
         })
     }
 
@@ -288,6 +311,11 @@ impl Pooled {
         r.touch = Some(touch);
         r.iters = Some(self.samples.len());
         r.cpu_idle_pct = Some(self.cpu_idle_pct);
+        r.wakeups_per_msg = self
+            .wakeups
+            .filter(|w| w.1 > 0)
+            .map(|(n, msgs)| n as f64 / msgs as f64);
+        r.event_limit = o.event_limit.filter(|_| t.has_modes()).map(|l| l.records);
         if self.round_medians.len() > 1 {
             r.round_medians_ns = self.round_medians;
         }
@@ -368,6 +396,7 @@ fn rounds(
             p.samples.extend(b.samples);
             p.round_medians.extend(b.round_medians);
             p.cpu_idle_pct = b.cpu_idle_pct.or(p.cpu_idle_pct);
+            p.wakeups = add_wakeups(p.wakeups, b.wakeups);
         }
     }
     Ok(pooled)
@@ -407,8 +436,14 @@ fn message(size: usize) -> Vec<u8> {
 }
 
 /// Times `iters` round trips of `size`-byte messages after a tenth as many untimed ones;
-/// returns one-way times (half of each round trip) in ns.
-fn time(peer: &mut PingPeer, size: usize, iters: usize, bar: &ProgressBar) -> Result<Vec<f64>> {
+/// returns one-way times (half of each round trip) in ns, and the wake-ups of both sides
+/// over the timed ones with the messages they carried (two per round trip).
+fn time(
+    peer: &mut PingPeer,
+    size: usize,
+    iters: usize,
+    bar: &ProgressBar,
+) -> Result<(Vec<f64>, Wakeups)> {
     let data = message(size);
     let mut back = Vec::with_capacity(size);
     let warmup = iters / 10;
@@ -416,7 +451,11 @@ fn time(peer: &mut PingPeer, size: usize, iters: usize, bar: &ProgressBar) -> Re
     bar.set_position(0);
     bar.set_message(format!("pingpong {} {size} B", peer.transport()));
     let mut samples = Vec::with_capacity(iters);
+    let mut before = None;
     for k in 0..warmup + iters {
+        if k == warmup {
+            before = peer.switches();
+        }
         let t0 = Instant::now();
         peer.round_trip(&data, &mut back)?;
         if k >= warmup {
@@ -426,10 +465,13 @@ fn time(peer: &mut PingPeer, size: usize, iters: usize, bar: &ProgressBar) -> Re
             bar.set_position(k as u64);
         }
     }
+    let wakeups = before
+        .zip(peer.switches())
+        .map(|(b, a)| (a.saturating_sub(b), 2 * iters as u64));
     check(back == data, || {
         "echoed bytes differ from the bytes sent".into()
     })?;
-    Ok(samples)
+    Ok((samples, wakeups))
 }
 
 /// Round `round`'s share of `iters` round trips split over `rounds` (the shares add up to
@@ -517,6 +559,8 @@ mod tests {
         let mut o = options(&Transport::ALL, &[64, 8192]);
         o.peer = Some(Placement::Thread);
         o.mode = Mode::Block;
+        // Coalescing on shared memory: the echo still answers every message (after the delay).
+        o.event_limit = Some("4,1ms".parse().unwrap());
         let out = run(&o, &ProgressBar::hidden()).unwrap();
         assert_eq!(out.rows.len(), Transport::ALL.len() * 2);
         for (r, t) in out.rows.chunks(2).zip(Transport::ALL) {
@@ -524,6 +568,14 @@ mod tests {
             assert_eq!(r[0].peer.as_deref(), Some("thread"));
             assert_eq!(r[0].iters, Some(40));
             assert!(r[0].cpu_idle_pct.is_some(), "the key is always there");
+            assert_eq!(r[0].event_limit, t.has_modes().then_some(4), "{t}");
+            // Both sides of a blocking round trip on shared memory sleep, and under the
+            // limit each sleep waits out the delay: about one wake-up per message.
+            let w = r[0].wakeups_per_msg.unwrap();
+            assert!(
+                w > 0.5 || !t.has_modes() && w >= 0.0,
+                "{t}: {w} wake-ups per message"
+            );
         }
         assert_eq!(out.rows[0].path.as_deref(), Some("inline"));
         assert_eq!(out.rows[1].path.as_deref(), Some("loan"));

@@ -89,8 +89,11 @@ impl PingPeer {
         if let Some((a, _)) = cpus {
             let _ = affinity::pin_current_thread(a);
         }
-        let pin_args: Vec<String> =
+        let mut echo_args: Vec<String> =
             cpus.map_or(vec![], |(_, b)| vec!["--pin".into(), b.to_string()]);
+        if let Some(l) = o.event_limit {
+            echo_args.extend(["--event-limit".into(), l.to_string()]);
+        }
         let (ends, side) = match (t.kind(), placement) {
             (Kind::RawRing, Placement::Remote) => {
                 let addr = o.connect.as_deref().unwrap_or_default();
@@ -105,7 +108,7 @@ impl PingPeer {
                     .into();
                 args.extend(["--mode".into(), o.mode.name().into()]);
                 args.extend(["--spin-us".into(), o.spin_us.to_string()]);
-                args.extend(pin_args);
+                args.extend(echo_args);
                 if o.touch {
                     args.push("--touch".into());
                 }
@@ -134,7 +137,7 @@ impl PingPeer {
             }
             (Kind::Channel, Placement::Process) => {
                 let addr = unique_name("chan");
-                let mut args = pin_args;
+                let mut args = echo_args;
                 args.extend(["--listen".into(), format!("shm:{addr}"), "--once".into()]);
                 let mut p = PeerProcess::echo(&o.exe, &args)?;
                 let config = channel_shm_config(o, size);
@@ -221,6 +224,16 @@ impl PingPeer {
         }
     }
 
+    /// Voluntary context switches (sleeps, so wake-ups) so far of this process and of the
+    /// echo's process when it has one; `None` where /proc cannot tell.
+    pub(super) fn switches(&self) -> Option<u64> {
+        let mine = cpu::account(None, &[]).ok()?.voluntary_switches;
+        Some(match &self.side {
+            Side::Process(p) => mine + cpu::account(Some(p.id()), &[]).ok()?.voluntary_switches,
+            _ => mine,
+        })
+    }
+
     /// Hangs up and waits for the echo side to end (a process that does not is killed after
     /// 5 s, and a note says so); reports an echo thread's failure.
     pub(super) fn finish(self) -> Result<Option<String>> {
@@ -257,6 +270,7 @@ fn channel_shm_config(o: &Options, size: usize) -> Config {
     Config {
         ring_bytes: ((size + 4096).next_power_of_two() as u64 * 4).max(1 << 20),
         mode: o.mode,
+        event_limit: o.event_limit,
         ..offhost_link::default_shm_config()
     }
 }

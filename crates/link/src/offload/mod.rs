@@ -305,6 +305,7 @@ pub fn default_segment() -> offhost_shm::Config {
         buffer_size: (1 << 20) + 64,
         mode: offhost_shm::Mode::Block,
         spin: Duration::ZERO,
+        event_limit: None,
     }
 }
 
