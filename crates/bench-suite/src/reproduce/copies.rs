@@ -6,6 +6,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use super::verdict::Measured;
 use offhost_bench::stats::Summary;
 
 /// A word-by-word code style of `[SUN-T]`'s Figure 17.
@@ -95,7 +96,7 @@ fn words(style: Style, shared: &mut [u8], local: &mut [u8], len: usize) {
 
 /// Runs `op` (which moves `bytes`) repeatedly for `reps` repetitions of about `rep_time`
 /// each, after one warm-up repetition; returns the median rate in bytes per second.
-fn rate(bytes: usize, reps: usize, rep_time: Duration, mut op: impl FnMut()) -> f64 {
+fn rate(bytes: usize, reps: usize, rep_time: Duration, mut op: impl FnMut()) -> Measured {
     let t = Instant::now();
     let mut calls = 0usize;
     while calls < 1 || t.elapsed() < rep_time {
@@ -112,7 +113,11 @@ fn rate(bytes: usize, reps: usize, rep_time: Duration, mut op: impl FnMut()) -> 
             (bytes * per_rep) as f64 / t.elapsed().as_secs_f64().max(1e-12)
         })
         .collect();
-    Summary::of(&samples).map_or(0.0, |s| s.median)
+    Summary::of(&samples).map_or(Measured::point(0.0), |s| Measured {
+        mid: s.median,
+        lo: s.min,
+        hi: s.max,
+    })
 }
 
 /// Word-by-word rate (bytes/s) of `style` over transfers of `size` bytes (at least 4).
@@ -123,7 +128,7 @@ pub fn word_rate(
     size: usize,
     reps: usize,
     rep_time: Duration,
-) -> f64 {
+) -> Measured {
     let size = size.clamp(4, shared.len().min(local.len()));
     rate(size, reps, rep_time, || words(style, shared, local, size))
 }
@@ -137,7 +142,7 @@ pub fn block_rate(
     block: usize,
     reps: usize,
     rep_time: Duration,
-) -> f64 {
+) -> Measured {
     let len = shared.len().min(local.len());
     let block = block.clamp(1, len);
     let mut at = 0;
@@ -177,11 +182,12 @@ mod tests {
         let mut local = vec![1u8; 4096];
         let t = Duration::from_micros(200);
         for s in Style::ALL {
-            assert!(word_rate(s, &mut shared, &mut local, 64, 3, t) > 0.0);
+            let r = word_rate(s, &mut shared, &mut local, 64, 3, t);
+            assert!(r.lo > 0.0 && r.lo <= r.mid && r.mid <= r.hi, "{r:?}");
         }
         for d in [Direction::ToShared, Direction::FromShared] {
-            assert!(block_rate(d, &mut shared, &mut local, 4, 3, t) > 0.0);
-            assert!(block_rate(d, &mut shared, &mut local, 4096, 3, t) > 0.0);
+            assert!(block_rate(d, &mut shared, &mut local, 4, 3, t).lo > 0.0);
+            assert!(block_rate(d, &mut shared, &mut local, 4096, 3, t).lo > 0.0);
         }
         assert_eq!(shared, local);
     }

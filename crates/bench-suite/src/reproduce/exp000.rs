@@ -15,7 +15,8 @@ use offhost_bench::report::Row;
 use offhost_bench::run::{self, Pattern, Plan, Role};
 use offhost_bench::sizes::format_size;
 
-use super::md::{bps, findings, pct, ratio, yes_no, Finding, Table};
+use super::md::{bps, findings, pct, ratio, Finding, Table};
+use super::verdict::{Measured, INCONCLUSIVE};
 use super::Settings;
 use crate::error::{Context as _, Result};
 
@@ -48,9 +49,14 @@ pub fn transfers(s: &Settings, probe: &LoadProbe, bar: &ProgressBar) -> Result<V
 }
 
 fn rate(rows: &[Row], d: Discipline, size: usize) -> f64 {
+    rates(rows, d, size).mid
+}
+
+/// The throughput of discipline `d` at `size` over its repetitions, B/s.
+fn rates(rows: &[Row], d: Discipline, size: usize) -> Measured {
     rows.iter()
         .find(|r| r.transport == d.name() && r.size == size)
-        .map_or(f64::NAN, |r| r.mb_per_s * 1e6)
+        .map_or(Measured::point(f64::NAN), Measured::rate)
 }
 
 fn load(rows: &[Row], d: Discipline, size: usize) -> Option<f64> {
@@ -60,13 +66,13 @@ fn load(rows: &[Row], d: Discipline, size: usize) -> Option<f64> {
 }
 
 /// (size, block to shared, block from shared, words to shared, words from shared), B/s.
-pub type CopyRates = (usize, f64, f64, f64, f64);
+pub type CopyRates = (usize, Measured, Measured, Measured, Measured);
 
 /// Today's copy rates: Table 4 (the four styles over the whole region) and Table 5 (block
 /// and word copies per size).
 pub struct Copies {
     /// Rate per style, bytes/s.
-    pub styles: Vec<(Style, f64)>,
+    pub styles: Vec<(Style, Measured)>,
     /// Per size, bytes/s.
     pub sizes: Vec<CopyRates>,
 }
@@ -224,7 +230,7 @@ pub fn section(
             bps(f64::from(row[0])),
             bps(f64::from(row[1])),
             bps(f64::from(row[2])),
-            bps(*v),
+            bps(v.mid),
         ]);
     }
     md.push_str(&t4.render());
@@ -247,10 +253,10 @@ pub fn section(
             format_size(n),
             bps(f64::from(seeds::T5_BCOPY[i][0])),
             bps(f64::from(seeds::T5_BCOPY[i][1])),
-            bps(bt),
-            bps(bf),
-            bps(wt),
-            bps(wf),
+            bps(bt.mid),
+            bps(bf.mid),
+            bps(wt.mid),
+            bps(wf.mid),
         ]);
     }
     md.push_str(&t5.render());
@@ -259,10 +265,10 @@ pub fn section(
         points: c.sizes.iter().map(|e| (e.0 as f64, f(e))).collect(),
     };
     let copy_series = vec![
-        col("today block to shared", &|e| e.1),
-        col("today block from shared", &|e| e.2),
-        col("today words to shared", &|e| e.3),
-        col("today words from shared", &|e| e.4),
+        col("today block to shared", &|e| e.1.mid),
+        col("today block from shared", &|e| e.2.mid),
+        col("today words to shared", &|e| e.3.mid),
+        col("today words from shared", &|e| e.4.mid),
         Series {
             label: "seed bcopy to shared".into(),
             points: (0..9)
@@ -288,30 +294,37 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
     let big = *sizes.last().unwrap_or(&65536);
     let mut f = Vec::new();
     let buf_vs_unbuf =
-        rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::Unbuffered, big);
+        rates(rows, Discipline::HalfFifo, big).over(rates(rows, Discipline::Unbuffered, big));
     f.push(Finding {
         source: "[SUN-T] §2.5, Tables 1-2",
         claim: "one readiness check per FIFO instead of per byte roughly doubles throughput".into(),
         seed: format!("{}x (SUN3, 64 KiB)", ratio(779536.0 / 435070.0)),
-        here: format!("{}x at {}", ratio(buf_vs_unbuf), format_size(big)),
-        holds: if buf_vs_unbuf >= 1.5 { "yes" } else { "no" },
+        here: format!("{} at {}", buf_vs_unbuf.text("x"), format_size(big)),
+        holds: buf_vs_unbuf.at_least(1.5),
     });
     let half_vs_full =
-        rate(rows, Discipline::HalfFifo, big) / rate(rows, Discipline::FullFifo, big);
+        rates(rows, Discipline::HalfFifo, big).over(rates(rows, Discipline::FullFifo, big));
     f.push(Finding {
         source: "[SUN-T] §2.5, Table 2",
         claim: "passing half a FIFO at a time beats a full FIFO for large packets".into(),
         seed: format!("{}x (SUN3, 256 KiB)", ratio(782475.0 / 773817.0)),
-        here: format!("{}x at {}", ratio(half_vs_full), format_size(big)),
-        holds: yes_no(half_vs_full > 1.0),
+        here: format!("{} at {}", half_vs_full.text("x"), format_size(big)),
+        holds: half_vs_full.at_least(1.0),
     });
-    let from4k: Vec<f64> = sizes
+    let from4k: Vec<Measured> = sizes
         .iter()
         .filter(|&&n| n >= 4096)
-        .map(|&n| rate(rows, Discipline::Interrupt, n) / rate(rows, Discipline::HalfFifo, n))
+        .map(|&n| rates(rows, Discipline::Interrupt, n).over(rates(rows, Discipline::HalfFifo, n)))
         .collect();
-    let min4k = from4k.iter().copied().fold(f64::INFINITY, f64::min);
-    let last4k = from4k.last().copied().unwrap_or(f64::NAN);
+    let min4k = from4k
+        .iter()
+        .copied()
+        .fold(Measured::point(f64::INFINITY), |a, b| Measured {
+            mid: a.mid.min(b.mid),
+            lo: a.lo.min(b.lo),
+            hi: a.hi.min(b.hi),
+        });
+    let last4k = from4k.last().copied().unwrap_or(Measured::point(f64::NAN));
     f.push(Finding {
         source: "[SUN-T] §3.4, Tables 2-3",
         claim: "from 4 KiB packets the interrupt-driven transfer comes within 97 % of polling"
@@ -323,27 +336,26 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
         ),
         here: format!(
             "min {} over >= 4 KiB, {} at {}",
-            ratio(min4k),
-            ratio(last4k),
+            min4k.text(""),
+            last4k.text(""),
             format_size(big)
         ),
-        holds: if min4k >= 0.97 {
-            "yes"
-        } else if last4k >= 0.9 {
-            "partly"
-        } else {
-            "no"
+        holds: match (min4k.at_least(0.97), last4k.at_least(0.9)) {
+            ("yes", _) => "yes",
+            ("no", "yes") => "partly",
+            ("no", "no") => "no",
+            _ => INCONCLUSIVE,
         },
     });
     let small = sizes[0];
     let intr_small =
-        rate(rows, Discipline::Interrupt, small) / rate(rows, Discipline::HalfFifo, small);
+        rates(rows, Discipline::Interrupt, small).over(rates(rows, Discipline::HalfFifo, small));
     f.push(Finding {
         source: "[SUN-T] §3.4, Table 3",
         claim: "for small packets the interrupt-driven transfer is far slower (a sleep and wake-up per transfer)".into(),
         seed: format!("{} of polling at 4 B (SUN3)", ratio(2806.0 / 133333.0)),
-        here: format!("{} of polling at {} B", ratio(intr_small), small),
-        holds: yes_no(intr_small < 0.5),
+        here: format!("{} of polling at {} B", intr_small.text(""), small),
+        holds: intr_small.below(0.5),
     });
     let (lp, li) = (
         load(rows, Discipline::HalfFifo, big),
@@ -359,18 +371,28 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
             pct(lp),
             format_size(big)
         ),
+        // Each load is one measurement: decided on a margin of [`MARGIN`] and one percentage
+        // point, as `verdict::clearly_higher` does.
         holds: match (li, lp) {
-            (Some(i), Some(p)) => yes_no(i < p),
+            (Some(i), Some(p)) => {
+                super::verdict::majority(super::verdict::clearly_higher(&[(i, p)], 0.01), 1)
+            }
             _ => "not measured",
         },
     });
-    let words_to = c
-        .styles
-        .iter()
-        .find(|s| s.0 == Style::CopyToShared)
-        .map_or(f64::NAN, |s| s.1);
-    let best_link =
-        rate(rows, Discipline::HalfFifo, big).max(rate(rows, Discipline::FullFifo, big));
+    let style = |st: Style| {
+        c.styles
+            .iter()
+            .find(|s| s.0 == st)
+            .map_or(Measured::point(f64::NAN), |s| s.1)
+    };
+    let words_to = style(Style::CopyToShared);
+    let best_link = [Discipline::HalfFifo, Discipline::FullFifo]
+        .map(|d| rates(rows, d, big))
+        .into_iter()
+        .max_by(|a, b| a.mid.total_cmp(&b.mid))
+        .unwrap_or(Measured::point(f64::NAN));
+    let words_vs_link = words_to.over(best_link);
     f.push(Finding {
         source: "[SUN-T] §4.3, Table 4",
         claim: "32-bit word transfers through shared memory are about 4x the byte-wide link".into(),
@@ -379,32 +401,22 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
             ratio(3231000.0 / 888593.0)
         ),
         here: format!(
-            "{}x (words to shared vs best FIFO transfer)",
-            ratio(words_to / best_link)
+            "{} (words to shared vs best FIFO transfer)",
+            words_vs_link.text("x")
         ),
-        holds: if words_to / best_link >= 3.0 {
-            "yes"
-        } else {
-            "no"
-        },
+        holds: words_vs_link.at_least(3.0),
     });
-    let w = |st: Style| {
-        c.styles
-            .iter()
-            .find(|s| s.0 == st)
-            .map_or(f64::NAN, |s| s.1)
-    };
-    let wr = w(Style::WriteConst) / w(Style::ReadShared);
+    let wr = style(Style::WriteConst).over(style(Style::ReadShared));
     f.push(Finding {
         source: "[SUN-T] §4.3, Table 4",
         claim: "writing shared memory is faster than reading it".into(),
         seed: format!("{}x (SUN4, VME RAM)", ratio(4474000.0 / 3907000.0)),
-        here: format!("{}x", ratio(wr)),
-        holds: yes_no(wr > 1.0),
+        here: wr.text("x"),
+        holds: wr.at_least(1.0),
     });
     let (first, last) = (c.sizes.first(), c.sizes.last());
     if let (Some(a), Some(b)) = (first, last) {
-        let tiny = a.1 / a.3;
+        let tiny = a.1.over(a.3);
         f.push(Finding {
             source: "[SUN-T] §4.3, Table 5",
             claim: "a block copy call is slower than a word store for the smallest blocks".into(),
@@ -412,10 +424,10 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
                 "{}x (4 B bcopy vs word loop, transputer)",
                 ratio(446000.0 / 520800.0)
             ),
-            here: format!("{}x at 4 B", ratio(tiny)),
-            holds: yes_no(tiny < 1.0),
+            here: format!("{} at 4 B", tiny.text("x")),
+            holds: tiny.below(1.0),
         });
-        let large = b.1 / b.3;
+        let large = b.1.over(b.3);
         f.push(Finding {
             source: "[SUN-T] §4.3, Table 5",
             claim: "for large blocks the block copy beats word-by-word copying".into(),
@@ -423,8 +435,8 @@ fn findings_000(rows: &[Row], c: &Copies, sizes: &[usize]) -> Vec<Finding> {
                 "{}x (256 KiB bcopy vs SUN4 words)",
                 ratio(3548000.0 / 3231000.0)
             ),
-            here: format!("{}x at {}", ratio(large), format_size(b.0)),
-            holds: yes_no(large > 1.0),
+            here: format!("{} at {}", large.text("x"), format_size(b.0)),
+            holds: large.at_least(1.0),
         });
     }
     f

@@ -15,7 +15,8 @@ use offhost_bench::report::Row;
 use offhost_bench::run::{self, Pattern, Plan, Role};
 use offhost_bench::sizes::format_size;
 
-use super::md::{pct, ratio, yes_no, Finding, Table};
+use super::md::{pct, ratio, Finding, Table};
+use super::verdict::{clearly_higher, majority, Measured, INCONCLUSIVE};
 use super::Settings;
 use crate::channel::ChannelRun;
 use crate::error::{Context as _, Result};
@@ -487,15 +488,18 @@ fn findings_002(
     let mut f = Vec::new();
     // The top throughput over all lengths (the seed read its maxima off the curves); a single
     // length is too exposed to a noisy repetition.
+    // Its repetitions bound the ratio: the verdict holds over their whole range.
     let top = |b: &str, m: &str| {
         d.figures
             .iter()
             .filter(|r| r.bench == b && r.mode == m)
-            .map(|r| r.mb_per_s)
-            .fold(f64::NAN, f64::max)
+            .map(Measured::rate)
+            .max_by(|a, b| a.mid.total_cmp(&b.mid))
+            .unwrap_or(Measured::point(f64::NAN))
     };
-    let (t1, t2) = (top("comms1", "pkt4096"), top("comms2", "pkt4096"));
-    let two = t2 / t1;
+    let (m1, m2) = (top("comms1", "pkt4096"), top("comms2", "pkt4096"));
+    let (t1, t2) = (m1.mid / 1e6, m2.mid / 1e6);
+    let two = m2.over(m1);
     f.push(Finding {
         source: "[DS-link] §8.1, Figures 6-7",
         claim: "Comms2 (both directions) reaches twice the Comms1 throughput".into(),
@@ -506,25 +510,27 @@ fn findings_002(
             seeds::COMMS1_MAX_MB_S
         ),
         here: format!(
-            "{}x ({t2:.0} vs {t1:.0} MB/s at best, packet 4096, {t})",
-            ratio(two)
+            "{} ({t2:.0} vs {t1:.0} MB/s at best, packet 4096, {t})",
+            two.text("x")
         ),
-        holds: if two >= 1.7 {
-            "yes"
-        } else if two >= 1.2 {
-            "partly"
-        } else {
-            "no"
-        },
+        holds: two.bands(&[(1.7, "yes"), (1.2, "partly")], "no"),
     });
-    let c1: Vec<(usize, f64)> = d
+    let c1: Vec<(usize, Measured)> = d
         .load_rows
         .iter()
         .filter(|r| r.bench == "comms1")
-        .filter_map(|r| Some((r.mode.trim_start_matches("pkt").parse().ok()?, r.mb_per_s)))
+        .filter_map(|r| {
+            let p = r.mode.trim_start_matches("pkt").parse().ok()?;
+            Some((p, Measured::rate(r)))
+        })
         .collect();
-    let max = c1.iter().map(|p| p.1).fold(0.0, f64::max);
-    let smallest = c1.iter().find(|p| p.1 >= 0.9 * max).map(|p| p.0);
+    let max = c1.iter().map(|p| p.1.mid / 1e6).fold(0.0, f64::max);
+    let smallest = c1.iter().find(|p| p.1.mid >= 0.9 * max * 1e6).map(|p| p.0);
+    // The smallest packet that reaches 90 % of the top in its best and in its worst
+    // repetition: the verdict must hold for both.
+    let reach =
+        |x: fn(&Measured) -> f64| c1.iter().find(|p| x(&p.1) >= 0.9 * max * 1e6).map(|p| p.0);
+    let (early, late) = (reach(|m| m.hi), reach(|m| m.lo));
     f.push(Finding {
         source: "[DS-link] §8.1",
         claim: "long-message Comms1 needs packets of at least 512 B to reach its top throughput"
@@ -533,9 +539,17 @@ fn findings_002(
         here: smallest.map_or("-".into(), |p| {
             format!("{p} B reach 90 % of the top ({max:.1} MB/s)")
         }),
-        holds: match smallest {
-            Some(p) => yes_no((256..=1024).contains(&p)),
-            None => "not measured",
+        holds: match (early, late) {
+            (Some(a), Some(b)) => {
+                let ok = |p: usize| (256..=1024).contains(&p);
+                match (ok(a), ok(b)) {
+                    (true, true) => "yes",
+                    (false, false) => "no",
+                    _ => INCONCLUSIVE,
+                }
+            }
+            (Some(_), None) => INCONCLUSIVE,
+            _ => "not measured",
         },
     });
     // Minimal latency, as the seed reports it: the fastest repetition at each packet size.
@@ -549,16 +563,35 @@ fn findings_002(
         claim: "minimal latency is the same for every packet size up to 512 B and higher for larger packets (padding); a length in the header would remove the difference".into(),
         seed: format!("{} us for packets <= 512 B, higher above", seeds::COMMS1_MIN_LATENCY_US),
         here: format!("{:.2} to {:.2} us over packets 8 B to 4 KiB (offhost packets carry their length)", lo / 1e3, hi / 1e3),
-        holds: if hi / lo < 1.3 { "yes (no padding, no rise)" } else { "no" },
+        holds: match Measured::point(hi / lo).below(1.3) {
+            "yes" => "yes (no padding, no rise)",
+            other => other,
+        },
     });
     if let (Some(n), Some(th), Some(pr)) = (f_none, f_thr, f_proc) {
-        let (rt, rp) = (th.t0_ns / n.t0_ns, pr.t0_ns / n.t0_ns);
+        // Each t0 is bounded by its fit's relative residual: the ratios' ranges follow.
+        let t0 = |f: &fit::Fit| {
+            let e = f.rms_rel_residual.abs();
+            Measured {
+                mid: f.t0_ns,
+                lo: f.t0_ns * (1.0 - e),
+                hi: f.t0_ns * (1.0 + e),
+            }
+        };
+        let (mt, mp) = (t0(&th).over(t0(&n)), t0(&pr).over(t0(&n)));
         f.push(Finding {
             source: "[DS-link] §8.4, Table 2",
             claim: "computation in a thread barely changes t0; computation in another process raises it a lot".into(),
             seed: format!("t0 x1.00 (thread), x{} (process)", ratio(783.0 / 187.0)),
-            here: format!("t0 x{} (thread), x{} (process)", ratio(rt), ratio(rp)),
-            holds: if rt < 1.2 && rp > 1.5 { "yes" } else if rp > rt { "partly" } else { "no" },
+            here: format!("t0 {} (thread), {} (process)", mt.text("x"), mp.text("x")),
+            holds: match (mt.below(1.2), mp.at_least(1.5)) {
+                ("yes", "yes") => "yes",
+                ("no", _) | (_, "no") => match mp.over(mt).at_least(1.0) {
+                    "yes" => "partly",
+                    other => other,
+                },
+                _ => INCONCLUSIVE,
+            },
         });
     }
     let loads: Vec<(usize, f64)> = d
@@ -577,10 +610,26 @@ fn findings_002(
         .filter(|w| w[0].0 >= 512 && w[1].0 == 2 * w[0].0)
         .map(|w| ratio(w[0].1 / w[1].1))
         .collect();
-    let all_near_two = loads
+    // Each ratio clearly inside 1.6-2.5, clearly outside, or too close to an edge to say.
+    let near_two: Vec<&str> = loads
         .windows(2)
         .filter(|w| w[0].0 >= 512 && w[1].0 == 2 * w[0].0)
-        .all(|w| (1.6..=2.5).contains(&(w[0].1 / w[1].1)));
+        .map(|w| {
+            let r = Measured::point(w[0].1 / w[1].1);
+            match (r.at_least(1.6), r.below(2.5)) {
+                ("yes", "yes") => "yes",
+                ("no", _) | (_, "no") => "no",
+                _ => INCONCLUSIVE,
+            }
+        })
+        .collect();
+    let all_near_two = if near_two.contains(&"no") {
+        "no"
+    } else if near_two.iter().all(|v| *v == "yes") {
+        "yes"
+    } else {
+        INCONCLUSIVE
+    };
     f.push(Finding {
         source: "[DS-link] §8.4, Table 3",
         claim: "for packets of 512 B and more, Comms1 CPU load halves when the packet size doubles"
@@ -601,7 +650,7 @@ fn findings_002(
         } else if loads.iter().any(|l| l.0 >= 512 && l.1 < 0.01) {
             "not measurable here (loads near 0 are within the noise)"
         } else {
-            yes_no(all_near_two)
+            all_near_two
         },
     });
     let pairs: Vec<(f64, f64)> = d
@@ -613,13 +662,18 @@ fn findings_002(
             Some((a.cpu_load_host?, b.cpu_load_host?))
         })
         .collect();
-    let more = pairs.iter().filter(|(a, b)| b > a).count();
+    // One load measurement per point: only clear differences (5 % and one percentage point)
+    // count, and without a clear majority the finding is inconclusive.
+    let (more, less) = clearly_higher(&pairs, 0.01);
     f.push(Finding {
         source: "[DS-link] §8.4, Table 3",
         claim: "Comms2 loads the CPU more than Comms1 at the same packet size".into(),
         seed: "higher for packets >= 512 B (e.g. 53.4 vs 28.9 % at 1 KiB)".into(),
-        here: format!("higher at {more} of {} packet sizes", pairs.len()),
-        holds: if more * 2 > pairs.len() { "yes" } else { "no" },
+        here: format!(
+            "clearly higher at {more}, clearly lower at {less} of {} packet sizes",
+            pairs.len()
+        ),
+        holds: majority((more, less), pairs.len()),
     });
     f
 }

@@ -8,8 +8,9 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use offhost_bench::transport::Transport;
 
-use super::md::{ratio, yes_no, Finding, Table};
+use super::md::{ratio, Finding, Table};
 use super::seeds;
+use super::verdict::{all_of, Measured};
 use crate::error::Result;
 use crate::mux::{self, Layout};
 
@@ -121,7 +122,7 @@ pub fn section(r: &mux::Report, out: &Path) -> Result<(String, Vec<Finding>)> {
                 r.one_link_vs_links
                     .map_or(String::new(), |v| format!("; one link / {n} links: {}x", ratio(v)))
             ),
-            holds: yes_no(g >= 1.05),
+            holds: Measured::point(g).at_least(1.05),
         });
     }
     if let Some(best) = r
@@ -137,7 +138,10 @@ pub fn section(r: &mux::Report, out: &Path) -> Result<(String, Vec<Finding>)> {
                 "{:.0} messages/s at best ({} links, {} B), {:.2} us of sender CPU each",
                 best.msgs_per_s, best.links, best.size, best.sender_cpu_us_per_msg
             ),
-            holds: yes_no(best.msgs_per_s >= seed_rate as f64 && best.sender_cpu_us_per_msg <= seed_cpu),
+            holds: all_of(&[
+                Measured::point(best.msgs_per_s).at_least(seed_rate as f64),
+                Measured::point(best.sender_cpu_us_per_msg).below(seed_cpu),
+            ]),
         });
     }
     Ok((md, f))

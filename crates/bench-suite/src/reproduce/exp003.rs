@@ -18,8 +18,9 @@ use indicatif::ProgressBar;
 use offhost_nbd::report::{self as trace_report, Report as TraceReport};
 use offhost_nbd::{Export, ListenAddr, Server, Tracer};
 
-use super::md::{ratio, yes_no, Finding, Table};
+use super::md::{ratio, Finding, Table};
 use super::seeds;
+use super::verdict::{all_of, Measured};
 use crate::error::{Context as _, Error, Result};
 use crate::nbd::FioJob;
 use crate::rpc;
@@ -354,7 +355,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
             ratio(switch_over_sys),
             r.switch_over_subroutine
         ),
-        holds: yes_no(switch_over_sys <= 3.5),
+        holds: Measured::point(switch_over_sys).below(3.5),
     });
     if let Some(remote) = r.task_call_us {
         // The seed's same-processor call is a client/server call through its tasking
@@ -371,7 +372,7 @@ pub fn section(d: &Data, out: &Path) -> Result<(String, Vec<Finding>)> {
                 r.local_call_ns / 1e3,
                 r.host_call_us
             ),
-            holds: yes_no(over <= 1.5),
+            holds: Measured::point(over).below(1.5),
         });
     }
     match (&d.trace, &d.skipped) {
@@ -454,7 +455,7 @@ fn figures_6_7(tr: &TraceReport, out: &Path) -> Result<(String, Vec<Finding>)> {
                     "{:.0} MB/s at {lo} sector, {:.0} MB/s at {hi}",
                     a.transfer_mb_per_s, b.transfer_mb_per_s
                 ),
-                holds: yes_no(b.transfer_mb_per_s > a.transfer_mb_per_s),
+                holds: Measured::point(b.transfer_mb_per_s / a.transfer_mb_per_s).at_least(1.0),
             });
             let grow = b.overhead_us / a.overhead_us.max(1e-3);
             f.push(Finding {
@@ -467,7 +468,10 @@ fn figures_6_7(tr: &TraceReport, out: &Path) -> Result<(String, Vec<Finding>)> {
                     b.overhead_us,
                     ratio(grow)
                 ),
-                holds: yes_no((0.5..=2.0).contains(&grow)),
+                holds: all_of(&[
+                    Measured::point(grow).at_least(0.5),
+                    Measured::point(grow).below(2.0),
+                ]),
             });
         }
     }
@@ -545,7 +549,10 @@ fn table_2(rows: &[DiskRow]) -> (String, Vec<Finding>) {
                 ratio(ir),
                 ratio(ic)
             ),
-            holds: yes_no(ir > 1.0 && ir > ic),
+            holds: all_of(&[
+                Measured::point(ir).at_least(1.0),
+                Measured::point(ir / ic).at_least(1.0),
+            ]),
         });
     }
     (md, f)

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use indicatif::ProgressBar;
 use offhost_bench::report::Row;
 
-use super::md::{ratio, yes_no, Finding, Table};
+use super::md::{ratio, Finding, Table};
 use super::seeds;
+use super::verdict::{all_of, Measured};
 use crate::error::Result;
 use crate::offload;
 
@@ -163,7 +164,10 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
             claim: "off-host cuts the host's interrupts (here: wake-ups) per 64 KiB message to at most one, a fraction of in-host's".into(),
             seed: format!("{seed_in} in-host, {seed_off} off-host ({}% fewer)", 100 - 100 * seed_off / seed_in),
             here: format!("{wi:.2} in-host, {wo:.2} off-host ({}x)", ratio(wo / wi)),
-            holds: yes_no(wo <= 1.0 && wo <= 0.25 * wi),
+            holds: all_of(&[
+                Measured::point(wo).below(1.0),
+                Measured::point(wo / wi).below(0.25),
+            ]),
         });
     }
     let c = |mode, size| find(rows, mode, size).and_then(|r| r.host_cpu_us_per_msg);
@@ -177,7 +181,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
                 "{ci:.1} us in-host, {co:.1} us off-host ({}x)",
                 ratio(co / ci)
             ),
-            holds: yes_no(co < ci),
+            holds: Measured::point(co / ci).below(1.0),
         });
     }
     if let (Some(c1), Some(c64)) = (c("off-host", 1), c("off-host", 65536)) {
@@ -186,7 +190,7 @@ pub fn section(rows: &[Row], note: Option<&str>) -> (String, Vec<Finding>) {
             claim: "off-host, a long message's host cost is mostly moving its bytes to the processor (copyin), not commanding it".into(),
             seed: format!("copyin {} of {} us host time at 64 KiB", seeds::T1B_004[1].3, seed_host_64k),
             here: format!("{c1:.2} us at 1 B, {c64:.2} us at 64 KiB off-host (the difference is the copy into the ring or a pool buffer)"),
-            holds: yes_no(c64 > 2.0 * c1),
+            holds: Measured::point(c64 / c1).at_least(2.0),
         });
     }
     (md, f)

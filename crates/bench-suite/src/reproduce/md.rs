@@ -102,12 +102,3 @@ pub fn findings(list: &[Finding]) -> String {
     }
     t.render()
 }
-
-/// "yes" when `ok`, "no" otherwise.
-pub fn yes_no(ok: bool) -> &'static str {
-    if ok {
-        "yes"
-    } else {
-        "no"
-    }
-}

@@ -19,6 +19,7 @@ mod exp004;
 pub mod fifo;
 mod md;
 pub mod seeds;
+mod verdict;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -205,7 +206,10 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
          - load average (1/5/15 min) at start: {}; at end: {} (with {} cores: a load above \
          the core count means other work shared the cores, and busy-waiting transfers then \
          wait for whole scheduler time slices)\n\
-         - figures are from one run on a machine that may be shared: treat them as noisy.\n\
+         - figures are from one run on a machine that may be shared: treat them as noisy. \
+         A finding holds (yes, no, partly) only when its figure's range over the repetitions, \
+         widened by {:.0} % on each side, lies wholly within one verdict's band; otherwise it \
+         is \"{}\" (a figure measured once has the margin alone).\n\
          {}\
          - [SUN-T]: SUN3/SUN4 hosts and a T800 transputer (1990s VME hardware); [DS-link]: \
          Pentium Pro PCs with DSNIC boards; [ION]: ION, 68030 boards on a VME backplane \
@@ -221,6 +225,8 @@ pub fn run(args: &Options, bar: &ProgressBar) -> Result<Report> {
         load_before,
         loadavg(),
         affinity::cores(),
+        100.0 * verdict::MARGIN,
+        verdict::INCONCLUSIVE,
         not_run_line(&not_run)
     );
     let _ = writeln!(
