@@ -455,9 +455,10 @@ impl Channel {
     }
 }
 
-/// Waits until one of `channels` (all of one session) has a message or its end of stream,
-/// at most `timeout` seconds (`None`: for ever; then `offhost.TimeoutError`), and returns
-/// that channel (the first ready one in the list).
+/// Waits until one of `channels` has a message or its end of stream, at most `timeout`
+/// seconds (`None`: for ever; past it `offhost.TimeoutError`, and with `timeout=0` at once
+/// when none is ready: the ALT's default branch), and returns that channel. The channels may
+/// belong to any sessions over any transports; when several are ready, each in turn.
 #[pyfunction]
 #[pyo3(signature = (channels, timeout=None))]
 pub fn select<'py>(
@@ -475,7 +476,11 @@ pub fn select<'py>(
             .collect();
         let i = sliced(py, timeout, |slice| {
             let refs: Vec<&offhost_link::Channel> = inner.iter().map(|c| &**c).collect();
-            Slice::link(offhost_link::select(&refs, Some(slice)))
+            match offhost_link::select(&refs, Some(slice)) {
+                // A slice of no time left: the deadline check says TimeoutError.
+                Err(offhost_link::LinkError::WouldBlock) => Slice::Again,
+                r => Slice::link(r),
+            }
         })?;
         Ok(channels[i].clone())
     })

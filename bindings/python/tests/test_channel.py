@@ -102,7 +102,7 @@ def test_sync_channel_waits_for_the_peer(echo_url: str) -> None:
     assert ch.recv(timeout=10) == b"rendezvous"
 
 
-def test_select_returns_the_ready_channel(echo_url: str) -> None:
+def test_select_returns_the_ready_channel(echo_url: str, unix_echo_url: str) -> None:
     s = offhost.Session(echo_url)
     a, b = s.channel("a"), s.channel("b")
     with pytest.raises(offhost.TimeoutError):
@@ -112,9 +112,14 @@ def test_select_returns_the_ready_channel(echo_url: str) -> None:
     assert b.recv(timeout=10) == b"to b"
     a.send(b"to a")
     assert offhost.select([a, b], timeout=10) is a
-    other = offhost.Session(echo_url).channel("c")
-    with pytest.raises(offhost.InvalidArgumentError, match="one session"):
-        offhost.select([a, other], timeout=1)
+    assert a.recv(timeout=10) == b"to a"
+    # A channel of another session, over another transport, in the same select.
+    other = offhost.Session(unix_echo_url).channel("c")
+    with pytest.raises(offhost.TimeoutError):
+        offhost.select([a, other], timeout=0)
+    other.send(b"to c")
+    assert offhost.select([a, other], timeout=10) is other
+    assert other.recv(timeout=10) == b"to c"
     with pytest.raises(offhost.InvalidArgumentError):
         offhost.select([])
 

@@ -275,13 +275,6 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             let o = pingpong::Options { exe: exe()?, ..a.o };
             let out = pingpong::run(&o, bar)?;
             let (text, mut notes) = rows(&out.rows, &a.print, report::latency_table)?;
-            if o.transports.contains(&Transport::Mem) {
-                notes.push(
-                    "note: mem is channels over the in-process mem: transport; the raw ring with \
-                     its echo on a thread (pingpong's old mem) is --transport shm --peer thread"
-                        .into(),
-                );
-            }
             notes.extend(out.notes);
             (text, notes)
         }

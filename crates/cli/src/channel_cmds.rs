@@ -69,9 +69,10 @@ pub struct SendArgs {
 /// Arguments of `offhost recv`.
 #[derive(clap::Args, Debug)]
 pub struct RecvArgs {
-    /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH.
+    /// Engine URL: tls:HOST:PORT, tcp:HOST:PORT, unix:PATH or shm:PATH. Repeat it to take
+    /// the channel from several engines at once, each message as it comes (a select).
     #[arg(long, required_unless_present = "via")]
-    from: Option<String>,
+    from: Vec<String>,
     /// Off-host: receive --channel CHANNEL's messages from the local engine at shm:PATH,
     /// until the sender's end mark (an empty message).
     #[arg(long, conflicts_with = "from")]
@@ -139,15 +140,23 @@ pub fn recv(args: RecvArgs) -> Result<()> {
     if let Some(engine) = &args.via {
         return crate::offload_cmds::recv(engine, &args.flags.channel, args.flags.timeout);
     }
-    let from = args.from.as_deref().expect("clap requires --from or --via");
-    let (session, ch) = open(from, &args.flags, &args.access)?;
-    ch.close().context("end our direction of the channel")?;
+    let opened: Vec<_> = (args.from.iter())
+        .map(|url| open(url, &args.flags, &args.access))
+        .collect::<Result<_>>()?;
+    let mut live: Vec<&offhost_link::Channel> = opened.iter().map(|(_, ch)| ch).collect();
+    for ch in &live {
+        ch.close().context("end our direction of the channel")?;
+    }
     let mut out = std::io::stdout().lock();
-    while let Some(m) = ch.recv_wait(args.flags.timeout).context("receive")? {
-        out.write_all(&m).context("write stdout")?;
+    while !live.is_empty() {
+        let i = offhost_link::select(&live, args.flags.timeout).context("wait for a message")?;
+        match live[i].recv_wait(args.flags.timeout).context("receive")? {
+            Some(m) => out.write_all(&m).context("write stdout")?,
+            None => drop(live.swap_remove(i)),
+        }
     }
     out.flush().context("write stdout")?;
-    session.close();
+    opened.iter().for_each(|(s, _)| s.close());
     Ok(())
 }
 

@@ -183,6 +183,46 @@ fn recv_writes_the_engines_channel_to_stdout() {
 }
 
 #[test]
+fn recv_from_several_engines_writes_each_message_as_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engines = Vec::new();
+    let mut args = vec!["recv".to_owned(), "--channel".into(), "out".into()];
+    for (k, url) in urls(dir.path()).into_iter().enumerate() {
+        let server = Server::bind(&url).unwrap();
+        args.extend(["--from".into(), server.url().to_owned()]);
+        engines.push(std::thread::spawn(move || {
+            let s = server.accept().unwrap();
+            let ch = s.accept().unwrap();
+            for i in 0..50 {
+                ch.send(format!("<{k}:{i}>").as_bytes()).unwrap();
+            }
+            ch.close().unwrap();
+            assert_eq!(ch.recv_wait(Duration::from_secs(30)).unwrap(), None);
+        }));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_with_stdin(&args, b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for k in 0..engines.len() {
+        // Every message of each engine, in its order, whatever came between them.
+        let mine: Vec<&str> = text
+            .split_inclusive('>')
+            .filter(|m| m.starts_with(&format!("<{k}:")))
+            .collect();
+        let want: Vec<String> = (0..50).map(|i| format!("<{k}:{i}>")).collect();
+        assert_eq!(mine, want, "engine {k}");
+    }
+    for e in engines {
+        e.join().unwrap();
+    }
+}
+
+#[test]
 fn bad_urls_and_options_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = format!("unix:{}", dir.path().join("nobody").display());

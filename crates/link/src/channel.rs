@@ -1,7 +1,6 @@
 //! Channels: the CSP API (blocking and non-blocking, synchronous and asynchronous, select).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use offhost_proto::{BatchEnd, CallError, ChannelOptions, SendMode};
 
@@ -341,24 +340,4 @@ impl Drop for Channel {
         // The session may be gone already; a drop has no one to report to.
         let _ = self.close();
     }
-}
-
-/// Waits until one of `channels` has a message (or its end of stream) and returns its index,
-/// the first ready one in the slice (the CSP ALT). `timeout` `None` waits for ever.
-///
-/// All channels must belong to one session ([`LinkError::BadSelect`] otherwise).
-pub fn select(channels: &[&Channel], timeout: Option<Duration>) -> Result<usize, LinkError> {
-    let first = channels.first().ok_or(LinkError::BadSelect)?;
-    if channels
-        .iter()
-        .any(|c| !Arc::ptr_eq(&c.handle, &first.handle))
-    {
-        return Err(LinkError::BadSelect);
-    }
-    first.handle.driver.wait(Deadline::after(timeout), |st| {
-        channels
-            .iter()
-            .position(|c| st.conn.readable(c.id) || st.held.contains_key(&c.id))
-            .map(Ok)
-    })
 }

@@ -87,8 +87,9 @@ pub enum LinkError {
     /// asked for more.
     #[error("{0}")]
     Limit(#[source] offhost_units::OverLimit),
-    /// `select` was given no channels, or channels of different sessions.
-    #[error("select needs one or more channels of one session")]
+    /// `select` was given no channels, or channels of more sessions than it waits on at once
+    /// ([`MAX_SELECT_SESSIONS`](crate::MAX_SELECT_SESSIONS)).
+    #[error("select needs one or more channels, of at most 64 sessions")]
     BadSelect,
 }
 

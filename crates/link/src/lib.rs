@@ -39,6 +39,7 @@ mod mem;
 pub mod offload;
 mod options;
 pub mod peer;
+mod select;
 mod server;
 mod session;
 mod shm;
@@ -49,7 +50,7 @@ mod wait;
 mod wire;
 
 pub use activation::read_passed_sockets;
-pub use channel::{select, Channel};
+pub use channel::Channel;
 pub use cork::Cork;
 pub use error::LinkError;
 pub use io::{ChannelReader, ChannelWriter};
@@ -61,6 +62,7 @@ pub use limits::{
 pub use loan::{Arrived, Loan, Message};
 pub use offhost_proto::{ChannelOptions, SendMode};
 pub use options::LinkOptions;
+pub use select::{select, MAX_SELECT_SESSIONS};
 pub use server::{echo_channel, serve_echo, serve_echo_once, Server};
 pub use session::Session;
 pub use shm::default_config as default_shm_config;

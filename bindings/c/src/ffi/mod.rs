@@ -511,8 +511,9 @@ pub unsafe extern "C" fn offhost_channel_free(channel: *mut offhost_channel) {
     unsafe { free(channel) }
 }
 
-/// Waits until one of `count` channels (of one session) has a message or its end, and
-/// stores its index in `ready`.
+/// Waits until one of `count` channels (of any sessions and transports) has a message or
+/// its end, and stores its index in `ready`; when several are ready, each in turn.
+/// `timeout_ms` 0 looks once (`WOULD_BLOCK` when none is ready: the ALT's default branch).
 ///
 /// # Safety
 /// `channels` points to `count` live channels; `ready` to a `size_t`.

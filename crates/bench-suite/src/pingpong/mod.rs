@@ -354,6 +354,13 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Outcome> {
         .collect::<Result<Vec<_>>>()?;
     vs_raw(&mut rows);
     report::throughput_vs_tcp(&mut rows);
+    if o.transports.contains(&Transport::Mem) {
+        notes.push(
+            "note: mem is channels over the in-process mem: transport; the raw ring with its echo \
+             on a thread (pingpong's old mem) is --transport shm --peer thread"
+                .into(),
+        );
+    }
     Ok(Outcome { rows, notes })
 }
 
@@ -580,7 +587,9 @@ mod tests {
         assert_eq!(out.rows[0].path.as_deref(), Some("inline"));
         assert_eq!(out.rows[1].path.as_deref(), Some("loan"));
         assert_eq!(out.rows[2].path.as_deref(), Some("copy"));
-        assert!(out.notes.is_empty(), "{:?}", out.notes);
+        // Only the note on what mem measures (it is among the transports).
+        assert_eq!(out.notes.len(), 1, "{:?}", out.notes);
+        assert!(out.notes[0].starts_with("note: mem is channels"));
     }
 
     /// In rounds, each channel row carries the median of its per-round ratios to its raw peer.
