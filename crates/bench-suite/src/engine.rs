@@ -49,6 +49,27 @@ pub struct Options {
     /// connected page, alternating (see `crate::view`).
     #[arg(long)]
     pub view: bool,
+    /// Instead: double buffering, one message in flight against two, on host ports and the
+    /// off-host transport (see `crate::overlap`).
+    #[arg(long)]
+    pub overlap: bool,
+    /// Message sizes of --overlap (K, M suffixes).
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M", value_parser = sizes::parse_size)]
+    pub overlap_sizes: Vec<usize>,
+    /// Seconds of --overlap's each stream (per path, size, depth and round; 3 rounds).
+    #[arg(long, default_value_t = 0.5)]
+    pub overlap_seconds: f64,
+}
+
+impl Options {
+    /// What `--overlap` measures.
+    pub fn overlap_plan(&self) -> crate::overlap::Plan {
+        crate::overlap::Plan {
+            sizes: self.overlap_sizes.clone(),
+            seconds: self.overlap_seconds,
+            rounds: 3,
+        }
+    }
 }
 
 /// The figures of one run.
@@ -287,6 +308,9 @@ mod tests {
             wasm: false,
             wasm_modules: "target/wasm-examples".into(),
             view: false,
+            overlap: false,
+            overlap_sizes: vec![],
+            overlap_seconds: 0.0,
         };
         let r = run(&o, &ProgressBar::hidden()).unwrap();
         assert!(r.chain4_gb_per_s > 0.0 && r.memcpy_gb_per_s > 0.0, "{r:?}");

@@ -51,6 +51,7 @@ pub mod mux;
 pub mod nbd;
 pub mod offload;
 pub mod overhead;
+pub mod overlap;
 pub mod pet;
 pub mod pingpong;
 pub mod process;

@@ -202,6 +202,9 @@ mod tests {
             wasm: false,
             wasm_modules: "target/wasm-examples".into(),
             view: true,
+            overlap: false,
+            overlap_sizes: vec![],
+            overlap_seconds: 0.0,
         };
         let r = compare(&o, 0.3, &ProgressBar::hidden()).unwrap();
         assert_eq!(r.alone_runs.len(), ROUNDS);

@@ -191,6 +191,9 @@ mod tests {
             wasm: true,
             wasm_modules: dir,
             view: false,
+            overlap: false,
+            overlap_sizes: vec![],
+            overlap_seconds: 0.0,
         };
         let rows = run(&o, &ProgressBar::hidden()).unwrap();
         let keys: Vec<_> = rows
@@ -241,6 +244,9 @@ mod tests {
             wasm: true,
             wasm_modules: "/nonexistent".into(),
             view: false,
+            overlap: false,
+            overlap_sizes: vec![],
+            overlap_seconds: 0.0,
         };
         let e = run(&o, &ProgressBar::hidden()).unwrap_err().to_string();
         assert!(

@@ -10,11 +10,8 @@ use indicatif::ProgressBar;
 use offhost_bench::report::{self, Output, Row};
 use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
-use offhost_bench_suite::pingpong;
-use offhost_bench_suite::rate;
-use offhost_bench_suite::{
-    engine, engines, hostile, mux, nbd, offload, overhead, pet, reproduce, rpc, suite, view, wasm,
-};
+use offhost_bench_suite::{engine, engines, hostile, mux, nbd, offload, overhead, overlap};
+use offhost_bench_suite::{pet, pingpong, rate, reproduce, rpc, suite, view, wasm};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -265,11 +262,7 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 samples: n,
             };
             let f = floors::measure(plan, &mut |p| bar.set_message(format!("floors: {p}")));
-            let text = match a.json {
-                true => serde_json::to_string(&f)? + "\n",
-                false => f.table(),
-            };
-            (text, vec![])
+            (show(a.json, &f, floors::Floors::table)?, vec![])
         }
         BenchCmd::Pingpong(a) => {
             let o = pingpong::Options { exe: exe()?, ..a.o };
@@ -319,6 +312,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
             show(a.json, &view::run(&a.o, bar)?, view::Report::table)?,
             vec![],
         ),
+        BenchCmd::Engine(a) if a.o.overlap => {
+            let r = overlap::run(&a.o.overlap_plan(), bar)?;
+            (show(a.json, &r, overlap::Report::table)?, vec![])
+        }
         BenchCmd::Engine(a) if a.o.wasm => {
             (show(a.json, &wasm::run(&a.o, bar)?, wasm::table)?, vec![])
         }
