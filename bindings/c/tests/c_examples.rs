@@ -9,17 +9,8 @@ use std::time::Duration;
 
 use offhost_link::{ChannelOptions, LinkOptions, Server, Session};
 
-/// The directory holding liboffhost_c.so: beside this test's executable.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe.parent().expect("deps dir").to_path_buf();
-    assert!(
-        dir.join("liboffhost_c.so").exists(),
-        "liboffhost_c.so is not in {}",
-        dir.display()
-    );
-    dir
-}
+mod common;
+use common::lib_dir;
 
 /// A command running the C program `exe` against this build's library: cargo's
 /// `LD_LIBRARY_PATH` (which outranks the program's rpath) may name an older copy of it.
@@ -32,22 +23,7 @@ fn c_program(exe: &Path) -> Command {
 /// Compiles examples/c/NAME.c into `out`, warnings as errors.
 fn build(name: &str, out: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let lib = lib_dir();
-    let exe = out.join(name);
-    let st = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("bindings/c/include"))
-        .arg(root.join(format!("examples/c/{name}.c")))
-        .arg("-L")
-        .arg(&lib)
-        .arg("-loffhost_c")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "cc failed on examples/c/{name}.c");
-    exe
+    common::compile(&root.join(format!("examples/c/{name}.c")), name, out)
 }
 
 fn fnv1a(mut h: u64, data: &[u8]) -> u64 {

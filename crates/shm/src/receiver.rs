@@ -228,14 +228,20 @@ impl Receiver {
         timeout: Option<Duration>,
         take: impl FnOnce(&[u8]) -> bool,
     ) -> Result<bool, ShmError> {
+        let raw = self.wait_next(timeout)?;
+        Ok(self.offer(raw, take))
+    }
+
+    /// Waits up to `timeout` for the next record (under the event limit, if set) and returns
+    /// it unconsumed.
+    fn wait_next(&mut self, timeout: Option<Duration>) -> Result<RawRecord, ShmError> {
         let Receiver {
             shared,
             ring,
             limit,
         } = self;
         let cap = ring.capacity();
-        let raw = wait_in(shared, *limit, cap, timeout, || peek_in(shared, ring))?;
-        Ok(self.offer(raw, take))
+        wait_in(shared, *limit, cap, timeout, || peek_in(shared, ring))
     }
 
     /// Offers `raw`, the next record, to `take` if it is inline, and consumes it if `take`
@@ -264,13 +270,7 @@ impl Receiver {
     /// The next record, waiting up to `timeout` (`None`: for ever). Records the peer published
     /// before it closed are still delivered; after them, [`ShmError::PeerGone`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Record<'_>, ShmError> {
-        let Receiver {
-            shared,
-            ring,
-            limit,
-        } = self;
-        let cap = ring.capacity();
-        let raw = wait_in(shared, *limit, cap, timeout, || peek_in(shared, ring))?;
+        let raw = self.wait_next(timeout)?;
         self.record(raw)
     }
 
@@ -278,15 +278,7 @@ impl Receiver {
     /// Records the peer published before it closed are ready as usual; after them,
     /// [`ShmError::PeerGone`].
     pub fn wait_ready(&mut self, timeout: Option<Duration>) -> Result<(), ShmError> {
-        let Receiver {
-            shared,
-            ring,
-            limit,
-        } = self;
-        let cap = ring.capacity();
-        wait_in(shared, *limit, cap, timeout, || {
-            Ok(peek_in(shared, ring)?.map(|_| ()))
-        })
+        self.wait_next(timeout).map(|_| ())
     }
 
     /// As [`Receiver::wait_ready`], with an event limit: when it must sleep, it asks the peer

@@ -35,6 +35,22 @@ unsafe impl Send for User {}
 // SAFETY: as for `Send`: shared use is the callback's, which the caller made thread-safe.
 unsafe impl Sync for User {}
 
+/// The engine, the hook's name and the hook of an `offhost_engine_add_*_hook` call, each
+/// checked.
+///
+/// # Safety
+/// `engine` is NULL or a live engine; `name` NULL or a NUL-terminated string.
+unsafe fn checked<'a, H>(
+    engine: *const offhost_engine,
+    name: *const c_char,
+    hook: Option<H>,
+) -> Result<(&'a offhost_engine, &'a str, H), offhost_bindings::Error> {
+    // SAFETY: as the caller promises.
+    let (e, n) = unsafe { (handle(engine, "engine")?, text(name, "name")?) };
+    let hook = hook.ok_or_else(|| offhost_bindings::Error::Invalid("hook is NULL".into()))?;
+    Ok((e, n, hook))
+}
+
 /// Adds put hook `name` to `engine` (the embedded engine only): `hook(user, queue)` runs
 /// each time a buffer lands on a queue written `queue[put=NAME]` while it was empty.
 /// `INVALID_ARGUMENT` for a daemon's engine handle, a NULL hook or a name the language
@@ -52,8 +68,7 @@ pub unsafe extern "C" fn offhost_engine_add_put_hook(
 ) -> offhost_status {
     call(|| {
         // SAFETY: as the caller promises.
-        let (e, n) = unsafe { (handle(engine, "engine")?, text(name, "name")?) };
-        let hook = hook.ok_or_else(|| offhost_bindings::Error::Invalid("hook is NULL".into()))?;
+        let (e, n, hook) = unsafe { checked(engine, name, hook) }?;
         let user = User(user);
         e.inner.add_put_hook(n, move |queue| {
             let user = user;
@@ -82,8 +97,7 @@ pub unsafe extern "C" fn offhost_engine_add_get_hook(
 ) -> offhost_status {
     call(|| {
         // SAFETY: as the caller promises.
-        let (e, n) = unsafe { (handle(engine, "engine")?, text(name, "name")?) };
-        let hook = hook.ok_or_else(|| offhost_bindings::Error::Invalid("hook is NULL".into()))?;
+        let (e, n, hook) = unsafe { checked(engine, name, hook) }?;
         let user = User(user);
         e.inner.add_get_hook(n, move |queue| {
             let user = user;

@@ -1,4 +1,5 @@
-//! Building the C test programs of `tests/c` against this crate's library.
+//! Building C programs against this crate's library, for the tests that run them.
+#![allow(dead_code)] // each test binary uses a different part
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,15 +16,16 @@ pub fn lib_dir() -> PathBuf {
     dir
 }
 
-/// Compiles tests/c/NAME.c into `out`, warnings as errors.
-pub fn build(name: &str, out: &Path) -> PathBuf {
+/// Compiles the C file `src` into `out/name`, warnings as errors, against include/offhost.h
+/// and this build's library (found at run time through the rpath).
+pub fn compile(src: &Path, name: &str, out: &Path) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = lib_dir();
     let exe = out.join(name);
     let st = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(here.join("include"))
-        .arg(here.join(format!("tests/c/{name}.c")))
+        .arg(src)
         .arg("-L")
         .arg(&lib)
         .arg("-loffhost_c")
@@ -32,6 +34,12 @@ pub fn build(name: &str, out: &Path) -> PathBuf {
         .arg(&exe)
         .status()
         .expect("run cc");
-    assert!(st.success(), "cc failed on tests/c/{name}.c");
+    assert!(st.success(), "cc failed on {}", src.display());
     exe
+}
+
+/// Compiles tests/c/NAME.c into `out`.
+pub fn build(name: &str, out: &Path) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    compile(&here.join(format!("tests/c/{name}.c")), name, out)
 }
