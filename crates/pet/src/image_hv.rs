@@ -1,5 +1,7 @@
 //! Interfile images as STIR writes and reads them: a `.hv` header and a raw `.v` data file of
-//! little-endian `float` voxels, `x` fastest, then `y` (offhost's rows), then `z` (slices).
+//! little-endian `float` voxels, `x` fastest, then `y`, then `z` (slices). STIR's `y` index
+//! grows with `y`, so the file holds offhost's rows (row 0 at `+y`) last to first: STIR's
+//! OSEM of the mMR sample and offhost's agree in that orientation (`docs/notes/pet.md`).
 //!
 //! Keys written are those of STIR's `write_basic_interfile_image_header` (`!INTERFILE`,
 //! `name of data file`, `!type of data := PET`, `imagedata byte order`, `!number format`,
@@ -63,10 +65,20 @@ pub fn write(hv: &Path, v: &Volume) -> Result<(), ImageError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let bytes: Vec<u8> = v.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let bytes: Vec<u8> = flip_rows(v.n, &v.data)
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     std::fs::write(&data, bytes)?;
     std::fs::write(hv, header(v, &name))?;
     Ok(())
+}
+
+/// The slices of `data` (`n x n` each) with their rows in reverse order.
+fn flip_rows(n: usize, data: &[f32]) -> Vec<f32> {
+    data.chunks(n * n)
+        .flat_map(|s| s.chunks(n).rev().flatten().copied())
+        .collect()
 }
 
 fn bad(line: usize, what: String) -> FormatError {
@@ -185,7 +197,7 @@ pub fn read(hv: &Path) -> Result<Volume, FormatError> {
     }
     let bytes = std::fs::read(&data)?;
     let raw = &bytes[offset as usize..(offset + need) as usize];
-    let data = raw
+    let data: Vec<f32> = raw
         .chunks_exact(4)
         .map(|c| {
             let b: [u8; 4] = c.try_into().expect("4 bytes");
@@ -197,11 +209,11 @@ pub fn read(hv: &Path) -> Result<Volume, FormatError> {
         })
         .collect();
     Ok(Volume {
+        data: flip_rows(nx, &data),
         n: nx,
         slices: nz,
         pixel_mm: px,
         slice_mm: sz,
-        data,
     })
 }
 
@@ -222,6 +234,10 @@ mod tests {
         let hv = dir.path().join("img.hv");
         write(&hv, &v).unwrap();
         assert_eq!(read(&hv).unwrap(), v);
+        // Row 0 (+y) is the file's last row of its slice.
+        let raw = std::fs::read(hv.with_extension("v")).unwrap();
+        assert_eq!(f32::from_le_bytes(raw[24..28].try_into().unwrap()), 0.0);
+        assert_eq!(f32::from_le_bytes(raw[0..4].try_into().unwrap()), 3.0);
         let t = std::fs::read_to_string(&hv).unwrap();
         assert!(t.contains("name of data file := img.v"), "{t}");
         std::fs::write(hv.with_extension("v"), [0u8; 70]).unwrap();
@@ -236,6 +252,6 @@ mod tests {
         )
         .unwrap();
         let e = read(&hv).unwrap_err().to_string();
-        assert!(e.contains("line 21") && e.contains("1..=65536"), "{e}");
+        assert!(e.contains("line 20") && e.contains("1..=65536"), "{e}");
     }
 }

@@ -49,6 +49,7 @@ pub mod recon3d;
 mod sim;
 pub mod sinofile;
 mod sinogram;
+pub mod stir;
 pub mod tasks;
 mod volume;
 
