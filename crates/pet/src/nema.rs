@@ -189,8 +189,8 @@ mod tests {
         }
     }
 
-    /// The true activity itself recovers the spheres (the larger ones fully, the smaller ones
-    /// partly, from voxels straddling their edge) with no background variability.
+    /// The true activity, rasterised, recovers the spheres' contrast (less for the smaller
+    /// ones) with no background variability.
     #[test]
     fn the_true_activity_recovers_its_contrast() {
         let (n, slices, p, h) = (128, 31, 3.068, 3.0);
@@ -208,8 +208,11 @@ mod tests {
             data,
         };
         let q = analyse(&v, 4.0).unwrap();
-        assert!(q[5].contrast_recovery_pct > 95.0, "{q:?}");
-        assert!(q[0].contrast_recovery_pct > 50.0, "{q:?}");
+        // Voxels of 3 mm straddling the spheres' edges: 91 % for the largest, 68 % for the
+        // smallest, growing with size.
+        assert!(q[5].contrast_recovery_pct > 88.0, "{q:?}");
+        assert!(q[0].contrast_recovery_pct > 60.0, "{q:?}");
+        assert!(q.windows(2).all(|w| w[0].contrast_recovery_pct < w[1].contrast_recovery_pct));
         assert!(
             q.iter().all(|r| r.background_variability_pct < 1e-6),
             "{q:?}"
