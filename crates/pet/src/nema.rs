@@ -212,7 +212,9 @@ mod tests {
         // smallest, growing with size.
         assert!(q[5].contrast_recovery_pct > 88.0, "{q:?}");
         assert!(q[0].contrast_recovery_pct > 60.0, "{q:?}");
-        assert!(q.windows(2).all(|w| w[0].contrast_recovery_pct < w[1].contrast_recovery_pct));
+        assert!(q
+            .windows(2)
+            .all(|w| w[0].contrast_recovery_pct < w[1].contrast_recovery_pct));
         assert!(
             q.iter().all(|r| r.background_variability_pct < 1e-6),
             "{q:?}"

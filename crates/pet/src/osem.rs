@@ -57,6 +57,9 @@ pub struct OsemData<'a> {
     pub lors: Option<&'a [f32]>,
     /// Per-bin factors (normalisation x attenuation), as `counts`; `None`: 1.
     pub factors: Option<&'a [f32]>,
+    /// Weight each sinogram by the ring pairs it sums (the physical model of compressed data;
+    /// `false` for comparisons with STIR's ray-tracing matrix, which traces one line a bin).
+    pub ring_pairs: bool,
 }
 
 /// Per-bin model factor `f_i` (without the projector).
@@ -174,7 +177,11 @@ pub fn osem(
     let subsets = cfg.subsets.clamp(1, nv.max(1));
     let threads = threads(cfg);
     let model = Model {
-        pairs: p.pairs(),
+        pairs: if data.ring_pairs {
+            p.pairs()
+        } else {
+            vec![1.0; p.sinograms()]
+        },
         data,
     };
     let views_of = |s: usize| (s..nv).step_by(subsets).collect::<Vec<_>>();
@@ -348,6 +355,7 @@ mod tests {
             counts: &y,
             lors: None,
             factors: Some(&att),
+            ring_pairs: true,
         };
         let fit = |x: &[f32]| {
             let mut q = vec![0f32; p.bins_len()];

@@ -22,15 +22,30 @@ pub fn osem_3d(
     cfg: &OsemConfig,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<(Volume, OsemTimes), GeometryError> {
+    osem_3d_model(sino, detector_pairs, factors, cfg, true, progress)
+}
+
+/// [`osem_3d`] with the geometric weights chosen: `physical` weighs each bin by the ring pairs
+/// and (detector-pair data) the detector pairs it sums; without, every bin is one line, as
+/// STIR's ray-tracing matrix models it (for comparisons with STIR).
+pub fn osem_3d_model(
+    sino: &Sinogram,
+    detector_pairs: bool,
+    factors: Option<&[f32]>,
+    cfg: &OsemConfig,
+    physical: bool,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<(Volume, OsemTimes), GeometryError> {
     let s = &sino.scanner;
     let grid = Grid::for_scanner(s);
     let p = Joseph::new(s, &sino.layout, grid, detector_pairs)?;
     let counts: Vec<f32> = sino.data.iter().map(|&c| c as f32).collect();
-    let lors = detector_pairs.then(|| recon::multiplicity(s));
+    let lors = (physical && detector_pairs).then(|| recon::multiplicity(s));
     let data = OsemData {
         counts: &counts,
         lors: lors.as_deref(),
         factors,
+        ring_pairs: physical,
     };
     let (x, times) = osem(&p, &data, cfg, progress);
     Ok((volume(grid, x), times))
@@ -87,6 +102,10 @@ pub struct ReconJob {
     /// Also print the NEMA NU 2 image quality (simulated NEMA IEC phantom).
     #[arg(long)]
     pub nema: bool,
+    /// Model every bin as one line (no ring-pair or detector-pair weights), as STIR's
+    /// ray-tracing matrix does: for comparisons with STIR.
+    #[arg(long)]
+    pub stir_model: bool,
 }
 
 /// Per-bin factors of `path` (Interfile projection data) checked against `sino`'s geometry.
@@ -199,10 +218,18 @@ pub fn run(
             iterations: job.iterations,
             threads: job.threads,
         };
-        let (v, times) = osem_3d(&s, flags.detector_pairs, f.as_deref(), &cfg, &|p| match p {
-            Progress::Sensitivity(k, n) => progress(k, n, "sensitivity images"),
-            Progress::Subiteration(k, n) => progress(k, n, "subset iterations"),
-        })?;
+        let physical = !job.stir_model;
+        let (v, times) = osem_3d_model(
+            &s,
+            flags.detector_pairs,
+            f.as_deref(),
+            &cfg,
+            physical,
+            &|p| match p {
+                Progress::Sensitivity(k, n) => progress(k, n, "sensitivity images"),
+                Progress::Subiteration(k, n) => progress(k, n, "subset iterations"),
+            },
+        )?;
         let per =
             times.subiterations_s.iter().sum::<f64>() / times.subiterations_s.len().max(1) as f64;
         (

@@ -1,7 +1,8 @@
-//! STIR's OSEM (`OSMAPOSL`) on a projection data file, for comparisons: the same model as
-//! [`crate::recon3d::osem_3d`] without normalisation, attenuation or an additive term (ray
-//! tracing matrix, one ray per bin, the images' default grid), and the correlation of two
-//! images on the first one's grid.
+//! STIR's OSEM (`OSMAPOSL`) on a projection data file, for comparisons: the model of
+//! [`crate::recon3d::osem_3d_model`] without its geometric weights (`physical = false`), no
+//! normalisation, attenuation or additive term (ray-tracing matrix, one ray per bin, subset
+//! sensitivities, offhost's `xy` size), and the correlation of two images on the first one's
+//! grid.
 
 use std::path::Path;
 use std::process::Command;
@@ -34,6 +35,7 @@ PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
   End Projector Pair Using Matrix Parameters :=
   recompute sensitivity := 1
   use subset sensitivities := 1
+  xy output image size (in pixels) := {xy}
   sensitivity filename := {dir}/sens.hv
 end PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
 enforce initial positivity condition := 1
@@ -44,13 +46,14 @@ output filename prefix := {dir}/osem
 END :=
 ";
 
-/// Runs `stir_dir/bin/OSMAPOSL` on `hs` with `subsets` x `iterations`, working in `work`
-/// (its log `work/osem.log`); `threads` sets `OMP_NUM_THREADS` (0: STIR's default).
+/// Runs `stir_dir/bin/OSMAPOSL` on `hs` with `subsets` x `iterations` into an image of
+/// `xy x xy` voxels a slice (offhost's grid: the bins of a view), working in `work` (its log
+/// `work/osem.log`); `threads` sets `OMP_NUM_THREADS` (0: STIR's default).
 pub fn osem(
     stir_dir: &Path,
     hs: &Path,
-    subsets: usize,
-    iterations: usize,
+    (subsets, iterations): (usize, usize),
+    xy: usize,
     threads: usize,
     work: &Path,
 ) -> Result<StirOsem, String> {
@@ -59,6 +62,7 @@ pub fn osem(
         .replace("{input}", &hs.display().to_string())
         .replace("{dir}", &work.display().to_string())
         .replace("{subsets}", &subsets.to_string())
+        .replace("{xy}", &xy.to_string())
         .replace("{subiterations}", &subiterations.to_string());
     let par_path = work.join("osem.par");
     std::fs::write(&par_path, par).map_err(|e| format!("{}: {e}", par_path.display()))?;

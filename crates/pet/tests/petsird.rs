@@ -161,6 +161,7 @@ fn a_ring_scanner_histograms_into_interfile_that_reconstructs() {
         mu: None,
         threads: 2,
         nema: false,
+        stir_model: false,
     };
     let line = offhost_pet::recon3d::run(&job, &|_, _, _| {}).unwrap();
     assert!(line.contains("3D OSEM (2 subsets x 2 iterations"), "{line}");
