@@ -34,6 +34,19 @@ pub struct Options {
     /// PETLINK file replayed for the word-histogramming measurement.
     #[arg(long, default_value = "data/petlink/small_listmode_file.l")]
     pub petlink: PathBuf,
+    /// Subsets of the 3D OSEM rows at most (the largest divisor of views / 4 up to it, as
+    /// STIR's OSMAPOSL needs; STIR gets the same).
+    #[arg(long, default_value_t = 21)]
+    pub subsets: usize,
+    /// Full iterations of the 3D OSEM rows.
+    #[arg(long, default_value_t = 1)]
+    pub iterations: usize,
+    /// Skip 3D OSEM of the mMR file (its sensitivity images take minutes).
+    #[arg(long)]
+    pub no_mmr_osem: bool,
+    /// A STIR build (DIR/bin/OSMAPOSL): STIR's OSEM of the same sinograms, timed and compared.
+    #[arg(long)]
+    pub stir: Option<PathBuf>,
 }
 
 /// The figures of one run.
@@ -68,6 +81,11 @@ pub struct Report {
     pub petsird_read_events_per_s: Option<f64>,
     /// PETSIRD's read rate over PETLINK's (goal: at least 0.8).
     pub petsird_vs_petlink: Option<f64>,
+    /// PETSIRD events per second with the header's parse left out of each pass (the converted
+    /// mMR file's header is 1.56 MB of 3.5).
+    pub petsird_events_only_per_s: Option<f64>,
+    /// That over PETLINK's rate.
+    pub petsird_events_only_vs_petlink: Option<f64>,
     /// Simulated events per wall second, one core.
     pub sim_events_per_s: f64,
     /// The same per CPU second.
@@ -100,6 +118,31 @@ pub struct Report {
     pub recon_fbp_s: f64,
     /// MLEM, 10 iterations, s.
     pub recon_mlem10_s: f64,
+    /// 3D OSEM of the demo sinogram (span 1, 16 subsets by default): median subset
+    /// iteration, s.
+    pub osem_demo_subiteration_s: f64,
+    /// Its sensitivity images, s.
+    pub osem_demo_sensitivity_s: f64,
+    /// 3D OSEM of the mMR file's span-11 sinogram: median subset iteration, s.
+    pub osem_mmr_subiteration_s: Option<f64>,
+    /// Its sensitivity images, s.
+    pub osem_mmr_sensitivity_s: Option<f64>,
+    /// STIR's OSMAPOSL on the demo sinogram: median subset iteration, s (with `--stir`).
+    pub stir_demo_subiteration_s: Option<f64>,
+    /// offhost's time per subset iteration over STIR's, demo (goal: at most 0.5).
+    pub osem_vs_stir_demo: Option<f64>,
+    /// Correlation of offhost's and STIR's demo images (voxel by voxel; goal: at least 0.95).
+    pub stir_correlation_demo: Option<f64>,
+    /// The same after a 5 x 5 binomial blur of both.
+    pub stir_correlation_demo_blurred: Option<f64>,
+    /// STIR's OSMAPOSL on the mMR sinogram: median subset iteration, s.
+    pub stir_mmr_subiteration_s: Option<f64>,
+    /// offhost's time per subset iteration over STIR's, mMR.
+    pub osem_vs_stir_mmr: Option<f64>,
+    /// Correlation of offhost's and STIR's mMR images.
+    pub stir_correlation_mmr: Option<f64>,
+    /// The same after a 5 x 5 binomial blur of both.
+    pub stir_correlation_mmr_blurred: Option<f64>,
     /// Cores of this machine.
     pub cores: usize,
     /// The live source's report.
@@ -123,9 +166,13 @@ fn best_of(reps: usize, mut f: impl FnMut()) -> (f64, f64) {
         })
 }
 
-/// Events per second read from PETLINK words and from the same events as PETSIRD (best of
-/// `reps` passes, each over at least 4 M events, every pass counting them all).
-fn read_rates(petlink: &std::path::Path, reps: usize) -> std::result::Result<(f64, f64), String> {
+/// Events per second read from PETLINK words, from the same events as PETSIRD, and from
+/// PETSIRD less its header's parse (best of `reps` passes, each over at least 4 M events, every
+/// pass counting them all).
+fn read_rates(
+    petlink: &std::path::Path,
+    reps: usize,
+) -> std::result::Result<(f64, f64, f64), String> {
     use offhost_pet::petsird::{petlink_to_petsird, PetsirdReader};
     use offhost_pet::PetlinkReader;
     use std::io::Cursor;
@@ -148,9 +195,16 @@ fn read_rates(petlink: &std::path::Path, reps: usize) -> std::result::Result<(f6
             assert_eq!(n, c.events);
         }
     });
+    // Each pass also times the header's parse (PETLINK's pass is given its header), so the
+    // events' own rate is the pass less that.
+    let header_s = std::cell::Cell::new(0.0);
+    let mut events_only = f64::INFINITY;
     let (ts, _) = best_of(reps, || {
+        let (t, h0) = (Instant::now(), header_s.get());
         for _ in 0..times {
+            let th = Instant::now();
             let mut r = PetsirdReader::new(Cursor::new(&ps[..]), ps.len() as u64).expect("reader");
+            header_s.set(header_s.get() + th.elapsed().as_secs_f64());
             let (mut buf, mut n) = (Vec::new(), 0u64);
             while r.next_block(&mut buf).expect("block").is_some() {
                 n += buf.len() as u64;
@@ -158,9 +212,75 @@ fn read_rates(petlink: &std::path::Path, reps: usize) -> std::result::Result<(f6
             }
             assert_eq!(n, c.events);
         }
+        events_only = events_only.min(t.elapsed().as_secs_f64() - (header_s.get() - h0));
     });
     let total = (times * c.events) as f64;
-    Ok((total / tl, total / ts))
+    Ok((total / tl, total / ts, total / events_only))
+}
+
+/// One OSEM row: ours (sensitivity s, median subset iteration s) and, with `--stir`, STIR's
+/// (median subset iteration s, correlation, blurred correlation).
+struct OsemRow {
+    ours: (f64, f64),
+    stir: Option<(f64, Option<f64>, Option<f64>)>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// 3D OSEM of `sino` (a.subsets x a.iterations) and, with `--stir`, STIR's of the same data
+/// written as Interfile projection data.
+fn osem_row(
+    a: &Options,
+    sino: &offhost_pet::Sinogram,
+    pairs: bool,
+    name: &str,
+    notes: &mut Vec<String>,
+) -> Result<OsemRow> {
+    // STIR's OSMAPOSL needs the subsets to divide views / 4 (its symmetries): the largest
+    // such divisor up to `--subsets` (21 for the mMR's 252 views, 16 for the demo's 128).
+    let quarter = (sino.scanner.views as usize / 4).max(1);
+    let subsets = (1..=a.subsets.max(1))
+        .rev()
+        .find(|d| quarter.is_multiple_of(*d))
+        .unwrap_or(1);
+    let cfg = recon::OsemConfig {
+        subsets,
+        iterations: a.iterations,
+        threads: 0,
+    };
+    // With STIR, its model: every bin one line (no ring-pair or detector-pair weights).
+    let physical = a.stir.is_none();
+    let (img, t) = offhost_pet::recon3d::osem_3d_model(sino, pairs, None, &cfg, physical, &|_| {})?;
+    let ours = (t.sensitivity_s, median(t.subiterations_s));
+    let Some(dir) = &a.stir else {
+        return Ok(OsemRow { ours, stir: None });
+    };
+    let work =
+        std::env::temp_dir().join(format!("offhost-bench-stir-{}-{name}", std::process::id()));
+    let run = || -> std::result::Result<(f64, Option<f64>, Option<f64>), String> {
+        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        let hs = work.join(format!("{name}.hs"));
+        let flags = offhost_pet::sinofile::SinoFlags {
+            last: true,
+            detector_pairs: pairs,
+        };
+        offhost_pet::projdata::write(&hs, sino, flags).map_err(|e| e.to_string())?;
+        let xy = sino.scanner.radial_bins as usize;
+        let s = offhost_pet::stir::osem(dir, &hs, (cfg.subsets, cfg.iterations), xy, 0, &work)?;
+        Ok((
+            median(s.subiterations_s),
+            offhost_pet::stir::correlation(&s.image, &img, false),
+            offhost_pet::stir::correlation(&s.image, &img, true),
+        ))
+    };
+    let stir = run()
+        .map_err(|e| notes.push(format!("STIR's OSEM of the {name} sinogram: {e}")))
+        .ok();
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(OsemRow { ours, stir })
 }
 
 /// Runs the benchmark; `bar` names each phase.
@@ -300,6 +420,24 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
     let _ = recon::reconstruct(&sino, Method::Mlem(10), true);
     let mlem_s = t.elapsed().as_secs_f64();
 
+    // 3D OSEM: the demo sinogram, then the mMR file's span-11 histogram; STIR's on the same.
+    bar.set_message("3D OSEM");
+    let demo = osem_row(a, &sino, true, "demo", &mut notes)?;
+    let mmr = match (a.no_mmr_osem, std::fs::read(&a.petlink)) {
+        (false, Ok(bytes)) => {
+            let words: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect();
+            let mut ph = PetlinkHistogrammer::new(&Scanner::mmr(), 11)?;
+            ph.add_words(&words);
+            let (s, _, _) = ph.finish();
+            bar.set_message("3D OSEM of the mMR file");
+            Some(osem_row(a, &s, false, "mmr", &mut notes)?)
+        }
+        _ => None,
+    };
+
     Ok(Report {
         events_per_s,
         hist_events: a.events,
@@ -315,6 +453,8 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
         petlink_read_events_per_s: reads.map(|r| r.0),
         petsird_read_events_per_s: reads.map(|r| r.1),
         petsird_vs_petlink: reads.map(|r| r.1 / r.0),
+        petsird_events_only_per_s: reads.map(|r| r.2),
+        petsird_events_only_vs_petlink: reads.map(|r| r.2 / r.0),
         sim_events_per_s: a.events as f64 / sim_s,
         sim_events_per_cpu_s: a.events as f64 / sim_cpu_s,
         replay_events: a.events,
@@ -331,6 +471,18 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Report> {
         pipeline_workers: cfg.workers,
         recon_fbp_s: fbp_s,
         recon_mlem10_s: mlem_s,
+        osem_demo_subiteration_s: demo.ours.1,
+        osem_demo_sensitivity_s: demo.ours.0,
+        osem_mmr_subiteration_s: mmr.as_ref().map(|m| m.ours.1),
+        osem_mmr_sensitivity_s: mmr.as_ref().map(|m| m.ours.0),
+        stir_demo_subiteration_s: demo.stir.map(|s| s.0),
+        osem_vs_stir_demo: demo.stir.map(|s| demo.ours.1 / s.0),
+        stir_correlation_demo: demo.stir.and_then(|s| s.1),
+        stir_correlation_demo_blurred: demo.stir.and_then(|s| s.2),
+        stir_mmr_subiteration_s: mmr.as_ref().and_then(|m| m.stir).map(|s| s.0),
+        osem_vs_stir_mmr: mmr.as_ref().and_then(|m| m.stir.map(|s| m.ours.1 / s.0)),
+        stir_correlation_mmr: mmr.as_ref().and_then(|m| m.stir).and_then(|s| s.1),
+        stir_correlation_mmr_blurred: mmr.as_ref().and_then(|m| m.stir).and_then(|s| s.2),
         cores: offhost_bench::affinity::cores(),
         source: sim_report,
         notes,
@@ -363,10 +515,11 @@ impl Report {
             self.petsird_read_events_per_s,
         ) {
             s += &format!(
-                "reading list mode, one core: PETLINK {:.1} M events/s, PETSIRD {:.1} M events/s ({:.2}x)\n",
+                "reading list mode, one core: PETLINK {:.1} M events/s, PETSIRD {:.1} M events/s ({:.2}x; {:.2}x without the header's parse)\n",
                 m(l),
                 m(p),
-                p / l
+                p / l,
+                self.petsird_events_only_vs_petlink.unwrap_or(f64::NAN)
             );
         }
         s += &format!(
@@ -392,6 +545,37 @@ impl Report {
             self.recon_fbp_s,
             self.recon_mlem10_s
         );
+        s += &format!(
+            "3D OSEM, demo sinogram: {:.3} s a subset iteration, sensitivity {:.2} s\n",
+            self.osem_demo_subiteration_s, self.osem_demo_sensitivity_s
+        );
+        if let (Some(i), Some(t)) = (self.osem_mmr_subiteration_s, self.osem_mmr_sensitivity_s) {
+            s += &format!(
+                "3D OSEM, mMR span 11: {i:.3} s a subset iteration, sensitivity {t:.2} s\n"
+            );
+        }
+        for (what, st, c, cb) in [
+            (
+                "demo",
+                self.stir_demo_subiteration_s,
+                self.stir_correlation_demo,
+                self.stir_correlation_demo_blurred,
+            ),
+            (
+                "mMR",
+                self.stir_mmr_subiteration_s,
+                self.stir_correlation_mmr,
+                self.stir_correlation_mmr_blurred,
+            ),
+        ] {
+            if let Some(st) = st {
+                s += &format!(
+                    "STIR OSMAPOSL, {what}: {st:.3} s a subset iteration; images' correlation {:.3} ({:.3} blurred)\n",
+                    c.unwrap_or(f64::NAN),
+                    cb.unwrap_or(f64::NAN)
+                );
+            }
+        }
         s
     }
 }
@@ -411,6 +595,10 @@ mod tests {
             rate: 4.0e6,
             petlink: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                 .join("../../data/petlink/small_listmode_file.l"),
+            subsets: 4,
+            iterations: 1,
+            no_mmr_osem: true,
+            stir: None,
         };
         let r = run(&o, &ProgressBar::hidden()).unwrap();
         assert!(r.notes.is_empty(), "{:?}", r.notes);
@@ -419,7 +607,8 @@ mod tests {
         assert_eq!((r.replay_events, r.pipeline_events), (20_000, 20_000));
         assert!(r.realtime_factor > 0.0 && r.live_realtime_factor > 0.0);
         let t = r.text();
-        assert_eq!(t.lines().count(), 9, "{t}");
+        assert_eq!(t.lines().count(), 10, "{t}");
+        assert!(r.osem_demo_subiteration_s > 0.0 && r.osem_mmr_subiteration_s.is_none());
         let missing = Options {
             petlink: "/nonexistent.l".into(),
             ..o
@@ -427,6 +616,6 @@ mod tests {
         let r = run(&missing, &ProgressBar::hidden()).unwrap();
         assert!(r.petlink_words_per_s.is_none() && r.notes[0].contains("skipping"));
         assert!(r.petsird_read_events_per_s.is_none());
-        assert_eq!(r.text().lines().count(), 7);
+        assert_eq!(r.text().lines().count(), 8);
     }
 }

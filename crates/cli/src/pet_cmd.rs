@@ -21,8 +21,10 @@ enum PetCmd {
     Stat(StatArgs),
     /// Histogram a list-mode file into a sinogram file (.hs: STIR Interfile, else OHSINO01).
     Hist(HistArgs),
-    /// Reconstruct a sinogram file into a PNG.
-    Recon(ReconArgs),
+    /// Reconstruct a sinogram file (2D FBP/MLEM, or 3D OSEM) into .hv, .nii or .png images.
+    Recon(offhost_pet::recon3d::ReconJob),
+    /// NEMA NU 2 contrast recovery and background variability of a NEMA IEC image (.hv).
+    Nema(offhost_pet::recon3d::NemaJob),
     /// Convert PETLINK list mode into PETSIRD.
     Convert(files::ConvertJob),
 }
@@ -81,21 +83,6 @@ struct HistArgs {
     json: bool,
 }
 
-#[derive(clap::Args, Debug)]
-struct ReconArgs {
-    /// Sinogram file from `offhost pet hist` (.hs Interfile projection data or OHSINO01).
-    sino: PathBuf,
-    /// Output PNG.
-    #[arg(long)]
-    png: PathBuf,
-    /// fbp, fbp-hann or mlem.
-    #[arg(long, default_value = "fbp")]
-    method: String,
-    /// MLEM iterations.
-    #[arg(long, default_value_t = 10)]
-    iterations: usize,
-}
-
 /// Runs `offhost pet ...`.
 pub fn run(args: PetArgs) -> anyhow::Result<()> {
     match args.cmd {
@@ -125,14 +112,19 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             print_out(&v, a.json, || text);
         }
         PetCmd::Convert(j) => println!("{}", files::convert(&j)?.1),
-        PetCmd::Recon(a) => {
-            let pb = bar(0, "reconstructing planes");
-            let tell = |k, n| (pb.set_length(n as u64), pb.set_position(k as u64));
-            let line = files::reconstruct(&a.sino, &a.method, a.iterations, &a.png, &|k, n| {
-                tell(k, n);
+        PetCmd::Recon(job) => {
+            let pb = bar(0, "reconstructing");
+            let line = offhost_pet::recon3d::run(&job, &|k, n, what| {
+                pb.set_length(n as u64);
+                pb.set_position(k as u64);
+                pb.set_message(what.to_string());
             });
             pb.finish_and_clear();
             println!("{}", line?);
+        }
+        PetCmd::Nema(job) => {
+            let (v, text) = offhost_pet::recon3d::nema_file(&job)?;
+            print_out(&v, job.json, || text);
         }
     }
     Ok(())

@@ -1,8 +1,11 @@
 //! Reconstruction of a sinogram stack: single-slice rebinning, geometric normalisation, then
-//! 2D FBP or MLEM per slice (slices in parallel on the available cores).
+//! 2D FBP or MLEM per slice (slices in parallel on the available cores); or 3D OSEM over all
+//! segments with a ray-driven (Joseph) projector ([`osem`], [`Joseph`]).
 
 pub use crate::fbp::{fbp, fbp_with, filter, ramp_filter, ramp_filter_direct, ramp_kernel};
+pub use crate::joseph::{Grid, Joseph};
 pub use crate::mlem::mlem;
+pub use crate::osem::{attenuation_factors, osem, OsemConfig, OsemData, OsemTimes, Progress};
 
 use crate::geometry::Scanner;
 use crate::lor;

@@ -146,6 +146,30 @@ fn a_ring_scanner_histograms_into_interfile_that_reconstructs() {
     let png = tmp.path().join("rings.png");
     files::reconstruct(&hs, "fbp", 1, &png, &|_, _| {}).unwrap();
     assert!(std::fs::metadata(&png).unwrap().len() > 500);
+    // The same .hs in 3D (OSEM over every segment) into an Interfile image.
+    let hv = tmp.path().join("rings3d.hv");
+    let job = offhost_pet::recon3d::ReconJob {
+        sino: hs.clone(),
+        out: vec![hv.clone()],
+        png: None,
+        method: "osem".into(),
+        three_d: true,
+        iterations: 2,
+        subsets: 2,
+        norm: None,
+        attenuation: None,
+        mu: None,
+        threads: 2,
+        nema: false,
+        stir_model: false,
+    };
+    let line = offhost_pet::recon3d::run(&job, &|_, _, _| {}).unwrap();
+    assert!(line.contains("3D OSEM (2 subsets x 2 iterations"), "{line}");
+    let img = offhost_pet::image_hv::read(&hv).unwrap();
+    assert_eq!(img.slices, 2 * s.scanner.rings as usize - 1);
+    assert_eq!(img.n, s.scanner.radial_bins as usize);
+    let sum: f64 = img.data.iter().map(|&v| v as f64).sum();
+    assert!(sum > 0.0 && img.data.iter().all(|v| v.is_finite() && *v >= 0.0));
 }
 
 #[test]

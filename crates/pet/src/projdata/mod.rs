@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use crate::layout::{Layout, Segment};
 
-pub use read::{decode, parse_header, read, ProjHeader};
+pub use read::{decode, decode_f32, parse_header, read, read_f32, ProjHeader};
 pub use write::{data, header, write, write_to};
 
 /// The data file beside header `hs`: the same name with extension `.s`.

@@ -275,6 +275,37 @@ pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
 
 /// Decodes the data (`bytes`, starting at the header's data offset) into a sinogram.
 pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
+    check_len(h, bytes)?;
+    // Allocated only once the data are known to be there.
+    let mut s = Sinogram::new(&h.scanner).map_err(|e| FormatError::BadHeader {
+        offset: 0,
+        what: e.to_string(),
+    })?;
+    let layout = s.layout.clone();
+    decode_into(h, &layout, bytes, &mut s.data, |c| {
+        value(h, c).ok_or("value is not a whole count within i32")
+    })?;
+    Ok(s)
+}
+
+/// Decodes the data as real numbers in offhost's order (`[sinogram][view][bin]`): factors
+/// such as normalisation or attenuation; every value must be finite.
+pub fn decode_f32(h: &ProjHeader, bytes: &[u8]) -> Result<Vec<f32>, FormatError> {
+    check_len(h, bytes)?;
+    let layout = Layout::new(&h.scanner).map_err(|e| FormatError::BadHeader {
+        offset: 0,
+        what: e.to_string(),
+    })?;
+    let mut out = vec![0f32; data_len(h)? as usize / h.number.bytes()];
+    decode_into(h, &layout, bytes, &mut out, |c| {
+        real(h, c)
+            .filter(|v| v.is_finite())
+            .ok_or("value is not a finite number")
+    })?;
+    Ok(out)
+}
+
+fn check_len(h: &ProjHeader, bytes: &[u8]) -> Result<(), FormatError> {
     let need = data_len(h)?;
     if (bytes.len() as u64) < need {
         return Err(FormatError::Truncated {
@@ -284,17 +315,21 @@ pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
             need: need as usize,
         });
     }
-    // Allocated only once the data are known to be there.
-    let mut s = Sinogram::new(&h.scanner).map_err(|e| FormatError::BadHeader {
-        offset: 0,
-        what: e.to_string(),
-    })?;
+    Ok(())
+}
+
+fn decode_into<T>(
+    h: &ProjHeader,
+    layout: &Layout,
+    bytes: &[u8],
+    out: &mut [T],
+    conv: impl Fn(&[u8]) -> Result<T, &'static str>,
+) -> Result<(), FormatError> {
     let (views, bins) = (h.scanner.views as usize, h.scanner.radial_bins as usize);
     let w = h.number.bytes();
     let mut at = 0usize;
     for &num in &h.segment_order {
-        let g = *s
-            .layout
+        let g = *layout
             .segments()
             .iter()
             .find(|g| g.number == num)
@@ -308,18 +343,18 @@ pub fn decode(h: &ProjHeader, bytes: &[u8]) -> Result<Sinogram, FormatError> {
             for i in 0..inner {
                 let (v, a) = if h.view_major { (o, i) } else { (i, o) };
                 let row = ((g.first as usize + a) * views + v) * bins;
-                for d in &mut s.data[row..row + bins] {
+                for d in &mut out[row..row + bins] {
                     let c = &bytes[at..at + w];
-                    *d = value(h, c).ok_or_else(|| FormatError::Mismatch {
+                    *d = conv(c).map_err(|what| FormatError::Mismatch {
                         offset: h.data_offset + at as u64,
-                        what: "value is not a whole count within i32".into(),
+                        what: what.into(),
                     })?;
                     at += w;
                 }
             }
         }
     }
-    Ok(s)
+    Ok(())
 }
 
 /// Bytes of data the header implies (its bins are within [`crate::MAX_SINOGRAM_BINS`]).
@@ -331,6 +366,20 @@ fn data_len(h: &ProjHeader) -> Result<u64, FormatError> {
             what: e.to_string(),
         })?;
     Ok(bins as u64 * h.number.bytes() as u64)
+}
+
+fn real(h: &ProjHeader, c: &[u8]) -> Option<f32> {
+    match h.number {
+        Number::F32 => {
+            let b: [u8; 4] = c.try_into().ok()?;
+            Some(if h.big_endian {
+                f32::from_be_bytes(b)
+            } else {
+                f32::from_le_bytes(b)
+            })
+        }
+        _ => value(h, c).map(|v| v as f32),
+    }
 }
 
 fn value(h: &ProjHeader, c: &[u8]) -> Option<i32> {
@@ -362,6 +411,25 @@ fn value(h: &ProjHeader, c: &[u8]) -> Option<i32> {
 /// Reads header `hs` and its data file; the flags say `last` and, for arc-corrected data,
 /// `detector_pairs`.
 pub fn read(hs: &Path) -> Result<(Sinogram, SinoFlags), FormatError> {
+    let (h, bytes) = read_raw(hs)?;
+    let s = decode(&h, &bytes)?;
+    Ok((
+        s,
+        SinoFlags {
+            last: true,
+            detector_pairs: h.arc_corrected,
+        },
+    ))
+}
+
+/// Reads header `hs` and its data as real numbers ([`decode_f32`]): per-bin factors.
+pub fn read_f32(hs: &Path) -> Result<(ProjHeader, Vec<f32>), FormatError> {
+    let (h, bytes) = read_raw(hs)?;
+    let v = decode_f32(&h, &bytes)?;
+    Ok((h, v))
+}
+
+fn read_raw(hs: &Path) -> Result<(ProjHeader, Vec<u8>), FormatError> {
     let h = parse_header(&std::fs::read_to_string(hs)?)?;
     let dp = hs.parent().unwrap_or(Path::new("")).join(&h.data_file);
     let mut f = std::fs::File::open(&dp).map_err(|e| {
@@ -385,12 +453,5 @@ pub fn read(hs: &Path) -> Result<(Sinogram, SinoFlags), FormatError> {
     f.seek(SeekFrom::Start(h.data_offset))?;
     let mut bytes = vec![0u8; need as usize];
     f.read_exact(&mut bytes)?;
-    let s = decode(&h, &bytes)?;
-    Ok((
-        s,
-        SinoFlags {
-            last: true,
-            detector_pairs: h.arc_corrected,
-        },
-    ))
+    Ok((h, bytes))
 }
