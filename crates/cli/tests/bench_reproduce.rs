@@ -53,8 +53,8 @@ fn quick_reproduce_writes_report_plots_and_rows() {
                 "| not measurable",
                 "| inconclusive on this machine",
             ]
-                .iter()
-                .any(|v| l.contains(v))
+            .iter()
+            .any(|v| l.contains(v))
         })
         .count();
     assert!(verdicts >= 10, "{verdicts} findings with a verdict:\n{md}");
