@@ -1,11 +1,11 @@
 //! Fuzz the reader of STIR's Interfile projection data (`.hs` header + data): the input is the
 //! header text, a NUL byte, then the data. No input may panic or allocate before the data are
 //! known to hold what the header implies; what decodes is written again and decodes to the
-//! same counts.
+//! same counts; the same bytes read as real factors (`decode_f32`) are all finite.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offhost_pet::projdata::{data, decode, header, parse_header};
+use offhost_pet::projdata::{data, decode, decode_f32, header, parse_header};
 use offhost_pet::sinofile::SinoFlags;
 
 fuzz_target!(|input: &[u8]| {
@@ -17,6 +17,9 @@ fuzz_target!(|input: &[u8]| {
     let Ok(h) = parse_header(text) else {
         return;
     };
+    if let Ok(f) = decode_f32(&h, bytes) {
+        assert!(f.iter().all(|v| v.is_finite()));
+    }
     if let Ok(s) = decode(&h, bytes) {
         let flags = SinoFlags {
             last: true,

@@ -176,17 +176,19 @@ fn job_factors(
     Ok(f)
 }
 
+/// The image format an output's extension names: `hv`, `nii` or `png`.
+fn image_kind(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_string_lossy().to_lowercase();
+    ["hv", "nii", "png"].into_iter().find(|k| *k == ext)
+}
+
 /// Writes `v` to `path` by its extension: `.hv`, `.nii` or `.png`.
 pub fn write_image(path: &Path, v: &Volume) -> Result<(), FileJobError> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
-        "hv" => image_hv::write(path, v)?,
-        "nii" => nifti::write(path, v)?,
-        "png" => v.write_png(path, 8)?,
-        _ => {
+    match image_kind(path) {
+        Some("hv") => image_hv::write(path, v)?,
+        Some("nii") => nifti::write(path, v)?,
+        Some(_) => v.write_png(path, 8)?,
+        None => {
             return Err(FileJobError::Option(format!(
                 "{}: an image is written as .hv, .nii or .png",
                 path.display()
@@ -207,6 +209,13 @@ pub fn run(
         return Err(FileJobError::Option(
             "no output: give -o X.hv|X.nii|X.png or --png".into(),
         ));
+    }
+    // Every output is checked before the (long) reconstruction.
+    if let Some(o) = outs.iter().find(|o| image_kind(o).is_none()) {
+        return Err(FileJobError::Option(format!(
+            "{}: an image is written as .hv, .nii or .png",
+            o.display()
+        )));
     }
     let three_d = job.three_d || job.method == "osem";
     let (s, flags) = read_sinogram(&job.sino)?;
@@ -305,4 +314,39 @@ pub fn nema_file(job: &NemaJob) -> Result<(serde_json::Value, String), FileJobEr
     })?;
     let q = nema::analyse(&v, job.ratio).map_err(|e| FileJobError::Option(e.to_string()))?;
     Ok((serde_json::json!({ "spheres": q }), nema::text(&q)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outputs are checked before the sinogram is even read.
+    #[test]
+    fn bad_outputs_are_refused_first() {
+        let job = |out: Vec<PathBuf>| ReconJob {
+            sino: "/nonexistent.hs".into(),
+            out,
+            png: None,
+            method: "osem".into(),
+            three_d: true,
+            iterations: 1,
+            subsets: 1,
+            norm: None,
+            attenuation: None,
+            mu: None,
+            threads: 1,
+            nema: false,
+            stir_model: false,
+        };
+        let e = run(&job(vec![]), &|_, _, _| {}).unwrap_err().to_string();
+        assert!(e.contains("no output"), "{e}");
+        let e = run(&job(vec!["a.hv".into(), "b.tif".into()]), &|_, _, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.tif: an image is written as"), "{e}");
+        let e = run(&job(vec!["a.hv".into()]), &|_, _, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nonexistent.hs"), "{e}");
+    }
 }
