@@ -18,7 +18,7 @@
 //!   the empty queue (the paper's "kick" of an idle device), a get hook before a dequeue from
 //!   the empty queue, and what it returns is dequeued (the paper's "status queue"; a queue
 //!   with a get hook needs no writer). Hooks are looked up by name in the registry
-//!   ([`Registry::put_hook`](crate::Registry::put_hook));
+//!   ([`Registry::register_put_hook`](crate::Registry::register_put_hook));
 //! - a line starting with `<` or `>` continues the task above it;
 //! - `#` starts a comment; `priority=interrupt|normal|background` sets a task's class;
 //! - `@NAME` places the task on engine `NAME` (`offhost submit --engine NAME=URL`); one
