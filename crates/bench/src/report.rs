@@ -359,13 +359,22 @@ pub fn latency_table(rows: &[Row]) -> String {
 /// Rows as rate's table: messages per second and time per message.
 pub fn rate_table(rows: &[Row]) -> String {
     let mut s = format!(
-        "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14} {:>12} {:>12}\n",
-        "transport", "mode", "size", "path", "messages", "msgs/s", "ns/msg", "MB/s"
+        "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14} {:>12} {:>12} {:>12} {:>6}\n",
+        "transport",
+        "mode",
+        "size",
+        "path",
+        "messages",
+        "msgs/s",
+        "ns/msg",
+        "MB/s",
+        "wakeups/msg",
+        "limit"
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14.0} {:>12.1} {:>12.1}",
+            "{:<9} {:<9} {:>8} {:<5} {:>10} {:>14.0} {:>12.1} {:>12.1} {:>12} {:>6}",
             r.transport,
             r.mode,
             r.size,
@@ -373,7 +382,9 @@ pub fn rate_table(rows: &[Row]) -> String {
             r.iters.unwrap_or(r.samples),
             r.msgs_per_s.unwrap_or(f64::NAN),
             r.one_way_ns_median,
-            r.mb_per_s
+            r.mb_per_s,
+            r.wakeups_per_msg.map_or("-".into(), |w| format!("{w:.3}")),
+            r.event_limit.map_or("-".into(), |n| n.to_string())
         );
     }
     s.push_str(&tls_ratios(rows));
