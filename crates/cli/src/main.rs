@@ -85,7 +85,17 @@ fn main() -> std::process::ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // Commands whose output goes to pipes (`offhost tasks | head`) end quietly when the reader
+    // leaves, as Unix tools do; servers, benches and pipelines keep EPIPE as an error.
+    use Command::{Cat, Pet, Recv, Submit, Tasks, Version};
+    if matches!(
+        &cli.command,
+        Version | Tasks(_) | Pet(_) | Submit(_) | Recv(_) | Cat(_)
+    ) {
+        sigpipe::reset();
+    }
+    match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // A limit gone over is raised, and a refusal allowed, with the command's flag,
