@@ -161,6 +161,26 @@ impl Scanner {
 }
 
 #[cfg(test)]
+impl Scanner {
+    /// A small scanner for unit tests: 6 rings of 64 detectors, 24 bins by 16 views, 4 mm
+    /// everywhere, ring difference up to 5, at `span`.
+    pub(crate) fn small_for_tests(span: u32) -> Scanner {
+        Scanner {
+            name: "t".into(),
+            rings: 6,
+            detectors_per_ring: 64,
+            ring_spacing_mm: 4.0,
+            crystal_radius_mm: 60.0,
+            radial_bins: 24,
+            views: 16,
+            bin_size_mm: 4.0,
+            max_ring_difference: 5,
+            span,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -356,18 +356,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn small(span: u32, arc: bool) -> (Joseph, Grid) {
-        let s = Scanner {
-            name: "t".into(),
-            rings: 6,
-            detectors_per_ring: 64,
-            ring_spacing_mm: 4.0,
-            crystal_radius_mm: 60.0,
-            radial_bins: 24,
-            views: 16,
-            bin_size_mm: 4.0,
-            max_ring_difference: 5,
-            span,
-        };
+        let s = Scanner::small_for_tests(span);
         let l = Layout::new(&s).unwrap();
         let g = Grid::for_scanner(&s);
         (Joseph::new(&s, &l, g, arc).unwrap(), g)
@@ -408,19 +397,7 @@ mod tests {
         assert!(d > 90.0 && d <= 120.5, "{d}");
         // An oblique sinogram (segment of ring difference 1) through the middle is longer
         // than the direct one through the same voxels would be, never shorter.
-        let l = Layout::new(&Scanner {
-            name: "t".into(),
-            rings: 6,
-            detectors_per_ring: 64,
-            ring_spacing_mm: 4.0,
-            crystal_radius_mm: 60.0,
-            radial_bins: 24,
-            views: 16,
-            bin_size_mm: 4.0,
-            max_ring_difference: 5,
-            span: 1,
-        })
-        .unwrap();
+        let l = Layout::new(&Scanner::small_for_tests(1)).unwrap();
         let sino = l.sinogram(2, 3).unwrap() as usize;
         let direct = l.sinogram(2, 2).unwrap() as usize;
         let (o, dd) = (

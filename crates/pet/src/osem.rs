@@ -296,18 +296,7 @@ mod tests {
     use crate::layout::Layout;
 
     fn scanner() -> Scanner {
-        Scanner {
-            name: "t".into(),
-            rings: 6,
-            detectors_per_ring: 64,
-            ring_spacing_mm: 4.0,
-            crystal_radius_mm: 60.0,
-            radial_bins: 24,
-            views: 16,
-            bin_size_mm: 4.0,
-            max_ring_difference: 5,
-            span: 3,
-        }
+        Scanner::small_for_tests(3)
     }
 
     /// Noise-free data of a small hot cube on a warm cylinder: OSEM's data fit improves with
