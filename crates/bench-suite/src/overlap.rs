@@ -152,7 +152,6 @@ pub fn run(plan: &Plan, bar: &ProgressBar) -> Result<Report> {
             });
         }
     }
-    off.stop();
     Ok(Report { rows, gains })
 }
 
@@ -203,10 +202,10 @@ fn host_port(size: usize, depth: usize, secs: Duration) -> Result<(u64, f64)> {
 }
 
 /// Two off-host engines in this process, `alpha` linked to `beta` over plain TCP on loopback.
+/// They serve until the process ends (an `Offload` has no shutdown): a run starts one pair.
 struct OffHost {
     alpha: String,
     beta: String,
-    engines: Vec<Arc<Offload>>,
 }
 
 impl OffHost {
@@ -219,7 +218,6 @@ impl OffHost {
             RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let mut shm = Vec::new();
-        let mut engines = Vec::new();
         let mut beta_url = String::new();
         for name in ["beta", "alpha"] {
             let server = Server::bind_with("tcp:127.0.0.1:0", &opts)?;
@@ -240,12 +238,10 @@ impl OffHost {
             let o = Arc::clone(&offload);
             std::thread::spawn(move || o.serve_links(&server, None));
             shm.push(format!("shm:{addr}"));
-            engines.push(offload);
         }
         Ok(OffHost {
             beta: shm[0].clone(),
             alpha: shm[1].clone(),
-            engines,
         })
     }
 
@@ -288,10 +284,6 @@ impl OffHost {
             )));
         }
         Ok((done, took))
-    }
-
-    fn stop(self) {
-        drop(self.engines);
     }
 }
 

@@ -7,7 +7,7 @@ use offhost_units::{Limit, OverLimit};
 use crate::budget::Budget;
 use crate::error::PipelineError;
 use crate::graph_checks::{check_cycles, check_pool_sizes, QueueUse};
-use crate::hooks::{HookFactory, HookSite, StatusSource};
+use crate::hooks::{HookSite, StatusSource};
 use crate::lang::{HookKind, HookRef, Room, Spec, TaskLine};
 use crate::pool::PoolConfig;
 use crate::ports::HostPorts;
@@ -515,41 +515,26 @@ fn hooks_of(
         queue: name.to_owned(),
         status: status.clone(),
     };
-    let make = |h: &HookRef| match registry.hook(&h.name, h.kind) {
-        Some(f) => Ok(f.clone()),
-        None => {
-            let known: Vec<&str> = registry
-                .hook_infos()
-                .filter(|i| i.kind == h.kind)
-                .map(|i| i.name.as_str())
-                .collect();
-            Err(bad(
-                h,
-                format!(
-                    "unknown {} hook '{}'; known: {}",
-                    h.kind,
-                    h.name,
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ))
-        }
+    let unknown = |h: &HookRef| {
+        let known: Vec<&str> = registry
+            .hook_infos()
+            .filter(|i| i.kind == h.kind)
+            .map(|i| i.name.as_str())
+            .collect();
+        let known = if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        };
+        let what = format!("unknown {} hook '{}'; known: {known}", h.kind, h.name);
+        bad(h, what)
     };
     let put = match first[0] {
-        Some(h) => match make(h)? {
-            HookFactory::Put(f) => Some(f(&site)),
-            HookFactory::Get(_) => unreachable!("looked up as a put hook"),
-        },
+        Some(h) => Some(registry.put_hook(&h.name).ok_or_else(|| unknown(h))?(&site)),
         None => None,
     };
     let get = match first[1] {
-        Some(h) => match make(h)? {
-            HookFactory::Get(f) => Some(f(&site)),
-            HookFactory::Put(_) => unreachable!("looked up as a get hook"),
-        },
+        Some(h) => Some(registry.get_hook(&h.name).ok_or_else(|| unknown(h))?(&site)),
         None => None,
     };
     Ok((put, get))

@@ -24,25 +24,6 @@ pub type PutHookFactory = Arc<dyn Fn(&HookSite) -> PutHook + Send + Sync>;
 /// Makes a queue's get hook.
 pub type GetHookFactory = Arc<dyn Fn(&HookSite) -> GetHook + Send + Sync>;
 
-/// A registered hook: what it does and how to make one.
-#[derive(Clone)]
-pub enum HookFactory {
-    /// A put hook.
-    Put(PutHookFactory),
-    /// A get hook.
-    Get(GetHookFactory),
-}
-
-impl HookFactory {
-    /// When the hook runs.
-    pub fn kind(&self) -> HookKind {
-        match self {
-            HookFactory::Put(_) => HookKind::Put,
-            HookFactory::Get(_) => HookKind::Get,
-        }
-    }
-}
-
 /// A registered hook's name, kind and one-line description (`offhost tasks` lists them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookInfo {
@@ -52,6 +33,16 @@ pub struct HookInfo {
     pub kind: HookKind,
     /// What it does.
     pub doc: String,
+}
+
+impl HookInfo {
+    pub(crate) fn new(name: &str, kind: HookKind, doc: &str) -> HookInfo {
+        HookInfo {
+            name: name.to_owned(),
+            kind,
+            doc: doc.to_owned(),
+        }
+    }
 }
 
 /// Where a hook is attached, as its factory sees it.

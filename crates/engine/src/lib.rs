@@ -106,7 +106,7 @@ pub use engine::{
     Built, EngineConfig, FinishWatch, NoSuchQueue, Pipeline, RunError, Running, Stats, Stopper,
 };
 pub use error::PipelineError;
-pub use hooks::{GetHookFactory, HookFactory, HookInfo, HookSite, PutHookFactory, StatusSource};
+pub use hooks::{GetHookFactory, HookInfo, HookSite, PutHookFactory, StatusSource};
 pub use host::{HostError, HostInput, HostOutput, HOST_IN_DEPTH, HOST_IN_MIN_BUFFER, LAST, MORE};
 pub use pool::{
     pool_bytes, release_together, Pool, PoolConfig, PoolSizeError, PoolStats, PoolsHeld,

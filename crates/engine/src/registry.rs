@@ -6,7 +6,7 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::hooks::{HookFactory, HookInfo, HookSite};
+use crate::hooks::{GetHookFactory, HookInfo, HookSite, PutHookFactory};
 use crate::lang::HookKind;
 use crate::ports::HostPorts;
 use crate::queue::{GetHook, PutHook};
@@ -406,7 +406,8 @@ pub type Factory =
 #[derive(Clone, Default)]
 pub struct Registry {
     entries: BTreeMap<String, (TaskInfo, Factory)>,
-    hooks: BTreeMap<(String, HookKind), (HookInfo, HookFactory)>,
+    put_hooks: BTreeMap<String, (HookInfo, PutHookFactory)>,
+    get_hooks: BTreeMap<String, (HookInfo, GetHookFactory)>,
 }
 
 impl Registry {
@@ -445,7 +446,9 @@ impl Registry {
     where
         F: Fn(&HookSite) -> PutHook + Send + Sync + 'static,
     {
-        self.add_hook(name, doc, HookFactory::Put(Arc::new(factory)));
+        let info = HookInfo::new(name, HookKind::Put, doc);
+        self.put_hooks
+            .insert(name.to_owned(), (info, Arc::new(factory)));
     }
 
     /// Adds a get hook a queue may name as `[get=NAME]` (replacing one of the same name);
@@ -454,27 +457,25 @@ impl Registry {
     where
         F: Fn(&HookSite) -> GetHook + Send + Sync + 'static,
     {
-        self.add_hook(name, doc, HookFactory::Get(Arc::new(factory)));
+        let info = HookInfo::new(name, HookKind::Get, doc);
+        self.get_hooks
+            .insert(name.to_owned(), (info, Arc::new(factory)));
     }
 
-    fn add_hook(&mut self, name: &str, doc: &str, factory: HookFactory) {
-        let kind = factory.kind();
-        let info = HookInfo {
-            name: name.to_owned(),
-            kind,
-            doc: doc.to_owned(),
-        };
-        self.hooks.insert((name.to_owned(), kind), (info, factory));
+    /// Looks a put hook up by name.
+    pub fn put_hook(&self, name: &str) -> Option<&PutHookFactory> {
+        self.put_hooks.get(name).map(|(_, f)| f)
     }
 
-    /// Looks a hook up by name and kind.
-    pub fn hook(&self, name: &str, kind: HookKind) -> Option<&HookFactory> {
-        self.hooks.get(&(name.to_owned(), kind)).map(|(_, f)| f)
+    /// Looks a get hook up by name.
+    pub fn get_hook(&self, name: &str) -> Option<&GetHookFactory> {
+        self.get_hooks.get(name).map(|(_, f)| f)
     }
 
-    /// All hooks, by name.
+    /// All hooks: the put hooks by name, then the get hooks by name.
     pub fn hook_infos(&self) -> impl Iterator<Item = &HookInfo> {
-        self.hooks.values().map(|(i, _)| i)
+        let put = self.put_hooks.values().map(|(i, _)| i);
+        put.chain(self.get_hooks.values().map(|(i, _)| i))
     }
 }
 

@@ -102,15 +102,19 @@ pub fn select(channels: &[&Channel], timeout: Option<Duration>) -> Result<usize,
             (!ready.is_empty()).then(|| Ok(fair(&ready)))
         });
     }
-    across(groups, deadline, timeout)
+    let until = timeout.and_then(|t| Instant::now().checked_add(t));
+    loop {
+        if let Some(i) = across(&groups, until)? {
+            return Ok(i);
+        }
+    }
 }
 
-/// Waits on several sessions, a thread each, until one has a ready channel.
-fn across(
-    groups: Vec<Group>,
-    deadline: Deadline,
-    timeout: Option<Duration>,
-) -> Result<usize, LinkError> {
+/// Waits on several sessions, a thread each, until one has a ready channel (`until`: the
+/// time limit, `None` for ever); `None` when another thread took the message the waiting
+/// thread saw, and there is time left to wait again.
+fn across(groups: &[Group], until: Option<Instant>) -> Result<Option<usize>, LinkError> {
+    let deadline = until.map_or(Deadline::Never, Deadline::At);
     let done = Arc::new(AtomicBool::new(false));
     let drivers: Arc<Vec<Arc<Driver>>> =
         Arc::new(groups.iter().map(|g| g.driver.clone()).collect());
@@ -159,7 +163,6 @@ fn across(
         }
     }
     drop(tx);
-    let until = timeout.and_then(|t| Instant::now().checked_add(t));
     loop {
         let got = match until {
             Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())),
@@ -168,17 +171,16 @@ fn across(
         match got {
             Ok(Ok(())) => {
                 stop(&done, &drivers);
-                let ready = ready_now(&groups);
+                let ready = ready_now(groups);
                 if !ready.is_empty() {
-                    return Ok(fair(&ready));
+                    return Ok(Some(fair(&ready)));
                 }
-                // Taken meanwhile by another thread's receive: the others were stopped, so
-                // wait again for what is left of the time.
-                let left = until.map(|t| t.saturating_duration_since(Instant::now()));
-                if left == Some(Duration::ZERO) {
+                // Taken meanwhile by another thread's receive: the others were stopped; the
+                // caller waits again for what is left of the time.
+                if until.is_some_and(|t| Instant::now() >= t) {
                     return Err(LinkError::Timeout);
                 }
-                return select_again(&groups, left);
+                return Ok(None);
             }
             Ok(Err(LinkError::Timeout)) => {}
             Ok(Err(e)) => return Err(e),
@@ -187,23 +189,5 @@ fn across(
                 return Err(LinkError::Timeout);
             }
         }
-    }
-}
-
-/// A second wait after a ready channel was taken from under the select.
-fn select_again(groups: &[Group], left: Option<Duration>) -> Result<usize, LinkError> {
-    let regroup = Group::clone_all(groups);
-    across(regroup, Deadline::after(left), left)
-}
-
-impl Group {
-    fn clone_all(groups: &[Group]) -> Vec<Group> {
-        groups
-            .iter()
-            .map(|g| Group {
-                driver: Arc::clone(&g.driver),
-                members: g.members.clone(),
-            })
-            .collect()
     }
 }

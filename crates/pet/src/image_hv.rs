@@ -11,7 +11,7 @@
 //! order, `data offset in bytes`), the size checked against the data file before anything is
 //! allocated.
 
-use std::collections::HashMap;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use crate::error::{FormatError, ImageError};
@@ -88,36 +88,15 @@ fn bad(line: usize, what: String) -> FormatError {
 /// Reads an Interfile image (`float` voxels); the volume's `n` is the x size, which must equal
 /// the y size.
 pub fn read(hv: &Path) -> Result<Volume, FormatError> {
-    let text = std::fs::read_to_string(hv)?;
-    let mut map: HashMap<String, (usize, String)> = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if let Some((k, v)) = line.split_once(":=") {
-            let k = k.trim().trim_start_matches(['!', '%']);
-            let k = k
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .to_lowercase();
-            map.insert(k.replace(" [", "["), (i + 1, v.trim().to_string()));
-        }
-    }
+    let map = crate::interfile::Keys::parse(&std::fs::read_to_string(hv)?);
     if !map.contains_key("interfile") {
         return Err(bad(
             1,
             "not an Interfile header (no \"!INTERFILE\" key)".into(),
         ));
     }
-    let get = |key: &str| {
-        map.get(key)
-            .ok_or_else(|| bad(0, format!("missing key {key:?}")))
-    };
-    let num = |key: &str| -> Result<f64, FormatError> {
-        let (line, v) = get(key)?;
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| bad(*line, format!("{key:?} is not a number: {v:?}")))
-    };
+    let get = |key: &str| map.key(key);
+    let num = |key: &str| map.num(key);
     let size = |key: &str| -> Result<usize, FormatError> {
         let v = num(key)?;
         if v < 1.0 || v.fract() != 0.0 || v > 65536.0 {
@@ -178,14 +157,13 @@ pub fn read(hv: &Path) -> Result<Volume, FormatError> {
         .parent()
         .unwrap_or(Path::new(""))
         .join(&get("name of data file")?.1);
-    let len = std::fs::metadata(&data)
-        .map_err(|e| {
-            FormatError::Io(std::io::Error::new(
-                e.kind(),
-                format!("data file {}: {e}", data.display()),
-            ))
-        })?
-        .len();
+    let mut file = std::fs::File::open(&data).map_err(|e| {
+        FormatError::Io(std::io::Error::new(
+            e.kind(),
+            format!("data file {}: {e}", data.display()),
+        ))
+    })?;
+    let len = file.metadata()?.len();
     let need = voxels * 4;
     if len < offset.saturating_add(need) {
         return Err(FormatError::Truncated {
@@ -195,8 +173,10 @@ pub fn read(hv: &Path) -> Result<Volume, FormatError> {
             need: need as usize,
         });
     }
-    let bytes = std::fs::read(&data)?;
-    let raw = &bytes[offset as usize..(offset + need) as usize];
+    // Only the voxels the header declares, however long the file.
+    let mut raw = vec![0u8; need as usize];
+    file.seek(std::io::SeekFrom::Start(offset))?;
+    file.read_exact(&mut raw)?;
     let data: Vec<f32> = raw
         .chunks_exact(4)
         .map(|c| {

@@ -32,6 +32,52 @@ fn norm_key(k: &str) -> String {
         .to_lowercase()
 }
 
+/// The `key := value` lines of an Interfile header (`.hs`, `.hv`): keys normalised as
+/// [`norm_key`] does with no space before `[` (`matrix size [1]` is `matrix size[1]`), each
+/// value with the line it came from (the last one wins). Reads as its map.
+pub(crate) struct Keys(HashMap<String, (usize, String)>);
+
+impl Keys {
+    /// The keys of header `text`.
+    pub(crate) fn parse(text: &str) -> Keys {
+        let mut map = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            if let Some((k, v)) = line.split_once(":=") {
+                let k = norm_key(k).replace(" [", "[");
+                map.insert(k, (i + 1, v.trim().to_string()));
+            }
+        }
+        Keys(map)
+    }
+
+    /// The line and value of `key`, or an error naming the missing key.
+    pub(crate) fn key(&self, key: &str) -> Result<&(usize, String), FormatError> {
+        self.0.get(key).ok_or_else(|| FormatError::Interfile {
+            line: 0,
+            what: format!("missing key {key:?}"),
+        })
+    }
+
+    /// `key`'s value as a finite number, or an error naming the key, its line and value.
+    pub(crate) fn num(&self, key: &str) -> Result<f64, FormatError> {
+        let (line, v) = self.key(key)?;
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| FormatError::Interfile {
+                line: *line,
+                what: format!("{key:?} is not a number: {v:?}"),
+            })
+    }
+}
+
+impl std::ops::Deref for Keys {
+    type Target = HashMap<String, (usize, String)>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// Centimetres to millimetres, rounded to a nanometre so decimal values compare exactly.
 fn mm(cm: f64) -> f64 {
     (cm * 1e7).round() / 1e6

@@ -99,19 +99,17 @@ pub unsafe extern "C" fn offhost_engine_add_get_hook(
         // SAFETY: as the caller promises.
         let (e, n, hook) = unsafe { checked(engine, name, hook) }?;
         let user = User(user);
+        // One scratch buffer per hook for the callback to write into (calls from several
+        // workers take turns); the buffer dequeued holds only the bytes written.
+        let scratch = std::sync::Mutex::new(vec![0u8; OFFHOST_GET_HOOK_MAX]);
         e.inner.add_get_hook(n, move |queue| {
             let user = user;
             let q = CString::new(queue).ok()?;
-            let mut buf = vec![0u8; OFFHOST_GET_HOOK_MAX];
+            let mut buf = scratch.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: as for the put hook; `buf` has `cap` writable bytes, which the caller
             // promised `hook` stays within.
             let n = unsafe { hook(user.0, q.as_ptr(), buf.as_mut_ptr(), buf.len()) };
-            let n = usize::try_from(n).ok()?;
-            if n > buf.len() {
-                return None;
-            }
-            buf.truncate(n);
-            Some(buf)
+            buf.get(..usize::try_from(n).ok()?).map(<[u8]>::to_vec)
         })?;
         Ok(offhost_status::Ok)
     })

@@ -1,7 +1,6 @@
 //! Reading Interfile projection data: the header's keys, then the data in either storage
 //! order, checked against the data file's length before anything is allocated.
 
-use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -48,16 +47,6 @@ pub struct ProjHeader {
     segment_order: Vec<i32>,
 }
 
-/// Normalises a key: drops `!` and `%`, lowercases, collapses spaces, none before `[`.
-fn norm_key(k: &str) -> String {
-    let k = k.trim().trim_start_matches(['!', '%']);
-    k.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-        .replace(" [", "[")
-}
-
 /// Centimetres to millimetres, rounded to a nanometre so decimal values compare exactly.
 fn mm(cm: f64) -> f64 {
     (cm * 1e7).round() / 1e6
@@ -69,24 +58,10 @@ fn bad(line: usize, what: String) -> FormatError {
 
 /// Parses header text.
 pub fn parse_header(text: &str) -> Result<ProjHeader, FormatError> {
-    let mut map: HashMap<String, (usize, String)> = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if let Some((k, v)) = line.split_once(":=") {
-            map.insert(norm_key(k), (i + 1, v.trim().to_string()));
-        }
-    }
-    let get = |key: &str| -> Result<&(usize, String), FormatError> {
-        map.get(key)
-            .ok_or_else(|| bad(0, format!("missing key {key:?}")))
-    };
+    let map = crate::interfile::Keys::parse(text);
+    let get = |key: &str| map.key(key);
     let text_of = |key: &str| map.get(key).map(|x| x.1.to_lowercase());
-    let num = |key: &str| -> Result<f64, FormatError> {
-        let (line, v) = get(key)?;
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| bad(*line, format!("{key:?} is not a number: {v:?}")))
-    };
+    let num = |key: &str| map.num(key);
     let int = |key: &str, max: u32| -> Result<u32, FormatError> {
         let v = num(key)?;
         if v < 0.0 || v.fract() != 0.0 || v > f64::from(max) {
