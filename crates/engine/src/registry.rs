@@ -462,6 +462,11 @@ impl Registry {
             .insert(name.to_owned(), (info, Arc::new(factory)));
     }
 
+    /// Removes get hook `name`, if there is one (a daemon drops the built-in `status`).
+    pub fn remove_get_hook(&mut self, name: &str) {
+        self.get_hooks.remove(name);
+    }
+
     /// Looks a put hook up by name.
     pub fn put_hook(&self, name: &str) -> Option<&PutHookFactory> {
         self.put_hooks.get(name).map(|(_, f)| f)

@@ -268,6 +268,11 @@ impl Daemon {
         files: Files,
         limits: DaemonLimits,
     ) -> Arc<Daemon> {
+        // The built-in `status` hook hands its reader heap buffers outside any free list, as
+        // fast as it reads: a pipeline from a peer could pass them on to a queue nobody drains
+        // and grow it without bound. A daemon's pipelines do without it.
+        let mut registry = registry;
+        registry.remove_get_hook("status");
         let d = Arc::new(Daemon {
             registry,
             config,

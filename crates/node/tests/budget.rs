@@ -575,3 +575,20 @@ fn module_channels_that_break_their_protocol_are_refused_and_the_daemon_serves_o
     );
     Client::connect(&url).unwrap().list().unwrap();
 }
+
+/// A peer's pipeline may not name the `status` hook (its buffers are outside every free list:
+/// passed on to a queue nobody drains they would grow it without bound); a put hook and a
+/// free list's headroom are within the budget like any other.
+#[test]
+fn a_daemon_refuses_the_status_hook_and_budgets_headroom() {
+    let url = daemon(DaemonLimits::default(), Limits::default());
+    let c = Client::connect(&url).unwrap();
+    let e = refusal(c.submit("dup <st[get=status] >a >b\nnull <a\nnull <b\n"));
+    assert!(e.contains("unknown get hook 'status'; known: none"), "{e}");
+    let e = refusal(c.submit("fill bytes=1k >a:p(4,64,headroom=1G)\nnull <a\n"));
+    assert!(e.contains("max_pool_bytes"), "{e}");
+    let sub = c
+        .submit("fill bytes=64k >a:p(4,4096,headroom=128)[put=log]\ncrc32c <a\n")
+        .unwrap();
+    assert_eq!(c.wait(sub.id).unwrap().state, "finished");
+}
