@@ -39,14 +39,19 @@ def get_json(url):
         return json.load(r)
 
 
-def wait_for(url, deadline_s=30):
+def wait_for(url, until=lambda _: True, deadline_s=30):
+    """The JSON at `url` once it answers with something `until` accepts."""
     end = time.time() + deadline_s
+    got = None
     while time.time() < end:
         try:
-            return get_json(url)
+            got = get_json(url)
+            if until(got):
+                return got
         except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer in {deadline_s} s")
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer as wanted in {deadline_s} s (last: {got})")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +78,9 @@ def test_a_running_pet_scan_and_its_end(browser, tmp_path):
         [BIN, "run", "-q", "--view", f"127.0.0.1:{port}", "--view-linger", "60s", "pet.ion"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        listed = wait_for(base + "/api/pipelines")
+        # The view answers while the pipeline is still being built (an empty list): wait
+        # until it is listed.
+        listed = wait_for(base + "/api/pipelines", until=lambda l: len(l) > 0)
         assert [p["state"] for p in listed] == ["running"]
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.goto(base + "/")
