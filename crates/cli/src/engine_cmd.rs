@@ -291,6 +291,7 @@ pub fn submit(args: SubmitArgs, registry: &Registry) -> anyhow::Result<()> {
             outs: &args.outs,
             ins: &args.ins,
             modules: &modules,
+            streams: None,
         };
         let done = placed::run(&job, registry, detach, |e, url, id| {
             parts.add(e, url, id);

@@ -125,7 +125,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Send(args) => channel_cmds::send(args),
         Command::Recv(args) => channel_cmds::recv(args),
         Command::Cat(args) => channel_cmds::cat(args),
-        Command::Pet(a) => pet_cmd::run(a),
+        Command::Pet(a) => pet_cmd::run(a, &registry()),
         Command::Certs(a) => certs_cmd::run(a),
     }
 }

@@ -27,6 +27,8 @@ enum PetCmd {
     Nema(offhost_pet::recon3d::NemaJob),
     /// Convert PETLINK list mode into PETSIRD.
     Convert(files::ConvertJob),
+    /// Replay a PETLINK file as a live scan: paced, split over engines, merged, imaged.
+    Replay(offhost_live::ReplayJob),
 }
 
 #[derive(clap::Args, Debug)]
@@ -84,7 +86,7 @@ struct HistArgs {
 }
 
 /// Runs `offhost pet ...`.
-pub fn run(args: PetArgs) -> anyhow::Result<()> {
+pub fn run(args: PetArgs, registry: &offhost_engine::Registry) -> anyhow::Result<()> {
     match args.cmd {
         PetCmd::Sim(a) => {
             let job = a.job;
@@ -121,6 +123,22 @@ pub fn run(args: PetArgs) -> anyhow::Result<()> {
             });
             pb.finish_and_clear();
             println!("{}", line?);
+        }
+        PetCmd::Replay(job) => {
+            let pb = bar(0, "replaying");
+            let r = offhost_live::replay(&job, registry, &|sent, all| {
+                pb.set_length(all);
+                pb.set_position(sent);
+            });
+            pb.finish_and_clear();
+            let r = r?;
+            print_out(&serde_json::to_value(&r)?, job.json, || r.text());
+            if let Some(f) = r.failure {
+                anyhow::bail!("the scan failed: {f}");
+            }
+            if !r.replay.kept_rate {
+                anyhow::bail!("the replay could not keep the rate asked for");
+            }
         }
         PetCmd::Nema(job) => {
             let (v, text) = offhost_pet::recon3d::nema_file(&job)?;

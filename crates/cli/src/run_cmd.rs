@@ -76,6 +76,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<()> {
         duration: args.duration,
         json: args.json,
         watch: view.as_ref().map(|_| one.clone()),
+        streams: None,
     };
     let bar = match args.quiet || !std::io::stderr().is_terminal() {
         true => ProgressBar::hidden(),

@@ -80,6 +80,26 @@ impl Scanner {
         }
     }
 
+    /// The name of the preset with this one's geometry (any span), if one has it: what a
+    /// pipeline's `scanner=` names it by.
+    pub fn preset_name(&self) -> Option<&'static str> {
+        let same = |p: &Scanner| {
+            Scanner {
+                name: String::new(),
+                span: 1,
+                ..p.clone()
+            } == Scanner {
+                name: String::new(),
+                span: 1,
+                ..self.clone()
+            }
+        };
+        [("mmr", Self::mmr()), ("demo", Self::demo())]
+            .into_iter()
+            .find(|(_, p)| same(p))
+            .map(|(n, _)| n)
+    }
+
     /// Checks that the parameters describe a usable scanner.
     pub fn validate(&self) -> Result<(), GeometryError> {
         let bad = |m: String| Err(GeometryError::Invalid(m));

@@ -29,6 +29,12 @@ pub struct SinoFlags {
     pub detector_pairs: bool,
 }
 
+/// The length of an encoded sinogram of `scanner` (at its span).
+pub fn encoded_len(scanner: &Scanner) -> Result<usize, crate::error::GeometryError> {
+    let bins = Layout::new(scanner)?.bins(scanner)?;
+    Ok(HEADER_LEN + 4 * bins)
+}
+
 /// Encodes a sinogram.
 pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
     let sc = &s.scanner;

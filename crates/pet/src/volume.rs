@@ -92,8 +92,12 @@ impl Volume {
         self.write_png_to(std::fs::File::create(path)?, columns)
     }
 
-    /// Writes [`render`](Self::render) as an 8-bit greyscale PNG to an open file.
-    pub fn write_png_to(&self, file: std::fs::File, columns: usize) -> Result<(), ImageError> {
+    /// Writes [`render`](Self::render) as an 8-bit greyscale PNG to an open file or a buffer.
+    pub fn write_png_to(
+        &self,
+        file: impl std::io::Write,
+        columns: usize,
+    ) -> Result<(), ImageError> {
         let (w, h, px) = self.render(columns)?;
         let f = std::io::BufWriter::new(file);
         let mut enc = png::Encoder::new(f, w as u32, h as u32);

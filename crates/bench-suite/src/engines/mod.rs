@@ -385,6 +385,7 @@ fn measure(o: &Options, bar: &ProgressBar, net: &Net, pki: &Pki) -> Result<Repor
                 outs: &[],
                 ins: &[],
                 modules: &[],
+                streams: None,
             };
             let cpu0 = cpu_now(true)?;
             let sampler = Sampler::start(&pids, SAMPLE_PERIOD)?;

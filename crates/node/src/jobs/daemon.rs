@@ -3,7 +3,7 @@
 
 use offhost_link::{Channel, LinkOptions};
 
-use super::{bindings, create, join, open, pump_in, pump_out, Bindings, Bridge, JobError};
+use super::{bindings, join, pump_in, pump_out, Bindings, Bridge, JobError};
 use crate::daemon::{Client, Status, Submitted};
 
 /// What to submit where.
@@ -72,7 +72,7 @@ pub fn run(
         return Ok(None);
     }
     let b = bindings(job.outs, job.ins, &sub.host_out, &sub.host_in)?;
-    let bridges = bridge(&client, &sub, &b).map_err(|e| match e {
+    let bridges = bridge(&client, &sub, &b, None).map_err(|e| match e {
         BridgeError::Job(j) => j,
         BridgeError::Daemon(d) => engine(d),
     })?;
@@ -105,10 +105,11 @@ pub(crate) fn bridge(
     client: &Client,
     sub: &Submitted,
     b: &Bindings,
+    streams: Option<&super::Streams>,
 ) -> Result<Vec<Bridge>, BridgeError> {
     let mut bridges = Vec::new();
     for (n, p) in &b.outputs {
-        let w = create(p)?;
+        let w = super::streams::create_out(streams, n, p)?;
         let ch: Channel = client.open_output(sub.id, n)?;
         bridges.push(pump_out(p.clone(), w, move || {
             ch.recv()
@@ -116,7 +117,7 @@ pub(crate) fn bridge(
         }));
     }
     for (n, p) in &b.inputs {
-        let r = open(p)?;
+        let r = super::streams::open_in(streams, n, p)?;
         let ch = std::sync::Arc::new(client.open_input(sub.id, n)?);
         let c = std::sync::Arc::clone(&ch);
         pump_in(

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{bindings, create, join, open, pump_in, pump_out, Bindings, JobError};
+use super::streams::{create_out, open_in};
+use super::{bindings, join, pump_in, pump_out, Bindings, JobError};
 use offhost_engine::watch::{Look, One, Phase};
 use offhost_engine::{
     Budget, EngineConfig, Files, Pipeline, Registry, RunError, Shape, Stats, Stopper,
@@ -30,6 +31,8 @@ pub struct LocalJob<'a> {
     pub json: bool,
     /// Where to put looks at the pipeline for a live view, if one watches.
     pub watch: Option<Arc<One>>,
+    /// Host channels served by the caller's own readers and writers.
+    pub streams: Option<&'a super::Streams>,
 }
 
 /// How it went.
@@ -96,12 +99,12 @@ pub fn run(
     let writers: Vec<_> = b
         .outputs
         .iter()
-        .map(|(n, p)| Ok((n.clone(), p.clone(), create(p)?)))
+        .map(|(n, p)| Ok((n.clone(), p.clone(), create_out(job.streams, n, p)?)))
         .collect::<Result<_, JobError>>()?;
     let readers: Vec<_> = b
         .inputs
         .iter()
-        .map(|(n, p)| Ok((n.clone(), p.clone(), open(p)?)))
+        .map(|(n, p)| Ok((n.clone(), p.clone(), open_in(job.streams, n, p)?)))
         .collect::<Result<_, JobError>>()?;
     let mut running = built.try_start(&job.config).map_err(bad)?;
     on_start(running.stopper());

@@ -17,7 +17,10 @@ pub mod daemon;
 pub mod local;
 pub mod parts_view;
 pub mod placed;
+pub mod streams;
 pub mod table;
+
+pub use streams::Streams;
 
 /// A job submitted detached: it outlives its submitter (see [`crate::daemon::keep`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -154,6 +154,8 @@ pub struct PlacedJob<'a> {
     pub ins: &'a [String],
     /// Modules sent to every engine before its part, (NAME, bytes).
     pub modules: &'a [(String, Vec<u8>)],
+    /// Host channels served by the caller's own readers and writers.
+    pub streams: Option<&'a super::Streams>,
 }
 
 /// One part, once submitted.
@@ -439,13 +441,15 @@ fn bridge_all(parts: &[Part], plan: &Plan, job: &PlacedJob<'_>) -> Result<Vec<Br
                 .cloned()
                 .collect(),
         };
-        bridges.extend(bridge(&p.client, &p.sub, &mine).map_err(|e| match e {
-            BridgeError::Job(j) => j,
-            BridgeError::Daemon(source) => JobError::Engine {
-                engine: format!("{} ({})", p.engine, p.url),
-                source,
-            },
-        })?);
+        bridges.extend(
+            bridge(&p.client, &p.sub, &mine, job.streams).map_err(|e| match e {
+                BridgeError::Job(j) => j,
+                BridgeError::Daemon(source) => JobError::Engine {
+                    engine: format!("{} ({})", p.engine, p.url),
+                    source,
+                },
+            })?,
+        );
     }
     Ok(bridges)
 }

@@ -2,16 +2,18 @@
 
 use std::time::Instant;
 
+use std::time::Duration;
+
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
-    WriteFile,
 };
 
+use super::outfile::OutFile;
 use super::records::{decode_into, Carry};
 use crate::listmode::{Event, RECORD_LEN};
 use crate::petlink_hist::PetlinkHistogrammer;
-use crate::projdata;
 use crate::sinofile::{self, SinoFlags};
+
 use crate::sinogram::{EnergyWindow, HistStats, Histogrammer, Sinogram};
 
 enum Hist {
@@ -31,6 +33,10 @@ struct SinogramTask {
     hist: Hist,
     every: u64,
     next: u64,
+    /// Send a snapshot when this long has passed since the last one (or the first event).
+    period: Option<Duration>,
+    /// When the last snapshot went (or the first event came).
+    snapped: Option<Instant>,
     closed: Vec<bool>,
     snapshots: u64,
     started: Option<Instant>,
@@ -43,47 +49,11 @@ struct SinogramTask {
     out: Option<OutFile>,
 }
 
-/// The file the final sinogram goes to: STIR's Interfile projection data (header and data
-/// file) or an `OHSINO01` file.
-enum OutFile {
-    Interfile {
-        header: WriteFile,
-        data: WriteFile,
-        data_name: String,
-    },
-    Sino(WriteFile),
-}
-
-impl OutFile {
-    fn write(&self, sino: &Sinogram, flags: SinoFlags) -> Result<(), TaskError> {
-        fn io(f: &WriteFile) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
-            move |e| TaskError::io(format!("write {}", f.path()), e)
-        }
-        match self {
-            OutFile::Interfile {
-                header,
-                data,
-                data_name,
-            } => {
-                let mut d = std::io::BufWriter::new(data.create().map_err(io(data))?);
-                let mut h = header.create().map_err(io(header))?;
-                projdata::write_to(&mut h, &mut d, data_name, sino, flags).map_err(io(header))
-            }
-            OutFile::Sino(f) => {
-                use std::io::Write;
-                f.create()
-                    .and_then(|mut w| w.write_all(&sinofile::encode(sino, flags)))
-                    .map_err(io(f))
-            }
-        }
-    }
-}
-
 /// Puts an encoded sinogram out: in a buffer of the output's free list when its buffers are
 /// large enough, so that the free list bounds the sinograms in flight (the task waits for a
 /// buffer to come back), else in a buffer of its own. `Err` gives the bytes back with the
 /// status the task returns while they wait.
-fn emit(cx: &mut Context<'_>, bytes: Vec<u8>) -> Result<(), (Vec<u8>, Status)> {
+pub(super) fn emit(cx: &mut Context<'_>, bytes: Vec<u8>) -> Result<(), (Vec<u8>, Status)> {
     if cx.pool(0).is_none_or(|p| p.buffer_size() < bytes.len()) {
         cx.put(0, Buffer::from_vec(bytes));
         return Ok(());
@@ -167,6 +137,18 @@ impl SinogramTask {
     }
 }
 
+/// The counts a `sinogram` task's report begins with: `(events, prompts, delayeds)`.
+pub fn report_counts(report: &str) -> Option<(u64, u64, u64)> {
+    let (events, rest) = report.split_once(" events (")?;
+    let (prompts, rest) = rest.split_once(" prompts, ")?;
+    let (delayeds, _) = rest.split_once(" delayeds)")?;
+    Some((
+        events.parse().ok()?,
+        prompts.parse().ok()?,
+        delayeds.parse().ok()?,
+    ))
+}
+
 impl Task for SinogramTask {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
         if let Some(bytes) = self.pending.take() {
@@ -184,10 +166,17 @@ impl Task for SinogramTask {
                     Get::Buf(b) => {
                         self.started.get_or_insert_with(Instant::now);
                         self.add(&b);
-                        self.last = Some(Instant::now());
+                        let now = Instant::now();
+                        self.last = Some(now);
+                        let snapped = *self.snapped.get_or_insert(now);
                         let seen = self.stats().events;
-                        if self.every > 0 && seen >= self.next && cx.outputs() > 0 {
-                            self.next = seen + self.every;
+                        let by_count = self.every > 0 && seen >= self.next;
+                        let by_time = self.period.is_some_and(|p| now - snapped >= p);
+                        if (by_count || by_time) && cx.outputs() > 0 {
+                            if by_count {
+                                self.next = seen + self.every;
+                            }
+                            self.snapped = Some(now);
                             self.snapshots += 1;
                             let snap = self.encode(cx, false);
                             if let Err((bytes, wait)) = emit(cx, snap) {
@@ -282,33 +271,14 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         }
     };
     let every: u64 = a.parse("snapshot")?;
-    let out = match a.get("out") {
-        None => None,
-        Some(path) => {
-            let create = |p: &str| b.files().create(p).map_err(|e| e.arg("out"));
-            if projdata::is_header(std::path::Path::new(path)) {
-                let dp = projdata::data_path(std::path::Path::new(path));
-                let (Some(dp), Some(name)) = (dp.to_str(), dp.file_name().and_then(|n| n.to_str()))
-                else {
-                    return Err(ArgError::new(
-                        "out",
-                        format!("out={path}: not a usable file name"),
-                    ));
-                };
-                Some(OutFile::Interfile {
-                    header: create(path)?,
-                    data: create(dp)?,
-                    data_name: name.to_owned(),
-                })
-            } else {
-                Some(OutFile::Sino(create(path)?))
-            }
-        }
-    };
+    let out = OutFile::from_arg(a, b)?;
+    let period = a.seconds_in_opt("period", 0.01..=3600.0)?;
     Ok(Box::new(SinogramTask {
         hist,
         every,
         next: every,
+        period,
+        snapped: None,
         closed: vec![false; b.inputs()],
         snapshots: 0,
         started: None,
@@ -331,6 +301,7 @@ pub(super) fn register(r: &mut Registry) {
         .optional("lower", "energy window lower level, keV (records only)")
         .optional("upper", "energy window upper level, keV (records only)")
         .arg("snapshot", "0", "send a snapshot every this many events (0 = only at the end)")
+        .optional("period", "also send a snapshot when this many seconds have passed since the last (0.01 to 3600)")
         .optional("out", "write the final sinogram to this file: FILE.hs is STIR's Interfile projection data (with FILE.s beside it), any other name an OHSINO01 file")
         .inputs(1, 2)
         .outputs(0, 1)

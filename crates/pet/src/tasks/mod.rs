@@ -10,14 +10,19 @@
 //! | `pet-read` | reads an offhost list-mode file (checks it), emits records |
 //! | `petlink-read` | reads a PETLINK file (checks it against its header), emits words |
 //! | `energy-window` | drops records with a photon outside the window, counts them |
-//! | `sinogram` | histograms records or words into a sinogram, prompts minus delayeds, with periodic snapshots |
-//! | `recon` | reconstructs the last sinogram it receives (FBP or MLEM) and writes a PNG |
+//! | `sinogram` | histograms records or words into a sinogram, prompts minus delayeds, with snapshots every N events or seconds |
+//! | `sino-sum` | merges the snapshots and final sinograms of histograms that each saw a share of one scan |
+//! | `recon` | reconstructs the last sinogram it receives (FBP or MLEM) and writes a PNG; with `period=`, live images as the scan goes on |
 
 mod histogram;
+mod merge;
+mod outfile;
 mod recon;
 mod records;
 mod source;
 mod window;
+
+pub use histogram::report_counts;
 
 use offhost_engine::{ArgError, Args, Registry};
 
@@ -28,6 +33,7 @@ pub fn register(r: &mut Registry) {
     source::register(r);
     window::register(r);
     histogram::register(r);
+    merge::register(r);
     recon::register(r);
 }
 

@@ -1,12 +1,14 @@
-//! `recon`: reconstructs the last sinogram received and writes a PNG.
+//! `recon`: reconstructs the last sinogram received and writes a PNG; with `period=`, live
+//! images as snapshots come ([`crate::preview`]), out as PNGs on its output and to `live=`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
     WriteFile,
 };
 
+use crate::preview::Preview;
 use crate::recon::{self, Method};
 use crate::sinofile;
 
@@ -22,12 +24,53 @@ struct Recon {
     summary: Option<String>,
     /// When the last image for a live view was made.
     shown_at: Option<Instant>,
+    /// Live images at a period (`period=`), and where each goes.
+    preview: Option<Preview>,
+    period: Duration,
+    live: Option<WriteFile>,
+    /// The newest snapshot has had no live image yet.
+    fresh: bool,
 }
 
 /// The least time between two images made for a live view while the scan goes on.
 const LIVE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// A volume as PNG bytes.
+fn png_bytes(vol: &crate::Volume, columns: usize) -> Result<Vec<u8>, TaskError> {
+    let mut out = Vec::new();
+    vol.write_png_to(&mut out, columns)
+        .map_err(|e| TaskError::Failed(format!("PNG: {e}")))?;
+    Ok(out)
+}
+
 impl Recon {
+    /// With `period=`: a live image of the newest snapshot, when one came since the last
+    /// image and half a period has passed; shown, written to `live=` and put out.
+    fn live_image(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
+        let due = self.shown_at.is_none_or(|t| t.elapsed() >= self.period / 2);
+        let (Some(preview), Some(buf), true, true) =
+            (self.preview.as_mut(), &self.latest, self.fresh, due)
+        else {
+            return Ok(());
+        };
+        let (sino, flags) =
+            sinofile::decode(buf).map_err(|e| TaskError::BadInput(format!("sinogram: {e}")))?;
+        let vol = preview.image(&sino, flags.detector_pairs);
+        self.fresh = false;
+        self.show(cx, &vol);
+        let png = png_bytes(&vol, self.columns)?;
+        if let Some(f) = &self.live {
+            use std::io::Write;
+            f.create()
+                .and_then(|mut w| w.write_all(&png))
+                .map_err(|e| TaskError::io(format!("write {}", f.path()), e))?;
+        }
+        if cx.outputs() > 0 {
+            cx.put(0, Buffer::from_vec(png));
+        }
+        Ok(())
+    }
+
     /// While a live view watches: the newest snapshot reconstructed and shown, at most once
     /// per [`LIVE_PERIOD`].
     fn show_live(&mut self, cx: &Context<'_>) -> Result<(), TaskError> {
@@ -58,7 +101,7 @@ impl Recon {
         self.shown_at = Some(Instant::now());
     }
 
-    fn reconstruct(&mut self, cx: &Context<'_>) -> Result<(), TaskError> {
+    fn reconstruct(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
         let Some(buf) = self.latest.take() else {
             return Err(TaskError::BadInput("no sinogram arrived".into()));
         };
@@ -76,6 +119,9 @@ impl Recon {
             .map_err(|e| TaskError::io(format!("create {}", self.png.path()), e))?;
         vol.write_png_to(f, self.columns)
             .map_err(|e| TaskError::Failed(format!("{}: {e}", self.png.path())))?;
+        if cx.outputs() > 0 {
+            cx.put(0, Buffer::from_vec(png_bytes(&vol, self.columns)?));
+        }
         self.summary = Some(format!(
             "{:?}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
             self.method,
@@ -98,9 +144,13 @@ impl Task for Recon {
                 Get::Buf(b) => {
                     self.received += 1;
                     self.latest = Some(b);
+                    self.fresh = true;
                 }
                 Get::Empty => {
-                    self.show_live(cx)?;
+                    match self.preview {
+                        Some(_) => self.live_image(cx)?,
+                        None => self.show_live(cx)?,
+                    }
                     return Ok(Status::Blocked);
                 }
                 Get::Closed => {
@@ -112,9 +162,13 @@ impl Task for Recon {
     }
 
     fn report(&self) -> Option<String> {
+        let live = match &self.preview {
+            Some(p) => format!("; {}", p.describe()),
+            None => String::new(),
+        };
         Some(match &self.summary {
-            Some(s) => format!("{} sinograms received; {s}", self.received),
-            None => format!("{} sinograms received", self.received),
+            Some(s) => format!("{} sinograms received{live}; {s}", self.received),
+            None => format!("{} sinograms received{live}", self.received),
         })
     }
 }
@@ -132,7 +186,9 @@ pub(super) fn register(r: &mut Registry) {
         .arg("iterations", "10", "MLEM iterations")
         .arg("columns", "8", "slices per row in the PNG")
         .required("png", "output PNG path")
-        .outputs(0, 0),
+        .optional("period", "make live images while the scan goes on, about this many seconds apart (0.05 to 3600): the finest that fits half the period; each goes out as a PNG")
+        .optional("live", "write each live image to this PNG path (with period=)")
+        .outputs(0, 1),
         |a: &Args, b: &mut Build<'_>| {
             let method = match a.get("method").unwrap_or("fbp") {
                 "fbp" => Method::Fbp,
@@ -147,6 +203,16 @@ pub(super) fn register(r: &mut Registry) {
                     ))
                 }
             };
+            let period = a.seconds_in_opt("period", 0.05..=3600.0)?;
+            let live = match (a.get("live"), period) {
+                (None, _) => None,
+                (Some(_), None) => {
+                    return Err(ArgError::new("live", "live= needs period="));
+                }
+                (Some(p), Some(_)) => {
+                    Some(b.files().create(p).map_err(|e| e.arg("live"))?)
+                }
+            };
             Ok(Box::new(Recon {
                 method,
                 png: b.files().create(a.required("png")?).map_err(|e| e.arg("png"))?,
@@ -154,7 +220,11 @@ pub(super) fn register(r: &mut Registry) {
                 latest: None,
                 received: 0,
                 summary: None,
-            shown_at: None,
+                shown_at: None,
+                preview: period.map(Preview::new),
+                period: period.unwrap_or(LIVE_PERIOD),
+                live,
+                fresh: false,
             }))
         },
     );

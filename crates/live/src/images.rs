@@ -1,0 +1,96 @@
+//! The images a live scan hands to the host: each PNG timed as it arrives, the newest kept.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What came of the images so far.
+#[derive(Debug, Default)]
+pub struct Images {
+    /// When each whole image arrived.
+    pub arrived: Vec<Instant>,
+    /// The newest image's PNG bytes.
+    pub newest: Vec<u8>,
+}
+
+/// A host-out channel's writer that cuts its messages into images: whole buffers one per
+/// write (a pipeline in this process), or parts after a flag byte (`host-out whole=true` of
+/// a daemon: [`offhost_engine::MORE`] or [`offhost_engine::LAST`]).
+#[derive(Debug)]
+pub struct ImageSink {
+    framed: bool,
+    part: Vec<u8>,
+    images: Arc<Mutex<Images>>,
+}
+
+impl ImageSink {
+    /// A sink filling `images`; `framed` for a daemon's channel.
+    pub fn new(framed: bool, images: Arc<Mutex<Images>>) -> ImageSink {
+        ImageSink {
+            framed,
+            part: Vec::new(),
+            images,
+        }
+    }
+
+    fn whole(&mut self, png: Vec<u8>) {
+        let mut i = self.images.lock().unwrap_or_else(|e| e.into_inner());
+        i.arrived.push(Instant::now());
+        i.newest = png;
+    }
+}
+
+impl Write for ImageSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.framed {
+            self.whole(buf.to_vec());
+            return Ok(buf.len());
+        }
+        let Some((&flag, part)) = buf.split_first() else {
+            return Err(std::io::Error::other(
+                "an empty message on the images channel",
+            ));
+        };
+        self.part.extend_from_slice(part);
+        match flag {
+            offhost_engine::LAST => {
+                let png = std::mem::take(&mut self.part);
+                self.whole(png);
+            }
+            offhost_engine::MORE => {}
+            other => {
+                return Err(std::io::Error::other(format!(
+                    "images channel: part flag {other}, neither more (1) nor last (0)"
+                )))
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framed_parts_make_one_image_and_a_bad_flag_is_an_error() {
+        let images = Arc::new(Mutex::new(Images::default()));
+        let mut s = ImageSink::new(true, Arc::clone(&images));
+        s.write_all(&[1, b'a', b'b']).unwrap();
+        s.write_all(&[0, b'c']).unwrap();
+        s.write_all(&[0, b'd']).unwrap();
+        {
+            let i = images.lock().unwrap();
+            assert_eq!(i.arrived.len(), 2);
+            assert_eq!(i.newest, b"d");
+        }
+        assert!(s.write_all(&[7, 1]).is_err());
+        let mut w = ImageSink::new(false, Arc::clone(&images));
+        w.write_all(b"png").unwrap();
+        assert_eq!(images.lock().unwrap().newest, b"png");
+    }
+}

@@ -1,0 +1,77 @@
+//! Host channels that the caller's own code serves instead of files: a reader for a
+//! `host-in`, a writer for a `host-out`, by channel name (`offhost pet replay` paces its
+//! shares of a list-mode file this way, and times the images that come back).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Mutex;
+
+use super::JobError;
+
+type Readers = HashMap<String, Box<dyn Read + Send>>;
+type Writers = HashMap<String, Box<dyn Write + Send>>;
+
+/// Readers and writers for host channels, each taken once by the job that bridges it. A
+/// channel bound here still needs a binding (`NAME=WHAT`, where WHAT only names it in
+/// messages).
+#[derive(Default)]
+pub struct Streams {
+    inputs: Mutex<Readers>,
+    outputs: Mutex<Writers>,
+}
+
+impl std::fmt::Debug for Streams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = |m: Vec<&String>| m.into_iter().cloned().collect::<Vec<_>>();
+        let i = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        let o = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("Streams")
+            .field("inputs", &keys(i.keys().collect()))
+            .field("outputs", &keys(o.keys().collect()))
+            .finish()
+    }
+}
+
+impl Streams {
+    /// `r` is what host-in channel `name` reads.
+    pub fn input(self, name: &str, r: impl Read + Send + 'static) -> Streams {
+        let mut m = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        m.insert(name.to_owned(), Box::new(r));
+        drop(m);
+        self
+    }
+
+    /// `w` is where host-out channel `name`'s buffers go, one `write_all` per message.
+    pub fn output(self, name: &str, w: impl Write + Send + 'static) -> Streams {
+        let mut m = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        m.insert(name.to_owned(), Box::new(w));
+        drop(m);
+        self
+    }
+}
+
+/// The reader of host-in `name`: the caller's, else the file `path`.
+pub(crate) fn open_in(
+    streams: Option<&Streams>,
+    name: &str,
+    path: &str,
+) -> Result<Box<dyn Read + Send>, JobError> {
+    let own = streams.and_then(|s| {
+        let mut m = s.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(name)
+    });
+    own.map_or_else(|| super::open(path), Ok)
+}
+
+/// The writer of host-out `name`: the caller's, else the file `path`.
+pub(crate) fn create_out(
+    streams: Option<&Streams>,
+    name: &str,
+    path: &str,
+) -> Result<Box<dyn Write + Send>, JobError> {
+    let own = streams.and_then(|s| {
+        let mut m = s.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(name)
+    });
+    own.map_or_else(|| super::create(path), Ok)
+}
