@@ -53,6 +53,7 @@ pub mod offload;
 pub mod overhead;
 pub mod overlap;
 pub mod pet;
+pub mod pet_live;
 pub mod pingpong;
 pub mod process;
 pub mod rate;

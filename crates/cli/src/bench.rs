@@ -11,7 +11,7 @@ use offhost_bench::report::{self, Output, Row};
 use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
 use offhost_bench_suite::{engine, engines, hostile, mux, nbd, offload, overhead, overlap};
-use offhost_bench_suite::{pet, pingpong, rate, reproduce, rpc, suite, view, wasm};
+use offhost_bench_suite::{pet, pet_live, pingpong, rate, reproduce, rpc, suite, view, wasm};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -51,6 +51,9 @@ enum BenchCmd {
     Mux(MuxArgs),
     /// PET: histogramming on one core and the end-to-end demo pipeline.
     Pet(Json<pet::Options>),
+    /// PET live: a recorded scan replayed over 1 and 2 engines at the highest rate they
+    /// sustain, against the offline rate; host CPU, image period and age.
+    PetLive(Json<pet_live::Options>),
     /// A certified client's connect time on the link and NBD while a crowd of silent or
     /// trickling connections is held open; an established session's throughput beside it.
     Hostile(Json<hostile::Options>),
@@ -344,6 +347,10 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
         BenchCmd::Pet(a) => {
             let r = pet::run(&a.o, bar)?;
             (show(a.json, &r, pet::Report::text)?, r.notes.clone())
+        }
+        BenchCmd::PetLive(a) => {
+            let r = pet_live::run(&pet_live::Options { exe: exe()?, ..a.o }, bar)?;
+            (show(a.json, &r, pet_live::Report::table)?, vec![])
         }
         BenchCmd::Hostile(a) => {
             let r = hostile::run(&a.o, bar)?;

@@ -199,3 +199,93 @@ fn a_killed_engine_fails_the_scan_and_names_it() {
     assert!(!status.success(), "the scan succeeded: {err}");
     assert!(err.contains("engine b"), "{err}");
 }
+
+#[test]
+fn a_replay_through_a_local_engine_reaches_the_engines_whole() {
+    let e = Engines::start(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let once = offline(work.path());
+    let pki = e.pki.to_str().unwrap();
+    // The local engine, on shared memory, knows engines a and b as its peers.
+    let sock = work.path().join("local.sock");
+    let listen = format!("shm:{}", sock.display());
+    let (pa, pb) = (format!("a={}", e.urls[0]), format!("b={}", e.urls[1]));
+    let (_local, urls) = common::engine_in(
+        &[],
+        &[
+            "--name",
+            "local",
+            "--listen",
+            &listen,
+            "--peer",
+            &pa,
+            "--peer",
+            &pb,
+            "--tls-certificates",
+            pki,
+        ],
+    );
+    let o = offhost(
+        &[
+            "pet",
+            "replay",
+            sample().to_str().unwrap(),
+            "--loop",
+            "5",
+            "--via",
+            &urls[0],
+            "--engine",
+            &pa,
+            "--engine",
+            &pb,
+            "--tls-certificates",
+            pki,
+            "--sinogram",
+            "m.sino",
+            "--json",
+        ],
+        work.path(),
+    );
+    let v = json(&o);
+    every_event_counted(&v, 2, 5);
+    let merged = counts(&e.files[0].join("m.sino"));
+    let differ = merged
+        .iter()
+        .zip(&once)
+        .filter(|(m, o)| **m != 5 * **o)
+        .count();
+    assert_eq!(differ, 0, "bins differing from 5x the offline histogram");
+    // Without the engines as its peers the local engine cannot carry the shares: the scan
+    // fails, saying so.
+    let (_bare, bare) = common::engine_in(
+        &[],
+        &[
+            "--name",
+            "bare",
+            "--listen",
+            &format!("shm:{}", work.path().join("bare.sock").display()),
+        ],
+    );
+    let o = offhost(
+        &[
+            "pet",
+            "replay",
+            sample().to_str().unwrap(),
+            "--via",
+            &bare[0],
+            "--engine",
+            &pa,
+            "--engine",
+            &pb,
+            "--tls-certificates",
+            pki,
+        ],
+        work.path(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("through shm:"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -7,8 +7,9 @@ use std::time::Instant;
 /// What came of the images so far.
 #[derive(Debug, Default)]
 pub struct Images {
-    /// When each whole image arrived.
-    pub arrived: Vec<Instant>,
+    /// When each whole image arrived, and the net counts of the sinogram it was made from
+    /// (its PNG's [`offhost_pet::tasks::NET_COUNTS_KEY`] text).
+    pub arrived: Vec<(Instant, Option<i64>)>,
     /// The newest image's PNG bytes.
     pub newest: Vec<u8>,
 }
@@ -34,10 +35,24 @@ impl ImageSink {
     }
 
     fn whole(&mut self, png: Vec<u8>) {
+        let at = Instant::now();
+        let net = net_counts(&png);
         let mut i = self.images.lock().unwrap_or_else(|e| e.into_inner());
-        i.arrived.push(Instant::now());
+        i.arrived.push((at, net));
         i.newest = png;
     }
+}
+
+/// The net counts an image's PNG gives in its text, if it is a PNG and gives them.
+pub fn net_counts(png: &[u8]) -> Option<i64> {
+    let r = png::Decoder::new(std::io::Cursor::new(png))
+        .read_info()
+        .ok()?;
+    let text = &r.info().uncompressed_latin1_text;
+    let t = text
+        .iter()
+        .find(|t| t.keyword == offhost_pet::tasks::NET_COUNTS_KEY)?;
+    t.text.parse().ok()
 }
 
 impl Write for ImageSink {

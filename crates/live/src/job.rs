@@ -29,6 +29,11 @@ pub struct ReplayJob {
     /// images (its files directory gets them). Without any, the scan runs in this process.
     #[arg(long = "engine", value_name = "NAME=URL")]
     pub engines: Vec<String>,
+    /// Send the shares through this local engine (shm:PATH), the off-host transport: it
+    /// must know every --engine as a peer of the same name (offhost engine --peer NAME=URL).
+    /// Without it this process sends them over its own TLS links.
+    #[arg(long, value_name = "shm:PATH", requires = "engines")]
+    pub via: Option<String>,
     /// Certificate directory for tls: engines (ca-cert.pem, client-cert.pem, client-key.pem).
     #[arg(long, value_name = "DIR")]
     pub tls_certificates: Option<PathBuf>,
@@ -103,6 +108,7 @@ pub fn replay(
         sinogram: job.sinogram.as_deref(),
         png: &job.png,
         live: job.live.as_deref(),
+        via: job.via.as_deref(),
     };
     let planned = replay.planned().events();
     let done = AtomicBool::new(false);

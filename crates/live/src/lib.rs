@@ -20,12 +20,13 @@ mod job;
 pub mod text;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use offhost_engine::{Budget, EngineConfig, Registry, Stats};
 use offhost_link::LinkOptions;
 use offhost_node::jobs::{local, placed, JobError, Streams};
 use offhost_pet::replay::{Counts, Replay, ReplayError, ReplayReport, Share};
+use rustix::time::ClockId;
 use serde::Serialize;
 
 pub use images::{ImageSink, Images};
@@ -69,6 +70,11 @@ pub struct LiveScan<'a> {
     pub png: &'a str,
     /// Where it writes each live image.
     pub live: Option<&'a str>,
+    /// The local engine (`shm:PATH`) that carries the shares to the engines, which it knows
+    /// as peers by their names (`offhost engine --peer NAME=URL`): the off-host transport,
+    /// so this process only writes the words into shared memory. None: this process sends
+    /// them on its own links.
+    pub via: Option<&'a str>,
 }
 
 /// What one share's engine histogrammed of what it was sent.
@@ -95,12 +101,20 @@ pub struct LiveReport {
     pub images: usize,
     /// The median time between two live images at the host, s.
     pub image_period_s: Option<f64>,
-    /// The longest time between two images at the host (the final one included), s.
+    /// The longest time between two live images at the host, s.
     pub image_gap_max_s: Option<f64>,
-    /// From the last event sent to the final image at the host, s.
+    /// The median age of a live image's data at the host: from when the replay had handed
+    /// out the events of the sinogram it shows (its PNG gives the net counts) to its arrival.
     pub image_latency_s: Option<f64>,
+    /// From the last event handed out to the final image at the host, s (the final image is
+    /// the full reconstruction).
+    pub final_image_latency_s: Option<f64>,
     /// The merged sinogram's net counts (prompts less delayeds in the field of view).
     pub merged_net_counts: Option<i64>,
+    /// The host's CPU seconds: in this process, those of the threads that read and send the
+    /// shares (the engine's are its own); with engines elsewhere, this whole process's over
+    /// the job (reading, sending over the links, waiting for the parts).
+    pub host_cpu_s: f64,
     /// What each engine's tasks report, `(engine, task, report)` in order.
     pub reports: Vec<(String, String, String)>,
     /// Why it failed: an engine lost, a task failed, events lost; none if it ended well.
@@ -141,6 +155,11 @@ impl LiveReport {
                 s.histogrammed_delayeds
             );
         }
+        t += &format!(
+            "host: {:.3} CPU s, {:.2} ms per million events\n",
+            self.host_cpu_s,
+            self.host_cpu_s * 1e9 / r.sent.events().max(1) as f64
+        );
         if let Some(n) = self.merged_net_counts {
             t += &format!("merged sinogram: {n} net counts\n");
         }
@@ -152,6 +171,9 @@ impl LiveReport {
             t += &format!(", {g:.2} s at most");
         }
         if let Some(l) = self.image_latency_s {
+            t += &format!(", {l:.2} s behind the scan (median)");
+        }
+        if let Some(l) = self.final_image_latency_s {
             t += &format!("; the final one {l:.2} s after the last event");
         }
         t.push('\n');
@@ -160,6 +182,47 @@ impl LiveReport {
         }
         t
     }
+}
+
+/// The message size of shares sent through a local engine: a buffer of its shared memory's
+/// default pool (`offhost_link::offload::default_segment`), 16 chunks.
+const VIA_MESSAGE: usize = 1 << 20;
+
+/// The threads sending shares through a local engine, each ending with its error.
+type Senders = Arc<Mutex<Vec<std::thread::JoinHandle<Result<(), String>>>>>;
+
+/// Sends `share` to `address` through the local engine at `via`, then the end mark.
+fn send_via(via: &str, address: &str, mut share: Share) -> Result<(), String> {
+    use offhost_link::offload::{self, HostQueue, OpenOptions};
+    let fail = |e: offload::QueueError| format!("sending {address} through {via}: {e}");
+    let mut q = HostQueue::connect(via).map_err(fail)?;
+    let ch = q.open(address, OpenOptions::bulk()).map_err(fail)?;
+    offload::send_all(&mut q, ch, &mut share, VIA_MESSAGE).map_err(fail)?;
+    Ok(())
+}
+
+fn cpu_s(clock: ClockId) -> f64 {
+    let t = rustix::time::clock_gettime(clock);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// A share whose reading thread adds its CPU time to a total when it reads the end: the
+/// thread (`jobs::pump_in`'s) does nothing but read this share and send what it reads.
+struct Metered(Share, Arc<Mutex<f64>>);
+
+impl std::io::Read for Metered {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        if n == 0 {
+            *self.1.lock().unwrap_or_else(|e| e.into_inner()) += cpu_s(ClockId::ThreadCPUTime);
+        }
+        Ok(n)
+    }
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 /// Engine name of share `k`.
@@ -203,11 +266,39 @@ pub fn run(
     let sink = ImageSink::new(!scan.engines.is_empty(), Arc::clone(&images));
     let mut streams = Streams::default().output(text::IMAGES, sink);
     let mut ins = Vec::new();
+    let threads_cpu = Arc::new(Mutex::new(0f64));
+    let senders: Senders = Arc::new(Mutex::new(Vec::new()));
     for s in shares {
-        let ch = text::events_channel(s.index());
-        ins.push(format!("{ch}=<share {} of {}>", s.index(), scan.name));
-        streams = streams.input(&ch, s);
+        let k = s.index();
+        let ch = text::events_channel(k);
+        ins.push(format!("{ch}=<share {k} of {}>", scan.name));
+        streams = match (scan.via, scan.engines.is_empty()) {
+            (Some(via), false) => {
+                let (via, peer, senders) = (via.to_owned(), names[k].to_owned(), senders.clone());
+                let (channel, url) = (ch.clone(), scan.engines[k].1.clone());
+                let options = scan.options.clone();
+                streams.routed(&ch, move |id| {
+                    let address = format!("{peer}/in/{id}/{channel}");
+                    let t = std::thread::spawn(move || {
+                        let sent = send_via(&via, &address, s);
+                        if let Err(why) = &sent {
+                            // The engine's input would wait for ever: end it from here, so
+                            // the job ends, its histogram short of what was planned.
+                            let end = offhost_node::daemon::Client::connect_with(&url, &options)
+                                .and_then(|c| Ok(c.open_input(id, &channel)?.close()?));
+                            if let Err(e) = end {
+                                return Err(format!("{why}; and ending the input at {url}: {e}"));
+                            }
+                        }
+                        sent
+                    });
+                    senders.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+                })
+            }
+            _ => streams.input(&ch, Metered(s, Arc::clone(&threads_cpu))),
+        };
     }
+    let process_cpu = cpu_s(ClockId::ProcessCPUTime);
     let outs = [format!("{}=<images>", text::IMAGES)];
     // Each part's statistics, by engine, and the failure.
     let (parts, failure): (Vec<(String, Stats)>, Option<String>) = if scan.engines.is_empty() {
@@ -245,7 +336,21 @@ pub fn run(
             .collect();
         (parts, done.failure)
     };
+    // The shares sent through the local engine: each sender's end, the first failure.
+    let sent_via = std::mem::take(&mut *senders.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut via_failure = None;
+    for t in sent_via {
+        let r = t.join().unwrap_or_else(|_| Err("a sender panicked".into()));
+        if let Err(e) = r {
+            via_failure.get_or_insert(e);
+        }
+    }
+    let failure = failure.or(via_failure);
     let report = replay.report();
+    let host_cpu_s = match scan.engines.is_empty() {
+        true => *threads_cpu.lock().unwrap_or_else(|e| e.into_inner()),
+        false => cpu_s(ClockId::ProcessCPUTime) - process_cpu,
+    };
     let (checks, lost) = check_shares(scan, replay, &parts, n);
     let reports = (parts.iter())
         .flat_map(|(e, st)| {
@@ -260,16 +365,22 @@ pub fn run(
         .and_then(|(_, r)| r.split_once(' '))
         .and_then(|(v, _)| v.parse().ok());
     let im = images.lock().unwrap_or_else(|e| e.into_inner());
-    let gaps: Vec<f64> = (im.arrived.windows(2))
+    let times: Vec<Instant> = im.arrived.iter().map(|a| a.0).collect();
+    let gaps: Vec<f64> = (times.windows(2))
         .map(|w| (w[1] - w[0]).as_secs_f64())
         .collect();
-    // The live images' gaps: all but the last, which ends at the final image.
+    // The live images: all but the last, the final one.
+    let live = &im.arrived[..im.arrived.len().saturating_sub(1)];
     let mut live_gaps = gaps[..gaps.len().saturating_sub(1)].to_vec();
-    live_gaps.sort_by(f64::total_cmp);
+    // Each live image's age: from when its sinogram's last events were handed out.
+    let mut ages: Vec<f64> = (live.iter())
+        .filter_map(|(at, net)| Some(at.saturating_duration_since(replay.handed_by((*net)?)?)))
+        .map(|d| d.as_secs_f64())
+        .collect();
     let end = replay
         .started()
         .map(|s| s + Duration::from_secs_f64(report.seconds));
-    let latency = match (im.arrived.last(), end) {
+    let final_latency = match (times.last(), end) {
         (Some(&last), Some(end)) if failure.is_none() => {
             Some(last.saturating_duration_since(end).as_secs_f64())
         }
@@ -279,10 +390,12 @@ pub fn run(
         replay: report,
         shares: checks,
         images: im.arrived.len(),
-        image_period_s: live_gaps.get(live_gaps.len() / 2).copied(),
-        image_gap_max_s: gaps.iter().copied().reduce(f64::max),
-        image_latency_s: latency,
+        image_period_s: median(&mut live_gaps),
+        image_gap_max_s: live_gaps.iter().copied().reduce(f64::max),
+        image_latency_s: median(&mut ages),
+        final_image_latency_s: final_latency,
         merged_net_counts: merged,
+        host_cpu_s,
         reports,
         failure: failure.or(lost),
     })

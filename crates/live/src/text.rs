@@ -92,9 +92,9 @@ mod tests {
             live: None,
         })
         .unwrap();
-        // mMR SSRB: 127 x 252 x 344 counts of 4 bytes and a header: 42 MiB.
+        // mMR SSRB: 127 x 252 x 344 counts of 4 bytes and a header: 42 MiB (44,037,568 bytes).
         assert!(
-            t.contains("sino-sum period=1.5 out=m.hs @a <s0:sino0(2,43M) <s1:sino1(2,43M) >merged"),
+            t.contains("sino-sum period=1.5 out=m.hs @a <s0:sino0(2,42M) <s1:sino1(2,42M) >merged"),
             "{t}"
         );
         assert!(

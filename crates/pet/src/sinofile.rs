@@ -64,8 +64,13 @@ pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
     b
 }
 
-/// Decodes a sinogram, checking the header and the length.
-pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
+/// Checks an encoded sinogram's header and length without decoding its counts.
+pub fn check(b: &[u8]) -> Result<(), FormatError> {
+    header(b).map(drop)
+}
+
+/// The scanner an encoded sinogram's header gives, checked against its length.
+fn header(b: &[u8]) -> Result<Scanner, FormatError> {
     if b.len() < HEADER_LEN {
         return Err(FormatError::Truncated {
             what: "sinogram header",
@@ -114,7 +119,17 @@ pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
             what: format!("header implies {need} bytes, data has {}", b.len()),
         });
     }
-    let mut s = Sinogram::new(&scanner).map_err(bad_header)?;
+    Ok(scanner)
+}
+
+/// Decodes a sinogram, checking the header and the length.
+pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
+    let scanner = header(b)?;
+    let u = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let mut s = Sinogram::new(&scanner).map_err(|e| FormatError::BadHeader {
+        offset: 8,
+        what: e.to_string(),
+    })?;
     for (d, c) in s.data.iter_mut().zip(b[HEADER_LEN..].chunks_exact(4)) {
         *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
     }

@@ -98,11 +98,25 @@ impl Volume {
         file: impl std::io::Write,
         columns: usize,
     ) -> Result<(), ImageError> {
+        self.write_png_tagged(file, columns, &[])
+    }
+
+    /// [`write_png_to`](Self::write_png_to) with `text`, `(keyword, value)` pairs, in `tEXt`
+    /// chunks.
+    pub fn write_png_tagged(
+        &self,
+        file: impl std::io::Write,
+        columns: usize,
+        text: &[(&str, String)],
+    ) -> Result<(), ImageError> {
         let (w, h, px) = self.render(columns)?;
         let f = std::io::BufWriter::new(file);
         let mut enc = png::Encoder::new(f, w as u32, h as u32);
         enc.set_color(png::ColorType::Grayscale);
         enc.set_depth(png::BitDepth::Eight);
+        for (k, v) in text {
+            enc.add_text_chunk(k.to_string(), v.clone())?;
+        }
         let mut wr = enc.write_header()?;
         wr.write_image_data(&px)?;
         wr.finish()?;

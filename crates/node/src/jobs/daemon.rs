@@ -117,6 +117,10 @@ pub(crate) fn bridge(
         }));
     }
     for (n, p) in &b.inputs {
+        if let Some(fed) = super::streams::take_routed(streams, n) {
+            fed(sub.id);
+            continue;
+        }
         let r = super::streams::open_in(streams, n, p)?;
         let ch = std::sync::Arc::new(client.open_input(sub.id, n)?);
         let c = std::sync::Arc::clone(&ch);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::streams::{create_out, open_in};
+use super::streams::{create_out, open_in, take_routed};
 use super::{bindings, join, pump_in, pump_out, Bindings, JobError};
 use offhost_engine::watch::{Look, One, Phase};
 use offhost_engine::{
@@ -94,6 +94,11 @@ pub fn run(
     let stdout = b.stdout_outputs();
     if stdout > 1 || (stdout == 1 && job.json) {
         return Err(JobError::Binding("standard output can carry one host-out channel and no JSON; give the others a file with --out NAME=PATH".into()));
+    }
+    if let Some((n, _)) = (b.inputs.iter()).find(|(n, _)| take_routed(job.streams, n).is_some()) {
+        return Err(JobError::Binding(format!(
+            "host-in {n} is to be fed some other way, which only a placed job's parts can be"
+        )));
     }
     // Open the files before starting so a bad path fails early.
     let writers: Vec<_> = b

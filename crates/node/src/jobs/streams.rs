@@ -10,6 +10,7 @@ use super::JobError;
 
 type Readers = HashMap<String, Box<dyn Read + Send>>;
 type Writers = HashMap<String, Box<dyn Write + Send>>;
+type Routed = HashMap<String, Box<dyn FnOnce(u64) + Send>>;
 
 /// Readers and writers for host channels, each taken once by the job that bridges it. A
 /// channel bound here still needs a binding (`NAME=WHAT`, where WHAT only names it in
@@ -18,6 +19,7 @@ type Writers = HashMap<String, Box<dyn Write + Send>>;
 pub struct Streams {
     inputs: Mutex<Readers>,
     outputs: Mutex<Writers>,
+    routed: Mutex<Routed>,
 }
 
 impl std::fmt::Debug for Streams {
@@ -41,6 +43,16 @@ impl Streams {
         self
     }
 
+    /// Host-in channel `name` of a placed job is fed some other way (through an off-host
+    /// engine, say): instead of bridging it, the job calls `fed` with the id of the
+    /// pipeline that has it, once that part is submitted (before the job waits for it).
+    pub fn routed(self, name: &str, fed: impl FnOnce(u64) + Send + 'static) -> Streams {
+        let mut m = self.routed.lock().unwrap_or_else(|e| e.into_inner());
+        m.insert(name.to_owned(), Box::new(fed));
+        drop(m);
+        self
+    }
+
     /// `w` is where host-out channel `name`'s buffers go, one `write_all` per message.
     pub fn output(self, name: &str, w: impl Write + Send + 'static) -> Streams {
         let mut m = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
@@ -48,6 +60,15 @@ impl Streams {
         drop(m);
         self
     }
+}
+
+/// The caller's own feeder of host-in `name`, if it routes that input itself.
+pub(crate) fn take_routed(
+    streams: Option<&Streams>,
+    name: &str,
+) -> Option<Box<dyn FnOnce(u64) + Send>> {
+    let mut m = streams?.routed.lock().unwrap_or_else(|e| e.into_inner());
+    m.remove(name)
 }
 
 /// The reader of host-in `name`: the caller's, else the file `path`.

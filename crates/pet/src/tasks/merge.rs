@@ -16,7 +16,6 @@ use offhost_engine::{
 use super::histogram::emit;
 use super::outfile::OutFile;
 use crate::sinofile::{self, SinoFlags, HEADER_LEN};
-use crate::sinogram::Sinogram;
 
 /// Byte offset of the flags word in an encoded sinogram (see [`crate::sinofile`]).
 const FLAGS_AT: usize = 56;
@@ -40,32 +39,40 @@ struct SinoSum {
     total: Option<i64>,
 }
 
-/// The sum of encoded sinograms of one geometry (the first decoded and checked whole, the
-/// others checked against its header and length).
-fn sum(parts: &[&[u8]]) -> Result<Sinogram, TaskError> {
+/// The sum of encoded sinograms of one geometry, encoded with `flags`: the first checked
+/// whole, the others against its header and length, added in place (one pass each).
+fn sum(parts: &[&[u8]], flags: SinoFlags) -> Result<Vec<u8>, TaskError> {
     let bad = |i: usize, e: String| TaskError::BadInput(format!("input {i}: {e}"));
     let Some((first, rest)) = parts.split_first() else {
         return Err(TaskError::BadInput("no sinogram arrived".into()));
     };
-    let (mut total, _) = sinofile::decode(first).map_err(|e| bad(0, e.to_string()))?;
+    sinofile::check(first).map_err(|e| bad(0, e.to_string()))?;
+    let mut total = first.to_vec();
     for (i, p) in rest.iter().enumerate() {
         // Same geometry, same length: the header up to the flags must be equal.
-        if p.len() != first.len()
-            || p[8..FLAGS_AT] != first[8..FLAGS_AT]
-            || &p[..8] != sinofile::MAGIC
-        {
+        if p.len() != first.len() || p[..FLAGS_AT] != first[..FLAGS_AT] {
             return Err(bad(
                 i + 1,
                 "a sinogram of another geometry or size than input 0's".into(),
             ));
         }
-        for (t, c) in total.data.iter_mut().zip(p[HEADER_LEN..].chunks_exact(4)) {
-            let v = i32::from_le_bytes(c.try_into().expect("4 bytes"));
-            *t = t.checked_add(v).ok_or_else(|| {
-                TaskError::Failed("a merged bin passes the 32-bit counts of a sinogram".into())
-            })?;
+        let mut over = false;
+        for (t, c) in (total[HEADER_LEN..].chunks_exact_mut(4)).zip(p[HEADER_LEN..].chunks_exact(4))
+        {
+            let a = i32::from_le_bytes((&*t).try_into().expect("4 bytes"));
+            let b = i32::from_le_bytes(c.try_into().expect("4 bytes"));
+            let (v, o) = a.overflowing_add(b);
+            over |= o;
+            t.copy_from_slice(&v.to_le_bytes());
+        }
+        if over {
+            return Err(TaskError::Failed(
+                "a merged bin passes the 32-bit counts of a sinogram".into(),
+            ));
         }
     }
+    let f = u32::from(flags.last) | u32::from(flags.detector_pairs) << 1;
+    total[FLAGS_AT..FLAGS_AT + 4].copy_from_slice(&f.to_le_bytes());
     Ok(total)
 }
 
@@ -78,7 +85,8 @@ fn flags_of(b: &[u8]) -> Option<SinoFlags> {
 }
 
 impl SinoSum {
-    fn merged(&self, last: bool) -> Result<(Sinogram, SinoFlags), TaskError> {
+    /// The sum of the newest snapshots, encoded.
+    fn merged(&self, last: bool) -> Result<Vec<u8>, TaskError> {
         let parts: Vec<&[u8]> = self.latest.iter().flatten().map(|b| &b[..]).collect();
         let pairs = parts
             .iter()
@@ -87,7 +95,7 @@ impl SinoSum {
             last,
             detector_pairs: pairs,
         };
-        Ok((sum(&parts)?, flags))
+        sum(&parts, flags)
     }
 }
 
@@ -133,14 +141,16 @@ impl Task for SinoSum {
                     "input {i} ended without its final sinogram: that histogram was cut short, so the merged one would miss events"
                 )));
             }
-            let (sino, flags) = self.merged(true)?;
+            let bytes = self.merged(true)?;
+            let (sino, flags) = sinofile::decode(&bytes)
+                .map_err(|e| TaskError::Failed(format!("the merged sinogram: {e}")))?;
             self.total = Some(sino.total());
             if let Some(out) = self.out.take() {
                 out.write(&sino, flags)?;
             }
             self.merged += 1;
             if cx.outputs() > 0 {
-                if let Err((bytes, wait)) = emit(cx, sinofile::encode(&sino, flags)) {
+                if let Err((bytes, wait)) = emit(cx, bytes) {
                     self.pending = Some(bytes);
                     self.finished = true;
                     return Ok(wait);
@@ -154,11 +164,11 @@ impl Task for SinoSum {
         let round = self.fresh.iter().all(|f| *f);
         let due = round || self.sent_at.is_none_or(|t| t.elapsed() >= self.period);
         if any && due && cx.outputs() > 0 {
-            let (sino, flags) = self.merged(false)?;
+            let bytes = self.merged(false)?;
             self.fresh.iter_mut().for_each(|f| *f = false);
             self.sent_at = Some(Instant::now());
             self.merged += 1;
-            if let Err((bytes, wait)) = emit(cx, sinofile::encode(&sino, flags)) {
+            if let Err((bytes, wait)) = emit(cx, bytes) {
                 self.pending = Some(bytes);
                 return Ok(wait);
             }

@@ -23,6 +23,7 @@ mod source;
 mod window;
 
 pub use histogram::report_counts;
+pub use recon::NET_COUNTS_KEY;
 
 use offhost_engine::{ArgError, Args, Registry};
 

@@ -1,7 +1,7 @@
 //! `recon`: reconstructs the last sinogram received and writes a PNG; with `period=`, live
 //! images as snapshots come ([`crate::preview`]), out as PNGs on its output and to `live=`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
@@ -26,7 +26,6 @@ struct Recon {
     shown_at: Option<Instant>,
     /// Live images at a period (`period=`), and where each goes.
     preview: Option<Preview>,
-    period: Duration,
     live: Option<WriteFile>,
     /// The newest snapshot has had no live image yet.
     fresh: bool,
@@ -35,21 +34,25 @@ struct Recon {
 /// The least time between two images made for a live view while the scan goes on.
 const LIVE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A volume as PNG bytes.
-fn png_bytes(vol: &crate::Volume, columns: usize) -> Result<Vec<u8>, TaskError> {
+/// The `tEXt` keyword of an image's PNG that gives the net counts of the sinogram it was
+/// made from (a host that knows what it sent can tell how old the image's data is).
+pub const NET_COUNTS_KEY: &str = "offhost-net-counts";
+
+/// A volume made from a sinogram of `net` counts as PNG bytes.
+fn png_bytes(vol: &crate::Volume, columns: usize, net: i64) -> Result<Vec<u8>, TaskError> {
     let mut out = Vec::new();
-    vol.write_png_to(&mut out, columns)
+    vol.write_png_tagged(&mut out, columns, &[(NET_COUNTS_KEY, net.to_string())])
         .map_err(|e| TaskError::Failed(format!("PNG: {e}")))?;
     Ok(out)
 }
 
 impl Recon {
     /// With `period=`: a live image of the newest snapshot, when one came since the last
-    /// image and half a period has passed; shown, written to `live=` and put out.
+    /// image; shown, written to `live=` and put out. The snapshots come about a period apart
+    /// (the histograms' and the merge's `period=`), and no timer wakes a task, so each one is
+    /// imaged when it comes: one held back for later would wait for the next.
     fn live_image(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
-        let due = self.shown_at.is_none_or(|t| t.elapsed() >= self.period / 2);
-        let (Some(preview), Some(buf), true, true) =
-            (self.preview.as_mut(), &self.latest, self.fresh, due)
+        let (Some(preview), Some(buf), true) = (self.preview.as_mut(), &self.latest, self.fresh)
         else {
             return Ok(());
         };
@@ -58,7 +61,7 @@ impl Recon {
         let vol = preview.image(&sino, flags.detector_pairs);
         self.fresh = false;
         self.show(cx, &vol);
-        let png = png_bytes(&vol, self.columns)?;
+        let png = png_bytes(&vol, self.columns, sino.total())?;
         if let Some(f) = &self.live {
             use std::io::Write;
             f.create()
@@ -120,7 +123,10 @@ impl Recon {
         vol.write_png_to(f, self.columns)
             .map_err(|e| TaskError::Failed(format!("{}: {e}", self.png.path())))?;
         if cx.outputs() > 0 {
-            cx.put(0, Buffer::from_vec(png_bytes(&vol, self.columns)?));
+            cx.put(
+                0,
+                Buffer::from_vec(png_bytes(&vol, self.columns, sino.total())?),
+            );
         }
         self.summary = Some(format!(
             "{:?}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
@@ -222,7 +228,6 @@ pub(super) fn register(r: &mut Registry) {
                 summary: None,
                 shown_at: None,
                 preview: period.map(Preview::new),
-                period: period.unwrap_or(LIVE_PERIOD),
                 live,
                 fresh: false,
             }))
