@@ -114,13 +114,13 @@ pub fn replay(
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
-            while !done.load(Ordering::Acquire) {
+            while !done.load(Ordering::Relaxed) {
                 progress(replay.events_sent(), planned);
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
         let r = crate::run(&scan, &replay, parts, registry);
-        done.store(true, Ordering::Release);
+        done.store(true, Ordering::Relaxed);
         r
     })
 }

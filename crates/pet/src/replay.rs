@@ -346,7 +346,7 @@ impl Replay {
         let mut sent = Counts::default();
         shares.iter().for_each(|c| sent.add(c));
         let end_ns = (self.shares.iter())
-            .map(|s| s.ended_ns.load(Ordering::Acquire))
+            .map(|s| s.ended_ns.load(Ordering::Relaxed))
             .max()
             .unwrap_or(0);
         let seconds = match end_ns {
@@ -401,7 +401,7 @@ impl Share {
         let state = &r.shares[self.index];
         if g >= r.chunks() {
             let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            state.ended_ns.store(ns.max(1), Ordering::Release);
+            state.ended_ns.store(ns.max(1), Ordering::Relaxed);
             return None;
         }
         let per = r.rec.chunks.len() as u64;
