@@ -23,7 +23,14 @@
    - an offhost engine container (args starting with `engine`): --tls-certificates is the
      mount path of a Secret volume that provides ca-cert.pem, server-cert.pem and
      server-key.pem; the port of every --listen tls:/tcp: URL is a container port; --files is
-     a mount path; with --offhost BIN, every flag is one `BIN engine --help` lists.
+     a mount path; with --offhost BIN, every flag is one `BIN engine --help` lists;
+   - an `offhost pet replay` container (a Job's, say): with --offhost BIN, every flag is one
+     `BIN pet replay --help` lists;
+   - every engine named by URL (`--peer NAME=tls:HOST:PORT` of an engine, `--engine
+     NAME=tls:HOST:PORT` of a replay) whose HOST is a StatefulSet's pod, POD.SERVICE[...],
+     names a pod that the StatefulSet given here has (its ordinal under `replicas`) behind
+     that Service, on one of the Service's ports.
+   Jobs are checked as the other workloads, less the selector (Kubernetes makes a Job's).
 
 Exits 1 with one line per problem, 0 with a summary.
 """
@@ -141,12 +148,43 @@ def labels_match(selector, labels):
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def engine_flags(binary):
-    """The long flags `BINARY engine --help` lists."""
+def command_flags(binary, words):
+    """The long flags `BINARY WORDS... --help` lists."""
     out = subprocess.run(
-        [binary, "engine", "--help"], capture_output=True, text=True, check=True
+        [binary, *words, "--help"], capture_output=True, text=True, check=True
     ).stdout
     return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out))
+
+
+def engine_flags(binary):
+    """The long flags of `BINARY engine` and `BINARY pet replay`, by command."""
+    return {
+        "engine": command_flags(binary, ["engine"]),
+        "pet replay": command_flags(binary, ["pet", "replay"]),
+    }
+
+
+POD_URL = re.compile(r"^[^=]+=tls:([a-z0-9-]+)-(\d+)\.([a-z0-9-]+)(\.[a-z0-9.-]+)?:(\d+)$")
+
+
+def check_targets(where, values, sets, services, c):
+    """Each NAME=tls:STS-N.SERVICE...:PORT of `values` is a pod of StatefulSet STS here."""
+    for v in values:
+        m = POD_URL.match(v or "")
+        if not m:
+            continue
+        sts, n, svc, port = m.group(1), int(m.group(2)), m.group(3), int(m.group(5))
+        if sts not in sets:
+            c.error(where, f"{v}: no StatefulSet {sts!r} here")
+            continue
+        service, replicas = sets[sts]
+        if service != svc:
+            c.error(where, f"{v}: StatefulSet {sts!r} is behind Service {service!r}, not {svc!r}")
+        if n >= replicas:
+            c.error(where, f"{v}: StatefulSet {sts!r} has {replicas} replicas, no pod {sts}-{n}")
+        ports = [p.get("port") for p in ((services.get(svc) or {}).get("spec") or {}).get("ports") or []]
+        if svc in services and port not in ports:
+            c.error(where, f"{v}: Service {svc!r} has no port {port}")
 
 
 def parse_args(args):
@@ -173,7 +211,7 @@ def check_engine(where, container, mounts, secret_files, ports, flags, c):
     pairs = parse_args(args[1:])
     if flags is not None:
         for flag, _ in pairs:
-            if flag not in flags:
+            if flag not in flags["engine"]:
                 c.error(where, f"`offhost engine` has no flag {flag}")
     values = {}
     for flag, value in pairs:
@@ -204,12 +242,14 @@ def check_engine(where, container, mounts, secret_files, ports, flags, c):
             c.error(where, f"--files {d} is not a volumeMount's mountPath")
 
 
-def check_workload(where, d, services, secrets, flags, c):
+def check_workload(where, d, services, secrets, flags, sets, c):
     spec = d.get("spec") or {}
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels") or {}
     pod = template.get("spec") or {}
     selector = spec.get("selector") or {}
+    if d.get("kind") == "Job":
+        selector = {"matchLabels": labels}
     if selector.get("matchExpressions"):
         c.error(where, "selector.matchExpressions: use matchLabels (checked against the labels)")
     match = selector.get("matchLabels") or {}
@@ -325,10 +365,19 @@ def check_workload(where, d, services, secrets, flags, c):
             for var in VAR_REF.findall(str(a)):
                 if var not in env:
                     c.error(kw, f"$({var}) in its command line is not one of its env names")
-        args = k.get("args") or []
-        if args and str(args[0]) == "engine":
+        args = [str(a) for a in k.get("args") or []]
+        if args and args[0] == "engine":
             ports = {p.get("containerPort") for p in k.get("ports") or []}
             check_engine(kw, k, mounts, secret_files, ports, flags, c)
+            peers = [v for f, v in parse_args(args[1:]) if f == "--peer"]
+            check_targets(kw, peers, sets, services, c)
+        if args[:2] == ["pet", "replay"]:
+            pairs = parse_args(args[2:])
+            for flag, _ in pairs:
+                if flags is not None and flag not in flags["pet replay"]:
+                    c.error(kw, f"`offhost pet replay` has no flag {flag}")
+            engines = [v for f, v in pairs if f == "--engine"]
+            check_targets(kw, engines, sets, services, c)
 
 
 def main():
@@ -343,18 +392,21 @@ def main():
         docs += load(path, c)
     version = check_schema(docs, a.kubernetes_version, c)
     flags = engine_flags(a.offhost) if a.offhost else None
-    services, secrets = {}, {}
+    services, secrets, sets = {}, {}, {}
     for _, d in docs:
         name = (d.get("metadata") or {}).get("name")
         if d.get("kind") == "Service":
             services[name] = d
         elif d.get("kind") == "Secret":
             secrets[name] = d
+        elif d.get("kind") == "StatefulSet":
+            spec = d.get("spec") or {}
+            sets[name] = (spec.get("serviceName"), spec.get("replicas", 1))
     workloads = 0
     for where, d in docs:
-        if d.get("kind") in ("StatefulSet", "Deployment", "DaemonSet"):
+        if d.get("kind") in ("StatefulSet", "Deployment", "DaemonSet", "Job"):
             workloads += 1
-            check_workload(where, d, services, secrets, flags, c)
+            check_workload(where, d, services, secrets, flags, sets, c)
     for p in c.problems:
         print(p, file=sys.stderr)
     if c.problems:
@@ -363,7 +415,7 @@ def main():
     print(
         f"check_k8s: {len(docs)} documents, {workloads} workload(s): YAML, schema "
         f"(Kubernetes {version}, strict) and references fine"
-        + ("" if flags is None else f"; engine flags in `{a.offhost} engine --help`")
+        + ("" if flags is None else f"; flags in `{a.offhost} engine|pet replay --help`")
     )
     return 0
 

@@ -6,7 +6,8 @@
 #     builds) instead of /usr/local/bin/offhost; any complaint about the unit fails, also the
 #     ones verify only warns about (an unknown key, a value it cannot parse);
 #   - every flag the units' ExecStart and deploy/systemd/engine.env pass to `offhost engine`
-#     is one that `offhost engine --help` lists;
+#     is one that `offhost engine --help` lists (a unit that runs `offhost pet replay`, and
+#     deploy/systemd/pet-replay.env, against `offhost pet replay --help`);
 #   - the Kubernetes manifests in deploy/k8s: scripts/check_k8s.py (YAML, the Kubernetes
 #     schema with kubernetes-validate from scripts/requirements.txt, and the references
 #     between the documents and to the engine's flags).
@@ -25,19 +26,23 @@ fail() {
 [ -x "$bin" ] || fail "no $bin: build it (cargo build -p offhost; scripts/test's cargo test does)"
 command -v systemd-analyze >/dev/null || fail "no systemd-analyze (Debian package systemd)"
 engine_help=$("$bin" engine --help) || fail "$bin engine --help failed"
-known_flags=$(grep -oE -- '--[a-z][a-z0-9-]*' <<<"$engine_help" | sort -u)
+engine_flags=$(grep -oE -- '--[a-z][a-z0-9-]*' <<<"$engine_help" | sort -u)
+replay_help=$("$bin" pet replay --help) || fail "$bin pet replay --help failed"
+replay_flags=$(grep -oE -- '--[a-z][a-z0-9-]*' <<<"$replay_help" | sort -u)
+known_flags=$engine_flags
+command_name="offhost engine"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Every --flag in the text on stdin must be an `offhost engine` flag.
+# Every --flag in the text on stdin must be a flag of $command_name ($known_flags).
 check_flags() {
   local where=$1 flag bad=0
   local flags
   flags=$(grep -oE -- '(^|[[:space:]"=])--[a-z][a-z0-9-]*' | grep -oE -- '--[a-z0-9-]+' || true)
   for flag in $flags; do
     if ! grep -qxF -- "$flag" <<<"$known_flags"; then
-      echo "30-deploy: $where: \`offhost engine\` has no flag $flag" >&2
+      echo "30-deploy: $where: \`$command_name\` has no flag $flag" >&2
       bad=1
     fi
   done
@@ -63,16 +68,27 @@ for unit in "${units[@]}"; do
   fi
   if grep -q '^ExecStart=' "$unit"; then
     # ExecStart with its continuation lines joined.
-    sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$unit" | grep '^ExecStart=' | check_flags "$unit" \
-      || fail "$unit: flags unknown to offhost engine"
+    exec_start=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$unit" | grep '^ExecStart=')
+    if grep -q ' pet replay ' <<<"$exec_start"; then
+      known_flags=$replay_flags command_name="offhost pet replay"
+    else
+      known_flags=$engine_flags command_name="offhost engine"
+    fi
+    check_flags "$unit" <<<"$exec_start" || fail "$unit: flags unknown to $command_name"
     echo "30-deploy: $unit: systemd-analyze verify fine, flags known"
   else
     echo "30-deploy: $unit: systemd-analyze verify fine"
   fi
 done
 if [ -f deploy/systemd/engine.env ]; then
+  known_flags=$engine_flags command_name="offhost engine"
   check_flags deploy/systemd/engine.env <deploy/systemd/engine.env \
     || fail "deploy/systemd/engine.env: flags unknown to offhost engine"
+fi
+if [ -f deploy/systemd/pet-replay.env ]; then
+  known_flags=$replay_flags command_name="offhost pet replay"
+  check_flags deploy/systemd/pet-replay.env <deploy/systemd/pet-replay.env \
+    || fail "deploy/systemd/pet-replay.env: flags unknown to offhost pet replay"
 fi
 
 manifests=(deploy/k8s/*.yaml deploy/k8s/*.yml)
