@@ -279,7 +279,10 @@ fn live(
         // In this process the path is taken as it is; an engine takes it beneath its files.
         png: if engines.is_empty() { &png } else { "scan.png" },
         live: None,
+        final_live: false,
         via,
+        watch: None,
+        parts: None,
     };
     let mut r = offhost_pet::tasks::registry();
     offhost_node::remote::register(

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use offhost_engine::Registry;
@@ -59,9 +60,19 @@ pub struct ReplayJob {
     /// Write each live image here as it is made (on the first engine).
     #[arg(long)]
     pub live: Option<String>,
+    /// The final image: full (2D FBP of every rebinned plane at full resolution; about 10 s
+    /// for the mMR on two cores) or live (at the live images' level, in a fraction of that).
+    #[arg(long = "final", value_name = "full|live", default_value = "full", value_parser = ["full", "live"])]
+    pub final_image: String,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// A live view of the scan: its tasks, counters, sinograms and images as they come.
+    #[command(flatten)]
+    pub view: offhost_view::ViewArgs,
+    /// How long the view stays after the scan.
+    #[command(flatten)]
+    pub linger: offhost_view::ViewLinger,
 }
 
 fn offhost_units_seconds(s: &str) -> Result<Duration, String> {
@@ -81,7 +92,7 @@ pub fn replay(
         0 => job.shares,
         n => n,
     };
-    let (replay, parts) = crate::plan(
+    let (replay, readers) = crate::plan(
         &job.file,
         &header,
         Plan {
@@ -108,7 +119,27 @@ pub fn replay(
         sinogram: job.sinogram.as_deref(),
         png: &job.png,
         live: job.live.as_deref(),
+        final_live: job.final_image == "live",
         via: job.via.as_deref(),
+        watch: None,
+        parts: None,
+    };
+    // A view reads the pipeline here, or each engine's parts there.
+    let one = Arc::new(offhost_engine::watch::One::default());
+    let parts = Arc::new(offhost_node::jobs::parts_view::PartsView::new(
+        &name, &options,
+    ));
+    let source: Arc<dyn offhost_engine::watch::Watched> = match engines.is_empty() {
+        true => one.clone(),
+        false => parts.clone(),
+    };
+    let config = job.view.config(job.tls_certificates.as_deref(), false);
+    let view = offhost_view::View::start_said(config, source)
+        .map_err(|e| LiveError::Plan(format!("--view: {e}")))?;
+    let scan = LiveScan {
+        watch: view.as_ref().map(|_| one),
+        parts: view.as_ref().map(|_| parts),
+        ..scan
     };
     let planned = replay.planned().events();
     let done = AtomicBool::new(false);
@@ -119,8 +150,9 @@ pub fn replay(
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        let r = crate::run(&scan, &replay, parts, registry);
+        let r = crate::run(&scan, &replay, readers, registry);
         done.store(true, Ordering::Relaxed);
         r
     })
+    .inspect(|_| job.linger.wait(view.as_ref()))
 }

@@ -70,11 +70,17 @@ pub struct LiveScan<'a> {
     pub png: &'a str,
     /// Where it writes each live image.
     pub live: Option<&'a str>,
+    /// The final image at the live images' level (fast) instead of a full reconstruction.
+    pub final_live: bool,
     /// The local engine (`shm:PATH`) that carries the shares to the engines, which it knows
     /// as peers by their names (`offhost engine --peer NAME=URL`): the off-host transport,
     /// so this process only writes the words into shared memory. None: this process sends
     /// them on its own links.
     pub via: Option<&'a str>,
+    /// Where a live view reads the pipeline run in this process, if one watches.
+    pub watch: Option<Arc<offhost_engine::watch::One>>,
+    /// Where a live view hears of the parts placed on engines, if one watches.
+    pub parts: Option<Arc<offhost_node::jobs::parts_view::PartsView>>,
 }
 
 /// What one share's engine histogrammed of what it was sent.
@@ -261,6 +267,7 @@ pub fn run(
         sinogram: scan.sinogram,
         png: scan.png,
         live: scan.live,
+        final_live: scan.final_live,
     })?;
     let images = Arc::new(Mutex::new(Images::default()));
     let sink = ImageSink::new(!scan.engines.is_empty(), Arc::clone(&images));
@@ -314,7 +321,7 @@ pub fn run(
             ins: &ins,
             duration: None,
             json: false,
-            watch: None,
+            watch: scan.watch.clone(),
             streams: Some(&streams),
         };
         let done = local::run(&job, registry, |_| {}, |_| {})?;
@@ -330,7 +337,11 @@ pub fn run(
             modules: &[],
             streams: Some(&streams),
         };
-        let done = placed::run(&job, registry, None, |_, _, _| {})?;
+        let done = placed::run(&job, registry, None, |engine, url, id| {
+            if let Some(p) = &scan.parts {
+                p.add(engine, url, id);
+            }
+        })?;
         let parts = (done.parts.into_iter())
             .filter_map(|p| Some((p.engine, p.state?.stats?)))
             .collect();

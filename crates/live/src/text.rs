@@ -25,6 +25,8 @@ pub struct Shape<'a> {
     pub png: &'a str,
     /// Where it writes each live image.
     pub live: Option<&'a str>,
+    /// The final image at the live images' level instead of a full reconstruction.
+    pub final_live: bool,
 }
 
 /// Host-in channel of share `k`.
@@ -69,8 +71,9 @@ pub fn pipeline(s: &Shape<'_>) -> Result<String, LiveError> {
     let live = s.live.map(|l| format!(" live={l}")).unwrap_or_default();
     let _ = writeln!(
         t,
-        "recon method=fbp-hann png={} period={period}{live} @{first} <merged >pictures",
-        s.png
+        "recon method=fbp-hann png={} period={period}{live} final={} @{first} <merged >pictures",
+        s.png,
+        if s.final_live { "live" } else { "full" }
     );
     let _ = writeln!(t, "host-out name={IMAGES} whole=true @{first} <pictures");
     Ok(t)
@@ -90,6 +93,7 @@ mod tests {
             sinogram: Some("m.hs"),
             png: "final.png",
             live: None,
+            final_live: false,
         })
         .unwrap();
         // mMR SSRB: 127 x 252 x 344 counts of 4 bytes and a header: 42 MiB (44,037,568 bytes).
@@ -115,6 +119,7 @@ mod tests {
                 sinogram: None,
                 png: "x.png",
                 live: None,
+                final_live: true,
             }
         });
         assert!(bad.unwrap_err().to_string().contains("span"));

@@ -7,6 +7,9 @@ use crate::layout::Layout;
 use crate::petlink::PetlinkStats;
 use crate::sinogram::{HistStats, Sinogram};
 
+/// Words whose counts are handed to the sinogram at once.
+const BLOCK: usize = 1024;
+
 /// Histograms PETLINK 32-bit words (span-1 bin addresses) into a sinogram of any span.
 #[derive(Clone, Debug)]
 pub struct PetlinkHistogrammer {
@@ -62,13 +65,32 @@ impl PetlinkHistogrammer {
 
     /// Adds raw words; events go to the sinogram, tags are counted.
     pub fn add_words(&mut self, words: &[u32]) {
+        let blocks = words.chunks(BLOCK).map(|b| b.iter().copied());
+        self.add_blocks(blocks, words.len());
+    }
+
+    /// Adds raw words as they lie in a file or a message, 4 little-endian bytes each (a
+    /// trailing partial word is left out: the caller keeps it for the next bytes).
+    pub fn add_le_bytes(&mut self, bytes: &[u8]) {
+        let word = |c: &[u8]| u32::from_le_bytes(c.try_into().expect("4 bytes"));
+        let whole = &bytes[..bytes.len() / 4 * 4];
+        let blocks = whole.chunks(4 * BLOCK).map(|b| b.chunks_exact(4).map(word));
+        self.add_blocks(blocks, whole.len() / 4);
+    }
+
+    /// Adds `words` words given in blocks of at most [`BLOCK`].
+    fn add_blocks<B: Iterator<Item = u32>>(
+        &mut self,
+        blocks: impl Iterator<Item = B>,
+        words: usize,
+    ) {
         let trash = self.counts.trash() as usize;
         let (mut events, mut delayeds) = (0u64, 0u64);
         let (mut rej_p, mut rej_d) = (0u64, 0u64);
-        let mut entries = [0u32; 1024];
-        for block in words.chunks(entries.len()) {
+        let mut entries = [0u32; BLOCK];
+        for block in blocks {
             let mut n = 0;
-            for &w in block {
+            for w in block {
                 if w >> 31 == 0 {
                     let addr = w & 0x3FFF_FFFF;
                     let idx = match self.map.get((addr / self.plane) as usize) {
@@ -90,7 +112,7 @@ impl PetlinkHistogrammer {
             }
             self.counts.add(&entries[..n]);
         }
-        self.words.words += words.len() as u64;
+        self.words.words += words as u64;
         self.words.events += events;
         self.words.delayeds += delayeds;
         self.words.prompts += events - delayeds;
@@ -128,5 +150,40 @@ impl PetlinkHistogrammer {
     pub fn finish(mut self) -> (Sinogram, HistStats, PetlinkStats) {
         self.sino.data = self.counts.into_vec();
         (self.sino, self.stats, self.words)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_and_words_histogram_alike() {
+        let s = Scanner::mmr();
+        // Events over the whole span-1 range and past it (to the trash bin), delayeds,
+        // tags, and more than a block.
+        let words: Vec<u32> = (0..5000u32)
+            .map(|i| match i % 7 {
+                0 => 0x8000_0000 | i,
+                1 => i.wrapping_mul(2_654_435_761) % 400_000_000,
+                _ => 0x4000_0000 | (i.wrapping_mul(40_503) % 354_033_216),
+            })
+            .collect();
+        let bytes: Vec<u8> = words
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .chain([7, 7])
+            .collect();
+        let mut a = PetlinkHistogrammer::new(&s, 11).unwrap();
+        let mut b = PetlinkHistogrammer::new(&s, 11).unwrap();
+        a.add_words(&words);
+        b.add_le_bytes(&bytes);
+        let (sa, ha, wa) = a.finish();
+        let (sb, hb, wb) = b.finish();
+        assert_eq!(ha, hb);
+        assert_eq!(wa, wb);
+        assert_eq!(wa.words, 5000);
+        assert!(sa.data == sb.data);
+        assert!(ha.geometry_rejected > 0 && ha.delayeds > 0 && wa.time_tags > 0);
     }
 }

@@ -32,6 +32,16 @@ pub struct PartsView {
     board: Arc<Board>,
 }
 
+impl std::fmt::Debug for PartsView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner()).len();
+        f.debug_struct("PartsView")
+            .field("name", &self.name)
+            .field("parts", &parts)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PartsView {
     /// A view of the job from file `name`, reaching its engines with `options`.
     pub fn new(name: &str, options: &LinkOptions) -> PartsView {

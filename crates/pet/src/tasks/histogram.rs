@@ -25,7 +25,6 @@ enum Hist {
     Words {
         h: Box<PetlinkHistogrammer>,
         carry: Carry<4>,
-        words: Vec<u32>,
     },
 }
 
@@ -92,15 +91,8 @@ impl SinogramTask {
                 decode_into(whole, events);
                 h.add(events);
             }),
-            Hist::Words { h, carry, words } => carry.feed(b, |whole| {
-                words.clear();
-                words.extend(
-                    whole
-                        .chunks_exact(4)
-                        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
-                );
-                h.add_words(words);
-            }),
+            // Straight from the buffer's bytes: no copy of the words.
+            Hist::Words { h, carry } => carry.feed(b, |whole| h.add_le_bytes(whole)),
         }
     }
 
@@ -260,7 +252,6 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             Hist::Words {
                 h: Box::new(h),
                 carry: Carry::default(),
-                words: Vec::new(),
             }
         }
         other => {

@@ -29,6 +29,8 @@ struct Recon {
     live: Option<WriteFile>,
     /// The newest snapshot has had no live image yet.
     fresh: bool,
+    /// The final image at the live images' level (`final=live`), not a full reconstruction.
+    final_live: bool,
 }
 
 /// The least time between two images made for a live view while the scan goes on.
@@ -111,7 +113,18 @@ impl Recon {
         let (sino, flags) =
             sinofile::decode(&buf).map_err(|e| TaskError::BadInput(format!("sinogram: {e}")))?;
         let t = Instant::now();
-        let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
+        let (vol, how) = match (&mut self.preview, self.final_live) {
+            (Some(p), true) => {
+                let level = p.level();
+                let vol = p.image(&sino, flags.detector_pairs);
+                let how = format!("live level (mash {}, slabs of {})", level.mash, level.slab);
+                (vol, how)
+            }
+            _ => {
+                let vol = recon::reconstruct(&sino, self.method, flags.detector_pairs);
+                (vol, format!("{:?}", self.method))
+            }
+        };
         let secs = t.elapsed().as_secs_f64();
         if cx.watched() {
             self.show(cx, &vol);
@@ -129,8 +142,7 @@ impl Recon {
             );
         }
         self.summary = Some(format!(
-            "{:?}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
-            self.method,
+            "{how}: {} slices of {}x{} from {} net counts in {:.2} s -> {}",
             vol.slices,
             vol.n,
             vol.n,
@@ -194,6 +206,7 @@ pub(super) fn register(r: &mut Registry) {
         .required("png", "output PNG path")
         .optional("period", "make live images while the scan goes on, about this many seconds apart (0.05 to 3600): the finest that fits half the period; each goes out as a PNG")
         .optional("live", "write each live image to this PNG path (with period=)")
+        .arg("final", "full", "the final image: full (the method's reconstruction) or live (at the live images' level, with period=)")
         .outputs(0, 1),
         |a: &Args, b: &mut Build<'_>| {
             let method = match a.get("method").unwrap_or("fbp") {
@@ -219,6 +232,17 @@ pub(super) fn register(r: &mut Registry) {
                     Some(b.files().create(p).map_err(|e| e.arg("live"))?)
                 }
             };
+            let final_live = match a.get("final").unwrap_or("full") {
+                "full" => false,
+                "live" if period.is_some() => true,
+                "live" => return Err(ArgError::new("final", "final=live needs period=")),
+                other => {
+                    return Err(ArgError::new(
+                        "final",
+                        format!("final={other}: expected full or live"),
+                    ))
+                }
+            };
             Ok(Box::new(Recon {
                 method,
                 png: b.files().create(a.required("png")?).map_err(|e| e.arg("png"))?,
@@ -230,6 +254,7 @@ pub(super) fn register(r: &mut Registry) {
                 preview: period.map(Preview::new),
                 live,
                 fresh: false,
+                final_live,
             }))
         },
     );
