@@ -42,6 +42,25 @@ fn offline(dir: &Path) -> Vec<i32> {
     counts(&one)
 }
 
+/// `offhost pet replay SAMPLE --final live ARGS...` in `dir` (the final image at the live
+/// level: a full FBP of the mMR's 127 planes would take most of each test's time).
+fn replay(dir: &Path, args: &[&str]) -> std::process::Output {
+    let file = sample();
+    let mut all = vec!["pet", "replay", file.to_str().unwrap(), "--final", "live"];
+    all.extend(args);
+    offhost(&all, dir)
+}
+
+/// The bins of `merged` that are not `loops` times the offline histogram `once`.
+fn differing(merged: &[i32], once: &[i32], loops: i32) -> usize {
+    assert_eq!(merged.len(), once.len());
+    merged
+        .iter()
+        .zip(once)
+        .filter(|(m, o)| **m != loops * **o)
+        .count()
+}
+
 fn json(o: &std::process::Output) -> serde_json::Value {
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -73,46 +92,32 @@ fn every_event_counted(v: &serde_json::Value, shares: usize, loops: u64) {
 fn a_looped_replay_in_this_process_merges_to_the_offline_histogram() {
     let dir = tempfile::tempdir().unwrap();
     let once = offline(dir.path());
-    let o = offhost(
-        &[
-            "pet",
-            "replay",
-            sample().to_str().unwrap(),
-            "--final",
-            "live",
-            "--loop",
-            "3",
-            "--shares",
-            "3",
-            "--sinogram",
-            "m.sino",
-            "--png",
-            "scan.png",
-            "--live",
-            "live.png",
-            "--json",
-        ],
+    let args = [
+        "--loop",
+        "3",
+        "--shares",
+        "3",
+        "--sinogram",
+        "m.sino",
+        "--live",
+        "live.png",
+    ];
+    let v = json(&replay(
         dir.path(),
-    );
-    let v = json(&o);
+        &[&args[..], &["--png", "scan.png", "--json"]].concat(),
+    ));
     every_event_counted(&v, 3, 3);
     let merged = counts(&dir.path().join("m.sino"));
-    assert_eq!(merged.len(), once.len());
-    let differ = merged
-        .iter()
-        .zip(&once)
-        .filter(|(m, o)| **m != 3 * **o)
-        .count();
-    assert_eq!(differ, 0, "bins differing from 3x the offline histogram");
-    assert_eq!(v["merged_net_counts"], 3 * 183_561, "{v}");
-    // The final image at least came back, and was written with the live one.
-    assert!(v["images"].as_u64().unwrap() >= 1, "{v}");
-    assert!(
-        std::fs::metadata(dir.path().join("scan.png"))
-            .unwrap()
-            .len()
-            > 1000
+    assert_eq!(
+        differing(&merged, &once, 3),
+        0,
+        "bins unlike 3x the offline histogram"
     );
+    assert_eq!(v["merged_net_counts"], 3 * 183_561, "{v}");
+    // The final image at least came back, and was written.
+    assert!(v["images"].as_u64().unwrap() >= 1, "{v}");
+    let png = std::fs::metadata(dir.path().join("scan.png")).unwrap();
+    assert!(png.len() > 1000);
 }
 
 #[test]
@@ -123,41 +128,34 @@ fn a_paced_replay_over_two_engines_merges_exactly_and_images_come_back() {
     let pki = e.pki.to_str().unwrap();
     let (a, b) = (format!("a={}", e.urls[0]), format!("b={}", e.urls[1]));
     // 4 loops of 254,201 events at 400 k events/s: about 2.5 s, snapshots every 0.5 s.
-    let o = offhost(
-        &[
-            "pet",
-            "replay",
-            sample().to_str().unwrap(),
-            "--final",
-            "live",
-            "--loop",
-            "4",
-            "--rate",
-            "4e5",
-            "--period",
-            "0.5",
-            "--engine",
-            &a,
-            "--engine",
-            &b,
-            "--tls-certificates",
-            pki,
-            "--sinogram",
-            "m.sino",
-            "--json",
-        ],
-        work.path(),
-    );
-    let v = json(&o);
+    let args = [
+        "--loop",
+        "4",
+        "--rate",
+        "4e5",
+        "--period",
+        "0.5",
+        "--sinogram",
+        "m.sino",
+    ];
+    let engines = [
+        "--engine",
+        &a,
+        "--engine",
+        &b,
+        "--tls-certificates",
+        pki,
+        "--json",
+    ];
+    let v = json(&replay(work.path(), &[&args[..], &engines].concat()));
     every_event_counted(&v, 2, 4);
     assert_eq!(v["replay"]["kept_rate"], true, "{v}");
     let merged = counts(&e.files[0].join("m.sino"));
-    let differ = merged
-        .iter()
-        .zip(&once)
-        .filter(|(m, o)| **m != 4 * **o)
-        .count();
-    assert_eq!(differ, 0, "bins differing from 4x the offline histogram");
+    assert_eq!(
+        differing(&merged, &once, 4),
+        0,
+        "bins unlike 4x the offline histogram"
+    );
     // Live images while it ran, and the final one.
     assert!(v["images"].as_u64().unwrap() >= 2, "{v}");
     assert!(e.files[0].join("scan.png").exists());
@@ -167,30 +165,20 @@ fn a_paced_replay_over_two_engines_merges_exactly_and_images_come_back() {
 fn a_killed_engine_fails_the_scan_and_names_it() {
     let mut e = Engines::start(&[]);
     let work = tempfile::tempdir().unwrap();
-    let pki = e.pki.to_str().unwrap().to_owned();
+    let (file, pki) = (sample(), e.pki.to_str().unwrap().to_owned());
+    let (a, b) = (format!("a={}", e.urls[0]), format!("b={}", e.urls[1]));
     // 40 loops at 500 k events/s: 20 s unless something ends it.
-    let args: Vec<String> = [
+    let args = [
         "pet",
         "replay",
-        sample().to_str().unwrap(),
-        "--final",
-        "live",
+        file.to_str().unwrap(),
         "--loop",
         "40",
         "--rate",
         "5e5",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        "--engine".into(),
-        format!("a={}", e.urls[0]),
-        "--engine".into(),
-        format!("b={}", e.urls[1]),
-        "--tls-certificates".into(),
-        pki,
-    ])
-    .collect();
+    ];
+    let engines = ["--engine", &a, "--engine", &b, "--tls-certificates", &pki];
+    let args: Vec<String> = args.iter().chain(&engines).map(|s| s.to_string()).collect();
     let mut sub = spawn_offhost(&args, work.path());
     let t0 = Instant::now();
     while e.states(1).is_empty() {
@@ -213,89 +201,45 @@ fn a_replay_through_a_local_engine_reaches_the_engines_whole() {
     let once = offline(work.path());
     let pki = e.pki.to_str().unwrap();
     // The local engine, on shared memory, knows engines a and b as its peers.
-    let sock = work.path().join("local.sock");
-    let listen = format!("shm:{}", sock.display());
+    let listen = format!("shm:{}", work.path().join("local.sock").display());
     let (pa, pb) = (format!("a={}", e.urls[0]), format!("b={}", e.urls[1]));
-    let (_local, urls) = common::engine_in(
-        &[],
-        &[
-            "--name",
-            "local",
-            "--listen",
-            &listen,
-            "--peer",
-            &pa,
-            "--peer",
-            &pb,
-            "--tls-certificates",
-            pki,
-        ],
-    );
-    let o = offhost(
-        &[
-            "pet",
-            "replay",
-            sample().to_str().unwrap(),
-            "--final",
-            "live",
-            "--loop",
-            "5",
-            "--via",
-            &urls[0],
-            "--engine",
-            &pa,
-            "--engine",
-            &pb,
-            "--tls-certificates",
-            pki,
-            "--sinogram",
-            "m.sino",
-            "--json",
-        ],
-        work.path(),
-    );
-    let v = json(&o);
+    let local = [
+        "--name",
+        "local",
+        "--listen",
+        &listen,
+        "--tls-certificates",
+        pki,
+    ];
+    let peers = ["--peer", &pa, "--peer", &pb];
+    let (_local, urls) = common::engine_in(&[], &[&local[..], &peers].concat());
+    let engines = ["--engine", &pa, "--engine", &pb, "--tls-certificates", pki];
+    let args = [
+        "--loop",
+        "5",
+        "--via",
+        &urls[0],
+        "--sinogram",
+        "m.sino",
+        "--json",
+    ];
+    let v = json(&replay(work.path(), &[&args[..], &engines].concat()));
     every_event_counted(&v, 2, 5);
     let merged = counts(&e.files[0].join("m.sino"));
-    let differ = merged
-        .iter()
-        .zip(&once)
-        .filter(|(m, o)| **m != 5 * **o)
-        .count();
-    assert_eq!(differ, 0, "bins differing from 5x the offline histogram");
+    assert_eq!(
+        differing(&merged, &once, 5),
+        0,
+        "bins unlike 5x the offline histogram"
+    );
     // Without the engines as its peers the local engine cannot carry the shares: the scan
     // fails, saying so.
-    let (_bare, bare) = common::engine_in(
-        &[],
-        &[
-            "--name",
-            "bare",
-            "--listen",
-            &format!("shm:{}", work.path().join("bare.sock").display()),
-        ],
-    );
-    let o = offhost(
-        &[
-            "pet",
-            "replay",
-            sample().to_str().unwrap(),
-            "--final",
-            "live",
-            "--via",
-            &bare[0],
-            "--engine",
-            &pa,
-            "--engine",
-            &pb,
-            "--tls-certificates",
-            pki,
-        ],
+    let bare = format!("shm:{}", work.path().join("bare.sock").display());
+    let (_bare, bare) = common::engine_in(&[], &["--name", "bare", "--listen", &bare]);
+    let o = replay(
         work.path(),
+        &[&["--via", bare[0].as_str()][..], &engines].concat(),
     );
     assert!(!o.status.success());
-    assert!(
-        text(&o.stderr).contains("through shm:"),
-        "{}",
-        text(&o.stderr)
-    );
+    let err = text(&o.stderr);
+    assert!(err.contains("through shm:"), "{err}");
 }

@@ -129,6 +129,22 @@ impl SinogramTask {
     }
 }
 
+/// Puts out an encoded sinogram left waiting for a buffer (`pending`): `Some` status to
+/// return now (still waiting, or done once the `finished` task's final one is out), `None`
+/// to go on.
+pub(super) fn flush_pending(
+    cx: &mut Context<'_>,
+    pending: &mut Option<Vec<u8>>,
+    finished: bool,
+) -> Option<Status> {
+    let bytes = pending.take()?;
+    if let Err((bytes, wait)) = emit(cx, bytes) {
+        *pending = Some(bytes);
+        return Some(wait);
+    }
+    finished.then_some(Status::Done)
+}
+
 /// The counts a `sinogram` task's report begins with: `(events, prompts, delayeds)`.
 pub fn report_counts(report: &str) -> Option<(u64, u64, u64)> {
     let (events, rest) = report.split_once(" events (")?;
@@ -143,14 +159,8 @@ pub fn report_counts(report: &str) -> Option<(u64, u64, u64)> {
 
 impl Task for SinogramTask {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        if let Some(bytes) = self.pending.take() {
-            if let Err((bytes, wait)) = emit(cx, bytes) {
-                self.pending = Some(bytes);
-                return Ok(wait);
-            }
-            if self.finished {
-                return Ok(Status::Done);
-            }
+        if let Some(status) = flush_pending(cx, &mut self.pending, self.finished) {
+            return Ok(status);
         }
         for i in 0..self.closed.len() {
             while !self.closed[i] {

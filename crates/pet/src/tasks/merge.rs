@@ -13,7 +13,7 @@ use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
 };
 
-use super::histogram::emit;
+use super::histogram::{emit, flush_pending};
 use super::outfile::OutFile;
 use crate::sinofile::{self, SinoFlags, HEADER_LEN};
 
@@ -101,14 +101,8 @@ impl SinoSum {
 
 impl Task for SinoSum {
     fn run(&mut self, cx: &mut Context<'_>) -> Result<Status, TaskError> {
-        if let Some(bytes) = self.pending.take() {
-            if let Err((bytes, wait)) = emit(cx, bytes) {
-                self.pending = Some(bytes);
-                return Ok(wait);
-            }
-            if self.finished {
-                return Ok(Status::Done);
-            }
+        if let Some(status) = flush_pending(cx, &mut self.pending, self.finished) {
+            return Ok(status);
         }
         for i in 0..self.closed.len() {
             while !self.closed[i] {
