@@ -4,6 +4,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// The largest image the host joins from parts (a full mMR volume's PNG is about 10 MB).
+pub const MAX_IMAGE_BYTES: usize = 64 << 20;
+
 /// What came of the images so far.
 #[derive(Debug, Default)]
 pub struct Images {
@@ -66,6 +69,12 @@ impl Write for ImageSink {
                 "an empty message on the images channel",
             ));
         };
+        if self.part.len() + part.len() > MAX_IMAGE_BYTES {
+            self.part = Vec::new();
+            return Err(std::io::Error::other(format!(
+                "images channel: an image over {MAX_IMAGE_BYTES} bytes (MAX_IMAGE_BYTES)"
+            )));
+        }
         self.part.extend_from_slice(part);
         match flag {
             offhost_engine::LAST => {
@@ -104,6 +113,10 @@ mod tests {
             assert_eq!(i.newest, b"d");
         }
         assert!(s.write_all(&[7, 1]).is_err());
+        // Parts past the bound end the channel instead of growing without end.
+        let big = vec![1u8; 1 << 20];
+        let over = (0..=64).find_map(|_| s.write_all(&big).err());
+        assert!(over.unwrap().to_string().contains("MAX_IMAGE_BYTES"));
         let mut w = ImageSink::new(false, Arc::clone(&images));
         w.write_all(b"png").unwrap();
         assert_eq!(images.lock().unwrap().newest, b"png");
