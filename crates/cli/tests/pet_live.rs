@@ -149,7 +149,15 @@ fn a_paced_replay_over_two_engines_merges_exactly_and_images_come_back() {
     ];
     let v = json(&replay(work.path(), &[&args[..], &engines].concat()));
     every_event_counted(&v, 2, 4);
-    assert_eq!(v["replay"]["kept_rate"], true, "{v}");
+    // Paced: no share went ahead of its schedule (its last chunk, of at most 16 Ki events,
+    // is due at the events before it over the rate). Whether the rate was kept depends on
+    // the machine's load, so that is the bench's to show, not this test's.
+    let planned = 4.0 * 254_201.0 / 4e5;
+    let took = v["replay"]["seconds"].as_f64().unwrap();
+    assert!(
+        took >= planned - 16_384.0 / 4e5 - 0.01,
+        "{took} s against {planned} s planned"
+    );
     let merged = counts(&e.files[0].join("m.sino"));
     assert_eq!(
         differing(&merged, &once, 4),
