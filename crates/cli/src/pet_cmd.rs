@@ -57,29 +57,8 @@ struct StatArgs {
 
 #[derive(clap::Args, Debug)]
 struct HistArgs {
-    /// List-mode file.
-    file: PathBuf,
-    /// Output sinogram file: X.hs (STIR Interfile projection data, data in X.s) or OHSINO01.
-    #[arg(short, long)]
-    out: PathBuf,
-    /// File format.
-    #[arg(long, value_enum, default_value = "offhost")]
-    format: ListFormat,
-    /// Scanner preset for offhost files (demo, mmr); PETLINK uses its header.
-    #[arg(long, default_value = "demo")]
-    scanner: String,
-    /// PETLINK Interfile header (default: the .hdr beside the file that names it).
-    #[arg(long)]
-    header: Option<PathBuf>,
-    /// Axial compression: 1, an odd span, or ssrb.
-    #[arg(long, default_value = "1")]
-    span: String,
-    /// Energy window lower level, keV (offhost files).
-    #[arg(long, default_value_t = 435.0)]
-    lower: f64,
-    /// Energy window upper level, keV (offhost files).
-    #[arg(long, default_value_t = 650.0)]
-    upper: f64,
+    #[command(flatten)]
+    job: files::HistJob,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -101,16 +80,7 @@ pub fn run(args: PetArgs, registry: &offhost_engine::Registry) -> anyhow::Result
             print_out(&v, a.json, || text);
         }
         PetCmd::Hist(a) => {
-            let job = files::HistJob {
-                file: a.file,
-                format: a.format,
-                out: a.out,
-                scanner: a.scanner,
-                header: a.header,
-                span: a.span,
-                window: (a.lower, a.upper),
-            };
-            let (v, text) = files::histogram(&job)?;
+            let (v, text) = files::histogram(&a.job)?;
             print_out(&v, a.json, || text);
         }
         PetCmd::Convert(j) => println!("{}", files::convert(&j)?.1),

@@ -4,6 +4,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use offhost_node::calls::wire::Joiner;
+
 /// The largest image the host joins from parts (a full mMR volume's PNG is about 10 MB).
 pub const MAX_IMAGE_BYTES: usize = 64 << 20;
 
@@ -19,12 +21,21 @@ pub struct Images {
 
 /// A host-out channel's writer that cuts its messages into images: whole buffers one per
 /// write (a pipeline in this process), or parts after a flag byte (`host-out whole=true` of
-/// a daemon: [`offhost_engine::MORE`] or [`offhost_engine::LAST`]).
+/// a daemon), joined by the link's [`Joiner`] up to [`MAX_IMAGE_BYTES`].
 #[derive(Debug)]
 pub struct ImageSink {
     framed: bool,
-    part: Vec<u8>,
+    parts: Joiner,
     images: Arc<Mutex<Images>>,
+}
+
+/// A joiner for the next image.
+fn joiner() -> Joiner {
+    Joiner::new(
+        MAX_IMAGE_BYTES,
+        "an image",
+        "MAX_IMAGE_BYTES, the host's bound on one image,",
+    )
 }
 
 impl ImageSink {
@@ -32,7 +43,7 @@ impl ImageSink {
     pub fn new(framed: bool, images: Arc<Mutex<Images>>) -> ImageSink {
         ImageSink {
             framed,
-            part: Vec::new(),
+            parts: joiner(),
             images,
         }
     }
@@ -64,28 +75,15 @@ impl Write for ImageSink {
             self.whole(buf.to_vec());
             return Ok(buf.len());
         }
-        let Some((&flag, part)) = buf.split_first() else {
-            return Err(std::io::Error::other(
-                "an empty message on the images channel",
-            ));
-        };
-        if self.part.len() + part.len() > MAX_IMAGE_BYTES {
-            self.part = Vec::new();
-            return Err(std::io::Error::other(format!(
-                "images channel: an image over {MAX_IMAGE_BYTES} bytes (MAX_IMAGE_BYTES)"
-            )));
-        }
-        self.part.extend_from_slice(part);
-        match flag {
-            offhost_engine::LAST => {
-                let png = std::mem::take(&mut self.part);
+        match self.parts.push(buf) {
+            Ok(None) => {}
+            Ok(Some(png)) => {
+                self.parts = joiner();
                 self.whole(png);
             }
-            offhost_engine::MORE => {}
-            other => {
-                return Err(std::io::Error::other(format!(
-                    "images channel: part flag {other}, neither more (1) nor last (0)"
-                )))
+            Err(e) => {
+                self.parts = joiner();
+                return Err(std::io::Error::other(format!("images channel: {e}")));
             }
         }
         Ok(buf.len())

@@ -324,23 +324,32 @@ pub fn span_of(s: &Scanner, span: &str) -> Result<u32, FileJobError> {
     Ok(v)
 }
 
-/// A histogramming of a list-mode file into a sinogram file.
-#[derive(Debug, Clone)]
+/// A histogramming of a list-mode file into a sinogram file (`offhost pet hist`'s flags).
+#[derive(Debug, Clone, clap::Args)]
 pub struct HistJob {
     /// List-mode file.
     pub file: PathBuf,
     /// Its format.
+    #[arg(long, value_enum, default_value = "offhost")]
     pub format: ListFormat,
-    /// Sinogram file to write (`.hs`: STIR's Interfile projection data, else `OHSINO01`).
+    /// Output sinogram file: X.hs (STIR Interfile projection data, data in X.s) or OHSINO01.
+    #[arg(short, long)]
     pub out: PathBuf,
-    /// Scanner preset (offhost files; PETLINK uses its header).
+    /// Scanner preset for offhost files (demo, mmr); PETLINK uses its header.
+    #[arg(long, default_value = "demo")]
     pub scanner: String,
-    /// PETLINK Interfile header.
+    /// PETLINK Interfile header (default: the .hdr beside the file that names it).
+    #[arg(long)]
     pub header: Option<PathBuf>,
-    /// Axial compression: 1, an odd span, or `ssrb`.
+    /// Axial compression: 1, an odd span, or ssrb.
+    #[arg(long, default_value = "1")]
     pub span: String,
-    /// Energy window, keV (offhost files).
-    pub window: (f64, f64),
+    /// Energy window lower level, keV (offhost files).
+    #[arg(long, default_value_t = 435.0)]
+    pub lower: f64,
+    /// Energy window upper level, keV (offhost files).
+    #[arg(long, default_value_t = 650.0)]
+    pub upper: f64,
 }
 
 /// Histograms `job`; returns its statistics as JSON and a text line.
@@ -394,7 +403,7 @@ pub fn histogram(job: &HistJob) -> Result<(Value, String), FileJobError> {
                     job.scanner
                 )));
             }
-            let window = EnergyWindow::kev(job.window.0, job.window.1);
+            let window = EnergyWindow::kev(job.lower, job.upper);
             let mut hist = Histogrammer::new(&scanner.with_span(span), window)?;
             let mut buf = Vec::new();
             while r.read_events(&mut buf, 1 << 16).map_err(format(file))? > 0 {
@@ -446,7 +455,7 @@ fn petsird_histogram(job: &HistJob) -> Result<(Sinogram, crate::HistStats), File
     let mut r = PetsirdReader::open(file).map_err(format(file))?;
     let (scanner, map) = RingMap::new(r.header())?;
     let span = span_of(&scanner, &job.span)?;
-    let window = EnergyWindow::kev(job.window.0, job.window.1);
+    let window = EnergyWindow::kev(job.lower, job.upper);
     let mut hist = Histogrammer::new(&scanner.with_span(span), window)?;
     let (mut coinc, mut events) = (Vec::new(), Vec::new());
     loop {

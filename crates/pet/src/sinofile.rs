@@ -29,6 +29,35 @@ pub struct SinoFlags {
     pub detector_pairs: bool,
 }
 
+/// Byte offset of the flags word in an encoded sinogram.
+pub const FLAGS_AT: usize = 56;
+
+impl SinoFlags {
+    /// The flags word: bit 0 final, bit 1 detector-pair data.
+    fn word(self) -> u32 {
+        u32::from(self.last) | u32::from(self.detector_pairs) << 1
+    }
+
+    fn from_word(w: u32) -> SinoFlags {
+        SinoFlags {
+            last: w & 1 != 0,
+            detector_pairs: w & 2 != 0,
+        }
+    }
+}
+
+/// The flags of an encoded sinogram without decoding the rest (`None`: too short to hold
+/// them; nothing else is checked, see [`check`]).
+pub fn flags_of(b: &[u8]) -> Option<SinoFlags> {
+    let w = b.get(FLAGS_AT..FLAGS_AT + 4)?;
+    Some(SinoFlags::from_word(u32::from_le_bytes(w.try_into().ok()?)))
+}
+
+/// Sets the flags of an encoded sinogram (at least [`HEADER_LEN`] bytes).
+pub fn set_flags(b: &mut [u8], flags: SinoFlags) {
+    b[FLAGS_AT..FLAGS_AT + 4].copy_from_slice(&flags.word().to_le_bytes());
+}
+
 /// The length of an encoded sinogram of `scanner` (at its span).
 pub fn encoded_len(scanner: &Scanner) -> Result<usize, crate::error::GeometryError> {
     let bins = Layout::new(scanner)?.bins(scanner)?;
@@ -53,8 +82,7 @@ pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
     for v in [sc.ring_spacing_mm, sc.crystal_radius_mm, sc.bin_size_mm] {
         b.extend_from_slice(&v.to_le_bytes());
     }
-    let f = u32::from(flags.last) | u32::from(flags.detector_pairs) << 1;
-    b.extend_from_slice(&f.to_le_bytes());
+    b.extend_from_slice(&flags.word().to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
     // Sized once and filled in place (the loop vectorises; pushing value by value does not).
     b.resize(HEADER_LEN + 4 * s.data.len(), 0);
@@ -133,14 +161,7 @@ pub fn decode(b: &[u8]) -> Result<(Sinogram, SinoFlags), FormatError> {
     for (d, c) in s.data.iter_mut().zip(b[HEADER_LEN..].chunks_exact(4)) {
         *d = i32::from_le_bytes(c.try_into().expect("4 bytes"));
     }
-    let fl = u(56);
-    Ok((
-        s,
-        SinoFlags {
-            last: fl & 1 != 0,
-            detector_pairs: fl & 2 != 0,
-        },
-    ))
+    Ok((s, SinoFlags::from_word(u(FLAGS_AT))))
 }
 
 #[cfg(test)]

@@ -123,7 +123,8 @@ fn a_ring_scanner_histograms_into_interfile_that_reconstructs() {
         scanner: String::new(),
         header: None,
         span: "1".into(),
-        window: (0.0, 1000.0),
+        lower: 0.0,
+        upper: 1000.0,
     };
     let (v, _) = files::histogram(&job).unwrap();
     let (p, d) = (
@@ -287,7 +288,8 @@ fn simulated_petsird_passes_the_packages_analysis_and_maps_back_to_its_crystals(
         scanner: String::new(),
         header: None,
         span: "1".into(),
-        window: (0.0, 6553.5),
+        lower: 0.0,
+        upper: 6553.5,
     };
     files::histogram(&job).unwrap();
     let got = offhost_pet::projdata::read(&out).unwrap().0;

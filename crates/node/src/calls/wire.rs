@@ -37,8 +37,8 @@ impl Joiner {
     }
 
     /// A joiner for `what` (named in errors) of at most `limit` bytes, the size of a
-    /// buffer of `whose` free list.
-    fn new(limit: usize, what: &'static str, whose: &'static str) -> Joiner {
+    /// buffer of `whose` free list (or whatever else bounds it, named so in errors).
+    pub fn new(limit: usize, what: &'static str, whose: &'static str) -> Joiner {
         Joiner {
             buf: Vec::new(),
             lead: 0,

@@ -15,10 +15,7 @@ use offhost_engine::{
 
 use super::histogram::{emit, flush_pending};
 use super::outfile::OutFile;
-use crate::sinofile::{self, SinoFlags, HEADER_LEN};
-
-/// Byte offset of the flags word in an encoded sinogram (see [`crate::sinofile`]).
-const FLAGS_AT: usize = 56;
+use crate::sinofile::{self, flags_of, SinoFlags, FLAGS_AT, HEADER_LEN};
 
 struct SinoSum {
     /// The newest encoded snapshot of each input.
@@ -71,17 +68,8 @@ fn sum(parts: &[&[u8]], flags: SinoFlags) -> Result<Vec<u8>, TaskError> {
             ));
         }
     }
-    let f = u32::from(flags.last) | u32::from(flags.detector_pairs) << 1;
-    total[FLAGS_AT..FLAGS_AT + 4].copy_from_slice(&f.to_le_bytes());
+    sinofile::set_flags(&mut total, flags);
     Ok(total)
-}
-
-fn flags_of(b: &[u8]) -> Option<SinoFlags> {
-    let f = u32::from_le_bytes(b.get(FLAGS_AT..FLAGS_AT + 4)?.try_into().ok()?);
-    Some(SinoFlags {
-        last: f & 1 != 0,
-        detector_pairs: f & 2 != 0,
-    })
 }
 
 impl SinoSum {
