@@ -73,6 +73,14 @@ pub enum FileError {
         /// Why (an escape is `PermissionDenied`: a path led outside).
         source: io::Error,
     },
+    /// The file is larger than what it is read for may be.
+    #[error("{path:?} has more than the {max} bytes it may have")]
+    TooLarge {
+        /// The path asked for.
+        path: String,
+        /// The most it may have.
+        max: u64,
+    },
     /// The path beneath the root is not a regular file (a device, fifo, socket or
     /// directory), and the engine does not allow reading those.
     #[error("file access refused for {path:?} beneath {root}: it is a {kind}, not a regular file {}", needs.for_peer())]
@@ -261,8 +269,9 @@ impl Files {
         }
     }
 
-    /// The whole text of the file at `path` (read now: a header, say).
-    pub fn read_to_string(&self, path: &str) -> Result<String, FileError> {
+    /// The whole text of the file at `path` (read now: a header, say), if it has at most
+    /// `max` bytes: no more than `max + 1` are read, whatever the file's size.
+    pub fn read_to_string(&self, path: &str, max: u64) -> Result<String, FileError> {
         let f = self.open(path)?;
         let io_err = |e| match self {
             Files::Beneath(root) => self.refused(path, root, e),
@@ -272,9 +281,16 @@ impl Files {
                 source: e,
             },
         };
-        let mut f = f.open().map_err(io_err)?;
+        let f = f.open().map_err(io_err)?;
         let mut s = String::new();
-        io::Read::read_to_string(&mut f, &mut s).map_err(io_err)?;
+        io::Read::read_to_string(&mut io::Read::take(f, max.saturating_add(1)), &mut s)
+            .map_err(io_err)?;
+        if s.len() as u64 > max {
+            return Err(FileError::TooLarge {
+                path: path.to_owned(),
+                max,
+            });
+        }
         Ok(s)
     }
 
@@ -403,8 +419,13 @@ mod tests {
             assert!(matches!(e, FileError::NotRegular { .. }), "{name}: {e}");
             assert!(e.to_string().contains(&format!("it is a {kind}")), "{e}");
             assert!(e.to_string().contains("--files-allow-devices"), "{e}");
-            assert!(f.read_to_string(name).is_err(), "{name}");
+            assert!(f.read_to_string(name, 1024).is_err(), "{name}");
         }
+        // A text is read only up to its bound, and past it refused, naming the bound.
+        std::fs::write(d.path().join("ten"), "0123456789").unwrap();
+        assert_eq!(f.read_to_string("ten", 10).unwrap(), "0123456789");
+        let e = f.read_to_string("ten", 9).unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { max: 9, .. }), "{e}");
         let mut s = String::new();
         f.open("plain")
             .unwrap()

@@ -88,7 +88,7 @@ fn bad(line: usize, what: String) -> FormatError {
 /// Reads an Interfile image (`float` voxels); the volume's `n` is the x size, which must equal
 /// the y size.
 pub fn read(hv: &Path) -> Result<Volume, FormatError> {
-    let map = crate::interfile::Keys::parse(&std::fs::read_to_string(hv)?);
+    let map = crate::interfile::Keys::parse(&crate::interfile::read_header(hv)?);
     if !map.contains_key("interfile") {
         return Err(bad(
             1,

@@ -83,11 +83,31 @@ fn mm(cm: f64) -> f64 {
     (cm * 1e7).round() / 1e6
 }
 
+/// The most bytes an Interfile header may have (headers are a few KiB; the mMR's is 2).
+pub const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// The text of the Interfile header at `path`, if it has at most [`MAX_HEADER_BYTES`]
+/// (no more than that is read).
+pub fn read_header(path: &Path) -> Result<String, FormatError> {
+    let mut text = String::new();
+    let f = std::fs::File::open(path)?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_HEADER_BYTES + 1), &mut text)?;
+    if text.len() as u64 > MAX_HEADER_BYTES {
+        return Err(FormatError::Interfile {
+            line: 0,
+            what: format!(
+                "{}: more than the {MAX_HEADER_BYTES} bytes a header may have",
+                path.display()
+            ),
+        });
+    }
+    Ok(text)
+}
+
 impl PetlinkHeader {
     /// Reads and parses a header file.
     pub fn read(path: &Path) -> Result<Self, FormatError> {
-        let text = std::fs::read_to_string(path)?;
-        Self::parse(&text)
+        Self::parse(&read_header(path)?)
     }
 
     /// Parses header text.
@@ -195,6 +215,18 @@ impl PetlinkHeader {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_header_past_its_bound_is_refused_without_reading_it_all() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big.hdr");
+        std::fs::write(&p, vec![b'!'; MAX_HEADER_BYTES as usize + 1]).unwrap();
+        let e = PetlinkHeader::read(&p).unwrap_err();
+        assert!(e.to_string().contains("bytes a header may have"), "{e}");
+        std::fs::write(&p, "!INTERFILE :=\n").unwrap();
+        assert_eq!(read_header(&p).unwrap(), "!INTERFILE :=\n");
+    }
+
     use super::*;
 
     #[test]

@@ -302,7 +302,7 @@ pub fn stat(path: &Path, header: &PetlinkHeader) -> Result<PetlinkStats, FormatE
 pub fn find_header(data: &Path) -> Option<std::path::PathBuf> {
     find_header_with(
         data,
-        |p| std::fs::read_to_string(p).ok(),
+        |p| crate::interfile::read_header(p).ok(),
         |dir| {
             let dir = if dir.as_os_str().is_empty() {
                 Path::new(".")

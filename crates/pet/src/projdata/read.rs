@@ -405,7 +405,7 @@ pub fn read_f32(hs: &Path) -> Result<(ProjHeader, Vec<f32>), FormatError> {
 }
 
 fn read_raw(hs: &Path) -> Result<(ProjHeader, Vec<u8>), FormatError> {
-    let h = parse_header(&std::fs::read_to_string(hs)?)?;
+    let h = parse_header(&crate::interfile::read_header(hs)?)?;
     let dp = hs.parent().unwrap_or(Path::new("")).join(&h.data_file);
     let mut f = std::fs::File::open(&dp).map_err(|e| {
         FormatError::Io(std::io::Error::new(

@@ -8,6 +8,7 @@ use offhost_engine::{
 };
 
 use crate::interfile::PetlinkHeader;
+use crate::interfile::MAX_HEADER_BYTES;
 use crate::listmode::{Event, Reader, RECORD_LEN};
 use crate::petlink::{self, PetlinkReader};
 use crate::phantom::Phantom;
@@ -210,11 +211,13 @@ fn petlink_read(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> 
     let (hdr, text) = match a.get("header") {
         Some(h) => (
             PathBuf::from(h),
-            files.read_to_string(h).map_err(|e| e.arg("header"))?,
+            files
+                .read_to_string(h, MAX_HEADER_BYTES)
+                .map_err(|e| e.arg("header"))?,
         ),
         None => petlink::find_header_with(
             &path,
-            |p| files.read_to_string(p.to_str()?).ok(),
+            |p| files.read_to_string(p.to_str()?, MAX_HEADER_BYTES).ok(),
             |d| files.list_dir(d.to_str()?).ok(),
         )
         .ok_or_else(|| {
