@@ -29,7 +29,7 @@ use offhost_pet::replay::{Counts, Replay, ReplayError, ReplayReport, Share};
 use rustix::time::ClockId;
 use serde::Serialize;
 
-pub use images::{ImageSink, Images};
+pub use images::{ImageSink, Images, MAX_IMAGE_BYTES};
 pub use job::{replay, ReplayJob};
 
 /// Why a live scan did not run or did not end well.
