@@ -19,9 +19,10 @@ def put(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
-# --- link frames (frame_decode): header kind, flags, reserved, channel, length
+# --- link frames (frame_decode): header kind, flags, reserved, channel, length, reserved;
+# then the body, padded with zeros to a multiple of 16 bytes
 def frame(kind, channel, body, flags=0):
-    return struct.pack("<BBHII", kind, flags, 0, channel, len(body)) + body
+    return struct.pack("<BBHIII", kind, flags, 0, channel, len(body), 0) + body + bytes(-len(body) % 16)
 
 
 def open_frame(ch, name, recv=1 << 20, maxm=1 << 20, shift=14, sync=0):

@@ -8,15 +8,17 @@
 //! is rustls used the way one thread uses it best: plaintext written through
 //! `Connection::writer` two records at a time and their records sent at once (as the split
 //! stream does, [`WRITE_PIECE`]), ciphertext received up to [`RECV_CHUNK`] bytes per
-//! `read(2)` and handed to rustls from memory. Its `vs_raw` therefore
+//! `read(2)` and handed to rustls from memory, and every copy between its buffers and rustls's
+//! made in slices that glibc copies with its vector loop (as the split stream does,
+//! [`offhost_access::stream::COPY_SLICE`]). Its `vs_raw` therefore
 //! says what the channel (and the halves shared by two threads) costs over TLS, and its
 //! `throughput_vs_tcp` what TLS itself costs over `tcp-raw`.
 
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 
-use offhost_access::stream::WRITE_PIECE;
+use offhost_access::stream::{write_sliced, Sliced, WRITE_PIECE};
 use offhost_access::{CertDir, ClientAuth, TlsClient, TlsServer};
 use offhost_bench::plain::{self, PeerRun};
 use offhost_bench::run::{Conn, Role};
@@ -142,7 +144,9 @@ impl RawTls {
                 Err(e) => return Err(e),
             }
         }
-        let n = self.conn.read_tls(&mut &self.inbuf[self.start..self.end])?;
+        let n = self
+            .conn
+            .read_tls(&mut Sliced(&self.inbuf[self.start..self.end]))?;
         self.start += n;
         self.conn.process_new_packets().map_err(tls_error)?;
         Ok(true)
@@ -156,7 +160,7 @@ impl RawTls {
             let mut moved = false;
             if w < out.len() {
                 let end = out.len().min(w + WRITE_PIECE);
-                let n = self.conn.writer().write(&out[w..end])?;
+                let n = write_sliced(&mut self.conn.writer(), &out[w..end])?;
                 (w, moved) = (w + n, n > 0);
             }
             moved |= self.push()? > 0;

@@ -31,7 +31,7 @@ fn garbage_then_error_frame(stream: &mut (impl Read + Write), garbage: &[u8]) ->
 fn check(transport: &str, connect: impl Fn(&str) -> Box<dyn ReadWrite>) {
     let (url, _dir) = common::echo_server(transport);
     let cases: [(&str, Vec<u8>); 3] = [
-        ("unknown kind", vec![0x99; 12]),
+        ("unknown kind", vec![0x99; offhost_proto::frame::HEADER_LEN]),
         ("unknown channel", {
             let mut v = Vec::new();
             Frame::Data {

@@ -7,9 +7,14 @@ pub enum FrameError {
     /// The kind byte names no known frame.
     #[error("unknown frame kind {0:#04x}")]
     UnknownKind(u8),
-    /// The reserved header bytes were not zero.
-    #[error("reserved header bytes are {0:#06x}, expected zero")]
-    Reserved(u16),
+    /// Reserved header bytes were not zero.
+    #[error("reserved header bytes at offset {at} are {value:#x}, expected zero")]
+    Reserved {
+        /// Offset of the reserved field in the header (2 or 12).
+        at: u8,
+        /// What they held.
+        value: u32,
+    },
     /// The body length in the header is larger than any frame may be.
     #[error("frame body of {len} bytes exceeds the limit of {max}")]
     TooLong {

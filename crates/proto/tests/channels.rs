@@ -33,7 +33,7 @@ fn messages_are_split_into_packets_and_reassembled() {
     p.a.send(ch, &msg).unwrap();
     let mut wire = Vec::new();
     p.a.poll_transmit(&mut wire);
-    // open frame, then 125 data packets of 8 bytes with 12-byte headers
+    // open frame, then 125 data packets of 8 bytes, each with its header and padding
     let mut at = 0;
     let mut packets = 0;
     while let Some((f, used)) = Frame::decode(&wire[at..]).unwrap() {
@@ -756,10 +756,10 @@ fn malformed_frame_reports_its_offset() {
         reply: false,
     }
     .encode(&mut wire);
-    wire.extend_from_slice(&[0x99; 12]);
+    wire.extend_from_slice(&[0x99; 16]);
     let mut b = Connection::new(Config::new(Side::Server));
     match b.handle_input(&wire) {
-        Err(ProtoError::Frame { offset: 20, .. }) => {}
+        Err(ProtoError::Frame { offset: 32, .. }) => {}
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -781,7 +781,7 @@ fn client_stream() -> (Vec<u8>, Vec<Vec<u8>>) {
 #[test]
 fn input_cut_anywhere_gives_the_same_messages() {
     let (wire, msgs) = client_stream();
-    for chunk in [1, 2, 5, 11, 12, 13, 29, 64, 1000] {
+    for chunk in [1, 2, 5, 11, 12, 13, 15, 16, 17, 29, 64, 1000] {
         let mut b = Connection::new(Config::new(Side::Server));
         for piece in wire.chunks(chunk) {
             b.handle_input(piece).unwrap();
@@ -798,8 +798,8 @@ fn input_cut_anywhere_gives_the_same_messages() {
 fn a_bad_frame_cut_anywhere_reports_the_same_offset() {
     let (mut wire, _) = client_stream();
     let at = wire.len() as u64;
-    wire.extend_from_slice(&[0x99; 12]);
-    for chunk in [1, 3, 12, 13, 100] {
+    wire.extend_from_slice(&[0x99; 16]);
+    for chunk in [1, 3, 12, 13, 16, 17, 100] {
         let mut b = Connection::new(Config::new(Side::Server));
         let err = wire
             .chunks(chunk)

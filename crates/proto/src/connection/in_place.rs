@@ -57,8 +57,8 @@ impl<'a> DataFrames<'a> {
     }
 
     /// The same bytes as [`write_to`](Self::write_to), as pieces to write one after another
-    /// without joining them: each packet's header (kept in `headers`) and the message's
-    /// slices for its payload, appended to `out`.
+    /// without joining them: each packet's header (kept in `headers`), the message's slices
+    /// for its payload and its padding, appended to `out`.
     pub fn pieces<'b>(
         &'b self,
         headers: &'b mut Vec<[u8; crate::frame::HEADER_LEN]>,
@@ -93,6 +93,10 @@ impl<'a> DataFrames<'a> {
                 out.push(&cur[..k]);
                 cur = &cur[k..];
                 need -= k;
+            }
+            let p = crate::frame::pad_len(n);
+            if p > 0 {
+                out.push(&crate::frame::PADDING[..p]);
             }
         }
     }

@@ -19,6 +19,8 @@ pub(crate) struct DataRest {
     channel: u32,
     /// Payload bytes still to come.
     left: usize,
+    /// Padding bytes after the payload still to come (skipped).
+    pad: usize,
     /// The frame ends its message.
     last: bool,
     /// The payload is kept (false: its channel was refused or reset, it is dropped).
@@ -195,14 +197,28 @@ impl Connection {
     /// Takes the front of `data` as the payload still to come of the data frame that
     /// [`start_data`](Self::start_data) began; returns the rest.
     #[inline(never)]
-    fn data_pieces<'d>(&mut self, data: &'d [u8]) -> &'d [u8] {
+    fn data_pieces<'d>(&mut self, mut data: &'d [u8]) -> &'d [u8] {
         let Some(rest) = &self.data_rest else {
             return data;
         };
-        let n = rest.left.min(data.len());
-        self.data_piece(&data[..n]);
-        self.in_offset += n as u64;
-        &data[n..]
+        if rest.left > 0 {
+            let n = rest.left.min(data.len());
+            self.data_piece(&data[..n]);
+            self.in_offset += n as u64;
+            data = &data[n..];
+        }
+        if let Some(rest) = &mut self.data_rest {
+            if rest.left == 0 {
+                let n = rest.pad.min(data.len());
+                rest.pad -= n;
+                self.in_offset += n as u64;
+                data = &data[n..];
+                if rest.pad == 0 {
+                    self.data_rest = None;
+                }
+            }
+        }
+        data
     }
 
     /// If `header` (exactly a header) begins a data frame, a valid one, with a payload of at
@@ -476,6 +492,7 @@ impl Connection {
         self.data_rest = Some(DataRest {
             channel,
             left: len,
+            pad: crate::frame::pad_len(len),
             last,
             keep,
         });
@@ -491,7 +508,7 @@ impl Connection {
         rest.left -= piece.len();
         let (channel, ends, keep) = (rest.channel, rest.left == 0, rest.keep);
         let last = ends && rest.last;
-        if ends {
+        if ends && rest.pad == 0 {
             self.data_rest = None;
         }
         // A channel reset by this side since the header came drops the rest.
@@ -584,6 +601,6 @@ fn frame_len(buf: &[u8]) -> usize {
     if body > MAX_BODY {
         HEADER_LEN
     } else {
-        HEADER_LEN + body as usize
+        crate::frame::frame_len(body as usize)
     }
 }

@@ -88,7 +88,9 @@ impl Pair {
             (&mut self.a_to_b, &mut self.b)
         };
         let want = match wire.get(8..12) {
-            Some(len) => 12 + u32::from_le_bytes(len.try_into().unwrap()) as usize,
+            Some(len) => {
+                offhost_proto::frame::frame_len(u32::from_le_bytes(len.try_into().unwrap()) as usize)
+            }
             None => wire.len(),
         };
         let record: Vec<u8> = wire.drain(..want.min(wire.len())).collect();
