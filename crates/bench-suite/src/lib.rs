@@ -47,6 +47,7 @@ pub mod engine;
 pub mod engines;
 pub mod error;
 pub mod hostile;
+pub mod iceoryx2;
 pub mod mux;
 pub mod nbd;
 pub mod offload;

@@ -21,10 +21,15 @@ pub enum Target {
     Ring(Mode),
     /// A channel transport with this packet size.
     Channel(Transport, usize),
+    /// iceoryx2, both sides waiting in this mode.
+    Iceoryx2(Mode),
 }
 
 /// Packet size of channels unless told otherwise (the protocol's default).
 pub const DEFAULT_PACKET: usize = 16 * 1024;
+
+/// The spin budget of iceoryx2's `adaptive` mode in the suite (as the rings' default).
+pub const ICEORYX2_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Doorbell modes, in report order.
 pub const MODES: [Mode; 3] = [Mode::Poll, Mode::Block, Mode::Adaptive];
@@ -35,6 +40,7 @@ impl Target {
         match *self {
             Target::Plain(t) | Target::Channel(t, _) => t,
             Target::Ring(_) => Transport::Shm,
+            Target::Iceoryx2(_) => Transport::Iceoryx2,
         }
     }
 
@@ -42,7 +48,7 @@ impl Target {
     pub fn mode(&self) -> &'static str {
         match self {
             Target::Plain(_) | Target::Channel(..) => "-",
-            Target::Ring(m) => m.name(),
+            Target::Ring(m) | Target::Iceoryx2(m) => m.name(),
         }
     }
 
@@ -59,6 +65,9 @@ impl Target {
                 Running::Plain(tls::start_plain(t, None, role, size).with_context(what)?)
             }
             Target::Ring(m) => Running::Ring(RingRun::start(m, role, size).with_context(what)?),
+            Target::Iceoryx2(m) => Running::Plain(
+                crate::iceoryx2::start(m, ICEORYX2_SPIN, role, size).with_context(what)?,
+            ),
             Target::Channel(t, p) => {
                 Running::Channel(ChannelRun::start(t, p, role, size).with_context(what)?)
             }
@@ -87,8 +96,8 @@ impl Running {
     }
 }
 
-/// The targets of `transports` (empty: all of them) in every mode of `modes` (empty: all
-/// three) where the transport has modes.
+/// The targets of `transports` (empty: all of them, iceoryx2 only when this build has it) in
+/// every mode of `modes` (empty: all three) where the transport has modes.
 pub fn select(transports: &[Transport], modes: &[Mode]) -> Vec<Target> {
     let modes = if modes.is_empty() { &MODES[..] } else { modes };
     let all = if transports.is_empty() {
@@ -101,6 +110,11 @@ pub fn select(transports: &[Transport], modes: &[Mode]) -> Vec<Target> {
         match t.kind() {
             Kind::RawRing => out.extend(modes.iter().map(|&m| Target::Ring(m))),
             Kind::Channel => out.push(Target::Channel(t, DEFAULT_PACKET)),
+            Kind::Plain if t == Transport::Iceoryx2 => {
+                if !transports.is_empty() || crate::iceoryx2::AVAILABLE {
+                    out.extend(modes.iter().map(|&m| Target::Iceoryx2(m)));
+                }
+            }
             Kind::Plain => out.push(Target::Plain(t)),
         }
     }
@@ -112,10 +126,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_transport_is_a_target_and_only_the_ring_has_modes() {
+    fn every_transport_is_a_target_and_only_shared_memory_has_modes() {
         let all = select(&[], &[]);
-        assert_eq!(all.len(), Transport::ALL.len() + 2);
-        assert_eq!(all.iter().filter(|t| t.mode() != "-").count(), 3);
+        let ice = crate::iceoryx2::AVAILABLE;
+        // The ring in three modes; iceoryx2 in three when built, none otherwise.
+        let n = Transport::ALL.len();
+        assert_eq!(all.len(), if ice { n + 4 } else { n + 1 });
+        assert_eq!(
+            all.iter().filter(|t| t.mode() != "-").count(),
+            if ice { 6 } else { 3 }
+        );
         let one = select(&[Transport::Shm, Transport::Tcp], &[Mode::Block]);
         assert_eq!(
             one,

@@ -219,6 +219,10 @@ fn pair(t: Transport) -> io::Result<(Box<dyn Conn>, Box<dyn Conn>)> {
                 "tls-raw needs certificates: offhost-bench-suite starts it",
             ))
         }
+        Transport::Iceoryx2 => return Err(io::Error::new(
+            ErrorKind::InvalidInput,
+            "iceoryx2 needs a doorbell mode and the iceoryx2 crate: offhost-bench-suite starts it",
+        )),
         other => {
             return Err(io::Error::new(
                 ErrorKind::InvalidInput,
@@ -258,11 +262,11 @@ pub fn start_pair(
     })
 }
 
-/// The plain transports [`start`] starts, in report order (all but `tls-raw`).
+/// The plain transports [`start`] starts, in report order (all but `tls-raw` and `iceoryx2`).
 pub fn all() -> impl Iterator<Item = Transport> {
     Transport::ALL
         .into_iter()
-        .filter(|t| t.kind() == Kind::Plain && !t.is_tls())
+        .filter(|t| t.kind() == Kind::Plain && !t.is_tls() && *t != Transport::Iceoryx2)
 }
 
 #[cfg(test)]

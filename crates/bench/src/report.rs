@@ -56,6 +56,12 @@ pub struct Row {
     /// per-block) ratios, when both were measured in the same rounds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_raw: Option<f64>,
+    /// An offhost shared-memory row's (`shm`, `shm-chan`) one-way time over iceoryx2's of the
+    /// same size and mode in the same run (1 = as fast; below 1 = offhost is faster): the
+    /// median of the per-round (or per-block) ratios when both have several, else the ratio
+    /// of their medians.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_iceoryx2: Option<f64>,
     /// A TLS row's throughput over its unencrypted counterpart's in the same run
     /// ([`crate::transport::Transport::unencrypted`]: `tls` over `tcp`, `tls-raw` over
     /// `tcp-raw`; 1 = as fast): the median of the per-round (or per-block, per-run) ratios
@@ -128,6 +134,7 @@ impl Row {
             msgs_per_s: Some(per_s),
             round_medians_ns: Vec::new(),
             vs_raw: None,
+            vs_iceoryx2: None,
             throughput_vs_tcp: None,
             cpu_idle_pct: None,
             vs_cacheline: None,
@@ -327,6 +334,22 @@ pub fn latency_table(rows: &[Row]) -> String {
         );
         for r in rows {
             if let Some(v) = r.vs_raw {
+                let _ = writeln!(
+                    s,
+                    "{:<9} {:<9} {:>8} {:>12.2}",
+                    r.transport, r.mode, r.size, v
+                );
+            }
+        }
+    }
+    if rows.iter().any(|r| r.vs_iceoryx2.is_some()) {
+        let _ = write!(
+            s,
+            "\n{:<9} {:<9} {:>8} {:>12}\n",
+            "transport", "mode", "size", "x iceoryx2"
+        );
+        for r in rows {
+            if let Some(v) = r.vs_iceoryx2 {
                 let _ = writeln!(
                     s,
                     "{:<9} {:<9} {:>8} {:>12.2}",

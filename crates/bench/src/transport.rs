@@ -16,6 +16,7 @@
 //! | `unix-raw` | plain | a Unix stream socket pair used directly |
 //! | `pipe-raw` | plain | two pipes used directly |
 //! | `crossbeam` | plain | two crossbeam channels of owned buffers, in this process |
+//! | `iceoryx2` | plain | iceoryx2's publish-subscribe services of byte slices (busy-waiting in `poll`, its event service in `block`), in this process; `offhost-bench-suite` starts it (its `iceoryx2` feature) |
 //!
 //! `tls` and `tls-raw` need a certificate directory and rustls, which this crate does not know:
 //! `offhost-bench-suite` starts them (with a throw-away directory per run), and
@@ -56,6 +57,8 @@ pub enum Transport {
     PipeRaw,
     /// Two crossbeam channels in this process.
     Crossbeam,
+    /// iceoryx2's publish-subscribe services, in this process.
+    Iceoryx2,
 }
 
 /// The three kinds of transport.
@@ -66,7 +69,7 @@ pub enum Kind {
     /// An `offhost-link` channel (`shm-chan`, `tcp`, `tls`, `unix`, `mem`).
     Channel,
     /// Something offhost is compared with (`tcp-raw`, `tls-raw`, `unix-raw`, `pipe-raw`,
-    /// `crossbeam`).
+    /// `crossbeam`, `iceoryx2`).
     Plain,
 }
 
@@ -87,7 +90,7 @@ fn known_names() -> String {
 
 impl Transport {
     /// Every transport, in report order.
-    pub const ALL: [Transport; 11] = [
+    pub const ALL: [Transport; 12] = [
         Transport::Shm,
         Transport::ShmChan,
         Transport::Tcp,
@@ -99,6 +102,7 @@ impl Transport {
         Transport::UnixRaw,
         Transport::PipeRaw,
         Transport::Crossbeam,
+        Transport::Iceoryx2,
     ];
 
     /// The canonical name, as commands take it and rows report it.
@@ -115,6 +119,7 @@ impl Transport {
             Transport::UnixRaw => "unix-raw",
             Transport::PipeRaw => "pipe-raw",
             Transport::Crossbeam => "crossbeam",
+            Transport::Iceoryx2 => "iceoryx2",
         }
     }
 
@@ -131,7 +136,8 @@ impl Transport {
             | Transport::TlsRaw
             | Transport::UnixRaw
             | Transport::PipeRaw
-            | Transport::Crossbeam => Kind::Plain,
+            | Transport::Crossbeam
+            | Transport::Iceoryx2 => Kind::Plain,
         }
     }
 
@@ -165,9 +171,13 @@ impl Transport {
     }
 
     /// Whether the bytes cross shared memory, where doorbell modes (`poll`, `block`,
-    /// `adaptive`) apply; every other transport blocks in the kernel or in crossbeam.
+    /// `adaptive`) apply (offhost's rings and channels on them, and iceoryx2); every other
+    /// transport blocks in the kernel or in crossbeam.
     pub fn has_modes(self) -> bool {
-        matches!(self, Transport::Shm | Transport::ShmChan)
+        matches!(
+            self,
+            Transport::Shm | Transport::ShmChan | Transport::Iceoryx2
+        )
     }
 }
 

@@ -16,7 +16,7 @@ use offhost_bench::affinity;
 use offhost_bench::floors::{self, Floors};
 use offhost_bench::report::{self, Row};
 use offhost_bench::stats::{median, Summary};
-use offhost_bench::transport::{Placement, Transport};
+use offhost_bench::transport::{Kind, Placement, Transport};
 use offhost_shm::{Config, Mode};
 
 use crate::error::{check, require, Context as _, Error, Result};
@@ -91,10 +91,12 @@ pub enum ShmAddrError {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Transports, comma-separated: shm (the raw ring), shm-chan, tcp, tls, unix, mem
-    /// (channels), tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam (plain). Old name: shm-link
-    /// for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one plain rustls
-    /// connection (tls's raw peer); both use a certificate directory made for the run and
-    /// removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to the report.
+    /// (channels), tcp-raw, tls-raw, unix-raw, pipe-raw, crossbeam, iceoryx2 (plain). Old
+    /// name: shm-link for shm-chan. tls is channels over mutual TLS on loopback, tls-raw one
+    /// plain rustls connection (tls's raw peer); both use a certificate directory made for
+    /// the run and removed after. `--transport tls,tcp` adds TLS's throughput over TCP's to
+    /// the report. iceoryx2 (its publish-subscribe services, on a thread, waiting in --mode)
+    /// beside shm or shm-chan adds their one-way time over iceoryx2's.
     #[arg(
         long = "transport",
         value_name = "TRANSPORT",
@@ -187,9 +189,10 @@ impl Options {
             };
         }
         let p = self.peer.unwrap_or_else(|| peer::default_placement(t));
-        require(p == Placement::Thread || t.has_modes(), || {
-            format!("--peer {p}: {t} runs its echo on a thread only")
-        })?;
+        require(
+            p == Placement::Thread || t.has_modes() && t.kind() != Kind::Plain,
+            || format!("--peer {p}: {t} runs its echo on a thread only"),
+        )?;
         Ok(p)
     }
 
@@ -315,7 +318,10 @@ impl Pooled {
             .wakeups
             .filter(|w| w.1 > 0)
             .map(|(n, msgs)| n as f64 / msgs as f64);
-        r.event_limit = o.event_limit.filter(|_| t.has_modes()).map(|l| l.records);
+        r.event_limit = o
+            .event_limit
+            .filter(|_| t.has_modes() && t.kind() != Kind::Plain)
+            .map(|l| l.records);
         if self.round_medians.len() > 1 {
             r.round_medians_ns = self.round_medians;
         }
@@ -353,6 +359,7 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Outcome> {
         .map(|p| p.row(o, floors.as_ref()))
         .collect::<Result<Vec<_>>>()?;
     vs_raw(&mut rows);
+    vs_iceoryx2(&mut rows);
     report::throughput_vs_tcp(&mut rows);
     if o.transports.contains(&Transport::Mem) {
         notes.push(
@@ -520,6 +527,29 @@ fn vs_raw(rows: &mut [Row]) {
     }
 }
 
+/// Fills each offhost shared-memory row's `vs_iceoryx2` (`shm`, `shm-chan`): its one-way
+/// time over iceoryx2's of the same size and mode in the same run.
+fn vs_iceoryx2(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        if !matches!(rows[i].transport.as_str(), "shm" | "shm-chan") {
+            continue;
+        }
+        let peer = rows.iter().find(|r| {
+            r.transport == Transport::Iceoryx2.name()
+                && r.size == rows[i].size
+                && r.mode == rows[i].mode
+        });
+        let Some(peer) = peer else { continue };
+        let (a, b) = (&rows[i].round_medians_ns, &peer.round_medians_ns);
+        rows[i].vs_iceoryx2 = if a.len() >= 2 && a.len() == b.len() {
+            let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+            median(&ratios)
+        } else {
+            Some(rows[i].one_way_ns_median / peer.one_way_ns_median)
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,19 +593,24 @@ mod tests {
     /// path and placement; the raw ring inline and by loan.
     #[test]
     fn every_transport_on_a_thread_echoes_the_bytes() {
-        let mut o = options(&Transport::ALL, &[64, 8192]);
+        let all: Vec<Transport> = Transport::ALL
+            .into_iter()
+            .filter(|&t| t != Transport::Iceoryx2 || crate::iceoryx2::AVAILABLE)
+            .collect();
+        let mut o = options(&all, &[64, 8192]);
         o.peer = Some(Placement::Thread);
         o.mode = Mode::Block;
         // Coalescing on shared memory: the echo still answers every message (after the delay).
         o.event_limit = Some("4,1ms".parse().unwrap());
         let out = run(&o, &ProgressBar::hidden()).unwrap();
-        assert_eq!(out.rows.len(), Transport::ALL.len() * 2);
-        for (r, t) in out.rows.chunks(2).zip(Transport::ALL) {
+        assert_eq!(out.rows.len(), all.len() * 2);
+        for (r, &t) in out.rows.chunks(2).zip(&all) {
             assert_eq!((r[0].transport.as_str(), r[1].size), (t.name(), 8192));
             assert_eq!(r[0].peer.as_deref(), Some("thread"));
             assert_eq!(r[0].iters, Some(40));
             assert!(r[0].cpu_idle_pct.is_some(), "the key is always there");
-            assert_eq!(r[0].event_limit, t.has_modes().then_some(4), "{t}");
+            let coalesced = t.has_modes() && t.kind() != Kind::Plain;
+            assert_eq!(r[0].event_limit, coalesced.then_some(4), "{t}");
             // Both sides of a blocking round trip on shared memory sleep, and under the
             // limit each sleep waits out the delay: about one wake-up per message.
             let w = r[0].wakeups_per_msg.unwrap();

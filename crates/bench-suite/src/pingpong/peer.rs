@@ -63,10 +63,11 @@ pub(crate) fn options(size: usize) -> ChannelOptions {
     }
 }
 
-/// Where the echo of `t` runs unless told: `offhost echo` in another process for shared
-/// memory (raw ring and channels), a thread of this process for the rest.
+/// Where the echo of `t` runs unless told: `offhost echo` in another process for offhost's
+/// shared memory (raw ring and channels), a thread of this process for the rest (iceoryx2
+/// among them).
 pub(super) fn default_placement(t: Transport) -> Placement {
-    if t.has_modes() {
+    if t.has_modes() && t.kind() != Kind::Plain {
         Placement::Process
     } else {
         Placement::Thread
@@ -155,7 +156,16 @@ impl PingPeer {
                 let ch = served.session().open("pingpong", options(size))?;
                 (Ends::Channel(ch, None), Side::Served(served))
             }
-            (Kind::Plain, _) => (
+            (Kind::Plain, Placement::Thread) if t == Transport::Iceoryx2 => (
+                Ends::Plain(crate::iceoryx2::start(
+                    o.mode,
+                    Duration::from_micros(o.spin_us),
+                    Role::Echo,
+                    size,
+                )?),
+                Side::InRun,
+            ),
+            (Kind::Plain, Placement::Thread) => (
                 Ends::Plain(tls::start_plain(t, pki, Role::Echo, size)?),
                 Side::InRun,
             ),
