@@ -466,7 +466,10 @@ fn header(out: &mut Vec<u8>, kind: u8, flags: u8, channel: u32, len: usize) {
 /// Appends the padding after a body of `len` bytes.
 #[inline(always)]
 fn pad(out: &mut Vec<u8>, len: usize) {
-    out.extend_from_slice(&PADDING[..pad_len(len)]);
+    let p = pad_len(len);
+    if p > 0 {
+        out.extend_from_slice(&PADDING[..p]);
+    }
 }
 
 /// Checks the reserved bytes of the header at the front of `buf`.
@@ -628,8 +631,13 @@ pub(crate) fn data_header_bytes(channel: u32, len: usize, last: bool) -> [u8; HE
 
 /// Bytes of the data frames that carry a message of `len` bytes in packets of `packet_size`
 /// (a power of two).
+#[inline(always)]
 pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
     debug_assert!(packet_size.is_power_of_two());
+    if len <= packet_size {
+        // One packet (the common case of small messages).
+        return frame_len(len);
+    }
     let packets = (len + packet_size - 1) >> packet_size.trailing_zeros();
     // Every packet but the last is a whole packet, a multiple of 8 bytes; only a packet of 8
     // bytes, and the last, are padded.
@@ -648,7 +656,10 @@ pub(crate) fn write_data(out: &mut [u8], channel: u32, msg: &[u8], packet_size: 
         head.copy_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, msg.len()));
         let (body, padding) = body.split_at_mut(msg.len());
         body.copy_from_slice(msg);
-        padding.fill(0);
+        // A call to memset even for no bytes: most messages need no padding.
+        if !padding.is_empty() {
+            padding.fill(0);
+        }
         return;
     }
     let mut at = 0;
@@ -669,7 +680,9 @@ pub(crate) fn write_data(out: &mut [u8], channel: u32, msg: &[u8], packet_size: 
         out[at..at + payload.len()].copy_from_slice(payload);
         at += payload.len();
         let p = pad_len(payload.len());
-        out[at..at + p].fill(0);
+        if p > 0 {
+            out[at..at + p].fill(0);
+        }
         at += p;
     }
 }
