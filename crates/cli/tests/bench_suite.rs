@@ -41,7 +41,7 @@ fn json_rows(bench: &str, extra: &[&str]) -> Vec<serde_json::Value> {
 fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
     for bench in ["exchange", "stream"] {
         let rows = json_rows(bench, &[]);
-        let targets = [
+        let mut targets = vec![
             ("shm", "poll"),
             ("shm", "block"),
             ("shm", "adaptive"),
@@ -56,6 +56,13 @@ fn every_suite_bench_emits_contract_rows_for_every_transport_and_peer() {
             ("tls-raw", "-"),
             ("crossbeam", "-"),
         ];
+        if cfg!(feature = "iceoryx2") {
+            targets.extend([
+                ("iceoryx2", "poll"),
+                ("iceoryx2", "block"),
+                ("iceoryx2", "adaptive"),
+            ]);
+        }
         assert_eq!(rows.len(), targets.len() * 2, "{bench}: {rows:?}");
         for (peer, mode) in targets {
             for size in [8, 64] {
