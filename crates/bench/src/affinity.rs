@@ -91,6 +91,28 @@ pub fn pin_process(pid: u32, cpu: usize) -> Result<(), PinError> {
     })
 }
 
+/// Pins every thread of process `pid` to `cpu` (each task in `/proc/PID/task`; the threads
+/// they start later inherit it); returns how many were pinned. A thread that ends meanwhile is
+/// skipped.
+pub fn pin_process_threads(pid: u32, cpu: usize) -> Result<usize, PinError> {
+    let err = |source: std::io::Error| PinError { cpu, source };
+    let mut pinned = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).map_err(err)? {
+        let Some(tid) = entry
+            .ok()
+            .and_then(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        match pin_process(tid, cpu) {
+            Ok(()) => pinned += 1,
+            Err(e) if e.source.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(pinned)
+}
+
 /// Lets the calling thread (and the threads and processes it starts later) run on the CPUs in
 /// `cpus` only; an error names the first of them.
 pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), PinError> {

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use indicatif::ProgressBar;
+use offhost_bench::affinity;
 use offhost_bench::stats::median;
 use serde::Serialize;
 
@@ -52,6 +53,11 @@ pub struct Options {
     /// offhost plain and against nbdkit over TLS, in the same rounds.
     #[arg(long)]
     pub tls: bool,
+    /// Leave fio and the servers where the scheduler puts them. By default fio runs on the
+    /// first CPU allowed and every server (all its threads) on the second, both servers alike,
+    /// so that neither shares a core with the client.
+    #[arg(long)]
+    pub no_pin: bool,
     /// The `offhost` binary whose `nbd` command is measured.
     #[arg(skip)]
     pub exe: PathBuf,
@@ -89,6 +95,9 @@ pub struct Figure {
     pub server_cpu_us_per_io: f64,
     /// The fio job options used.
     pub fio_args: String,
+    /// Whether fio ran on one CPU and the server on another (`--no-pin` not given, and the
+    /// machine has two CPUs for it).
+    pub pinned: bool,
 }
 
 struct Workload {
@@ -196,9 +205,17 @@ fn run_fio(
     let mut fio = Command::new(&a.fio);
     fio.args(&args);
     client.apply(&mut fio);
-    let out = fio
-        .output()
-        .with_context(|| format!("cannot run {} (is fio installed?)", a.fio))?;
+    // fio inherits this thread's CPUs: the client's one while it is started.
+    let pin = pins(a);
+    let all = affinity::allowed_cpus();
+    if let Some((host, _)) = pin {
+        affinity::pin_current_thread(host)?;
+    }
+    let out = fio.output();
+    if pin.is_some() {
+        affinity::unpin_current_thread(&all);
+    }
+    let out = out.with_context(|| format!("cannot run {} (is fio installed?)", a.fio))?;
     if !out.status.success() {
         return Err(Error::Peer(format!(
             "fio failed on {} ({}): {}\n{} said: {}",
@@ -235,6 +252,11 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
     let dir = tempfile::tempdir()?;
     let pki = if a.tls { Some(Pki::generate()?) } else { None };
     let (peers, client) = servers::start(a, dir.path(), pki.as_ref())?;
+    if let Some((_, engine)) = pins(a) {
+        for p in &peers {
+            affinity::pin_process_threads(p.pid(), engine)?;
+        }
+    }
     bar.set_length((a.rounds as usize * peers.len() * WORKLOADS.len()) as u64);
     // results[peer][workload] = (iops per round, MB/s per round, cpu per io per round, args)
     type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>, String);
@@ -279,10 +301,21 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
                 rounds_iops: iops.clone(),
                 server_cpu_us_per_io: median(cpu),
                 fio_args: shown.clone(),
+                pinned: pins(a).is_some(),
             });
         }
     }
     Ok(figs)
+}
+
+/// The CPUs of the client (fio) and of the servers, unless `--no-pin` or the machine has only
+/// one CPU to give.
+fn pins(a: &Options) -> Option<(usize, usize)> {
+    if a.no_pin {
+        None
+    } else {
+        affinity::cpu_pair()
+    }
 }
 
 /// The figures as a text table.
@@ -340,6 +373,7 @@ mod tests {
             conn_threads: 2,
             exe: PathBuf::from(exe),
             tls: false,
+            no_pin: false,
         }
     }
 
@@ -386,6 +420,8 @@ wait
             assert!(f.iops > 0.0 && f.mb_per_s > 0.0, "{f:?}");
             assert!(!f.tls && f.ratio_vs_plain.is_none(), "{f:?}");
             assert_eq!(f.transport, "unix");
+            // fio and the servers on a CPU each wherever there are two.
+            assert_eq!(f.pinned, affinity::cpu_pair().is_some(), "{f:?}");
         }
         assert!(figs[0].ratio_vs_nbdkit.is_some() && figs[1].ratio_vs_nbdkit.is_none());
         assert_eq!(table(&figs).lines().count(), 1 + figs.len());

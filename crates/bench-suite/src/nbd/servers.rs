@@ -76,6 +76,11 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// CPU seconds (user + system) the server has used so far.
     pub fn cpu_s(&self) -> f64 {
         process_cpu_s(Some(self.process.id())).unwrap_or(0.0)
