@@ -326,38 +326,8 @@ pub fn latency_table(rows: &[Row]) -> String {
                 .map_or("-".to_owned(), |p| format!("{p:.2}%"))
         );
     }
-    if rows.iter().any(|r| r.vs_raw.is_some()) {
-        let _ = write!(
-            s,
-            "\n{:<9} {:<9} {:>8} {:>12}\n",
-            "transport", "mode", "size", "x raw peer"
-        );
-        for r in rows {
-            if let Some(v) = r.vs_raw {
-                let _ = writeln!(
-                    s,
-                    "{:<9} {:<9} {:>8} {:>12.2}",
-                    r.transport, r.mode, r.size, v
-                );
-            }
-        }
-    }
-    if rows.iter().any(|r| r.vs_iceoryx2.is_some()) {
-        let _ = write!(
-            s,
-            "\n{:<9} {:<9} {:>8} {:>12}\n",
-            "transport", "mode", "size", "x iceoryx2"
-        );
-        for r in rows {
-            if let Some(v) = r.vs_iceoryx2 {
-                let _ = writeln!(
-                    s,
-                    "{:<9} {:<9} {:>8} {:>12.2}",
-                    r.transport, r.mode, r.size, v
-                );
-            }
-        }
-    }
+    ratio_table(&mut s, rows, "x raw peer", |r| r.vs_raw);
+    ratio_table(&mut s, rows, "x iceoryx2", |r| r.vs_iceoryx2);
     s.push_str(&tls_ratios(rows));
     if rows.iter().any(|r| r.vs_cacheline.is_some()) {
         let _ = write!(
@@ -412,6 +382,27 @@ pub fn rate_table(rows: &[Row]) -> String {
     }
     s.push_str(&tls_ratios(rows));
     s
+}
+
+/// Appends a table of one ratio per row (`title`: its column), for the rows that have it.
+fn ratio_table(s: &mut String, rows: &[Row], title: &str, ratio: impl Fn(&Row) -> Option<f64>) {
+    if !rows.iter().any(|r| ratio(r).is_some()) {
+        return;
+    }
+    let _ = write!(
+        s,
+        "\n{:<9} {:<9} {:>8} {:>12}\n",
+        "transport", "mode", "size", title
+    );
+    for r in rows {
+        if let Some(v) = ratio(r) {
+            let _ = writeln!(
+                s,
+                "{:<9} {:<9} {:>8} {:>12.2}",
+                r.transport, r.mode, r.size, v
+            );
+        }
+    }
 }
 
 /// The TLS rows' throughput over their unencrypted counterparts', under its heading (empty
