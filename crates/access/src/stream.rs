@@ -329,21 +329,20 @@ pub const COPY_SLICE: usize = 2048;
 #[derive(Debug)]
 pub struct Sliced<'a>(pub &'a [u8]);
 
-impl Sliced<'_> {
-    /// The bytes not read yet.
-    pub fn rest(&self) -> usize {
-        self.0.len()
-    }
-}
-
 /// Writes `bytes` into rustls as slices of [`COPY_SLICE`] bytes (so rustls copies them into
 /// its records with the vector loop); returns how many it took.
 pub fn write_sliced(writer: &mut rustls::Writer<'_>, bytes: &[u8]) -> io::Result<usize> {
-    if bytes.len() <= COPY_SLICE {
-        return io::Write::write(writer, bytes);
+    let mut slices = Vec::new();
+    slices_between(&[bytes], 0, bytes.len(), &mut slices);
+    write_slices(writer, &slices)
+}
+
+/// Writes `slices` into rustls: one as it is, several with `write_vectored`.
+fn write_slices(writer: &mut rustls::Writer<'_>, slices: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    match slices {
+        [one] => io::Write::write(writer, one),
+        many => io::Write::write_vectored(writer, many),
     }
-    let slices: Vec<io::IoSlice<'_>> = bytes.chunks(COPY_SLICE).map(io::IoSlice::new).collect();
-    io::Write::write_vectored(writer, &slices)
 }
 
 impl io::Read for Sliced<'_> {
@@ -623,10 +622,7 @@ impl TlsWriter {
             }
             let end = piece_end(done, limit);
             slices_between(bufs, done, end, &mut piece);
-            let n = match piece.as_slice() {
-                [one] => io::Write::write(&mut st.conn.writer(), one)?,
-                many => io::Write::write_vectored(&mut st.conn.writer(), many)?,
-            };
+            let n = write_slices(&mut st.conn.writer(), &piece)?;
             match st.flush(&sh.fd) {
                 Ok(()) if n == 0 => break, // rustls took nothing (it never should)
                 Ok(()) => done += n,

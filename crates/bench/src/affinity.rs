@@ -159,6 +159,26 @@ mod tests {
         }
     }
 
+    /// Every thread of another process is held to the CPU asked for.
+    #[test]
+    fn a_process_is_pinned_thread_by_thread() {
+        let (_, engine) = host_engine_cores();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pinned = pin_process_threads(child.id(), engine);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(pinned.unwrap(), 1);
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(str::trim);
+        assert_eq!(cpus, Some(engine.to_string().as_str()));
+    }
+
     /// The halves share no CPU and cover the process's CPUs; a thread pinned to one runs
     /// there only.
     #[test]

@@ -174,10 +174,14 @@ impl Transport {
     /// `adaptive`) apply (offhost's rings and channels on them, and iceoryx2); every other
     /// transport blocks in the kernel or in crossbeam.
     pub fn has_modes(self) -> bool {
-        matches!(
-            self,
-            Transport::Shm | Transport::ShmChan | Transport::Iceoryx2
-        )
+        self.is_offhost_shm() || self == Transport::Iceoryx2
+    }
+
+    /// Whether it is offhost's shared memory (`shm`, `shm-chan`): what can run its echo in
+    /// another process (`offhost echo`), coalesces wake-ups (`--event-limit`) and is compared
+    /// with iceoryx2.
+    pub fn is_offhost_shm(self) -> bool {
+        matches!(self, Transport::Shm | Transport::ShmChan)
     }
 }
 

@@ -142,6 +142,14 @@ impl WriteFile {
     }
 }
 
+/// The text `r` holds if it is at most `max` bytes (`None` past that): no more than `max + 1`
+/// bytes are read, whatever `r` could give.
+pub fn read_text_within(r: impl io::Read, max: u64) -> io::Result<Option<String>> {
+    let mut s = String::new();
+    io::Read::read_to_string(&mut io::Read::take(r, max.saturating_add(1)), &mut s)?;
+    Ok((s.len() as u64 <= max).then_some(s))
+}
+
 impl Files {
     /// Access beneath `dir` only, to read regular files (see [`allow_devices`](Self::allow_devices)).
     pub fn beneath(dir: &Path) -> io::Result<Files> {
@@ -282,16 +290,12 @@ impl Files {
             },
         };
         let f = f.open().map_err(io_err)?;
-        let mut s = String::new();
-        io::Read::read_to_string(&mut io::Read::take(f, max.saturating_add(1)), &mut s)
-            .map_err(io_err)?;
-        if s.len() as u64 > max {
-            return Err(FileError::TooLarge {
+        read_text_within(f, max)
+            .map_err(io_err)?
+            .ok_or_else(|| FileError::TooLarge {
                 path: path.to_owned(),
                 max,
-            });
-        }
-        Ok(s)
+            })
     }
 
     /// The names of the entries of the directory at `path` (`""` or `.`: the root, or the

@@ -89,19 +89,16 @@ pub const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// The text of the Interfile header at `path`, if it has at most [`MAX_HEADER_BYTES`]
 /// (no more than that is read).
 pub fn read_header(path: &Path) -> Result<String, FormatError> {
-    let mut text = String::new();
     let f = std::fs::File::open(path)?;
-    std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_HEADER_BYTES + 1), &mut text)?;
-    if text.len() as u64 > MAX_HEADER_BYTES {
-        return Err(FormatError::Interfile {
+    offhost_engine::sandbox::read_text_within(f, MAX_HEADER_BYTES)?.ok_or_else(|| {
+        FormatError::Interfile {
             line: 0,
             what: format!(
                 "{}: more than the {MAX_HEADER_BYTES} bytes a header may have",
                 path.display()
             ),
-        });
-    }
-    Ok(text)
+        }
+    })
 }
 
 impl PetlinkHeader {
@@ -215,6 +212,7 @@ impl PetlinkHeader {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_header_past_its_bound_is_refused_without_reading_it_all() {
@@ -226,8 +224,6 @@ mod tests {
         std::fs::write(&p, "!INTERFILE :=\n").unwrap();
         assert_eq!(read_header(&p).unwrap(), "!INTERFILE :=\n");
     }
-
-    use super::*;
 
     #[test]
     fn missing_key_is_named() {

@@ -546,14 +546,6 @@ fn header_bytes(kind: u8, flags: u8, channel: u32, len: usize) -> [u8; HEADER_LE
     h
 }
 
-/// Appends `part`, then as many zero bytes as padding as a frame of `len` bytes needs after
-/// its body.
-#[inline(always)]
-fn extend_padded(out: &mut Vec<u8>, part: &[u8], len: usize) {
-    out.extend_from_slice(part);
-    pad(out, len);
-}
-
 /// Appends the data frames of the message made of `parts` joined (`len` bytes in all), in
 /// packets of `packet_size`: the same bytes [`Frame::encode`] appends for each packet of the
 /// joined message, without joining it first.
@@ -571,7 +563,8 @@ pub(crate) fn extend_data_parts(
         if msg.len() <= packet_size {
             // One packet of one part (the common case of small messages).
             out.extend_from_slice(&header_bytes(KIND_DATA, FLAG_LAST, channel, msg.len()));
-            extend_padded(out, msg, msg.len());
+            out.extend_from_slice(msg);
+            pad(out, msg.len());
             return;
         }
     }
@@ -649,7 +642,7 @@ pub(crate) fn data_len(len: usize, packet_size: usize) -> usize {
     let packets = (len + packet_size - 1) >> packet_size.trailing_zeros();
     // Every packet but the last is a whole packet, a multiple of 8 bytes; only a packet of 8
     // bytes, and the last, are padded.
-    let full = packets.saturating_sub(1);
+    let full = packets - 1;
     let last = len - full * packet_size;
     full * frame_len(packet_size) + frame_len(last)
 }

@@ -206,15 +206,16 @@ fn run_fio(
     fio.args(&args);
     client.apply(&mut fio);
     // fio inherits this thread's CPUs: the client's one while it is started.
-    let pin = pins(a);
-    let all = affinity::allowed_cpus();
-    if let Some((host, _)) = pin {
-        affinity::pin_current_thread(host)?;
-    }
-    let out = fio.output();
-    if pin.is_some() {
-        affinity::unpin_current_thread(&all);
-    }
+    let out = match pins(a) {
+        Some((host, _)) => {
+            let all = affinity::allowed_cpus();
+            affinity::pin_current_thread(host)?;
+            let out = fio.output();
+            affinity::unpin_current_thread(&all);
+            out
+        }
+        None => fio.output(),
+    };
     let out = out.with_context(|| format!("cannot run {} (is fio installed?)", a.fio))?;
     if !out.status.success() {
         return Err(Error::Peer(format!(

@@ -16,7 +16,7 @@ use offhost_bench::affinity;
 use offhost_bench::floors::{self, Floors};
 use offhost_bench::report::{self, Row};
 use offhost_bench::stats::{median, Summary};
-use offhost_bench::transport::{Kind, Placement, Transport};
+use offhost_bench::transport::{Placement, Transport};
 use offhost_shm::{Config, Mode};
 
 use crate::error::{check, require, Context as _, Error, Result};
@@ -189,10 +189,9 @@ impl Options {
             };
         }
         let p = self.peer.unwrap_or_else(|| peer::default_placement(t));
-        require(
-            p == Placement::Thread || t.has_modes() && t.kind() != Kind::Plain,
-            || format!("--peer {p}: {t} runs its echo on a thread only"),
-        )?;
+        require(p == Placement::Thread || t.is_offhost_shm(), || {
+            format!("--peer {p}: {t} runs its echo on a thread only")
+        })?;
         Ok(p)
     }
 
@@ -320,7 +319,7 @@ impl Pooled {
             .map(|(n, msgs)| n as f64 / msgs as f64);
         r.event_limit = o
             .event_limit
-            .filter(|_| t.has_modes() && t.kind() != Kind::Plain)
+            .filter(|_| t.is_offhost_shm())
             .map(|l| l.records);
         if self.round_medians.len() > 1 {
             r.round_medians_ns = self.round_medians;
@@ -518,20 +517,30 @@ fn vs_raw(rows: &mut [Row]) {
             r.transport == peer.name() && r.size == rows[i].size && r.mode == rows[i].mode
         });
         let Some(raw) = raw else { continue };
-        let (a, b) = (&rows[i].round_medians_ns, &raw.round_medians_ns);
-        if a.len() < 2 || a.len() != b.len() {
-            continue;
-        }
-        let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-        rows[i].vs_raw = median(&ratios);
+        rows[i].vs_raw = round_ratio(&rows[i], raw);
     }
+}
+
+/// The median of `a`'s round (or block) medians over `b`'s, when both were measured in the
+/// same rounds, more than one.
+fn round_ratio(a: &Row, b: &Row) -> Option<f64> {
+    let (a, b) = (&a.round_medians_ns, &b.round_medians_ns);
+    if a.len() < 2 || a.len() != b.len() {
+        return None;
+    }
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    median(&ratios)
 }
 
 /// Fills each offhost shared-memory row's `vs_iceoryx2` (`shm`, `shm-chan`): its one-way
 /// time over iceoryx2's of the same size and mode in the same run.
 fn vs_iceoryx2(rows: &mut [Row]) {
     for i in 0..rows.len() {
-        if !matches!(rows[i].transport.as_str(), "shm" | "shm-chan") {
+        let ours = rows[i]
+            .transport
+            .parse()
+            .is_ok_and(Transport::is_offhost_shm);
+        if !ours {
             continue;
         }
         let peer = rows.iter().find(|r| {
@@ -540,13 +549,8 @@ fn vs_iceoryx2(rows: &mut [Row]) {
                 && r.mode == rows[i].mode
         });
         let Some(peer) = peer else { continue };
-        let (a, b) = (&rows[i].round_medians_ns, &peer.round_medians_ns);
-        rows[i].vs_iceoryx2 = if a.len() >= 2 && a.len() == b.len() {
-            let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-            median(&ratios)
-        } else {
-            Some(rows[i].one_way_ns_median / peer.one_way_ns_median)
-        };
+        rows[i].vs_iceoryx2 = round_ratio(&rows[i], peer)
+            .or(Some(rows[i].one_way_ns_median / peer.one_way_ns_median));
     }
 }
 
@@ -609,8 +613,7 @@ mod tests {
             assert_eq!(r[0].peer.as_deref(), Some("thread"));
             assert_eq!(r[0].iters, Some(40));
             assert!(r[0].cpu_idle_pct.is_some(), "the key is always there");
-            let coalesced = t.has_modes() && t.kind() != Kind::Plain;
-            assert_eq!(r[0].event_limit, coalesced.then_some(4), "{t}");
+            assert_eq!(r[0].event_limit, t.is_offhost_shm().then_some(4), "{t}");
             // Both sides of a blocking round trip on shared memory sleep, and under the
             // limit each sleep waits out the delay: about one wake-up per message.
             let w = r[0].wakeups_per_msg.unwrap();

@@ -67,7 +67,7 @@ pub(crate) fn options(size: usize) -> ChannelOptions {
 /// shared memory (raw ring and channels), a thread of this process for the rest (iceoryx2
 /// among them).
 pub(super) fn default_placement(t: Transport) -> Placement {
-    if t.has_modes() && t.kind() != Kind::Plain {
+    if t.is_offhost_shm() {
         Placement::Process
     } else {
         Placement::Thread

@@ -7,8 +7,7 @@ use offhost_engine::{
     ArgError, Args, Build, Context, ReadFile, Registry, Status, Task, TaskError, TaskInfo,
 };
 
-use crate::interfile::PetlinkHeader;
-use crate::interfile::MAX_HEADER_BYTES;
+use crate::interfile::{PetlinkHeader, MAX_HEADER_BYTES};
 use crate::listmode::{Event, Reader, RECORD_LEN};
 use crate::petlink::{self, PetlinkReader};
 use crate::phantom::Phantom;
