@@ -1,7 +1,7 @@
 //! `wav`: reads a WAV file as a source, or writes one as a sink (16-bit PCM).
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
 
 use crate::queue::Get;
 use crate::registry::{ArgError, Args, Build, Registry, TaskInfo};
@@ -12,7 +12,58 @@ use crate::tasks::convert::FrameCarry;
 struct WavIn {
     path: String,
     src: Option<ReadFile>,
-    reader: Option<hound::WavReader<BufReader<File>>>,
+    data: Option<WavData>,
+}
+
+/// An open WAV file positioned in its data chunk: the samples are read as they lie in the
+/// file (16-bit little-endian, interleaved), which is already the stream's format.
+struct WavData {
+    file: File,
+    /// Bytes of the data chunk not yet read.
+    left: u64,
+    /// Bytes per frame (2 x channels).
+    frame: usize,
+    channels: u16,
+}
+
+impl WavData {
+    /// Reads the header of `f` (through hound) and checks that the data chunk holds 16-bit
+    /// integer samples in 2-byte containers.
+    fn open(path: &str, f: File) -> Result<WavData, TaskError> {
+        let r = hound::WavReader::new(BufReader::new(f)).map_err(|e| wav_err(path, e))?;
+        let spec = r.spec();
+        if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
+            return Err(TaskError::BadInput(format!(
+                "{path}: {}-bit {:?} samples; only 16-bit integer PCM is supported",
+                spec.bits_per_sample, spec.sample_format
+            )));
+        }
+        let samples = u64::from(r.len());
+        let mut inner = r.into_inner();
+        let io = |e| TaskError::io(format!("read {path}"), e);
+        // hound stops at the first byte of the data chunk; its header (`data`, then the
+        // chunk's length) lies just before. The length tells the container's size: 16 valid
+        // bits may sit in wider containers, which the bytes below are not.
+        // The buffered reader has read ahead: its position, then the file itself.
+        let at = inner.stream_position().map_err(io)?;
+        let mut file = inner.into_inner();
+        let mut head = [0u8; 8];
+        file.seek(SeekFrom::Start(at.saturating_sub(8)))
+            .and_then(|_| file.read_exact(&mut head))
+            .map_err(io)?;
+        let len = u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]]));
+        if &head[..4] != b"data" || len != 2 * samples {
+            return Err(TaskError::BadInput(format!(
+                "{path}: {samples} samples in a data chunk of {len} bytes; only 16-bit samples in 2-byte containers are supported"
+            )));
+        }
+        Ok(WavData {
+            file,
+            left: len,
+            frame: 2 * usize::from(spec.channels),
+            channels: spec.channels,
+        })
+    }
 }
 
 impl Task for WavIn {
@@ -21,48 +72,39 @@ impl Task for WavIn {
             let f = src
                 .open()
                 .map_err(|e| TaskError::io(format!("read {}", self.path), e))?;
-            let r = hound::WavReader::new(BufReader::new(f)).map_err(|e| wav_err(&self.path, e))?;
-            let spec = r.spec();
-            if spec.bits_per_sample != 16 || spec.sample_format != hound::SampleFormat::Int {
-                return Err(TaskError::BadInput(format!(
-                    "{}: {}-bit {:?} samples; only 16-bit integer PCM is supported",
-                    self.path, spec.bits_per_sample, spec.sample_format
-                )));
-            }
-            self.reader = Some(r);
+            self.data = Some(WavData::open(&self.path, f)?);
         }
-        let r = self.reader.as_mut().expect("opened above");
-        let frame = 2 * r.spec().channels as usize;
+        let d = self.data.as_mut().expect("opened above");
         loop {
-            if r.len() == 0 || r.samples::<i16>().len() == 0 {
+            if d.left == 0 {
                 return Ok(Status::Done);
             }
             let Some(mut b) = cx.alloc(0) else {
                 return Ok(Status::Blocked);
             };
-            let room = b.remaining() / frame * frame / 2;
+            let room = b.remaining() / d.frame * d.frame;
             if room == 0 {
                 // Reading nothing would end the stream here, the file's samples dropped.
                 return Err(TaskError::Failed(format!(
-                    "{}: a frame of {} channels ({frame} bytes) does not fit the output's buffers of {} bytes",
+                    "{}: a frame of {} channels ({} bytes) does not fit the output's buffers of {} bytes",
                     self.path,
-                    r.spec().channels,
+                    d.channels,
+                    d.frame,
                     b.remaining()
                 )));
             }
-            let mut n = 0;
-            {
-                let out = b.unfilled();
-                for s in r.samples::<i16>().take(room) {
-                    let s = s.map_err(|e| wav_err(&self.path, e))?;
-                    out[2 * n..2 * n + 2].copy_from_slice(&s.to_le_bytes());
-                    n += 1;
-                }
+            let n = room.min(usize::try_from(d.left).unwrap_or(usize::MAX));
+            if let Err(e) = d.file.read_exact(&mut b.unfilled()[..n]) {
+                return Err(match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => TaskError::BadInput(format!(
+                        "{}: the file ends before its data chunk does ({} bytes missing at most)",
+                        self.path, d.left
+                    )),
+                    _ => TaskError::io(format!("read {}", self.path), e),
+                });
             }
-            b.commit(2 * n);
-            if n == 0 {
-                return Ok(Status::Done);
-            }
+            d.left -= n as u64;
+            b.commit(n);
             cx.put(0, b.freeze());
         }
     }
@@ -142,7 +184,7 @@ fn wav(args: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
         (0, 1) => Ok(Box::new(WavIn {
             src: Some(b.files().open(&path).map_err(|e| e.arg("path"))?),
             path,
-            reader: None,
+            data: None,
         })),
         (1, 0) => {
             let channels = args.parse_in::<u16>("channels", 1..=MAX_WAV_CHANNELS)?;
