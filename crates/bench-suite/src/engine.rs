@@ -49,6 +49,14 @@ pub struct Options {
     /// connected page, alternating (see `crate::view`).
     #[arg(long)]
     pub view: bool,
+    /// Instead: the telephony chain (WAV, mix, 44.1 to 8 kHz, mu-law) by offhost, sox and
+    /// GStreamer on one input of --audio-seconds: wall, CPU and SNR against the ideal
+    /// converter, in rounds (see `crate::audio_peers`).
+    #[arg(long)]
+    pub peers: bool,
+    /// Rounds of --peers (each runs every tool once).
+    #[arg(long, default_value_t = 3)]
+    pub peer_rounds: usize,
     /// Instead: double buffering, one message in flight against two, on host ports and the
     /// off-host transport (see `crate::overlap`).
     #[arg(long)]
@@ -62,6 +70,15 @@ pub struct Options {
 }
 
 impl Options {
+    /// What `--peers` runs, with `exe` as offhost.
+    pub fn peers_plan(&self, exe: std::path::PathBuf) -> crate::audio_peers::Plan {
+        crate::audio_peers::Plan {
+            exe,
+            seconds: self.audio_seconds,
+            rounds: self.peer_rounds,
+        }
+    }
+
     /// What `--overlap` measures.
     pub fn overlap_plan(&self) -> crate::overlap::Plan {
         crate::overlap::Plan {
@@ -308,6 +325,8 @@ mod tests {
             wasm: false,
             wasm_modules: "target/wasm-examples".into(),
             view: false,
+            peers: false,
+            peer_rounds: 1,
             overlap: false,
             overlap_sizes: vec![],
             overlap_seconds: 0.0,

@@ -11,6 +11,7 @@
 //! | [`overhead`] | `bench overhead` | a channel round trip's CPU against the raw ring's |
 //! | [`reproduce`] | `bench reproduce` | the seed papers' tables and findings |
 //! | [`engine`] | `bench engine` | a task hop, a 4-stage chain against memcpy, the audio example |
+//! | [`audio_peers`] | `bench engine --peers` | the telephony chain against sox and GStreamer: wall, CPU, SNR against the ideal converter |
 //! | [`wasm`] | `bench engine --wasm` | WebAssembly modules against the built-ins they stand for: the time a task adds per buffer, the pipeline's throughput |
 //! | [`rpc`] | `bench engine --rpc` | `[ION]`'s Table 1: task switch, event synchronisation, null calls in one engine, into it, to another |
 //! | [`nbd`] | `bench nbd` | `offhost nbd` against nbdkit's memory plugin under the same fio jobs, with `--tls` over TLS too |
@@ -42,6 +43,7 @@
 //! binary's `bench.rs` that flattens `Options` and prints. See ARCHITECTURE.md.
 #![forbid(unsafe_code)]
 
+pub mod audio_peers;
 pub mod channel;
 pub mod engine;
 pub mod engines;

@@ -202,6 +202,8 @@ mod tests {
             wasm: false,
             wasm_modules: "target/wasm-examples".into(),
             view: true,
+            peers: false,
+            peer_rounds: 1,
             overlap: false,
             overlap_sizes: vec![],
             overlap_seconds: 0.0,

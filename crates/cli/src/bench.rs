@@ -10,8 +10,10 @@ use indicatif::ProgressBar;
 use offhost_bench::report::{self, Output, Row};
 use offhost_bench::transport::Transport;
 use offhost_bench::{floors, plot, sizes};
-use offhost_bench_suite::{engine, engines, hostile, mux, nbd, offload, overhead, overlap};
-use offhost_bench_suite::{pet, pet_live, pingpong, rate, reproduce, rpc, suite, view, wasm};
+use offhost_bench_suite::{audio_peers, engine, engines, hostile, mux, nbd, offload, overhead};
+use offhost_bench_suite::{
+    overlap, pet, pet_live, pingpong, rate, reproduce, rpc, suite, view, wasm,
+};
 use offhost_shm::Mode;
 
 /// Arguments of `offhost bench`.
@@ -311,10 +313,14 @@ fn measure(args: BenchArgs, bar: &ProgressBar) -> Result<Printed> {
                 vec![],
             )
         }
-        BenchCmd::Engine(a) if a.o.view => (
-            show(a.json, &view::run(&a.o, bar)?, view::Report::table)?,
-            vec![],
-        ),
+        BenchCmd::Engine(a) if a.o.view => {
+            let r = view::run(&a.o, bar)?;
+            (show(a.json, &r, view::Report::table)?, vec![])
+        }
+        BenchCmd::Engine(a) if a.o.peers => {
+            let r = audio_peers::run(&a.o.peers_plan(exe()?), bar)?;
+            (show(a.json, &r, audio_peers::Report::table)?, vec![])
+        }
         BenchCmd::Engine(a) if a.o.overlap => {
             let r = overlap::run(&a.o.overlap_plan(), bar)?;
             (show(a.json, &r, overlap::Report::table)?, vec![])

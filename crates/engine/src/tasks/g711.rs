@@ -31,6 +31,18 @@ pub fn linear_to_ulaw(sample: i16) -> u8 {
     }
 }
 
+/// Decodes one mu-law code to its 16-bit linear value (the middle of the code's interval,
+/// as the reference decoder gives it).
+pub fn ulaw_to_linear(code: u8) -> i16 {
+    let u = !code;
+    let t = ((i16::from(u & 0x0F) << 3) + 0x84) << ((u & 0x70) >> 4);
+    if u & 0x80 != 0 {
+        0x84 - t
+    } else {
+        t - 0x84
+    }
+}
+
 /// Encodes one 16-bit linear sample as A-law.
 pub fn linear_to_alaw(sample: i16) -> u8 {
     let mut v = sample >> 3; // 13-bit
@@ -88,6 +100,20 @@ mod tests {
         assert_eq!(linear_to_alaw(-1), 0x55);
         assert_eq!(linear_to_alaw(i16::MAX), 0xAA);
         assert_eq!(linear_to_alaw(i16::MIN), 0x2A);
+    }
+
+    #[test]
+    fn every_mu_law_code_decodes_to_a_value_that_encodes_back_to_it() {
+        for code in 0..=255u8 {
+            // 0x7F and 0xFF are both zero (negative and positive); zero encodes as 0xFF.
+            let back = linear_to_ulaw(ulaw_to_linear(code));
+            assert!(
+                back == code || (code == 0x7F && back == 0xFF),
+                "{code:#x} -> {back:#x}"
+            );
+        }
+        assert_eq!(ulaw_to_linear(0x80), 32124);
+        assert_eq!(ulaw_to_linear(0x00), -32124);
     }
 
     #[test]
