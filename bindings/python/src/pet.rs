@@ -1,7 +1,7 @@
 //! The native side of `offhost.pet`: scanners, list-mode and PETLINK files, histogramming,
 //! sinogram files and reconstruction. Arrays cross as `bytearray`s of little-endian records
 //! (the numpy dtypes are in `offhost/pet.py`); histogramming takes list-mode records as
-//! bytes, copies a chunk at a time and works with the GIL released.
+//! bytes, copies 16 KiB at a time and counts them with the GIL released.
 //!
 //! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
 //! `errors.rs`) but those that cannot panic: the `Scanner` getters of its fields (`name`,
@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use offhost_bindings::Error;
-use offhost_pet::listmode::{Event, Reader, RECORD_LEN};
+use offhost_pet::listmode::{Reader, RECORD_LEN};
 use offhost_pet::petlink::{self, PetlinkReader, Word};
 use offhost_pet::recon::Method;
 use offhost_pet::sinofile;
@@ -179,15 +179,11 @@ fn sino_bytes<'py>(py: Python<'py>, s: &Sinogram) -> PyResult<Bound<'py, PyByteA
     })
 }
 
-/// Events decoded at a time before they are counted.
-const DECODE_BLOCK: usize = 1024;
-
 /// Histograms offhost list-mode records into a sinogram, prompts minus delayeds.
 #[pyclass(module = "offhost.pet")]
 pub struct EventHistogrammer {
     hist: Histogrammer,
     raw: Vec<u8>,
-    events: Vec<Event>,
 }
 
 #[pymethods]
@@ -208,7 +204,6 @@ impl EventHistogrammer {
             Ok(EventHistogrammer {
                 hist,
                 raw: Vec::new(),
-                events: Vec::new(),
             })
         })
     }
@@ -224,24 +219,14 @@ impl EventHistogrammer {
                     "{n} bytes are not whole 16-byte list-mode records"
                 )));
             }
+            // Copied while the GIL is held (the array cannot change under it), then counted
+            // with the GIL released.
             self.raw.resize(n, 0);
             buf.copy_to_slice(py, &mut self.raw)?;
             drop(buf);
-            let EventHistogrammer { hist, raw, events } = self;
-            // Decoded and counted a block at a time, the histogrammer's own block size, so the
-            // decoded events stay in the first-level cache.
-            crate::errors::detach(py, || {
-                for block in raw.chunks(RECORD_LEN * DECODE_BLOCK) {
-                    events.clear();
-                    events.extend(
-                        block
-                            .chunks_exact(RECORD_LEN)
-                            .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
-                    );
-                    hist.add(events);
-                }
-            })?;
-            Ok(())
+            let EventHistogrammer { hist, raw } = self;
+            // Counted from the copied records as they lie: no decoded copy of the events.
+            crate::errors::detach(py, || hist.add_records(raw.as_chunks().0))
         })
     }
 

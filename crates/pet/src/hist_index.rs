@@ -5,7 +5,7 @@
 //! enough (the demo scanner's 256 x 256 pairs then take 128 KiB instead of 256 KiB).
 
 use crate::buckets::MINUS;
-use crate::listmode::Event;
+use crate::listmode::{Event, RECORD_LEN};
 use crate::lor::{OUTSIDE, SWAP};
 use crate::sinogram::EnergyWindow;
 
@@ -86,6 +86,63 @@ impl LorTable {
     }
 }
 
+/// What the index pass reads of an event: a decoded [`Event`], or a list-mode record as it
+/// lies in memory (then decoded field by field as the pass needs it, with no copy between).
+pub(crate) trait Fields {
+    /// Detectors of photons A and B within their rings.
+    fn detectors(&self) -> (usize, usize);
+    /// Rings of photons A and B.
+    fn rings(&self) -> (usize, usize);
+    /// Energies of photons A and B, 0.1 keV.
+    fn energies(&self) -> (u16, u16);
+    /// Whether the event is a delayed coincidence.
+    fn delayed(&self) -> bool;
+}
+
+impl Fields for Event {
+    #[inline(always)]
+    fn detectors(&self) -> (usize, usize) {
+        (self.det_a as usize, self.det_b as usize)
+    }
+    #[inline(always)]
+    fn rings(&self) -> (usize, usize) {
+        (self.ring_a as usize, self.ring_b as usize)
+    }
+    #[inline(always)]
+    fn energies(&self) -> (u16, u16) {
+        (self.energy_a, self.energy_b)
+    }
+    #[inline(always)]
+    fn delayed(&self) -> bool {
+        self.delayed
+    }
+}
+
+/// A record in the layout of [`Event::decode`].
+impl Fields for [u8; RECORD_LEN] {
+    #[inline(always)]
+    fn detectors(&self) -> (usize, usize) {
+        let a = u16::from_le_bytes([self[0], self[1]]);
+        let b = u16::from_le_bytes([self[2], self[3]]);
+        (a as usize, b as usize)
+    }
+    #[inline(always)]
+    fn rings(&self) -> (usize, usize) {
+        (self[4] as usize, self[5] as usize)
+    }
+    #[inline(always)]
+    fn energies(&self) -> (u16, u16) {
+        (
+            u16::from_le_bytes([self[6], self[7]]),
+            u16::from_le_bytes([self[8], self[9]]),
+        )
+    }
+    #[inline(always)]
+    fn delayed(&self) -> bool {
+        self[15] >> 7 == 1
+    }
+}
+
 /// What the index pass counted.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Tallies {
@@ -117,15 +174,15 @@ impl<T: LorEntry> Tables<'_, T> {
     /// Branch-free apart from the table bounds checks: rejected events (energy, field of
     /// view, ring difference) go to the trash bin.
     #[inline(always)]
-    pub(crate) fn entries(&self, events: &[Event], out: &mut [u32], t: &mut Tallies) {
+    pub(crate) fn entries<E: Fields>(&self, events: &[E], out: &mut [u32], t: &mut Tallies) {
         let (lo, hi) = (self.window.lower, self.window.upper);
         let (nd, nr, trash) = (self.nd, self.nr, self.trash);
         for (slot, e) in out.iter_mut().zip(events) {
-            let in_window =
-                (lo <= e.energy_a) & (e.energy_a <= hi) & (lo <= e.energy_b) & (e.energy_b <= hi);
-            let (da, db) = (e.det_a as usize, e.det_b as usize);
+            let (ea, eb) = e.energies();
+            let in_window = (lo <= ea) & (ea <= hi) & (lo <= eb) & (eb <= hi);
+            let (da, db) = e.detectors();
             let l = self.lor.get(da * nd + db).copied().unwrap_or(T::OUT);
-            let (ra, rb) = (e.ring_a as usize, e.ring_b as usize);
+            let (ra, rb) = e.rings();
             let half = l.swapped() * nr * nr;
             let r = self
                 .rings
@@ -139,7 +196,7 @@ impl<T: LorEntry> Tables<'_, T> {
             let keep = (ok as usize).wrapping_neg();
             let at = (r as usize + l.offset()).min(trash);
             let idx = (at & keep) | (trash & !keep);
-            let delayed = e.delayed;
+            let delayed = e.delayed();
             *slot = idx as u32 | if delayed { MINUS } else { 0 };
             t.delayeds += delayed as u64;
             t.energy_rejected += (!in_window) as u64;

@@ -10,9 +10,9 @@ use serde::Serialize;
 use crate::buckets::{Counts, Strategy};
 use crate::error::GeometryError;
 use crate::geometry::Scanner;
-use crate::hist_index::{LorTable, Tables, Tallies};
+use crate::hist_index::{Fields, LorTable, Tables, Tallies};
 use crate::layout::Layout;
-use crate::listmode::Event;
+use crate::listmode::{Event, RECORD_LEN};
 use crate::lor::{self, OUTSIDE};
 
 /// A stack of sinograms with net counts.
@@ -242,6 +242,17 @@ impl Histogrammer {
     /// Bin indices are computed a block at a time (rejected events go to a trash bin past
     /// the sinogram, see the private `hist_index` module) and handed to `Counts::add`.
     pub fn add(&mut self, events: &[Event]) {
+        self.add_any(events);
+    }
+
+    /// As [`Histogrammer::add`], for list-mode records as they lie in a file or a buffer
+    /// (the layout of [`Event::decode`]): each field is read where the pass needs it, so no
+    /// decoded copy of the events is made.
+    pub fn add_records(&mut self, records: &[[u8; RECORD_LEN]]) {
+        self.add_any(records);
+    }
+
+    fn add_any<E: Fields>(&mut self, events: &[E]) {
         let mut t = Tallies::default();
         let mut entries = [0u32; 1024];
         let (rings, nd, nr) = (&self.rings[..], self.n_det, self.n_rings);

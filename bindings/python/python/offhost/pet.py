@@ -89,9 +89,10 @@ PETLINK_DTYPE = np.dtype(
 #: The values of ``PETLINK_DTYPE["kind"]``.
 PETLINK_KINDS = {"event": 0, "time": 1, "deadtime": 2, "motion": 3, "monitor": 4, "control": 5}
 
-#: Events per call into the native histogrammer (256 KiB of records, copied while the GIL
-#: is held, then counted without it).
-CHUNK = 1 << 14
+#: Events per call into the native histogrammer: 64 KiB of records, copied while the GIL is
+#: held (the array cannot change meanwhile), then counted without it. The copy stays in the
+#: second-level cache; at 256 KiB it went out to memory and back (3 % slower).
+CHUNK = 1 << 12
 
 ScannerLike = Union[Scanner, str]
 Span = Union[int, str]

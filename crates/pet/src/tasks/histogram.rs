@@ -9,8 +9,8 @@ use offhost_engine::{
 };
 
 use super::outfile::OutFile;
-use super::records::{decode_into, Carry};
-use crate::listmode::{Event, RECORD_LEN};
+use super::records::Carry;
+use crate::listmode::RECORD_LEN;
 use crate::petlink_hist::PetlinkHistogrammer;
 use crate::sinofile::{self, SinoFlags};
 
@@ -20,7 +20,6 @@ enum Hist {
     Records {
         h: Box<Histogrammer>,
         carry: Carry<RECORD_LEN>,
-        events: Vec<Event>,
     },
     Words {
         h: Box<PetlinkHistogrammer>,
@@ -86,11 +85,8 @@ impl SinogramTask {
 
     fn add(&mut self, b: &[u8]) {
         match &mut self.hist {
-            Hist::Records { h, carry, events } => carry.feed(b, |whole| {
-                events.clear();
-                decode_into(whole, events);
-                h.add(events);
-            }),
+            // Straight from the buffer's bytes: no decoded copy of the events.
+            Hist::Records { h, carry } => carry.feed(b, |whole| h.add_records(whole.as_chunks().0)),
             // Straight from the buffer's bytes: no copy of the words.
             Hist::Words { h, carry } => carry.feed(b, |whole| h.add_le_bytes(whole)),
         }
@@ -253,7 +249,6 @@ fn sinogram(a: &Args, b: &mut Build<'_>) -> Result<Box<dyn Task>, ArgError> {
             Hist::Records {
                 h: Box::new(h),
                 carry: Carry::default(),
-                events: Vec::new(),
             }
         }
         "petlink" => {

@@ -1,7 +1,5 @@
 //! Reassembling fixed-size records from byte buffers whose boundaries may fall anywhere.
 
-use crate::listmode::{Event, RECORD_LEN};
-
 /// Turns a byte stream into whole units of `N` bytes, carrying partial units across buffers.
 #[derive(Debug, Default)]
 pub(crate) struct Carry<const N: usize> {
@@ -32,15 +30,6 @@ impl<const N: usize> Carry<N> {
     pub(crate) fn leftover(&self) -> usize {
         self.part.len()
     }
-}
-
-/// Decodes whole records into events.
-pub(crate) fn decode_into(bytes: &[u8], out: &mut Vec<Event>) {
-    out.extend(
-        bytes
-            .chunks_exact(RECORD_LEN)
-            .map(|c| Event::decode(c.try_into().expect("16 bytes"))),
-    );
 }
 
 #[cfg(test)]
