@@ -36,15 +36,33 @@ pub fn start(mode: Mode, spin: Duration, role: Role, size: usize) -> Result<Peer
     imp::start(mode, spin, role, size)
 }
 
+/// `bench rate`'s stream through iceoryx2: `count` messages of `size` bytes published (each
+/// loaned, written and sent, as offhost's `copy` path copies each message into the link) to
+/// a sink on a thread pinned on the engine core, which looks at each in place (its first
+/// byte, as offhost's sink does) and answers with the number it took. Returns nanoseconds per
+/// message, from the first send until the answer; the services are set up before the clock
+/// starts.
+pub fn rate_run(mode: Mode, spin: Duration, size: usize, count: usize) -> Result<f64> {
+    imp::rate_run(mode, spin, size, count)
+}
+
 #[cfg(not(feature = "iceoryx2"))]
 mod imp {
     use super::*;
 
-    pub(super) fn start(_: Mode, _: Duration, _: Role, _: usize) -> Result<PeerRun> {
-        Err(Error::Invalid(
+    fn refused() -> Error {
+        Error::Invalid(
             "iceoryx2: this offhost was built without the iceoryx2 feature (cargo build --features iceoryx2)"
                 .into(),
-        ))
+        )
+    }
+
+    pub(super) fn start(_: Mode, _: Duration, _: Role, _: usize) -> Result<PeerRun> {
+        Err(refused())
+    }
+
+    pub(super) fn rate_run(_: Mode, _: Duration, _: usize, _: usize) -> Result<f64> {
+        Err(refused())
     }
 }
 
@@ -181,19 +199,27 @@ mod imp {
         }
 
         fn recv(&mut self, buf: &mut [u8]) -> io::Result<()> {
+            self.take(|p| {
+                if p.len() != buf.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("expected {} bytes, got {}", buf.len(), p.len()),
+                    ));
+                }
+                buf.copy_from_slice(p);
+                Ok(())
+            })
+        }
+    }
+
+    impl End {
+        /// Waits for the next sample (as the mode says) and hands its payload to `f` in place.
+        fn take<T>(&mut self, f: impl FnOnce(&[u8]) -> io::Result<T>) -> io::Result<T> {
             let start = Instant::now();
             let mut polls = 0u32;
             loop {
                 if let Some(s) = self.subscriber.receive().map_err(|e| err("receive", e))? {
-                    let p = s.payload();
-                    if p.len() != buf.len() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("expected {} bytes, got {}", buf.len(), p.len()),
-                        ));
-                    }
-                    buf.copy_from_slice(p);
-                    return Ok(());
+                    return f(s.payload());
                 }
                 match (&self.events, self.spin) {
                     (Some((_, l)), Some(d)) if start.elapsed() >= d => {
@@ -214,7 +240,8 @@ mod imp {
         }
     }
 
-    pub(super) fn start(mode: Mode, spin: Duration, role: Role, size: usize) -> Result<PeerRun> {
+    /// The names of a fresh pair of services, one per direction.
+    fn names() -> (String, String) {
         static RUN: AtomicU64 = AtomicU64::new(0);
         set_log_level(LogLevel::Error);
         let base = format!(
@@ -222,10 +249,55 @@ mod imp {
             std::process::id(),
             RUN.fetch_add(1, Ordering::Relaxed)
         );
-        let (a, b) = (format!("{base}/to-peer"), format!("{base}/to-host"));
-        let io = |e: io::Error| Error::Peer(e.to_string());
-        let host = end(&a, &b, size, mode, spin).map_err(io)?;
-        let peer = end(&b, &a, size, mode, spin).map_err(io)?;
+        (format!("{base}/to-peer"), format!("{base}/to-host"))
+    }
+
+    fn peer_err(e: io::Error) -> Error {
+        Error::Peer(e.to_string())
+    }
+
+    pub(super) fn rate_run(mode: Mode, spin: Duration, size: usize, count: usize) -> Result<f64> {
+        let (a, b) = names();
+        let mut host = end(&a, &b, size, mode, spin).map_err(peer_err)?;
+        let mut sink = end(&b, &a, 8, mode, spin).map_err(peer_err)?;
+        let (_, engine_core) = offhost_bench::affinity::host_engine_cores();
+        let thread = std::thread::Builder::new()
+            .name("peer-iceoryx2".into())
+            .spawn(move || -> io::Result<End> {
+                let _ = offhost_bench::affinity::pin_current_thread(engine_core);
+                let mut seen = 0u8;
+                for _ in 0..count {
+                    seen ^= sink.take(|p| Ok(p.first().copied().unwrap_or(0)))?;
+                }
+                std::hint::black_box(seen);
+                sink.send(&(count as u64).to_le_bytes())?;
+                // Handed back, not dropped: a sample is readable only while its publisher
+                // lives, so the sink's side lasts until the host has read the answer.
+                Ok(sink)
+            })?;
+        let data = vec![0x5au8; size];
+        let t0 = Instant::now();
+        let sent = (0..count).try_for_each(|_| host.send(&data));
+        let mut answer = [0u8; 8];
+        let answered = sent.and_then(|()| host.recv(&mut answer));
+        let elapsed = t0.elapsed();
+        // Dropping the host's side ends a sink that is still waiting.
+        drop(host);
+        let sink = thread
+            .join()
+            .map_err(|_| Error::Peer("the iceoryx2 sink panicked".into()))?;
+        answered.and(sink.map(drop)).map_err(peer_err)?;
+        let got = u64::from_le_bytes(answer);
+        crate::error::check(got == count as u64, || {
+            format!("the iceoryx2 sink took {got} messages of {count}")
+        })?;
+        Ok(elapsed.as_nanos() as f64 / count as f64)
+    }
+
+    pub(super) fn start(mode: Mode, spin: Duration, role: Role, size: usize) -> Result<PeerRun> {
+        let (a, b) = names();
+        let host = end(&a, &b, size, mode, spin).map_err(peer_err)?;
+        let peer = end(&b, &a, size, mode, spin).map_err(peer_err)?;
         Ok(plain::start_pair(
             Transport::Iceoryx2,
             Box::new(host),
@@ -261,6 +333,16 @@ mod tests {
             let mut run = start(mode, Duration::from_micros(50), pattern.role(), 64).unwrap();
             let m = measure(run.conn(), pattern, 64, &plan, None, None).unwrap();
             assert_eq!(m.samples.len(), plan.reps, "{mode:?}");
+        }
+    }
+
+    /// A rate run delivers every message (the sink's count is checked) in every mode, more
+    /// messages than the subscriber's queue holds.
+    #[test]
+    fn a_rate_run_counts_every_message() {
+        for mode in [Mode::Poll, Mode::Block, Mode::Adaptive] {
+            let ns = rate_run(mode, Duration::from_micros(50), 4096, 1000).unwrap();
+            assert!(ns > 0.0, "{mode:?}: {ns}");
         }
     }
 }

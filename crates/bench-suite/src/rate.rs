@@ -59,9 +59,11 @@ impl FromStr for RatePath {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
     /// Channel transports, comma-separated: shm-chan, tcp, tls, unix, mem (`shm`, this
-    /// command's old name for shm-chan, is read as shm-chan for a while). Several are measured
-    /// in turn, run by run; `tls,tcp` adds TLS's throughput over TCP's (tls uses a certificate
-    /// directory made for the run and removed after).
+    /// command's old name for shm-chan, is read as shm-chan for a while), and iceoryx2 as the
+    /// peer (publish-subscribe, copy path; `shm-chan,iceoryx2` adds shm-chan's time per
+    /// message over iceoryx2's). Several are measured in turn, run by run; `tls,tcp` adds
+    /// TLS's throughput over TCP's (tls uses a certificate directory made for the run and
+    /// removed after).
     #[arg(
         long = "transport",
         value_name = "TRANSPORT",
@@ -119,9 +121,12 @@ impl Options {
             "no transport to measure".into()
         })?;
         for t in &self.transports {
-            require(t.kind() == Kind::Channel, || {
-                format!("--transport {t}: rate measures channels (shm-chan, tcp, tls, unix or mem)")
-            })?;
+            require(
+                t.kind() == Kind::Channel || *t == Transport::Iceoryx2,
+                || {
+                    format!("--transport {t}: rate measures channels (shm-chan, tcp, tls, unix or mem) and iceoryx2")
+                },
+            )?;
         }
         require(self.runs > 0 && self.batch > 0, || {
             "--runs and --batch must be at least 1".into()
@@ -129,7 +134,10 @@ impl Options {
         require(
             !self.paths.contains(&RatePath::Loan)
                 || self.transports.iter().all(|&t| t == Transport::ShmChan),
-            || "--path loan needs --transport shm-chan".into(),
+            || {
+                "--path loan needs --transport shm-chan (iceoryx2 is measured on the copy path)"
+                    .into()
+            },
         )
     }
 }
@@ -144,10 +152,14 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
         ..offhost_link::default_shm_config()
     };
     let pki = Pki::for_transports(&o.transports)?;
+    // iceoryx2 sets up its services run by run (`crate::iceoryx2::rate_run`).
     let served = o
         .transports
         .iter()
-        .map(|&t| Served::start_with(t, Some(&shm), pki.as_ref(), move |s| sink(s, loans)))
+        .map(|&t| match t {
+            Transport::Iceoryx2 => Ok(None),
+            t => Served::start_with(t, Some(&shm), pki.as_ref(), move |s| sink(s, loans)).map(Some),
+        })
         .collect::<Result<Vec<_>>>()?;
     let n = o.transports.len();
     bar.set_length((o.sizes.len() * o.paths.len() * o.runs * n) as u64);
@@ -171,7 +183,10 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                         o.runs
                     ));
                     let before = switches();
-                    ns[i].push(one_run(s.session(), size, path, count, o.batch)?);
+                    ns[i].push(match s {
+                        Some(s) => one_run(s.session(), size, path, count, o.batch)?,
+                        None => crate::iceoryx2::rate_run(o.mode, shm.spin, size, count)?,
+                    });
                     let run = before
                         .zip(switches())
                         .map(|(b, a)| (a.saturating_sub(b), count as u64));
@@ -189,7 +204,10 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
                 r.path = Some(path.name().into());
                 r.iters = Some(count);
                 r.wakeups_per_msg = woken.map(|(w, msgs)| w as f64 / msgs.max(1) as f64);
-                r.event_limit = o.event_limit.filter(|_| t.has_modes()).map(|l| l.records);
+                r.event_limit = o
+                    .event_limit
+                    .filter(|_| t.is_offhost_shm())
+                    .map(|l| l.records);
                 if n > 1 {
                     // Runs of the transports alternate: each run is a round.
                     r.round_medians_ns = ns;
@@ -198,10 +216,11 @@ pub fn run(o: &Options, bar: &ProgressBar) -> Result<Vec<Row>> {
             }
         }
     }
-    for s in served {
+    for s in served.into_iter().flatten() {
         s.finish()?;
     }
     report::throughput_vs_tcp(&mut rows);
+    crate::pingpong::vs_iceoryx2(&mut rows);
     Ok(rows)
 }
 
@@ -358,6 +377,29 @@ mod tests {
         assert!(rows.iter().all(|r| r.round_medians_ns.len() == 2));
         assert!(rows[0].throughput_vs_tcp.is_some_and(|v| v > 0.0));
         assert_eq!(rows[1].throughput_vs_tcp, None);
+    }
+
+    /// shm-chan and iceoryx2 streamed in turn: a row each, and shm-chan's time per message
+    /// over iceoryx2's from the rounds.
+    #[cfg(feature = "iceoryx2")]
+    #[test]
+    fn shm_chan_and_iceoryx2_run_side_by_side() {
+        let mut o = options(Transport::ShmChan, &[RatePath::Copy]);
+        o.transports.push(Transport::Iceoryx2);
+        o.mode = Mode::Adaptive;
+        let rows = run(&o, &ProgressBar::hidden()).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.transport.as_str()).collect();
+        assert_eq!(names, ["shm-chan", "iceoryx2"]);
+        assert!(rows
+            .iter()
+            .all(|r| r.mode == "adaptive" && r.iters == Some(300)));
+        assert!(
+            rows[0].vs_iceoryx2.is_some_and(|v| v > 0.0),
+            "{:?}",
+            rows[0]
+        );
+        assert_eq!(rows[1].vs_iceoryx2, None);
+        assert!(report::rate_table(&rows).contains("x iceoryx2"));
     }
 
     #[test]

@@ -381,6 +381,7 @@ pub fn rate_table(rows: &[Row]) -> String {
         );
     }
     s.push_str(&tls_ratios(rows));
+    ratio_table(&mut s, rows, "x iceoryx2", |r| r.vs_iceoryx2);
     s
 }
 

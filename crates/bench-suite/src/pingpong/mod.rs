@@ -533,8 +533,9 @@ fn round_ratio(a: &Row, b: &Row) -> Option<f64> {
 }
 
 /// Fills each offhost shared-memory row's `vs_iceoryx2` (`shm`, `shm-chan`): its one-way
-/// time over iceoryx2's of the same size and mode in the same run.
-fn vs_iceoryx2(rows: &mut [Row]) {
+/// time (or, in `bench rate`, time per message) over iceoryx2's of the same size, mode and
+/// path in the same run.
+pub(crate) fn vs_iceoryx2(rows: &mut [Row]) {
     for i in 0..rows.len() {
         let ours = rows[i]
             .transport
@@ -547,6 +548,7 @@ fn vs_iceoryx2(rows: &mut [Row]) {
             r.transport == Transport::Iceoryx2.name()
                 && r.size == rows[i].size
                 && r.mode == rows[i].mode
+                && r.path == rows[i].path
         });
         let Some(peer) = peer else { continue };
         rows[i].vs_iceoryx2 = round_ratio(&rows[i], peer)
