@@ -1,23 +1,12 @@
 //! `offhost bench nbd --tls` end to end: the real `offhost nbd` and nbdkit, each plain and
 //! with `--tls=require --tls-verify-peer`, under fio in one run. No test asserts a timing.
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_nbd_tls_measures_both_servers_plain_and_over_tls() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_offhost"))
-        .args(["bench", "nbd", "--tls", "--runtime", "1", "--size", "16M"])
-        .arg("--json")
-        .env("TMPDIR", tmp.path())
-        .output()
-        .expect("run offhost");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = common::json_in(tmp.path(), "bench nbd --tls --runtime 1 --size 16M");
     let figs = v.as_array().expect("an array of figures");
     let servers = [
         "offhost",

@@ -2,23 +2,15 @@
 //! chain on one input; offhost's output has the ideal converter's length and is within what
 //! mu-law allows of it. No test asserts a timing.
 
-use std::process::Command;
+mod common;
 
 #[test]
 fn bench_engine_peers_measures_offhost_sox_and_gst_on_one_input() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_offhost"))
-        .args(["bench", "engine", "--peers", "--audio-seconds", "3"])
-        .args(["--peer-rounds", "2", "--json"])
-        .env("TMPDIR", tmp.path())
-        .output()
-        .expect("run offhost");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = common::json_in(
+        tmp.path(),
+        "bench engine --peers --audio-seconds 3 --peer-rounds 2",
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["seconds"], 3, "{v}");
     assert_eq!(v["missing"].as_array().unwrap().len(), 0, "{v}");
     let rows = v["rows"].as_array().unwrap();

@@ -72,3 +72,22 @@ pub fn engine_in(prefix: &[&str], args: &[&str]) -> (Reaped, Vec<String>) {
     });
     (child, urls)
 }
+
+/// `offhost ARGS --json` (`args` split at spaces) with `TMPDIR` set to `tmp` (so a test can
+/// check that nothing is left there): asserts that it succeeds and returns what it printed,
+/// parsed.
+#[allow(dead_code)] // not every test file runs benches
+pub fn json_in(tmp: &std::path::Path, args: &str) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args(args.split_whitespace())
+        .arg("--json")
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("run offhost");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
