@@ -21,7 +21,7 @@ use offhost_pet::PetlinkHistogrammer as RustPetlinkHist;
 use offhost_pet::{EnergyWindow, HistStats, Histogrammer, Sinogram};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyDict, PyMemoryView};
+use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PySlice};
 
 use crate::errors::{at_path, guarded, to_py};
 
@@ -179,6 +179,9 @@ fn sino_bytes<'py>(py: Python<'py>, s: &Sinogram) -> PyResult<Bound<'py, PyByteA
     })
 }
 
+/// Records copied and counted at a time by `EventHistogrammer::add` (64 KiB).
+const PIECE: usize = 4096;
+
 /// Histograms offhost list-mode records into a sinogram, prompts minus delayeds.
 #[pyclass(module = "offhost.pet")]
 pub struct EventHistogrammer {
@@ -208,25 +211,31 @@ impl EventHistogrammer {
         })
     }
 
-    /// Adds the records in `records` (bytes, 16 per event; the caller passes chunks of a
-    /// numpy array).
+    /// Adds the records in `records` (any contiguous buffer of bytes, 16 per event: a numpy
+    /// array's). Taken 64 KiB at a time: each piece is copied while the GIL is held (the
+    /// array cannot change meanwhile; the copy stays in the second-level cache), then counted
+    /// as the records lie (no decoded copy) without the GIL.
     fn add(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
-            let buf = PyBuffer::<u8>::get(records)?;
-            let n = buf.item_count();
+            let n = PyBuffer::<u8>::get(records)?.item_count();
             if n % RECORD_LEN != 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "{n} bytes are not whole 16-byte list-mode records"
                 )));
             }
-            // Copied while the GIL is held (the array cannot change under it), then counted
-            // with the GIL released.
-            self.raw.resize(n, 0);
-            buf.copy_to_slice(py, &mut self.raw)?;
-            drop(buf);
-            let EventHistogrammer { hist, raw } = self;
-            // Counted from the copied records as they lie: no decoded copy of the events.
-            crate::errors::detach(py, || hist.add_records(raw.as_chunks().0))
+            let view = PyMemoryView::from(records)?.call_method1("cast", ("B",))?;
+            let step = RECORD_LEN * PIECE;
+            for at in (0..n).step_by(step) {
+                let end = (at + step).min(n);
+                let piece = view.get_item(PySlice::new(py, at as isize, end as isize, 1))?;
+                let buf = PyBuffer::<u8>::get(&piece)?;
+                self.raw.resize(end - at, 0);
+                buf.copy_to_slice(py, &mut self.raw)?;
+                drop(buf);
+                let EventHistogrammer { hist, raw } = self;
+                crate::errors::detach(py, || hist.add_records(raw.as_chunks().0))?;
+            }
+            Ok(())
         })
     }
 
