@@ -588,7 +588,9 @@ impl io::Read for TlsReader {
 impl TlsWriter {
     /// Writes a prefix of `buf` without waiting (see the module doc: bytes count as written
     /// once their records left); `WouldBlock` when none could be. The next call must offer the
-    /// bytes not reported as written, first.
+    /// bytes not reported as written, first. Reports at most [`WRITE_CHUNK`] bytes, plus the
+    /// piece an earlier call encrypted but could not send (at most [`WRITE_PIECE`] and
+    /// [`WRITE_TAIL`]).
     pub fn write_nb(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write_vectored_nb(&[buf])
     }

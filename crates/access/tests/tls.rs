@@ -128,9 +128,10 @@ fn deliver(
         while at < len {
             match write(&mut cw, at) {
                 Ok(n) => {
-                    // At most a chunk, and the piece an earlier call left owed.
-                    let most =
-                        offhost_access::stream::WRITE_CHUNK + offhost_access::stream::WRITE_PIECE;
+                    // At most a chunk, and the piece an earlier call left owed: a piece, and
+                    // the tail it takes when that ends its write.
+                    use offhost_access::stream::{WRITE_CHUNK, WRITE_PIECE, WRITE_TAIL};
+                    let most = WRITE_CHUNK + WRITE_PIECE + WRITE_TAIL;
                     assert!(n > 0 && n <= most, "{n}");
                     at += n;
                 }
