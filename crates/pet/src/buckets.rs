@@ -172,6 +172,13 @@ impl Counts {
         }
     }
 
+    /// The counts with every pending increment applied, without the trash bin, in place.
+    pub fn flushed(&mut self) -> &[i32] {
+        self.flush();
+        let n = self.len();
+        &self.bins[..n]
+    }
+
     /// The counts, pending increments included, without the trash bin.
     pub fn into_vec(mut self) -> Vec<i32> {
         self.flush();

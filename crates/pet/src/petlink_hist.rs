@@ -141,6 +141,12 @@ impl PetlinkHistogrammer {
         &self.words
     }
 
+    /// The sinogram so far without a copy: its scanner and its counts, every pending
+    /// increment applied (what [`snapshot`](Self::snapshot) copies).
+    pub fn counts(&mut self) -> (&Scanner, &[i32]) {
+        (&self.sino.scanner, self.counts.flushed())
+    }
+
     /// A copy of the sinogram so far.
     pub fn snapshot(&self) -> Sinogram {
         self.sino.with_counts(&self.counts)

@@ -66,9 +66,21 @@ pub fn encoded_len(scanner: &Scanner) -> Result<usize, crate::error::GeometryErr
 
 /// Encodes a sinogram.
 pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
-    let sc = &s.scanner;
-    let mut b = Vec::with_capacity(HEADER_LEN + 4 * s.data.len());
-    b.extend_from_slice(MAGIC);
+    let mut b = vec![0u8; HEADER_LEN + 4 * s.data.len()];
+    encode_into(&s.scanner, &s.data, flags, &mut b);
+    b
+}
+
+/// Encodes the sinogram of `scanner` with counts `data` into `out`, which must be
+/// `HEADER_LEN + 4 * data.len()` bytes long (a buffer of a free list, say).
+pub fn encode_into(sc: &Scanner, data: &[i32], flags: SinoFlags, out: &mut [u8]) {
+    assert_eq!(
+        out.len(),
+        HEADER_LEN + 4 * data.len(),
+        "encode_into's buffer"
+    );
+    let mut head = Vec::with_capacity(HEADER_LEN);
+    head.extend_from_slice(MAGIC);
     for v in [
         sc.rings,
         sc.detectors_per_ring,
@@ -77,19 +89,18 @@ pub fn encode(s: &Sinogram, flags: SinoFlags) -> Vec<u8> {
         sc.max_ring_difference,
         sc.span,
     ] {
-        b.extend_from_slice(&v.to_le_bytes());
+        head.extend_from_slice(&v.to_le_bytes());
     }
     for v in [sc.ring_spacing_mm, sc.crystal_radius_mm, sc.bin_size_mm] {
-        b.extend_from_slice(&v.to_le_bytes());
+        head.extend_from_slice(&v.to_le_bytes());
     }
-    b.extend_from_slice(&flags.word().to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    // Sized once and filled in place (the loop vectorises; pushing value by value does not).
-    b.resize(HEADER_LEN + 4 * s.data.len(), 0);
-    for (o, v) in b[HEADER_LEN..].chunks_exact_mut(4).zip(&s.data) {
+    head.extend_from_slice(&flags.word().to_le_bytes());
+    head.extend_from_slice(&0u32.to_le_bytes());
+    out[..HEADER_LEN].copy_from_slice(&head);
+    // Filled in place (the loop vectorises; pushing value by value does not).
+    for (o, v) in out[HEADER_LEN..].chunks_exact_mut(4).zip(data) {
         o.copy_from_slice(&v.to_le_bytes());
     }
-    b
 }
 
 /// Checks an encoded sinogram's header and length without decoding its counts.

@@ -303,6 +303,12 @@ impl Histogrammer {
         self.counts.flush();
     }
 
+    /// The sinogram so far without a copy: its scanner and its counts, every pending
+    /// increment applied (what [`snapshot`](Self::snapshot) copies).
+    pub fn counts(&mut self) -> (&Scanner, &[i32]) {
+        (&self.sino.scanner, self.counts.flushed())
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> HistStats {
         self.stats

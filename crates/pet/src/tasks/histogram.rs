@@ -13,6 +13,7 @@ use super::records::Carry;
 use crate::listmode::RECORD_LEN;
 use crate::petlink_hist::PetlinkHistogrammer;
 use crate::sinofile::{self, SinoFlags};
+use crate::Scanner;
 
 use crate::sinogram::{EnergyWindow, HistStats, Histogrammer, Sinogram};
 
@@ -123,6 +124,38 @@ impl SinogramTask {
         }
         sinofile::encode(&sino, flags)
     }
+
+    /// Puts the sinogram so far out (as [`emit`] does): encoded straight into a buffer of the
+    /// output's free list when one is free and large enough, so that no 16 MiB copy of it is
+    /// made (a fresh one costs its pages' first touch as well); else as `encode` and `emit`.
+    /// A live view, when one watches, gets its picture from a copy.
+    fn put(&mut self, cx: &mut Context<'_>, last: bool) -> Result<(), (Vec<u8>, Status)> {
+        let len = sinofile::HEADER_LEN + 4 * counts(&mut self.hist).1.len();
+        let fits = cx.pool(0).is_some_and(|p| p.buffer_size() >= len);
+        if fits && !cx.watched() {
+            if let Some(mut b) = cx.alloc(0) {
+                let flags = SinoFlags {
+                    last,
+                    detector_pairs: matches!(self.hist, Hist::Records { .. }),
+                };
+                let (scanner, data) = counts(&mut self.hist);
+                sinofile::encode_into(scanner, data, flags, &mut b.unfilled()[..len]);
+                b.commit(len);
+                cx.put(0, b.freeze());
+                return Ok(());
+            }
+        }
+        let bytes = self.encode(cx, last);
+        emit(cx, bytes)
+    }
+}
+
+/// The histogrammer's scanner and counts, every pending increment applied.
+fn counts(hist: &mut Hist) -> (&Scanner, &[i32]) {
+    match hist {
+        Hist::Records { h, .. } => h.counts(),
+        Hist::Words { h, .. } => h.counts(),
+    }
 }
 
 /// Puts out an encoded sinogram left waiting for a buffer (`pending`): `Some` status to
@@ -176,8 +209,7 @@ impl Task for SinogramTask {
                             }
                             self.snapped = Some(now);
                             self.snapshots += 1;
-                            let snap = self.encode(cx, false);
-                            if let Err((bytes, wait)) = emit(cx, snap) {
+                            if let Err((bytes, wait)) = self.put(cx, false) {
                                 self.pending = Some(bytes);
                                 return Ok(wait);
                             }
@@ -205,8 +237,7 @@ impl Task for SinogramTask {
             out.write(&sino, flags)?;
         }
         if cx.outputs() > 0 {
-            let fin = self.encode(cx, true);
-            if let Err((bytes, wait)) = emit(cx, fin) {
+            if let Err((bytes, wait)) = self.put(cx, true) {
                 self.pending = Some(bytes);
                 self.finished = true;
                 return Ok(wait);
