@@ -1,7 +1,7 @@
 //! The native side of `offhost.pet`: scanners, list-mode and PETLINK files, histogramming,
 //! sinogram files and reconstruction. Arrays cross as `bytearray`s of little-endian records
 //! (the numpy dtypes are in `offhost/pet.py`); histogramming takes list-mode records as
-//! bytes, copies 16 KiB at a time and counts them with the GIL released.
+//! bytes, copies 64 KiB at a time and counts them with the GIL released.
 //!
 //! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
 //! `errors.rs`) but those that cannot panic: the `Scanner` getters of its fields (`name`,

@@ -130,19 +130,20 @@ impl SinogramTask {
     /// made (a fresh one costs its pages' first touch as well); else as `encode` and `emit`.
     /// A live view, when one watches, gets its picture from a copy.
     fn put(&mut self, cx: &mut Context<'_>, last: bool) -> Result<(), (Vec<u8>, Status)> {
-        let len = sinofile::HEADER_LEN + 4 * counts(&mut self.hist).1.len();
-        let fits = cx.pool(0).is_some_and(|p| p.buffer_size() >= len);
-        if fits && !cx.watched() {
-            if let Some(mut b) = cx.alloc(0) {
-                let flags = SinoFlags {
-                    last,
-                    detector_pairs: matches!(self.hist, Hist::Records { .. }),
-                };
-                let (scanner, data) = counts(&mut self.hist);
-                sinofile::encode_into(scanner, data, flags, &mut b.unfilled()[..len]);
-                b.commit(len);
-                cx.put(0, b.freeze());
-                return Ok(());
+        if !cx.watched() {
+            let flags = SinoFlags {
+                last,
+                detector_pairs: matches!(self.hist, Hist::Records { .. }),
+            };
+            let (scanner, data) = counts(&mut self.hist);
+            let len = sinofile::HEADER_LEN + 4 * data.len();
+            if cx.pool(0).is_some_and(|p| p.buffer_size() >= len) {
+                if let Some(mut b) = cx.alloc(0) {
+                    sinofile::encode_into(scanner, data, flags, &mut b.unfilled()[..len]);
+                    b.commit(len);
+                    cx.put(0, b.freeze());
+                    return Ok(());
+                }
             }
         }
         let bytes = self.encode(cx, last);
