@@ -1,7 +1,7 @@
 //! The native side of `offhost.pet`: scanners, list-mode and PETLINK files, histogramming,
 //! sinogram files and reconstruction. Arrays cross as `bytearray`s of little-endian records
-//! (the numpy dtypes are in `offhost/pet.py`); histogramming takes list-mode records as
-//! bytes, copies 64 KiB at a time and counts them with the GIL released.
+//! (the numpy dtypes are in `offhost/pet.py`); histogramming counts a numpy array of list-mode
+//! records where it lies (other buffers are copied 64 KiB at a time), with the GIL released.
 //!
 //! Every entry point runs inside `guarded` or `detach` (a panic is `offhost.Error`, see
 //! `errors.rs`) but those that cannot panic: the `Scanner` getters of its fields (`name`,
@@ -19,6 +19,7 @@ use offhost_pet::sinofile;
 use offhost_pet::PetlinkHeader;
 use offhost_pet::PetlinkHistogrammer as RustPetlinkHist;
 use offhost_pet::{EnergyWindow, HistStats, Histogrammer, Sinogram};
+use numpy::{PyArray1, PyArrayMethods};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PySlice};
@@ -211,31 +212,26 @@ impl EventHistogrammer {
         })
     }
 
-    /// Adds the records in `records` (any contiguous buffer of bytes, 16 per event: a numpy
-    /// array's). Taken 64 KiB at a time: each piece is copied while the GIL is held (the
-    /// array cannot change meanwhile; the copy stays in the second-level cache), then counted
-    /// as the records lie (no decoded copy) without the GIL.
+    /// Adds the records in `records`, 16 bytes per event. A contiguous numpy `uint8` array
+    /// (what `offhost.pet.Histogrammer` hands over) is counted where it lies, without the GIL,
+    /// as numpy's own functions read arrays: it must not be written meanwhile. Any other
+    /// contiguous buffer is taken 64 KiB at a time: each piece is copied while the GIL is held, then
+    /// counted without it.
     fn add(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
-            let n = PyBuffer::<u8>::get(records)?.item_count();
-            if n % RECORD_LEN != 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "{n} bytes are not whole 16-byte list-mode records"
-                )));
+            if let Ok(array) = records.cast::<PyArray1<u8>>() {
+                if let Ok(ro) = array.try_readonly() {
+                    if let Ok(bytes) = ro.as_slice() {
+                        let (recs, rest) = bytes.as_chunks::<RECORD_LEN>();
+                        if !rest.is_empty() {
+                            return Err(not_whole_records(bytes.len()));
+                        }
+                        let hist = &mut self.hist;
+                        return crate::errors::detach(py, || hist.add_records(recs));
+                    }
+                }
             }
-            let view = PyMemoryView::from(records)?.call_method1("cast", ("B",))?;
-            let step = RECORD_LEN * PIECE;
-            for at in (0..n).step_by(step) {
-                let end = (at + step).min(n);
-                let piece = view.get_item(PySlice::new(py, at as isize, end as isize, 1))?;
-                let buf = PyBuffer::<u8>::get(&piece)?;
-                self.raw.resize(end - at, 0);
-                buf.copy_to_slice(py, &mut self.raw)?;
-                drop(buf);
-                let EventHistogrammer { hist, raw } = self;
-                crate::errors::detach(py, || hist.add_records(raw.as_chunks().0))?;
-            }
-            Ok(())
+            self.add_copied(py, records)
         })
     }
 
@@ -256,6 +252,45 @@ impl EventHistogrammer {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| hist_stats(py, &self.hist.stats()))
     }
+}
+
+impl EventHistogrammer {
+    /// `add` for any contiguous buffer but a numpy `uint8` array: 64 KiB pieces, each copied
+    /// while the GIL is held (the buffer cannot change meanwhile; the copy stays in the
+    /// second-level cache), then counted without it.
+    fn add_copied(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
+        let whole = PyBuffer::<u8>::get(records)?;
+        let n = whole.item_count();
+        if !whole.is_c_contiguous() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "the records are not one contiguous buffer (numpy.ascontiguousarray makes one)",
+            ));
+        }
+        drop(whole);
+        if n % RECORD_LEN != 0 {
+            return Err(not_whole_records(n));
+        }
+        let view = PyMemoryView::from(records)?.call_method1("cast", ("B",))?;
+        let step = RECORD_LEN * PIECE;
+        for at in (0..n).step_by(step) {
+            let end = (at + step).min(n);
+            let piece = view.get_item(PySlice::new(py, at as isize, end as isize, 1))?;
+            let buf = PyBuffer::<u8>::get(&piece)?;
+            self.raw.resize(end - at, 0);
+            buf.copy_to_slice(py, &mut self.raw)?;
+            drop(buf);
+            let EventHistogrammer { hist, raw } = self;
+            crate::errors::detach(py, || hist.add_records(raw.as_chunks().0))?;
+        }
+        Ok(())
+    }
+}
+
+/// The error for a buffer of `n` bytes that are not whole list-mode records.
+fn not_whole_records(n: usize) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!(
+        "{n} bytes are not whole 16-byte list-mode records"
+    ))
 }
 
 /// Histograms PETLINK words into a sinogram of the given span, prompts minus delayeds.

@@ -93,6 +93,45 @@ def test_a_listmode_sinogram_equals_the_clis_file(listmode_file: Path, offhost_b
     assert ssrb.shape == (31, 128, 128) and ssrb.sum() == mine.sum()
 
 
+def test_the_native_add_counts_arrays_in_place_and_other_buffers_by_copy(listmode_file: Path) -> None:
+    """`EventHistogrammer.add` reads a contiguous numpy uint8 array where it lies and copies
+    any other contiguous buffer (bytes, bytearray) 64 KiB at a time: the counts agree; a
+    strided buffer, or one that is not whole records, is refused, with nothing counted."""
+    from offhost._offhost import EventHistogrammer
+
+    events = pet.read_listmode(listmode_file).events
+    raw = np.ascontiguousarray(events).view(np.uint8).reshape(-1)
+    want = pet.histogram(events)
+    scanner = pet.Scanner("demo")
+
+    def counts(*pieces: object) -> np.ndarray:
+        h = EventHistogrammer(scanner, 435.0, 650.0)
+        for p in pieces:
+            h.add(p)
+        h.flush()
+        assert h.stats()["events"] == len(events)
+        return np.frombuffer(h.sinogram(), dtype="<i4").reshape(want.shape)
+
+    half = 16 * (len(events) // 2)
+    assert np.array_equal(counts(raw), want)
+    assert np.array_equal(counts(raw.tobytes()), want)
+    assert np.array_equal(counts(bytearray(raw[:half]), raw[half:]), want)
+    # A read-only array (over bytes) is read in place too.
+    ro = np.frombuffer(raw.tobytes(), dtype=np.uint8)
+    assert not ro.flags.writeable
+    assert np.array_equal(counts(ro), want)
+    h = EventHistogrammer(scanner, 435.0, 650.0)
+    # Every other byte of a doubled buffer: not one contiguous buffer.
+    doubled = np.repeat(raw, 2)[::2]
+    assert not doubled.flags.c_contiguous
+    with pytest.raises(ValueError, match="not one contiguous buffer"):
+        h.add(doubled)
+    for bad in (raw[:17], raw[:17].tobytes()):
+        with pytest.raises(ValueError, match="17 bytes are not whole 16-byte list-mode records"):
+            h.add(bad)
+    assert h.stats()["events"] == 0
+
+
 def test_reconstruction_gives_an_image(listmode_file: Path) -> None:
     events = pet.read_listmode(listmode_file).events
     sino = pet.histogram(events, span="ssrb")
