@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 
+use numpy::{PyArray1, PyArrayMethods};
 use offhost_bindings::Error;
 use offhost_pet::listmode::{Reader, RECORD_LEN};
 use offhost_pet::petlink::{self, PetlinkReader, Word};
@@ -19,7 +20,6 @@ use offhost_pet::sinofile;
 use offhost_pet::PetlinkHeader;
 use offhost_pet::PetlinkHistogrammer as RustPetlinkHist;
 use offhost_pet::{EnergyWindow, HistStats, Histogrammer, Sinogram};
-use numpy::{PyArray1, PyArrayMethods};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyMemoryView, PySlice};
