@@ -6,7 +6,7 @@
 //! kernel, so the two agree to rounding; the backprojection is [`Projector::back`] scaled by
 //! `pi / (2 views)`.
 
-use crate::projector::Projector;
+use crate::projector::{Projector, PLANES};
 
 /// The ramp kernel for offsets `0..len`.
 pub fn ramp_kernel(len: usize) -> Vec<f64> {
@@ -107,6 +107,40 @@ pub fn fbp_with(sino: &[f32], views: usize, bins: usize, n: usize, hann: bool) -
     img
 }
 
+/// [`fbp_with`] of several planes (`views x bins` each) into `n x n` images, their
+/// backprojections [`PLANES`] at a time ([`Projector::back_planes`]); `done(k)` is told
+/// each time `k` more planes are finished.
+pub fn fbp_planes(
+    sinos: &[Vec<f32>],
+    views: usize,
+    bins: usize,
+    n: usize,
+    hann: bool,
+    done: &mut dyn FnMut(usize),
+) -> Vec<Vec<f32>> {
+    let p = Projector::new(n, views, bins);
+    let scale = (std::f64::consts::PI / (2.0 * views as f64)) as f32;
+    let mut out = Vec::with_capacity(sinos.len());
+    for group in sinos.chunks(PLANES) {
+        let filtered: Vec<Vec<f32>> = group
+            .iter()
+            .map(|s| {
+                assert_eq!(s.len(), views * bins, "sinogram is views x bins");
+                filter(s, views, bins, hann)
+            })
+            .collect();
+        let refs: Vec<&[f32]> = filtered.iter().map(Vec::as_slice).collect();
+        let mut imgs = vec![Vec::new(); group.len()];
+        p.back_planes(&refs, &mut imgs);
+        for img in &mut imgs {
+            img.iter_mut().for_each(|x| *x *= scale);
+        }
+        out.extend(imgs);
+        done(group.len());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +155,28 @@ mod tests {
         let b = ramp_filter_direct(&sino, views, bins);
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() < 1e-3, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn planes_together_equal_planes_alone() {
+        let (views, bins, n) = (24, 33, 33);
+        let sinos: Vec<Vec<f32>> = (0..11)
+            .map(|q| {
+                (0..views * bins)
+                    .map(|i| ((i * 31 + q * 7) % 17) as f32)
+                    .collect()
+            })
+            .collect();
+        let mut told = 0;
+        let together = fbp_planes(&sinos, views, bins, n, true, &mut |k| told += k);
+        assert_eq!((together.len(), told), (11, 11));
+        for (s, img) in sinos.iter().zip(&together) {
+            let alone = fbp_with(s, views, bins, n, true);
+            let scale = alone.iter().fold(1f32, |m, x| m.max(x.abs()));
+            for (x, y) in img.iter().zip(&alone) {
+                assert!((x - y).abs() <= 1e-5 * scale, "{x} vs {y}");
+            }
         }
     }
 }

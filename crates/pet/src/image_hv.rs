@@ -1,7 +1,11 @@
 //! Interfile images as STIR writes and reads them: a `.hv` header and a raw `.v` data file of
 //! little-endian `float` voxels, `x` fastest, then `y`, then `z` (slices). STIR's `y` index
-//! grows with `y`, so the file holds offhost's rows (row 0 at `+y`) last to first: STIR's
-//! OSEM of the mMR sample and offhost's agree in that orientation (`docs/notes/pet.md`).
+//! grows with `y` and is 0 at the centre voxel, `n / 2` rows from the first; offhost's row
+//! `r` is at `y = (n / 2 - r)` voxels, so the file's row `R` holds offhost's row
+//! `(2 (n / 2) - R) mod n` ([`mirror_rows`]): for an even `n` the two grids share every row
+//! but one, `y = +n / 2` voxels in offhost's (at the edge of its field of view) and
+//! `y = -n / 2` in STIR's, which trade places. STIR's OSEM and offhost's of the same sinogram
+//! agree voxel for voxel in that orientation (`docs/notes/pet.md`, "Images").
 //!
 //! Keys written are those of STIR's `write_basic_interfile_image_header` (`!INTERFILE`,
 //! `name of data file`, `!type of data := PET`, `imagedata byte order`, `!number format`,
@@ -65,7 +69,7 @@ pub fn write(hv: &Path, v: &Volume) -> Result<(), ImageError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let bytes: Vec<u8> = flip_rows(v.n, &v.data)
+    let bytes: Vec<u8> = mirror_rows(v.n, &v.data)
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
@@ -74,10 +78,14 @@ pub fn write(hv: &Path, v: &Volume) -> Result<(), ImageError> {
     Ok(())
 }
 
-/// The slices of `data` (`n x n` each) with their rows in reverse order.
-fn flip_rows(n: usize, data: &[f32]) -> Vec<f32> {
+/// The slices of `data` (`n x n` each) mirrored about the centre row `n / 2`: row `r` goes
+/// to row `(2 (n / 2) - r) mod n`, which maps offhost's rows to STIR's and back (`n - 1 - r`
+/// for an odd `n`; for an even `n`, rows 0 and `n / 2` stay).
+pub(crate) fn mirror_rows(n: usize, data: &[f32]) -> Vec<f32> {
+    let centre2 = 2 * (n / 2);
     data.chunks(n * n)
-        .flat_map(|s| s.chunks(n).rev().flatten().copied())
+        .flat_map(|s| (0..n).flat_map(move |r| &s[(centre2 + n - r) % n * n..][..n]))
+        .copied()
         .collect()
 }
 
@@ -189,7 +197,7 @@ pub fn read(hv: &Path) -> Result<Volume, FormatError> {
         })
         .collect();
     Ok(Volume {
-        data: flip_rows(nx, &data),
+        data: mirror_rows(nx, &data),
         n: nx,
         slices: nz,
         pixel_mm: px,
@@ -233,5 +241,35 @@ mod tests {
         .unwrap();
         let e = read(&hv).unwrap_err().to_string();
         assert!(e.contains("line 20") && e.contains("1..=65536"), "{e}");
+    }
+
+    /// An even grid: each row of the file is at STIR's `y = R - n / 2` voxels, and holds
+    /// offhost's row at that `y` (`y = n / 2 - r`); the one row the grids do not share is
+    /// the file's first.
+    #[test]
+    fn rows_of_an_even_grid_are_where_stir_puts_them() {
+        let n = 4;
+        // Every voxel holds its own y in voxels (offhost's row r is at y = 2 - r).
+        let data = (0..n * n).map(|i| 2.0 - (i / n) as f32).collect();
+        let v = Volume {
+            n,
+            slices: 1,
+            pixel_mm: 1.0,
+            slice_mm: 1.0,
+            data,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let hv = dir.path().join("even.hv");
+        write(&hv, &v).unwrap();
+        let raw = std::fs::read(hv.with_extension("v")).unwrap();
+        let y_of_file_row =
+            |r: usize| f32::from_le_bytes(raw[4 * n * r..][..4].try_into().unwrap());
+        for r in 1..n {
+            assert_eq!(y_of_file_row(r), r as f32 - 2.0, "file row {r}");
+        }
+        // offhost's y = +2 row, which STIR's grid lacks, stands in STIR's y = -2 row.
+        assert_eq!(y_of_file_row(0), 2.0);
+        assert!(header(&v, "even.v").contains("first pixel offset (mm) [2] := -2"));
+        assert_eq!(read(&hv).unwrap(), v);
     }
 }

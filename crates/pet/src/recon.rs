@@ -2,7 +2,9 @@
 //! 2D FBP or MLEM per slice (slices in parallel on the available cores); or 3D OSEM over all
 //! segments with a ray-driven (Joseph) projector ([`osem`], [`Joseph`]).
 
-pub use crate::fbp::{fbp, fbp_with, filter, ramp_filter, ramp_filter_direct, ramp_kernel};
+pub use crate::fbp::{
+    fbp, fbp_planes, fbp_with, filter, ramp_filter, ramp_filter_direct, ramp_kernel,
+};
 pub use crate::joseph::{Grid, Joseph};
 pub use crate::mlem::mlem;
 pub use crate::osem::{attenuation_factors, osem, OsemConfig, OsemData, OsemTimes, Progress};
@@ -87,14 +89,24 @@ pub fn reconstruct_planes_telling(
         let chunk = planes.len().div_ceil(threads).max(1);
         for (ps, os) in planes.chunks(chunk).zip(out.chunks_mut(chunk)) {
             sc.spawn(move || {
-                for (p, o) in ps.iter().zip(os.iter_mut()) {
-                    *o = match method {
-                        Method::Fbp => crate::fbp::fbp(p, views, bins, n),
-                        Method::FbpHann => crate::fbp::fbp_with(p, views, bins, n, true),
-                        Method::Mlem(it) => crate::mlem::mlem(p, views, bins, n, it),
-                    };
-                    // Relaxed: a count for progress only.
-                    done(finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+                // Relaxed: a count for progress only.
+                let mut tell = |k: usize| {
+                    done(finished.fetch_add(k, std::sync::atomic::Ordering::Relaxed) + k);
+                };
+                let hann = match method {
+                    Method::Fbp => false,
+                    Method::FbpHann => true,
+                    Method::Mlem(it) => {
+                        for (p, o) in ps.iter().zip(os.iter_mut()) {
+                            *o = crate::mlem::mlem(p, views, bins, n, it);
+                            tell(1);
+                        }
+                        return;
+                    }
+                };
+                let images = crate::fbp::fbp_planes(ps, views, bins, n, hann, &mut tell);
+                for (o, img) in os.iter_mut().zip(images) {
+                    *o = img;
                 }
             });
         }

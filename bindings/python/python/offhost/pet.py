@@ -233,7 +233,9 @@ class Histogrammer:
         )
 
     def add(self, events: npt.NDArray[Any]) -> None:
-        """Adds events; the GIL is released while they are counted."""
+        """Adds events; the GIL is released while they are counted. offhost events are
+        counted where they lie in the array, so no other thread may write to it meanwhile
+        (as with numpy's own functions)."""
         if self.petlink:
             words = events["word"] if events.dtype.names else events
             raw = np.ascontiguousarray(words, dtype="<u4").view(np.uint8)
