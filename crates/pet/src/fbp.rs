@@ -108,7 +108,7 @@ pub fn fbp_with(sino: &[f32], views: usize, bins: usize, n: usize, hann: bool) -
 }
 
 /// [`fbp_with`] of several planes (`views x bins` each) into `n x n` images, their
-/// backprojections [`PLANES`] at a time ([`Projector::back_planes`]); `done(k)` is told
+/// backprojections 8 at a time (`Projector::back_planes`); `done(k)` is told
 /// each time `k` more planes are finished.
 pub fn fbp_planes(
     sinos: &[Vec<f32>],

@@ -2,7 +2,7 @@
 //! little-endian `float` voxels, `x` fastest, then `y`, then `z` (slices). STIR's `y` index
 //! grows with `y` and is 0 at the centre voxel, `n / 2` rows from the first; offhost's row
 //! `r` is at `y = (n / 2 - r)` voxels, so the file's row `R` holds offhost's row
-//! `(2 (n / 2) - R) mod n` ([`mirror_rows`]): for an even `n` the two grids share every row
+//! `(2 (n / 2) - R) mod n` (`mirror_rows`): for an even `n` the two grids share every row
 //! but one, `y = +n / 2` voxels in offhost's (at the edge of its field of view) and
 //! `y = -n / 2` in STIR's, which trade places. STIR's OSEM and offhost's of the same sinogram
 //! agree voxel for voxel in that orientation (`docs/notes/pet.md`, "Images").
