@@ -314,9 +314,25 @@ impl PetlinkHistogrammer {
         })
     }
 
-    /// Adds raw PETLINK words (bytes, little-endian u32).
+    /// Adds raw PETLINK words: a contiguous numpy `uint32` array (of this machine's byte
+    /// order), counted where it lies without the GIL, as numpy's own functions read arrays
+    /// (it must not be written meanwhile); or any other buffer of little-endian 32-bit words,
+    /// copied first.
     fn add(&mut self, py: Python<'_>, words: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
+            if let Ok(array) = words.cast::<PyArray1<u32>>() {
+                if let Ok(ro) = array.try_readonly() {
+                    if let Ok(w) = ro.as_slice() {
+                        if cfg!(target_endian = "little") {
+                            let hist = &mut self.hist;
+                            return crate::errors::detach(py, || {
+                                hist.add_words(w);
+                                hist.flush();
+                            });
+                        }
+                    }
+                }
+            }
             let raw = bytes_of(words)?;
             if raw.len() % 4 != 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(

@@ -89,10 +89,6 @@ PETLINK_DTYPE = np.dtype(
 #: The values of ``PETLINK_DTYPE["kind"]``.
 PETLINK_KINDS = {"event": 0, "time": 1, "deadtime": 2, "motion": 3, "monitor": 4, "control": 5}
 
-#: PETLINK words per call into the native histogrammer (64 KiB). Offhost events go in one
-#: call, which takes them 64 KiB at a time.
-CHUNK = 1 << 14
-
 ScannerLike = Union[Scanner, str]
 Span = Union[int, str]
 
@@ -238,9 +234,9 @@ class Histogrammer:
         (as with numpy's own functions)."""
         if self.petlink:
             words = events["word"] if events.dtype.names else events
-            raw = np.ascontiguousarray(words, dtype="<u4").view(np.uint8)
-            for i in range(0, raw.size, 4 * CHUNK):
-                self._h.add(raw[i : i + 4 * CHUNK])
+            # Counted where they lie (a copy only when they are not contiguous little-endian
+            # words already, as in a PETLINK_DTYPE array).
+            self._h.add(np.ascontiguousarray(words, dtype="<u4"))
             return
         # The native side takes the whole array a piece at a time.
         self._h.add(_records(events))
