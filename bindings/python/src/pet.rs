@@ -219,16 +219,14 @@ impl EventHistogrammer {
     /// counted without it.
     fn add(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
-            if let Ok(array) = records.cast::<PyArray1<u8>>() {
-                if let Ok(ro) = array.try_readonly() {
-                    if let Ok(bytes) = ro.as_slice() {
-                        let (recs, rest) = bytes.as_chunks::<RECORD_LEN>();
-                        if !rest.is_empty() {
-                            return Err(not_whole_records(bytes.len()));
-                        }
-                        let hist = &mut self.hist;
-                        return crate::errors::detach(py, || hist.add_records(recs));
+            if let Some(array) = readonly_array::<u8>(records) {
+                if let Ok(bytes) = array.as_slice() {
+                    let (recs, rest) = bytes.as_chunks::<RECORD_LEN>();
+                    if !rest.is_empty() {
+                        return Err(not_whole_records(bytes.len()));
                     }
+                    let hist = &mut self.hist;
+                    return crate::errors::detach(py, || hist.add_records(recs));
                 }
             }
             self.add_copied(py, records)
@@ -286,6 +284,14 @@ impl EventHistogrammer {
     }
 }
 
+/// `obj` as a 1-D numpy array of `T`, borrowed read-only (the `numpy` crate's borrow flags)
+/// to be read in place; `None` for anything else, which is taken the copying way.
+fn readonly_array<'py, T: numpy::Element>(
+    obj: &Bound<'py, PyAny>,
+) -> Option<numpy::PyReadonlyArray1<'py, T>> {
+    obj.cast::<PyArray1<T>>().ok()?.try_readonly().ok()
+}
+
 /// The error for a buffer of `n` bytes that are not whole list-mode records.
 fn not_whole_records(n: usize) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(format!(
@@ -320,17 +326,14 @@ impl PetlinkHistogrammer {
     /// copied first.
     fn add(&mut self, py: Python<'_>, words: &Bound<'_, PyAny>) -> PyResult<()> {
         guarded(|| {
-            if let Ok(array) = words.cast::<PyArray1<u32>>() {
-                if let Ok(ro) = array.try_readonly() {
-                    if let Ok(w) = ro.as_slice() {
-                        if cfg!(target_endian = "little") {
-                            let hist = &mut self.hist;
-                            return crate::errors::detach(py, || {
-                                hist.add_words(w);
-                                hist.flush();
-                            });
-                        }
-                    }
+            let array = readonly_array::<u32>(words).filter(|_| cfg!(target_endian = "little"));
+            if let Some(array) = array {
+                if let Ok(w) = array.as_slice() {
+                    let hist = &mut self.hist;
+                    return crate::errors::detach(py, || {
+                        hist.add_words(w);
+                        hist.flush();
+                    });
                 }
             }
             let raw = bytes_of(words)?;

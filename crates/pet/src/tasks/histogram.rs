@@ -95,21 +95,25 @@ impl SinogramTask {
 
     fn snapshot(&mut self, last: bool) -> (Sinogram, SinoFlags) {
         // Flushed first, so pending bucket increments are applied once, not to every copy.
-        let (sino, pairs) = match &mut self.hist {
+        let sino = match &mut self.hist {
             Hist::Records { h, .. } => {
                 h.flush();
-                (h.snapshot(), true)
+                h.snapshot()
             }
             Hist::Words { h, .. } => {
                 h.flush();
-                (h.snapshot(), false)
+                h.snapshot()
             }
         };
-        let flags = SinoFlags {
+        (sino, self.flags(last))
+    }
+
+    /// The flags of a sinogram put out now: records give detector-pair sinograms.
+    fn flags(&self, last: bool) -> SinoFlags {
+        SinoFlags {
             last,
-            detector_pairs: pairs,
-        };
-        (sino, flags)
+            detector_pairs: matches!(self.hist, Hist::Records { .. }),
+        }
     }
 
     /// The sinogram so far, encoded for the next task; shown summed over its planes to a
@@ -131,10 +135,7 @@ impl SinogramTask {
     /// A live view, when one watches, gets its picture from a copy.
     fn put(&mut self, cx: &mut Context<'_>, last: bool) -> Result<(), (Vec<u8>, Status)> {
         if !cx.watched() {
-            let flags = SinoFlags {
-                last,
-                detector_pairs: matches!(self.hist, Hist::Records { .. }),
-            };
+            let flags = self.flags(last);
             let (scanner, data) = counts(&mut self.hist);
             let len = sinofile::HEADER_LEN + 4 * data.len();
             if cx.pool(0).is_some_and(|p| p.buffer_size() >= len) {
