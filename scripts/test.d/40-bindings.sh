@@ -24,8 +24,11 @@ if ! python -c "import numpy, pytest, matplotlib" 2>/dev/null || [ ! -x "$venv/b
 fi
 
 # What the tests run beside the package: the offhost binary (echo, engine, pet) and the C
-# library.
-cargo build --quiet -p offhost -p offhost-c
+# library, as `cargo test --workspace` builds them (nothing to do after scripts/test's). Not
+# `cargo build -p offhost -p offhost-c`: cargo unifies the dependencies' features over the
+# packages it is asked for, so that set builds them with other features than the workspace's
+# tests do, and a fresh machine compiled most of the tree a second time (5.6 minutes).
+cargo test --workspace --no-run --quiet
 
 # The package (a debug build: figures come from `maturin build --release`, see
 # bindings/python/README.md), reinstalled only when something it is built from changed.
@@ -43,12 +46,12 @@ if changed || ! python -c "import offhost" 2>/dev/null; then
   mv "$stamp.new" "$stamp"
 fi
 
-# The C examples, against include/offhost.h and liboffhost_c.so.
+# The C examples, against include/offhost.h and liboffhost_c.so (where `cargo test` leaves it).
 cdir=$target/c-examples
 mkdir -p "$cdir"
 for x in relay pipeline; do
   cc -std=c11 -Wall -Wextra -Werror -I bindings/c/include "examples/c/$x.c" \
-    -L "$target/debug" -loffhost_c -Wl,-rpath,"$target/debug" -o "$cdir/$x"
+    -L "$target/debug/deps" -loffhost_c -Wl,-rpath,"$target/debug/deps" -o "$cdir/$x"
 done
 
 echo "--- bindings: pytest"

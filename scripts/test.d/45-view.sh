@@ -14,7 +14,8 @@ chromium=$(command -v chromium || true)
 "$venv/bin/python" -c "import playwright" 2>/dev/null \
   || { echo "45-view.sh: no playwright in $venv (scripts/requirements.txt)" >&2; exit 1; }
 
-cargo build --quiet -p offhost
+# The binary as `cargo test --workspace` builds it (see 40-bindings.sh for why not -p).
+cargo test --workspace --no-run --quiet
 echo "--- view: the page in chromium (screenshots in $target/view-shots)"
 OFFHOST_BIN="$target/debug/offhost" OFFHOST_ROOT="$root" OFFHOST_SHOTS="$target/view-shots" \
   CHROMIUM="$chromium" "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/view/tests/browser
