@@ -2,12 +2,21 @@
 //! between two images, chosen as it goes.
 //!
 //! A full 2D FBP of the mMR's 127 rebinned planes at 344x344 takes about 1.6 s on two cores
-//! (9 s before FBP took 8 planes at a time), too long for an image a second. A [`Level`] coarsens it two ways: `mash` sums adjacent
-//! views and adjacent radial bins (an image of `bins / mash` pixels a side, `mash^3` less
-//! work per plane), and `slab` sums adjacent rebinned planes into thick slices (`slab` times
-//! fewer planes). [`Preview`] times each image and moves one level coarser when an image took
-//! more than half the period, one finer when it took less than an eighth, so the images keep
-//! the period on whatever cores the engine has and are as fine as that allows.
+//! (9 s before FBP took 8 planes at a time), too long for an image a second. A [`Level`]
+//! coarsens it two ways: `mash` sums adjacent views and adjacent radial bins (an image of
+//! `bins / mash` pixels a side, `mash^3` less work per plane), and `slab` sums adjacent
+//! rebinned planes into thick slices (`slab` times fewer planes). The levels ([`LEVELS`]) go
+//! from the full image down by at most a factor of 2 in work a step at the fine end, where
+//! the times are long.
+//!
+//! [`Preview`] times each image in two parts, the rebinning (the same at every level) and the
+//! reconstruction (in proportion to the level's work, [`Level::work`]), and predicts from them
+//! what another level would take. It moves coarser, as far as it needs to, when an image took
+//! more than half the period; finer, a step at a time, when the finer level is predicted to
+//! take at most [`FINER_SHARE`] of the period and at most [`STEP_SHARE`] of it longer than the
+//! last image. The second bound keeps the images evenly spaced: an image that takes longer
+//! than the one before arrives that much later after it, so a refinement from a few
+//! milliseconds straight to most of half a period would put one gap far over the period.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +24,14 @@ use crate::geometry::Scanner;
 use crate::recon::{self, Method};
 use crate::sinogram::Sinogram;
 use crate::volume::Volume;
+
+/// A finer level is taken only when it is predicted to take at most this share of the period
+/// (coarser ones are taken past a half: the margin keeps a level from flapping).
+pub const FINER_SHARE: f64 = 0.4;
+
+/// A finer level is taken only when it is predicted to take at most this share of the period
+/// longer than the last image did (the gap it adds between two images).
+pub const STEP_SHARE: f64 = 0.1;
 
 /// How much a live image is coarsened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,9 +42,12 @@ pub struct Level {
     pub slab: usize,
 }
 
-/// The levels, finest first.
-pub const LEVELS: [Level; 7] = [
+/// The levels, finest first: each at most half the work of the one before at the fine end
+/// (slabs of 2 and 4 planes between the full image and views and bins mashed by 2).
+pub const LEVELS: [Level; 9] = [
     Level { mash: 1, slab: 1 },
+    Level { mash: 1, slab: 2 },
+    Level { mash: 1, slab: 4 },
     Level { mash: 2, slab: 1 },
     Level { mash: 2, slab: 2 },
     Level { mash: 2, slab: 4 },
@@ -35,6 +55,14 @@ pub const LEVELS: [Level; 7] = [
     Level { mash: 4, slab: 8 },
     Level { mash: 4, slab: 16 },
 ];
+
+impl Level {
+    /// The reconstruction's work at this level relative to the full image: planes times
+    /// views times image pixels, `1 / (slab * mash^3)`.
+    pub fn work(self) -> f64 {
+        1.0 / (self.slab.max(1) * self.mash.max(1).pow(3)) as f64
+    }
+}
 
 /// `planes` (`views x bins` each, of scanner `s`) coarsened to `level`, with the scanner
 /// whose views, bins and plane spacing they then have. Views and bins left over past a whole
@@ -74,15 +102,31 @@ pub fn reduce(planes: &[Vec<f32>], s: &Scanner, level: Level) -> (Vec<Vec<f32>>,
 pub struct Preview {
     level: usize,
     period: Duration,
-    last: Option<Duration>,
+    /// The last image's level and time.
+    last: Option<(usize, Duration)>,
     images: u64,
+}
+
+/// The time of the last image, in the part every level shares (`fixed`) and the part in
+/// proportion to its level's work (`scaled`).
+#[derive(Clone, Copy, Debug)]
+struct Took {
+    fixed: f64,
+    scaled: f64,
+}
+
+impl Took {
+    /// What level `to` is predicted to take, the last image having been at `from`.
+    fn at(self, from: Level, to: Level) -> f64 {
+        self.fixed + self.scaled * to.work() / from.work()
+    }
 }
 
 impl Preview {
     /// Images every `period`, starting at a middle level.
     pub fn new(period: Duration) -> Preview {
         Preview {
-            level: 3,
+            level: 5,
             period,
             last: None,
             images: 0,
@@ -100,32 +144,58 @@ impl Preview {
         let t = Instant::now();
         let planes = recon::planes(sino, normalise_lors);
         let (planes, s) = reduce(&planes, &sino.scanner, self.level());
+        let rebinned = t.elapsed();
         let vol = recon::reconstruct_planes(&planes, &s, Method::FbpHann);
         let took = t.elapsed();
         self.images += 1;
-        self.last = Some(took);
-        if took > self.period / 2 && self.level + 1 < LEVELS.len() {
-            self.level += 1;
-        } else if took < self.period / 8 && self.level > 0 {
-            self.level -= 1;
-        }
+        self.last = Some((self.level, took));
+        let took = Took {
+            fixed: rebinned.as_secs_f64(),
+            scaled: (took - rebinned).as_secs_f64(),
+        };
+        self.level = next_level(self.level, took, self.period.as_secs_f64());
         vol
     }
 
     /// What the images were: how many, the level of the last and how long it took.
     pub fn describe(&self) -> String {
-        let Some(last) = self.last else {
+        let Some((level, last)) = self.last else {
             return "no live image".into();
         };
-        let at = LEVELS[self.level];
+        let at = LEVELS[level];
         format!(
-            "{} live images (FBP-Hann, views and bins mashed by {}, planes summed by {}: the finest that takes at most half the {:.2} s period; the last took {:.3} s)",
+            "{} live images (FBP-Hann; the last with views and bins mashed by {} and planes summed by {}, the finest that fits half the {:.2} s period without widening a gap by a tenth of it, took {:.3} s)",
             self.images,
             at.mash,
             at.slab,
             self.period.as_secs_f64(),
             last.as_secs_f64()
         )
+    }
+}
+
+/// The level after an image at `level` that took `took`, for images `period` seconds apart.
+fn next_level(level: usize, took: Took, period: f64) -> usize {
+    let at = LEVELS[level];
+    if took.fixed + took.scaled > period / 2.0 {
+        // Coarser, as far as it takes to fit the share a finer step may reach.
+        let fits =
+            (level + 1..LEVELS.len()).find(|&l| took.at(at, LEVELS[l]) <= FINER_SHARE * period);
+        return fits
+            .unwrap_or(LEVELS.len() - 1)
+            .max((level + 1).min(LEVELS.len() - 1));
+    }
+    match level.checked_sub(1) {
+        Some(finer) => {
+            let predicted = took.at(at, LEVELS[finer]);
+            let step = predicted - (took.fixed + took.scaled);
+            if predicted <= FINER_SHARE * period && step <= STEP_SHARE * period {
+                finer
+            } else {
+                level
+            }
+        }
+        None => level,
     }
 }
 
@@ -158,15 +228,49 @@ mod tests {
         // No time at all: every image is faster than an eighth of it, so it refines.
         let mut p = Preview::new(Duration::from_secs(3600));
         p.image(&sino, true);
-        assert_eq!(p.level, 2);
+        assert_eq!(p.level, 4);
         // A period no image can keep: it coarsens.
         let mut p = Preview::new(Duration::ZERO);
         p.image(&sino, true);
-        assert_eq!(p.level, 4);
+        assert_eq!(p.level, LEVELS.len() - 1);
         assert!(
             p.describe().starts_with("1 live images"),
             "{}",
             p.describe()
         );
+    }
+
+    #[test]
+    fn levels_halve_the_work_at_most_at_the_fine_end() {
+        for w in LEVELS.windows(2) {
+            let ratio = w[0].work() / w[1].work();
+            assert!(ratio > 1.0, "{:?} is not less work than {:?}", w[1], w[0]);
+            if w[0].work() >= LEVELS[3].work() {
+                assert!(ratio <= 2.0, "{:?} -> {:?}: {ratio}", w[1], w[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn refining_is_one_step_that_keeps_the_gap_and_coarsening_goes_as_far_as_needed() {
+        let took = |fixed, scaled| Took { fixed, scaled };
+        // {2,2} in 0.03 s: {2,1} is predicted at 0.05 s, 0.02 s longer: taken.
+        assert_eq!(next_level(4, took(0.01, 0.02), 1.0), 3);
+        // {1,2} in 0.16 s: {1,1} would fit (0.31 s) but arrive 0.15 s later than this image did.
+        assert_eq!(next_level(1, took(0.01, 0.15), 1.0), 1);
+        // The same at a period of 2 s: the step is 7.5 % of it.
+        assert_eq!(next_level(1, took(0.01, 0.15), 2.0), 0);
+        // The full image in 0.7 s: {1,2} is predicted at 0.375 s.
+        assert_eq!(next_level(0, took(0.05, 0.65), 1.0), 1);
+        // In 2 s: {1,2} 1.05 s, {1,4} 0.575 s, {2,1} 0.34 s.
+        assert_eq!(next_level(0, took(0.1, 1.9), 1.0), 3);
+        // Slower than any level can make up for: the coarsest.
+        assert_eq!(next_level(0, took(0.9, 0.1), 1.0), LEVELS.len() - 1);
+        // At the coarsest and finest ends there is no further step.
+        assert_eq!(
+            next_level(LEVELS.len() - 1, took(5.0, 1.0), 1.0),
+            LEVELS.len() - 1
+        );
+        assert_eq!(next_level(0, took(0.01, 0.01), 1.0), 0);
     }
 }
