@@ -109,6 +109,10 @@ pub struct LiveReport {
     pub image_period_s: Option<f64>,
     /// The longest time between two live images at the host, s.
     pub image_gap_max_s: Option<f64>,
+    /// Every time between two live images at the host, s, in order.
+    pub image_gaps_s: Vec<f64>,
+    /// Every live image's age at the host (see `image_latency_s`), s, in order.
+    pub image_ages_s: Vec<f64>,
     /// The median age of a live image's data at the host: from when the replay had handed
     /// out the events of the sinogram it shows (its PNG gives the net counts) to its arrival.
     pub image_latency_s: Option<f64>,
@@ -382,9 +386,9 @@ pub fn run(
         .collect();
     // The live images: all but the last, the final one.
     let live = &im.arrived[..im.arrived.len().saturating_sub(1)];
-    let mut live_gaps = gaps[..gaps.len().saturating_sub(1)].to_vec();
+    let live_gaps = gaps[..gaps.len().saturating_sub(1)].to_vec();
     // Each live image's age: from when its sinogram's last events were handed out.
-    let mut ages: Vec<f64> = (live.iter())
+    let ages: Vec<f64> = (live.iter())
         .filter_map(|(at, net)| Some(at.saturating_duration_since(replay.handed_by((*net)?)?)))
         .map(|d| d.as_secs_f64())
         .collect();
@@ -401,9 +405,11 @@ pub fn run(
         replay: report,
         shares: checks,
         images: im.arrived.len(),
-        image_period_s: median(&mut live_gaps),
+        image_period_s: median(&mut live_gaps.clone()),
         image_gap_max_s: live_gaps.iter().copied().reduce(f64::max),
-        image_latency_s: median(&mut ages),
+        image_latency_s: median(&mut ages.clone()),
+        image_gaps_s: live_gaps,
+        image_ages_s: ages,
         final_image_latency_s: final_latency,
         merged_net_counts: merged,
         host_cpu_s,
