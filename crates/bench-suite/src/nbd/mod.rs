@@ -93,6 +93,12 @@ pub struct Figure {
     /// It is read from `/proc/PID/stat` (exited threads included) in clock ticks of 10 ms, so
     /// a workload that costs the server less than a tick shows 0.
     pub server_cpu_us_per_io: f64,
+    /// The client's CPU (fio's `usr_cpu` + `sys_cpu`, user and system time of its job) as a
+    /// share of one core (median round): near 1 when pinned, fio's core is full and the
+    /// client, not the server, bounds the IOPS.
+    pub client_core_share: f64,
+    /// The server's CPU over the job's run time, as a share of one core (median round).
+    pub server_core_share: f64,
     /// The fio job options used.
     pub fio_args: String,
     /// Whether fio ran on one CPU and the server on another (`--no-pin` not given, and the
@@ -150,6 +156,12 @@ pub(crate) struct FioJob {
     pub write: FioDir,
     /// Its flushes.
     pub sync: FioDir,
+    /// User CPU time over its run time, percent.
+    pub usr_cpu: f64,
+    /// System CPU time over its run time, percent.
+    pub sys_cpu: f64,
+    /// Its run time, milliseconds.
+    pub job_runtime: f64,
 }
 
 /// One direction (`read`, `write`, `sync`) of a [`FioJob`].
@@ -183,12 +195,17 @@ pub(crate) fn fio_json(stdout: &[u8]) -> Result<FioReport> {
     serde_json::from_str(&text[start..]).context("fio JSON")
 }
 
-fn run_fio(
-    a: &Options,
-    client: &Client,
-    peer: &Server,
-    w: &Workload,
-) -> Result<(f64, f64, f64, String)> {
+/// What one fio run measured.
+struct Measured {
+    iops: f64,
+    mb_per_s: f64,
+    server_cpu_us_per_io: f64,
+    client_core_share: f64,
+    server_core_share: f64,
+    shown: String,
+}
+
+fn run_fio(a: &Options, client: &Client, peer: &Server, w: &Workload) -> Result<Measured> {
     let mut args: Vec<String> = vec![
         "--name=bench".into(),
         "--ioengine=nbd".into(),
@@ -234,16 +251,25 @@ fn run_fio(
         .unwrap_or_default();
     let cpu = peer.cpu_s() - cpu0;
     let ios = job.read.total_ios + job.write.total_ios;
-    let cpu_us_per_io = if ios > 0.0 { cpu * 1e6 / ios } else { 0.0 };
-    let iops = job.read.iops + job.write.iops;
-    let mbps = (job.read.bw_bytes + job.write.bw_bytes) / 1e6;
+    let runtime_s = job.job_runtime / 1e3;
     let shown = args[4..]
         .iter()
         .chain(args[..2].iter())
         .cloned()
         .collect::<Vec<_>>()
         .join(" ");
-    Ok((iops, mbps, cpu_us_per_io, shown))
+    Ok(Measured {
+        iops: job.read.iops + job.write.iops,
+        mb_per_s: (job.read.bw_bytes + job.write.bw_bytes) / 1e6,
+        server_cpu_us_per_io: if ios > 0.0 { cpu * 1e6 / ios } else { 0.0 },
+        client_core_share: (job.usr_cpu + job.sys_cpu) / 100.0,
+        server_core_share: if runtime_s > 0.0 {
+            cpu / runtime_s
+        } else {
+            0.0
+        },
+        shown,
+    })
 }
 
 /// Runs the benchmark: one figure per server and workload, offhost's first (then nbdkit, then
@@ -259,9 +285,10 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
         }
     }
     bar.set_length((a.rounds as usize * peers.len() * WORKLOADS.len()) as u64);
-    // results[peer][workload] = (iops per round, MB/s per round, cpu per io per round, args)
-    type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>, String);
-    let mut res: Vec<Vec<Rounds>> = vec![vec![Default::default(); WORKLOADS.len()]; peers.len()];
+    // res[peer][workload]: every round's measures.
+    let mut res: Vec<Vec<Vec<Measured>>> = (0..peers.len())
+        .map(|_| (0..WORKLOADS.len()).map(|_| Vec::new()).collect())
+        .collect();
     for round in 0..a.rounds {
         for (wi, w) in WORKLOADS.iter().enumerate() {
             if !w.time_based && round > 0 {
@@ -270,38 +297,38 @@ pub fn run(a: &Options, bar: &ProgressBar) -> Result<Vec<Figure>> {
             }
             for (pi, p) in peers.iter().enumerate() {
                 bar.set_message(format!("round {} {} {}", round + 1, p.name, w.name));
-                let (iops, mbps, cpu, shown) = run_fio(a, &client, p, w)?;
-                let r = &mut res[pi][wi];
-                r.0.push(iops);
-                r.1.push(mbps);
-                r.2.push(cpu);
-                r.3 = shown;
+                res[pi][wi].push(run_fio(a, &client, p, w)?);
                 bar.inc(1);
             }
         }
     }
-    let median = |v: &[f64]| median(v).unwrap_or(0.0);
+    let median_of = |rounds: &[Measured], f: fn(&Measured) -> f64| {
+        median(&rounds.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
+    };
+    let iops_of = |pi: usize, wi: usize| median_of(&res[pi][wi], |m| m.iops);
     let ratio = |m: f64, other: Option<usize>, wi: usize| {
-        let o = median(&res[other?][wi].0);
+        let o = iops_of(other?, wi);
         (o > 0.0).then(|| m / o)
     };
     let mut figs = Vec::new();
     for (wi, w) in WORKLOADS.iter().enumerate() {
         for (pi, p) in peers.iter().enumerate() {
-            let (iops, mbps, cpu, shown) = &res[pi][wi];
-            let m = median(iops);
+            let rounds = &res[pi][wi];
+            let m = iops_of(pi, wi);
             figs.push(Figure {
                 server: p.name.clone(),
                 tls: p.tls,
                 transport: p.transport.into(),
                 workload: w.name.to_owned(),
                 iops: m,
-                mb_per_s: median(mbps),
+                mb_per_s: median_of(rounds, |m| m.mb_per_s),
                 ratio_vs_nbdkit: ratio(m, p.kit, wi),
                 ratio_vs_plain: ratio(m, p.plain, wi),
-                rounds_iops: iops.clone(),
-                server_cpu_us_per_io: median(cpu),
-                fio_args: shown.clone(),
+                rounds_iops: rounds.iter().map(|m| m.iops).collect(),
+                server_cpu_us_per_io: median_of(rounds, |m| m.server_cpu_us_per_io),
+                client_core_share: median_of(rounds, |m| m.client_core_share),
+                server_core_share: median_of(rounds, |m| m.server_core_share),
+                fio_args: rounds.last().map(|m| m.shown.clone()).unwrap_or_default(),
                 pinned: pins(a).is_some(),
             });
         }
@@ -322,21 +349,31 @@ fn pins(a: &Options) -> Option<(usize, usize)> {
 /// The figures as a text table.
 pub fn table(figs: &[Figure]) -> String {
     let mut s = format!(
-        "{:<28} {:<18} {:>12} {:>10} {:>8} {:>8} {:>12}\n",
-        "workload", "server", "IOPS", "MB/s", "ratio", "x plain", "cpu us/io"
+        "{:<28} {:<18} {:>12} {:>10} {:>8} {:>8} {:>12} {:>10} {:>10}\n",
+        "workload",
+        "server",
+        "IOPS",
+        "MB/s",
+        "ratio",
+        "x plain",
+        "cpu us/io",
+        "fio core",
+        "srv core"
     );
     let x = |r: Option<f64>| r.map(|r| format!("{r:.2}x")).unwrap_or_default();
     for f in figs {
         let _ = writeln!(
             s,
-            "{:<28} {:<18} {:>12.0} {:>10.1} {:>8} {:>8} {:>12.2}",
+            "{:<28} {:<18} {:>12.0} {:>10.1} {:>8} {:>8} {:>12.2} {:>10.2} {:>10.2}",
             f.workload,
             f.server,
             f.iops,
             f.mb_per_s,
             x(f.ratio_vs_nbdkit),
             x(f.ratio_vs_plain),
-            f.server_cpu_us_per_io
+            f.server_cpu_us_per_io,
+            f.client_core_share,
+            f.server_core_share
         );
     }
     s
@@ -349,7 +386,7 @@ mod tests {
     #[test]
     fn fio_reports_are_read_past_notes_with_missing_fields_as_zero() {
         let out = br#"note: a note
-{"fio version":"fio-3.36","jobs":[{"jobname":"bench","read":{"total_ios":10,"iops":2.5,"bw_bytes":4096,"lat_ns":{"mean":1500.5,"max":9}},"write":{"total_ios":0},"sync":{}}]}"#;
+{"fio version":"fio-3.36","jobs":[{"jobname":"bench","read":{"total_ios":10,"iops":2.5,"bw_bytes":4096,"lat_ns":{"mean":1500.5,"max":9}},"write":{"total_ios":0},"sync":{},"usr_cpu":12.5,"sys_cpu":30.25,"job_runtime":4000}]}"#;
         let r = fio_json(out).unwrap();
         let j = &r.jobs[0];
         assert_eq!(j.jobname, "bench");
@@ -361,6 +398,7 @@ mod tests {
             (j.read.lat_ns.mean, j.write.iops, j.sync.total_ios),
             (1500.5, 0.0, 0.0)
         );
+        assert_eq!((j.usr_cpu, j.sys_cpu, j.job_runtime), (12.5, 30.25, 4000.0));
         assert!(fio_json(b"no report").is_err());
     }
 
@@ -419,6 +457,12 @@ wait
         assert_eq!(figs.len(), 2 * WORKLOADS.len());
         for f in &figs {
             assert!(f.iops > 0.0 && f.mb_per_s > 0.0, "{f:?}");
+            // fio did some work on its core; the share is of one core (a little over it
+            // from rounding when fio is pinned to it).
+            assert!(
+                f.client_core_share > 0.0 && f.client_core_share < 1.2,
+                "{f:?}"
+            );
             assert!(!f.tls && f.ratio_vs_plain.is_none(), "{f:?}");
             assert_eq!(f.transport, "unix");
             // fio and the servers on a CPU each wherever there are two.
