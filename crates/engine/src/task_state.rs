@@ -1,5 +1,5 @@
 //! A task's state word and its atomic transitions, kept apart from the scheduler so that loom
-//! can model-check them (`RUSTFLAGS="--cfg loom" cargo test -p offhost-engine --profile loom --lib
+//! can model-check them (`RUSTFLAGS="--cfg loom" cargo test -p offhost-engine --release --lib
 //! loom`). The run queues (`runq.rs`) and the scheduler (`sched.rs`) call exactly these functions on the real word; the
 //! model calls them on loom's.
 //!

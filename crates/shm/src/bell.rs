@@ -1,5 +1,5 @@
 //! The need-wake-up protocol of a doorbell, kept apart from the futex calls so that loom can
-//! model-check it (`RUSTFLAGS="--cfg loom" cargo test -p offhost-shm --profile loom --lib loom`).
+//! model-check it (`RUSTFLAGS="--cfg loom" cargo test -p offhost-shm --release --lib loom`).
 //!
 //! A doorbell is one 32-bit word with one meaningful bit, [`WAITING`], set only by the single
 //! waiter of the doorbell and cleared by the notifier (or by the waiter when it changes its mind):

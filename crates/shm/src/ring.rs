@@ -23,7 +23,7 @@
 //!
 //! The ends reach the ring's words through [`Mem`]: the shared mapping ([`SharedRing`]), or,
 //! in the loom models of the stamp protocol (`ring_loom.rs`, `RUSTFLAGS="--cfg loom" cargo
-//! test -p offhost-shm --profile loom --lib loom`), words and cells loom tracks.
+//! test -p offhost-shm --release --lib loom`), words and cells loom tracks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,6 +1,6 @@
 //! Loom models of a ring's stamp protocol (`ring.rs`): one producer, one consumer, the ring's
 //! real [`Producer`] and [`Consumer`] over memory whose words are loom's
-//! (`RUSTFLAGS="--cfg loom" cargo test -p offhost-shm --profile loom --lib loom`).
+//! (`RUSTFLAGS="--cfg loom" cargo test -p offhost-shm --release --lib loom`).
 //!
 //! The stamps and the head and tail indices are loom atomics, so loom tries their orderings
 //! (and the stale values a load may read) between the two threads. Each 16-byte unit of the
