@@ -5,11 +5,11 @@
 //! A trimmed or zeroed whole chunk is freed again.
 //!
 //! Chunks come from the system allocator (glibc's `malloc`), not from the process's global
-//! one (mimalloc in the `offhost` binary): mimalloc backs its large pages with transparent
-//! huge pages, so the first writes to a fresh export faulted in 2 MiB at a time, and on the
-//! development VM (where the host backs guest memory on first touch) the kernel's zeroing of
-//! those pages took 87 % of the server's time: 2.9 ms of CPU per 1 MiB write, against 1.2 ms
-//! for nbdkit's memory plugin (glibc, 4 KiB pages). See `docs/notes/nbd.md`.
+//! one (mimalloc in the `offhost` binary), which backs them with transparent huge pages: the
+//! first writes to a fresh export then fault in 2 MiB at a time, and where the kernel's
+//! zeroing of such pages is slow (a VM whose host backs guest memory on first touch) it
+//! dominates the server's time (`docs/notes/nbd.md`, "The memory disk's chunks and huge
+//! pages").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, RwLock};
@@ -33,13 +33,15 @@ pub const MAX_SIZE: u64 = 1 << 46;
 type ChunkBuf = allocator_api2::boxed::Box<[u8], System>;
 type Chunk = RwLock<Option<ChunkBuf>>;
 
-/// A new chunk: `data` when it is a whole chunk, else zeroes.
-fn new_chunk(data: &[u8]) -> ChunkBuf {
+/// A new chunk holding `piece` at `inner`, zeroes elsewhere (a whole chunk is copied, not
+/// zeroed first).
+fn new_chunk(inner: usize, piece: &[u8]) -> ChunkBuf {
     let mut v = allocator_api2::vec::Vec::with_capacity_in(CHUNK as usize, System);
-    if data.len() == CHUNK as usize {
-        v.extend_from_slice(data);
+    if piece.len() == CHUNK as usize {
+        v.extend_from_slice(piece);
     } else {
         v.resize(CHUNK as usize, 0);
+        v[inner..inner + piece.len()].copy_from_slice(piece);
     }
     v.into_boxed_slice()
 }
@@ -172,11 +174,7 @@ impl Backend for MemDisk {
                 None => {
                     // Relaxed: statistic only.
                     self.allocated.fetch_add(CHUNK, Ordering::Relaxed);
-                    let mut buf = new_chunk(piece);
-                    if n != CHUNK as usize {
-                        buf[inner..inner + n].copy_from_slice(piece);
-                    }
-                    *g = Some(buf);
+                    *g = Some(new_chunk(inner, piece));
                 }
             }
         }

@@ -116,6 +116,11 @@ struct Took {
 }
 
 impl Took {
+    /// The whole time.
+    fn total(self) -> f64 {
+        self.fixed + self.scaled
+    }
+
     /// What level `to` is predicted to take, the last image having been at `from`.
     fn at(self, from: Level, to: Level) -> f64 {
         self.fixed + self.scaled * to.work() / from.work()
@@ -177,18 +182,17 @@ impl Preview {
 /// The level after an image at `level` that took `took`, for images `period` seconds apart.
 fn next_level(level: usize, took: Took, period: f64) -> usize {
     let at = LEVELS[level];
-    if took.fixed + took.scaled > period / 2.0 {
-        // Coarser, as far as it takes to fit the share a finer step may reach.
-        let fits =
-            (level + 1..LEVELS.len()).find(|&l| took.at(at, LEVELS[l]) <= FINER_SHARE * period);
-        return fits
-            .unwrap_or(LEVELS.len() - 1)
-            .max((level + 1).min(LEVELS.len() - 1));
+    if took.total() > period / 2.0 {
+        // Coarser, as far as it takes to fit the share a finer step may reach (the coarsest
+        // when none does).
+        return (level + 1..LEVELS.len())
+            .find(|&l| took.at(at, LEVELS[l]) <= FINER_SHARE * period)
+            .unwrap_or(LEVELS.len() - 1);
     }
     match level.checked_sub(1) {
         Some(finer) => {
             let predicted = took.at(at, LEVELS[finer]);
-            let step = predicted - (took.fixed + took.scaled);
+            let step = predicted - took.total();
             if predicted <= FINER_SHARE * period && step <= STEP_SHARE * period {
                 finer
             } else {
@@ -225,7 +229,7 @@ mod tests {
     #[test]
     fn slow_images_move_to_a_coarser_level_and_fast_ones_back() {
         let sino = Sinogram::new(&Scanner::demo()).unwrap();
-        // No time at all: every image is faster than an eighth of it, so it refines.
+        // A period of an hour: the finer level fits it with room, so it refines one step.
         let mut p = Preview::new(Duration::from_secs(3600));
         p.image(&sino, true);
         assert_eq!(p.level, 4);
