@@ -7,7 +7,8 @@
 //! while more complete requests are buffered, so one `write` carries a burst of replies (the
 //! worker that finds no complete request left, or is about to block on the socket, flushes).
 //! Requests on backends that may block (modelled latency, waiting for data) and reads and
-//! writes of at least [`BIG_REQUEST`] bytes run on their own scoped threads and reply when
+//! writes of at least [`BIG_REQUEST`] bytes run on the connection's helper threads
+//! (`helpers.rs`, one per such request in flight, kept while they have work) and reply when
 //! done, so replies leave out of order and later requests overtake slow ones. At most
 //! [`MAX_IN_FLIGHT`] such requests, holding at most [`ConnLimits::max_in_flight`] payload bytes
 //! together, run at once per connection: past that the reader stops reading the socket until
@@ -20,6 +21,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::export::Export;
+use crate::helpers::Helpers;
 pub use crate::limits::ConnLimits;
 use crate::proto::*;
 use crate::request::{Ctx, Out, Outcome};
@@ -50,24 +52,31 @@ fn drain<R: Read>(r: &mut R, n: u64) -> io::Result<()> {
 /// Reads a write's `len` payload bytes into `payload`, which grows with the bytes as they
 /// arrive: a client that announces 32 MiB and sends one byte makes the server hold at most
 /// [`FIRST_RESERVE`] (or the buffer it already had), not 32 MiB of zeroes (64 such clients
-/// held 2.28 GB). Past that the reservation doubles as the bytes come, so a large write costs
-/// a few copies of what it sent, never memory it did not send.
+/// held 2.28 GB). Past that the buffer doubles as the bytes come, so a large write holds
+/// at most twice the bytes it sent, never the length it announced.
+///
+/// Each step is one `read_exact` into the buffer, so once the input's buffer is drained the
+/// rest comes from the socket straight into the payload in a few large reads. The buffer is
+/// sized with `resize`, which keeps an earlier request's bytes where it can (all of them are
+/// overwritten before use) rather than zeroing the buffer for every request.
 fn read_payload<R: Read>(r: &mut R, payload: &mut Vec<u8>, len: usize) -> io::Result<()> {
-    payload.clear();
+    let mut have = 0;
     let mut want = len.min(FIRST_RESERVE.max(payload.capacity()));
     // Bounded: `want` doubles up to `len`, or the input ends.
     loop {
-        payload.reserve_exact(want - payload.len());
-        let missing = (want - payload.len()) as u64;
-        let got = r.take(missing).read_to_end(payload)?;
-        if payload.len() == len {
+        payload.resize(want, 0);
+        r.read_exact(&mut payload[have..want])?;
+        if want == len {
             return Ok(());
         }
-        if (got as u64) < missing {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
+        have = want;
         want = len.min(want.saturating_mul(2));
     }
+}
+
+/// Nanoseconds since `t`, 0 without a start: the clock is read only when tracing.
+fn elapsed_ns(t: Option<Instant>) -> u64 {
+    t.map_or(0, |t| t.elapsed().as_nanos() as u64)
 }
 
 /// The most a write's payload buffer is given before its bytes arrive.
@@ -244,12 +253,14 @@ pub fn serve_transmission_limited<R: Read + Send, W: Write + Send>(
     // Whether the input buffer held another complete request when a worker last took one:
     // if so, a later worker will flush and this one need not.
     let more = AtomicBool::new(false);
+    let helpers = Helpers::new(format!("nbd-io-{conn}"));
     let shared = Shared {
         ctx: &ctx,
         input: &input,
         gate: &gate,
         pool: &pool,
         more: &more,
+        helpers: &helpers,
         blocking: export.backend.may_block(),
         idle_timeout: limits.idle_timeout,
     };
@@ -257,13 +268,17 @@ pub fn serve_transmission_limited<R: Read + Send, W: Write + Send>(
         for _ in 1..threads.max(1) {
             let sh = &shared;
             if std::thread::Builder::new()
-                .spawn_scoped(scope, move || sh.worker(scope))
+                .spawn_scoped(scope, move || {
+                    sh.worker(scope);
+                    sh.helpers.close();
+                })
                 .is_err()
             {
                 tracing::warn!("conn {conn}: cannot start a worker thread; continuing with fewer");
             }
         }
         shared.worker(scope);
+        shared.helpers.close();
     });
     // Every thread has finished: send what is left.
     out.w.lock().unwrap_or_else(|e| e.into_inner()).flush()?;
@@ -278,6 +293,7 @@ struct Shared<'a, R, W: Write> {
     gate: &'a Gate,
     pool: &'a Mutex<Vec<Vec<u8>>>,
     more: &'a AtomicBool,
+    helpers: &'a Helpers<Taken>,
     blocking: bool,
     idle_timeout: Option<Duration>,
 }
@@ -289,7 +305,7 @@ struct Taken {
     problem: Option<Outcome>,
     arrival: Instant,
     data_ns: u64,
-    /// Runs on its own thread, holding `cost` payload bytes of the gate.
+    /// Runs on a helper thread, holding `cost` payload bytes of the gate.
     threaded: Option<u64>,
 }
 
@@ -412,7 +428,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 self.more.store(false, Ordering::Release);
                 self.flush()?;
             }
-            let t0 = Instant::now();
+            let t0 = self.ctx.tracer.is_some().then(Instant::now);
             let read = if problem.is_some() {
                 drain(rd, u64::from(req.length))
             } else {
@@ -424,7 +440,7 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 }
                 return Err(e);
             }
-            data_ns = t0.elapsed().as_nanos() as u64;
+            data_ns = elapsed_ns(t0);
         }
         // Ordering: Release pairs with the Acquire load in request.rs `reply`.
         self.more
@@ -437,6 +453,39 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
             data_ns,
             threaded,
         }))
+    }
+
+    /// Runs a request on a helper thread and replies; its payload buffer goes back to the
+    /// pool and its bytes leave the gate.
+    fn run_helped(&self, t: Taken) {
+        let Taken {
+            req,
+            mut payload,
+            arrival,
+            data_ns,
+            threaded,
+            ..
+        } = t;
+        let (ctx, gate) = (self.ctx, self.gate);
+        let start = ctx.tracer.is_some().then(Instant::now);
+        let outcome = ctx.execute(&req, &mut payload);
+        let service = elapsed_ns(start);
+        if let Err(e) = ctx.reply(&req, &outcome, None, arrival, data_ns, service) {
+            // The client stopped reading (or left): the connection is over.
+            tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
+            gate.kill();
+        }
+        let buf = match outcome {
+            Outcome::Data(b) => b,
+            _ => payload,
+        };
+        let max = ctx.export.max_payload as usize;
+        let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() < POOL_BUFFERS && buf.capacity() <= max.min(POOL_MAX_BUFFER) {
+            p.push(buf);
+        }
+        drop(p);
+        gate.leave(threaded.unwrap_or(0));
     }
 
     fn fail(&self, e: io::Error) {
@@ -473,47 +522,32 @@ impl<'a, R: Read + Send, W: Write + Send> Shared<'a, R, W> {
                 }
                 continue;
             }
-            // Slow backends and large transfers get their own thread, so later requests
+            // Slow backends and large transfers go to helper threads, so later requests
             // overtake them and large copies overlap (the gate was entered in `take`).
             if let Some(cost) = threaded {
-                let (ctx, gate, pool) = (self.ctx, self.gate, self.pool);
-                let max = ctx.export.max_payload as usize;
-                let job = move || {
-                    let mut payload = payload;
-                    let t = Instant::now();
-                    let outcome = ctx.execute(&req, &mut payload);
-                    let service = t.elapsed().as_nanos() as u64;
-                    if let Err(e) = ctx.reply(&req, &outcome, None, arrival, data_ns, service) {
-                        // The client stopped reading (or left): the connection is over.
-                        tracing::debug!("conn {}: reply failed: {e}", ctx.conn);
-                        gate.kill();
-                    }
-                    let buf = match outcome {
-                        Outcome::Data(b) => b,
-                        _ => payload,
-                    };
-                    let mut p = pool.lock().unwrap_or_else(|e| e.into_inner());
-                    if p.len() < POOL_BUFFERS && buf.capacity() <= max.min(POOL_MAX_BUFFER) {
-                        p.push(buf);
-                    }
-                    drop(p);
-                    gate.leave(cost);
+                let job = Taken {
+                    req,
+                    payload,
+                    problem: None,
+                    arrival,
+                    data_ns,
+                    threaded,
                 };
-                if let Err(e) = std::thread::Builder::new().spawn_scoped(scope, job) {
+                if let Err((job, e)) = self.helpers.run(scope, job, |t| self.run_helped(t)) {
                     // Out of threads: refuse this request, keep the connection.
                     self.gate.leave(cost);
                     let fail =
                         Outcome::Fail(Errno::Io, format!("server cannot start a thread: {e}"));
-                    if let Err(e) = self.ctx.reply(&req, &fail, None, arrival, data_ns, 0) {
+                    if let Err(e) = self.ctx.reply(&job.req, &fail, None, arrival, data_ns, 0) {
                         self.fail(e);
                         return;
                     }
                 }
                 continue;
             }
-            let t = Instant::now();
+            let t = self.ctx.tracer.is_some().then(Instant::now);
             let outcome = self.ctx.execute(&req, &mut payload);
-            let service = t.elapsed().as_nanos() as u64;
+            let service = elapsed_ns(t);
             if let Err(e) =
                 self.ctx
                     .reply(&req, &outcome, Some(self.more), arrival, data_ns, service)

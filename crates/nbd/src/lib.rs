@@ -23,6 +23,7 @@ mod conn;
 mod drive;
 mod export;
 mod handshake;
+mod helpers;
 pub mod hostile;
 mod limits;
 mod mem;

@@ -33,16 +33,15 @@ pub const MAX_SIZE: u64 = 1 << 46;
 type ChunkBuf = allocator_api2::boxed::Box<[u8], System>;
 type Chunk = RwLock<Option<ChunkBuf>>;
 
-/// A new chunk holding `piece` at `inner`, zeroes elsewhere (a whole chunk is copied, not
-/// zeroed first).
+/// A new chunk holding `piece` at `inner`, zeroes elsewhere.
+///
+/// The chunk is zeroed (one `memset`) and then copied into (one `memcpy`):
+/// `allocator_api2`'s `extend_from_slice` pushes byte by byte (about 2 GB/s here, 42 % of
+/// the server's time in a 1 MiB prefill), and filling uninitialised memory needs `unsafe`.
 fn new_chunk(inner: usize, piece: &[u8]) -> ChunkBuf {
     let mut v = allocator_api2::vec::Vec::with_capacity_in(CHUNK as usize, System);
-    if piece.len() == CHUNK as usize {
-        v.extend_from_slice(piece);
-    } else {
-        v.resize(CHUNK as usize, 0);
-        v[inner..inner + piece.len()].copy_from_slice(piece);
-    }
+    v.resize(CHUNK as usize, 0);
+    v[inner..inner + piece.len()].copy_from_slice(piece);
     v.into_boxed_slice()
 }
 
