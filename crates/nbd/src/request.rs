@@ -34,28 +34,6 @@ pub(crate) enum Outcome {
     Fail(Errno, String),
 }
 
-/// Copies of at least this many bytes are made with `rep movsb` by glibc here, which is many
-/// times slower to a destination that is not 16-byte aligned (`docs/notes/link.md`, "Aligned
-/// frames").
-const ALIGNED_COPY_MIN: usize = 2048;
-
-/// Appends `data` to `w`'s buffer so that the bulk of the copy lands on a 16-byte boundary:
-/// the few bytes up to the next boundary first, then the rest. A structured reply's header is
-/// 28 bytes, so read data would otherwise be copied to a misaligned address (at 4 KiB the
-/// copy took about a fifth of the server's time per request).
-fn write_aligned<W: Write>(w: &mut BufWriter<W>, data: &[u8]) -> io::Result<()> {
-    let buffered = w.buffer();
-    if data.len() < ALIGNED_COPY_MIN || w.capacity() - buffered.len() < data.len() {
-        // Short, or about to be flushed first (then it starts the buffer, which is aligned)
-        // or written past the buffer.
-        return w.write_all(data);
-    }
-    let end = buffered.as_ptr() as usize + buffered.len();
-    let lead = end.wrapping_neg() % 16;
-    w.write_all(&data[..lead])?;
-    w.write_all(&data[lead..])
-}
-
 impl<W: Write> Ctx<'_, W> {
     /// Sends the reply for `req`; flushes the socket unless `hold` says another complete request
     /// is buffered (always when tracing).
@@ -107,7 +85,7 @@ impl<W: Write> Ctx<'_, W> {
             // other workers' replies). The clock is read only for the trace.
             t0 = self.tracer.is_some().then(Instant::now);
             w.write_all(&head)?;
-            write_aligned(&mut w, payload)?;
+            w.write_all(payload)?;
             // Ordering: Acquire pairs with the Release stores in conn.rs `take_locked`.
             let held = hold.is_some_and(|m| m.load(Ordering::Acquire));
             if !held || self.tracer.is_some() {
@@ -235,27 +213,6 @@ impl<W: Write> Ctx<'_, W> {
         match r {
             Ok(()) => Outcome::Done,
             Err(e) => Outcome::Fail(e, format!("{} failed on the backend", req.command.name())),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_aligned_write_keeps_the_bytes_and_their_order_at_every_offset() {
-        let data: Vec<u8> = (0..9000u32).map(|i| (i * 31 + 7) as u8).collect();
-        for head in 0..40 {
-            for len in [0, 100, ALIGNED_COPY_MIN, 4096, 9000] {
-                let mut w = BufWriter::with_capacity(16 * 1024, Vec::new());
-                w.write_all(&data[..head]).unwrap();
-                write_aligned(&mut w, &data[..len]).unwrap();
-                write_aligned(&mut w, &data[..len]).unwrap();
-                let out = w.into_inner().unwrap();
-                let want = [&data[..head], &data[..len], &data[..len]].concat();
-                assert_eq!(out, want, "head {head}, len {len}");
-            }
         }
     }
 }
