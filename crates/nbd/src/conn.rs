@@ -253,7 +253,7 @@ pub fn serve_transmission_limited<R: Read + Send, W: Write + Send>(
     // Whether the input buffer held another complete request when a worker last took one:
     // if so, a later worker will flush and this one need not.
     let more = AtomicBool::new(false);
-    let helpers = Helpers::new(format!("nbd-io-{conn}"));
+    let helpers = Helpers::new(format!("nbd-io-{conn}"), crate::helpers::IDLE);
     let shared = Shared {
         ctx: &ctx,
         input: &input,

@@ -31,11 +31,13 @@ pub(crate) struct Helpers<J> {
     state: Mutex<State<J>>,
     cv: Condvar,
     name: String,
+    idle: Duration,
 }
 
 impl<J: Send> Helpers<J> {
-    /// No helpers yet; those started are named `name`.
-    pub(crate) fn new(name: String) -> Self {
+    /// No helpers yet; those started are named `name` and wait `idle` for a job ([`IDLE`]
+    /// for a connection).
+    pub(crate) fn new(name: String, idle: Duration) -> Self {
         Helpers {
             state: Mutex::new(State {
                 jobs: VecDeque::new(),
@@ -45,6 +47,7 @@ impl<J: Send> Helpers<J> {
             }),
             cv: Condvar::new(),
             name,
+            idle,
         }
     }
 
@@ -104,7 +107,7 @@ impl<J: Send> Helpers<J> {
         self.cv.notify_all();
     }
 
-    /// One helper: runs jobs until none comes for [`IDLE`] or the connection is closed.
+    /// One helper: runs jobs until none comes for its idle time or the connection is closed.
     fn serve(&self, exec: impl Fn(J)) {
         let mut st = self.lock();
         loop {
@@ -120,7 +123,7 @@ impl<J: Send> Helpers<J> {
             st.idle += 1;
             let (g, waited) = self
                 .cv
-                .wait_timeout(st, IDLE)
+                .wait_timeout(st, self.idle)
                 .unwrap_or_else(|e| e.into_inner());
             st = g;
             st.idle -= 1;
@@ -143,7 +146,8 @@ mod tests {
         let done = AtomicUsize::new(0);
         let names = Mutex::new(std::collections::HashSet::new());
         let barrier = Barrier::new(3);
-        let helpers = Helpers::new("nbd-io-test".into());
+        // Waiting longer than the test takes, so that none ends before it is closed.
+        let helpers = Helpers::new("nbd-io-test".into(), Duration::from_secs(600));
         let exec = |first: bool| {
             if first {
                 barrier.wait();
@@ -158,10 +162,14 @@ mod tests {
             for _ in 0..3 {
                 helpers.run(scope, true, exec).unwrap();
             }
-            // One after another: the waiting helpers take them, no new thread starts.
+            // One after another, each once the last is done and every helper waits again:
+            // a waiting helper takes it, no new thread starts. (A helper woken for a job
+            // still counts as waiting until it runs, so jobs sent faster than that may
+            // start more.)
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            for _ in 0..20 {
-                while helpers.lock().idle < 3 {
+            for i in 0..20 {
+                // Relaxed: only a count to wait for; the lock orders the rest.
+                while done.load(Ordering::Relaxed) < 3 + i || helpers.lock().idle < 3 {
                     assert!(std::time::Instant::now() < deadline, "helpers never idle");
                     std::thread::yield_now();
                 }
