@@ -175,7 +175,7 @@ fn host_port(size: usize, depth: usize, secs: Duration) -> Result<(u64, f64)> {
     let front = input.front();
     let t0 = Instant::now();
     let (mut sent, mut back) = (0u64, 0u64);
-    while t0.elapsed() < secs || back < sent {
+    loop {
         while sent - back < depth as u64 && t0.elapsed() < secs {
             // The copy: the message into a buffer laid out for the pool.
             let mut buf = input.spare();
@@ -186,6 +186,12 @@ fn host_port(size: usize, depth: usize, secs: Duration) -> Result<(u64, f64)> {
                 .map_err(|e| Error::Check(format!("host-in: {e}")))?;
             input.wake();
             sent += 1;
+        }
+        if back == sent {
+            // The time is up (else a message went just now) and every one came back. A
+            // loop that went on while time was left could find it up here and then wait
+            // for a message never sent.
+            break;
         }
         match out.recv_timeout(T) {
             Ok(Some(b)) if b.len() == size => back += 1,
@@ -262,12 +268,16 @@ impl OffHost {
         let src = vec![0x5au8; size];
         let t0 = Instant::now();
         let (mut sent, mut done) = (0u64, 0u64);
-        while t0.elapsed() < secs || done < sent {
+        loop {
             if sent - done < depth as u64 && t0.elapsed() < secs {
                 q.push_send(tx, &src, sent).map_err(q_err("send"))?;
                 q.submit().map_err(q_err("submit"))?;
                 sent += 1;
                 continue;
+            }
+            if done == sent {
+                // The time is up and every send is done (as in `host_port`).
+                break;
             }
             reap(&mut q, &mut done)?;
         }
