@@ -616,11 +616,14 @@ mod tests {
             assert_eq!(r[0].iters, Some(40));
             assert!(r[0].cpu_idle_pct.is_some(), "the key is always there");
             assert_eq!(r[0].event_limit, t.is_offhost_shm().then_some(4), "{t}");
-            // Both sides of a blocking round trip on shared memory sleep, and under the
-            // limit each sleep waits out the delay: about one wake-up per message.
+            // Both sides of a blocking round trip on shared memory sleep: on a quiet machine
+            // about one wake-up per message (under the limit each sleep waits out the
+            // delay). On an overloaded one a side that was preempted finds the answer there
+            // and does not sleep: 0.05-0.26 for `shm` with four copies of this test on two
+            // cores. A wait that spun instead of sleeping would have none.
             let w = r[0].wakeups_per_msg.unwrap();
             assert!(
-                w > 0.5 || !t.has_modes() && w >= 0.0,
+                w > 0.0 || !t.has_modes() && w >= 0.0,
                 "{t}: {w} wake-ups per message"
             );
         }
