@@ -88,16 +88,12 @@ impl<J: Send> Helpers<J> {
         };
         let mut st = self.lock();
         st.running -= 1;
-        match st.jobs.pop_back() {
-            // With no helper alive, nothing took it: it is the only job queued.
-            Some(job) if st.running == 0 => Err((job, e)),
+        if st.running > 0 {
             // A live helper takes it.
-            Some(job) => {
-                st.jobs.push_back(job);
-                Ok(())
-            }
-            None => Ok(()),
+            return Ok(());
         }
+        // With no helper alive, nothing took it: it is the only job queued.
+        st.jobs.pop_back().map_or(Ok(()), |job| Err((job, e)))
     }
 
     /// No more jobs will come unless a request already read is still being handed over:
