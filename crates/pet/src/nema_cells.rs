@@ -14,7 +14,7 @@ use crate::phantom::nema_background;
 use crate::photons::two_uniforms;
 
 /// Cell side, mm.
-const CELL_MM: f64 = 6.0;
+pub const CELL_MM: f64 = 6.0;
 /// The body's bounding box: x in `[-147, 147]`, y in `[-77, 147]`.
 const X0: f64 = -147.0;
 const Y0: f64 = -77.0;
@@ -113,6 +113,27 @@ impl NemaCells {
                 return (x, y);
             }
         }
+    }
+
+    /// How many cells there are (all of the same area, `CELL_MM` squared).
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The largest distance from the axis of a point of cell `i`.
+    pub fn far_radius(&self, i: usize) -> f64 {
+        let c = self.cells[i];
+        farthest(c.x, c.y, 0.0, 0.0)
+    }
+
+    /// A point uniform in cell `i`, or `None` when it fell outside the background (so that
+    /// a caller drawing cells with its own weights rejects it and draws again).
+    #[inline]
+    pub fn sample_in<R: Rng>(&self, i: usize, rng: &mut R) -> Option<(f64, f64)> {
+        let c = self.cells[i];
+        let (u, v) = two_uniforms(rng);
+        let (x, y) = (c.x + u * CELL_MM, c.y + v * CELL_MM);
+        (c.full || nema_background(x, y)).then_some((x, y))
     }
 
     /// Share of the kept cells' area that is background (the acceptance of [`Self::sample`]).

@@ -27,7 +27,7 @@ use crate::error::GeometryError;
 use crate::geometry::Scanner;
 use crate::listmode::Event;
 use crate::phantom::Phantom;
-use crate::photons::{azimuth, Photons};
+use crate::photons::{azimuth, two_uniforms, Photons};
 
 const C_MM_PER_PS: f64 = 0.299_792_458;
 
@@ -100,6 +100,9 @@ pub struct Source {
     points: Points,
     photons: Photons,
     p_true: f64,
+    /// `(R - r_max)^2`: the square of the least in-plane distance from an emission point to
+    /// the cylinder.
+    side2: f64,
     rng: Xoshiro256PlusPlus,
     time_us: f64,
     counts: SimCounts,
@@ -132,6 +135,7 @@ impl Source {
         let points = Points::new(cfg.phantom, &cyl);
         Ok(Source {
             p_true: 1.0 - 2.0 * r / cfg.rate,
+            side2: (cyl.radius - points.max_radius()).max(0.0).powi(2),
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             photons: Photons::new(cyl, &points),
             points,
@@ -179,18 +183,22 @@ impl Source {
         ((e * 10.0).clamp(0.0, 65535.0) + 0.5) as u16
     }
 
-    /// Klein-Nishina scattering angle cosine for 511 keV photons.
+    /// Klein-Nishina scattering angle cosine for 511 keV photons (rejection from the
+    /// uniform, both numbers from one 64-bit draw).
     fn kn_cos(&mut self) -> f64 {
         loop {
-            let c: f64 = self.rng.gen::<f64>() * 2.0 - 1.0;
+            let (x, y) = two_uniforms(&mut self.rng);
+            let c = x * 2.0 - 1.0;
             let p = 1.0 / (2.0 - c);
             let f = p * p * (p + 1.0 / p - (1.0 - c * c));
-            if self.rng.gen::<f64>() * 2.0 < f {
+            if y * 2.0 < f {
                 return c;
             }
         }
     }
 
+    /// `u` tilted by `theta` (`cos theta = cos_t`) at a uniformly random azimuth about it.
+    #[cfg(test)]
     fn rotate(&mut self, u: [f64; 3], cos_t: f64) -> [f64; 3] {
         // An orthonormal basis around u, then tilt by theta at a random azimuth.
         let w = if u[2].abs() < 0.9 {
@@ -214,7 +222,6 @@ impl Source {
         let (ca, sa) = azimuth(&mut self.rng);
         std::array::from_fn(|i| cos_t * u[i] + sin_t * (ca * v[i] + sa * k[i]))
     }
-
     fn clamp_tof(ps: f64) -> i16 {
         // Round half up by truncation of a non-negative value (no libm call).
         let shifted = ps.clamp(i16::MIN as f64, i16::MAX as f64) - i16::MIN as f64 + 0.5;
@@ -223,11 +230,36 @@ impl Source {
 
     /// A true coincidence with one photon scattered: photon B drawn detected, photon A
     /// (scattered) drawn until it is detected too. Returns A, B and A's energy in keV.
+    ///
+    /// A leaves along `w = -u_B` tilted by `theta` at a uniform azimuth. B's direction is
+    /// `(e sin_B, cos_B)` with `e` its in-plane unit vector, so `v = (e_y, -e_x, 0)` and
+    /// `k = w x v = (-cos_B e_x, -cos_B e_y, sin_B)` complete an orthonormal basis about `w`
+    /// without a square root. A's axial component is known before the rest of it: A
+    /// reaches the side of the cylinder only if its `|cot|` is at most
+    /// `(h -+ p_z) / (R - r_max)` (the in-plane distance is at least `R - r_max`), so a
+    /// draw that fails that test is redrawn before A is traced. Every test is a condition
+    /// on independent draws, so the order in which they are made does not bias the events.
     fn scattered(&mut self) -> (Hit, Hit, f64) {
+        let h = self.photons.crystals().half_len;
         loop {
-            let b = self.photons.single(&mut self.rng, &self.points);
             let c = self.kn_cos();
-            let ua = self.rotate(b.u.map(|x| -x), c);
+            let b = self.photons.single(&mut self.rng, &self.points);
+            let (ca, sa) = azimuth(&mut self.rng);
+            let sin_t = (1.0 - c * c).max(0.0).sqrt();
+            let (ex, ey) = b.e;
+            let (cos_b, sin_b) = (b.u[2], b.sin);
+            let uz = -c * cos_b + sin_t * sa * sin_b;
+            let lim = if uz >= 0.0 { h - b.p[2] } else { h + b.p[2] };
+            let lim2 = lim * lim;
+            // A hair of slack, so that rounding never rejects a photon `reach` would keep.
+            if uz * uz * (self.side2 + lim2) > lim2 * (1.0 + 1e-9) {
+                continue;
+            }
+            let ua = [
+                -c * ex * sin_b + sin_t * (ca * ey - sa * cos_b * ex),
+                -c * ey * sin_b + sin_t * (-ca * ex - sa * cos_b * ey),
+                uz,
+            ];
             let Some(a) = self.photons.crystals().reach(b.p, ua) else {
                 continue;
             };
