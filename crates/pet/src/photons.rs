@@ -35,6 +35,13 @@ fn cos_of_cot(k: f64) -> f64 {
     k / (1.0 + k * k).sqrt()
 }
 
+/// `cos theta` for `cot theta = n / d`, `d > 0`: one division fewer than
+/// `cos_of_cot(n / d)`.
+#[inline]
+fn cos_of_ratio(n: f64, d: f64) -> f64 {
+    n / (d * d + n * n).sqrt()
+}
+
 /// Two uniform numbers in `[0, 1)` with 32 random bits each, from one 64-bit draw.
 #[inline]
 pub fn two_uniforms<R: Rng>(rng: &mut R) -> (f64, f64) {
@@ -138,16 +145,29 @@ impl Photons {
             let (p, w_pair) = self.pair_points.sample(points, rng);
             let e = azimuth(rng);
             let (da, db) = self.chord(p, e);
-            let k_lo = ((-h - p[2]) / da).max((p[2] - h) / db);
-            let k_hi = ((h - p[2]) / da).min((p[2] + h) / db);
+            // `cot theta` from `(-h - p_z) / d_a` or `(p_z - h) / d_b` up to
+            // `(h - p_z) / d_a` or `(p_z + h) / d_b`, whichever is nearer: fractions
+            // compared across (both distances are positive), divided only when needed.
+            let (lo_a, lo_b) = (-h - p[2], p[2] - h);
+            let (lo, lo_d) = if lo_a * db >= lo_b * da {
+                (lo_a, da)
+            } else {
+                (lo_b, db)
+            };
+            let (hi_a, hi_b) = (h - p[2], p[2] + h);
+            let (hi, hi_d) = if hi_a * db <= hi_b * da {
+                (hi_a, da)
+            } else {
+                (hi_b, db)
+            };
             // `c(k)` has slope at most 1: the width in `c` is at most the width in `k`, a
-            // cheap first test.
+            // cheap first test (`hi / hi_d - lo / lo_d`, multiplied out).
             let v = rng.gen::<f64>() * w_pair;
-            if v >= k_hi - k_lo {
+            if v * hi_d * lo_d >= hi * lo_d - lo * hi_d {
                 continue;
             }
-            let c_lo = cos_of_cot(k_lo);
-            if v >= cos_of_cot(k_hi) - c_lo {
+            let c_lo = cos_of_ratio(lo, lo_d);
+            if v >= cos_of_ratio(hi, hi_d) - c_lo {
                 continue;
             }
             let c = (c_lo + v).clamp(-1.0, 1.0);
@@ -171,8 +191,8 @@ impl Photons {
             if v * d >= 2.0 * h {
                 continue;
             }
-            let c_lo = cos_of_cot((-h - p[2]) / d);
-            let c_hi = cos_of_cot((h - p[2]) / d);
+            let c_lo = cos_of_ratio(-h - p[2], d);
+            let c_hi = cos_of_ratio(h - p[2], d);
             if v >= c_hi - c_lo {
                 continue;
             }
