@@ -1,13 +1,15 @@
 //! What a task sees of the running pipeline during its turn: its inputs, outputs and their
 //! pools, and the run queues that wake its readers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::board::{Meter, Picture, ShowError, Shown};
 use crate::buffer::{BufMut, Buffer};
 use crate::pool::Pool;
 use crate::queue::{Get, Queue};
 use crate::runq::{RunQueues, Waker};
+use crate::timer::Alarm;
 
 /// What a running task may do: take from inputs, put to outputs, allocate from the pools of
 /// its outputs.
@@ -17,6 +19,7 @@ pub struct Context<'a> {
     pub(crate) inputs: &'a [Arc<Queue>],
     pub(crate) outputs: &'a [Arc<Queue>],
     pub(crate) pools: &'a [Option<Pool>],
+    pub(crate) alarm: &'a Mutex<Alarm>,
     pub(crate) id: usize,
     pub(crate) budget: usize,
     pub(crate) yielded: bool,
@@ -172,6 +175,19 @@ impl<'a> Context<'a> {
     /// Whether the pipeline is stopping: sources should end their stream.
     pub fn stopping(&self) -> bool {
         self.queues.stopping()
+    }
+
+    /// Asks to be run again at `when` (or a little after), as if a buffer had come: for a
+    /// task that must act at a time rather than on a buffer, since no task sleeps on a
+    /// worker. One time is kept per task: asking for a later one while an earlier one is
+    /// still to come keeps the earlier (the task, run then, asks again if it still waits),
+    /// and the task may be run before its time for other reasons.
+    pub fn wake_at(&self, when: Instant) {
+        let waker = self.waker();
+        self.alarm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ring_at(when, &waker);
     }
 
     /// What wakes this task (for those that wait on something other than their queues and

@@ -160,6 +160,7 @@ impl Shared {
                 inputs: &slot.inputs,
                 outputs: &slot.outputs,
                 pools: &slot.pools,
+                alarm: &slot.alarm,
                 id,
                 budget: self.batch,
                 yielded: false,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::pool::Pool;
 use crate::queue::Queue;
 use crate::task::{Priority, Task};
+use crate::timer::Alarm;
 
 #[derive(Default)]
 pub(crate) struct TaskCounters {
@@ -60,6 +61,8 @@ pub(crate) struct TaskSlot {
     pub(crate) body: Mutex<Option<Box<dyn Task>>>,
     pub(crate) counters: TaskCounters,
     pub(crate) report: Mutex<Option<String>>,
+    /// The time the task asked to be woken at ([`crate::Context::wake_at`]).
+    pub(crate) alarm: Mutex<Alarm>,
     /// A source that goes on when the pipeline is stopped: the `host-in` of a service its
     /// own calls take, which ends once they have.
     pub(crate) keeps_on_stop: bool,
@@ -85,6 +88,7 @@ impl TaskSlot {
             body: Mutex::new(Some(task)),
             counters: TaskCounters::default(),
             report: Mutex::new(None),
+            alarm: Mutex::new(Alarm::default()),
             keeps_on_stop: false,
         }
     }

@@ -163,3 +163,66 @@ fn sinogram_task_writes_interfile_projection_data() {
     hist.add_words(&words);
     assert_eq!(s.data, hist.finish().0.data);
 }
+
+#[test]
+fn live_images_go_out_the_hold_after_their_snapshot_came() {
+    // Snapshots sent by hand 0.4 s apart into `recon period=0.4 hold=0.25`: each live image
+    // comes out no sooner than the hold after its snapshot went in (the task is blocked with
+    // nothing to read by then: its alarm sends it), and the final one at the end.
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("final.png");
+    let text = format!(
+        "host-in name=in >s:s(3,17M)\n\
+         recon method=fbp-hann period=0.4 hold=0.25 png={} <s >p\n\
+         host-out name=out <p\n",
+        png.display()
+    );
+    let reg = offhost_pet::tasks::registry();
+    let mut running = Pipeline::parse(&text)
+        .unwrap()
+        .start(&reg, &EngineConfig::default())
+        .unwrap();
+    let (input, out) = (
+        running.host_input("in").unwrap(),
+        running.host_output("out").unwrap(),
+    );
+    let scanner = offhost_pet::Scanner::demo();
+    let mut sino = offhost_pet::Sinogram::new(&scanner).unwrap();
+    let flags = |last| offhost_pet::sinofile::SinoFlags {
+        last,
+        detector_pairs: true,
+    };
+    let hold = Duration::from_millis(250);
+    for i in 0..3 {
+        sino.data[i * 1000] += 50;
+        let sent = Instant::now();
+        input
+            .send(offhost_pet::sinofile::encode(&sino, flags(false)))
+            .unwrap();
+        let Some(image) = out.recv_timeout(Duration::from_secs(30)).unwrap() else {
+            panic!("live image {i} never came: {:?}", running.wait().err());
+        };
+        assert!(image.starts_with(b"\x89PNG"), "image {i} is not a PNG");
+        let waited = sent.elapsed();
+        assert!(
+            waited >= hold,
+            "image {i} came {waited:?} after its snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(400).saturating_sub(waited));
+    }
+    input
+        .send(offhost_pet::sinofile::encode(&sino, flags(true)))
+        .unwrap();
+    drop(input);
+    let mut last = None;
+    while let Some(b) = out.recv_timeout(Duration::from_secs(60)).unwrap() {
+        last = Some(b);
+    }
+    assert!(
+        last.is_some_and(|b| b.starts_with(b"\x89PNG")),
+        "no final image"
+    );
+    running.wait().unwrap();
+    assert!(png.exists());
+}

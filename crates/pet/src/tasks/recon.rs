@@ -1,7 +1,14 @@
 //! `recon`: reconstructs the last sinogram received and writes a PNG; with `period=`, live
 //! images as snapshots come ([`crate::preview`]), out as PNGs on its output and to `live=`.
+//!
+//! A live image goes out `hold=` after its snapshot came (half the period unless told
+//! otherwise; at once when it took longer). The snapshots come a period apart, but an image
+//! takes as long as the machine lets it: 0.14-0.36 s at one level while 120 M events/s were
+//! histogrammed beside it, so images sent when made came up to 1.3 periods apart. Held to
+//! the time the level is chosen to fit, they go out as evenly as the snapshots came, each
+//! that much older. The task is woken for it by its alarm (`Context::wake_at`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use offhost_engine::{
     ArgError, Args, Buffer, Build, Context, Get, Registry, Status, Task, TaskError, TaskInfo,
@@ -29,8 +36,21 @@ struct Recon {
     live: Option<WriteFile>,
     /// The newest snapshot has had no live image yet.
     fresh: bool,
+    /// When the newest snapshot came.
+    got_at: Option<Instant>,
+    /// How long after its snapshot came a live image goes out (`hold=`).
+    hold: Duration,
+    /// A live image made and not yet gone out.
+    held: Option<Held>,
     /// The final image at the live images' level (`final=live`), not a full reconstruction.
     final_live: bool,
+}
+
+/// A live image waiting for its time.
+struct Held {
+    due: Instant,
+    vol: crate::Volume,
+    png: Vec<u8>,
 }
 
 /// The least time between two images made for a live view while the scan goes on.
@@ -50,10 +70,10 @@ fn png_bytes(vol: &crate::Volume, columns: usize, net: i64) -> Result<Vec<u8>, T
 
 impl Recon {
     /// With `period=`: a live image of the newest snapshot, when one came since the last
-    /// image; shown, written to `live=` and put out. The snapshots come about a period apart
-    /// (the histograms' and the merge's `period=`), and no timer wakes a task, so each one is
-    /// imaged when it comes: one held back for later would wait for the next.
-    fn live_image(&mut self, cx: &mut Context<'_>) -> Result<(), TaskError> {
+    /// image, held until `hold` after the snapshot came ([`Self::release`]). The snapshots
+    /// come about a period apart (the histograms' and the merge's `period=`); each one is
+    /// imaged when it comes.
+    fn live_image(&mut self) -> Result<(), TaskError> {
         let (Some(preview), Some(buf), true) = (self.preview.as_mut(), &self.latest, self.fresh)
         else {
             return Ok(());
@@ -62,18 +82,34 @@ impl Recon {
             sinofile::decode(buf).map_err(|e| TaskError::BadInput(format!("sinogram: {e}")))?;
         let vol = preview.image(&sino, flags.detector_pairs);
         self.fresh = false;
-        self.show(cx, &vol);
         let png = png_bytes(&vol, self.columns, sino.total())?;
+        let due = self.got_at.unwrap_or_else(Instant::now) + self.hold;
+        self.held = Some(Held { due, vol, png });
+        Ok(())
+    }
+
+    /// Sends the held live image once its time has come (or at once with `now`): shown,
+    /// written to `live=` and put out; whether it went. Before then the task asks to be
+    /// woken at it. The reader of a single put is woken when the turn ends, so a caller
+    /// that sent one ends its turn before more work.
+    fn release(&mut self, cx: &mut Context<'_>, now: bool) -> Result<bool, TaskError> {
+        let Some(h) = self.held.take_if(|h| now || h.due <= Instant::now()) else {
+            if let Some(h) = &self.held {
+                cx.wake_at(h.due);
+            }
+            return Ok(false);
+        };
+        self.show(cx, &h.vol);
         if let Some(f) = &self.live {
             use std::io::Write;
             f.create()
-                .and_then(|mut w| w.write_all(&png))
+                .and_then(|mut w| w.write_all(&h.png))
                 .map_err(|e| TaskError::io(format!("write {}", f.path()), e))?;
         }
         if cx.outputs() > 0 {
-            cx.put(0, Buffer::from_vec(png));
+            cx.put(0, Buffer::from_vec(h.png));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// While a live view watches: the newest snapshot reconstructed and shown, at most once
@@ -163,15 +199,30 @@ impl Task for Recon {
                     self.received += 1;
                     self.latest = Some(b);
                     self.fresh = true;
+                    self.got_at = Some(Instant::now());
                 }
                 Get::Empty => {
-                    match self.preview {
-                        Some(_) => self.live_image(cx)?,
-                        None => self.show_live(cx)?,
+                    if self.preview.is_none() {
+                        self.show_live(cx)?;
+                        return Ok(Status::Blocked);
+                    }
+                    // A held image goes out when due, or at once when a newer snapshot
+                    // is to be imaged (a hold longer than the snapshots' period); the
+                    // turn ends with it, and the next images the newer one.
+                    if self.release(cx, self.fresh)? {
+                        return Ok(Status::Progress);
+                    }
+                    if self.held.is_none() {
+                        self.live_image()?;
+                        self.release(cx, false)?;
                     }
                     return Ok(Status::Blocked);
                 }
                 Get::Closed => {
+                    // The held image goes out before the final one is made.
+                    if self.release(cx, true)? {
+                        return Ok(Status::Progress);
+                    }
                     self.reconstruct(cx)?;
                     return Ok(Status::Done);
                 }
@@ -206,6 +257,7 @@ pub(super) fn register(r: &mut Registry) {
         .required("png", "output PNG path")
         .optional("period", "make live images while the scan goes on, about this many seconds apart (0.05 to 3600): the finest that fits half the period; each goes out as a PNG")
         .optional("live", "write each live image to this PNG path (with period=)")
+        .optional("hold", "send each live image this many seconds after its snapshot came (0 to 3600; at once if it took longer), so that images go out as evenly as the snapshots come (default: half the period, the time the image is made to fit; 0: as soon as made)")
         .arg("final", "full", "the final image: full (the method's reconstruction) or live (at the live images' level, with period=)")
         .outputs(0, 1),
         |a: &Args, b: &mut Build<'_>| {
@@ -232,6 +284,11 @@ pub(super) fn register(r: &mut Registry) {
                     Some(b.files().create(p).map_err(|e| e.arg("live"))?)
                 }
             };
+            let hold = match (a.seconds_in_opt("hold", 0.0..=3600.0)?, period) {
+                (Some(_), None) => return Err(ArgError::new("hold", "hold= needs period=")),
+                (Some(h), Some(_)) => h,
+                (None, p) => p.unwrap_or_default() / 2,
+            };
             let final_live = match a.get("final").unwrap_or("full") {
                 "full" => false,
                 "live" if period.is_some() => true,
@@ -254,6 +311,9 @@ pub(super) fn register(r: &mut Registry) {
                 preview: period.map(Preview::new),
                 live,
                 fresh: false,
+                got_at: None,
+                hold,
+                held: None,
                 final_live,
             }))
         },
