@@ -2,11 +2,14 @@
 //! images as snapshots come ([`crate::preview`]), out as PNGs on its output and to `live=`.
 //!
 //! A live image goes out `hold=` after its snapshot came (half the period unless told
-//! otherwise; at once when it took longer). The snapshots come a period apart, but an image
-//! takes as long as the machine lets it: 0.14-0.36 s at one level while 120 M events/s were
-//! histogrammed beside it, so images sent when made came up to 1.3 periods apart. Held to
-//! the time the level is chosen to fit, they go out as evenly as the snapshots came, each
-//! that much older. The task is woken for it by its alarm (`Context::wake_at`).
+//! otherwise), or a period after the image before it if that is sooner, and at once when it
+//! took longer. The snapshots come about a period apart, but an image takes as long as the
+//! machine lets it: 0.14-0.36 s at one level while 120 M events/s were histogrammed beside
+//! it, so images sent when made came up to 1.3 periods apart. Held to the time the level is
+//! chosen to fit, they go out as evenly as the snapshots came, each that much older; and a
+//! snapshot that came late (a merge waiting for an engine's share) still gives an image a
+//! period after the one before, if it is ready by then. The task is woken for it by its
+//! alarm (`Context::wake_at`).
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +43,10 @@ struct Recon {
     got_at: Option<Instant>,
     /// How long after its snapshot came a live image goes out (`hold=`).
     hold: Duration,
+    /// The live images' period (`period=`).
+    period: Duration,
+    /// When the last live image went out.
+    sent_at: Option<Instant>,
     /// A live image made and not yet gone out.
     held: Option<Held>,
     /// The final image at the live images' level (`final=live`), not a full reconstruction.
@@ -83,7 +90,10 @@ impl Recon {
         let vol = preview.image(&sino, flags.detector_pairs);
         self.fresh = false;
         let png = png_bytes(&vol, self.columns, sino.total())?;
-        let due = self.got_at.unwrap_or_else(Instant::now) + self.hold;
+        let mut due = self.got_at.unwrap_or_else(Instant::now) + self.hold;
+        if let Some(t) = self.sent_at {
+            due = due.min(t + self.period);
+        }
         self.held = Some(Held { due, vol, png });
         Ok(())
     }
@@ -99,6 +109,7 @@ impl Recon {
             }
             return Ok(false);
         };
+        self.sent_at = Some(Instant::now());
         self.show(cx, &h.vol);
         if let Some(f) = &self.live {
             use std::io::Write;
@@ -313,6 +324,8 @@ pub(super) fn register(r: &mut Registry) {
                 fresh: false,
                 got_at: None,
                 hold,
+                period: period.unwrap_or_default(),
+                sent_at: None,
                 held: None,
                 final_live,
             }))
