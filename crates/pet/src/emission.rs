@@ -119,6 +119,9 @@ pub struct Weighted {
 #[derive(Clone, Debug)]
 enum Pieces {
     Nema {
+        cells: NemaCells,
+        /// Half the axial extent of the background, mm.
+        half_z: f64,
         /// Background cell `i` (index `i`) or sphere `k` (index `cells + k`), in proportion
         /// to its mass times its bound.
         pick: WeightedAliasIndex<f64>,
@@ -126,6 +129,7 @@ enum Pieces {
         bound: Vec<f64>,
     },
     One {
+        points: Points,
         bound: f64,
     },
 }
@@ -137,6 +141,7 @@ impl Points {
         let Some(n) = &self.nema else {
             return Weighted {
                 pieces: Pieces::One {
+                    points: self.clone(),
                     bound: bound(self.max_radius),
                 },
             };
@@ -163,6 +168,8 @@ impl Points {
             .collect();
         Weighted {
             pieces: Pieces::Nema {
+                cells: n.cells.clone(),
+                half_z: self.half.2,
                 pick: WeightedAliasIndex::new(weights).expect("positive piece weights"),
                 bound: bounds,
             },
@@ -171,21 +178,25 @@ impl Points {
 }
 
 impl Weighted {
-    /// A point of `points` (the sampler this one was made from) and its piece's bound.
+    /// A point and its piece's bound.
     #[inline]
-    pub fn sample<R: Rng>(&self, points: &Points, rng: &mut R) -> ([f64; 3], f64) {
-        let (pick, bound, n) = match (&self.pieces, &points.nema) {
-            (Pieces::Nema { pick, bound }, Some(n)) => (pick, bound, n),
-            (Pieces::One { bound }, _) => return (points.sample(rng), *bound),
-            (Pieces::Nema { .. }, None) => unreachable!("a NEMA sampler is made from NEMA points"),
+    pub fn sample<R: Rng>(&self, rng: &mut R) -> ([f64; 3], f64) {
+        let (cells, half_z, pick, bound) = match &self.pieces {
+            Pieces::Nema {
+                cells,
+                half_z,
+                pick,
+                bound,
+            } => (cells, *half_z, pick, bound),
+            Pieces::One { points, bound } => return (points.sample(rng), *bound),
         };
         loop {
             let i = pick.sample(rng);
-            match i.checked_sub(n.cells.len()) {
+            match i.checked_sub(cells.len()) {
                 None => {
                     // Outside the background: draw the piece again.
-                    if let Some((x, y)) = n.cells.sample_in(i, rng) {
-                        let z = (rng.gen::<f64>() * 2.0 - 1.0) * points.half.2;
+                    if let Some((x, y)) = cells.sample_in(i, rng) {
+                        let z = (rng.gen::<f64>() * 2.0 - 1.0) * half_z;
                         return ([x, y, z], bound[i]);
                     }
                 }
@@ -318,7 +329,7 @@ mod tests {
         let (mut thinned, mut plain) = ([0.0; 4], [0.0; 4]);
         let mut kept = 0;
         while kept < n {
-            let (p, b) = weighted.sample(&pts, &mut rng);
+            let (p, b) = weighted.sample(&mut rng);
             assert!(b >= bound(p[0].hypot(p[1])) - 1e-9, "{p:?}: bound {b}");
             if rng.gen::<f64>() * b < least {
                 kept += 1;

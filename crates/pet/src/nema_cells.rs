@@ -106,11 +106,9 @@ impl NemaCells {
     pub fn sample<R: Rng>(&self, rng: &mut R) -> (f64, f64) {
         let n = self.cells.len();
         loop {
-            let c = self.cells[((rng.gen::<f64>() * n as f64) as usize).min(n - 1)];
-            let (u, v) = two_uniforms(rng);
-            let (x, y) = (c.x + u * CELL_MM, c.y + v * CELL_MM);
-            if c.full || nema_background(x, y) {
-                return (x, y);
+            let i = ((rng.gen::<f64>() * n as f64) as usize).min(n - 1);
+            if let Some(p) = self.sample_in(i, rng) {
+                return p;
             }
         }
     }

@@ -139,10 +139,10 @@ impl Photons {
 
     /// A back-to-back pair with both photons detected: photon A along `+u`, B along `-u`.
     #[inline]
-    pub fn pair<R: Rng>(&self, rng: &mut R, points: &Points) -> (Hit, Hit) {
+    pub fn pair<R: Rng>(&self, rng: &mut R) -> (Hit, Hit) {
         let h = self.cyl.half_len;
         loop {
-            let (p, w_pair) = self.pair_points.sample(points, rng);
+            let (p, w_pair) = self.pair_points.sample(rng);
             let e = azimuth(rng);
             let (da, db) = self.chord(p, e);
             // `cot theta` from `(-h - p_z) / d_a` or `(p_z - h) / d_b` up to
@@ -180,10 +180,10 @@ impl Photons {
 
     /// A single detected photon.
     #[inline]
-    pub fn single<R: Rng>(&self, rng: &mut R, points: &Points) -> Single {
+    pub fn single<R: Rng>(&self, rng: &mut R) -> Single {
         let h = self.cyl.half_len;
         loop {
-            let (p, w_single) = self.single_points.sample(points, rng);
+            let (p, w_single) = self.single_points.sample(rng);
             let e = azimuth(rng);
             let (d, _) = self.chord(p, e);
             // As for pairs: the width in `k`, 2 h / d, bounds the width in `c`.
@@ -287,7 +287,7 @@ mod tests {
             let n = 150_000;
             let mut fast = Histos::new();
             while fast.n < n {
-                let (a, b) = photons.pair(&mut rng, &points);
+                let (a, b) = photons.pair(&mut rng);
                 fast.add(a, b);
             }
             let mut slow = Histos::new();
@@ -318,7 +318,7 @@ mod tests {
         };
         let mut fast = Histos::new();
         while fast.n < n {
-            let s = photons.single(&mut rng, &points);
+            let s = photons.single(&mut rng);
             let hit = photons.hit_of(&s);
             let again = cyl
                 .reach(s.p, s.u)
@@ -341,7 +341,7 @@ mod tests {
     fn each_drawn_point_bounds_the_widths_from_it() {
         // The bound a weighted point comes with holds for every direction from it, for
         // pairs and single photons, and the acceptance is what the module says.
-        let (points, photons) = setup(Phantom::NemaIec);
+        let (_, photons) = setup(Phantom::NemaIec);
         let h = photons.cyl.half_len;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
         let n = 100_000;
@@ -351,7 +351,7 @@ mod tests {
         ] {
             let mut accepted = 0.0;
             for _ in 0..n {
-                let (p, bound) = weighted.sample(&points, &mut rng);
+                let (p, bound) = weighted.sample(&mut rng);
                 let (da, db) = photons.chord(p, azimuth(&mut rng));
                 let width = if pair {
                     let k_lo = ((-h - p[2]) / da).max((p[2] - h) / db);

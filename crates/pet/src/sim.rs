@@ -97,7 +97,6 @@ impl SimCounts {
 /// A deterministic event source.
 pub struct Source {
     cfg: SimConfig,
-    points: Points,
     photons: Photons,
     p_true: f64,
     /// `(R - r_max)^2`: the square of the least in-plane distance from an emission point to
@@ -138,7 +137,6 @@ impl Source {
             side2: (cyl.radius - points.max_radius()).max(0.0).powi(2),
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             photons: Photons::new(cyl, &points),
-            points,
             cfg,
             time_us: 0.0,
             counts: SimCounts::default(),
@@ -222,6 +220,7 @@ impl Source {
         let (ca, sa) = azimuth(&mut self.rng);
         std::array::from_fn(|i| cos_t * u[i] + sin_t * (ca * v[i] + sa * k[i]))
     }
+
     fn clamp_tof(ps: f64) -> i16 {
         // Round half up by truncation of a non-negative value (no libm call).
         let shifted = ps.clamp(i16::MIN as f64, i16::MAX as f64) - i16::MIN as f64 + 0.5;
@@ -243,7 +242,7 @@ impl Source {
         let h = self.photons.crystals().half_len;
         loop {
             let c = self.kn_cos();
-            let b = self.photons.single(&mut self.rng, &self.points);
+            let b = self.photons.single(&mut self.rng);
             let (ca, sa) = azimuth(&mut self.rng);
             let sin_t = (1.0 - c * c).max(0.0).sqrt();
             let (ex, ey) = b.e;
@@ -284,7 +283,7 @@ impl Source {
                 self.scattered()
             } else {
                 self.counts.trues += 1;
-                let (a, b) = self.photons.pair(&mut self.rng, &self.points);
+                let (a, b) = self.photons.pair(&mut self.rng);
                 (a, b, 511.0)
             };
             let tof = (a.dist - b.dist) / C_MM_PER_PS + sigma_tof * self.gauss();
@@ -302,8 +301,8 @@ impl Source {
         }
         let delayed = kind >= self.p_true + (1.0 - self.p_true) / 2.0;
         let (a, b) = loop {
-            let a = self.photons.single(&mut self.rng, &self.points);
-            let b = self.photons.single(&mut self.rng, &self.points);
+            let a = self.photons.single(&mut self.rng);
+            let b = self.photons.single(&mut self.rng);
             let (a, b) = (self.photons.hit_of(&a), self.photons.hit_of(&b));
             if a.det != b.det {
                 break (a, b);
@@ -466,6 +465,7 @@ mod tests {
         // against isotropic emission, Klein-Nishina scattering of A, and both photons traced.
         let s = Scanner::demo();
         let mut src = Source::new(&s, SimConfig::default()).unwrap();
+        let points = Points::new(Phantom::NemaIec, &Crystals::new(&s));
         let n = 60_000;
         let key = |a: Hit, b: Hit| {
             let dd = (a.det as i32 - b.det as i32).rem_euclid(256);
@@ -483,7 +483,7 @@ mod tests {
         }
         let mut got = 0;
         while got < n {
-            let p = src.points.sample(&mut src.rng);
+            let p = points.sample(&mut src.rng);
             let c: f64 = src.rng.gen_range(-1.0..1.0);
             let (ex, ey) = azimuth(&mut src.rng);
             let sin = (1.0 - c * c).sqrt();
