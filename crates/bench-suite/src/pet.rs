@@ -251,9 +251,13 @@ fn osem_row(
         iterations: a.iterations,
         threads: 0,
     };
-    // With STIR, its model: every bin one line (no ring-pair or detector-pair weights).
-    let physical = a.stir.is_none();
-    let (img, t) = offhost_pet::recon3d::osem_3d_model(sino, pairs, None, &cfg, physical, &|_| {})?;
+    // With STIR, its model: every bin one line or tube (no ring-pair or detector-pair
+    // weights), spread as its ray-tracing matrix does.
+    let model = match a.stir {
+        Some(_) => offhost_pet::recon3d::Model::stir(),
+        None => offhost_pet::recon3d::Model::default(),
+    };
+    let (img, t) = offhost_pet::recon3d::osem_3d_model(sino, pairs, None, &cfg, model, &|_| {})?;
     let ours = (t.sensitivity_s, median(t.subiterations_s));
     let Some(dir) = &a.stir else {
         return Ok(OsemRow { ours, stir: None });

@@ -10,7 +10,7 @@
 //! bins/2) d / R)` otherwise, as STIR's `ProjDataInfoCylindricalNoArcCorr`), running along
 //! `u = (-sin psi, cos psi)` between the crystal cylinder's points `t = +-T`,
 //! `T = sqrt(R^2 - s^2)`. The first ring of the pair (`ring_a` of [`crate::Layout`]) is at
-//! `t = +T`. A sinogram of a segment holding several ring differences (span > 1) is traced
+//! `t = -T`, as in STIR's geometry (checked against STIR's forward projection: `raytrace`). A sinogram of a segment holding several ring differences (span > 1) is traced
 //! once, at the segment's mean ring difference and the sinogram's mean `z` (STIR's ray
 //! tracing with its default one ray per bin does the same).
 //!
@@ -22,6 +22,19 @@
 use crate::error::GeometryError;
 use crate::geometry::Scanner;
 use crate::layout::Layout;
+use crate::raytrace::Piece;
+
+/// How a bin's line is spread over the voxels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Footprint {
+    /// Joseph's method: one sample per image row or column, interpolated bilinearly in the
+    /// other transaxial axis and in `z` (offhost's default).
+    #[default]
+    Joseph,
+    /// STIR's ray-tracing matrix: each voxel weighs the length of the line in it (Siddon),
+    /// a sinogram a tube as wide as its sinograms' spacing in `z` ([`crate::raytrace`]).
+    RayTracing,
+}
 
 /// The voxel grid of a 3D reconstruction.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -90,6 +103,18 @@ pub struct Joseph {
     sin: Vec<f64>,
     s: Vec<f64>,
     axial: Vec<Axial>,
+    footprint: Footprint,
+    /// Slices a sinogram's tube spans (ray tracing): its sinograms' spacing in `z`.
+    tube: usize,
+}
+
+/// A sinogram's line along one transaxial line: `z` (slices) at `t = 0` and per mm of `t`,
+/// and the line's length per mm of `t`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Course {
+    pub(crate) k_mid: f32,
+    pub(crate) dk_dt: f32,
+    pub(crate) len_per_t: f32,
 }
 
 /// The samples of one transaxial line: the stride of the second neighbour and the step
@@ -100,12 +125,16 @@ pub(crate) struct Line {
     stride: usize,
     step: f32,
     half_chord: f32,
+    /// Siddon's pieces (ray-tracing footprint).
+    pub(crate) pieces: Vec<Piece>,
+    /// Scratch: the `t` of every boundary crossed.
+    pub(crate) cuts: Vec<f64>,
 }
 
 impl Line {
     /// Whether the line misses the image.
     pub(crate) fn is_empty(&self) -> bool {
-        self.samples.is_empty()
+        self.samples.is_empty() && self.pieces.is_empty()
     }
 }
 
@@ -118,6 +147,18 @@ impl Joseph {
         layout: &Layout,
         grid: Grid,
         arc_corrected: bool,
+    ) -> Result<Self, GeometryError> {
+        Self::with_footprint(scanner, layout, grid, arc_corrected, Footprint::Joseph)
+    }
+
+    /// [`Joseph::new`] with the footprint chosen. Ray tracing needs the sinograms' spacing
+    /// in `z` (a ring for span 1, half a ring above) to be a whole number of slices.
+    pub fn with_footprint(
+        scanner: &Scanner,
+        layout: &Layout,
+        grid: Grid,
+        arc_corrected: bool,
+        footprint: Footprint,
     ) -> Result<Self, GeometryError> {
         scanner.validate()?;
         if grid.n < 2
@@ -169,6 +210,18 @@ impl Joseph {
                 }
             })
             .collect();
+        let spacing_z = match scanner.span {
+            1 => spacing,
+            _ => spacing / 2.0,
+        };
+        let tube = (spacing_z / h).round();
+        if footprint == Footprint::RayTracing && (tube < 1.0 || (spacing_z / h - tube).abs() > 1e-3)
+        {
+            return Err(GeometryError::Invalid(format!(
+                "ray tracing: the sinograms are {spacing_z} mm apart in z, not a whole number \
+                 of the image's {h} mm slices"
+            )));
+        }
         Ok(Joseph {
             grid,
             views,
@@ -178,7 +231,19 @@ impl Joseph {
             sin: (0..views).map(|v| ang(v).sin()).collect(),
             s,
             axial,
+            footprint,
+            tube: tube as usize,
         })
+    }
+
+    /// How bins are spread over the voxels.
+    pub fn footprint(&self) -> Footprint {
+        self.footprint
+    }
+
+    /// Slices a sinogram's tube spans (ray tracing).
+    pub(crate) fn tube_slices(&self) -> usize {
+        self.tube
     }
 
     /// The voxel grid.
@@ -214,9 +279,14 @@ impl Joseph {
     /// Fills `line` with the transaxial samples of view `v`, tangential bin `b`.
     pub(crate) fn line(&self, v: usize, b: usize, line: &mut Line) {
         line.samples.clear();
+        line.pieces.clear();
         let (cs, sn, s) = (self.cos[v], self.sin[v], self.s[b]);
         let big_t = (self.radius * self.radius - s * s).max(0.0).sqrt();
         line.half_chord = big_t as f32;
+        if self.footprint == Footprint::RayTracing {
+            self.trace(cs, sn, s, line);
+            return;
+        }
         let n = self.grid.n;
         let p = self.grid.pixel_mm;
         let c = (n / 2) as f64;
@@ -262,18 +332,32 @@ impl Joseph {
     /// Calls `f(voxel, axial weight x length, w0, w1)` for the two slices of every sample of
     /// `line` in sinogram `sino`: the sample's voxels are `voxel` (weight `w0`) and
     /// `voxel + stride` (`w1`).
+    /// The course of sinogram `sino` along `line`.
     #[inline(always)]
-    fn walk(&self, line: &Line, sino: usize, mut f: impl FnMut(usize, f32, f32, f32)) {
+    pub(crate) fn axial_course(&self, sino: usize, line: &Line) -> Course {
         let a = &self.axial[sino];
         let ht = line.half_chord.max(1e-3);
-        // The line's z runs from z_a at t = +T to z_b at t = -T: dz/dt = (z_a - z_b) / 2T.
-        let dz_dt = -a.dz / (2.0 * ht);
-        let dk_dt = dz_dt / self.grid.slice_mm as f32;
-        let len = line.step * (1.0 + dz_dt * dz_dt).sqrt();
+        // The line's z runs from z_a at t = -T to z_b at t = +T: dz/dt = (z_b - z_a) / 2T.
+        let dz_dt = a.dz / (2.0 * ht);
+        Course {
+            k_mid: a.k_mid,
+            dk_dt: dz_dt / self.grid.slice_mm as f32,
+            len_per_t: (1.0 + dz_dt * dz_dt).sqrt(),
+        }
+    }
+
+    #[inline(always)]
+    fn walk(&self, line: &Line, sino: usize, mut f: impl FnMut(usize, f32, f32, f32)) {
+        let Course {
+            k_mid,
+            dk_dt,
+            len_per_t,
+        } = self.axial_course(sino, line);
+        let len = line.step * len_per_t;
         let plane = self.grid.n * self.grid.n;
         let slices = self.grid.slices as i64;
         for smp in &line.samples {
-            let fk = a.k_mid + dk_dt * smp.t;
+            let fk = k_mid + dk_dt * smp.t;
             let k0 = fk.floor();
             let wk = fk - k0;
             let k0 = k0 as i64;
@@ -293,8 +377,12 @@ impl Joseph {
     /// The line integral of `img` along bin `(sino, line)`.
     #[inline]
     pub(crate) fn forward_bin(&self, img: &[f32], line: &Line, sino: usize) -> f32 {
-        let st = line.stride;
         let mut acc = 0f32;
+        if self.footprint == Footprint::RayTracing {
+            self.walk_rays(line, sino, |at, w| acc += w * img[at]);
+            return acc;
+        }
+        let st = line.stride;
         self.walk(line, sino, |at, wz, w0, w1| {
             acc += wz * (w0 * img[at] + w1 * img[at + st]);
         });
@@ -304,6 +392,10 @@ impl Joseph {
     /// Adds `value` times bin `(sino, line)`'s weights to `img`.
     #[inline]
     pub(crate) fn back_bin(&self, img: &mut [f32], line: &Line, sino: usize, value: f32) {
+        if self.footprint == Footprint::RayTracing {
+            self.walk_rays(line, sino, |at, w| img[at] += value * w);
+            return;
+        }
         let st = line.stride;
         self.walk(line, sino, |at, wz, w0, w1| {
             let v = value * wz;
@@ -377,6 +469,71 @@ mod tests {
             assert!(l > 1.0, "span {span}: {l}");
             assert!((l - r).abs() < 1e-5 * l, "span {span}: {l} vs {r}");
         }
+    }
+
+    /// The line the projector traces for the bin the histogrammer gives a detector pair runs
+    /// through both detectors: transaxially within half a bin (and half a view), and axially
+    /// at each detector's ring (its `z` at its end on the detector's side is that ring's, so
+    /// an oblique line tilts the way the pair does; with the tilt reversed, as before
+    /// 2026-11-30, it fails).
+    #[test]
+    fn a_bins_line_runs_through_the_detectors_the_histogrammer_put_into_it() {
+        use crate::listmode::Event;
+        use crate::sinogram::{EnergyWindow, Histogrammer};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+        let mut checked = 0;
+        for fp in [Footprint::Joseph, Footprint::RayTracing] {
+            let s = Scanner::small_for_tests(1);
+            let l = Layout::new(&s).unwrap();
+            let j = Joseph::with_footprint(&s, &l, Grid::for_scanner(&s), true, fp).unwrap();
+            let h = Histogrammer::new(&s, EnergyWindow::kev(435.0, 650.0)).unwrap();
+            let n = s.detectors_per_ring;
+            let mut line = Line::default();
+            for _ in 0..2000 {
+                let (da, db) = (rng.gen_range(0..n), rng.gen_range(0..n));
+                let (ra, rb) = (rng.gen_range(0..s.rings), rng.gen_range(0..s.rings));
+                let e = Event {
+                    det_a: da as u16,
+                    det_b: db as u16,
+                    ring_a: ra as u8,
+                    ring_b: rb as u8,
+                    energy_a: 5110,
+                    energy_b: 5110,
+                    tof_ps: 0,
+                    time_us: 0,
+                    delayed: false,
+                };
+                let Some(i) = h.bin_of(&e) else { continue };
+                let (vb, bins) = (j.views() * j.bins(), j.bins());
+                let (sino, v, b) = (i / vb, i % vb / bins, i % bins);
+                j.line(v, b, &mut line);
+                let c = j.axial_course(sino, &line);
+                for (d, r) in [(da, ra), (db, rb)] {
+                    let phi = std::f64::consts::TAU * d as f64 / n as f64;
+                    let (x, y) = (
+                        s.crystal_radius_mm * phi.cos(),
+                        s.crystal_radius_mm * phi.sin(),
+                    );
+                    let (cs, sn) = (j.cos[v], j.sin[v]);
+                    // Within half a bin, and what half a view's angle moves a detector by.
+                    let off = x * cs + y * sn - j.s[b];
+                    let dpsi = std::f64::consts::PI / s.views as f64;
+                    let tol = s.bin_size_mm / 2.0 + s.crystal_radius_mm * (dpsi / 2.0).sin();
+                    assert!(off.abs() <= tol + 1e-9, "{fp:?} {e:?}: {off} mm off");
+                    // The line's end on the detector's side (t = +-T) is at its ring's z
+                    // (slice 2 r); a reversed tilt misses by twice the ring difference.
+                    let t = (-x * sn + y * cs).signum() as f32 * line.half_chord;
+                    let k = c.k_mid + c.dk_dt * t;
+                    assert!(
+                        (k - 2.0 * r as f32).abs() < 0.01,
+                        "{fp:?} {e:?}: z at the detector is slice {k}, its ring's {}",
+                        2 * r
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 1000, "{checked}");
     }
 
     /// A uniform image projects to the chord length through it: a ray through the centre of

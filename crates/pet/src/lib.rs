@@ -45,6 +45,7 @@ mod photons;
 pub mod preview;
 pub mod projdata;
 mod projector;
+mod raytrace;
 pub mod recon;
 pub mod recon3d;
 pub mod replay;

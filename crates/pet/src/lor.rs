@@ -22,14 +22,15 @@ pub fn line_params(s: &Scanner, a: u32, b: u32) -> (f64, f64, bool) {
     let (pa, pb) = (phi(a), phi(b));
     let mut psi = (pa + pb) / 2.0;
     let mut dist = s.crystal_radius_mm * ((pb - pa) / 2.0).cos();
-    // Orientation: detector A is "first" when it lies at positive t along (-sin psi, cos psi).
+    // Orientation: the "first" detector is the one at negative t along (-sin psi, cos psi)
+    // (STIR's: its ring is the first of the pair, as in the sinograms STIR writes).
     let mut ta = -(pa.cos()) * psi.sin() + pa.sin() * psi.cos();
     while psi >= std::f64::consts::PI {
         psi -= std::f64::consts::PI;
         dist = -dist;
         ta = -ta;
     }
-    (psi, dist, ta < 0.0)
+    (psi, dist, ta > 0.0)
 }
 
 /// Builds the table `a * detectors_per_ring + b` -> `view * radial_bins + bin` (with

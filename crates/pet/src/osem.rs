@@ -60,7 +60,39 @@ pub struct OsemData<'a> {
     /// Weight each sinogram by the ring pairs it sums (the physical model of compressed data;
     /// `false` for comparisons with STIR's ray-tracing matrix, which traces one line a bin).
     pub ring_pairs: bool,
+    /// Update as STIR's `OSMAPOSL` does where it differs from offhost's own OSEM:
+    /// - each bin's ratio of measured to modelled counts as its `divide_and_truncate`: 0
+    ///   where the count is 0 or less (net counts below 0 are dropped rather than
+    ///   subtracted), at most [`MAX_QUOTIENT`]; offhost's own lets a negative count enter the
+    ///   update as it is (the image is clamped at 0 after it);
+    /// - its subsets ([`subset_views`]), which keep the views its projector's symmetries
+    ///   relate together.
+    pub stir: bool,
 }
+
+/// The views of subset `s` of `subsets` among `views`. offhost's own: `v = s mod subsets`.
+/// STIR's (`stir`): the views whose basic view (STIR's `find_basic_view_segment_numbers`
+/// with its 90 and 180 degree symmetries: `v`, `V/2 - v`, `v - V/2` or `V - v`, whichever
+/// falls in `0 ..= V/4`) is `s mod subsets`; the two agree on half the views when `subsets`
+/// divides `V/4`, as STIR asks.
+pub fn subset_views(views: usize, subsets: usize, s: usize, stir: bool) -> Vec<usize> {
+    let subsets = subsets.max(1);
+    if !stir {
+        return (s..views).step_by(subsets).collect();
+    }
+    let (v45, v90) = (views / 4, views / 2);
+    let basic = |v: usize| match v {
+        v if v >= v90 + v45 => views - v,
+        v if v >= v90 => v - v90,
+        v if v > v45 => v90 - v,
+        v => v,
+    };
+    (0..views).filter(|&v| basic(v) % subsets == s).collect()
+}
+
+/// The largest ratio of measured to modelled counts of a bin under [`OsemData::stir`]
+/// (STIR's `max_quotient`).
+pub const MAX_QUOTIENT: f32 = 10_000.0;
 
 /// Per-bin model factor `f_i` (without the projector).
 struct Model<'a> {
@@ -184,7 +216,7 @@ pub fn osem(
         },
         data,
     };
-    let views_of = |s: usize| (s..nv).step_by(subsets).collect::<Vec<_>>();
+    let views_of = |s: usize| subset_views(nv, subsets, s, data.stir);
     let mut times = OsemTimes::default();
     let t = Instant::now();
     let sens: Vec<Vec<f32>> = (0..subsets)
@@ -209,7 +241,7 @@ pub fn osem(
         let xr = &x;
         let back = pass(p, &views_of(s), threads, |acc, line, sino, i, pi| {
             let y = data.counts[i];
-            if y == 0.0 {
+            if y == 0.0 || (data.stir && y < 0.0) {
                 return;
             }
             let f = model.factor(sino, pi, i);
@@ -217,9 +249,13 @@ pub fn osem(
                 return;
             }
             let fp = f * p.forward_bin(xr, line, sino);
-            if fp > 0.0 {
-                p.back_bin(acc, line, sino, f * y / fp);
-            }
+            let q = match data.stir {
+                // min(y / fp, MAX_QUOTIENT) without dividing by 0.
+                true if y > MAX_QUOTIENT * fp => MAX_QUOTIENT,
+                _ if fp > 0.0 => y / fp,
+                _ => return,
+            };
+            p.back_bin(acc, line, sino, f * q);
         });
         for ((xj, (&bj, &sj)), &m) in x.iter_mut().zip(back.iter().zip(&sens[s])).zip(&inside) {
             *xj = if m && sj > 0.0 {
@@ -345,6 +381,7 @@ mod tests {
             lors: None,
             factors: Some(&att),
             ring_pairs: true,
+            stir: false,
         };
         let fit = |x: &[f32]| {
             let mut q = vec![0f32; p.bins_len()];
@@ -371,5 +408,72 @@ mod tests {
         assert!(x5[hot] > 2.5 * bg && bg > 0.5, "hot {} bg {bg}", x5[hot]);
         // Outside the inscribed cylinder nothing.
         assert_eq!(x5[0], 0.0);
+    }
+
+    /// Both subset rules split the views; STIR's keeps each view with those its symmetries
+    /// relate (`V/2 - v`, `V/2 + v`, `V - v`) and agrees with offhost's in the first quadrant.
+    #[test]
+    fn stirs_subsets_hold_the_views_its_symmetries_relate() {
+        for (views, subsets) in [(128, 16), (252, 21), (16, 4)] {
+            for stir in [false, true] {
+                let mut seen = vec![0; views];
+                for s in 0..subsets {
+                    let vs = subset_views(views, subsets, s, stir);
+                    assert_eq!(vs.len(), views / subsets, "{views} {subsets} {stir} {s}");
+                    vs.iter().for_each(|&v| seen[v] += 1);
+                }
+                assert!(seen.iter().all(|&n| n == 1), "{views} {subsets} {stir}");
+            }
+            for s in 0..subsets {
+                let vs = subset_views(views, subsets, s, true);
+                for &v in vs.iter().filter(|&&v| v > 0 && v <= views / 4) {
+                    for r in [views / 2 - v, views / 2 + v, views - v] {
+                        assert!(vs.contains(&r), "{views}/{subsets}: {v} without {r}");
+                    }
+                    assert!(subset_views(views, subsets, s, false).contains(&v));
+                }
+            }
+        }
+        // STIR's subset 1 of 16 over 128 views (its `OSMAPOSL` on the demo scanner).
+        let one = subset_views(128, 16, 1, true);
+        assert_eq!(&one[..4], &[1, 17, 47, 63]);
+    }
+
+    /// Under STIR's updates a bin of negative net counts is dropped (the image is the one of
+    /// the same data with it set to 0); under offhost's it lowers the image along its line.
+    #[test]
+    fn stirs_updates_drop_negative_counts() {
+        let s = scanner();
+        let l = Layout::new(&s).unwrap();
+        let g = Grid::for_scanner(&s);
+        let p = Joseph::new(&s, &l, g, true).unwrap();
+        let mut y = vec![2f32; p.bins_len()];
+        let mut zeroed = y.clone();
+        for i in (0..y.len()).step_by(7) {
+            y[i] = -1.0;
+            zeroed[i] = 0.0;
+        }
+        let cfg = OsemConfig {
+            subsets: 4,
+            iterations: 1,
+            threads: 2,
+        };
+        let run = |counts: &[f32], stir: bool| {
+            let data = OsemData {
+                counts,
+                lors: None,
+                factors: None,
+                ring_pairs: true,
+                stir,
+            };
+            osem(&p, &data, &cfg, &|_| {}).0
+        };
+        assert_eq!(run(&y, true), run(&zeroed, true));
+        let (ours, dropped) = (run(&y, false), run(&zeroed, false));
+        let (a, b): (f64, f64) = (
+            ours.iter().map(|&v| v as f64).sum(),
+            dropped.iter().map(|&v| v as f64).sum(),
+        );
+        assert!(a < 0.99 * b, "{a} vs {b}");
     }
 }

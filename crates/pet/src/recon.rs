@@ -5,9 +5,12 @@
 pub use crate::fbp::{
     fbp, fbp_planes, fbp_with, filter, ramp_filter, ramp_filter_direct, ramp_kernel,
 };
-pub use crate::joseph::{Grid, Joseph};
+pub use crate::joseph::{Footprint, Grid, Joseph};
 pub use crate::mlem::mlem;
-pub use crate::osem::{attenuation_factors, osem, OsemConfig, OsemData, OsemTimes, Progress};
+pub use crate::osem::{
+    attenuation_factors, osem, subset_views, OsemConfig, OsemData, OsemTimes, Progress,
+    MAX_QUOTIENT,
+};
 
 use crate::geometry::Scanner;
 use crate::lor;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::error::GeometryError;
 use crate::files::{read_sinogram, FileJobError};
-use crate::joseph::{Grid, Joseph};
+use crate::joseph::{Footprint, Grid, Joseph};
 use crate::osem::{attenuation_factors, osem, OsemConfig, OsemData, OsemTimes, Progress};
 use crate::recon::{self, Method};
 use crate::{image_hv, nema, nifti, projdata, Sinogram, Volume};
@@ -22,23 +22,64 @@ pub fn osem_3d(
     cfg: &OsemConfig,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<(Volume, OsemTimes), GeometryError> {
-    osem_3d_model(sino, detector_pairs, factors, cfg, true, progress)
+    osem_3d_model(
+        sino,
+        detector_pairs,
+        factors,
+        cfg,
+        Model::default(),
+        progress,
+    )
 }
 
-/// [`osem_3d`] with the geometric weights chosen: `physical` weighs each bin by the ring pairs
-/// and (detector-pair data) the detector pairs it sums; without, every bin is one line, as
-/// STIR's ray-tracing matrix models it (for comparisons with STIR).
+/// The system model of a 3D reconstruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    /// Weigh each bin by the ring pairs and (detector-pair data) the detector pairs it sums;
+    /// without, every bin is one line (or tube), as STIR's ray-tracing matrix models it.
+    pub physical: bool,
+    /// How a bin's line is spread over the voxels.
+    pub footprint: Footprint,
+    /// STIR's OSEM updates: its subsets, and bins' ratios of measured to modelled counts
+    /// as its (negative counts dropped, ratios capped: [`crate::recon::OsemData::stir`]).
+    pub stir_updates: bool,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            physical: true,
+            footprint: Footprint::Joseph,
+            stir_updates: false,
+        }
+    }
+}
+
+impl Model {
+    /// STIR's `OSMAPOSL` with its ray-tracing matrix: no geometric weights, its footprint,
+    /// its subsets and ratios.
+    pub fn stir() -> Self {
+        Model {
+            physical: false,
+            footprint: Footprint::RayTracing,
+            stir_updates: true,
+        }
+    }
+}
+
+/// [`osem_3d`] with the system model chosen.
 pub fn osem_3d_model(
     sino: &Sinogram,
     detector_pairs: bool,
     factors: Option<&[f32]>,
     cfg: &OsemConfig,
-    physical: bool,
+    model: Model,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<(Volume, OsemTimes), GeometryError> {
     let s = &sino.scanner;
     let grid = Grid::for_scanner(s);
-    let p = Joseph::new(s, &sino.layout, grid, detector_pairs)?;
+    let p = Joseph::with_footprint(s, &sino.layout, grid, detector_pairs, model.footprint)?;
+    let physical = model.physical;
     let counts: Vec<f32> = sino.data.iter().map(|&c| c as f32).collect();
     let lors = (physical && detector_pairs).then(|| recon::multiplicity(s));
     let data = OsemData {
@@ -46,6 +87,7 @@ pub fn osem_3d_model(
         lors: lors.as_deref(),
         factors,
         ring_pairs: physical,
+        stir: model.stir_updates,
     };
     let (x, times) = osem(&p, &data, cfg, progress);
     Ok((volume(grid, x), times))
@@ -102,10 +144,15 @@ pub struct ReconJob {
     /// Also print the NEMA NU 2 image quality (simulated NEMA IEC phantom).
     #[arg(long)]
     pub nema: bool,
-    /// Model every bin as one line (no ring-pair or detector-pair weights), as STIR's
-    /// ray-tracing matrix does: for comparisons with STIR.
+    /// STIR's OSEM (for comparisons with its `OSMAPOSL`): every bin one line or tube (no
+    /// ring-pair or detector-pair weights), spread over the voxels as its ray-tracing matrix
+    /// does (unless `--projector` says otherwise), its subsets, negative counts dropped.
     #[arg(long)]
     pub stir_model: bool,
+    /// How a bin's line is spread over the voxels (3D): joseph (the default) or
+    /// ray-tracing (Siddon's lengths, STIR's tube; the default with `--stir-model`).
+    #[arg(long, value_enum)]
+    pub projector: Option<Footprint>,
 }
 
 /// Per-bin factors of `path` (Interfile projection data) checked against `sino`'s geometry.
@@ -227,13 +274,20 @@ pub fn run(
             iterations: job.iterations,
             threads: job.threads,
         };
-        let physical = !job.stir_model;
+        let base = match job.stir_model {
+            true => Model::stir(),
+            false => Model::default(),
+        };
+        let model = Model {
+            footprint: job.projector.unwrap_or(base.footprint),
+            ..base
+        };
         let (v, times) = osem_3d_model(
             &s,
             flags.detector_pairs,
             f.as_deref(),
             &cfg,
-            physical,
+            model,
             &|p| match p {
                 Progress::Sensitivity(k, n) => progress(k, n, "sensitivity images"),
                 Progress::Subiteration(k, n) => progress(k, n, "subset iterations"),
@@ -337,6 +391,7 @@ mod tests {
             threads: 1,
             nema: false,
             stir_model: false,
+            projector: None,
         };
         let e = run(&job(vec![]), &|_, _, _| {}).unwrap_err().to_string();
         assert!(e.contains("no output"), "{e}");

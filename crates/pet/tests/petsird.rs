@@ -163,6 +163,7 @@ fn a_ring_scanner_histograms_into_interfile_that_reconstructs() {
         threads: 2,
         nema: false,
         stir_model: false,
+        projector: None,
     };
     let line = offhost_pet::recon3d::run(&job, &|_, _, _| {}).unwrap();
     assert!(line.contains("3D OSEM (2 subsets x 2 iterations"), "{line}");
