@@ -404,6 +404,38 @@ impl Joseph {
         });
     }
 
+    /// Projects `img` along bin `(sino, line)`, asks `back` what to project back for that
+    /// value, and adds that times the bin's weights to `acc` (nothing for `None`): one walk
+    /// of the bin for ray tracing (its weights kept in `scratch`), two for Joseph's method.
+    #[inline]
+    pub(crate) fn forward_back_bin(
+        &self,
+        img: &[f32],
+        acc: &mut [f32],
+        line: &Line,
+        sino: usize,
+        scratch: &mut Vec<(u32, f32)>,
+        back: impl FnOnce(f32) -> Option<f32>,
+    ) {
+        if self.footprint != Footprint::RayTracing {
+            if let Some(v) = back(self.forward_bin(img, line, sino)) {
+                self.back_bin(acc, line, sino, v);
+            }
+            return;
+        }
+        scratch.clear();
+        let mut ax = 0f32;
+        self.walk_rays(line, sino, |at, w| {
+            ax += w * img[at];
+            scratch.push((at as u32, w));
+        });
+        if let Some(v) = back(ax) {
+            for &(at, w) in scratch.iter() {
+                acc[at as usize] += v * w;
+            }
+        }
+    }
+
     /// `proj = A img` over all bins, `proj` in the sinogram's order `[sinogram][view][bin]`
     /// (one thread; [`crate::recon`]'s OSEM runs views in parallel).
     pub fn forward(&self, img: &[f32], proj: &mut [f32]) {

@@ -122,11 +122,14 @@ fn threads(cfg: &OsemConfig) -> usize {
     }
 }
 
-/// Runs `per_bin(acc, line, sino, i, plane_i)` over every bin of `views` (split among
+/// A thread's scratch for one bin's weights ([`Joseph::forward_back_bin`]).
+type Scratch = Vec<(u32, f32)>;
+
+/// Runs `per_bin(acc, line, scratch, sino, i, plane_i)` over every bin of `views` (split among
 /// `threads`), each thread adding into an image of its own; returns their sum.
 fn pass<F>(p: &Joseph, views: &[usize], threads: usize, per_bin: F) -> Vec<f32>
 where
-    F: Fn(&mut [f32], &Line, usize, usize, usize) + Sync,
+    F: Fn(&mut [f32], &Line, &mut Scratch, usize, usize, usize) + Sync,
 {
     let len = p.grid().len();
     let (nv, nb, ns) = (p.views(), p.bins(), p.sinograms());
@@ -137,6 +140,7 @@ where
                 sc.spawn(move || {
                     let mut acc = vec![0f32; len];
                     let mut line = Line::default();
+                    let mut scratch = Scratch::new();
                     for &v in views.iter().skip(t).step_by(threads) {
                         for b in 0..nb {
                             p.line(v, b, &mut line);
@@ -145,7 +149,8 @@ where
                             }
                             let plane_i = v * nb + b;
                             for sino in 0..ns {
-                                per_bin(&mut acc, &line, sino, sino * nv * nb + plane_i, plane_i);
+                                let i = sino * nv * nb + plane_i;
+                                per_bin(&mut acc, &line, &mut scratch, sino, i, plane_i);
                             }
                         }
                     }
@@ -221,7 +226,7 @@ pub fn osem(
     let t = Instant::now();
     let sens: Vec<Vec<f32>> = (0..subsets)
         .map(|s| {
-            let img = pass(p, &views_of(s), threads, |acc, line, sino, i, pi| {
+            let img = pass(p, &views_of(s), threads, |acc, line, _, sino, i, pi| {
                 let f = model.factor(sino, pi, i);
                 if f != 0.0 {
                     p.back_bin(acc, line, sino, f);
@@ -239,24 +244,31 @@ pub fn osem(
         let t = Instant::now();
         let s = k % subsets;
         let xr = &x;
-        let back = pass(p, &views_of(s), threads, |acc, line, sino, i, pi| {
-            let y = data.counts[i];
-            if y == 0.0 || (data.stir && y < 0.0) {
-                return;
-            }
-            let f = model.factor(sino, pi, i);
-            if f == 0.0 {
-                return;
-            }
-            let fp = f * p.forward_bin(xr, line, sino);
-            let q = match data.stir {
-                // min(y / fp, MAX_QUOTIENT) without dividing by 0.
-                true if y > MAX_QUOTIENT * fp => MAX_QUOTIENT,
-                _ if fp > 0.0 => y / fp,
-                _ => return,
-            };
-            p.back_bin(acc, line, sino, f * q);
-        });
+        let back = pass(
+            p,
+            &views_of(s),
+            threads,
+            |acc, line, scratch, sino, i, pi| {
+                let y = data.counts[i];
+                if y == 0.0 || (data.stir && y < 0.0) {
+                    return;
+                }
+                let f = model.factor(sino, pi, i);
+                if f == 0.0 {
+                    return;
+                }
+                p.forward_back_bin(xr, acc, line, sino, scratch, |ax| {
+                    let fp = f * ax;
+                    let q = match data.stir {
+                        // min(y / fp, MAX_QUOTIENT) without dividing by 0.
+                        true if y > MAX_QUOTIENT * fp => MAX_QUOTIENT,
+                        _ if fp > 0.0 => y / fp,
+                        _ => return None,
+                    };
+                    Some(f * q)
+                });
+            },
+        );
         for ((xj, (&bj, &sj)), &m) in x.iter_mut().zip(back.iter().zip(&sens[s])).zip(&inside) {
             *xj = if m && sj > 0.0 {
                 (*xj * bj / sj).max(0.0)

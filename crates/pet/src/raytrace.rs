@@ -158,15 +158,17 @@ impl Joseph {
                 let (lo, hi) = if za <= zb { (za, zb) } else { (zb, za) };
                 let (k0, k1) = (floor(lo + 0.5), floor(hi + 0.5));
                 let at = pc.at as usize;
+                if k0 == k1 {
+                    if (0..slices).contains(&k0) {
+                        f(k0 as usize * plane + at, (pc.t1 - pc.t0) * per_t * pc.w);
+                    }
+                    continue;
+                }
                 let mut put = |k: i64, w: f32| {
                     if (0..slices).contains(&k) {
                         f(k as usize * plane + at, w);
                     }
                 };
-                if k0 == k1 {
-                    put(k0, (pc.t1 - pc.t0) * per_t * pc.w);
-                    continue;
-                }
                 let wz = per_z * pc.w;
                 put(k0, (k0 as f32 + 0.5 - lo) * wz);
                 for k in k0 + 1..k1 {

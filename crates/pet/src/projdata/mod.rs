@@ -25,8 +25,9 @@
 //! Sinograms of offhost's simulator bin lines uniformly in their distance from the axis
 //! (`lor`), so they are written as arc-corrected data (`applied corrections := {arc
 //! correction}`, `effective central bin size (cm)`); that flag is how [`read`] knows to
-//! normalise them by lines of response. Their view and tangential directions follow `lor` and
-//! are not checked against STIR's.
+//! normalise them by lines of response. STIR's projector and offhost's ray tracing give the
+//! same sinograms of one image on these files (views, tangential positions, segments and the
+//! tilt of their lines: `tests/stir_projector.rs`).
 //!
 //! The reader takes what STIR writes: either storage order, segments in any order (matched by
 //! their ring differences, which must form one of offhost's layouts), `float`, `signed integer`
