@@ -489,8 +489,13 @@ mod tests {
     #[test]
     fn back_is_the_adjoint_of_forward() {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
-        for (span, arc) in [(1, true), (3, false), (11, true)] {
-            let (j, g) = small(span, arc);
+        let cases = [(1, true), (3, false), (11, true)];
+        let footprints = [Footprint::Joseph, Footprint::RayTracing];
+        for (fp, (span, arc)) in footprints.into_iter().flat_map(|f| cases.map(|c| (f, c))) {
+            let s = Scanner::small_for_tests(span);
+            let l = Layout::new(&s).unwrap();
+            let g = Grid::for_scanner(&s);
+            let j = Joseph::with_footprint(&s, &l, g, arc, fp).unwrap();
             let x: Vec<f32> = (0..g.len()).map(|_| rng.gen::<f32>()).collect();
             let y: Vec<f32> = (0..j.bins_len()).map(|_| rng.gen::<f32>()).collect();
             let (mut ax, mut aty) = (vec![0.0; j.bins_len()], vec![0.0; g.len()]);
@@ -498,8 +503,8 @@ mod tests {
             j.back(&y, &mut aty);
             let l: f64 = ax.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
             let r: f64 = x.iter().zip(&aty).map(|(a, b)| *a as f64 * *b as f64).sum();
-            assert!(l > 1.0, "span {span}: {l}");
-            assert!((l - r).abs() < 1e-5 * l, "span {span}: {l} vs {r}");
+            assert!(l > 1.0, "{fp:?} span {span}: {l}");
+            assert!((l - r).abs() < 1e-5 * l, "{fp:?} span {span}: {l} vs {r}");
         }
     }
 
