@@ -17,7 +17,7 @@ use offhost_link::{ChannelOptions, LinkError, LinkOptions, Server, Session};
 const URL_VAR: &str = "OFFHOST_TEST_CHILD_URL";
 /// Long enough that a loaded test machine (the whole suite at once on two cores) does not
 /// starve a live peer's heartbeats past it.
-const DEADLINE: Duration = Duration::from_secs(2);
+const DEADLINE: Duration = Duration::from_secs(3);
 
 #[test]
 #[ignore = "run as a child process by the frozen-peer tests"]

@@ -32,7 +32,7 @@ pub enum Footprint {
     #[default]
     Joseph,
     /// STIR's ray-tracing matrix: each voxel weighs the length of the line in it (Siddon),
-    /// a sinogram a tube as wide as its sinograms' spacing in `z` ([`crate::raytrace`]).
+    /// a sinogram a tube as wide as its sinograms' spacing in `z` (module `raytrace`).
     RayTracing,
 }
 
