@@ -28,11 +28,7 @@ PoissonLogLikelihoodWithLinearModelForMeanAndProjData Parameters :=
   maximum absolute segment number to process := -1
   projector pair type := Matrix
   Projector Pair Using Matrix Parameters :=
-    Matrix type := Ray Tracing
-    Ray tracing matrix parameters :=
-      number of rays in tangential direction to trace for each bin := 1
-    End Ray tracing matrix parameters :=
-  End Projector Pair Using Matrix Parameters :=
+{matrix}  End Projector Pair Using Matrix Parameters :=
   recompute sensitivity := 1
   use subset sensitivities := 1
   xy output image size (in pixels) := {xy}
@@ -45,6 +41,56 @@ save estimates at subiteration intervals := {subiterations}
 output filename prefix := {dir}/osem
 END :=
 ";
+
+/// STIR's ray-tracing matrix with one ray per bin tangentially (its defaults otherwise).
+const MATRIX: &str = "    Matrix type := Ray Tracing
+    Ray tracing matrix parameters :=
+      number of rays in tangential direction to trace for each bin := 1
+    End Ray tracing matrix parameters :=
+";
+
+const FORWARD_PAR: &str = "Forward Projector parameters:=
+  type := Matrix
+  Forward projector Using Matrix Parameters :=
+{matrix}  End Forward Projector Using Matrix Parameters :=
+End:=
+";
+
+/// Runs STIR's `forward_project` (the binary `exe`) on `image` with its ray-tracing matrix over
+/// the geometry of the projection data `template` (a `.hs`), working in `work`; returns the
+/// projections in offhost's order (`[sinogram][view][bin]`, as [`crate::projdata::read_f32`]
+/// gives them), in STIR's unit (lengths in voxel widths).
+pub fn forward_project(
+    exe: &Path,
+    image: &Volume,
+    template: &Path,
+    work: &Path,
+) -> Result<Vec<f32>, String> {
+    let (img, par, out) = (
+        work.join("forward_image.hv"),
+        work.join("forward.par"),
+        work.join("forward.hs"),
+    );
+    image_hv::write(&img, image).map_err(|e| format!("{}: {e}", img.display()))?;
+    std::fs::write(&par, FORWARD_PAR.replace("{matrix}", MATRIX))
+        .map_err(|e| format!("{}: {e}", par.display()))?;
+    let run = Command::new(exe)
+        .current_dir(work)
+        .arg(&out)
+        .arg(&img)
+        .arg(template)
+        .arg(&par)
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !run.status.success() {
+        let err = String::from_utf8_lossy(&run.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(format!("forward_project failed ({}): {tail:?}", run.status));
+    }
+    let (_, data) =
+        crate::projdata::read_f32(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(data)
+}
 
 /// Runs `stir_dir/bin/OSMAPOSL` on `hs` with `subsets` x `iterations` into an image of
 /// `xy x xy` voxels a slice (offhost's grid: the bins of a view), working in `work` (its log
@@ -59,6 +105,7 @@ pub fn osem(
 ) -> Result<StirOsem, String> {
     let subiterations = subsets * iterations;
     let par = PAR
+        .replace("{matrix}", MATRIX)
         .replace("{input}", &hs.display().to_string())
         .replace("{dir}", &work.display().to_string())
         .replace("{subsets}", &subsets.to_string())

@@ -6,23 +6,11 @@
 //! public source, `docs/notes/pet.md`); otherwise the test says so and passes.
 
 use std::path::Path;
-use std::process::Command;
 
 use offhost_pet::recon::{Footprint, Grid, Joseph};
 use offhost_pet::sinofile::SinoFlags;
-use offhost_pet::{image_hv, projdata, Scanner, Sinogram, Volume};
+use offhost_pet::{projdata, Scanner, Sinogram, Volume};
 use rand::{Rng, SeedableRng};
-
-const PAR: &str = "Forward Projector parameters:=
-  type := Matrix
-  Forward projector Using Matrix Parameters :=
-    Matrix type := Ray Tracing
-    Ray tracing matrix parameters :=
-      number of rays in tangential direction to trace for each bin := 1
-    End Ray tracing matrix parameters :=
-  End Forward Projector Using Matrix Parameters :=
-End:=
-";
 
 /// STIR's and offhost's projections of one random image (inside the field of view) over
 /// `scanner`'s sinograms: the largest difference over the largest value.
@@ -54,19 +42,7 @@ fn compare(exe: &Path, dir: &Path, scanner: &Scanner, arc: bool) -> f64 {
         slice_mm: g.slice_mm,
         data,
     };
-    image_hv::write(&dir.join("image.hv"), &img).unwrap();
-    std::fs::write(dir.join("fwd.par"), PAR).unwrap();
-    let out = Command::new(exe)
-        .current_dir(dir)
-        .args(["stir.hs", "image.hv", "template.hs", "fwd.par"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (_, stir) = projdata::read_f32(&dir.join("stir.hs")).unwrap();
+    let stir = offhost_pet::stir::forward_project(exe, &img, &hs, dir).unwrap();
     let p = Joseph::with_footprint(scanner, &sino.layout, g, arc, Footprint::RayTracing).unwrap();
     let mut ours = vec![0f32; p.bins_len()];
     p.forward(&img.data, &mut ours);
