@@ -10,9 +10,10 @@
 //! bins/2) d / R)` otherwise, as STIR's `ProjDataInfoCylindricalNoArcCorr`), running along
 //! `u = (-sin psi, cos psi)` between the crystal cylinder's points `t = +-T`,
 //! `T = sqrt(R^2 - s^2)`. The first ring of the pair (`ring_a` of [`crate::Layout`]) is at
-//! `t = -T`, as in STIR's geometry (checked against STIR's forward projection: `raytrace`). A sinogram of a segment holding several ring differences (span > 1) is traced
-//! once, at the segment's mean ring difference and the sinogram's mean `z` (STIR's ray
-//! tracing with its default one ray per bin does the same).
+//! `t = -T`, as in STIR's geometry (checked against STIR's forward projection:
+//! `tests/stir_projector.rs`). A sinogram of a segment holding several ring differences
+//! (span > 1) is traced once, at the segment's mean ring difference and the sinogram's mean
+//! `z` (STIR's ray tracing with its default one ray per bin does the same).
 //!
 //! Joseph's method: the line is sampled once per image row (or column, whichever axis the line
 //! runs closer to), and the image is interpolated bilinearly in the plane of the other
@@ -329,9 +330,6 @@ impl Joseph {
         }
     }
 
-    /// Calls `f(voxel, axial weight x length, w0, w1)` for the two slices of every sample of
-    /// `line` in sinogram `sino`: the sample's voxels are `voxel` (weight `w0`) and
-    /// `voxel + stride` (`w1`).
     /// The course of sinogram `sino` along `line`.
     #[inline(always)]
     pub(crate) fn axial_course(&self, sino: usize, line: &Line) -> Course {
@@ -346,6 +344,9 @@ impl Joseph {
         }
     }
 
+    /// Calls `f(voxel, axial weight x length, w0, w1)` for the two slices of every sample of
+    /// `line` in sinogram `sino`: the sample's voxels are `voxel` (weight `w0`) and
+    /// `voxel + stride` (`w1`).
     #[inline(always)]
     fn walk(&self, line: &Line, sino: usize, mut f: impl FnMut(usize, f32, f32, f32)) {
         let Course {

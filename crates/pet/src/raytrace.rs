@@ -41,9 +41,8 @@ const ON_BOUNDARY: f64 = 1e-4;
 
 impl Joseph {
     /// Fills `line.pieces` with the Siddon pieces of the line at normal angle `(cs, sn)`,
-    /// signed distance `s`.
+    /// signed distance `s` (`line.pieces` empty on entry: [`Joseph::line`] clears it).
     pub(crate) fn trace(&self, cs: f64, sn: f64, s: f64, line: &mut Line) {
-        line.pieces.clear();
         let g = self.grid();
         let (n, p) = (g.n, g.pixel_mm);
         let r = fov_radius(n, p);
@@ -129,20 +128,19 @@ impl Joseph {
         if ax.dk_dt == 0.0 {
             // A direct tube: each slice weighs its overlap with [k_mid - W/2, k_mid + W/2].
             let (lo, hi) = (ax.k_mid - tube / 2.0, ax.k_mid + tube / 2.0);
-            let mut ks = [(0usize, 0f32); 4];
-            let mut m = 0;
-            for k in floor(lo + 0.5)..=floor(hi + 0.5) {
+            let first = floor(lo + 0.5).max(0);
+            let last = floor(hi + 0.5).min(slices - 1);
+            let weight = |k: i64| {
                 let kf = k as f32;
                 let overlap = hi.min(kf + 0.5) - lo.max(kf - 0.5);
-                if overlap > 1e-4 && (0..slices).contains(&k) && m < ks.len() {
-                    ks[m] = (k as usize * plane, overlap * per_t);
-                    m += 1;
-                }
-            }
+                (overlap > 1e-4).then_some(overlap * per_t)
+            };
             for pc in &line.pieces {
                 let len = (pc.t1 - pc.t0) * pc.w;
-                for &(base, w) in &ks[..m] {
-                    f(base + pc.at as usize, len * w);
+                for k in first..=last {
+                    if let Some(w) = weight(k) {
+                        f(k as usize * plane + pc.at as usize, len * w);
+                    }
                 }
             }
             return;
@@ -203,7 +201,7 @@ mod tests {
         (p, g, l)
     }
 
-    /// `proj` of an image that is `value` on the slices `lit` and 0 elsewhere.
+    /// `proj` of an image that is 1 on the slices `lit` and 0 elsewhere.
     fn project_slices(p: &Joseph, g: Grid, lit: &[usize]) -> Vec<f32> {
         let plane = g.n * g.n;
         let mut img = vec![0f32; g.len()];
