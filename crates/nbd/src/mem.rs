@@ -4,17 +4,18 @@
 //! 256 MiB). Each chunk has its own lock, so requests on different chunks run in parallel.
 //! A trimmed or zeroed whole chunk is freed again.
 //!
-//! Chunks come from the system allocator (glibc's `malloc`), not from the process's global
-//! one (mimalloc in the `offhost` binary), which backs them with transparent huge pages: the
-//! first writes to a fresh export then fault in 2 MiB at a time, and where the kernel's
-//! zeroing of such pages is slow (a VM whose host backs guest memory on first touch) it
-//! dominates the server's time (`docs/notes/nbd.md`, "The memory disk's chunks and huge
-//! pages").
+//! Chunks are [`PageBuf`]s: page-aligned, from the system allocator (glibc's `malloc`), not
+//! from the process's global one (mimalloc in the `offhost` binary), which backs them with
+//! transparent huge pages: the first writes to a fresh export then fault in 2 MiB at a time,
+//! and where the kernel's zeroing of such pages is slow (a VM whose host backs guest memory
+//! on first touch) it dominates the server's time. A new chunk's pages are faulted in by one
+//! system call rather than one fault per page (`docs/notes/nbd.md`, "Where the server's time
+//! goes").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, RwLock};
 
-use allocator_api2::alloc::System;
+use offhost_shm::PageBuf;
 
 use crate::backend::Backend;
 use crate::proto::Errno;
@@ -29,20 +30,11 @@ const L2_LEN: usize = 1 << L2_SHIFT;
 /// Largest supported size: 64 TiB (a 2 MiB directory).
 pub const MAX_SIZE: u64 = 1 << 46;
 
-/// A chunk's bytes, from the system allocator (see the module's doc).
-type ChunkBuf = allocator_api2::boxed::Box<[u8], System>;
-type Chunk = RwLock<Option<ChunkBuf>>;
+type Chunk = RwLock<Option<PageBuf>>;
 
-/// A new chunk of zeroes.
-///
-/// Sized with `resize`, which LLVM makes one `calloc` with the allocation, so fresh memory is
-/// written once, by the copy that follows. (`allocator_api2`'s `extend_from_slice` pushes
-/// byte by byte: about 2 GB/s here, 42 % of the server's time in a 1 MiB prefill; filling
-/// uninitialised memory would need `unsafe`.)
-fn zeroed_chunk() -> ChunkBuf {
-    let mut v = allocator_api2::vec::Vec::with_capacity_in(CHUNK as usize, System);
-    v.resize(CHUNK as usize, 0);
-    v.into_boxed_slice()
+/// A new chunk of zeroes, its pages already faulted in.
+fn zeroed_chunk() -> PageBuf {
+    PageBuf::zeroed(CHUNK as usize)
 }
 
 /// The sparse memory disk.
