@@ -517,6 +517,37 @@ fn receiving_at_an_offset_keeps_room_in_front(transport: &str) {
     }
 }
 
+/// A receiver that takes a message and then leaves its session alone holds back the grant
+/// that message earned only briefly (see `Driver::flush_taken`): a sender that needs it gets
+/// it within the flusher's tick (its heartbeat flushes what waits), not when the receiver
+/// next calls.
+fn a_grant_held_back_reaches_a_sender_that_needs_it(transport: &str) {
+    let (server, _dir) = server(transport);
+    let url = server.url().to_owned();
+    let window: u32 = 64 << 10;
+    let (took_tx, took_rx) = crossbeam_channel::bounded::<()>(1);
+    let engine = std::thread::spawn(move || {
+        let s = server.accept().unwrap();
+        let ch = s.accept().unwrap();
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap().len(), 40 << 10);
+        took_tx.send(()).unwrap();
+        // Nothing is called on the session for a while.
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(ch.recv_wait(T).unwrap().unwrap().len(), 40 << 10);
+        (s, ch)
+    });
+    let s = common::connect(&url).unwrap();
+    let ch = s.open("held", opts(4096, window)).unwrap();
+    ch.send(&bytes(40 << 10, 1)).unwrap();
+    took_rx.recv().unwrap();
+    // 24 KiB of credit left: this one needs the grant for the first.
+    let start = std::time::Instant::now();
+    ch.send_wait(&bytes(40 << 10, 2), Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("{transport}: the grant did not come: {e}"));
+    assert!(start.elapsed() < Duration::from_secs(2));
+    drop(engine.join().unwrap());
+}
+
 macro_rules! conformance {
     ($($transport:ident),*) => {$(
         mod $transport {
@@ -535,6 +566,7 @@ macro_rules! conformance {
             #[test] fn peer_close_ends_blocked_calls() { super::peer_close_ends_blocked_calls(TR) }
             #[test] fn a_finished_receiver_keeps_nothing_from_others() { super::a_finished_receiver_keeps_nothing_from_others(TR) }
             #[test] fn receiving_at_an_offset_keeps_room_in_front() { super::receiving_at_an_offset_keeps_room_in_front(TR) }
+            #[test] fn a_grant_held_back_reaches_a_sender_that_needs_it() { super::a_grant_held_back_reaches_a_sender_that_needs_it(TR) }
         }
     )*};
 }

@@ -133,14 +133,37 @@ impl Chan {
     }
 
     /// The application took `n` messages worth `cost` credit: counts them and, on an open
-    /// link when it is worth a frame, grants the drained credit (see [`Chan::grant`]).
+    /// link when it is worth a frame, grants the drained credit (see [`Chan::grant`]), noting
+    /// in `deferrable` whether the grant may wait (see `connection::note_grant`).
     #[inline(always)]
-    pub(crate) fn took(&mut self, channel: u32, n: u64, cost: u64, open: bool, out: &mut Vec<u8>) {
+    pub(crate) fn took(
+        &mut self,
+        channel: u32,
+        n: u64,
+        cost: u64,
+        open: bool,
+        out: &mut Vec<u8>,
+        deferrable: &mut usize,
+    ) {
         self.consumed += cost;
         self.delivered += n;
         if open && !self.recv_closed && self.wants_grant() {
+            let may_wait = self.grant_may_wait();
+            let before = out.len();
             self.grant(channel, out);
+            crate::connection::note_grant(out.len(), deferrable, before, may_wait);
         }
+    }
+
+    /// Whether a grant made now may wait to be sent (see
+    /// [`Connection::has_urgent_transmit`](crate::Connection::has_urgent_transmit)): the peer
+    /// is not blocked, waits for no delivery report (an asynchronous channel), and still holds
+    /// at least a quarter of the window.
+    #[inline(always)]
+    fn grant_may_wait(&self) -> bool {
+        self.opts.send_mode != crate::SendMode::Sync
+            && !self.peer_blocked
+            && self.granted.saturating_sub(self.received) >= u64::from(self.opts.recv_buffer) / 4
     }
 
     /// Whether a fresh grant is worth a frame after the application drained a message: half

@@ -1093,3 +1093,71 @@ fn data_in_flight_to_a_channel_reset_and_closed_here_is_dropped_not_a_broken_lin
     assert!(!p.a.channel_ids().any(|c| c == id));
     assert!(p.b.is_open() && p.a.is_open());
 }
+
+#[test]
+fn a_grant_may_wait_while_the_peer_holds_a_quarter_of_the_window() {
+    let mut p = Pair::new();
+    p.settle();
+    let ch = p.a.open("data", small(4096, 64 << 10)).unwrap();
+    // The channel's opening and its answer are exchanged first.
+    p.settle();
+    while p.b.poll_event().is_some() {}
+    assert!(!p.b.has_transmit());
+    let take = |p: &mut Pair, len: usize| {
+        p.a.send(ch, &vec![7u8; len]).unwrap();
+        let mut wire = Vec::new();
+        p.a.poll_transmit(&mut wire);
+        p.b.handle_input(&wire).unwrap();
+        while p.b.poll_event().is_some() {}
+        assert_eq!(message(p.b.recv(ch).unwrap()).len(), len);
+    };
+    // 40 KiB of a 64 KiB window taken: a grant is due (half the window drained) and the
+    // sender still holds 24 KiB, more than a quarter: it may wait.
+    take(&mut p, 40 << 10);
+    assert!(p.b.has_transmit(), "a grant is queued");
+    assert!(!p.b.has_urgent_transmit(), "it may wait");
+    // Anything else queued behind it makes the whole transmission urgent.
+    p.b.send(ch, b"answer").unwrap();
+    assert!(p.b.has_urgent_transmit());
+    let mut wire = Vec::new();
+    p.b.poll_transmit(&mut wire);
+    assert!(!p.b.has_transmit() && !p.b.has_urgent_transmit());
+    p.a.handle_input(&wire).unwrap();
+    // The sender was granted up to 104 KiB. 40 KiB and then 10 KiB more reach the
+    // receiver (90 KiB in all) before it takes the 40: the grant that is then due leaves the
+    // sender 14 KiB, less than a quarter of the window: it goes now.
+    p.a.send(ch, &vec![1u8; 40 << 10]).unwrap();
+    p.a.send(ch, &vec![2u8; 10 << 10]).unwrap();
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    p.b.handle_input(&wire).unwrap();
+    assert_eq!(message(p.b.recv(ch).unwrap()).len(), 40 << 10);
+    assert!(
+        p.b.has_urgent_transmit(),
+        "the sender holds 14 KiB: the grant is urgent"
+    );
+}
+
+#[test]
+fn a_synchronous_channel_never_holds_its_grant_back() {
+    let mut p = Pair::new();
+    p.settle();
+    let opts = ChannelOptions {
+        send_mode: SendMode::Sync,
+        ..small(4096, 64 << 10)
+    };
+    let ch = p.a.open("sync", opts).unwrap();
+    p.settle();
+    while p.b.poll_event().is_some() {}
+    assert!(!p.b.has_transmit());
+    p.a.send(ch, &vec![1u8; 40 << 10]).unwrap();
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    p.b.handle_input(&wire).unwrap();
+    while p.b.poll_event().is_some() {}
+    assert_eq!(message(p.b.recv(ch).unwrap()).len(), 40 << 10);
+    assert!(
+        p.b.has_urgent_transmit(),
+        "the sender waits for the delivery report"
+    );
+}

@@ -28,6 +28,22 @@ impl Driver {
         self.flush_uncorked(st)
     }
 
+    /// [`flush`](Self::flush) after a wait was answered (a message taken, say): on a byte
+    /// stream, credit grants that may wait stay back (see
+    /// `offhost_proto::Connection::has_urgent_transmit`) for the caller's next send, which
+    /// writes them in front of its frames (`send_direct`), its next receive or other wait
+    /// (`wait_as` flushes first), or the flusher's next tick (its heartbeat's look ends in a
+    /// flush), whichever comes first. In a request and its answer, the request's grant then
+    /// goes with the answer, in one write and one wake-up of the peer; a stream's receiver
+    /// sends it when it comes for the next message.
+    #[inline]
+    pub(crate) fn flush_taken<'a>(&'a self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if self.writes_vectored && !st.conn.has_urgent_transmit() && st.pending.is_empty() {
+            return st;
+        }
+        self.flush(st)
+    }
+
     /// [`flush`](Self::flush) whether or not a cork is held.
     #[inline]
     fn flush_uncorked<'a>(&'a self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -140,8 +156,9 @@ impl Driver {
             || st.stuck
             || st.dead.is_some()
             || st.writer_closed
-            || st.conn.has_transmit()
+            || st.conn.has_urgent_transmit()
             || st.corked > 0
+            || st.writer.is_none()
         {
             return None;
         }
@@ -151,15 +168,26 @@ impl Driver {
             pending,
             ..
         } = &mut *st;
-        let w = writer.as_mut()?;
-        let permit = if parts.is_empty() {
-            conn.send_in_place(id, msg)?
+        // Grants held back for this send (see `flush_taken`) go first, in the same write.
+        let mut held = Vec::new();
+        conn.poll_transmit(&mut held);
+        let sent = if parts.is_empty() {
+            conn.send_in_place(id, msg)
         } else {
-            conn.send_parts_in_place(id, parts)?
+            conn.send_parts_in_place(id, parts)
         };
-        let total = permit.frames().len();
+        let Some(permit) = sent else {
+            // Sent the usual way, after the grants (`pending` was empty).
+            *pending = held;
+            return None;
+        };
+        let w = writer.as_mut().expect("the writer is home");
+        let total = held.len() + permit.frames().len();
         let mut headers = Vec::new();
         let mut pieces = Vec::with_capacity(8);
+        if !held.is_empty() {
+            pieces.push(&held[..]);
+        }
         permit.frames().pieces(&mut headers, &mut pieces);
         let wrote = match w.write_vectored_nb(&pieces) {
             Ok(n) => n,

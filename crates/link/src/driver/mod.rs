@@ -359,7 +359,10 @@ impl Driver {
         mut f: impl FnMut(&mut State) -> Option<Result<T, LinkError>>,
     ) -> Result<T, LinkError> {
         let mut st = self.lock();
+        // Grants the last wait held back (see `flush_taken`) wait no longer than this call:
+        // a receiver that takes one message after another without sending sends them now.
         if !passive {
+            st = self.flush(st);
             st.active += 1;
         }
         let mut looked = false;
@@ -367,7 +370,7 @@ impl Driver {
         let mut seen_gen = None;
         let r = loop {
             if let Some(r) = f(&mut st) {
-                st = self.flush(st);
+                st = self.flush_taken(st);
                 break r;
             }
             st = self.flush(st);

@@ -57,7 +57,14 @@ impl Connection {
         if taken == 0 {
             return Ok((0, end));
         }
-        ch.took(channel, taken as u64, cost, open, &mut self.out);
+        ch.took(
+            channel,
+            taken as u64,
+            cost,
+            open,
+            &mut self.out,
+            &mut self.deferrable,
+        );
         if ch.finished() {
             self.remove_chan(channel);
         }

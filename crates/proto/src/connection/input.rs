@@ -86,7 +86,14 @@ impl Connection {
         }
         // Past either credit limit nothing is counted, and the usual path reports the overrun.
         receive_within_credit(ch, &mut self.link, channel, charge).ok()?;
-        ch.took(channel, 1, charge, true, &mut self.out);
+        ch.took(
+            channel,
+            1,
+            charge,
+            true,
+            &mut self.out,
+            &mut self.deferrable,
+        );
         self.link.consumed += charge;
         self.grant_link(false);
         self.in_offset += data.len() as u64;
@@ -469,7 +476,14 @@ impl Connection {
             // The application waits for exactly this message: received and taken at once.
             let charge = crate::channel::cost(payload.len());
             let open = self.state == State::Open;
-            ch.took(channel, 1, charge, open, &mut self.out);
+            ch.took(
+                channel,
+                1,
+                charge,
+                open,
+                &mut self.out,
+                &mut self.deferrable,
+            );
             self.link.consumed += charge;
             if open {
                 self.grant_link(false);

@@ -232,7 +232,20 @@ pub struct Connection {
     pub(crate) data_rest: Option<input::DataRest>,
     pub(crate) in_offset: u64,
     pub(crate) out: Vec<u8>,
+    /// Length of `out` while it holds only credit grants that may wait (see
+    /// [`Connection::has_urgent_transmit`]); less than `out.len()` once anything else is in
+    /// it, 0 when it is drained.
+    pub(crate) deferrable: usize,
     pub(crate) events: VecDeque<Event>,
+}
+
+/// Notes a credit frame just appended to `out` (which held `before` bytes): while `out` holds
+/// only grants that may wait, `deferrable` follows its length.
+#[inline(always)]
+pub(crate) fn note_grant(out_len: usize, deferrable: &mut usize, before: usize, may_wait: bool) {
+    if may_wait && before == *deferrable {
+        *deferrable = out_len;
+    }
 }
 
 impl Connection {
@@ -258,6 +271,7 @@ impl Connection {
             data_rest: None,
             in_offset: 0,
             out: Vec::new(),
+            deferrable: 0,
             events: VecDeque::new(),
         };
         c.grant_link(true);
@@ -274,6 +288,7 @@ impl Connection {
         } else {
             out.append(&mut self.out);
         }
+        self.deferrable = 0;
         true
     }
 
@@ -285,6 +300,18 @@ impl Connection {
     /// Whether bytes are waiting for transmission.
     pub fn has_transmit(&self) -> bool {
         !self.out.is_empty()
+    }
+
+    /// Whether the bytes waiting for transmission must go now: false when they are only
+    /// credit grants that may wait, those that leave the peer at least a quarter of the
+    /// window they refill still to send on (never on a synchronous channel, nor to a peer
+    /// that said it is blocked). A driver may hold such grants back until it next sends
+    /// (they go in front of its frames, in one write), waits for input, or a short time has
+    /// passed: in a request and its answer, the grant for the request then travels with the
+    /// answer instead of in a write and a wake-up of the peer of its own.
+    pub fn has_urgent_transmit(&self) -> bool {
+        debug_assert!(self.deferrable <= self.out.len());
+        self.out.len() > self.deferrable
     }
 
     /// The next event, if any.
@@ -573,7 +600,7 @@ impl Connection {
             });
         };
         let c = entry.cost();
-        ch.took(channel, 1, c, open, &mut self.out);
+        ch.took(channel, 1, c, open, &mut self.out, &mut self.deferrable);
         let finished = ch.finished();
         self.link.consumed += c;
         if open {
@@ -715,7 +742,13 @@ impl Connection {
                 || self.link.peer_blocked
                 || limit - self.link.granted >= (self.config.link_window + self.recv_bufs) / 2)
         {
+            let may_wait = !force
+                && !self.link.peer_blocked
+                && self.link.granted.saturating_sub(self.link.received)
+                    >= (self.config.link_window + self.recv_bufs) / 4;
+            let before = self.out.len();
             self.send_link_grant(limit);
+            note_grant(self.out.len(), &mut self.deferrable, before, may_wait);
         }
     }
 
