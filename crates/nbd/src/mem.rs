@@ -30,12 +30,8 @@ const L2_LEN: usize = 1 << L2_SHIFT;
 /// Largest supported size: 64 TiB (a 2 MiB directory).
 pub const MAX_SIZE: u64 = 1 << 46;
 
+/// A chunk: absent until written, then zeroes with its pages already faulted in.
 type Chunk = RwLock<Option<PageBuf>>;
-
-/// A new chunk of zeroes, its pages already faulted in.
-fn zeroed_chunk() -> PageBuf {
-    PageBuf::zeroed(CHUNK as usize)
-}
 
 /// The sparse memory disk.
 pub struct MemDisk {
@@ -162,7 +158,7 @@ impl Backend for MemDisk {
             let buf = g.get_or_insert_with(|| {
                 // Relaxed: statistic only.
                 self.allocated.fetch_add(CHUNK, Ordering::Relaxed);
-                zeroed_chunk()
+                PageBuf::zeroed(CHUNK as usize)
             });
             buf[inner..inner + n].copy_from_slice(&data[pos..pos + n]);
         }

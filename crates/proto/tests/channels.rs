@@ -1094,26 +1094,34 @@ fn data_in_flight_to_a_channel_reset_and_closed_here_is_dropped_not_a_broken_lin
     assert!(p.b.is_open() && p.a.is_open());
 }
 
-#[test]
-fn a_grant_may_wait_while_the_peer_holds_a_quarter_of_the_window() {
-    let mut p = Pair::new();
+/// Opens a channel from `a` to `b` and exchanges the opening and its answer, so that nothing
+/// waits for transmission at `b`.
+fn opened_quietly(p: &mut Pair, name: &str, opts: ChannelOptions) -> u32 {
     p.settle();
-    let ch = p.a.open("data", small(4096, 64 << 10)).unwrap();
-    // The channel's opening and its answer are exchanged first.
+    let ch = p.a.open(name, opts).unwrap();
     p.settle();
     while p.b.poll_event().is_some() {}
     assert!(!p.b.has_transmit());
-    let take = |p: &mut Pair, len: usize| {
-        p.a.send(ch, &vec![7u8; len]).unwrap();
-        let mut wire = Vec::new();
-        p.a.poll_transmit(&mut wire);
-        p.b.handle_input(&wire).unwrap();
-        while p.b.poll_event().is_some() {}
-        assert_eq!(message(p.b.recv(ch).unwrap()).len(), len);
-    };
+    ch
+}
+
+/// Carries what `a` has to transmit to `b`.
+fn carry_to_b(p: &mut Pair) {
+    let mut wire = Vec::new();
+    p.a.poll_transmit(&mut wire);
+    p.b.handle_input(&wire).unwrap();
+    while p.b.poll_event().is_some() {}
+}
+
+#[test]
+fn a_grant_may_wait_while_the_peer_holds_a_quarter_of_the_window() {
+    let mut p = Pair::new();
+    let ch = opened_quietly(&mut p, "data", small(4096, 64 << 10));
     // 40 KiB of a 64 KiB window taken: a grant is due (half the window drained) and the
     // sender still holds 24 KiB, more than a quarter: it may wait.
-    take(&mut p, 40 << 10);
+    p.a.send(ch, &vec![7u8; 40 << 10]).unwrap();
+    carry_to_b(&mut p);
+    assert_eq!(message(p.b.recv(ch).unwrap()).len(), 40 << 10);
     assert!(p.b.has_transmit(), "a grant is queued");
     assert!(!p.b.has_urgent_transmit(), "it may wait");
     // Anything else queued behind it makes the whole transmission urgent.
@@ -1128,9 +1136,7 @@ fn a_grant_may_wait_while_the_peer_holds_a_quarter_of_the_window() {
     // sender 14 KiB, less than a quarter of the window: it goes now.
     p.a.send(ch, &vec![1u8; 40 << 10]).unwrap();
     p.a.send(ch, &vec![2u8; 10 << 10]).unwrap();
-    let mut wire = Vec::new();
-    p.a.poll_transmit(&mut wire);
-    p.b.handle_input(&wire).unwrap();
+    carry_to_b(&mut p);
     assert_eq!(message(p.b.recv(ch).unwrap()).len(), 40 << 10);
     assert!(
         p.b.has_urgent_transmit(),
@@ -1141,20 +1147,13 @@ fn a_grant_may_wait_while_the_peer_holds_a_quarter_of_the_window() {
 #[test]
 fn a_synchronous_channel_never_holds_its_grant_back() {
     let mut p = Pair::new();
-    p.settle();
     let opts = ChannelOptions {
         send_mode: SendMode::Sync,
         ..small(4096, 64 << 10)
     };
-    let ch = p.a.open("sync", opts).unwrap();
-    p.settle();
-    while p.b.poll_event().is_some() {}
-    assert!(!p.b.has_transmit());
+    let ch = opened_quietly(&mut p, "sync", opts);
     p.a.send(ch, &vec![1u8; 40 << 10]).unwrap();
-    let mut wire = Vec::new();
-    p.a.poll_transmit(&mut wire);
-    p.b.handle_input(&wire).unwrap();
-    while p.b.poll_event().is_some() {}
+    carry_to_b(&mut p);
     assert_eq!(message(p.b.recv(ch).unwrap()).len(), 40 << 10);
     assert!(
         p.b.has_urgent_transmit(),

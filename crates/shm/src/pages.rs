@@ -4,8 +4,8 @@
 //! pages. [`PageBuf::zeroed`] asks the kernel for all of them at once (`madvise` with
 //! `MADV_POPULATE_WRITE`, Linux 5.14) before zeroing the buffer, which on the development VM
 //! took about 30 % less CPU than faulting 4 KiB at a time (1 GiB of 64 KiB buffers, written
-//! once: 0.44-0.55 s against 0.58-0.73 s; `docs/notes/nbd.md`, "Prefaulted chunks"). On a
-//! kernel without it the pages fault in as usual.
+//! once: 0.44-0.58 s against 0.58-0.77 s; `docs/notes/nbd.md`, "Where the server's time
+//! goes"). On a kernel without it the pages fault in as usual.
 //!
 //! The memory comes from the system allocator (glibc's `malloc`), not the process's global
 //! one, and is not shared with any other process: this is here only because it needs
